@@ -1,0 +1,418 @@
+"""Columnar batches and the conversion of every accepted input form into them.
+
+Everything that crosses a kernel or an actor boundary is a :class:`SubscriptionBatch` or a
+:class:`MessageBatch`: flat numpy arrays with the terms of row ``i`` in
+``term_ids[offsets[i]:offsets[i+1]]`` (sorted by term id, weights L2-normalised).
+
+Accepted inputs (wherever the contract says "subscriptions" or "messages"): an iterable of
+:class:`~rankcast.Subscription` / :class:`~rankcast.Message`, a pyarrow Table or RecordBatch,
+a pandas DataFrame, a Spark DataFrame, a mapping of column name to array, or an already
+encoded batch. Field checks here are the ones that need no engine state; the engine adds the
+state checks (live ids, ids in the window, time order). Errors name the item by position and
+id and the field: ``subscription #3 (id=17): field 'alpha': must be in [0, 1], got nan``.
+"""
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, fields
+from numbers import Integral, Real
+from typing import Any, Iterable, Mapping, Sequence
+
+import numpy as np
+
+from .errors import InvalidInput
+from .model import Message, Subscription
+from .text import TermDictionary, Vocabulary
+
+__all__ = ["SubscriptionBatch", "MessageBatch", "Encoder", "item_error"]
+
+INT64_MIN, INT64_MAX = -(2**63), 2**63 - 1
+
+
+def _concat_csr(batches, offsets_attr="offsets"):
+    offs = [np.zeros(1, np.int64)]
+    base = 0
+    for b in batches:
+        o = getattr(b, offsets_attr)
+        offs.append(o[1:] + base)
+        base += int(o[-1])
+    return np.concatenate(offs)
+
+
+def _take_csr(offsets, term_ids, weights, idx):
+    idx = np.asarray(idx, dtype=np.int64)
+    lens = offsets[idx + 1] - offsets[idx]
+    new_off = np.zeros(len(idx) + 1, np.int64)
+    np.cumsum(lens, out=new_off[1:])
+    if len(idx) == 0 or new_off[-1] == 0:
+        return new_off, term_ids[:0].copy(), weights[:0].copy()
+    starts = np.repeat(offsets[idx], lens)
+    within = np.arange(new_off[-1], dtype=np.int64) - np.repeat(new_off[:-1], lens)
+    pos = starts + within
+    return new_off, term_ids[pos], weights[pos]
+
+
+@dataclass
+class _Batch:
+    def __len__(self) -> int:
+        return len(self.ids)
+
+    def take(self, idx):
+        """Rows ``idx`` (an integer array or a boolean mask) as a new batch."""
+        idx = np.asarray(idx)
+        if idx.dtype == bool:
+            idx = np.flatnonzero(idx)
+        off, tid, tw = _take_csr(self.offsets, self.term_ids, self.weights, idx)
+        kw = {f.name: getattr(self, f.name)[idx] for f in fields(self)
+              if f.name not in ("offsets", "term_ids", "weights")}
+        return type(self)(offsets=off, term_ids=tid, weights=tw, **kw)
+
+    @classmethod
+    def concat(cls, batches: Sequence["_Batch"]):
+        batches = list(batches)
+        if not batches:
+            return cls.empty()
+        kw = {f.name: np.concatenate([getattr(b, f.name) for b in batches]) for f in fields(cls)
+              if f.name != "offsets"}
+        return cls(offsets=_concat_csr(batches), **kw)
+
+    def row_terms(self, i: int) -> tuple[np.ndarray, np.ndarray]:
+        a, b = self.offsets[i], self.offsets[i + 1]
+        return self.term_ids[a:b], self.weights[a:b]
+
+    @property
+    def nbytes(self) -> int:
+        return sum(getattr(self, f.name).nbytes for f in fields(self))
+
+
+@dataclass
+class SubscriptionBatch(_Batch):
+    ids: np.ndarray        # int64[n]
+    x: np.ndarray          # float64[n]
+    y: np.ndarray          # float64[n]
+    k: np.ndarray          # int64[n]
+    alpha: np.ndarray      # float64[n]
+    offsets: np.ndarray    # int64[n + 1]
+    term_ids: np.ndarray   # int64[nnz], sorted within a row
+    weights: np.ndarray    # float64[nnz], unit length per row
+
+    @classmethod
+    def empty(cls) -> "SubscriptionBatch":
+        f, i = np.zeros(0, np.float64), np.zeros(0, np.int64)
+        return cls(i, f, f, i, f, np.zeros(1, np.int64), i, f)
+
+
+@dataclass
+class MessageBatch(_Batch):
+    ids: np.ndarray        # int64[n]
+    x: np.ndarray          # float64[n]
+    y: np.ndarray          # float64[n]
+    t: np.ndarray          # float64[n], NaN where a message carries no time
+    offsets: np.ndarray    # int64[n + 1]
+    term_ids: np.ndarray   # int64[nnz]
+    weights: np.ndarray    # float64[nnz]
+
+    @classmethod
+    def empty(cls) -> "MessageBatch":
+        f, i = np.zeros(0, np.float64), np.zeros(0, np.int64)
+        return cls(i, f, f, f, np.zeros(1, np.int64), i, f)
+
+
+def item_error(kind: str, pos: int, item_id: Any, field: str, reason: str) -> InvalidInput:
+    return InvalidInput(f"{kind} #{pos} (id={item_id!r}): field '{field}': {reason}")
+
+
+# ----------------------------------------------------------------------------- raw columns
+
+_SUB_FIELDS = ("id", "x", "y", "k", "alpha", "text", "terms")
+_MSG_FIELDS = ("id", "x", "y", "text", "terms", "t")
+
+
+def _is_spark_df(obj) -> bool:
+    return type(obj).__module__.startswith("pyspark.sql") and hasattr(obj, "toPandas")
+
+
+def _raw_columns(items, kind: str, cls) -> dict[str, list | np.ndarray] | None:
+    """Columns of ``items`` as lists or arrays; None when ``items`` is already a batch."""
+    names = _SUB_FIELDS if cls is Subscription else _MSG_FIELDS
+    if _is_spark_df(items):
+        items = items.toPandas()
+    try:
+        import pyarrow as pa
+        if isinstance(items, (pa.Table, pa.RecordBatch)):
+            return {n: (items.column(n).to_pylist() if n in ("text", "terms")
+                        else items.column(n).to_numpy(zero_copy_only=False))
+                    for n in names if n in items.schema.names}
+    except ImportError:  # pragma: no cover - pyarrow is a dependency
+        pass
+    if type(items).__module__.startswith("pandas") and hasattr(items, "columns"):
+        return {n: (list(items[n]) if n in ("text", "terms") else items[n].to_numpy())
+                for n in names if n in items.columns}
+    if isinstance(items, Mapping):
+        return {n: (list(items[n]) if n in ("text", "terms") else np.asarray(items[n]))
+                for n in names if n in items}
+    if isinstance(items, (str, bytes)) or not isinstance(items, Iterable):
+        raise InvalidInput(f"expected an iterable of {cls.__name__} or a table, "
+                           f"got {type(items).__name__}")
+    items = list(items)
+    cols: dict[str, list] = {n: [] for n in names}
+    for pos, it in enumerate(items):
+        if not isinstance(it, cls):
+            raise InvalidInput(f"{kind} #{pos} (id={getattr(it, 'id', None)!r}): expected "
+                               f"{cls.__name__}, got {type(it).__name__}")
+        for n in names:
+            cols[n].append(getattr(it, n))
+    return cols
+
+
+def _check_ids(kind, ids) -> np.ndarray:
+    ids_arr = np.asarray(ids)
+    if ids_arr.dtype.kind in "iu" and ids_arr.dtype != np.uint64:
+        return ids_arr.astype(np.int64)
+    if ids_arr.dtype == np.uint64:
+        bad = np.flatnonzero(ids_arr > np.uint64(INT64_MAX))
+        if len(bad):
+            raise item_error(kind, int(bad[0]), int(ids_arr[bad[0]]), "id", "must be an int64")
+        return ids_arr.astype(np.int64)
+    out = np.empty(len(ids_arr), np.int64)
+    for pos, v in enumerate(ids_arr.tolist() if ids_arr.dtype != object else ids_arr):
+        if isinstance(v, bool) or not isinstance(v, Integral) or not INT64_MIN <= int(v) <= INT64_MAX:
+            raise item_error(kind, pos, v, "id", f"must be an int64, got {v!r}")
+        out[pos] = int(v)
+    return out
+
+
+def _check_real(kind, ids, values, field, *, integer=False) -> np.ndarray:
+    arr = np.asarray(values)
+    if arr.dtype.kind in "fiu" and not (integer and arr.dtype.kind == "f"):
+        return arr.astype(np.int64 if integer else np.float64)
+    want = Integral if integer else Real
+    out = np.empty(len(arr), np.int64 if integer else np.float64)
+    for pos, v in enumerate(arr.tolist() if arr.dtype != object else arr):
+        if isinstance(v, bool) or not isinstance(v, want):
+            what = "an integer" if integer else "a real number"
+            raise item_error(kind, pos, int(ids[pos]), field, f"must be {what}, got {v!r}")
+        out[pos] = v
+    return out
+
+
+def _first(mask) -> int:
+    return int(np.flatnonzero(mask)[0])
+
+
+class Encoder:
+    """Turns inputs into validated batches against fixed ``bounds`` and a term dictionary.
+
+    ``encode_*`` returns the batch and the new terms it met; the caller commits them with
+    :meth:`commit` once the whole call is known to be valid.
+    """
+
+    def __init__(self, bounds: Sequence[float], vocabulary: Vocabulary | None = None):
+        self.bounds = tuple(float(b) for b in bounds)
+        self.terms = TermDictionary(vocabulary)
+
+    @property
+    def vocabulary(self) -> Vocabulary:
+        return self.terms.vocabulary
+
+    def commit(self, pending: Mapping[str, int]) -> None:
+        self.terms.commit(pending)
+
+    # -------------------------------------------------------------------- shared pieces
+    def _location(self, kind, ids, x, y):
+        x = _check_real(kind, ids, x, "x")
+        y = _check_real(kind, ids, y, "y")
+        xmin, ymin, xmax, ymax = self.bounds
+        for name, v, lo, hi in (("x", x, xmin, xmax), ("y", y, ymin, ymax)):
+            bad = ~np.isfinite(v) | (v < lo) | (v > hi)
+            if bad.any():
+                p = _first(bad)
+                raise item_error(kind, p, int(ids[p]), name,
+                                 f"must be finite and within bounds [{lo}, {hi}], got {v[p]!r}")
+        return x, y
+
+    def _texts(self, kind, ids, texts, terms, n, *, need_terms: bool, pending: dict):
+        texts = list(texts) if texts is not None else [None] * n
+        terms = list(terms) if terms is not None else [None] * n
+        offsets = np.zeros(n + 1, np.int64)
+        all_ids: list[np.ndarray] = []
+        all_w: list[np.ndarray] = []
+        vocab = self.terms.vocabulary
+        for p in range(n):
+            text, tm = texts[p], terms[p]
+            text = None if _missing(text) else text
+            tm = None if _missing(tm) else tm
+            if (text is None) == (tm is None):
+                raise item_error(kind, p, int(ids[p]), "text/terms",
+                                 "exactly one of text and terms is required")
+            if text is not None:
+                if not isinstance(text, str):
+                    raise item_error(kind, p, int(ids[p]), "text",
+                                     f"must be a string, got {type(text).__name__}")
+                raw = vocab.raw_weights(text)
+            else:
+                raw = _check_terms(kind, p, int(ids[p]), tm)
+            if need_terms and not raw:
+                raise item_error(kind, p, int(ids[p]), "text" if text is not None else "terms",
+                                 "a subscription needs at least one term")
+            tid = np.fromiter((self.terms.lookup(t, pending) for t in raw), np.int64, len(raw))
+            w = np.fromiter(raw.values(), np.float64, len(raw))
+            order = np.argsort(tid, kind="stable")
+            tid, w = tid[order], w[order]
+            if len(w):
+                w = w / math.sqrt(float(np.dot(w, w)))
+            all_ids.append(tid)
+            all_w.append(w)
+            offsets[p + 1] = offsets[p] + len(tid)
+        cat = lambda xs, dt: np.concatenate(xs) if xs else np.zeros(0, dt)
+        return offsets, cat(all_ids, np.int64), cat(all_w, np.float64)
+
+    # -------------------------------------------------------------------- public
+    def encode_subscriptions(self, items) -> tuple[SubscriptionBatch, dict[str, int]]:
+        kind = "subscription"
+        if isinstance(items, SubscriptionBatch):
+            self._check_batch_subs(items)
+            return items, {}
+        cols = _raw_columns(items, kind, Subscription)
+        for need in ("id", "x", "y"):
+            if need not in cols:
+                raise InvalidInput(f"subscription table: missing column '{need}'")
+        ids = _check_ids(kind, cols["id"])
+        n = len(ids)
+        x, y = self._location(kind, ids, cols["x"], cols["y"])
+        k = _check_real(kind, ids, cols["k"], "k", integer=True) if "k" in cols \
+            else np.full(n, 20, np.int64)
+        bad = k < 1
+        if bad.any():
+            p = _first(bad)
+            raise item_error(kind, p, int(ids[p]), "k", f"must be an integer >= 1, got {k[p]}")
+        alpha = _check_real(kind, ids, cols["alpha"], "alpha") if "alpha" in cols \
+            else np.full(n, 0.5)
+        bad = ~((alpha >= 0.0) & (alpha <= 1.0))
+        if bad.any():
+            p = _first(bad)
+            raise item_error(kind, p, int(ids[p]), "alpha", f"must be in [0, 1], got {alpha[p]!r}")
+        _check_unique(kind, ids)
+        pending: dict[str, int] = {}
+        off, tid, w = self._texts(kind, ids, cols.get("text"), cols.get("terms"), n,
+                                  need_terms=True, pending=pending)
+        return SubscriptionBatch(ids, x, y, k, alpha, off, tid, w), pending
+
+    def encode_messages(self, items, *, time_window: bool) -> tuple[MessageBatch, dict[str, int]]:
+        kind = "message"
+        if isinstance(items, MessageBatch):
+            self._check_batch_msgs(items, time_window)
+            return items, {}
+        cols = _raw_columns(items, kind, Message)
+        for need in ("id", "x", "y"):
+            if need not in cols:
+                raise InvalidInput(f"message table: missing column '{need}'")
+        ids = _check_ids(kind, cols["id"])
+        n = len(ids)
+        x, y = self._location(kind, ids, cols["x"], cols["y"])
+        t = self._times(kind, ids, cols.get("t"), n, time_window)
+        _check_unique(kind, ids)
+        pending: dict[str, int] = {}
+        off, tid, w = self._texts(kind, ids, cols.get("text"), cols.get("terms"), n,
+                                  need_terms=False, pending=pending)
+        return MessageBatch(ids, x, y, t, off, tid, w), pending
+
+    def _times(self, kind, ids, t, n, time_window):
+        if t is None:
+            t = np.full(n, np.nan)
+        else:
+            arr = np.asarray(t, dtype=object) if not isinstance(t, np.ndarray) else t
+            if arr.dtype.kind in "fiu":
+                t = arr.astype(np.float64)
+            else:
+                t = np.empty(n, np.float64)
+                for p, v in enumerate(arr):
+                    if v is None:
+                        t[p] = np.nan
+                    elif isinstance(v, bool) or not isinstance(v, Real):
+                        raise item_error(kind, p, int(ids[p]), "t",
+                                         f"must be a real number, got {v!r}")
+                    else:
+                        t[p] = float(v)
+        if time_window:
+            bad = ~np.isfinite(t)
+            if bad.any():
+                p = _first(bad)
+                raise item_error(kind, p, int(ids[p]), "t",
+                                 f"a time window needs a finite t, got {t[p]!r}")
+            bad = np.diff(t) < 0
+            if bad.any():
+                p = _first(bad) + 1
+                raise item_error(kind, p, int(ids[p]), "t",
+                                 f"must not decrease, got {t[p]!r} after {t[p - 1]!r}")
+        else:
+            bad = np.isinf(t)
+            if bad.any():
+                p = _first(bad)
+                raise item_error(kind, p, int(ids[p]), "t", f"must be finite, got {t[p]!r}")
+        return t
+
+    def _check_batch_common(self, kind, b):
+        _check_ids(kind, b.ids)
+        self._location(kind, b.ids, b.x, b.y)
+        _check_unique(kind, b.ids)
+        if len(b.offsets) != len(b) + 1 or b.offsets[0] != 0 or np.any(np.diff(b.offsets) < 0) \
+                or b.offsets[-1] != len(b.term_ids) or len(b.weights) != len(b.term_ids):
+            raise InvalidInput(f"{kind} batch: malformed term arrays")
+        bad = ~np.isfinite(b.weights) | (b.weights <= 0)
+        if bad.any():
+            row = int(np.searchsorted(b.offsets, _first(bad), side="right") - 1)
+            raise item_error(kind, row, int(b.ids[row]), "terms", "weights must be positive and finite")
+        if np.any(b.term_ids < 0) or np.any(b.term_ids >= len(self.terms)):
+            raise InvalidInput(f"{kind} batch: term id outside the term dictionary")
+
+    def _check_batch_subs(self, b: SubscriptionBatch):
+        self._check_batch_common("subscription", b)
+        bad = (b.k < 1) | ~((b.alpha >= 0) & (b.alpha <= 1)) | (np.diff(b.offsets) == 0)
+        if bad.any():
+            p = _first(bad)
+            raise item_error("subscription", p, int(b.ids[p]), "k/alpha/terms",
+                             "k >= 1, alpha in [0, 1] and at least one term are required")
+
+    def _check_batch_msgs(self, b: MessageBatch, time_window: bool):
+        self._check_batch_common("message", b)
+        self._times("message", b.ids, b.t, len(b), time_window)
+
+
+def _missing(v) -> bool:
+    return v is None or (isinstance(v, float) and math.isnan(v))
+
+
+def _check_terms(kind, pos, item_id, tm) -> dict[str, float]:
+    if isinstance(tm, Mapping):
+        pairs = list(tm.items())
+    elif isinstance(tm, (list, tuple, np.ndarray)):  # Arrow map<string,double> as pairs
+        try:
+            pairs = [(a, b) for a, b in tm]
+        except (TypeError, ValueError):
+            raise item_error(kind, pos, item_id, "terms", "must map term to weight") from None
+    else:
+        raise item_error(kind, pos, item_id, "terms",
+                         f"must be a mapping of term to weight, got {type(tm).__name__}")
+    out: dict[str, float] = {}
+    for term, w in pairs:
+        if not isinstance(term, str) or not term:
+            raise item_error(kind, pos, item_id, "terms", f"term must be a non-empty string, got {term!r}")
+        if isinstance(w, bool) or not isinstance(w, Real) or not math.isfinite(w) or w <= 0:
+            raise item_error(kind, pos, item_id, "terms",
+                             f"weight of {term!r} must be positive and finite, got {w!r}")
+        if term in out:
+            raise item_error(kind, pos, item_id, "terms", f"term {term!r} appears twice")
+        out[term] = float(w)
+    return out
+
+
+def _check_unique(kind, ids: np.ndarray) -> None:
+    if len(ids) < 2:
+        return
+    order = np.argsort(ids, kind="stable")
+    s = ids[order]
+    dup = np.flatnonzero(s[1:] == s[:-1])
+    if len(dup):
+        p = int(order[dup[0] + 1])
+        raise item_error(kind, p, int(ids[p]), "id", "duplicate id within the call")

@@ -1,0 +1,128 @@
+"""Typed configuration: dataclasses with defaults from ``defaults.yaml`` and
+``RANKCAST_<FIELD>`` environment overrides (for example ``RANKCAST_LEAF_CAPACITY=500``)."""
+from __future__ import annotations
+
+import math
+import os
+from dataclasses import dataclass, field, fields, replace
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from ..errors import InvalidInput
+from ..text import Vocabulary
+
+__all__ = ["EngineConfig", "ClusterConfig", "defaults", "POLICIES"]
+
+_DEFAULTS_FILE = Path(__file__).with_name("defaults.yaml")
+POLICIES = ("hash", "location", "keyword", "prefix", "spatial-first", "keyword-first")
+
+
+def defaults() -> dict[str, Any]:
+    """The shipped defaults, with environment overrides applied."""
+    with open(_DEFAULTS_FILE) as f:
+        d = yaml.safe_load(f)
+    for section in d.values():
+        for key, val in section.items():
+            env = os.environ.get("RANKCAST_" + key.upper())
+            if env is not None:
+                section[key] = type(val)(env) if val is not None else yaml.safe_load(env)
+    return d
+
+
+_ENGINE = defaults()["engine"]
+_CLUSTER = defaults()["cluster"]
+
+
+@dataclass(frozen=True)
+class EngineConfig:
+    """Configuration of one Skype engine (paper Sections 4 to 6).
+
+    ``window`` (count) or ``window_seconds`` (time): exactly one is used; giving
+    ``window_seconds`` switches to the time-based window.
+    """
+
+    bounds: tuple[float, float, float, float]
+    window: int | None = 100_000
+    window_seconds: float | None = None
+    vocabulary: Vocabulary | None = None
+    leaf_capacity: int = _ENGINE["leaf_capacity"]        # Quadtree leaf capacity (paper 8.1.1)
+    groups: int = _ENGINE["groups"]                      # alpha*-partition groups (paper 5.2.1)
+    max_depth: int = _ENGINE["max_depth"]                # Quadtree depth limit (coincident points)
+    candidate_factor: float = _ENGINE["candidate_factor"]  # re-evaluation fetches this x k candidates
+    batch_size: int = _ENGINE["batch_size"]              # messages per kernel call inside publish
+
+    def __post_init__(self):
+        try:
+            b = tuple(float(v) for v in self.bounds)
+        except (TypeError, ValueError):
+            raise InvalidInput(f"EngineConfig: field 'bounds': expected 4 numbers, got {self.bounds!r}") from None
+        if len(b) != 4 or not all(math.isfinite(v) for v in b) or not (b[0] < b[2] and b[1] < b[3]):
+            raise InvalidInput(f"EngineConfig: field 'bounds': need finite xmin < xmax, ymin < ymax, got {self.bounds!r}")
+        object.__setattr__(self, "bounds", b)
+        if self.window_seconds is not None:
+            ws = self.window_seconds
+            if isinstance(ws, bool) or not isinstance(ws, (int, float)) or not (ws > 0 and math.isfinite(ws)):
+                raise InvalidInput(f"EngineConfig: field 'window_seconds': must be a positive number, got {ws!r}")
+            object.__setattr__(self, "window", None)
+        else:
+            w = self.window
+            if isinstance(w, bool) or not isinstance(w, int) or w < 1:
+                raise InvalidInput(f"EngineConfig: field 'window': must be an integer >= 1, got {w!r}")
+        if self.vocabulary is not None and not isinstance(self.vocabulary, Vocabulary):
+            raise InvalidInput("EngineConfig: field 'vocabulary': must be a rankcast.Vocabulary or None")
+        for name in ("leaf_capacity", "groups", "max_depth", "batch_size"):
+            v = getattr(self, name)
+            if isinstance(v, bool) or not isinstance(v, int) or v < 1:
+                raise InvalidInput(f"EngineConfig: field '{name}': must be an integer >= 1, got {v!r}")
+        if not self.candidate_factor >= 1:
+            raise InvalidInput("EngineConfig: field 'candidate_factor': must be >= 1")
+
+    @property
+    def time_window(self) -> bool:
+        return self.window_seconds is not None
+
+    @property
+    def max_dist(self) -> float:
+        """MaxDist of the score: the diagonal of ``bounds``."""
+        xmin, ymin, xmax, ymax = self.bounds
+        return math.hypot(xmax - xmin, ymax - ymin)
+
+    def replace(self, **kw) -> "EngineConfig":
+        return replace(self, **kw)
+
+
+@dataclass(frozen=True)
+class ClusterConfig:
+    """Topology of a DSkype deployment on Ray (paper Section 7)."""
+
+    engine: EngineConfig
+    policy: str = _CLUSTER["policy"]
+    partitions: int = _CLUSTER["partitions"]
+    window_shards: int = _CLUSTER["window_shards"]
+    distributors: int = _CLUSTER["distributors"]
+    aggregators: int = _CLUSTER["aggregators"]
+    name: str = _CLUSTER["name"]
+    namespace: str = _CLUSTER["namespace"]
+    batch_size: int = _CLUSTER["batch_size"]          # micro-batch of messages between actors
+    max_in_flight: int = _CLUSTER["max_in_flight"]    # batches in flight under publish(wait=False)
+    actor_cpus: float = _CLUSTER["actor_cpus"]        # fractional CPUs per actor
+    options: dict = field(default_factory=dict)        # policy-specific tuning (l1, l2, sample sizes)
+
+    def __post_init__(self):
+        if not isinstance(self.engine, EngineConfig):
+            raise InvalidInput("ClusterConfig: field 'engine': must be an EngineConfig")
+        if self.policy not in POLICIES:
+            raise InvalidInput(f"ClusterConfig: field 'policy': must be one of {POLICIES}, got {self.policy!r}")
+        for name in ("partitions", "window_shards", "distributors", "aggregators", "batch_size", "max_in_flight"):
+            v = getattr(self, name)
+            if isinstance(v, bool) or not isinstance(v, int) or v < 1:
+                raise InvalidInput(f"ClusterConfig: field '{name}': must be an integer >= 1, got {v!r}")
+        if not (0 < self.actor_cpus <= 64):
+            raise InvalidInput("ClusterConfig: field 'actor_cpus': must be in (0, 64]")
+        if not isinstance(self.name, str) or not self.name:
+            raise InvalidInput("ClusterConfig: field 'name': must be a non-empty string")
+
+    def replace(self, **kw) -> "ClusterConfig":
+        return replace(self, **kw)

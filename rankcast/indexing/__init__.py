@@ -1,0 +1,1 @@
+"""Numba kernels and the single-process Skype engine core. No Ray, no Spark here."""

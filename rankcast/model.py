@@ -1,0 +1,44 @@
+"""Plain data objects of the public contract.
+
+They hold what the user gave, unchanged; validation happens when a call uses them,
+because only the call knows an item's position (see :mod:`rankcast.columns`).
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Mapping
+
+__all__ = ["Subscription", "Message", "Update"]
+
+
+@dataclass(frozen=True, slots=True)
+class Subscription:
+    """A standing top-k spatial-keyword interest (paper Definition 2)."""
+
+    id: int
+    x: float
+    y: float
+    text: str | None = field(default=None, kw_only=True)
+    terms: Mapping[str, float] | None = field(default=None, kw_only=True)
+    k: int = field(default=20, kw_only=True)
+    alpha: float = field(default=0.5, kw_only=True)
+
+
+@dataclass(frozen=True, slots=True)
+class Message:
+    """A geo-textual message (paper Definition 1); ``t`` is needed under a time window."""
+
+    id: int
+    x: float
+    y: float
+    text: str | None = field(default=None, kw_only=True)
+    terms: Mapping[str, float] | None = field(default=None, kw_only=True)
+    t: float | None = field(default=None, kw_only=True)
+
+
+@dataclass(frozen=True, slots=True)
+class Update:
+    """The top-k of one subscription after a call that changed it: (message_id, score), best first."""
+
+    subscription_id: int
+    topk: tuple[tuple[int, float], ...]
