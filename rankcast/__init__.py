@@ -1,0 +1,18 @@
+"""rankcast: exact top-k publish/subscribe over sliding windows (Skype / DSkype).
+
+The public names of the contract (``../shared/design/CONTRACT.md``)."""
+from .config import ClusterConfig, EngineConfig
+from .engine import Engine
+from .errors import InvalidInput, UnknownSubscription
+from .model import Message, Subscription, Update
+from .text import Vocabulary
+
+__all__ = ["Subscription", "Message", "Update", "InvalidInput", "UnknownSubscription",
+           "EngineConfig", "Engine", "Vocabulary", "ClusterConfig", "Cluster"]
+
+
+def __getattr__(name):
+    if name == "Cluster":   # Ray is imported only by those who use the cluster
+        from .actors.cluster import Cluster
+        return Cluster
+    raise AttributeError(name)

@@ -1,0 +1,134 @@
+"""rc.Engine: the single-process Skype engine of the contract."""
+from __future__ import annotations
+
+from numbers import Integral
+from typing import Callable, Iterable
+
+import numpy as np
+
+from .columns import Encoder, MessageBatch, SubscriptionBatch, item_error
+from .config import EngineConfig
+from .errors import InvalidInput, UnknownSubscription
+from .indexing.core import SkypeCore
+from .indexing.window import MessageWindow, WindowClock
+from .model import Update
+
+__all__ = ["Engine", "check_ids_arg", "updates_from_arrays"]
+
+
+def check_ids_arg(ids) -> np.ndarray:
+    """The ids argument of unsubscribe: one int or an iterable of ints (int64)."""
+    if isinstance(ids, Integral) and not isinstance(ids, bool):
+        ids = [ids]
+    if isinstance(ids, np.ndarray) and ids.dtype.kind in "iu":
+        return ids.astype(np.int64)
+    if isinstance(ids, (str, bytes)) or not isinstance(ids, Iterable):
+        raise InvalidInput(f"unsubscribe: expected subscription ids, got {type(ids).__name__}")
+    out = []
+    for pos, v in enumerate(ids):
+        if isinstance(v, bool) or not isinstance(v, Integral) or not -(2**63) <= int(v) < 2**63:
+            raise item_error("id", pos, v, "id", f"must be an int64, got {v!r}")
+        out.append(int(v))
+    arr = np.asarray(out, np.int64)
+    if len(np.unique(arr)) != len(arr):
+        u, c = np.unique(arr, return_counts=True)
+        dup = int(u[c > 1][0])
+        raise InvalidInput(f"id #{out.index(dup)} (id={dup}): field 'id': duplicate id within the call")
+    return arr
+
+
+def updates_from_arrays(sub_ids, offsets, msg_ids, scores) -> list[Update]:
+    """Update objects, ordered by subscription id."""
+    order = np.argsort(sub_ids, kind="stable")
+    mids, scs = msg_ids.tolist(), scores.tolist()
+    off = offsets.tolist()
+    return [Update(int(sub_ids[i]), tuple(zip(mids[off[i]:off[i + 1]], scs[off[i]:off[i + 1]])))
+            for i in order.tolist()]
+
+
+class Engine:
+    """Exact continuous top-k over a sliding window for spatial-keyword subscriptions.
+
+    ``core`` replaces the Skype core by another one with the same interface (the baselines
+    of :mod:`rankcast.baselines` use it)."""
+
+    def __init__(self, cfg: EngineConfig, *, core: Callable[[EngineConfig], object] | None = None):
+        if not isinstance(cfg, EngineConfig):
+            raise InvalidInput(f"Engine: expected an EngineConfig, got {type(cfg).__name__}")
+        self.cfg = cfg
+        self.encoder = Encoder(cfg.bounds, cfg.vocabulary)
+        self.clock = WindowClock(cfg)
+        self.window = MessageWindow(cfg)
+        self.core = core(cfg) if core is not None else SkypeCore(cfg)
+        self.last_seq = -1
+        self.published = 0
+
+    # ------------------------------------------------------------------ calls
+    def subscribe(self, subs) -> None:
+        batch, pending = self.encoder.encode_subscriptions(subs)
+        live = [i for i, sid in enumerate(batch.ids.tolist()) if sid in self.core.subs]
+        if live:
+            p = live[0]
+            raise item_error("subscription", p, int(batch.ids[p]), "id", "already subscribed")
+        self.encoder.commit(pending)
+        if len(batch) == 0:
+            return
+        self.core.add(batch)
+        self._reevaluate()
+        self.core.take_updates()   # initial results are not updates
+
+    def unsubscribe(self, ids) -> None:
+        arr = check_ids_arg(ids)
+        self.core.remove(arr)
+
+    def publish(self, msgs) -> list[Update]:
+        batch, pending = self.encoder.encode_messages(msgs, time_window=self.cfg.time_window)
+        self._check_messages(batch)
+        self.encoder.commit(pending)
+        n = len(batch)
+        if n == 0:
+            return []
+        seqs = np.arange(self.last_seq + 1, self.last_seq + 1 + n, dtype=np.int64)
+        step = self.cfg.batch_size
+        for a in range(0, n, step):
+            part = batch.take(np.arange(a, min(n, a + step))) if n > step else batch
+            s = seqs[a:a + step]
+            expire_upto = self.clock.advance(s, part.t)
+            before = len(self.window)
+            self.window.append(part, s, expire_upto)
+            self.core.observe_window(len(self.window), len(part), before + len(part) - len(self.window))
+            self.core.process(part, s, expire_upto)
+        self.last_seq = int(seqs[-1])
+        self.published += n
+        self._reevaluate()
+        return updates_from_arrays(*self.core.take_updates())
+
+    def _check_messages(self, batch: MessageBatch) -> None:
+        inw = self.window.has_ids(batch.ids)
+        if inw.any():
+            p = int(np.flatnonzero(inw)[0])
+            raise item_error("message", p, int(batch.ids[p]), "id", "a message with this id is in the window")
+        if self.cfg.time_window and len(batch) and batch.t[0] < self.clock.t_max:
+            raise item_error("message", 0, int(batch.ids[0]), "t",
+                             f"must not decrease, got {batch.t[0]!r} after {self.clock.t_max!r}")
+
+    def _reevaluate(self) -> None:
+        while True:
+            slots, req, K = self.core.reeval_requests()
+            if len(slots) == 0:
+                return
+            cands = self.window.search(req, K)
+            self.core.apply_reevals(slots, cands, len(self.window))
+
+    # ------------------------------------------------------------------ queries
+    def topk(self, sub_id) -> list[tuple[int, float]]:
+        if isinstance(sub_id, bool) or not isinstance(sub_id, Integral):
+            raise UnknownSubscription(f"unknown subscription id={sub_id!r}")
+        return self.core.topk(int(sub_id))
+
+    def stats(self) -> dict:
+        out = {"subscriptions": len(self.core.subs), "window": len(self.window),
+               "published": self.published}
+        out.update(self.core.stats())
+        out["subscriptions"] = len(self.core.subs)
+        return out

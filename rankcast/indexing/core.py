@@ -1,0 +1,282 @@
+"""SkypeCore: subscriptions, their index and their k-skyband buffers (paper Sections 5-6).
+
+The core owns no window: message batches come in with their global sequence numbers and
+expiry boundaries, and re-evaluations go out as requests answered by a
+:class:`~rankcast.indexing.window.MessageWindow` (the local one in :class:`rankcast.Engine`,
+or the window shards of a cluster). That split is what lets the same core run inside a
+subscription partition actor.
+
+One publish batch is: ``process`` (dissemination with the thresholds as they stand, then
+expiries and insertions in stream order), ``reeval_requests`` / ``apply_reevals`` for the
+buffers that fell below k (deferred to the batch's end: the buffer invariant holds all along,
+only the top-k of those buffers waits), and ``take_updates``.
+"""
+from __future__ import annotations
+
+import math
+import time
+from typing import Callable
+
+import numpy as np
+
+from ..columns import MessageBatch, SubscriptionBatch
+from ..config import EngineConfig
+from ..errors import UnknownSubscription
+from . import skyband as sk
+from .subtable import SubTable
+from .window import CandidateLists
+
+__all__ = ["SkypeCore", "POLICIES"]
+
+POLICIES = {"cskyband": 0, "skyband": 1, "kmax": 2}
+KMAX = 60          # k' of the kmax baseline (paper 8.1.2)
+
+
+def _default_disseminator():
+    from .igpt import IGPT
+    return IGPT
+
+
+class SkypeCore:
+    """Subscriptions + cost-based k-skyband buffers; see the module docstring."""
+
+    def __init__(self, cfg: EngineConfig, *, disseminator: Callable | None = None,
+                 policy: str = "cskyband"):
+        if policy not in POLICIES:
+            raise ValueError(f"policy must be one of {sorted(POLICIES)}, got {policy!r}")
+        self.cfg = cfg
+        self.policy = POLICIES[policy]
+        self.mode = sk.KMAX if policy == "kmax" else sk.SKYBAND
+        self.subs = SubTable()
+        self.index = (disseminator or _default_disseminator())(self.subs, cfg)
+        span = cfg.window if cfg.window is not None else 1 << 16
+        self.buf = sk.BufferState(slots=len(self.subs.ids),
+                                  buckets=1 << max(10, min(22, int(2 * span).bit_length())))
+        self._live_rows = 0
+        self.c_topk = 100.0          # EMA of postings scored per re-evaluation (Eq. 10's C_topk)
+        self.window_size = float(cfg.window or 1)
+        self.p_arr = self.p_exp = 0.5
+        self._arrivals = 0.0
+        self._expiries = 0.0
+        self._extra_k: dict[int, int] = {}   # slot -> larger K after an ambiguous cut
+        self.counters = dict(messages=0, inserted=0, reevaluations=0, reeval_candidates=0,
+                             verified=0, amp_seconds=0.0, emp_seconds=0.0, updates=0)
+
+    # ------------------------------------------------------------------ subscriptions
+    def __len__(self) -> int:
+        return len(self.subs)
+
+    def add(self, b: SubscriptionBatch) -> np.ndarray:
+        slots = self.subs.add(b)
+        self.buf.grow_slots(len(self.subs.ids))
+        bf = self.buf
+        bf.blen[slots] = 0
+        bf.bcap[slots] = 0
+        bf.oldest[slots] = -1
+        bf.lnext[slots] = -1
+        bf.lprev[slots] = -1
+        bf.reeval[slots] = True           # initial results (paper 6.3)
+        bf.epoch_of[slots] = bf.epoch     # new: nothing to report for this epoch
+        self.index.add(slots)
+        return slots
+
+    def slots_of(self, ids) -> np.ndarray:
+        ids = np.asarray(ids, np.int64)
+        missing = [i for i in ids.tolist() if i not in self.subs]
+        if missing:
+            raise UnknownSubscription(f"unknown subscription id={missing[0]!r}")
+        return np.fromiter((self.subs.slot_of[i] for i in ids.tolist()), np.int64, len(ids))
+
+    def remove(self, ids) -> None:
+        slots = self.slots_of(ids)
+        if len(np.unique(slots)) != len(slots):
+            raise UnknownSubscription("unsubscribe names a subscription twice")
+        bf = self.buf
+        for s in slots.tolist():
+            sk._unlink(s, bf.oldest, bf.lnext, bf.lprev, bf.head)
+        bf.blen[slots] = 0
+        bf.reeval[slots] = False
+        self.index.remove(slots)
+        self.subs.remove(slots)
+        for s in slots.tolist():
+            self._extra_k.pop(s, None)
+
+    # ------------------------------------------------------------------ messages
+    def process(self, msgs: MessageBatch, seqs: np.ndarray, expire_upto: np.ndarray) -> None:
+        """Disseminate a batch and maintain the buffers (arrivals and expiries, in order)."""
+        t0 = time.perf_counter()
+        midx, slots, scores = self.index.match(msgs)
+        cand_off = np.zeros(len(msgs) + 1, np.int64)
+        np.cumsum(np.bincount(midx, minlength=len(msgs)), out=cand_off[1:])
+        t1 = time.perf_counter()
+        s, b = self.subs, self.buf
+        (b.bi, b.bf, b.used, b.snap, b.snap_used, b.expired_upto, touched, raised, inserted) = sk.process(
+            seqs, msgs.ids, msgs.t, expire_upto, cand_off, slots, scores,
+            s.k, s.theta, s.alive, self.mode, KMAX, b.expired_upto,
+            b.bstart, b.blen, b.bcap, b.bi, b.bf, b.used, b.oldest, b.lnext, b.lprev, b.head, b.reeval,
+            b.epoch, b.epoch_of, b.snap_off, b.snap_len, b.snap, b.snap_used)
+        b.touched.append(touched)
+        opened = sk.raise_open(touched, s.k, s.theta, b.bstart, b.blen, b.bi, b.bf,
+                               b.oldest, b.lnext, b.lprev, b.head) if self.mode == sk.SKYBAND else touched[:0]
+        changed = np.concatenate([raised, opened])
+        if len(changed):
+            self.index.thresholds_changed(np.unique(changed))
+        t2 = time.perf_counter()
+        n = len(msgs)
+        expired = max(0, len(msgs))  # count window: one expiry per arrival once full
+        self._observe(n, expired)
+        c = self.counters
+        c["messages"] += n
+        c["inserted"] += int(inserted)
+        c["verified"] = int(self.index.stats().get("verified", 0))
+        # AMP: dissemination + insertion; expiries are inside the same kernel pass and
+        # cheap next to re-evaluation, which EMP accounts for (apply_reevals / search).
+        c["amp_seconds"] += (t1 - t0) + (t2 - t1)
+        self._maybe_compact()
+
+    def expire(self, upto_seq: int) -> None:
+        """Advance the expiry watermark without messages (a partition that got none)."""
+        b, s = self.buf, self.subs
+        if upto_seq <= b.expired_upto:
+            return
+        b.snap, b.snap_used, touched = sk.expire_only(
+            b.expired_upto, upto_seq, s.k, s.theta, b.bstart, b.blen, b.bi, b.bf, b.oldest,
+            b.lnext, b.lprev, b.head, b.reeval, b.epoch, b.epoch_of, b.snap_off, b.snap_len,
+            b.snap, b.snap_used)
+        b.expired_upto = upto_seq
+        b.touched.append(touched)
+
+    def observe_window(self, size: int, arrivals: int = 0, expiries: int = 0) -> None:
+        """The window's current size and recent flow (time windows, paper 6.3)."""
+        self.window_size = float(max(size, 1))
+        if arrivals or expiries:
+            self._arrivals = 0.9 * self._arrivals + arrivals
+            self._expiries = 0.9 * self._expiries + expiries
+            tot = self._arrivals + self._expiries
+            if tot > 0 and self.cfg.time_window:
+                self.p_arr = self._arrivals / tot
+                self.p_exp = self._expiries / tot
+
+    def _observe(self, arrivals: int, expiries: int) -> None:
+        if self.cfg.window is not None:
+            self.window_size = float(self.cfg.window)
+
+    # ------------------------------------------------------------------ re-evaluation
+    def reeval_requests(self) -> tuple[np.ndarray, SubscriptionBatch, np.ndarray]:
+        """Subscriptions whose buffer fell below k with theta > 0, and new ones."""
+        b, s = self.buf, self.subs
+        slots = np.flatnonzero(b.reeval[: s.n] & s.alive[: s.n])
+        k = s.k[slots]
+        K = np.maximum(np.ceil(self.cfg.candidate_factor * k).astype(np.int64), k)
+        if self.policy == POLICIES["kmax"]:
+            K = np.maximum(K, KMAX)
+        if self._extra_k:
+            K = np.array([max(Ki, self._extra_k.get(sl, 0)) for sl, Ki in zip(slots.tolist(), K.tolist())],
+                         np.int64)
+        return slots, s.batch(slots), K
+
+    def apply_reevals(self, slots: np.ndarray, cands: CandidateLists, window_size: int | None = None) -> np.ndarray:
+        """Install re-evaluation results; returns slots that need a larger K (asked again by
+        the next ``reeval_requests``)."""
+        t0 = time.perf_counter()
+        if window_size is not None:
+            self.window_size = float(max(window_size, 1))
+        if cands.work is not None and len(cands.work):
+            self.c_topk = 0.9 * self.c_topk + 0.1 * float(cands.work.mean())
+        s, b = self.subs, self.buf
+        alive = s.alive[slots]
+        if not alive.all():   # unsubscribed while the question was out (cluster)
+            keep = np.flatnonzero(alive)
+            slots = slots[keep]
+            cands = _take_rows(cands, keep)
+        (b.bi, b.bf, b.used, b.snap, b.snap_used, more, touched) = sk.apply_reevals(
+            slots, cands.offsets, cands.seq, cands.ids, cands.t, cands.score, cands.complete,
+            s.k, s.theta, self.policy, self.mode, KMAX, self.window_size, self.c_topk,
+            self.p_arr, self.p_exp,
+            b.bstart, b.blen, b.bcap, b.bi, b.bf, b.used, b.oldest, b.lnext, b.lprev, b.head, b.reeval,
+            b.epoch, b.epoch_of, b.snap_off, b.snap_len, b.snap, b.snap_used)
+        b.touched.append(touched)
+        done = np.setdiff1d(slots, more)
+        for sl in done.tolist():
+            self._extra_k.pop(sl, None)
+        if len(more):
+            _, _, K = self.reeval_requests()
+            req = dict(zip(np.flatnonzero(b.reeval[: s.n] & s.alive[: s.n]).tolist(), K.tolist()))
+            for sl in more.tolist():
+                self._extra_k[sl] = 2 * req.get(sl, int(s.k[sl]))
+        if len(done):
+            self.index.thresholds_changed(done)
+        c = self.counters
+        c["reevaluations"] += len(done)
+        c["reeval_candidates"] += int(cands.offsets[-1])
+        c["emp_seconds"] += time.perf_counter() - t0
+        return more
+
+    # ------------------------------------------------------------------ results
+    def take_updates(self):
+        """(sub_ids, offsets, msg_ids, scores) of the subscriptions whose top-k changed since
+        the previous call, in slot order."""
+        b, s = self.buf, self.subs
+        touched = np.unique(np.concatenate(b.touched)) if b.touched else np.zeros(0, np.int64)
+        touched = touched[s.alive[touched]]
+        changed = touched[sk.changed_topk(touched, s.k, b.bstart, b.blen, b.bi, b.snap_off,
+                                          b.snap_len, b.snap)]
+        ids, off, mid, msc = self._gather(changed)
+        b.touched = []
+        b.epoch += 1
+        b.snap_used = 0
+        self.counters["updates"] += len(changed)
+        return ids, off, mid, msc
+
+    def _gather(self, slots):
+        s, b = self.subs, self.buf
+        m = np.minimum(s.k[slots], b.blen[slots])
+        off = np.zeros(len(slots) + 1, np.int64)
+        np.cumsum(m, out=off[1:])
+        rows = np.repeat(b.bstart[slots], m) + (np.arange(off[-1]) - np.repeat(off[:-1], m))
+        return s.ids[slots].copy(), off, b.bi[rows, sk.ID], b.bf[rows, sk.SC]
+
+    def topk_arrays(self, slots) -> tuple:
+        return self._gather(np.asarray(slots, np.int64))
+
+    def topk(self, sub_id: int) -> list[tuple[int, float]]:
+        slot = self.subs.slot(sub_id)
+        _, _, mid, msc = self._gather(np.array([slot]))
+        return list(zip(mid.tolist(), msc.tolist()))
+
+    def buffer(self, sub_id: int):
+        """(seq, id, dominance counter, score) rows of the whole buffer, for tests and tools."""
+        slot = self.subs.slot(sub_id)
+        b = self.buf
+        a, n = b.bstart[slot], b.blen[slot]
+        return b.bi[a:a + n].copy(), b.bf[a:a + n].copy(), float(self.subs.theta[slot])
+
+    def pending(self) -> bool:
+        s = self.subs
+        return bool((self.buf.reeval[: s.n] & s.alive[: s.n]).any())
+
+    def stats(self) -> dict:
+        s, b = self.subs, self.buf
+        live = s.live_slots()
+        sizes = b.blen[live]
+        out = dict(self.counters)
+        out.update(subscriptions=len(s), avg_buffer=float(sizes.mean()) if len(live) else 0.0,
+                   max_buffer=int(sizes.max()) if len(live) else 0,
+                   buffer_pool_rows=int(b.used), c_topk=self.c_topk)
+        out.update({f"index_{k}": v for k, v in self.index.stats().items()})
+        return out
+
+    def _maybe_compact(self) -> None:
+        b, s = self.buf, self.subs
+        live = s.live_slots()
+        if b.used > 1 << 16 and b.used > 4 * int(np.maximum(b.bcap[live], 4).sum()):
+            b.bi, b.bf, b.used = sk.compact(live, b.bstart, b.blen, b.bcap, b.bi, b.bf)
+
+
+def _take_rows(c: CandidateLists, rows: np.ndarray) -> CandidateLists:
+    lens = np.diff(c.offsets)[rows]
+    off = np.zeros(len(rows) + 1, np.int64)
+    np.cumsum(lens, out=off[1:])
+    idx = np.repeat(c.offsets[rows], lens) + (np.arange(off[-1]) - np.repeat(off[:-1], lens))
+    return CandidateLists(off, c.seq[idx], c.ids[idx], c.t[idx], c.score[idx], c.complete[rows],
+                          None if c.work is None else c.work[rows])

@@ -1,0 +1,557 @@
+"""IGPT: the Skype subscription index with individual and group pruning (paper Section 5).
+
+Layout (Figure 5, flattened): a Quadtree over subscription locations whose leaves hold an
+inverted file; the posting list of term w in leaf c (a *segment*) is split into alpha*-groups
+(global quantile boundaries, 5.2.1) and each group is sorted by kScore* ascending with the
+suffix maxima maxwt(G[s]) and G[s].alpha* (Eq. 6, 7) stored per entry, so that the group's
+own statistics are those of its first entry. A term directory lists the segments of every
+term, so a message only visits the leaves that index its terms.
+
+Dissemination (Algorithm 1, TAAT over the message's terms) per segment: cell pruning (Lemma
+6), group pruning (Theorem 5.3), early termination by binary search (Theorem 5.4), then per
+subscription location-aware prefix filtering with max-weight refinement (Theorem 5.1, with
+inner + outer spatial bounds, Definition 8) and the unseen-keyword bound (Theorem 5.2), and
+finally exact verification. s.theta replaces kScore (Remark in 6.2).
+
+One correction to the paper: Theorem 5.2 is applied to the score accumulated *so far*, but a
+subscription already in the candidate map can later be skipped for one of its terms by
+group pruning or early termination, which ignore what was accumulated; the accumulated sum
+then misses that term and a later Theorem 5.2 test could wrongly drop a true result. Here the
+test adds the bound of everything after the last term actually accumulated, which covers
+any term skipped in between, and is also applied once more before verification.
+
+Maintenance (5.5): inserts, deletes and threshold changes mark their leaf dirty; dirty leaves
+are rebuilt (sorted, statistics recomputed) before the next dissemination, which keeps every
+stored bound conservative. Leaves split when they exceed the leaf capacity.
+"""
+from __future__ import annotations
+
+import math
+
+import numba
+import numpy as np
+
+from ..config import EngineConfig
+from .scoring import (EPS, NO_MATCH, alpha_star, below, kscore_star, lambda_s, score, ssim_ub,
+                      ssim_ub_out, tsim_ub)
+from .subtable import SubTable
+
+__all__ = ["IGPT"]
+
+# entry columns
+E_SUB, E_POS, E_GEND = 0, 1, 2
+E_KEY, E_ASTAR, E_SMAXWT, E_SASTAR = 0, 1, 2, 3
+# segment columns
+G_LEAF, G_TERM, G_START, G_END, G_DIRPOS = 0, 1, 2, 3, 4
+# term directory columns
+D_START, D_LEN, D_CAP = 0, 1, 2
+
+
+@numba.njit(cache=True, inline="always")
+def _mindist(px, py, box):
+    dx = max(box[0] - px, 0.0, px - box[2])
+    dy = max(box[1] - py, 0.0, py - box[3])
+    return math.sqrt(dx * dx + dy * dy)
+
+
+@numba.njit(cache=True)
+def _locate(xs, ys, nbox, nchild):
+    """Leaf of each point: descend by x >= mid, y >= mid (children ordered SW, SE, NW, NE)."""
+    out = np.empty(xs.shape[0], np.int64)
+    for i in range(xs.shape[0]):
+        n = 0
+        while nchild[n] >= 0:
+            mx = 0.5 * (nbox[n, 0] + nbox[n, 2])
+            my = 0.5 * (nbox[n, 1] + nbox[n, 3])
+            n = nchild[n] + (1 if xs[i] >= mx else 0) + (2 if ys[i] >= my else 0)
+        out[i] = n
+    return out
+
+
+@numba.njit(cache=True)
+def _link(slots, leaves, xs, ys, nbox, ncount, nhead, sleaf, snext, sprev, sdin):
+    for i in range(slots.shape[0]):
+        s = slots[i]
+        L = leaves[i]
+        sleaf[s] = L
+        sprev[s] = -1
+        snext[s] = nhead[L]
+        if nhead[L] >= 0:
+            sprev[nhead[L]] = s
+        nhead[L] = s
+        ncount[L] += 1
+        b = nbox[L]
+        sdin[s] = min(xs[s] - b[0], b[2] - xs[s], ys[s] - b[1], b[3] - ys[s])
+
+
+@numba.njit(cache=True)
+def _unlink(slots, ncount, nhead, sleaf, snext, sprev):
+    for s in slots:
+        L = sleaf[s]
+        if sprev[s] >= 0:
+            snext[sprev[s]] = snext[s]
+        else:
+            nhead[L] = snext[s]
+        if snext[s] >= 0:
+            sprev[snext[s]] = sprev[s]
+        ncount[L] -= 1
+        sleaf[s] = -1
+
+
+@numba.njit(cache=True)
+def _members(L, nhead, snext, count):
+    out = np.empty(count, np.int64)
+    s = nhead[L]
+    i = 0
+    while s >= 0:
+        out[i] = s
+        i += 1
+        s = snext[s]
+    return out[:i]
+
+
+@numba.njit(cache=True)
+def _rebuild(leaves, fresh, nchild, nhead, snext, ncount, n_e0, n_ne, n_g0, n_ng, nminls,
+             toff, tlen, terms, maxwt, alpha, theta, group_bounds,
+             eI, eF, e_used, gI, g_used, td, td_pool, td_used):
+    """Rebuild the inverted file of each leaf in ``leaves`` (see module docstring).
+
+    Capacity of eI/eF/gI is ensured by the caller; td_pool grows here.
+    Returns (e_used, g_used, td_pool, td_used)."""
+    for L in leaves:
+        if not fresh:
+            for g in range(n_g0[L], n_g0[L] + n_ng[L]):
+                t = gI[g, G_TERM]
+                pos = gI[g, G_DIRPOS]
+                last_i = td[t, D_START] + td[t, D_LEN] - 1
+                last = td_pool[last_i]
+                td_pool[td[t, D_START] + pos] = last
+                gI[last, G_DIRPOS] = pos
+                td[t, D_LEN] -= 1
+        n_ng[L] = 0
+        n_ne[L] = 0
+        nminls[L] = math.inf
+        if nchild[L] >= 0 or ncount[L] == 0:
+            continue
+        mem = _members(L, nhead, snext, ncount[L])
+        ne = 0
+        for s in mem:
+            ne += tlen[s]
+        e_term = np.empty(ne, np.int64)
+        e_grp = np.empty(ne, np.int64)
+        e_key = np.empty(ne)
+        e_sub = np.empty(ne, np.int64)
+        e_pos = np.empty(ne, np.int64)
+        i = 0
+        mls = math.inf
+        for s in mem:
+            a = alpha[s]
+            g = np.searchsorted(group_bounds, a, side="right")
+            ks = kscore_star(theta[s], a)
+            mls = min(mls, lambda_s(theta[s], a))
+            for p in range(tlen[s]):
+                e_term[i] = terms[toff[s] + p]
+                e_grp[i] = g
+                e_key[i] = ks
+                e_sub[i] = s
+                e_pos[i] = p
+                i += 1
+        nminls[L] = mls
+        o1 = np.argsort(e_key, kind="mergesort")
+        o2 = o1[np.argsort(e_grp[o1], kind="mergesort")]
+        order = o2[np.argsort(e_term[o2], kind="mergesort")]
+        base = e_used
+        n_e0[L] = base
+        n_ne[L] = ne
+        n_g0[L] = g_used
+        for r in range(ne):
+            q = order[r]
+            s = e_sub[q]
+            eI[base + r, E_SUB] = s
+            eI[base + r, E_POS] = e_pos[q]
+            eF[base + r, E_KEY] = e_key[q]
+            eF[base + r, E_ASTAR] = alpha_star(alpha[s])
+            eF[base + r, E_SMAXWT] = maxwt[toff[s] + e_pos[q]]
+        # segments (term runs) and groups (group runs inside them)
+        r = 0
+        while r < ne:
+            t = e_term[order[r]]
+            r2 = r
+            while r2 < ne and e_term[order[r2]] == t:
+                r2 += 1
+            g = g_used
+            g_used += 1
+            n_ng[L] += 1
+            gI[g, G_LEAF] = L
+            gI[g, G_TERM] = t
+            gI[g, G_START] = base + r
+            gI[g, G_END] = base + r2
+            # term directory append (relocate the term's list when full)
+            if td[t, D_LEN] == td[t, D_CAP]:
+                cap = 2 * td[t, D_CAP] + 2
+                if td_used + cap > td_pool.shape[0]:
+                    nb = np.empty(max(2 * td_pool.shape[0], td_used + cap), np.int64)
+                    nb[:td_used] = td_pool[:td_used]
+                    td_pool = nb
+                for u in range(td[t, D_LEN]):
+                    td_pool[td_used + u] = td_pool[td[t, D_START] + u]
+                td[t, D_START] = td_used
+                td[t, D_CAP] = cap
+                td_used += cap
+            gI[g, G_DIRPOS] = td[t, D_LEN]
+            td_pool[td[t, D_START] + td[t, D_LEN]] = g
+            td[t, D_LEN] += 1
+            # groups
+            u = r
+            while u < r2:
+                grp = e_grp[order[u]]
+                u2 = u
+                while u2 < r2 and e_grp[order[u2]] == grp:
+                    u2 += 1
+                mw = 0.0
+                ma = 0.0
+                for v in range(u2 - 1, u - 1, -1):
+                    mw = max(mw, eF[base + v, E_SMAXWT])
+                    ma = max(ma, eF[base + v, E_ASTAR])
+                    eF[base + v, E_SMAXWT] = mw
+                    eF[base + v, E_SASTAR] = ma
+                    eI[base + v, E_GEND] = base + u2
+                u = u2
+            r = r2
+        e_used = base + ne
+    return e_used, g_used, td_pool, td_used
+
+
+@numba.njit(cache=True, inline="always")
+def _group_skip(smaxwt, key, sastar, m_wtsum, ss_out):
+    """Theorem 5.3 / 5.4 test for the suffix starting at an entry: no subscription there can
+    get the term into its refined prefix. The slack scales with the magnitudes involved
+    (kScore* and alpha* grow without bound as alpha approaches 1)."""
+    lhs = smaxwt * m_wtsum
+    rhs = key - sastar * ss_out
+    return lhs < rhs - EPS * (1.0 + abs(key) + sastar)
+
+
+@numba.njit(cache=True)
+def _match(m_off, m_terms, m_w, m_x, m_y, max_dist,
+           s_x, s_y, s_alpha, s_theta, s_toff, s_tlen, p_terms, p_w, p_wtsum, p_maxwt, sdin,
+           nbox, nminls, eI, eF, gI, td, td_pool, n_dir,
+           acc, stamp_of, jprev, pprev, leaf_stamp, leaf_dout, leaf_skip, stamp0):
+    """Algorithm 1 over a batch. Returns (msg_idx, slots, scores, verified, stamp)."""
+    cap = 1024
+    o_m = np.empty(cap, np.int64)
+    o_s = np.empty(cap, np.int64)
+    o_sc = np.empty(cap)
+    n_out = 0
+    verified = 0
+    stamp = stamp0
+    touched = np.empty(1024, np.int64)
+    for i in range(m_off.shape[0] - 1):
+        stamp += 1
+        a = m_off[i]
+        q = m_off[i + 1] - a
+        if q == 0:
+            continue
+        mt = m_terms[a:a + q]
+        mw = m_w[a:a + q]
+        mx = m_x[i]
+        my = m_y[i]
+        m_wtsum = np.zeros(q + 1)
+        m_maxwt = np.zeros(q + 1)
+        for j in range(q - 1, -1, -1):
+            m_wtsum[j] = m_wtsum[j + 1] + mw[j]
+            m_maxwt[j] = max(m_maxwt[j + 1], mw[j])
+        n_t = 0
+        for j in range(q):
+            t = mt[j]
+            if t >= n_dir:
+                continue
+            d0 = td[t, D_START]
+            for d in range(td[t, D_LEN]):
+                g = td_pool[d0 + d]
+                L = gI[g, G_LEAF]
+                if leaf_stamp[L] != stamp:
+                    leaf_stamp[L] = stamp
+                    dout = _mindist(mx, my, nbox[L])
+                    leaf_dout[L] = dout
+                    # Lemma 6: even TSim = 1 cannot lift any subscription of the cell
+                    leaf_skip[L] = below(ssim_ub_out(dout, max_dist), nminls[L])
+                if leaf_skip[L]:
+                    continue
+                dout = leaf_dout[L]
+                ss_out = ssim_ub_out(dout, max_dist)
+                p = gI[g, G_START]
+                end = gI[g, G_END]
+                while p < end:
+                    gend = eI[p, E_GEND]
+                    if _group_skip(eF[p, E_SMAXWT], eF[p, E_KEY], eF[p, E_SASTAR], m_wtsum[j], ss_out):
+                        p = gend   # Theorem 5.3
+                        continue
+                    lo = p + 1     # Theorem 5.4: first entry from which all can be skipped
+                    hi = gend
+                    while lo < hi:
+                        mid = (lo + hi) // 2
+                        if _group_skip(eF[mid, E_SMAXWT], eF[mid, E_KEY], eF[mid, E_SASTAR], m_wtsum[j], ss_out):
+                            hi = mid
+                        else:
+                            lo = mid + 1
+                    for e in range(p, lo):
+                        s = eI[e, E_SUB]
+                        first = stamp_of[s] != stamp
+                        if not first and acc[s] == -math.inf:
+                            continue
+                        pos = eI[e, E_POS]
+                        base = s_toff[s]
+                        n_s = s_tlen[s]
+                        al = s_alpha[s]
+                        th = s_theta[s]
+                        ss = ssim_ub(sdin[s], dout, max_dist)
+                        if first:
+                            # Theorem 5.1 (as TSimUB from this term on: both prefixes' bound)
+                            ub = tsim_ub(p_wtsum[base + pos], p_maxwt[base + pos], m_wtsum[j], m_maxwt[j])
+                            if below(al * ss + (1.0 - al) * ub, th):
+                                continue
+                            stamp_of[s] = stamp
+                            acc[s] = 0.0
+                            if n_t == touched.shape[0]:
+                                nt = np.empty(2 * n_t, np.int64)
+                                nt[:n_t] = touched
+                                touched = nt
+                            touched[n_t] = s
+                            n_t += 1
+                        else:
+                            # Theorem 5.2 from the last accumulated term (see module docstring)
+                            pp = pprev[s] + 1
+                            jj = jprev[s] + 1
+                            ub = acc[s]
+                            if pp < n_s and jj < q:
+                                ub += tsim_ub(p_wtsum[base + pp], p_maxwt[base + pp], m_wtsum[jj], m_maxwt[jj])
+                            if below(al * ss + (1.0 - al) * ub, th):
+                                acc[s] = -math.inf
+                                continue
+                        acc[s] += p_w[base + pos] * mw[j]
+                        pprev[s] = pos
+                        jprev[s] = j
+                    p = gend
+        # verification
+        for u in range(n_t):
+            s = touched[u]
+            if acc[s] == -math.inf:
+                continue
+            base = s_toff[s]
+            n_s = s_tlen[s]
+            pp = pprev[s] + 1
+            jj = jprev[s] + 1
+            ub = acc[s]
+            if pp < n_s and jj < q:
+                ub += tsim_ub(p_wtsum[base + pp], p_maxwt[base + pp], m_wtsum[jj], m_maxwt[jj])
+            al = s_alpha[s]
+            L_ss = 1.0  # spatial part checked exactly below
+            if below(al * L_ss + (1.0 - al) * ub, s_theta[s]):
+                continue
+            verified += 1
+            sc = score(s_x[s], s_y[s], al, p_terms[base:base + n_s], p_w[base:base + n_s],
+                       mx, my, mt, mw, max_dist)
+            if sc == NO_MATCH or sc < s_theta[s]:
+                continue
+            if n_out == o_m.shape[0]:
+                nm = np.empty(2 * n_out, np.int64)
+                ns = np.empty(2 * n_out, np.int64)
+                nsc = np.empty(2 * n_out)
+                nm[:n_out] = o_m
+                ns[:n_out] = o_s
+                nsc[:n_out] = o_sc
+                o_m, o_s, o_sc = nm, ns, nsc
+            o_m[n_out] = i
+            o_s[n_out] = s
+            o_sc[n_out] = sc
+            n_out += 1
+    return o_m[:n_out], o_s[:n_out], o_sc[:n_out], verified, stamp
+
+
+def _grow(a: np.ndarray, n: int, fill=0) -> np.ndarray:
+    if n <= len(a):
+        return a
+    shape = (max(n, 2 * len(a)),) + a.shape[1:]
+    b = np.full(shape, fill, a.dtype)
+    b[: len(a)] = a
+    return b
+
+
+class IGPT:
+    """The production disseminator (Disseminator interface of :mod:`rankcast.indexing.core`)."""
+
+    def __init__(self, subs: SubTable, cfg: EngineConfig):
+        self.subs = subs
+        self.cfg = cfg
+        self.max_dist = cfg.max_dist
+        self.capacity = cfg.leaf_capacity
+        self.max_depth = cfg.max_depth
+        self.groups = cfg.groups
+        # alpha-partition boundaries: quantiles of the alphas seen (uniform until data arrives)
+        self.group_bounds = np.linspace(0, 1, cfg.groups + 1)[1:-1]
+        self._bounds_from = 0
+        # Quadtree
+        self.nbox = np.zeros((16, 4))
+        self.nbox[0] = cfg.bounds
+        self.nchild = np.full(16, -1, np.int64)
+        self.ndepth = np.zeros(16, np.int64)
+        self.ncount = np.zeros(16, np.int64)
+        self.nhead = np.full(16, -1, np.int64)
+        self.n_e0 = np.zeros(16, np.int64)
+        self.n_ne = np.zeros(16, np.int64)
+        self.n_g0 = np.zeros(16, np.int64)
+        self.n_ng = np.zeros(16, np.int64)
+        self.nminls = np.full(16, np.inf)
+        self.n_nodes = 1
+        # per slot
+        self.sleaf = np.full(0, -1, np.int64)
+        self.snext = np.full(0, -1, np.int64)
+        self.sprev = np.full(0, -1, np.int64)
+        self.sdin = np.zeros(0)
+        self.acc = np.zeros(0)
+        self.stamp_of = np.zeros(0, np.int64)
+        self.jprev = np.zeros(0, np.int64)
+        self.pprev = np.zeros(0, np.int64)
+        self.stamp = 0
+        # pools
+        self.eI = np.zeros((1024, 3), np.int64)
+        self.eF = np.zeros((1024, 4))
+        self.e_used = 0
+        self.gI = np.zeros((1024, 5), np.int64)
+        self.g_used = 0
+        self.td = np.zeros((1024, 3), np.int64)
+        self.td_pool = np.zeros(4096, np.int64)
+        self.td_used = 0
+        self.leaf_stamp = np.zeros(16, np.int64)
+        self.leaf_dout = np.zeros(16)
+        self.leaf_skip = np.zeros(16, np.bool_)
+        self.dirty: set[int] = set()
+        self.verified = 0
+        self.rebuilds = 0
+
+    # ------------------------------------------------------------------ sizing
+    def _grow_slots(self):
+        n = len(self.subs.ids)
+        if len(self.sleaf) < n:
+            self.sleaf = _grow(self.sleaf, n, -1)
+            self.snext = _grow(self.snext, n, -1)
+            self.sprev = _grow(self.sprev, n, -1)
+            self.sdin = _grow(self.sdin, n)
+            self.acc = _grow(self.acc, n)
+            self.stamp_of = _grow(self.stamp_of, n)
+            self.jprev = _grow(self.jprev, n)
+            self.pprev = _grow(self.pprev, n)
+
+    def _grow_nodes(self, n):
+        if n <= len(self.nchild):
+            return
+        for name, fill in (("nbox", 0), ("nchild", -1), ("ndepth", 0), ("ncount", 0), ("nhead", -1),
+                           ("n_e0", 0), ("n_ne", 0), ("n_g0", 0), ("n_ng", 0), ("nminls", np.inf),
+                           ("leaf_stamp", 0), ("leaf_dout", 0), ("leaf_skip", False)):
+            setattr(self, name, _grow(getattr(self, name), n, fill))
+
+    # ------------------------------------------------------------------ interface
+    def add(self, slots: np.ndarray) -> None:
+        self._grow_slots()
+        s = self.subs
+        self._maybe_regroup(slots)
+        leaves = _locate(s.x[slots], s.y[slots], self.nbox, self.nchild)
+        _link(slots, leaves, s.x, s.y, self.nbox, self.ncount, self.nhead, self.sleaf, self.snext,
+              self.sprev, self.sdin)
+        self.dirty.update(np.unique(leaves).tolist())
+        self._split()
+
+    def remove(self, slots: np.ndarray) -> None:
+        leaves = self.sleaf[slots].copy()
+        _unlink(slots, self.ncount, self.nhead, self.sleaf, self.snext, self.sprev)
+        self.dirty.update(np.unique(leaves).tolist())
+
+    def thresholds_changed(self, slots: np.ndarray) -> None:
+        if len(slots):
+            self.dirty.update(np.unique(self.sleaf[slots]).tolist())
+
+    def match(self, msgs):
+        self.flush()
+        s = self.subs
+        midx, slots, scores, verified, self.stamp = _match(
+            msgs.offsets, msgs.term_ids, msgs.weights, msgs.x, msgs.y, self.max_dist,
+            s.x, s.y, s.alpha, s.theta, s.toff, s.tlen, s.terms, s.w, s.wtsum, s.maxwt, self.sdin,
+            self.nbox, self.nminls, self.eI, self.eF, self.gI, self.td, self.td_pool, len(self.td),
+            self.acc, self.stamp_of, self.jprev, self.pprev, self.leaf_stamp, self.leaf_dout,
+            self.leaf_skip, self.stamp)
+        self.verified += int(verified)
+        return midx, slots, scores
+
+    def stats(self) -> dict:
+        leaves = np.flatnonzero((self.nchild[: self.n_nodes] < 0))
+        return dict(verified=self.verified, leaves=int(len(leaves)), segments=int(self.n_ng[leaves].sum()),
+                    entries=int(self.n_ne[leaves].sum()), rebuilds=self.rebuilds)
+
+    # ------------------------------------------------------------------ maintenance
+    def _maybe_regroup(self, slots):
+        """Quantile boundaries of alpha (equivalently alpha*) once enough subscriptions exist."""
+        s = self.subs
+        n_live = len(s)
+        if n_live >= 2 * max(self._bounds_from, 500):
+            alphas = s.alpha[s.live_slots()]
+            qs = np.quantile(alphas, np.linspace(0, 1, self.groups + 1)[1:-1])
+            self.group_bounds = np.unique(qs)
+            self._bounds_from = n_live
+            self.dirty.update(np.flatnonzero(self.nchild[: self.n_nodes] < 0).tolist())
+
+    def _split(self):
+        s = self.subs
+        todo = [L for L in self.dirty if self.nchild[L] < 0 and self.ncount[L] > self.capacity
+                and self.ndepth[L] < self.max_depth]
+        while todo:
+            L = todo.pop()
+            first = self.n_nodes
+            self._grow_nodes(first + 4)
+            x0, y0, x1, y1 = self.nbox[L]
+            mx, my = 0.5 * (x0 + x1), 0.5 * (y0 + y1)
+            self.nbox[first: first + 4] = [(x0, y0, mx, my), (mx, y0, x1, my), (x0, my, mx, y1), (mx, my, x1, y1)]
+            self.ndepth[first: first + 4] = self.ndepth[L] + 1
+            self.n_nodes += 4
+            mem = _members(L, self.nhead, self.snext, self.ncount[L])
+            _unlink(mem, self.ncount, self.nhead, self.sleaf, self.snext, self.sprev)
+            self.nchild[L] = first
+            leaves = _locate(s.x[mem], s.y[mem], self.nbox, self.nchild)
+            _link(mem, leaves, s.x, s.y, self.nbox, self.ncount, self.nhead, self.sleaf, self.snext,
+                  self.sprev, self.sdin)
+            self.dirty.update(range(first, first + 4))
+            for c in range(first, first + 4):
+                if self.ncount[c] > self.capacity and self.ndepth[c] < self.max_depth:
+                    todo.append(c)
+
+    def flush(self) -> None:
+        """Rebuild dirty leaves (before any dissemination)."""
+        if not self.dirty:
+            return
+        s = self.subs
+        live_entries = int(self.n_ne[: self.n_nodes].sum())
+        fresh = False
+        if self.e_used > 4 * max(live_entries, 1 << 14):
+            # pools are mostly garbage: start them afresh and rebuild every leaf
+            self.dirty = set(np.flatnonzero(self.nchild[: self.n_nodes] < 0).tolist())
+            self.e_used = self.g_used = self.td_used = 0
+            self.td[:, D_LEN] = 0
+            self.td[:, D_CAP] = 0
+            self.n_ng[:] = 0
+            self.n_ne[:] = 0
+            fresh = True
+        leaves = np.fromiter(sorted(self.dirty), np.int64, len(self.dirty))
+        need = int(sum(int(s.tlen[_members(L, self.nhead, self.snext, self.ncount[L])].sum())
+                       for L in leaves.tolist() if self.nchild[L] < 0))
+        self.eI = _grow(self.eI, self.e_used + need)
+        self.eF = _grow(self.eF, self.e_used + need)
+        self.gI = _grow(self.gI, self.g_used + need)
+        max_term = int(s.terms[: s.pool_used].max()) if s.pool_used else 0
+        self.td = _grow(self.td, max_term + 1)
+        self.e_used, self.g_used, self.td_pool, self.td_used = _rebuild(
+            leaves, fresh, self.nchild, self.nhead, self.snext, self.ncount, self.n_e0, self.n_ne,
+            self.n_g0, self.n_ng, self.nminls, s.toff, s.tlen, s.terms, s.maxwt, s.alpha, s.theta,
+            self.group_bounds, self.eI, self.eF, self.e_used, self.gI, self.g_used, self.td,
+            self.td_pool, self.td_used)
+        self.rebuilds += len(leaves)
+        self.dirty.clear()

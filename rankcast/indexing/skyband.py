@@ -1,0 +1,502 @@
+"""Per-subscription partial k-skyband buffers (paper Section 6) as flat arrays.
+
+Buffer of slot ``s``: rows ``bstart[s] .. bstart[s] + blen[s]`` of the pool ``bi`` (int64
+columns SEQ, ID, DC: sequence number, message id, dominance counter) and ``bf`` (float64
+columns T, SC: time, score), ordered by (score desc, seq desc), so the top-k is the first
+k rows. Invariant (checked by the oracle tests): the buffer is the k-skyband of every window
+message with score >= theta[s] that shares a term with s. Hence the top-k is exact whenever
+``blen >= k`` or ``theta == 0``; otherwise the subscription waits for re-evaluation.
+
+Expiry: every subscription with a non-empty buffer sits in the list of the bucket of its
+oldest buffered seq (a hash of doubly linked lists), so a message's expiry visits exactly
+the buffers that hold it (the paper's "for each subscription whose buffer contains m").
+
+Modes: SKYBAND evicts a row once k newer rows score at least as high (Definition 10/11);
+KMAX keeps every row >= theta and raises theta when the buffer outgrows kmax (baseline).
+"""
+from __future__ import annotations
+
+import math
+
+import numba
+import numpy as np
+
+__all__ = ["SEQ", "ID", "DC", "T", "SC", "SKYBAND", "KMAX", "BufferState"]
+
+SEQ, ID, DC = 0, 1, 2
+T, SC = 0, 1
+SKYBAND, KMAX = 0, 1
+
+
+class BufferState:
+    """All buffer arrays of one core; kernels take and return them explicitly."""
+
+    def __init__(self, slots: int = 1024, pool: int = 1 << 14, buckets: int = 1 << 12):
+        self.bstart = np.zeros(slots, np.int64)
+        self.blen = np.zeros(slots, np.int64)
+        self.bcap = np.zeros(slots, np.int64)
+        self.oldest = np.full(slots, -1, np.int64)
+        self.lnext = np.full(slots, -1, np.int64)
+        self.lprev = np.full(slots, -1, np.int64)
+        self.epoch_of = np.zeros(slots, np.int64)
+        self.snap_off = np.zeros(slots, np.int64)
+        self.snap_len = np.zeros(slots, np.int64)
+        self.reeval = np.zeros(slots, np.bool_)
+        self.bi = np.zeros((pool, 3), np.int64)
+        self.bf = np.zeros((pool, 2))
+        self.head = np.full(buckets, -1, np.int64)
+        self.snap = np.zeros(1 << 12, np.int64)
+        self.used = 0              # pool rows handed out (live and garbage)
+        self.snap_used = 0
+        self.epoch = 1
+        self.expired_upto = -1     # every seq <= this has been expired from the buffers
+        self.touched: list[np.ndarray] = []
+
+    def grow_slots(self, n: int) -> None:
+        if n <= len(self.bstart):
+            return
+        m = max(n, 2 * len(self.bstart))
+        for name, fill in (("bstart", 0), ("blen", 0), ("bcap", 0), ("oldest", -1), ("lnext", -1),
+                           ("lprev", -1), ("epoch_of", 0), ("snap_off", 0), ("snap_len", 0)):
+            a = getattr(self, name)
+            b = np.full(m, fill, a.dtype)
+            b[: len(a)] = a
+            setattr(self, name, b)
+        r = np.zeros(m, np.bool_)
+        r[: len(self.reeval)] = self.reeval
+        self.reeval = r
+
+
+# ----------------------------------------------------------------------------- helpers
+
+@numba.njit(cache=True)
+def _grow2(a, need):
+    n = a.shape[0]
+    if need <= n:
+        return a
+    b = np.zeros((max(need, 2 * n), a.shape[1]), a.dtype)
+    b[:n] = a
+    return b
+
+
+@numba.njit(cache=True)
+def _grow1(a, need):
+    n = a.shape[0]
+    if need <= n:
+        return a
+    b = np.zeros(max(need, 2 * n), a.dtype)
+    b[:n] = a
+    return b
+
+
+@numba.njit(cache=True, inline="always")
+def _bucket(seq, head):
+    return seq & (head.shape[0] - 1)
+
+
+@numba.njit(cache=True)
+def _unlink(s, oldest, lnext, lprev, head):
+    if oldest[s] < 0:
+        return
+    b = _bucket(oldest[s], head)
+    p = lprev[s]
+    n = lnext[s]
+    if p >= 0:
+        lnext[p] = n
+    else:
+        head[b] = n
+    if n >= 0:
+        lprev[n] = p
+    lnext[s] = -1
+    lprev[s] = -1
+    oldest[s] = -1
+
+
+@numba.njit(cache=True)
+def _relink(s, bstart, blen, bi, oldest, lnext, lprev, head):
+    """Put s in the list of its (new) oldest buffered seq."""
+    _unlink(s, oldest, lnext, lprev, head)
+    n = blen[s]
+    if n == 0:
+        return
+    a = bstart[s]
+    o = bi[a, SEQ]
+    for r in range(a + 1, a + n):
+        if bi[r, SEQ] < o:
+            o = bi[r, SEQ]
+    b = _bucket(o, head)
+    oldest[s] = o
+    lprev[s] = -1
+    lnext[s] = head[b]
+    if head[b] >= 0:
+        lprev[head[b]] = s
+    head[b] = s
+
+
+@numba.njit(cache=True)
+def relink_all(slots, bstart, blen, bi, oldest, lnext, lprev, head):
+    """Rebuild every bucket list (after the bucket table was resized)."""
+    head[:] = -1
+    for s in slots:
+        oldest[s] = -1
+        lnext[s] = -1
+        lprev[s] = -1
+        _relink(s, bstart, blen, bi, oldest, lnext, lprev, head)
+
+
+@numba.njit(cache=True)
+def _snapshot(s, k, epoch, epoch_of, snap_off, snap_len, snap, snap_used, bstart, blen, bi, touched, n_touched):
+    """Record s's top-k ids before its first change in this epoch."""
+    if epoch_of[s] == epoch:
+        return snap, snap_used, touched, n_touched
+    epoch_of[s] = epoch
+    m = min(k[s], blen[s])
+    snap = _grow1(snap, snap_used + m)
+    a = bstart[s]
+    for r in range(m):
+        snap[snap_used + r] = bi[a + r, ID]
+    snap_off[s] = snap_used
+    snap_len[s] = m
+    snap_used += m
+    touched = _grow1(touched, n_touched + 1)
+    touched[n_touched] = s
+    n_touched += 1
+    return snap, snap_used, touched, n_touched
+
+
+@numba.njit(cache=True)
+def _reserve(s, need, bstart, blen, bcap, bi, bf, used):
+    """Make room for ``need`` rows in s's buffer (moving it to the pool's end if needed)."""
+    if need <= bcap[s]:
+        return bi, bf, used
+    cap = max(need, 2 * bcap[s], 4)
+    bi = _grow2(bi, used + cap)
+    bf = _grow2(bf, used + cap)
+    a = bstart[s]
+    for r in range(blen[s]):
+        bi[used + r] = bi[a + r]
+        bf[used + r] = bf[a + r]
+    bstart[s] = used
+    bcap[s] = cap
+    return bi, bf, used + cap
+
+
+@numba.njit(cache=True)
+def _insert(s, seq, mid, t, sc, k, mode, kmax, theta, bstart, blen, bcap, bi, bf, used,
+            oldest, lnext, lprev, head):
+    """Insert the newest message into s's buffer (paper 6.2.1, first type of update).
+
+    Returns (bi, bf, used, theta_raised)."""
+    bi, bf, used = _reserve(s, blen[s] + 1, bstart, blen, bcap, bi, bf, used)
+    a = bstart[s]
+    n = blen[s]
+    p = 0
+    while p < n and bf[a + p, SC] > sc:
+        p += 1
+    # rows from p on score <= sc and are older: the new message dominates them
+    w = p
+    lost_oldest = False
+    for r in range(p, n):
+        d = bi[a + r, DC] + 1
+        if mode == SKYBAND and d >= k:
+            if bi[a + r, SEQ] == oldest[s]:
+                lost_oldest = True
+            continue
+        bi[a + w] = bi[a + r]
+        bf[a + w] = bf[a + r]
+        bi[a + w, DC] = d
+        w += 1
+    for r in range(w - 1, p - 1, -1):
+        bi[a + r + 1] = bi[a + r]
+        bf[a + r + 1] = bf[a + r]
+    bi[a + p, SEQ] = seq
+    bi[a + p, ID] = mid
+    bi[a + p, DC] = 0
+    bf[a + p, T] = t
+    bf[a + p, SC] = sc
+    blen[s] = w + 1
+    raised = False
+    if mode == KMAX and blen[s] > kmax:
+        th = bf[a + kmax - 1, SC]
+        m = kmax
+        while m < blen[s] and bf[a + m, SC] >= th:
+            m += 1
+        for r in range(m, blen[s]):
+            if bi[a + r, SEQ] == oldest[s]:
+                lost_oldest = True
+        blen[s] = m
+        theta[s] = th
+        raised = True
+    if lost_oldest or oldest[s] < 0:
+        _relink(s, bstart, blen, bi, oldest, lnext, lprev, head)
+    return bi, bf, used, raised
+
+
+@numba.njit(cache=True)
+def _expire_sub(s, upto, bstart, blen, bi, bf):
+    """Drop rows with seq <= upto (paper 6.2.1, second type); no counter changes, since an
+    expiring message is older than every other and so dominates none."""
+    a = bstart[s]
+    w = 0
+    for r in range(blen[s]):
+        if bi[a + r, SEQ] > upto:
+            if w != r:
+                bi[a + w] = bi[a + r]
+                bf[a + w] = bf[a + r]
+            w += 1
+    blen[s] = w
+
+
+@numba.njit(cache=True)
+def _expire_to(lo, upto, k, theta, bstart, blen, bi, bf, oldest, lnext, lprev, head,
+               reeval, epoch, epoch_of, snap_off, snap_len, snap, snap_used, touched, n_touched):
+    """Expire every buffered seq in (lo, upto]; flag buffers that fall below k."""
+    nb = head.shape[0]
+    if upto - lo >= nb:
+        first = 0
+        last = nb - 1
+    else:
+        first = lo + 1
+        last = upto
+    for q in range(first, last + 1):
+        b = q & (nb - 1)
+        s = head[b]
+        while s >= 0:
+            nxt = lnext[s]
+            if oldest[s] <= upto:
+                snap, snap_used, touched, n_touched = _snapshot(
+                    s, k, epoch, epoch_of, snap_off, snap_len, snap, snap_used, bstart, blen, bi,
+                    touched, n_touched)
+                _expire_sub(s, upto, bstart, blen, bi, bf)
+                _relink(s, bstart, blen, bi, oldest, lnext, lprev, head)
+                if blen[s] < k[s] and theta[s] > 0.0:
+                    reeval[s] = True
+            s = nxt
+    return snap, snap_used, touched, n_touched
+
+
+@numba.njit(cache=True)
+def process(seqs, ids, ts, expire_upto, cand_off, cand_slot, cand_score,
+            k, theta, alive, mode, kmax, expired_upto,
+            bstart, blen, bcap, bi, bf, used, oldest, lnext, lprev, head, reeval,
+            epoch, epoch_of, snap_off, snap_len, snap, snap_used):
+    """Apply a batch in stream order: before message i, expire up to expire_upto[i]; then
+    insert it into the buffers of its candidates (cand rows cand_off[i]..cand_off[i+1]).
+
+    Returns the grown arrays, counters and the touched / theta-raised slot lists."""
+    touched = np.zeros(64, np.int64)
+    n_touched = 0
+    raised = np.zeros(16, np.int64)
+    n_raised = 0
+    inserted = 0
+    for i in range(seqs.shape[0]):
+        e = expire_upto[i]
+        if e > expired_upto:
+            snap, snap_used, touched, n_touched = _expire_to(
+                expired_upto, e, k, theta, bstart, blen, bi, bf, oldest, lnext, lprev, head,
+                reeval, epoch, epoch_of, snap_off, snap_len, snap, snap_used, touched, n_touched)
+            expired_upto = e
+        for c in range(cand_off[i], cand_off[i + 1]):
+            s = cand_slot[c]
+            sc = cand_score[c]
+            if not alive[s] or sc < theta[s]:
+                continue
+            snap, snap_used, touched, n_touched = _snapshot(
+                s, k, epoch, epoch_of, snap_off, snap_len, snap, snap_used, bstart, blen, bi,
+                touched, n_touched)
+            bi, bf, used, r = _insert(s, seqs[i], ids[i], ts[i], sc, k[s], mode, kmax, theta,
+                                      bstart, blen, bcap, bi, bf, used, oldest, lnext, lprev, head)
+            inserted += 1
+            if r:
+                raised = _grow1(raised, n_raised + 1)
+                raised[n_raised] = s
+                n_raised += 1
+    return (bi, bf, used, snap, snap_used, expired_upto, touched[:n_touched], raised[:n_raised],
+            inserted)
+
+
+@numba.njit(cache=True)
+def expire_only(lo, upto, k, theta, bstart, blen, bi, bf, oldest, lnext, lprev, head, reeval,
+                epoch, epoch_of, snap_off, snap_len, snap, snap_used):
+    touched = np.zeros(64, np.int64)
+    snap, snap_used, touched, n = _expire_to(lo, upto, k, theta, bstart, blen, bi, bf, oldest,
+                                             lnext, lprev, head, reeval, epoch, epoch_of,
+                                             snap_off, snap_len, snap, snap_used, touched, 0)
+    return snap, snap_used, touched[:n]
+
+
+@numba.njit(cache=True)
+def raise_open(slots, k, theta, bstart, blen, bi, bf, oldest, lnext, lprev, head):
+    """theta = 0 buffers hold every matching message; once they have k rows, theta can
+    rise to kScore (rows below it are dropped), so that pruning starts to work for them.
+    Returns the slots whose theta rose."""
+    out = np.zeros(slots.shape[0], np.int64)
+    n = 0
+    for s in slots:
+        if theta[s] == 0.0 and blen[s] >= k[s] and k[s] > 0:
+            a = bstart[s]
+            th = bf[a + k[s] - 1, SC]
+            if th <= 0.0:
+                continue
+            m = k[s]
+            while m < blen[s] and bf[a + m, SC] >= th:
+                m += 1
+            if m < blen[s]:
+                blen[s] = m
+                _relink(s, bstart, blen, bi, oldest, lnext, lprev, head)
+            theta[s] = th
+            out[n] = s
+            n += 1
+    return out[:n]
+
+
+@numba.njit(cache=True)
+def cost_cskyband(j, k, window, c_topk, p_arr, p_exp):
+    """Expected cost per window update of keeping the j best as the buffer (Eq. 9-13).
+
+    prob(theta) = j / |W|; |A| = k ln(|W| prob / k) (Eq. 9, floored at k: the buffer holds the
+    top-k at least); Z' of Eq. 12 with |A'_init| = j; for a window that shrinks (time window,
+    more expiries than arrivals) the drift bound (j - k + 1) / (prob (p_exp - p_arr)) caps Z'."""
+    p = j / max(window, 1.0)
+    a_size = k * (1.0 + math.log(max(j / k, 1.0)))
+    c_sm = (p_arr + p_exp) * p * a_size
+    d = j - k + 1.0
+    z = (2.0 * d * j + d * (d + 1.0)) / p
+    if p_exp > p_arr:
+        z = min(z, d / (p * (p_exp - p_arr)))
+    return c_sm + c_topk / z
+
+
+@numba.njit(cache=True)
+def choose_theta(sc, complete, k, policy, window, c_topk, p_arr, p_exp, kmax):
+    """Pick s.theta from the candidates ``sc`` (best first). Returns (theta, rows kept), or
+    (-1, -1) when more candidates are needed (the cut would split equal scores).
+
+    policy 0: cost-based (paper 6.2: incremental descent from j = k while the cost falls);
+    1: Skyband baseline (0.95 kScore); 2: kmax baseline (keep the kmax best)."""
+    n = sc.shape[0]
+    if n < k:
+        if complete:
+            return 0.0, n
+        return -1.0, -1
+    if policy == 0:
+        best = -1
+        best_cost = math.inf
+        for j in range(k, n + 1):
+            th = sc[j - 1]
+            if not (complete or th > sc[n - 1]) or (th <= 0.0 and not complete):
+                break
+            c = cost_cskyband(j, k, window, c_topk, p_arr, p_exp)
+            if c >= best_cost:
+                break
+            best = j
+            best_cost = c
+        if best < 0:
+            return -1.0, -1
+        th = sc[best - 1]
+    elif policy == 1:
+        th = 0.95 * sc[k - 1]
+        if not complete and th <= sc[n - 1]:
+            return -1.0, -1
+    else:
+        if n < kmax:
+            if complete:
+                return 0.0, n
+            return -1.0, -1
+        th = sc[kmax - 1]
+        if not complete and th <= sc[n - 1]:
+            return -1.0, -1
+    if th <= 0.0:
+        return 0.0, n
+    m = 0
+    while m < n and sc[m] >= th:
+        m += 1
+    return th, m
+
+
+@numba.njit(cache=True)
+def apply_reevals(slots, c_off, c_seq, c_id, c_t, c_sc, c_complete, k, theta, policy, mode, kmax,
+                  window, c_topk, p_arr, p_exp,
+                  bstart, blen, bcap, bi, bf, used, oldest, lnext, lprev, head, reeval,
+                  epoch, epoch_of, snap_off, snap_len, snap, snap_used):
+    """Rebuild buffers from re-evaluation candidates (Algorithm 2, lines 2-5).
+
+    Returns grown arrays and the slots that need more candidates."""
+    more = np.zeros(slots.shape[0], np.int64)
+    n_more = 0
+    touched = np.zeros(64, np.int64)
+    n_touched = 0
+    for i in range(slots.shape[0]):
+        s = slots[i]
+        a0 = c_off[i]
+        a1 = c_off[i + 1]
+        th, m = choose_theta(c_sc[a0:a1], c_complete[i], k[s], policy, window, c_topk,
+                             p_arr, p_exp, kmax)
+        if m < 0:
+            more[n_more] = s
+            n_more += 1
+            continue
+        snap, snap_used, touched, n_touched = _snapshot(
+            s, k, epoch, epoch_of, snap_off, snap_len, snap, snap_used, bstart, blen, bi,
+            touched, n_touched)
+        # k-skyband of the kept rows: a row survives if fewer than k newer rows score >= it
+        bi, bf, used = _reserve(s, m, bstart, blen, bcap, bi, bf, used)
+        b = bstart[s]
+        w = 0
+        for r in range(a0, a0 + m):
+            d = 0
+            for q in range(a0, a0 + m):
+                if c_seq[q] > c_seq[r] and c_sc[q] >= c_sc[r]:
+                    d += 1
+            if mode == 0 and d >= k[s]:
+                continue
+            bi[b + w, SEQ] = c_seq[r]
+            bi[b + w, ID] = c_id[r]
+            bi[b + w, DC] = d
+            bf[b + w, T] = c_t[r]
+            bf[b + w, SC] = c_sc[r]
+            w += 1
+        blen[s] = w
+        theta[s] = th
+        reeval[s] = False
+        _relink(s, bstart, blen, bi, oldest, lnext, lprev, head)
+    return bi, bf, used, snap, snap_used, more[:n_more], touched[:n_touched]
+
+
+@numba.njit(cache=True)
+def changed_topk(touched, k, bstart, blen, bi, snap_off, snap_len, snap):
+    """Which touched slots have a top-k (ids, in order) different from their snapshot."""
+    out = np.zeros(touched.shape[0], np.bool_)
+    for i in range(touched.shape[0]):
+        s = touched[i]
+        m = min(k[s], blen[s])
+        if m != snap_len[s]:
+            out[i] = True
+            continue
+        a = bstart[s]
+        o = snap_off[s]
+        for r in range(m):
+            if bi[a + r, ID] != snap[o + r]:
+                out[i] = True
+                break
+    return out
+
+
+@numba.njit(cache=True)
+def compact(slots, bstart, blen, bcap, bi, bf):
+    """Copy the live buffers of ``slots`` into fresh pools; returns (bi, bf, used)."""
+    total = 0
+    for s in slots:
+        total += max(bcap[s], 4)
+    nbi = np.zeros((max(2 * total, 1024), 3), np.int64)
+    nbf = np.zeros((max(2 * total, 1024), 2))
+    pos = 0
+    for s in slots:
+        a = bstart[s]
+        for r in range(blen[s]):
+            nbi[pos + r] = bi[a + r]
+            nbf[pos + r] = bf[a + r]
+        bstart[s] = pos
+        bcap[s] = max(bcap[s], 4)
+        pos += bcap[s]
+    return nbi, nbf, pos

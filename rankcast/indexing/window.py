@@ -1,0 +1,518 @@
+"""The sliding window and its message index (the re-evaluation side of Skype, paper Sec. 4).
+
+``WindowClock`` turns a stream position into expiry boundaries: before message ``i`` enters,
+every sequence number ``<= expire_upto[i]`` leaves (count window: ``seq - W``; time window: the
+last message with ``t <= t_i - T``).
+
+``MessageWindow`` keeps the window's messages in insertion order (a ring of columns plus a
+ring of their terms) and a message index that answers "the best K messages for subscription
+s" without scanning the window: one posting list per term, in arrival order, cut into
+chunks of ``CHUNK`` postings with a bounding box and the largest weight of each chunk (a
+flat, append-and-expire cousin of the IR-tree the paper uses). A query visits the chunks of
+the subscription's terms best bound first and stops when no chunk can beat the K-th score.
+A message is scored only from the list of its first term shared with s, so each message is
+scored once; the bound of a chunk covers the rest of s's terms (see ``_text_ub``).
+"""
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+import numba
+import numpy as np
+
+from ..columns import MessageBatch, SubscriptionBatch
+from ..config import EngineConfig
+from .scoring import EPS, NO_MATCH, below, score
+
+__all__ = ["WindowClock", "MessageWindow", "CandidateLists", "CHUNK"]
+
+CHUNK = 32
+I64_MAX = np.iinfo(np.int64).max
+
+
+class WindowClock:
+    """Expiry boundaries of a stream; the one place that knows the window's extent."""
+
+    def __init__(self, cfg: EngineConfig):
+        self.count = cfg.window
+        self.seconds = cfg.window_seconds
+        self._seq = np.zeros(0, np.int64)    # time windows: (seq, t) of messages still inside
+        self._t = np.zeros(0, np.float64)
+        self.boundary = -1                   # every seq <= boundary has left
+        self.t_max = -math.inf
+
+    def advance(self, seqs: np.ndarray, t: np.ndarray) -> np.ndarray:
+        if self.count is not None:
+            out = np.maximum(seqs - self.count, -1)
+        else:
+            all_seq = np.concatenate([self._seq, seqs])
+            all_t = np.concatenate([self._t, t])
+            idx = np.searchsorted(all_t, t - self.seconds, side="right") - 1
+            out = np.where(idx >= 0, all_seq[np.maximum(idx, 0)], -1)
+            out = np.maximum(out, self.boundary)
+            keep = all_seq > (out[-1] if len(out) else self.boundary)
+            self._seq, self._t = all_seq[keep], all_t[keep]
+        if len(seqs):
+            self.boundary = max(self.boundary, int(out[-1]))
+            self.t_max = max(self.t_max, float(np.nanmax(t)) if np.isfinite(t).any() else self.t_max)
+        return out.astype(np.int64)
+
+
+@dataclass
+class CandidateLists:
+    """Per-subscription candidate messages, best first ((score, seq) descending)."""
+
+    offsets: np.ndarray   # int64[n + 1]
+    seq: np.ndarray       # int64
+    ids: np.ndarray       # int64
+    t: np.ndarray         # float64
+    score: np.ndarray     # float64
+    complete: np.ndarray  # bool[n]: every matching message of the searched range is listed
+    work: np.ndarray | None = None  # int64[n]: postings scored to answer each row
+
+    def __len__(self) -> int:
+        return len(self.complete)
+
+    @staticmethod
+    def merge(parts: list["CandidateLists"], K: np.ndarray) -> "CandidateLists":
+        """Per-row top-K of several lists over disjoint message sets (window shards).
+
+        A row is complete only if it is complete in every part and keeps all it got."""
+        n = len(K)
+        off = np.zeros(n + 1, np.int64)
+        rows_seq, rows_id, rows_t, rows_sc, comp = [], [], [], [], np.ones(n, bool)
+        work = np.zeros(n, np.int64)
+        for i in range(n):
+            seq = np.concatenate([p.seq[p.offsets[i]:p.offsets[i + 1]] for p in parts])
+            sc = np.concatenate([p.score[p.offsets[i]:p.offsets[i + 1]] for p in parts])
+            ids = np.concatenate([p.ids[p.offsets[i]:p.offsets[i + 1]] for p in parts])
+            tt = np.concatenate([p.t[p.offsets[i]:p.offsets[i + 1]] for p in parts])
+            order = np.lexsort((-seq, -sc))[: K[i]]
+            comp[i] = all(p.complete[i] for p in parts) and len(order) == len(seq)
+            rows_seq.append(seq[order]); rows_sc.append(sc[order])
+            rows_id.append(ids[order]); rows_t.append(tt[order])
+            off[i + 1] = off[i] + len(order)
+            work[i] = sum(int(p.work[i]) for p in parts if p.work is not None)
+        cat = lambda xs, dt: np.concatenate(xs).astype(dt) if xs else np.zeros(0, dt)
+        return CandidateLists(off, cat(rows_seq, np.int64), cat(rows_id, np.int64),
+                              cat(rows_t, np.float64), cat(rows_sc, np.float64), comp, work)
+
+
+# --------------------------------------------------------------------------- kernels
+
+@numba.njit(cache=True, inline="always")
+def _mindist(px, py, x0, y0, x1, y1):
+    dx = max(x0 - px, 0.0, px - x1)
+    dy = max(y0 - py, 0.0, py - y1)
+    return math.sqrt(dx * dx + dy * dy)
+
+
+@numba.njit(cache=True, inline="always")
+def _text_ub(w, r, a_max):
+    """Bound on TSim for a message whose first term shared with s is this one.
+
+    ``w`` is s's weight of the term, ``r`` the L2 norm of s's later weights, ``a_max`` the
+    largest weight of the term among the chunk's messages. With ``a`` the message's weight,
+    TSim <= w*a + r*sqrt(1 - a*a) (Cauchy-Schwarz on the rest; the message is unit length),
+    which grows with ``a`` up to ``w / sqrt(w*w + r*r)``, where it is ``sqrt(w*w + r*r)``."""
+    h = math.sqrt(w * w + r * r)
+    if h <= 0.0:
+        return 0.0
+    if a_max >= w / h:
+        return h
+    return w * a_max + r * math.sqrt(max(0.0, 1.0 - a_max * a_max))
+
+
+@numba.njit(cache=True)
+def _append(seqs, ids, xs, ys, ts, offsets, term_ids, weights,
+            r_seq, r_id, r_x, r_y, r_t, r_toff, r_tlen, mask, count,
+            tr_term, tr_w, tmask, tcount,
+            ch_seq, ch_w, ch_ins, ch_n, ch_start, ch_next, ch_maxw, ch_box,
+            term_head, term_tail, free_chunks, n_free):
+    """Append messages to the ring and their postings to the term lists.
+
+    Returns (count, tcount, n_free). Capacity is ensured by the caller."""
+    for i in range(seqs.shape[0]):
+        slot = count & mask
+        r_seq[slot] = seqs[i]
+        r_id[slot] = ids[i]
+        r_x[slot] = xs[i]
+        r_y[slot] = ys[i]
+        r_t[slot] = ts[i]
+        a = offsets[i]
+        b = offsets[i + 1]
+        r_toff[slot] = tcount
+        r_tlen[slot] = b - a
+        for j in range(a, b):
+            tr_term[tcount & tmask] = term_ids[j]
+            tr_w[tcount & tmask] = weights[j]
+            tcount += 1
+            t = term_ids[j]
+            c = term_tail[t]
+            if c < 0 or ch_n[c] == ch_seq.shape[1]:
+                n_free -= 1
+                nc = free_chunks[n_free]
+                ch_n[nc] = 0
+                ch_start[nc] = 0
+                ch_next[nc] = -1
+                ch_maxw[nc] = 0.0
+                ch_box[nc, 0] = math.inf
+                ch_box[nc, 1] = math.inf
+                ch_box[nc, 2] = -math.inf
+                ch_box[nc, 3] = -math.inf
+                if c < 0:
+                    term_head[t] = nc
+                else:
+                    ch_next[c] = nc
+                term_tail[t] = nc
+                c = nc
+            p = ch_n[c]
+            ch_seq[c, p] = seqs[i]
+            ch_w[c, p] = weights[j]
+            ch_ins[c, p] = count
+            ch_n[c] = p + 1
+            ch_maxw[c] = max(ch_maxw[c], weights[j])
+            ch_box[c, 0] = min(ch_box[c, 0], xs[i])
+            ch_box[c, 1] = min(ch_box[c, 1], ys[i])
+            ch_box[c, 2] = max(ch_box[c, 2], xs[i])
+            ch_box[c, 3] = max(ch_box[c, 3], ys[i])
+        count += 1
+    return count, tcount, n_free
+
+
+@numba.njit(cache=True)
+def _expire(upto, head, count, r_seq, r_toff, r_tlen, mask, tr_term, tmask,
+            ch_n, ch_start, ch_next, term_head, term_tail, free_chunks, n_free):
+    """Drop messages with seq <= upto from the front; returns (head, n_free)."""
+    while head < count and r_seq[head & mask] <= upto:
+        slot = head & mask
+        a = r_toff[slot]
+        for j in range(r_tlen[slot]):
+            t = tr_term[(a + j) & tmask]
+            c = term_head[t]
+            ch_start[c] += 1
+            if ch_start[c] == ch_n[c]:
+                nxt = ch_next[c]
+                term_head[t] = nxt
+                if nxt < 0:
+                    term_tail[t] = -1
+                free_chunks[n_free] = c
+                n_free += 1
+        head += 1
+    return head, n_free
+
+
+@numba.njit(cache=True)
+def _search(s_off, s_terms, s_w, s_x, s_y, s_alpha, K, after_seq, upto_seq, max_dist,
+            r_seq, r_id, r_x, r_y, r_t, r_toff, r_tlen, mask, tr_term, tr_w, tmask,
+            ch_seq, ch_w, ch_ins, ch_n, ch_start, ch_next, ch_maxw, ch_box, term_head, n_terms):
+    """Top-K[i] messages for each subscription row, best first.
+
+    Returns (offsets, seq, ins, score, complete, work)."""
+    n = K.shape[0]
+    out_off = np.zeros(n + 1, np.int64)
+    total = 0
+    for i in range(n):
+        total += K[i]
+    o_seq = np.empty(total, np.int64)
+    o_ins = np.empty(total, np.int64)
+    o_sc = np.empty(total, np.float64)
+    complete = np.zeros(n, np.bool_)
+    work = np.zeros(n, np.int64)
+    pos = 0
+    for i in range(n):
+        a = s_off[i]
+        b = s_off[i + 1]
+        q = b - a
+        alpha = s_alpha[i]
+        sx = s_x[i]
+        sy = s_y[i]
+        st = s_terms[a:b]
+        sw = s_w[a:b]
+        # norm of the weights after each position
+        rest = np.zeros(q + 1)
+        for j in range(q - 1, -1, -1):
+            rest[j] = rest[j + 1] + sw[j] * sw[j]
+        # gather chunk bounds
+        nch = 0
+        for j in range(q):
+            t = st[j]
+            if t < n_terms:
+                c = term_head[t]
+                while c >= 0:
+                    nch += 1
+                    c = ch_next[c]
+        ub = np.empty(nch)
+        cj = np.empty(nch, np.int64)
+        cc = np.empty(nch, np.int64)
+        m = 0
+        for j in range(q):
+            t = st[j]
+            if t >= n_terms:
+                continue
+            r = math.sqrt(rest[j + 1])
+            c = term_head[t]
+            while c >= 0:
+                d = _mindist(sx, sy, ch_box[c, 0], ch_box[c, 1], ch_box[c, 2], ch_box[c, 3])
+                ub[m] = alpha * (1.0 - d / max_dist) + (1.0 - alpha) * _text_ub(sw[j], r, ch_maxw[c])
+                cj[m] = j
+                cc[m] = c
+                m += 1
+                c = ch_next[c]
+        order = np.argsort(-ub)
+        # min-heap of size K over (score, seq)
+        Ki = K[i]
+        h_sc = np.empty(Ki)
+        h_seq = np.empty(Ki, np.int64)
+        h_ins = np.empty(Ki, np.int64)
+        hn = 0
+        scored = 0
+        for oi in range(nch):
+            e = order[oi]
+            if hn == Ki and below(ub[e], h_sc[0]):
+                break
+            j = cj[e]
+            c = cc[e]
+            for p in range(ch_start[c], ch_n[c]):
+                sq = ch_seq[c, p]
+                if sq <= after_seq or sq > upto_seq:
+                    continue
+                ins = ch_ins[c, p]
+                slot = ins & mask
+                ta = r_toff[slot]
+                tl = r_tlen[slot]
+                # skip messages sharing an earlier term of s: that term's list owns them
+                earlier = False
+                u = 0
+                v = 0
+                while u < j and v < tl:
+                    mt = tr_term[(ta + v) & tmask]
+                    if st[u] == mt:
+                        earlier = True
+                        break
+                    elif st[u] < mt:
+                        u += 1
+                    else:
+                        v += 1
+                if earlier:
+                    continue
+                mterms = np.empty(tl, np.int64)
+                mw = np.empty(tl)
+                for v in range(tl):
+                    mterms[v] = tr_term[(ta + v) & tmask]
+                    mw[v] = tr_w[(ta + v) & tmask]
+                sc = score(sx, sy, alpha, st, sw, r_x[slot], r_y[slot], mterms, mw, max_dist)
+                scored += 1
+                if sc == NO_MATCH:
+                    continue
+                if hn < Ki:
+                    # sift up
+                    k = hn
+                    hn += 1
+                    while k > 0:
+                        par = (k - 1) // 2
+                        if h_sc[par] < sc or (h_sc[par] == sc and h_seq[par] < sq):
+                            break
+                        h_sc[k] = h_sc[par]; h_seq[k] = h_seq[par]; h_ins[k] = h_ins[par]
+                        k = par
+                    h_sc[k] = sc; h_seq[k] = sq; h_ins[k] = ins
+                elif sc > h_sc[0] or (sc == h_sc[0] and sq > h_seq[0]):
+                    k = 0
+                    while True:
+                        l = 2 * k + 1
+                        if l >= hn:
+                            break
+                        rr = l + 1
+                        if rr < hn and (h_sc[rr] < h_sc[l] or (h_sc[rr] == h_sc[l] and h_seq[rr] < h_seq[l])):
+                            l = rr
+                        if h_sc[l] > sc or (h_sc[l] == sc and h_seq[l] > sq):
+                            break
+                        h_sc[k] = h_sc[l]; h_seq[k] = h_seq[l]; h_ins[k] = h_ins[l]
+                        k = l
+                    h_sc[k] = sc; h_seq[k] = sq; h_ins[k] = ins
+        # emit best first: pop the min-heap into the tail of the row
+        size = hn
+        while size > 0:
+            u = size - 1
+            o_seq[pos + u] = h_seq[0]
+            o_ins[pos + u] = h_ins[0]
+            o_sc[pos + u] = h_sc[0]
+            size -= 1
+            lsc = h_sc[size]; lsq = h_seq[size]; lin = h_ins[size]
+            k = 0
+            while True:
+                l = 2 * k + 1
+                if l >= size:
+                    break
+                rr = l + 1
+                if rr < size and (h_sc[rr] < h_sc[l] or (h_sc[rr] == h_sc[l] and h_seq[rr] < h_seq[l])):
+                    l = rr
+                if h_sc[l] > lsc or (h_sc[l] == lsc and h_seq[l] > lsq):
+                    break
+                h_sc[k] = h_sc[l]; h_seq[k] = h_seq[l]; h_ins[k] = h_ins[l]
+                k = l
+            h_sc[k] = lsc; h_seq[k] = lsq; h_ins[k] = lin
+        pos += hn
+        out_off[i + 1] = pos
+        complete[i] = hn < Ki
+        work[i] = scored + nch
+    return out_off, o_seq[:pos], o_ins[:pos], o_sc[:pos], complete, work
+
+
+def _pow2(n: int) -> int:
+    return 1 << max(4, int(n - 1).bit_length())
+
+
+class MessageWindow:
+    """The messages of the window (or of one window shard) and their index."""
+
+    def __init__(self, cfg: EngineConfig, capacity: int | None = None):
+        self.max_dist = cfg.max_dist
+        cap = _pow2(capacity or min(cfg.window or 4096, 1 << 16))
+        self._alloc_ring(cap, 8 * cap)
+        self.count = 0     # messages ever appended
+        self.head = 0      # index of the oldest message still held
+        self.tcount = 0
+        self.thead = 0
+        nch = max(64, cap // 4)
+        self.ch_seq = np.zeros((nch, CHUNK), np.int64)
+        self.ch_w = np.zeros((nch, CHUNK))
+        self.ch_ins = np.zeros((nch, CHUNK), np.int64)
+        self.ch_n = np.zeros(nch, np.int64)
+        self.ch_start = np.zeros(nch, np.int64)
+        self.ch_next = np.full(nch, -1, np.int64)
+        self.ch_maxw = np.zeros(nch)
+        self.ch_box = np.zeros((nch, 4))
+        self.free_chunks = np.arange(nch - 1, -1, -1, dtype=np.int64)
+        self.n_free = nch
+        self.term_head = np.full(1024, -1, np.int64)
+        self.term_tail = np.full(1024, -1, np.int64)
+        self.id_seq: dict[int, int] = {}
+        self.last_seq = -1
+        self.t_max = -math.inf
+
+    def _alloc_ring(self, cap, tcap):
+        self.mask = cap - 1
+        self.r_seq = np.zeros(cap, np.int64)
+        self.r_id = np.zeros(cap, np.int64)
+        self.r_x = np.zeros(cap)
+        self.r_y = np.zeros(cap)
+        self.r_t = np.zeros(cap)
+        self.r_toff = np.zeros(cap, np.int64)
+        self.r_tlen = np.zeros(cap, np.int64)
+        self.tmask = tcap - 1
+        self.tr_term = np.zeros(tcap, np.int64)
+        self.tr_w = np.zeros(tcap)
+
+    def __len__(self) -> int:
+        return self.count - self.head
+
+    # ------------------------------------------------------------------ capacity
+    def _ensure(self, n_msgs: int, n_terms: int, max_term: int) -> None:
+        cap = self.mask + 1
+        tcap = self.tmask + 1
+        if len(self) + n_msgs > cap or (self.tcount - self.thead) + n_terms > tcap:
+            new_cap = _pow2(max(cap, len(self) + n_msgs) * 2)
+            new_tcap = _pow2(max(tcap, (self.tcount - self.thead) + n_terms) * 2)
+            old = [(a, getattr(self, a)) for a in ("r_seq", "r_id", "r_x", "r_y", "r_t", "r_toff", "r_tlen")]
+            old_t, old_w, old_mask, old_tmask = self.tr_term, self.tr_w, self.mask, self.tmask
+            self._alloc_ring(new_cap, new_tcap)
+            idx = np.arange(self.head, self.count, dtype=np.int64)
+            for name, arr in old:
+                getattr(self, name)[idx & self.mask] = arr[idx & old_mask]
+            tidx = np.arange(self.thead, self.tcount, dtype=np.int64)
+            self.tr_term[tidx & self.tmask] = old_t[tidx & old_tmask]
+            self.tr_w[tidx & self.tmask] = old_w[tidx & old_tmask]
+        if self.n_free < n_terms:
+            nch = len(self.ch_n)
+            grow = max(nch, n_terms)
+            for name in ("ch_seq", "ch_w", "ch_ins", "ch_box"):
+                a = getattr(self, name)
+                setattr(self, name, np.concatenate([a, np.zeros((grow,) + a.shape[1:], a.dtype)]))
+            self.ch_n = np.concatenate([self.ch_n, np.zeros(grow, np.int64)])
+            self.ch_start = np.concatenate([self.ch_start, np.zeros(grow, np.int64)])
+            self.ch_next = np.concatenate([self.ch_next, np.full(grow, -1, np.int64)])
+            self.ch_maxw = np.concatenate([self.ch_maxw, np.zeros(grow)])
+            fresh = np.arange(nch + grow - 1, nch - 1, -1, dtype=np.int64)
+            self.free_chunks = np.concatenate([fresh, self.free_chunks[: self.n_free]])
+            self.n_free += grow
+        if max_term >= len(self.term_head):
+            n = max(2 * len(self.term_head), max_term + 1)
+            self.term_head = np.concatenate([self.term_head, np.full(n - len(self.term_head), -1, np.int64)])
+            self.term_tail = np.concatenate([self.term_tail, np.full(n - len(self.term_tail), -1, np.int64)])
+
+    # ------------------------------------------------------------------ updates
+    def append(self, msgs: MessageBatch, seqs: np.ndarray, expire_upto: np.ndarray | None = None) -> None:
+        """Add messages (seqs increasing); expire up to ``expire_upto[-1]`` first if given.
+
+        Messages of one batch enter before the batch's expiries apply: a message the batch
+        itself pushes out is still appended and then dropped, as in the stream."""
+        if len(msgs) == 0:
+            if expire_upto is not None and len(expire_upto):
+                self.expire(int(expire_upto[-1]))
+            return
+        n_terms = len(msgs.term_ids)
+        self._ensure(len(msgs), n_terms, int(msgs.term_ids.max()) if n_terms else 0)
+        self.count, self.tcount, self.n_free = _append(
+            seqs, msgs.ids, msgs.x, msgs.y, msgs.t, msgs.offsets, msgs.term_ids, msgs.weights,
+            self.r_seq, self.r_id, self.r_x, self.r_y, self.r_t, self.r_toff, self.r_tlen,
+            self.mask, self.count, self.tr_term, self.tr_w, self.tmask, self.tcount,
+            self.ch_seq, self.ch_w, self.ch_ins, self.ch_n, self.ch_start, self.ch_next,
+            self.ch_maxw, self.ch_box, self.term_head, self.term_tail, self.free_chunks, self.n_free)
+        self.id_seq.update(zip(msgs.ids.tolist(), seqs.tolist()))
+        self.last_seq = int(seqs[-1])
+        if np.isfinite(msgs.t).any():
+            self.t_max = max(self.t_max, float(np.nanmax(msgs.t)))
+        if expire_upto is not None and len(expire_upto):
+            self.expire(int(expire_upto[-1]))
+
+    def expire(self, upto_seq: int) -> None:
+        """Drop every message with seq <= upto_seq."""
+        old_head = self.head
+        self.head, self.n_free = _expire(
+            upto_seq, self.head, self.count, self.r_seq, self.r_toff, self.r_tlen, self.mask,
+            self.tr_term, self.tmask, self.ch_n, self.ch_start, self.ch_next,
+            self.term_head, self.term_tail, self.free_chunks, self.n_free)
+        if self.head > old_head:
+            idx = np.arange(old_head, self.head, dtype=np.int64) & self.mask
+            gone = self.r_id[idx]
+            pop = self.id_seq.pop
+            for i in gone.tolist():
+                pop(i, None)
+            last = (self.head - 1) & self.mask
+            self.thead = int(self.r_toff[last] + self.r_tlen[last])
+
+    # ------------------------------------------------------------------ queries
+    def has_ids(self, ids: np.ndarray) -> np.ndarray:
+        d = self.id_seq
+        return np.fromiter((i in d for i in ids.tolist()), bool, len(ids))
+
+    def search(self, subs: SubscriptionBatch, K: np.ndarray, after_seq: int = -1,
+               upto_seq: int | None = None) -> CandidateLists:
+        """Top-K[i] window messages per subscription row (see module docstring)."""
+        K = np.asarray(K, np.int64)
+        up = I64_MAX if upto_seq is None else int(upto_seq)
+        off, seq, ins, sc, comp, work = _search(
+            subs.offsets, subs.term_ids, subs.weights, subs.x, subs.y, subs.alpha, K,
+            int(after_seq), up, self.max_dist,
+            self.r_seq, self.r_id, self.r_x, self.r_y, self.r_t, self.r_toff, self.r_tlen,
+            self.mask, self.tr_term, self.tr_w, self.tmask,
+            self.ch_seq, self.ch_w, self.ch_ins, self.ch_n, self.ch_start, self.ch_next,
+            self.ch_maxw, self.ch_box, self.term_head, len(self.term_head))
+        slots = ins & self.mask
+        return CandidateLists(off, seq, self.r_id[slots], self.r_t[slots], sc, comp, work)
+
+    def snapshot(self) -> MessageBatch:
+        """The window's messages, oldest first (for offline evaluation and tests)."""
+        idx = np.arange(self.head, self.count, dtype=np.int64) & self.mask
+        lens = self.r_tlen[idx]
+        off = np.zeros(len(idx) + 1, np.int64)
+        np.cumsum(lens, out=off[1:])
+        tpos = (np.repeat(self.r_toff[idx], lens) + (np.arange(off[-1]) - np.repeat(off[:-1], lens))) & self.tmask
+        return MessageBatch(self.r_id[idx].copy(), self.r_x[idx].copy(), self.r_y[idx].copy(),
+                            self.r_t[idx].copy(), off, self.tr_term[tpos], self.tr_w[tpos])
+
+    def seqs(self) -> np.ndarray:
+        idx = np.arange(self.head, self.count, dtype=np.int64) & self.mask
+        return self.r_seq[idx].copy()

@@ -1,0 +1,30 @@
+"""Session fixtures: one Ray and one Spark (RayDP) session per test run."""
+from __future__ import annotations
+
+import os
+
+import pytest
+
+os.environ.setdefault("RAY_DEDUP_LOGS", "0")
+
+
+@pytest.fixture(scope="session")
+def ray_session():
+    """A local Ray instance shared by the whole run (2 cores: actors use fractional CPUs)."""
+    import ray
+
+    if not ray.is_initialized():
+        ray.init(num_cpus=4, include_dashboard=False, ignore_reinit_error=True,
+                 log_to_driver=False, namespace="rankcast-tests")
+    yield ray
+    # left running on purpose: Spark (RayDP) shares it until the end of the run
+
+
+@pytest.fixture(scope="session")
+def spark(ray_session):
+    """A RayDP Spark session on the shared Ray instance."""
+    from rankcast.ingest.session import get_spark, stop_spark
+
+    session = get_spark()
+    yield session
+    stop_spark()
