@@ -96,7 +96,8 @@ class Engine:
             expire_upto = self.clock.advance(s, part.t)
             before = len(self.window)
             self.window.append(part, s, expire_upto)
-            self.core.observe_window(len(self.window), len(part), before + len(part) - len(self.window))
+            if hasattr(self.core, "observe_window"):   # cost model input (paper 6.3)
+                self.core.observe_window(len(self.window), len(part), before + len(part) - len(self.window))
             self.core.process(part, s, expire_upto)
         self.last_seq = int(seqs[-1])
         self.published += n

@@ -1,0 +1,132 @@
+"""The heart of the suite: after every call, every subscription's top-k equals a brute-force
+recomputation, and publish reports exactly the subscriptions whose top-k changed."""
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from hypothesis import HealthCheck, given, settings, strategies as st
+
+import rankcast as rc
+from rankcast.baselines.brute import BruteForceCore
+from rankcast.testing import assert_engine_exact
+
+WORDS = [f"w{i}" for i in range(24)]
+P = np.r_[np.full(6, 0.1), np.full(18, 0.4 / 18)]
+
+
+def _text(rng, lo, hi):
+    return " ".join(rng.choice(WORDS, int(rng.integers(lo, hi + 1)), p=P))
+
+
+def _loc(rng, clustered):
+    if clustered:   # a few tight clusters force deep Quadtree splits and exact ties
+        c = rng.integers(0, 3)
+        return float(np.clip([0.2, 0.5, 1.0][c] + rng.normal(0, 1e-3), 0, 1)), 0.5 if c == 2 else float(rng.random())
+    return float(rng.choice([0.0, 0.25, 0.5, 1.0, rng.random()])), float(rng.choice([0.0, 0.5, 1.0, rng.random()]))
+
+
+def _subs(rng, start, n, clustered):
+    out = []
+    for i in range(n):
+        x, y = _loc(rng, clustered)
+        alpha = float(rng.choice([0.0, 1.0, 0.5, rng.random()]))
+        if rng.random() < 0.3:
+            terms = {w: float(rng.choice([1.0, 2.0])) for w in rng.choice(WORDS, int(rng.integers(1, 4)), replace=False)}
+            out.append(rc.Subscription(start + i, x, y, terms=terms, k=int(rng.integers(1, 7)), alpha=alpha))
+        else:
+            out.append(rc.Subscription(start + i, x, y, text=_text(rng, 1, 4), k=int(rng.integers(1, 7)), alpha=alpha))
+    return out
+
+
+def _msgs(rng, start, n, t0, clustered):
+    out = []
+    t = t0
+    for i in range(n):
+        x, y = _loc(rng, clustered)
+        text = "" if rng.random() < 0.1 else _text(rng, 1, 6)
+        t += float(rng.integers(0, 3)) * 0.5      # equal times included
+        out.append(rc.Message(start + i, x, y, text=text, t=t))
+    return out
+
+
+def _run(seed, window, window_seconds, clustered, steps=60, leaf_capacity=4):
+    rng = np.random.default_rng(seed)
+    cfg = rc.EngineConfig(bounds=(0, 0, 1, 1), window=window, window_seconds=window_seconds,
+                          leaf_capacity=leaf_capacity, batch_size=7)
+    eng = rc.Engine(cfg)
+    ref = rc.Engine(cfg, core=BruteForceCore)
+    sid, mid, t = 0, 0, 0.0
+    for step in range(steps):
+        r = rng.random()
+        if r < 0.15:
+            subs = _subs(rng, sid, int(rng.integers(1, 6)), clustered)
+            sid += len(subs)
+            eng.subscribe(subs)
+            ref.subscribe(subs)
+        elif r < 0.22 and len(eng.core.subs):
+            live = list(eng.core.subs.slot_of)
+            gone = list(rng.choice(live, min(len(live), int(rng.integers(1, 3))), replace=False))
+            eng.unsubscribe(gone)
+            ref.unsubscribe(gone)
+        else:
+            msgs = _msgs(rng, mid, int(rng.integers(1, 15)), t, clustered)
+            mid += len(msgs)
+            t = max(m.t for m in msgs)
+            got = eng.publish(msgs)
+            want = ref.publish(msgs)
+            assert [u.subscription_id for u in got] == [u.subscription_id for u in want], step
+            for a, b in zip(got, want):
+                assert [m for m, _ in a.topk] == [m for m, _ in b.topk]
+        assert_engine_exact(eng)
+    return eng
+
+
+@pytest.mark.parametrize("seed", range(4))
+@pytest.mark.parametrize("clustered", [False, True])
+def test_count_window_random(seed, clustered):
+    _run(seed, window=40, window_seconds=None, clustered=clustered)
+
+
+@pytest.mark.parametrize("seed", range(3))
+def test_time_window_random(seed):
+    _run(100 + seed, window=None, window_seconds=6.0, clustered=seed == 1)
+
+
+def test_larger_leaves_and_window():
+    _run(7, window=150, window_seconds=None, clustered=False, steps=40, leaf_capacity=50)
+
+
+@settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(seed=st.integers(0, 10_000), window=st.integers(1, 30), clustered=st.booleans())
+def test_property_any_workload(seed, window, clustered):
+    _run(seed, window=window, window_seconds=None, clustered=clustered, steps=25)
+
+
+def test_ties_newer_first():
+    cfg = rc.EngineConfig(bounds=(0, 0, 1, 1), window=10)
+    eng = rc.Engine(cfg)
+    eng.subscribe([rc.Subscription(1, 0.5, 0.5, text="a", k=2, alpha=0.5)])
+    ups = eng.publish([rc.Message(i, 0.3, 0.3, text="a") for i in range(4)])
+    assert [m for m, _ in eng.topk(1)] == [3, 2]
+    assert ups[-1].subscription_id == 1 and [m for m, _ in ups[-1].topk] == [3, 2]
+
+
+def test_k_larger_than_matches_and_empty_messages():
+    cfg = rc.EngineConfig(bounds=(0, 0, 1, 1), window=5)
+    eng = rc.Engine(cfg)
+    eng.subscribe([rc.Subscription(1, 0, 0, text="a b", k=10, alpha=0.0)])
+    eng.publish([rc.Message(1, 1, 1, text="a"), rc.Message(2, 1, 1, text=""), rc.Message(3, 0, 0, text="c")])
+    assert [m for m, _ in eng.topk(1)] == [1]
+    eng.publish([rc.Message(i, 0, 0, text="") for i in range(10, 15)])   # pushes message 1 out
+    assert eng.topk(1) == []
+    assert eng.stats()["window"] == 5
+
+
+def test_updates_only_for_changed():
+    cfg = rc.EngineConfig(bounds=(0, 0, 1, 1), window=100)
+    eng = rc.Engine(cfg)
+    eng.subscribe([rc.Subscription(1, 0, 0, text="a", k=1), rc.Subscription(2, 0, 0, text="b", k=1)])
+    ups = eng.publish([rc.Message(1, 0, 0, text="a")])
+    assert [u.subscription_id for u in ups] == [1]
+    assert ups[0].topk[0][0] == 1 and abs(ups[0].topk[0][1] - 1.0) < 1e-12
+    assert eng.publish([rc.Message(2, 1, 1, text="c")]) == []
