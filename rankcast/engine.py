@@ -1,6 +1,7 @@
 """rc.Engine: the single-process Skype engine of the contract."""
 from __future__ import annotations
 
+import time
 from numbers import Integral
 from typing import Callable, Iterable
 
@@ -118,8 +119,9 @@ class Engine:
             slots, req, K = self.core.reeval_requests()
             if len(slots) == 0:
                 return
+            t0 = time.perf_counter()
             cands = self.window.search(req, K)
-            self.core.apply_reevals(slots, cands, len(self.window))
+            self.core.apply_reevals(slots, cands, len(self.window), time.perf_counter() - t0)
 
     # ------------------------------------------------------------------ queries
     def topk(self, sub_id) -> list[tuple[int, float]]:

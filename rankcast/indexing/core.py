@@ -53,7 +53,10 @@ class SkypeCore:
         self.buf = sk.BufferState(slots=len(self.subs.ids),
                                   buckets=1 << max(10, min(22, int(2 * span).bit_length())))
         self._live_rows = 0
-        self.c_topk = 100.0          # EMA of postings scored per re-evaluation (Eq. 10's C_topk)
+        # Eq. 9 and 10 in one unit: seconds. C_topk is the measured time of one re-evaluation,
+        # C_sm counts buffer rows visited, each costing the measured seconds per row.
+        self.c_topk_seconds = 1e-4
+        self.c_row_seconds = 1e-8
         self.window_size = float(cfg.window or 1)
         self.p_arr = self.p_exp = 0.5
         self._arrivals = 0.0
@@ -110,7 +113,7 @@ class SkypeCore:
         np.cumsum(np.bincount(midx, minlength=len(msgs)), out=cand_off[1:])
         t1 = time.perf_counter()
         s, b = self.subs, self.buf
-        (b.bi, b.bf, b.used, b.snap, b.snap_used, b.expired_upto, touched, raised, inserted) = sk.process(
+        (b.bi, b.bf, b.used, b.snap, b.snap_used, b.expired_upto, touched, raised, inserted, ops) = sk.process(
             seqs, msgs.ids, msgs.t, expire_upto, cand_off, slots, scores,
             s.k, s.theta, s.alive, self.mode, KMAX, b.expired_upto,
             b.bstart, b.blen, b.bcap, b.bi, b.bf, b.used, b.oldest, b.lnext, b.lprev, b.head, b.reeval,
@@ -122,6 +125,8 @@ class SkypeCore:
         if len(changed):
             self.index.thresholds_changed(np.unique(changed))
         t2 = time.perf_counter()
+        if ops > 1000:
+            self.c_row_seconds = 0.8 * self.c_row_seconds + 0.2 * (t2 - t1) / ops
         n = len(msgs)
         expired = max(0, len(msgs))  # count window: one expiry per arrival once full
         self._observe(n, expired)
@@ -175,14 +180,17 @@ class SkypeCore:
                          np.int64)
         return slots, s.batch(slots), K
 
-    def apply_reevals(self, slots: np.ndarray, cands: CandidateLists, window_size: int | None = None) -> np.ndarray:
+    def apply_reevals(self, slots: np.ndarray, cands: CandidateLists, window_size: int | None = None,
+                      seconds: float | None = None) -> np.ndarray:
         """Install re-evaluation results; returns slots that need a larger K (asked again by
-        the next ``reeval_requests``)."""
+        the next ``reeval_requests``). ``seconds``: what answering the requests took, the
+        measured C_topk of the cost model."""
         t0 = time.perf_counter()
         if window_size is not None:
             self.window_size = float(max(window_size, 1))
-        if cands.work is not None and len(cands.work):
-            self.c_topk = 0.9 * self.c_topk + 0.1 * float(cands.work.mean())
+        if seconds is not None and len(slots):
+            self.c_topk_seconds = 0.8 * self.c_topk_seconds + 0.2 * seconds / len(slots)
+            self.counters["emp_seconds"] += seconds
         s, b = self.subs, self.buf
         alive = s.alive[slots]
         if not alive.all():   # unsubscribed while the question was out (cluster)
@@ -254,6 +262,11 @@ class SkypeCore:
     def pending(self) -> bool:
         s = self.subs
         return bool((self.buf.reeval[: s.n] & s.alive[: s.n]).any())
+
+    @property
+    def c_topk(self) -> float:
+        """C_topk of Eq. 10 in buffer-row operations (the unit of Eq. 9)."""
+        return self.c_topk_seconds / max(self.c_row_seconds, 1e-12)
 
     def stats(self) -> dict:
         s, b = self.subs, self.buf

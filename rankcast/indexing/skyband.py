@@ -283,12 +283,14 @@ def process(seqs, ids, ts, expire_upto, cand_off, cand_slot, cand_score,
     """Apply a batch in stream order: before message i, expire up to expire_upto[i]; then
     insert it into the buffers of its candidates (cand rows cand_off[i]..cand_off[i+1]).
 
-    Returns the grown arrays, counters and the touched / theta-raised slot lists."""
+    Returns the grown arrays, counters (insertions, buffer rows visited) and the touched /
+    theta-raised slot lists."""
     touched = np.zeros(64, np.int64)
     n_touched = 0
     raised = np.zeros(16, np.int64)
     n_raised = 0
     inserted = 0
+    ops = 0
     for i in range(seqs.shape[0]):
         e = expire_upto[i]
         if e > expired_upto:
@@ -307,12 +309,13 @@ def process(seqs, ids, ts, expire_upto, cand_off, cand_slot, cand_score,
             bi, bf, used, r = _insert(s, seqs[i], ids[i], ts[i], sc, k[s], mode, kmax, theta,
                                       bstart, blen, bcap, bi, bf, used, oldest, lnext, lprev, head)
             inserted += 1
+            ops += blen[s]
             if r:
                 raised = _grow1(raised, n_raised + 1)
                 raised[n_raised] = s
                 n_raised += 1
     return (bi, bf, used, snap, snap_used, expired_upto, touched[:n_touched], raised[:n_raised],
-            inserted)
+            inserted, ops)
 
 
 @numba.njit(cache=True)

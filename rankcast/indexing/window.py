@@ -6,10 +6,13 @@ last message with ``t <= t_i - T``).
 
 ``MessageWindow`` keeps the window's messages in insertion order (a ring of columns plus a
 ring of their terms) and a message index that answers "the best K messages for subscription
-s" without scanning the window: one posting list per term, in arrival order, cut into
-chunks of ``CHUNK`` postings with a bounding box and the largest weight of each chunk (a
-flat, append-and-expire cousin of the IR-tree the paper uses). A query visits the chunks of
-the subscription's terms best bound first and stops when no chunk can beat the K-th score.
+s" without scanning the window: the postings of each term are split into *buckets* by
+spatial grid cell (``GRID`` x ``GRID`` over the bounds) and weight band (``BANDS`` geometric
+bands), and each bucket is a chain of chunks of ``CHUNK`` postings in arrival order, with the
+bounding box and the largest weight of every bucket and chunk (a flat, append-and-expire
+cousin of the IR-tree the paper uses). A query visits the buckets of the subscription's
+terms best bound first, skips chunks whose own bound cannot help, and stops when no bucket
+can beat the K-th score.
 A message is scored only from the list of its first term shared with s, so each message is
 scored once; the bound of a chunk covers the rest of s's terms (see ``_text_ub``).
 """
@@ -20,14 +23,18 @@ from dataclasses import dataclass
 
 import numba
 import numpy as np
+from numba import types
+from numba.typed import Dict
 
 from ..columns import MessageBatch, SubscriptionBatch
 from ..config import EngineConfig
 from .scoring import EPS, NO_MATCH, below, score
 
-__all__ = ["WindowClock", "MessageWindow", "CandidateLists", "CHUNK"]
+__all__ = ["WindowClock", "MessageWindow", "CandidateLists", "CHUNK", "GRID", "BANDS"]
 
 CHUNK = 32
+GRID = 16
+BANDS = 8
 I64_MAX = np.iinfo(np.int64).max
 
 
@@ -124,15 +131,30 @@ def _text_ub(w, r, a_max):
     return w * a_max + r * math.sqrt(max(0.0, 1.0 - a_max * a_max))
 
 
+@numba.njit(cache=True, inline="always")
+def _bucket_key(t, x, y, w, bounds):
+    """(term, grid cell, weight band) packed in one int64."""
+    cx = int((x - bounds[0]) / (bounds[2] - bounds[0]) * GRID)
+    cy = int((y - bounds[1]) / (bounds[3] - bounds[1]) * GRID)
+    cx = min(max(cx, 0), GRID - 1)
+    cy = min(max(cy, 0), GRID - 1)
+    band = BANDS - 1
+    edge = 0.5
+    while band > 0 and w < edge:   # bands [.5, 1], [.25, .5), ... , [0, 2^-(BANDS-1))
+        band -= 1
+        edge *= 0.5
+    return (t * (GRID * GRID) + cy * GRID + cx) * BANDS + band
+
+
 @numba.njit(cache=True)
-def _append(seqs, ids, xs, ys, ts, offsets, term_ids, weights,
+def _append(seqs, ids, xs, ys, ts, offsets, term_ids, weights, bounds,
             r_seq, r_id, r_x, r_y, r_t, r_toff, r_tlen, mask, count,
             tr_term, tr_w, tmask, tcount,
-            ch_seq, ch_w, ch_ins, ch_n, ch_start, ch_next, ch_maxw, ch_box,
-            term_head, term_tail, free_chunks, n_free):
-    """Append messages to the ring and their postings to the term lists.
+            ch_seq, ch_w, ch_ins, ch_n, ch_start, ch_next, ch_maxw, ch_box, free_chunks, n_free,
+            bk_of, bk_head, bk_tail, bk_next, bk_maxw, bk_box, bk_live, n_bk, term_bk):
+    """Append messages to the ring and their postings to their buckets.
 
-    Returns (count, tcount, n_free). Capacity is ensured by the caller."""
+    Returns (count, tcount, n_free, n_bk). Capacity is ensured by the caller."""
     for i in range(seqs.shape[0]):
         slot = count & mask
         r_seq[slot] = seqs[i]
@@ -149,7 +171,24 @@ def _append(seqs, ids, xs, ys, ts, offsets, term_ids, weights,
             tr_w[tcount & tmask] = weights[j]
             tcount += 1
             t = term_ids[j]
-            c = term_tail[t]
+            key = _bucket_key(t, xs[i], ys[i], weights[j], bounds)
+            if key in bk_of:
+                bk = bk_of[key]
+            else:
+                bk = n_bk
+                n_bk += 1
+                bk_of[key] = bk
+                bk_head[bk] = -1
+                bk_tail[bk] = -1
+                bk_maxw[bk] = 0.0
+                bk_box[bk, 0] = math.inf
+                bk_box[bk, 1] = math.inf
+                bk_box[bk, 2] = -math.inf
+                bk_box[bk, 3] = -math.inf
+                bk_live[bk] = 0
+                bk_next[bk] = term_bk[t]
+                term_bk[t] = bk
+            c = bk_tail[bk]
             if c < 0 or ch_n[c] == ch_seq.shape[1]:
                 n_free -= 1
                 nc = free_chunks[n_free]
@@ -162,10 +201,10 @@ def _append(seqs, ids, xs, ys, ts, offsets, term_ids, weights,
                 ch_box[nc, 2] = -math.inf
                 ch_box[nc, 3] = -math.inf
                 if c < 0:
-                    term_head[t] = nc
+                    bk_head[bk] = nc
                 else:
                     ch_next[c] = nc
-                term_tail[t] = nc
+                bk_tail[bk] = nc
                 c = nc
             p = ch_n[c]
             ch_seq[c, p] = seqs[i]
@@ -177,26 +216,35 @@ def _append(seqs, ids, xs, ys, ts, offsets, term_ids, weights,
             ch_box[c, 1] = min(ch_box[c, 1], ys[i])
             ch_box[c, 2] = max(ch_box[c, 2], xs[i])
             ch_box[c, 3] = max(ch_box[c, 3], ys[i])
+            bk_maxw[bk] = max(bk_maxw[bk], weights[j])
+            bk_box[bk, 0] = min(bk_box[bk, 0], xs[i])
+            bk_box[bk, 1] = min(bk_box[bk, 1], ys[i])
+            bk_box[bk, 2] = max(bk_box[bk, 2], xs[i])
+            bk_box[bk, 3] = max(bk_box[bk, 3], ys[i])
+            bk_live[bk] += 1
         count += 1
-    return count, tcount, n_free
+    return count, tcount, n_free, n_bk
 
 
 @numba.njit(cache=True)
-def _expire(upto, head, count, r_seq, r_toff, r_tlen, mask, tr_term, tmask,
-            ch_n, ch_start, ch_next, term_head, term_tail, free_chunks, n_free):
-    """Drop messages with seq <= upto from the front; returns (head, n_free)."""
+def _expire(upto, head, count, r_seq, r_x, r_y, r_toff, r_tlen, mask, tr_term, tr_w, tmask, bounds,
+            ch_n, ch_start, ch_next, free_chunks, n_free, bk_of, bk_head, bk_tail, bk_live):
+    """Drop messages with seq <= upto from the front; returns (head, n_free). A message's
+    postings are the first live ones of their buckets, which are in arrival order."""
     while head < count and r_seq[head & mask] <= upto:
         slot = head & mask
         a = r_toff[slot]
         for j in range(r_tlen[slot]):
             t = tr_term[(a + j) & tmask]
-            c = term_head[t]
+            bk = bk_of[_bucket_key(t, r_x[slot], r_y[slot], tr_w[(a + j) & tmask], bounds)]
+            c = bk_head[bk]
             ch_start[c] += 1
+            bk_live[bk] -= 1
             if ch_start[c] == ch_n[c]:
                 nxt = ch_next[c]
-                term_head[t] = nxt
+                bk_head[bk] = nxt
                 if nxt < 0:
-                    term_tail[t] = -1
+                    bk_tail[bk] = -1
                 free_chunks[n_free] = c
                 n_free += 1
         head += 1
@@ -206,7 +254,8 @@ def _expire(upto, head, count, r_seq, r_toff, r_tlen, mask, tr_term, tmask,
 @numba.njit(cache=True)
 def _search(s_off, s_terms, s_w, s_x, s_y, s_alpha, K, after_seq, upto_seq, max_dist,
             r_seq, r_id, r_x, r_y, r_t, r_toff, r_tlen, mask, tr_term, tr_w, tmask,
-            ch_seq, ch_w, ch_ins, ch_n, ch_start, ch_next, ch_maxw, ch_box, term_head, n_terms):
+            ch_seq, ch_w, ch_ins, ch_n, ch_start, ch_next, ch_maxw, ch_box,
+            bk_head, bk_next, bk_maxw, bk_box, bk_live, term_bk, n_terms):
     """Top-K[i] messages for each subscription row, best first.
 
     Returns (offsets, seq, ins, score, complete, work)."""
@@ -230,107 +279,114 @@ def _search(s_off, s_terms, s_w, s_x, s_y, s_alpha, K, after_seq, upto_seq, max_
         sy = s_y[i]
         st = s_terms[a:b]
         sw = s_w[a:b]
-        # norm of the weights after each position
         rest = np.zeros(q + 1)
         for j in range(q - 1, -1, -1):
             rest[j] = rest[j + 1] + sw[j] * sw[j]
-        # gather chunk bounds
-        nch = 0
+        nbk = 0
         for j in range(q):
             t = st[j]
             if t < n_terms:
-                c = term_head[t]
-                while c >= 0:
-                    nch += 1
-                    c = ch_next[c]
-        ub = np.empty(nch)
-        cj = np.empty(nch, np.int64)
-        cc = np.empty(nch, np.int64)
+                bk = term_bk[t]
+                while bk >= 0:
+                    if bk_live[bk] > 0:
+                        nbk += 1
+                    bk = bk_next[bk]
+        ub = np.empty(nbk)
+        cj = np.empty(nbk, np.int64)
+        cb = np.empty(nbk, np.int64)
         m = 0
         for j in range(q):
             t = st[j]
             if t >= n_terms:
                 continue
             r = math.sqrt(rest[j + 1])
-            c = term_head[t]
-            while c >= 0:
-                d = _mindist(sx, sy, ch_box[c, 0], ch_box[c, 1], ch_box[c, 2], ch_box[c, 3])
-                ub[m] = alpha * (1.0 - d / max_dist) + (1.0 - alpha) * _text_ub(sw[j], r, ch_maxw[c])
-                cj[m] = j
-                cc[m] = c
-                m += 1
-                c = ch_next[c]
+            bk = term_bk[t]
+            while bk >= 0:
+                if bk_live[bk] > 0:
+                    d = _mindist(sx, sy, bk_box[bk, 0], bk_box[bk, 1], bk_box[bk, 2], bk_box[bk, 3])
+                    ub[m] = alpha * (1.0 - d / max_dist) + (1.0 - alpha) * _text_ub(sw[j], r, bk_maxw[bk])
+                    cj[m] = j
+                    cb[m] = bk
+                    m += 1
+                bk = bk_next[bk]
         order = np.argsort(-ub)
-        # min-heap of size K over (score, seq)
         Ki = K[i]
         h_sc = np.empty(Ki)
         h_seq = np.empty(Ki, np.int64)
         h_ins = np.empty(Ki, np.int64)
         hn = 0
         scored = 0
-        for oi in range(nch):
+        for oi in range(nbk):
             e = order[oi]
             if hn == Ki and below(ub[e], h_sc[0]):
                 break
             j = cj[e]
-            c = cc[e]
-            for p in range(ch_start[c], ch_n[c]):
-                sq = ch_seq[c, p]
-                if sq <= after_seq or sq > upto_seq:
-                    continue
-                ins = ch_ins[c, p]
-                slot = ins & mask
-                ta = r_toff[slot]
-                tl = r_tlen[slot]
-                # skip messages sharing an earlier term of s: that term's list owns them
-                earlier = False
-                u = 0
-                v = 0
-                while u < j and v < tl:
-                    mt = tr_term[(ta + v) & tmask]
-                    if st[u] == mt:
-                        earlier = True
-                        break
-                    elif st[u] < mt:
-                        u += 1
-                    else:
-                        v += 1
-                if earlier:
-                    continue
-                mterms = np.empty(tl, np.int64)
-                mw = np.empty(tl)
-                for v in range(tl):
-                    mterms[v] = tr_term[(ta + v) & tmask]
-                    mw[v] = tr_w[(ta + v) & tmask]
-                sc = score(sx, sy, alpha, st, sw, r_x[slot], r_y[slot], mterms, mw, max_dist)
-                scored += 1
-                if sc == NO_MATCH:
-                    continue
-                if hn < Ki:
-                    # sift up
-                    k = hn
-                    hn += 1
-                    while k > 0:
-                        par = (k - 1) // 2
-                        if h_sc[par] < sc or (h_sc[par] == sc and h_seq[par] < sq):
+            r = math.sqrt(rest[j + 1])
+            c = bk_head[cb[e]]
+            while c >= 0:
+                cur = c
+                c = ch_next[c]
+                if hn == Ki:
+                    d = _mindist(sx, sy, ch_box[cur, 0], ch_box[cur, 1], ch_box[cur, 2], ch_box[cur, 3])
+                    cub = alpha * (1.0 - d / max_dist) + (1.0 - alpha) * _text_ub(sw[j], r, ch_maxw[cur])
+                    if below(cub, h_sc[0]):
+                        continue
+                for p in range(ch_start[cur], ch_n[cur]):
+                    sq = ch_seq[cur, p]
+                    if sq <= after_seq or sq > upto_seq:
+                        continue
+                    ins = ch_ins[cur, p]
+                    slot = ins & mask
+                    ta = r_toff[slot]
+                    tl = r_tlen[slot]
+                    # skip messages sharing an earlier term of s: that term's buckets own them
+                    earlier = False
+                    u = 0
+                    v = 0
+                    while u < j and v < tl:
+                        mt = tr_term[(ta + v) & tmask]
+                        if st[u] == mt:
+                            earlier = True
                             break
-                        h_sc[k] = h_sc[par]; h_seq[k] = h_seq[par]; h_ins[k] = h_ins[par]
-                        k = par
-                    h_sc[k] = sc; h_seq[k] = sq; h_ins[k] = ins
-                elif sc > h_sc[0] or (sc == h_sc[0] and sq > h_seq[0]):
-                    k = 0
-                    while True:
-                        l = 2 * k + 1
-                        if l >= hn:
-                            break
-                        rr = l + 1
-                        if rr < hn and (h_sc[rr] < h_sc[l] or (h_sc[rr] == h_sc[l] and h_seq[rr] < h_seq[l])):
-                            l = rr
-                        if h_sc[l] > sc or (h_sc[l] == sc and h_seq[l] > sq):
-                            break
-                        h_sc[k] = h_sc[l]; h_seq[k] = h_seq[l]; h_ins[k] = h_ins[l]
-                        k = l
-                    h_sc[k] = sc; h_seq[k] = sq; h_ins[k] = ins
+                        elif st[u] < mt:
+                            u += 1
+                        else:
+                            v += 1
+                    if earlier:
+                        continue
+                    mterms = np.empty(tl, np.int64)
+                    mw = np.empty(tl)
+                    for v in range(tl):
+                        mterms[v] = tr_term[(ta + v) & tmask]
+                        mw[v] = tr_w[(ta + v) & tmask]
+                    sc = score(sx, sy, alpha, st, sw, r_x[slot], r_y[slot], mterms, mw, max_dist)
+                    scored += 1
+                    if sc == NO_MATCH:
+                        continue
+                    if hn < Ki:
+                        k = hn
+                        hn += 1
+                        while k > 0:
+                            par = (k - 1) // 2
+                            if h_sc[par] < sc or (h_sc[par] == sc and h_seq[par] < sq):
+                                break
+                            h_sc[k] = h_sc[par]; h_seq[k] = h_seq[par]; h_ins[k] = h_ins[par]
+                            k = par
+                        h_sc[k] = sc; h_seq[k] = sq; h_ins[k] = ins
+                    elif sc > h_sc[0] or (sc == h_sc[0] and sq > h_seq[0]):
+                        k = 0
+                        while True:
+                            l = 2 * k + 1
+                            if l >= hn:
+                                break
+                            rr = l + 1
+                            if rr < hn and (h_sc[rr] < h_sc[l] or (h_sc[rr] == h_sc[l] and h_seq[rr] < h_seq[l])):
+                                l = rr
+                            if h_sc[l] > sc or (h_sc[l] == sc and h_seq[l] > sq):
+                                break
+                            h_sc[k] = h_sc[l]; h_seq[k] = h_seq[l]; h_ins[k] = h_ins[l]
+                            k = l
+                        h_sc[k] = sc; h_seq[k] = sq; h_ins[k] = ins
         # emit best first: pop the min-heap into the tail of the row
         size = hn
         while size > 0:
@@ -356,7 +412,7 @@ def _search(s_off, s_terms, s_w, s_x, s_y, s_alpha, K, after_seq, upto_seq, max_
         pos += hn
         out_off[i + 1] = pos
         complete[i] = hn < Ki
-        work[i] = scored + nch
+        work[i] = scored + nbk
     return out_off, o_seq[:pos], o_ins[:pos], o_sc[:pos], complete, work
 
 
@@ -386,8 +442,17 @@ class MessageWindow:
         self.ch_box = np.zeros((nch, 4))
         self.free_chunks = np.arange(nch - 1, -1, -1, dtype=np.int64)
         self.n_free = nch
-        self.term_head = np.full(1024, -1, np.int64)
-        self.term_tail = np.full(1024, -1, np.int64)
+        self.bounds = np.asarray(cfg.bounds, np.float64)
+        self.term_bk = np.full(1024, -1, np.int64)      # first bucket of each term
+        self.bk_of = Dict.empty(key_type=types.int64, value_type=types.int64)
+        nb = 1024
+        self.bk_head = np.full(nb, -1, np.int64)
+        self.bk_tail = np.full(nb, -1, np.int64)
+        self.bk_next = np.full(nb, -1, np.int64)
+        self.bk_maxw = np.zeros(nb)
+        self.bk_box = np.zeros((nb, 4))
+        self.bk_live = np.zeros(nb, np.int64)
+        self.n_bk = 0
         self.id_seq: dict[int, int] = {}
         self.last_seq = -1
         self.t_max = -math.inf
@@ -434,13 +499,21 @@ class MessageWindow:
             self.ch_start = np.concatenate([self.ch_start, np.zeros(grow, np.int64)])
             self.ch_next = np.concatenate([self.ch_next, np.full(grow, -1, np.int64)])
             self.ch_maxw = np.concatenate([self.ch_maxw, np.zeros(grow)])
-            fresh = np.arange(nch + grow - 1, nch - 1, -1, dtype=np.int64)
-            self.free_chunks = np.concatenate([fresh, self.free_chunks[: self.n_free]])
+            # the free stack must be able to hold every chunk: all may be freed at once
+            free = np.empty(nch + grow, np.int64)
+            free[: self.n_free] = self.free_chunks[: self.n_free]
+            free[self.n_free: self.n_free + grow] = np.arange(nch + grow - 1, nch - 1, -1)
+            self.free_chunks = free
             self.n_free += grow
-        if max_term >= len(self.term_head):
-            n = max(2 * len(self.term_head), max_term + 1)
-            self.term_head = np.concatenate([self.term_head, np.full(n - len(self.term_head), -1, np.int64)])
-            self.term_tail = np.concatenate([self.term_tail, np.full(n - len(self.term_tail), -1, np.int64)])
+        if max_term >= len(self.term_bk):
+            n = max(2 * len(self.term_bk), max_term + 1)
+            self.term_bk = np.concatenate([self.term_bk, np.full(n - len(self.term_bk), -1, np.int64)])
+        if self.n_bk + n_terms > len(self.bk_head):
+            n = max(2 * len(self.bk_head), self.n_bk + n_terms)
+            for name, fill in (("bk_head", -1), ("bk_tail", -1), ("bk_next", -1), ("bk_maxw", 0), ("bk_live", 0)):
+                a = getattr(self, name)
+                setattr(self, name, np.concatenate([a, np.full(n - len(a), fill, a.dtype)]))
+            self.bk_box = np.concatenate([self.bk_box, np.zeros((n - len(self.bk_box), 4))])
 
     # ------------------------------------------------------------------ updates
     def append(self, msgs: MessageBatch, seqs: np.ndarray, expire_upto: np.ndarray | None = None) -> None:
@@ -454,12 +527,14 @@ class MessageWindow:
             return
         n_terms = len(msgs.term_ids)
         self._ensure(len(msgs), n_terms, int(msgs.term_ids.max()) if n_terms else 0)
-        self.count, self.tcount, self.n_free = _append(
-            seqs, msgs.ids, msgs.x, msgs.y, msgs.t, msgs.offsets, msgs.term_ids, msgs.weights,
+        self.count, self.tcount, self.n_free, self.n_bk = _append(
+            seqs, msgs.ids, msgs.x, msgs.y, msgs.t, msgs.offsets, msgs.term_ids, msgs.weights, self.bounds,
             self.r_seq, self.r_id, self.r_x, self.r_y, self.r_t, self.r_toff, self.r_tlen,
             self.mask, self.count, self.tr_term, self.tr_w, self.tmask, self.tcount,
             self.ch_seq, self.ch_w, self.ch_ins, self.ch_n, self.ch_start, self.ch_next,
-            self.ch_maxw, self.ch_box, self.term_head, self.term_tail, self.free_chunks, self.n_free)
+            self.ch_maxw, self.ch_box, self.free_chunks, self.n_free,
+            self.bk_of, self.bk_head, self.bk_tail, self.bk_next, self.bk_maxw, self.bk_box,
+            self.bk_live, self.n_bk, self.term_bk)
         self.id_seq.update(zip(msgs.ids.tolist(), seqs.tolist()))
         self.last_seq = int(seqs[-1])
         if np.isfinite(msgs.t).any():
@@ -471,9 +546,9 @@ class MessageWindow:
         """Drop every message with seq <= upto_seq."""
         old_head = self.head
         self.head, self.n_free = _expire(
-            upto_seq, self.head, self.count, self.r_seq, self.r_toff, self.r_tlen, self.mask,
-            self.tr_term, self.tmask, self.ch_n, self.ch_start, self.ch_next,
-            self.term_head, self.term_tail, self.free_chunks, self.n_free)
+            upto_seq, self.head, self.count, self.r_seq, self.r_x, self.r_y, self.r_toff, self.r_tlen,
+            self.mask, self.tr_term, self.tr_w, self.tmask, self.bounds, self.ch_n, self.ch_start,
+            self.ch_next, self.free_chunks, self.n_free, self.bk_of, self.bk_head, self.bk_tail, self.bk_live)
         if self.head > old_head:
             idx = np.arange(old_head, self.head, dtype=np.int64) & self.mask
             gone = self.r_id[idx]
@@ -499,7 +574,8 @@ class MessageWindow:
             self.r_seq, self.r_id, self.r_x, self.r_y, self.r_t, self.r_toff, self.r_tlen,
             self.mask, self.tr_term, self.tr_w, self.tmask,
             self.ch_seq, self.ch_w, self.ch_ins, self.ch_n, self.ch_start, self.ch_next,
-            self.ch_maxw, self.ch_box, self.term_head, len(self.term_head))
+            self.ch_maxw, self.ch_box, self.bk_head, self.bk_next, self.bk_maxw, self.bk_box,
+            self.bk_live, self.term_bk, len(self.term_bk))
         slots = ins & self.mask
         return CandidateLists(off, seq, self.r_id[slots], self.r_t[slots], sc, comp, work)
 
