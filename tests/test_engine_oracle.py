@@ -130,3 +130,35 @@ def test_updates_only_for_changed():
     assert [u.subscription_id for u in ups] == [1]
     assert ups[0].topk[0][0] == 1 and abs(ups[0].topk[0][1] - 1.0) < 1e-12
     assert eng.publish([rc.Message(2, 1, 1, text="c")]) == []
+
+
+@pytest.mark.parametrize("policy", ["skyband", "kmax"])
+def test_baseline_reevaluation_policies_exact(policy):
+    """The re-evaluation baselines (Skyband 0.95 kScore, kmax k' = 60) share the buffers and
+    must be just as exact."""
+    from rankcast.indexing.core import SkypeCore
+    rng = np.random.default_rng(5)
+    cfg = rc.EngineConfig(bounds=(0, 0, 1, 1), window=60, leaf_capacity=4, batch_size=5)
+    eng = rc.Engine(cfg, core=lambda c: SkypeCore(c, policy=policy))
+    eng.subscribe(_subs(rng, 0, 40, False))
+    mid = 0
+    for _ in range(30):
+        msgs = _msgs(rng, mid, int(rng.integers(1, 20)), 0.0, False)
+        mid += len(msgs)
+        eng.publish(msgs)
+        assert_engine_exact(eng)
+
+
+def test_oracle_with_numba_boundscheck(tmp_path):
+    """Runs a small oracle workload with numba's bounds checking on (a fresh cache), so an
+    out-of-bounds write in any kernel fails loudly instead of corrupting memory."""
+    import os
+    import subprocess
+    import sys
+    code = ("import sys; sys.path.insert(0, %r)\n"
+            "from tests.test_engine_oracle import _run\n"
+            "_run(3, window=20, window_seconds=None, clustered=True, steps=40)\n"
+            "_run(4, window=None, window_seconds=4.0, clustered=False, steps=40)\n") % os.getcwd()
+    env = dict(os.environ, NUMBA_BOUNDSCHECK="1", NUMBA_CACHE_DIR=str(tmp_path / "nb"))
+    r = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, timeout=1200)
+    assert r.returncode == 0, r.stderr[-3000:]
