@@ -16,7 +16,7 @@ import math
 import numba
 import numpy as np
 
-__all__ = ["NO_MATCH", "EPS", "score", "score_py", "tsim", "ssim", "below", "lambda_t",
+__all__ = ["NO_MATCH", "EPS", "score", "combine", "score_py", "tsim", "ssim", "below", "lambda_t",
            "ssim_ub", "ssim_ub_out", "tsim_ub", "kscore_star", "alpha_star", "lambda_s",
            "suffix_stats"]
 
@@ -59,13 +59,19 @@ def ssim(sx, sy, mx, my, max_dist):
     return 1.0 - math.sqrt(dx * dx + dy * dy) / max_dist
 
 
+@numba.njit(cache=True, inline="always")
+def combine(alpha, ss, ts):
+    """alpha * SSim + (1 - alpha) * TSim: the one expression every score goes through."""
+    return alpha * ss + (1.0 - alpha) * ts
+
+
 @numba.njit(cache=True)
 def score(sx, sy, alpha, s_terms, s_w, mx, my, m_terms, m_w, max_dist):
     """Score(s, m) (paper Eq. 1), or NO_MATCH when s and m share no term."""
     t, shared = tsim(s_terms, s_w, m_terms, m_w)
     if shared == 0:
         return NO_MATCH
-    return alpha * ssim(sx, sy, mx, my, max_dist) + (1.0 - alpha) * t
+    return combine(alpha, ssim(sx, sy, mx, my, max_dist), t)
 
 
 def score_py(sx, sy, alpha, s_terms, s_w, mx, my, m_terms, m_w, max_dist) -> float:

@@ -28,12 +28,12 @@ from numba.typed import Dict
 
 from ..columns import MessageBatch, SubscriptionBatch
 from ..config import EngineConfig
-from .scoring import EPS, NO_MATCH, below, score
+from .scoring import EPS, NO_MATCH, below, combine, score, ssim
 
 __all__ = ["WindowClock", "MessageWindow", "CandidateLists", "CHUNK", "GRID", "BANDS"]
 
 CHUNK = 32
-GRID = 16
+GRID = 8
 BANDS = 8
 I64_MAX = np.iinfo(np.int64).max
 
@@ -339,30 +339,32 @@ def _search(s_off, s_terms, s_w, s_x, s_y, s_alpha, K, after_seq, upto_seq, max_
                     slot = ins & mask
                     ta = r_toff[slot]
                     tl = r_tlen[slot]
-                    # skip messages sharing an earlier term of s: that term's buckets own them
+                    # TSim by the merge of the scoring module (same order, same bits), read
+                    # from the ring; a shared term of s before position j means an earlier
+                    # term's buckets own this message
+                    ts = 0.0
+                    shared = 0
                     earlier = False
                     u = 0
                     v = 0
-                    while u < j and v < tl:
+                    while u < q and v < tl:
                         mt = tr_term[(ta + v) & tmask]
                         if st[u] == mt:
-                            earlier = True
-                            break
+                            if u < j:
+                                earlier = True
+                                break
+                            ts += sw[u] * tr_w[(ta + v) & tmask]
+                            shared += 1
+                            u += 1
+                            v += 1
                         elif st[u] < mt:
                             u += 1
                         else:
                             v += 1
-                    if earlier:
+                    if earlier or shared == 0:
                         continue
-                    mterms = np.empty(tl, np.int64)
-                    mw = np.empty(tl)
-                    for v in range(tl):
-                        mterms[v] = tr_term[(ta + v) & tmask]
-                        mw[v] = tr_w[(ta + v) & tmask]
-                    sc = score(sx, sy, alpha, st, sw, r_x[slot], r_y[slot], mterms, mw, max_dist)
+                    sc = combine(alpha, ssim(sx, sy, r_x[slot], r_y[slot], max_dist), ts)
                     scored += 1
-                    if sc == NO_MATCH:
-                        continue
                     if hn < Ki:
                         k = hn
                         hn += 1
