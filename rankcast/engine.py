@@ -41,10 +41,10 @@ def check_ids_arg(ids) -> np.ndarray:
 def updates_from_arrays(sub_ids, offsets, msg_ids, scores) -> list[Update]:
     """Update objects, ordered by subscription id."""
     order = np.argsort(sub_ids, kind="stable")
-    mids, scs = msg_ids.tolist(), scores.tolist()
+    pairs = list(zip(msg_ids.tolist(), scores.tolist()))
     off = offsets.tolist()
-    return [Update(int(sub_ids[i]), tuple(zip(mids[off[i]:off[i + 1]], scs[off[i]:off[i + 1]])))
-            for i in order.tolist()]
+    sids = sub_ids.tolist()
+    return [Update(sids[i], tuple(pairs[off[i]:off[i + 1]])) for i in order.tolist()]
 
 
 class Engine:

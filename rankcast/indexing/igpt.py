@@ -237,13 +237,14 @@ def _match(m_off, m_terms, m_w, m_x, m_y, max_dist,
            s_x, s_y, s_alpha, s_theta, s_toff, s_tlen, p_terms, p_w, p_wtsum, p_maxwt, sdin,
            nbox, nminls, eI, eF, gI, td, td_pool, n_dir,
            acc, stamp_of, jprev, pprev, leaf_stamp, leaf_dout, leaf_skip, stamp0):
-    """Algorithm 1 over a batch. Returns (msg_idx, slots, scores, verified, stamp)."""
+    """Algorithm 1 over a batch. Returns (msg_idx, slots, scores, counters, stamp) with
+    counters = [segments visited, cells pruned, groups pruned, entries checked, verified]."""
     cap = 1024
     o_m = np.empty(cap, np.int64)
     o_s = np.empty(cap, np.int64)
     o_sc = np.empty(cap)
     n_out = 0
-    verified = 0
+    cnt = np.zeros(5, np.int64)
     stamp = stamp0
     touched = np.empty(1024, np.int64)
     for i in range(m_off.shape[0] - 1):
@@ -276,7 +277,9 @@ def _match(m_off, m_terms, m_w, m_x, m_y, max_dist,
                     leaf_dout[L] = dout
                     # Lemma 6: even TSim = 1 cannot lift any subscription of the cell
                     leaf_skip[L] = below(ssim_ub_out(dout, max_dist), nminls[L])
+                cnt[0] += 1
                 if leaf_skip[L]:
+                    cnt[1] += 1
                     continue
                 dout = leaf_dout[L]
                 ss_out = ssim_ub_out(dout, max_dist)
@@ -286,6 +289,7 @@ def _match(m_off, m_terms, m_w, m_x, m_y, max_dist,
                     gend = eI[p, E_GEND]
                     if _group_skip(eF[p, E_SMAXWT], eF[p, E_KEY], eF[p, E_SASTAR], m_wtsum[j], ss_out):
                         p = gend   # Theorem 5.3
+                        cnt[2] += 1
                         continue
                     lo = p + 1     # Theorem 5.4: first entry from which all can be skipped
                     hi = gend
@@ -295,6 +299,7 @@ def _match(m_off, m_terms, m_w, m_x, m_y, max_dist,
                             hi = mid
                         else:
                             lo = mid + 1
+                    cnt[3] += lo - p
                     for e in range(p, lo):
                         s = eI[e, E_SUB]
                         first = stamp_of[s] != stamp
@@ -349,7 +354,7 @@ def _match(m_off, m_terms, m_w, m_x, m_y, max_dist,
             L_ss = 1.0  # spatial part checked exactly below
             if below(al * L_ss + (1.0 - al) * ub, s_theta[s]):
                 continue
-            verified += 1
+            cnt[4] += 1
             sc = score(s_x[s], s_y[s], al, p_terms[base:base + n_s], p_w[base:base + n_s],
                        mx, my, mt, mw, max_dist)
             if sc == NO_MATCH or sc < s_theta[s]:
@@ -366,7 +371,7 @@ def _match(m_off, m_terms, m_w, m_x, m_y, max_dist,
             o_s[n_out] = s
             o_sc[n_out] = sc
             n_out += 1
-    return o_m[:n_out], o_s[:n_out], o_sc[:n_out], verified, stamp
+    return o_m[:n_out], o_s[:n_out], o_sc[:n_out], cnt, stamp
 
 
 def _grow(a: np.ndarray, n: int, fill=0) -> np.ndarray:
@@ -427,7 +432,7 @@ class IGPT:
         self.leaf_dout = np.zeros(16)
         self.leaf_skip = np.zeros(16, np.bool_)
         self.dirty: set[int] = set()
-        self.verified = 0
+        self.counts = np.zeros(5, np.int64)   # see _match
         self.rebuilds = 0
 
     # ------------------------------------------------------------------ sizing
@@ -474,18 +479,20 @@ class IGPT:
     def match(self, msgs):
         self.flush()
         s = self.subs
-        midx, slots, scores, verified, self.stamp = _match(
+        midx, slots, scores, cnt, self.stamp = _match(
             msgs.offsets, msgs.term_ids, msgs.weights, msgs.x, msgs.y, self.max_dist,
             s.x, s.y, s.alpha, s.theta, s.toff, s.tlen, s.terms, s.w, s.wtsum, s.maxwt, self.sdin,
             self.nbox, self.nminls, self.eI, self.eF, self.gI, self.td, self.td_pool, len(self.td),
             self.acc, self.stamp_of, self.jprev, self.pprev, self.leaf_stamp, self.leaf_dout,
             self.leaf_skip, self.stamp)
-        self.verified += int(verified)
+        self.counts += cnt
         return midx, slots, scores
 
     def stats(self) -> dict:
         leaves = np.flatnonzero((self.nchild[: self.n_nodes] < 0))
-        return dict(verified=self.verified, leaves=int(len(leaves)), segments=int(self.n_ng[leaves].sum()),
+        c = self.counts
+        return dict(verified=int(c[4]), segments_visited=int(c[0]), cells_pruned=int(c[1]),
+                    groups_pruned=int(c[2]), entries_checked=int(c[3]), leaves=int(len(leaves)), segments=int(self.n_ng[leaves].sum()),
                     entries=int(self.n_ne[leaves].sum()), rebuilds=self.rebuilds)
 
     # ------------------------------------------------------------------ maintenance
