@@ -13,6 +13,9 @@ def ray_session():
     """A local Ray instance shared by the whole run (2 cores: actors use fractional CPUs)."""
     import ray
 
+    from rankcast.ingest.session import configure_java
+
+    configure_java()   # before Ray starts: RayDP's JVMs inherit JAVA_HOME and the flags
     if not ray.is_initialized():
         ray.init(num_cpus=4, include_dashboard=False, ignore_reinit_error=True,
                  log_to_driver=False, namespace="rankcast-tests")

@@ -35,6 +35,7 @@ __all__ = ["WindowClock", "MessageWindow", "CandidateLists", "CHUNK", "GRID", "B
 CHUNK = 32
 GRID = 8
 BANDS = 8
+BAND_RATIO = 0.5
 I64_MAX = np.iinfo(np.int64).max
 
 
@@ -122,7 +123,10 @@ def _text_ub(w, r, a_max):
     ``w`` is s's weight of the term, ``r`` the L2 norm of s's later weights, ``a_max`` the
     largest weight of the term among the chunk's messages. With ``a`` the message's weight,
     TSim <= w*a + r*sqrt(1 - a*a) (Cauchy-Schwarz on the rest; the message is unit length),
-    which grows with ``a`` up to ``w / sqrt(w*w + r*r)``, where it is ``sqrt(w*w + r*r)``."""
+    which grows with ``a`` up to ``w / sqrt(w*w + r*r)``, where it is ``sqrt(w*w + r*r)``.
+    The search also takes ``w*a_max + sum(w_l * maxw(t_l))`` over s's later terms, with
+    maxw(t) the largest weight term t ever had in this window (it never decreases, so it
+    stays an upper bound), and uses the smaller of the two."""
     h = math.sqrt(w * w + r * r)
     if h <= 0.0:
         return 0.0
@@ -139,10 +143,10 @@ def _bucket_key(t, x, y, w, bounds):
     cx = min(max(cx, 0), GRID - 1)
     cy = min(max(cy, 0), GRID - 1)
     band = BANDS - 1
-    edge = 0.5
-    while band > 0 and w < edge:   # bands [.5, 1], [.25, .5), ... , [0, 2^-(BANDS-1))
+    edge = BAND_RATIO
+    while band > 0 and w < edge:   # bands [r, 1], [r^2, r), ... , [0, r^(BANDS-1))
         band -= 1
-        edge *= 0.5
+        edge *= BAND_RATIO
     return (t * (GRID * GRID) + cy * GRID + cx) * BANDS + band
 
 
@@ -151,7 +155,7 @@ def _append(seqs, ids, xs, ys, ts, offsets, term_ids, weights, bounds,
             r_seq, r_id, r_x, r_y, r_t, r_toff, r_tlen, mask, count,
             tr_term, tr_w, tmask, tcount,
             ch_seq, ch_w, ch_ins, ch_n, ch_start, ch_next, ch_maxw, ch_box, free_chunks, n_free,
-            bk_of, bk_head, bk_tail, bk_next, bk_maxw, bk_box, bk_live, n_bk, term_bk):
+            bk_of, bk_head, bk_tail, bk_next, bk_maxw, bk_box, bk_live, n_bk, term_bk, term_maxw):
     """Append messages to the ring and their postings to their buckets.
 
     Returns (count, tcount, n_free, n_bk). Capacity is ensured by the caller."""
@@ -222,6 +226,7 @@ def _append(seqs, ids, xs, ys, ts, offsets, term_ids, weights, bounds,
             bk_box[bk, 2] = max(bk_box[bk, 2], xs[i])
             bk_box[bk, 3] = max(bk_box[bk, 3], ys[i])
             bk_live[bk] += 1
+            term_maxw[t] = max(term_maxw[t], weights[j])
         count += 1
     return count, tcount, n_free, n_bk
 
@@ -255,7 +260,7 @@ def _expire(upto, head, count, r_seq, r_x, r_y, r_toff, r_tlen, mask, tr_term, t
 def _search(s_off, s_terms, s_w, s_x, s_y, s_alpha, K, after_seq, upto_seq, max_dist,
             r_seq, r_id, r_x, r_y, r_t, r_toff, r_tlen, mask, tr_term, tr_w, tmask,
             ch_seq, ch_w, ch_ins, ch_n, ch_start, ch_next, ch_maxw, ch_box,
-            bk_head, bk_next, bk_maxw, bk_box, bk_live, term_bk, n_terms):
+            bk_head, bk_next, bk_maxw, bk_box, bk_live, term_bk, term_maxw, n_terms):
     """Top-K[i] messages for each subscription row, best first.
 
     Returns (offsets, seq, ins, score, complete, work)."""
@@ -280,8 +285,11 @@ def _search(s_off, s_terms, s_w, s_x, s_y, s_alpha, K, after_seq, upto_seq, max_
         st = s_terms[a:b]
         sw = s_w[a:b]
         rest = np.zeros(q + 1)
+        tail = np.zeros(q + 1)   # sum over later terms of w_s * (largest weight of the term)
         for j in range(q - 1, -1, -1):
             rest[j] = rest[j + 1] + sw[j] * sw[j]
+            mw_t = term_maxw[st[j]] if st[j] < n_terms else 0.0
+            tail[j] = tail[j + 1] + sw[j] * mw_t
         nbk = 0
         for j in range(q):
             t = st[j]
@@ -304,7 +312,8 @@ def _search(s_off, s_terms, s_w, s_x, s_y, s_alpha, K, after_seq, upto_seq, max_
             while bk >= 0:
                 if bk_live[bk] > 0:
                     d = _mindist(sx, sy, bk_box[bk, 0], bk_box[bk, 1], bk_box[bk, 2], bk_box[bk, 3])
-                    ub[m] = alpha * (1.0 - d / max_dist) + (1.0 - alpha) * _text_ub(sw[j], r, bk_maxw[bk])
+                    tub = min(_text_ub(sw[j], r, bk_maxw[bk]), sw[j] * bk_maxw[bk] + tail[j + 1])
+                    ub[m] = alpha * (1.0 - d / max_dist) + (1.0 - alpha) * tub
                     cj[m] = j
                     cb[m] = bk
                     m += 1
@@ -328,7 +337,8 @@ def _search(s_off, s_terms, s_w, s_x, s_y, s_alpha, K, after_seq, upto_seq, max_
                 c = ch_next[c]
                 if hn == Ki:
                     d = _mindist(sx, sy, ch_box[cur, 0], ch_box[cur, 1], ch_box[cur, 2], ch_box[cur, 3])
-                    cub = alpha * (1.0 - d / max_dist) + (1.0 - alpha) * _text_ub(sw[j], r, ch_maxw[cur])
+                    tub = min(_text_ub(sw[j], r, ch_maxw[cur]), sw[j] * ch_maxw[cur] + tail[j + 1])
+                    cub = alpha * (1.0 - d / max_dist) + (1.0 - alpha) * tub
                     if below(cub, h_sc[0]):
                         continue
                 for p in range(ch_start[cur], ch_n[cur]):
@@ -446,6 +456,7 @@ class MessageWindow:
         self.n_free = nch
         self.bounds = np.asarray(cfg.bounds, np.float64)
         self.term_bk = np.full(1024, -1, np.int64)      # first bucket of each term
+        self.term_maxw = np.zeros(1024)                 # largest weight each term ever had here
         self.bk_of = Dict.empty(key_type=types.int64, value_type=types.int64)
         nb = 1024
         self.bk_head = np.full(nb, -1, np.int64)
@@ -510,6 +521,7 @@ class MessageWindow:
         if max_term >= len(self.term_bk):
             n = max(2 * len(self.term_bk), max_term + 1)
             self.term_bk = np.concatenate([self.term_bk, np.full(n - len(self.term_bk), -1, np.int64)])
+            self.term_maxw = np.concatenate([self.term_maxw, np.zeros(n - len(self.term_maxw))])
         if self.n_bk + n_terms > len(self.bk_head):
             n = max(2 * len(self.bk_head), self.n_bk + n_terms)
             for name, fill in (("bk_head", -1), ("bk_tail", -1), ("bk_next", -1), ("bk_maxw", 0), ("bk_live", 0)):
@@ -536,7 +548,7 @@ class MessageWindow:
             self.ch_seq, self.ch_w, self.ch_ins, self.ch_n, self.ch_start, self.ch_next,
             self.ch_maxw, self.ch_box, self.free_chunks, self.n_free,
             self.bk_of, self.bk_head, self.bk_tail, self.bk_next, self.bk_maxw, self.bk_box,
-            self.bk_live, self.n_bk, self.term_bk)
+            self.bk_live, self.n_bk, self.term_bk, self.term_maxw)
         self.id_seq.update(zip(msgs.ids.tolist(), seqs.tolist()))
         self.last_seq = int(seqs[-1])
         if np.isfinite(msgs.t).any():
@@ -577,7 +589,7 @@ class MessageWindow:
             self.mask, self.tr_term, self.tr_w, self.tmask,
             self.ch_seq, self.ch_w, self.ch_ins, self.ch_n, self.ch_start, self.ch_next,
             self.ch_maxw, self.ch_box, self.bk_head, self.bk_next, self.bk_maxw, self.bk_box,
-            self.bk_live, self.term_bk, len(self.term_bk))
+            self.bk_live, self.term_bk, self.term_maxw, len(self.term_bk))
         slots = ins & self.mask
         return CandidateLists(off, seq, self.r_id[slots], self.r_t[slots], sc, comp, work)
 

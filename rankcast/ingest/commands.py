@@ -1,0 +1,160 @@
+"""CLI subcommands of the Spark path: ``load``, ``replay``, ``evaluate``.
+
+``rankcast.cli`` calls :func:`register` with its subparsers; every subcommand stores its
+handler as ``func`` (``args.func(args)`` returns the exit code) and prints a JSON summary.
+The Cluster and Spark are imported inside the handlers, so ``rankcast --help`` stays fast.
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+import time
+from pathlib import Path
+
+__all__ = ["register", "cmd_load", "cmd_replay", "cmd_evaluate"]
+
+
+def _cluster_args(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--cluster", default="rankcast", help="name of the running cluster (default rankcast)")
+    p.add_argument("--namespace", default="rankcast", help="Ray namespace of the cluster")
+    p.add_argument("--address", default=None, help="Ray address (default: auto)")
+
+
+def register(subparsers) -> None:
+    """Add ``load``, ``replay`` and ``evaluate`` to an argparse subparsers object."""
+    p = subparsers.add_parser("load", help="bulk-load a table into a running cluster")
+    p.add_argument("what", choices=["subscriptions"], help="what the table holds")
+    p.add_argument("path", help="Parquet file or folder, CSV or JSONL file")
+    p.add_argument("--batch-rows", type=int, default=100_000)
+    _cluster_args(p)
+    p.set_defaults(func=cmd_load)
+
+    p = subparsers.add_parser("replay", help="publish a message table into a running cluster, in order")
+    p.add_argument("path", help="Parquet file or folder, CSV or JSONL file")
+    p.add_argument("--rate", type=float, default=None, help="messages per second (default: as fast as it takes)")
+    p.add_argument("--batch-rows", type=int, default=10_000)
+    _cluster_args(p)
+    p.set_defaults(func=cmd_replay)
+
+    p = subparsers.add_parser(
+        "evaluate", help="exact top-k by brute force in Spark vs the live system, Table 3, policy costs",
+        description="Without --live, an Engine subscribes the subscriptions and publishes the "
+                    "messages, then is evaluated. With --live, the running cluster named by "
+                    "--cluster is evaluated; it must have received exactly these tables "
+                    "(subscriptions first, then the messages in order).")
+    src = p.add_argument_group("workload (paths, or a generated dataset)")
+    src.add_argument("--subscriptions", help="subscription table path")
+    src.add_argument("--messages", help="message table path (the published stream, in order)")
+    src.add_argument("--dataset", choices=["geonames", "tweets", "yelp"], help="generate the workload")
+    src.add_argument("--n-messages", type=int, default=20_000)
+    src.add_argument("--n-subscriptions", type=int, default=5_000)
+    src.add_argument("--seed", type=int, default=0)
+    eng = p.add_argument_group("engine (without --live)")
+    eng.add_argument("--bounds", type=float, nargs=4, metavar=("XMIN", "YMIN", "XMAX", "YMAX"))
+    eng.add_argument("--window", type=int, default=10_000)
+    eng.add_argument("--window-seconds", type=float, default=None)
+    p.add_argument("--live", action="store_true", help="evaluate the running cluster --cluster")
+    _cluster_args(p)
+    p.add_argument("--sample", type=int, default=1000, help="subscriptions checked (0: all)")
+    p.add_argument("--partitions", type=int, default=None,
+                   help="partitions for the policy cost estimates (default: the cluster's, or 4)")
+    p.add_argument("--no-policies", action="store_true", help="skip the policy cost estimates")
+    p.add_argument("--out", type=Path, default=None, help="write the JSON report here too")
+    p.set_defaults(func=cmd_evaluate)
+
+
+def _attach(args):
+    from ..actors import Cluster
+
+    return Cluster.attach(args.cluster, args.address, namespace=args.namespace)
+
+
+def _print(summary: dict, out: Path | None = None) -> None:
+    text = json.dumps(summary, indent=2, default=float)
+    print(text)
+    if out is not None:
+        out.parent.mkdir(parents=True, exist_ok=True)
+        out.write_text(text + "\n")
+
+
+def cmd_load(args) -> int:
+    cl = _attach(args)
+    t0 = time.perf_counter()
+    n = cl.load_subscriptions(args.path, batch_rows=args.batch_rows)
+    dt = time.perf_counter() - t0
+    _print({"loaded": n, "seconds": round(dt, 3), "rows_per_second": round(n / dt, 1) if dt else None})
+    return 0
+
+
+def cmd_replay(args) -> int:
+    cl = _attach(args)
+    res = cl.replay(args.path, rate=args.rate, batch_rows=args.batch_rows)
+    secs = res.get("seconds") or 0.0
+    res["throughput"] = round(res["messages"] / secs, 1) if secs else None
+    _print(res)
+    return 0
+
+
+def _workload(args):
+    """(subs, msgs, bounds or None, vocabulary or None) from paths or a generated dataset."""
+    if args.dataset:
+        from .datasets import dataset
+        bounds, msgs, subs, vocab = dataset(args.dataset, args.n_messages, args.n_subscriptions, args.seed)
+        return subs, msgs, bounds, vocab
+    if not (args.subscriptions and args.messages):
+        raise SystemExit("evaluate: give --subscriptions and --messages, or --dataset")
+    from .readers import read_messages, read_subscriptions
+    return read_subscriptions(args.subscriptions), read_messages(args.messages), None, None
+
+
+def _extent(subs, msgs) -> tuple[float, float, float, float]:
+    import numpy as np
+    xs = np.concatenate([subs.column("x").to_numpy(), msgs.column("x").to_numpy()])
+    ys = np.concatenate([subs.column("y").to_numpy(), msgs.column("y").to_numpy()])
+    pad = lambda lo, hi: (lo, hi) if hi > lo else (lo - 0.5, hi + 0.5)
+    (x0, x1), (y0, y1) = pad(float(xs.min()), float(xs.max())), pad(float(ys.min()), float(ys.max()))
+    return x0, y0, x1, y1
+
+
+def cmd_evaluate(args) -> int:
+    from tqdm.auto import tqdm
+
+    from .evaluate import offline_evaluation
+    from .session import get_spark
+    from .vocab import fit_vocabulary_spark
+
+    subs, msgs, bounds, vocab = _workload(args)
+    spark = get_spark()
+    sample = args.sample or None
+    t0 = time.perf_counter()
+    partitions = args.partitions or 4
+    if args.live:
+        target = _attach(args)
+        ccfg = target.config()
+        cfg = ccfg.engine
+        partitions = args.partitions or ccfg.partitions
+        published = target.stats().get("published")
+        if published is not None and published != msgs.num_rows:
+            print(f"evaluate: the cluster published {published} messages, the table has "
+                  f"{msgs.num_rows}: it must have received exactly this stream", file=sys.stderr)
+            return 2
+    else:
+        from .. import Engine, EngineConfig
+        if vocab is None:
+            vocab = fit_vocabulary_spark(msgs, spark)
+        cfg = EngineConfig(bounds=tuple(args.bounds or bounds or _extent(subs, msgs)),
+                           window=args.window, window_seconds=args.window_seconds, vocabulary=vocab)
+        target = Engine(cfg)
+        target.subscribe(subs)
+        step = 10_000
+        with tqdm(total=msgs.num_rows, unit="msg", desc="publish", leave=False) as bar:
+            for a in range(0, msgs.num_rows, step):
+                part = msgs.slice(a, step)
+                target.publish(part)
+                bar.update(part.num_rows)
+    report = offline_evaluation(target, subs, msgs, cfg, spark, sample=sample, seed=args.seed,
+                                partitions=partitions, policies=not args.no_policies)
+    report["seconds"] = round(time.perf_counter() - t0, 3)
+    _print(report, args.out)
+    return 0 if report["agreement"] == 100.0 else 1
