@@ -13,12 +13,15 @@ subscription location-aware prefix filtering with max-weight refinement (Theorem
 inner + outer spatial bounds, Definition 8) and the unseen-keyword bound (Theorem 5.2), and
 finally exact verification. s.theta replaces kScore (Remark in 6.2).
 
-One correction to the paper: Theorem 5.2 is applied to the score accumulated *so far*, but a
-subscription already in the candidate map can later be skipped for one of its terms by
-group pruning or early termination, which ignore what was accumulated; the accumulated sum
-then misses that term and a later Theorem 5.2 test could wrongly drop a true result. Here the
-test adds the bound of everything after the last term actually accumulated, which covers
-any term skipped in between, and is also applied once more before verification.
+One correction to the paper: Theorem 5.2 adds the score accumulated *so far* to the bound of
+the unseen keywords, but a subscription already in the candidate map can be skipped for one
+of its terms by group pruning or early termination, which ignore what was accumulated; the
+sum then misses that term and a later Theorem 5.2 test could drop a true result (the
+GeoNames benchmark stream hits this). Here, when a subscription is met again, the exact
+contributions of the shared terms skipped since its last accumulated term are added first
+(a short merge of the two term lists), so the accumulated sum is always complete up to the
+current term and every Theorem 5.2 test (including the last one, before verification) is
+sound.
 
 Maintenance (5.5): inserts, deletes and threshold changes mark their leaf dirty; dirty leaves
 are rebuilt (sorted, statistics recomputed) before the next dissemination, which keeps every
@@ -325,12 +328,23 @@ def _match(m_off, m_terms, m_w, m_x, m_y, max_dist,
                             touched[n_t] = s
                             n_t += 1
                         else:
-                            # Theorem 5.2 from the last accumulated term (see module docstring)
-                            pp = pprev[s] + 1
-                            jj = jprev[s] + 1
-                            ub = acc[s]
-                            if pp < n_s and jj < q:
-                                ub += tsim_ub(p_wtsum[base + pp], p_maxwt[base + pp], m_wtsum[jj], m_maxwt[jj])
+                            # shared terms skipped since the last accumulated one (group
+                            # pruning / early termination ignore the accumulated score): add
+                            # them exactly, so that acc is complete before this term
+                            u = pprev[s] + 1
+                            v = jprev[s] + 1
+                            while u < pos and v < j:
+                                tu = p_terms[base + u]
+                                if tu == mt[v]:
+                                    acc[s] += p_w[base + u] * mw[v]
+                                    u += 1
+                                    v += 1
+                                elif tu < mt[v]:
+                                    u += 1
+                                else:
+                                    v += 1
+                            # Theorem 5.2: what is accumulated plus this term and the unseen ones
+                            ub = acc[s] + tsim_ub(p_wtsum[base + pos], p_maxwt[base + pos], m_wtsum[j], m_maxwt[j])
                             if below(al * ss + (1.0 - al) * ub, th):
                                 acc[s] = -math.inf
                                 continue
