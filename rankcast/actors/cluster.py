@@ -1,0 +1,186 @@
+"""``rc.Cluster``: the client handle of a DSkype deployment (contract: "Distributed").
+
+A cluster is a named, detached :class:`~rankcast.actors.coordinator.Coordinator` actor in
+``ClusterConfig.namespace`` that owns the other roles; any process or Ray job attaches to it
+by name. Every call is forwarded to the coordinator, which validates it exactly as
+:class:`rankcast.Engine` does (errors come back as the same exceptions).
+"""
+from __future__ import annotations
+
+import time
+from typing import Any, Iterable
+
+from ..config import ClusterConfig
+from ..errors import InvalidInput, UnknownSubscription
+from ..model import Update
+from .coordinator import Coordinator
+from .runtime import LocalHandle
+
+__all__ = ["Cluster"]
+
+
+def _unwrap(exc: BaseException) -> BaseException:
+    cause = getattr(exc, "cause", None)
+    if isinstance(cause, (InvalidInput, UnknownSubscription, RuntimeError)):
+        return cause
+    return exc
+
+
+class Cluster:
+    """Handle of a running cluster; see :meth:`start` and :meth:`attach`."""
+
+    def __init__(self, coordinator, name: str, namespace: str | None, *, inproc: bool = False,
+                 owner: bool = False):
+        self._coord = coordinator
+        self.name = name
+        self.namespace = namespace
+        self._inproc = inproc
+        self._owner = owner
+        self._closed = False
+
+    # ------------------------------------------------------------------ lifecycle
+    @classmethod
+    def start(cls, ccfg: ClusterConfig, address: str | None = None, *, sample=None) -> "Cluster":
+        """Start the topology of ``ccfg``: on the Ray cluster at ``address`` (or the one this
+        process is connected to), or on a new local Ray instance. ``sample`` = (subscriptions,
+        messages), in any accepted input form, fits the partitioning policy (paper 7.3);
+        without it, location splits the space evenly and keyword ranges fall back to hashing
+        terms. ``ClusterConfig(options={"runtime": "inproc"})`` runs every role in this process."""
+        if not isinstance(ccfg, ClusterConfig):
+            raise InvalidInput(f"Cluster.start: expected a ClusterConfig, got {type(ccfg).__name__}")
+        if ccfg.options.get("runtime") == "inproc":
+            return cls(LocalHandle(Coordinator(ccfg, "inproc", sample)), ccfg.name, None,
+                       inproc=True, owner=True)
+        import ray
+        _ensure_ray(address, ccfg.namespace)
+        try:
+            ray.get_actor(ccfg.name, namespace=ccfg.namespace)
+        except ValueError:
+            pass
+        else:
+            raise RuntimeError(f"a rankcast cluster named {ccfg.name!r} already runs in namespace "
+                               f"{ccfg.namespace!r}: attach to it or shut it down first")
+        actor = ray.remote(Coordinator).options(
+            name=ccfg.name, namespace=ccfg.namespace, lifetime="detached",
+            num_cpus=ccfg.actor_cpus, max_concurrency=1).remote(ccfg, "ray", sample)
+        try:
+            ray.get(actor.ready.remote())
+        except Exception as e:
+            try:
+                ray.kill(actor)
+            except Exception:
+                pass
+            raise _unwrap(e) from None
+        return cls(actor, ccfg.name, ccfg.namespace, owner=True)
+
+    @classmethod
+    def attach(cls, name: str = "rankcast", address: str | None = None, *,
+               namespace: str = "rankcast") -> "Cluster":
+        """Attach to the running cluster ``name`` (from any process, driver or Ray job)."""
+        import ray
+        _ensure_ray(address or "auto", namespace)
+        try:
+            actor = ray.get_actor(name, namespace=namespace)
+        except ValueError:
+            raise RuntimeError(f"no rankcast cluster named {name!r} in namespace {namespace!r}") from None
+        return cls(actor, name, namespace)
+
+    def shutdown(self) -> None:
+        """Stop every role of the cluster (for every attached client)."""
+        if self._closed:
+            return
+        self._closed = True
+        if self._inproc:
+            return
+        import ray
+        try:
+            ray.get(self._coord.shutdown.remote())
+        finally:
+            ray.kill(self._coord)
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        self.shutdown()
+
+    # ------------------------------------------------------------------ calls
+    def _call(self, method: str, *args):
+        if self._closed:
+            raise RuntimeError("this cluster handle is shut down")
+        ref = getattr(self._coord, method).remote(*args)
+        if self._inproc:
+            return ref.value
+        import ray
+        try:
+            return ray.get(ref)
+        except ray.exceptions.RayTaskError as e:
+            raise _unwrap(e) from None
+
+    def subscribe(self, subs) -> None:
+        self._call("subscribe", subs)
+
+    def unsubscribe(self, ids) -> None:
+        self._call("unsubscribe", ids)
+
+    def publish(self, msgs, wait: bool = True) -> list[Update] | None:
+        """wait=True: the updates of the call once applied. wait=False: returns once the
+        messages are validated and in the pipeline; :meth:`flush` then waits and returns
+        the updates since the last ones returned."""
+        return self._call("publish", msgs, bool(wait))
+
+    def flush(self) -> list[Update]:
+        return self._call("flush")
+
+    def topk(self, sub_id) -> list[tuple[int, float]]:
+        return self._call("topk", sub_id)
+
+    def topk_many(self, sub_ids: Iterable[int]) -> dict[int, list[tuple[int, float]]]:
+        return self._call("topk_many", list(sub_ids))
+
+    def stats(self) -> dict[str, Any]:
+        return self._call("stats")
+
+    def config(self) -> ClusterConfig:
+        return self._call("config")
+
+    # ------------------------------------------------------------------ bulk
+    def load_subscriptions(self, source, *, batch_rows: int = 100_000, spark=None) -> int:
+        """Bulk-load a subscription table (Spark DataFrame, Parquet/CSV/JSONL path, Arrow or
+        pandas): batches of ``batch_rows`` are routed by the policy and indexed with one
+        ``SkypeCore.add`` per partition and batch; initial results follow in batches. Each
+        batch is validated and applied atomically. Returns the number of subscriptions."""
+        from ..ingest.bulk import iter_batches
+        n = 0
+        for table in iter_batches(source, batch_rows, spark=spark, kind="subscription", progress=False):
+            self._call("load_batch", table)
+            n += table.num_rows
+        self._call("finish_load")
+        return n
+
+    def replay(self, source, rate: float | None = None, *, batch_rows: int = 10_000, spark=None) -> dict:
+        """Publish a message table in order (pipelined), at most ``rate`` messages/second;
+        returns {"messages", "seconds", "updates"} once everything is applied."""
+        from ..ingest.bulk import iter_batches
+        t0 = time.perf_counter()
+        n = 0
+        updates = 0
+        for table in iter_batches(source, batch_rows, spark=spark, kind="message", progress=False):
+            self._call("publish", table, False)
+            n += table.num_rows
+            if rate:
+                ahead = n / rate - (time.perf_counter() - t0)
+                if ahead > 0:
+                    time.sleep(ahead)
+        updates += len(self._call("flush"))
+        return {"messages": n, "seconds": time.perf_counter() - t0, "updates": updates}
+
+
+def _ensure_ray(address: str | None, namespace: str) -> None:
+    import ray
+    if ray.is_initialized():
+        return
+    if address is None:
+        ray.init(namespace=namespace, include_dashboard=False, log_to_driver=False)
+    else:
+        ray.init(address=address, namespace=namespace, log_to_driver=False)

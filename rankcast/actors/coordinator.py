@@ -1,0 +1,473 @@
+"""Coordinator: the one place that orders the stream (the named, detached actor a client attaches to).
+
+It owns what must be global and consistent for every attached client: the term dictionary
+(:class:`~rankcast.columns.Encoder`), validation state (live subscriptions, message ids in
+the window, time order), the window clock, the sequence numbers, the policy and the
+subscriptions' routed prefix lengths. It cuts every call into *steps* (micro-batches of
+``batch_size`` messages, or one step of control operations) and submits, per step:
+
+    distributor[j mod D].route(step)  -> one payload per partition and per shard (object store)
+    shard[s].append(j, payload_s)                         for every window shard
+    partition[p].process(j, ops_p, payload_p, *appends)   for every subscription partition
+
+Ray runs the calls of one submitter in order, so partitions and shards see the steps in
+order whatever the distributors' timing; passing the shards' append results as arguments
+makes a partition start step j only when every shard holds it (then "as of position b"
+questions are answerable). At most ``max_in_flight`` steps are unfinished (a step is
+finished when its partitions and their aggregator updates are done): backpressure.
+
+At a call boundary (``publish(wait=True)``, ``subscribe``, ``unsubscribe``, ``flush``,
+``topk``) the coordinator *quiesces*: waits for every step, then turns the partitions'
+reallocation requests into control operations and runs them, until none is left. The
+aggregators then hold the exact global top-k of every subscription.
+
+Prefix reallocation (paper 7.3.4, lazy): a replica reports that its kScore fell to the
+bound of the terms beyond the routed prefix. From position n0 (the next step) messages are
+routed by the longer prefix; partitions newly covered get the subscription with initial
+results as of n0 (a re-evaluation over the whole window); the other replicas learn the new
+length and check their kScore against it.
+
+Why the union of the replicas' top-k lists holds the global top-k at a boundary: a replica
+is an exact Skype core over the messages routed to it plus the whole window at its last
+re-evaluation, so it holds every global top-k message among those. A message that no
+replica has seen shares no term of the current prefix (a term of a partition added later
+was covered by that partition's initial re-evaluation), so it scores below the bound of
+the current prefix; and every replica keeps its kScore, which never exceeds the global one,
+above that bound (it checks whenever its top-k or the prefix changes) or asks for a longer
+prefix before the boundary is reached.
+"""
+from __future__ import annotations
+
+import time
+from collections import deque
+from numbers import Integral
+
+import numpy as np
+
+from ..columns import Encoder, MessageBatch, SubscriptionBatch, item_error
+from ..config import ClusterConfig
+from ..engine import check_ids_arg, updates_from_arrays
+from ..errors import InvalidInput, UnknownSubscription
+from ..indexing.window import WindowClock
+from ..model import Update
+from .aggregator import Aggregator
+from .distributor import Distributor, route_step
+from .metrics import RoleMetrics
+from .partition import PartitionOps, SubscriptionPartition
+from .policies import Policy, make_policy
+from .runtime import InprocRuntime, RayRuntime, Runtime
+from .shard import WindowShard
+
+__all__ = ["Coordinator"]
+
+
+class Coordinator:
+    def __init__(self, ccfg: ClusterConfig, runtime: str = "ray", sample=None):
+        self.ccfg = ccfg
+        cfg = self.cfg = ccfg.engine
+        opts = ccfg.options
+        self.rt: Runtime = InprocRuntime() if runtime == "inproc" else RayRuntime()
+        self.encoder = Encoder(cfg.bounds, cfg.vocabulary)
+        self.clock = WindowClock(cfg)
+        self.policy: Policy = make_policy(ccfg.policy, ccfg.partitions, cfg.bounds, cfg.max_dist,
+                                          window=cfg.window or int(opts.get("window_estimate", 100_000)),
+                                          options=opts)
+        self.policy.fit(*self._encode_sample(sample))
+        export = not self.rt.inproc
+        name = ccfg.name
+        delay = float(opts.get("delay", 0.0))
+        seed = int(opts.get("seed", 0))
+        cpus = ccfg.actor_cpus
+        P, S, A, D = ccfg.partitions, ccfg.window_shards, ccfg.aggregators, ccfg.distributors
+        self.shards = [self.rt.create(WindowShard, cfg, s, ccfg.max_in_flight + 2, name, export, delay, seed,
+                                      num_cpus=cpus) for s in range(S)]
+        self.aggs = [self.rt.create(Aggregator, a, P, name, export, num_cpus=cpus) for a in range(A)]
+        self.parts = [self.rt.create(SubscriptionPartition, cfg, p, self.shards, self.aggs, self.rt,
+                                     self.policy.prefix, bool(opts.get("merge_via_aggregator", True)),
+                                     name, export, delay, seed, num_cpus=cpus) for p in range(P)]
+        self.dists = [self.rt.create(Distributor, self.policy, S, d, name, export, delay, seed,
+                                     num_cpus=cpus) for d in range(D)]
+        self.metrics = RoleMetrics("coordinator", 0, name, export)
+        # direct: every subscription lives in one partition, whose core reports its updates;
+        # replicated: the aggregators merge the replicas' lists
+        self.direct = (not self.policy.replicates) or P == 1
+        # stream state
+        self.last_seq = -1          # last sequence number handed out
+        self.dispatched_pos = -1    # last position covered by a dispatched step
+        self.exp_dispatched = -1
+        self.step = 0
+        self.published = 0
+        self.tuples = 0
+        self.live: dict[int, int] = {}            # subscription id -> routed prefix length
+        self.replicas = 0                          # replicas placed (for the ratio)
+        self.win_ids: dict[int, int] = {}
+        self.win_fifo: deque[tuple[np.ndarray, np.ndarray]] = deque()
+        self.inflight: deque[tuple[int, list, list]] = deque()
+        self.realloc_queue: list[dict] = []
+        self.pending_ops: dict[int, list[PartitionOps]] = {}
+        self._loading: list[np.ndarray] = []
+        self.counters = dict(steps=0, reallocations=0, realloc_readds=0, realloc_new_replicas=0,
+                             publish_seconds=0.0, calls=0)
+
+    def ready(self) -> bool:
+        return True
+
+    def config(self) -> ClusterConfig:
+        return self.ccfg
+
+    # ------------------------------------------------------------------ fitting sample
+    def _encode_sample(self, sample):
+        """Encode a fitting sample without committing its new terms: term ids must evolve
+        exactly as an Engine's would for the same calls (scores sum terms in id order)."""
+        if sample is None:
+            return None, None
+        subs, msgs = sample if isinstance(sample, tuple) else (sample, None)
+        enc = Encoder(self.cfg.bounds, self.cfg.vocabulary)
+        enc.terms.extra = dict(self.encoder.terms.extra)
+        sb = mb = None
+        if subs is not None:
+            sb, pending = enc.encode_subscriptions(subs)
+            enc.commit(pending)
+        if msgs is not None:
+            mb = enc.encode_messages(msgs, time_window=False)[0]
+        return sb, mb
+
+    # ------------------------------------------------------------------ calls
+    def subscribe(self, subs) -> None:
+        with self.metrics.busy():
+            batch, pending = self.encoder.encode_subscriptions(subs)
+            live = self.live
+            dup = [i for i, sid in enumerate(batch.ids.tolist()) if sid in live]
+            if dup:
+                p = dup[0]
+                raise item_error("subscription", p, int(batch.ids[p]), "id", "already subscribed")
+            self.encoder.commit(pending)
+            if len(batch) == 0:
+                return
+            self._place(batch)
+            self._dispatch()
+            self._quiesce()
+            self._baseline(batch.ids)
+            self.counters["calls"] += 1
+
+    def load_batch(self, subs) -> int:
+        """Bulk load: place one validated batch without waiting (``finish_load`` waits)."""
+        with self.metrics.busy():
+            batch, pending = self.encoder.encode_subscriptions(subs)
+            dup = [i for i, sid in enumerate(batch.ids.tolist()) if sid in self.live]
+            if dup:
+                p = dup[0]
+                raise item_error("subscription", p, int(batch.ids[p]), "id", "already subscribed")
+            self.encoder.commit(pending)
+            if len(batch):
+                self._place(batch)
+                self._dispatch()
+                self._loading.append(batch.ids)
+            return len(batch)
+
+    def finish_load(self) -> None:
+        with self.metrics.busy():
+            self._quiesce()
+            if self._loading:
+                self._baseline(np.concatenate(self._loading))
+            self._loading = []
+
+    def _place(self, batch: SubscriptionBatch) -> None:
+        """Initial placement of new subscriptions (prefix policies: one term, grown later)."""
+        plen = self.policy.initial_prefix(batch)
+        routing = self.policy.route_subscriptions(batch, plen)
+        self.live.update(zip(batch.ids.tolist(), plen.tolist()))
+        self.replicas += int(len(routing.parts))
+        for p, rows in enumerate(routing.rows_of(self.policy.n_partitions)):
+            if len(rows):
+                self._add_ops(p, PartitionOps(add=batch.take(rows), add_plen=plen[rows]))
+
+    def unsubscribe(self, ids) -> None:
+        with self.metrics.busy():
+            arr = check_ids_arg(ids)
+            missing = [i for i in arr.tolist() if i not in self.live]
+            if missing:
+                raise UnknownSubscription(f"unknown subscription id={missing[0]!r}")
+            if len(arr) == 0:
+                return
+            for i in arr.tolist():
+                del self.live[i]
+            for p in range(self.policy.n_partitions):
+                self._add_ops(p, PartitionOps(remove=arr))
+            self._dispatch()
+            self._quiesce()
+            if not self.direct:
+                self._ship()
+                self.rt.get([agg.forget.remote(arr[np.mod(arr, len(self.aggs)) == a])
+                             for a, agg in enumerate(self.aggs)])
+            self.counters["calls"] += 1
+
+    def publish(self, msgs, wait: bool = True):
+        t0 = time.perf_counter()
+        with self.metrics.busy():
+            batch, pending = self.encoder.encode_messages(msgs, time_window=self.cfg.time_window)
+            self._check_messages(batch)
+            self.encoder.commit(pending)
+            n = len(batch)
+            if n:
+                seqs = np.arange(self.last_seq + 1, self.last_seq + 1 + n, dtype=np.int64)
+                exp = self.clock.advance(seqs, batch.t)
+                self.last_seq = int(seqs[-1])
+                self.published += n
+                self._window_add(batch.ids, seqs, int(exp[-1]))
+                step = self.ccfg.batch_size
+                for a in range(0, n, step):
+                    part = batch.take(np.arange(a, min(n, a + step))) if n > step else batch
+                    self._dispatch(part, seqs[a:a + step], exp[a:a + step])
+            self.counters["calls"] += 1
+        if not wait:
+            self.counters["publish_seconds"] += time.perf_counter() - t0
+            return None
+        with self.metrics.busy():
+            self._quiesce()
+            out = self._emit()
+        self.counters["publish_seconds"] += time.perf_counter() - t0
+        return out
+
+    def flush(self) -> list[Update]:
+        t0 = time.perf_counter()
+        with self.metrics.busy():
+            self._quiesce()
+            out = self._emit()
+        self.counters["publish_seconds"] += time.perf_counter() - t0
+        return out
+
+    def topk(self, sub_id) -> list[tuple[int, float]]:
+        if isinstance(sub_id, bool) or not isinstance(sub_id, Integral) or int(sub_id) not in self.live:
+            raise UnknownSubscription(f"unknown subscription id={sub_id!r}")
+        return self.topk_many([int(sub_id)])[int(sub_id)]
+
+    def topk_many(self, sub_ids) -> dict[int, list[tuple[int, float]]]:
+        """topk of several subscriptions in one round trip (tests and tools)."""
+        ids = [int(i) for i in sub_ids]
+        for i in ids:
+            if i not in self.live:
+                raise UnknownSubscription(f"unknown subscription id={i!r}")
+        self._quiesce()
+        out: dict[int, list] = {}
+        if self.direct:
+            for d in self.rt.get([p.topk_many.remote(ids) for p in self.parts]):
+                out.update(d)
+        else:
+            self._ship()
+            A = len(self.aggs)
+            groups = [[i for i in ids if i % A == a] for a in range(A)]
+            lists = self.rt.get([agg.topk_many.remote(g) for agg, g in zip(self.aggs, groups)])
+            for g, l in zip(groups, lists):
+                out.update(zip(g, l))
+        return {i: out.get(i, []) for i in ids}
+
+    def live_ids(self) -> np.ndarray:
+        return np.fromiter(self.live.keys(), np.int64, len(self.live))
+
+    # ------------------------------------------------------------------ validation state
+    def _check_messages(self, batch: MessageBatch) -> None:
+        d = self.win_ids
+        inw = np.fromiter((i in d for i in batch.ids.tolist()), bool, len(batch))
+        if inw.any():
+            p = int(np.flatnonzero(inw)[0])
+            raise item_error("message", p, int(batch.ids[p]), "id", "a message with this id is in the window")
+        if self.cfg.time_window and len(batch) and batch.t[0] < self.clock.t_max:
+            raise item_error("message", 0, int(batch.ids[0]), "t",
+                             f"must not decrease, got {batch.t[0]!r} after {self.clock.t_max!r}")
+
+    def _window_add(self, ids: np.ndarray, seqs: np.ndarray, expire_upto: int) -> None:
+        self.win_ids.update(zip(ids.tolist(), seqs.tolist()))
+        self.win_fifo.append((ids, seqs))
+        pop = self.win_ids.pop
+        while self.win_fifo:
+            fids, fseqs = self.win_fifo[0]
+            if fseqs[0] > expire_upto:
+                break
+            cut = int(np.searchsorted(fseqs, expire_upto, side="right"))
+            for i in fids[:cut].tolist():
+                pop(i, None)
+            if cut == len(fseqs):
+                self.win_fifo.popleft()
+            else:
+                self.win_fifo[0] = (fids[cut:], fseqs[cut:])
+                break
+
+    # ------------------------------------------------------------------ steps
+    def _add_ops(self, p: int, ops: PartitionOps) -> None:
+        self.pending_ops.setdefault(p, []).append(ops)
+
+    def _dispatch(self, msgs: MessageBatch | None = None, seqs=None, exp=None) -> None:
+        """Submit one step (messages and/or the pending control operations)."""
+        while len(self.inflight) >= self.ccfg.max_in_flight:
+            self._harvest(self.inflight.popleft())
+        self._plan_reallocs()
+        ops = {p: PartitionOps.combine(o) for p, o in self.pending_ops.items()}
+        self.pending_ops = {}
+        j = self.step = self.step + 1
+        P, S = self.policy.n_partitions, len(self.shards)
+        if msgs is not None and len(msgs):
+            pos_end, exp_end = int(seqs[-1]), int(exp[-1])
+            d = self.dists[j % len(self.dists)]
+            payloads = d.route.options(num_returns=P + S).remote(j, msgs, seqs, exp)
+        else:
+            pos_end, exp_end = self.dispatched_pos, self.exp_dispatched
+            payloads = [None] * (P + S)
+        self.dispatched_pos, self.exp_dispatched = pos_end, exp_end
+        appended = [sh.append.remote(j, payloads[P + s], exp_end) for s, sh in enumerate(self.shards)]
+        refs = [pt.process.remote(j, pos_end, exp_end, ops.get(p), payloads[p], *appended)
+                for p, pt in enumerate(self.parts)]
+        self.inflight.append((j, refs, appended))
+        self.counters["steps"] += 1
+        self.metrics.set("queue_depth", len(self.inflight))
+
+    def _harvest(self, entry) -> None:
+        """Wait for one step: partitions, shards, and the aggregator updates they sent."""
+        _, refs, appended = entry
+        with self.metrics.waiting():
+            results = self.rt.get(refs)
+            self.rt.get(appended)
+        for res in results:
+            if res.get("realloc") is not None:
+                self.realloc_queue.append(res["realloc"])
+
+    def _quiesce(self) -> None:
+        """Finish every step, then run reallocations until none is asked for."""
+        while True:
+            while self.inflight:
+                self._harvest(self.inflight.popleft())
+            self.metrics.set("queue_depth", 0)
+            if not self.realloc_queue and not self.pending_ops:
+                return
+            self._dispatch()
+
+    def _plan_reallocs(self) -> None:
+        """Turn reallocation requests into control operations of the step about to start."""
+        if not self.realloc_queue:
+            return
+        reqs, self.realloc_queue = self.realloc_queue, []
+        rows = SubscriptionBatch.concat([r["subs"] for r in reqs])
+        need = np.concatenate([r["plen"] for r in reqs])
+        part = np.concatenate([np.full(len(r["plen"]), r["partition"], np.int64) for r in reqs])
+        live = self.live
+        cur = np.fromiter((live.get(i, -1) for i in rows.ids.tolist()), np.int64, len(rows))
+        alive = cur >= 0
+        if not alive.any():
+            return
+        rows, need, part, cur = rows.take(alive), need[alive], part[alive], cur[alive]
+        self.counters["reallocations"] += len(rows)
+        P = self.policy.n_partitions
+        # the longest prefix asked for each subscription (one row per subscription)
+        order = np.lexsort((-need, rows.ids))
+        first = order[np.r_[True, rows.ids[order][1:] != rows.ids[order][:-1]]]
+        grow = first[need[first] > cur[first]]
+        if len(grow):
+            sub = rows.take(grow)
+            old_plen, new_plen = cur[grow], need[grow]
+            old = self.policy.route_subscriptions(sub, old_plen)
+            new = self.policy.route_subscriptions(sub, new_plen)
+            old_key = np.repeat(np.arange(len(sub)), old.counts()) * P + old.parts
+            new_row = np.repeat(np.arange(len(sub)), new.counts())
+            added = ~np.isin(new_row * P + new.parts, old_key)
+            for p in range(P):
+                at = new.parts == p
+                fresh = new_row[at & added]
+                kept = new_row[at & ~added]
+                if len(fresh):
+                    self._add_ops(p, PartitionOps(add=sub.take(fresh), add_plen=new_plen[fresh]))
+                if len(kept):
+                    self._add_ops(p, PartitionOps(plen_ids=sub.ids[kept], plen=new_plen[kept]))
+            n_new = int(added.sum())
+            self.replicas += n_new
+            self.counters["realloc_new_replicas"] += n_new
+            live.update(zip(sub.ids.tolist(), new_plen.tolist()))
+        # requesters whose prefix an earlier request already grew learn the current length
+        # (and check their kScore against it)
+        stale = ~np.isin(rows.ids, rows.ids[grow])
+        for p in np.unique(part[stale]).tolist():
+            ids = np.unique(rows.ids[stale & (part == p)])
+            pl = np.fromiter((live[i] for i in ids.tolist()), np.int64, len(ids))
+            self._add_ops(p, PartitionOps(plen_ids=ids, plen=pl))
+
+    # ------------------------------------------------------------------ results
+    def _ship(self) -> None:
+        """Replicated mode: partitions send their changed lists to the aggregators."""
+        refs = [r for rs in self.rt.get([p.ship.remote() for p in self.parts]) for r in rs]
+        if refs:
+            with self.metrics.waiting():
+                self.rt.get(refs)
+
+    def _emit(self) -> list[Update]:
+        if self.direct:
+            outs = self.rt.get([p.take_updates.remote() for p in self.parts])
+        else:
+            self._ship()
+            outs = self.rt.get([a.emit.remote() for a in self.aggs])
+        outs = [o for o in outs if len(o[0])]
+        if not outs:
+            return []
+        ids = np.concatenate([o[0] for o in outs])
+        base = np.cumsum([0] + [len(o[2]) for o in outs[:-1]])
+        off = np.concatenate([[0]] + [o[1][1:] + b for o, b in zip(outs, base)])
+        mid = np.concatenate([o[2] for o in outs])
+        msc = np.concatenate([o[3] for o in outs])
+        return updates_from_arrays(ids, off.astype(np.int64), mid, msc)
+
+    def _baseline(self, ids: np.ndarray) -> None:
+        """New subscriptions: their initial results are not updates."""
+        if self.direct:
+            return      # a core does not report a subscription in the epoch that added it
+        self._ship()
+        A = len(self.aggs)
+        self.rt.get([agg.baseline.remote(ids[np.mod(ids, A) == a]) for a, agg in enumerate(self.aggs)])
+
+    # ------------------------------------------------------------------ stats
+    def stats(self) -> dict:
+        self._quiesce()
+        parts = self.rt.get([p.stats.remote() for p in self.parts])
+        shards = self.rt.get([s.stats.remote() for s in self.shards])
+        dists = self.rt.get([d.stats.remote() for d in self.dists])
+        aggs = self.rt.get([a.stats.remote() for a in self.aggs])
+        held = sum(p["subscriptions"] for p in parts)
+        tuples = sum(d["tuples_out"] for d in dists)
+        n_live = len(self.live)
+        secs = self.counters["publish_seconds"]
+        coord = self.metrics.snapshot()
+        coord.update(self.counters)
+        out = {
+            "subscriptions": n_live,
+            "window": len(self.win_ids),
+            "published": self.published,
+            "policy": self.policy.name,
+            "partitions": self.policy.n_partitions,
+            "window_shards": len(self.shards),
+            "distributors": len(self.dists),
+            "aggregators": len(self.aggs),
+            "replication_ratio": held / n_live if n_live else 0.0,
+            "communication_cost": tuples / self.published if self.published else 0.0,
+            "throughput": self.published / secs if secs > 0 else 0.0,
+            "reevaluations": sum(p["reevaluations"] for p in parts),
+            "reallocations": self.counters["reallocations"],
+            "queue_depth": len(self.inflight),
+            "max_queue_depth": coord["max_queue_depth"],
+            "busy_seconds": {"coordinator": coord["busy_seconds"],
+                             "distributor": [d["busy_seconds"] for d in dists],
+                             "partition": [p["busy_seconds"] for p in parts],
+                             "shard": [s["busy_seconds"] for s in shards],
+                             "aggregator": [a["busy_seconds"] for a in aggs]},
+            "roles": {"coordinator": coord, "distributor": dists, "partition": parts,
+                      "shard": shards, "aggregator": aggs},
+            "routing": self.policy.describe(),
+        }
+        return out
+
+    # ------------------------------------------------------------------ lifecycle
+    def shutdown(self) -> None:
+        if self.rt.inproc:
+            return
+        import ray
+        for h in self.dists + self.parts + self.shards + self.aggs:
+            try:
+                ray.kill(h)
+            except Exception:  # already gone
+                pass

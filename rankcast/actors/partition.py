@@ -1,0 +1,324 @@
+"""SubscriptionPartition (DSkype subscription bolt): a Skype core for its subscriptions.
+
+One call per step, in step order (Ray runs the calls of one submitter in order; the step
+number is checked):
+
+1. control operations at the step's start position: removals, then additions (new
+   subscriptions and replicas; each gets its initial results from the re-evaluation below),
+   then prefix-length changes;
+2. the step's messages routed here, with their global sequence numbers and expiry bounds
+   (``SkypeCore.process``), then the expiry watermark of the step's end;
+3. re-evaluations "as of" the step's last position b: every shard is asked for the top-K
+   with ``expire_upto(b) < seq <= b``, the answers are merged (directly or by an aggregator)
+   and installed; repeated while the core asks for a larger K;
+4. prefix policies: a replica whose kScore fell so that terms beyond the routed loose
+   prefix could reach its top-k asks for reallocation
+   (:func:`rankcast.actors.policies.needed_prefix`);
+Results leave a partition only at call boundaries: in *direct* mode (every subscription
+lives in one partition: hash, location, or a single partition) the coordinator takes the
+core's updates (``take_updates``, the Engine's semantics); in *replicated* mode ``ship``
+sends the local top-k lists that changed since the last shipment to the aggregators, which
+merge the replicas.
+"""
+from __future__ import annotations
+
+import time
+
+import numba
+import numpy as np
+
+from ..columns import MessageBatch, SubscriptionBatch
+from ..config import EngineConfig
+from ..indexing import skyband as sk
+from ..indexing.core import SkypeCore
+from .aggregator import merge_candidates
+from .metrics import RoleMetrics
+from ..indexing.scoring import EPS
+from .policies import needed_prefix
+
+__all__ = ["SubscriptionPartition", "PartitionOps"]
+
+
+class PartitionOps:
+    """Control operations of one step for one partition (all optional)."""
+
+    __slots__ = ("remove", "add", "add_plen", "plen_ids", "plen")
+
+    def __init__(self, remove=None, add: SubscriptionBatch | None = None, add_plen=None,
+                 plen_ids=None, plen=None):
+        self.remove = remove
+        self.add = add
+        self.add_plen = add_plen
+        self.plen_ids = plen_ids
+        self.plen = plen
+
+    def __bool__(self) -> bool:
+        return any(v is not None and len(v) for v in (self.remove, self.add, self.plen_ids))
+
+    @staticmethod
+    def combine(ops: list["PartitionOps"]) -> "PartitionOps":
+        """One set of operations from several (applied as removals, additions, lengths)."""
+        if len(ops) == 1:
+            return ops[0]
+
+        def cat(name):
+            xs = [getattr(o, name) for o in ops if getattr(o, name) is not None]
+            return np.concatenate(xs) if xs else None
+
+        adds = [o.add for o in ops if o.add is not None]
+        return PartitionOps(cat("remove"), SubscriptionBatch.concat(adds) if adds else None,
+                            cat("add_plen"), cat("plen_ids"), cat("plen"))
+
+
+class SubscriptionPartition:
+    def __init__(self, cfg: EngineConfig, index: int, shards: list, aggregators: list, runtime,
+                 prefix: bool, merge_via_aggregator: bool = True, cluster: str = "rankcast",
+                 export_metrics: bool = True, delay: float = 0.0, seed: int = 0):
+        self.cfg = cfg
+        self.index = index
+        self.core = SkypeCore(cfg)
+        self.shards = list(shards)
+        self.aggs = list(aggregators)
+        self.rt = runtime
+        self.prefix = bool(prefix)
+        self.via_agg = bool(merge_via_aggregator)
+        self.plen = np.zeros(1024, np.int64)        # prefix length messages are routed by (known)
+        self.ub = np.full(1024, -np.inf)            # bound of the terms beyond it (Eq. 18)
+        self.step = 0
+        self.exp_end = -1
+        self._dropped: list[np.ndarray] = []        # since the last shipment to the aggregators
+        self._new_ids: list[np.ndarray] = []
+        self.metrics = RoleMetrics("partition", index, cluster, export_metrics)
+        self._delay = float(delay)
+        self._rng = np.random.default_rng(seed + 104729 * index + 1)
+
+    # ------------------------------------------------------------------ the step
+    def process(self, step: int, pos_end: int, exp_end: int, ops: PartitionOps | None, payload,
+                *shards_ready) -> dict:
+        if self._delay:
+            time.sleep(self._rng.random() * self._delay)
+        with self.metrics.busy(step_histogram=True):
+            if step != self.step + 1:
+                raise RuntimeError(f"subscription partition {self.index}: step {step} after {self.step}")
+            self.step = step
+            core = self.core
+            added = self._apply_ops(ops) if ops is not None else None
+            n_msgs = 0
+            if payload is not None:
+                msgs, seqs, exp = payload
+                n_msgs = len(msgs)
+                core.process(msgs, seqs, exp)
+            core.expire(int(exp_end))
+            window_size = int(pos_end - exp_end)
+            expiries = max(0, int(exp_end) - self.exp_end)
+            self.exp_end = max(self.exp_end, int(exp_end))
+            core.observe_window(window_size, n_msgs, expiries)
+            self._reevaluate(step, int(pos_end), int(exp_end), window_size)
+            if added is not None:
+                # initial results are not updates, later changes are: let the next change in
+                # this epoch snapshot the initial list (SkypeCore.add skips the whole epoch)
+                live = added[core.subs.alive[added]]
+                core.buf.epoch_of[live] = core.buf.epoch - 1
+            out: dict = {"step": step, "partition": self.index}
+            if self.prefix:
+                out["realloc"] = self._realloc_requests(int(pos_end))
+            self.metrics.inc("messages", n_msgs)
+            self.metrics.set("subscriptions", len(core.subs))
+        return out
+
+    def _apply_ops(self, ops: PartitionOps) -> np.ndarray | None:
+        """Removals, additions, prefix lengths; returns the slots added."""
+        core = self.core
+        slots_added = None
+        if ops.remove is not None and len(ops.remove):
+            held = np.fromiter((i in core.subs for i in ops.remove.tolist()), bool, len(ops.remove))
+            dropped = np.asarray(ops.remove, np.int64)[held]
+            if len(dropped):
+                core.remove(dropped)
+                self._dropped.append(dropped)
+        if ops.add is not None and len(ops.add):
+            slots = core.add(ops.add)
+            self.plen = _grow(self.plen, int(slots.max()) + 1)
+            self.ub = _grow(self.ub, int(slots.max()) + 1, -np.inf)
+            self._set_plen(slots, ops.add_plen)
+            self._new_ids.append(ops.add.ids)
+            slots_added = slots
+        if ops.plen_ids is not None and len(ops.plen_ids):
+            keep = np.fromiter((i in core.subs for i in ops.plen_ids.tolist()), bool, len(ops.plen_ids))
+            slots = core.slots_of(ops.plen_ids[keep])
+            self._set_plen(slots, np.maximum(self.plen[slots], ops.plen[keep]))
+        return slots_added
+
+    def _set_plen(self, slots: np.ndarray, plen: np.ndarray) -> None:
+        s = self.core.subs
+        self.plen[slots] = plen
+        self.ub[slots] = prefix_bound(slots, s.toff, s.tlen, s.wtsum, s.alpha, self.plen)
+
+    def _reevaluate(self, step: int, pos_end: int, exp_end: int, window_size: int) -> None:
+        """Re-evaluations as of ``pos_end`` until the core asks for nothing more."""
+        core = self.core
+        while True:
+            slots, req, K = core.reeval_requests()
+            if len(slots) == 0:
+                break
+            refs = [s.search.remote(step, req, K, exp_end, pos_end) for s in self.shards]
+            with self.metrics.waiting():
+                if self.via_agg and len(self.shards) > 1:
+                    agg = self.aggs[(self.index + step) % len(self.aggs)]
+                    cands = self.rt.get(agg.merge_candidates.remote(K, *refs))
+                else:
+                    cands = merge_candidates(self.rt.get(refs), K)
+            more = core.apply_reevals(slots, cands, window_size)
+            self.metrics.inc("reevaluations", len(slots) - len(more))
+
+    def _realloc_requests(self, pos_end: int):
+        """Replicas whose kScore no longer stays above the bound of the terms beyond the
+        routed prefix (checked for every replica after every step: one vectorised pass)."""
+        s, b = self.core.subs, self.core.buf
+        slots = unsafe_replicas(s.n, s.alive, s.k, s.tlen, b.blen, b.bstart, b.bf, self.plen, self.ub)
+        if len(slots) == 0:
+            return None
+        k = s.k[slots]
+        full = b.blen[slots] >= k
+        kscore = np.full(len(slots), -np.inf)
+        kscore[full] = b.bf[b.bstart[slots[full]] + k[full] - 1, sk.SC]
+        need = needed_prefix(slots, s.toff, s.tlen, s.wtsum, s.alpha, kscore, self.plen[slots])
+        self.metrics.inc("reallocations", len(slots))
+        return {"subs": s.batch(slots), "plen": need, "pos": pos_end, "partition": self.index}
+
+    # ------------------------------------------------------------------ results
+    def take_updates(self):
+        """Direct mode (every subscription in one partition): (sub_ids, offsets, msg_ids,
+        scores) of the top-k lists changed since the previous call (the core's epochs)."""
+        with self.metrics.busy():
+            out = self.core.take_updates()
+            self.metrics.inc("updates", len(out[0]))
+            return out
+
+    def ship(self) -> list:
+        """Replicated mode: send the aggregators the local lists changed since the previous
+        shipment (and new replicas', and dropped ones); returns the calls' references."""
+        with self.metrics.busy():
+            core = self.core
+            sub_ids = core.take_updates()[0]
+            ids = np.concatenate([sub_ids] + self._new_ids) if self._new_ids else sub_ids
+            dropped = np.concatenate(self._dropped) if self._dropped else np.zeros(0, np.int64)
+            self._new_ids, self._dropped = [], []
+            slot_of = core.subs.slot_of
+            ids = np.unique(ids)
+            slots = np.fromiter((slot_of.get(i, -1) for i in ids.tolist()), np.int64, len(ids))
+            slots = slots[slots >= 0]
+            if len(slots) == 0 and len(dropped) == 0:
+                return []
+            ids, ks, off, mid, mseq, msc = topk_with_seq(core, slots)
+            A = len(self.aggs)
+            refs = []
+            owner = np.mod(ids, A)
+            downer = np.mod(dropped, A)
+            for a in range(A):
+                sel = np.flatnonzero(owner == a)
+                drop = dropped[downer == a]
+                if len(sel) == 0 and len(drop) == 0:
+                    continue
+                o2, m2, q2, c2 = _take_csr(off, sel, mid, mseq, msc)
+                refs.append(self.aggs[a].apply.remote(self.index, drop, ids[sel], ks[sel], o2, m2, q2, c2))
+            self.metrics.inc("updates", len(slots))
+            return refs
+
+    def topk_many(self, ids) -> dict[int, list[tuple[int, float]]]:
+        """Direct mode: the current top-k of the ``ids`` held here."""
+        slot_of = self.core.subs.slot_of
+        held = [i for i in ids if i in slot_of]
+        if not held:
+            return {}
+        _, _, off, mid, _, msc = topk_with_seq(self.core, np.array([slot_of[i] for i in held], np.int64))
+        mids, scs, o = mid.tolist(), msc.tolist(), off.tolist()
+        return {i: list(zip(mids[o[r]:o[r + 1]], scs[o[r]:o[r + 1]])) for r, i in enumerate(held)}
+
+    # ------------------------------------------------------------------ queries and tools
+    def sample(self, n: int, seed: int = 0) -> SubscriptionBatch:
+        """Up to ``n`` of the subscriptions held (load monitoring samples)."""
+        live = self.core.subs.live_slots()
+        rng = np.random.default_rng(seed)
+        if len(live) > n:
+            live = np.sort(rng.choice(live, n, replace=False))
+        return self.core.subs.batch(live)
+
+    def held(self) -> tuple[SubscriptionBatch, np.ndarray]:
+        """Every subscription held, with the prefix length each is routed by."""
+        live = self.core.subs.live_slots()
+        return self.core.subs.batch(live), self.plen[live].copy()
+
+    def stats(self) -> dict:
+        out = self.metrics.snapshot()
+        core = self.core.stats()
+        out.update({f"core_{k}": v for k, v in core.items()})
+        out.update(index=self.index, step=self.step, subscriptions=len(self.core.subs))
+        return out
+
+
+_SC = sk.SC
+
+
+@numba.njit(cache=True)
+def prefix_bound(slots, toff, tlen, wtsum, alpha, plen):
+    """Eq. 18 with SSimUB = 1: the best score of a message sharing only terms beyond the
+    prefix of each slot (-inf when the prefix is the whole term list)."""
+    out = np.empty(slots.shape[0])
+    for i in range(slots.shape[0]):
+        s = slots[i]
+        if plen[s] >= tlen[s]:
+            out[i] = -np.inf
+        else:
+            out[i] = alpha[s] * 1.0 + (1.0 - alpha[s]) * wtsum[toff[s] + plen[s]]
+    return out
+
+
+@numba.njit(cache=True)
+def unsafe_replicas(n, alive, k, tlen, blen, bstart, bf, plen, ub):
+    """Live slots whose kScore (score of the k-th buffered row; -inf with fewer rows) is not
+    safely above the bound ``ub`` of the terms beyond their routed prefix."""
+    out = np.empty(n, np.int64)
+    m = 0
+    for s in range(n):
+        if not alive[s] or plen[s] >= tlen[s]:
+            continue
+        if blen[s] < k[s]:
+            out[m] = s
+            m += 1
+            continue
+        ks = bf[bstart[s] + k[s] - 1, _SC]
+        if not (ub[s] < ks - EPS * (1.0 + abs(ks))):
+            out[m] = s
+            m += 1
+    return out[:m]
+
+
+def topk_with_seq(core: SkypeCore, slots: np.ndarray):
+    """(sub ids, k, offsets, msg ids, seqs, scores) of the top-k of ``slots``: the core's
+    buffers hold (score, seq) desc, so the first min(k, blen) rows; seqs order equal scores
+    when replicas' lists are merged."""
+    s, b = core.subs, core.buf
+    slots = np.asarray(slots, np.int64)
+    m = np.minimum(s.k[slots], b.blen[slots])
+    off = np.zeros(len(slots) + 1, np.int64)
+    np.cumsum(m, out=off[1:])
+    rows = np.repeat(b.bstart[slots], m) + (np.arange(off[-1]) - np.repeat(off[:-1], m))
+    return (s.ids[slots].copy(), s.k[slots].copy(), off, b.bi[rows, sk.ID].copy(),
+            b.bi[rows, sk.SEQ].copy(), b.bf[rows, sk.SC].copy())
+
+
+def _take_csr(off, rows, *cols):
+    lens = off[rows + 1] - off[rows]
+    new = np.zeros(len(rows) + 1, np.int64)
+    np.cumsum(lens, out=new[1:])
+    idx = np.repeat(off[rows], lens) + (np.arange(new[-1]) - np.repeat(new[:-1], lens))
+    return (new,) + tuple(c[idx] for c in cols)
+
+
+def _grow(a: np.ndarray, n: int, fill=0) -> np.ndarray:
+    if n <= len(a):
+        return a
+    b = np.full(max(n, 2 * len(a)), fill, a.dtype)
+    b[: len(a)] = a
+    return b

@@ -1,0 +1,790 @@
+"""Distribution mechanisms of DSkype (paper 7.3) and the two hybrids of 8.2.
+
+A policy decides which subscription partitions hold a subscription and which receive a
+message. It is fitted once from a sample of subscriptions and messages, then routes whole
+columnar batches: ``route_subscriptions`` and ``route_messages`` return a :class:`Routing`
+(CSR: the partitions of row ``i`` are ``parts[offsets[i]:offsets[i+1]]``, sorted, unique).
+
+Exactness rests on one property per policy:
+
+* hash (7.3.1), location (7.3.2): a subscription lives in exactly one partition and every
+  message goes to every partition.
+* keyword (7.3.3): term ``t`` belongs to exactly one partition (``term_parts``); a
+  subscription lives in the partitions of all its terms and a message goes to the
+  partitions of all its terms, so a message sharing a term with ``s`` meets a replica of ``s``.
+* prefix (7.3.4): as keyword, but a subscription lives only in the partitions of its loose
+  prefix ``pref(s) = s.psi[:p]`` (Definition 12, terms in term-id order = increasing
+  frequency). A message sharing only terms beyond the prefix has
+  ``Score <= alpha + (1 - alpha) * wtsum(s.psi[p:])`` (Eq. 18 with SSimUB = 1), so it cannot
+  reach the top-k while that bound is below kScore. Each replica checks this against its own
+  kScore (never above the global one) whenever its top-k changes (:func:`needed_prefix`);
+  when it fails, the prefix grows (lazy reallocation, never shrinks) and that replica is
+  re-evaluated, since messages it did not see may now matter (see
+  ``rankcast.actors.coordinator``).
+* spatial-first / keyword-first (8.2): location x prefix, partition ``c * l2 + g`` / ``g * l2 + c``.
+
+Terms that the fitting sample never saw (ids at or beyond ``v_fit``) are spread by
+``id mod partitions``: any fixed term -> partition map keeps the keyword argument valid.
+"""
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from typing import Any
+
+import numba
+import numpy as np
+
+from ..columns import MessageBatch, SubscriptionBatch
+from ..errors import InvalidInput
+from ..indexing.scoring import EPS, score
+
+__all__ = ["Routing", "Policy", "HashPolicy", "LocationPolicy", "KeywordPolicy", "PrefixPolicy",
+           "SpatialFirstPolicy", "KeywordFirstPolicy", "KDTree", "KeywordMap", "make_policy",
+           "prefix_lengths", "needed_prefix", "estimate_kscores"]
+
+
+# ----------------------------------------------------------------------------- routing CSR
+
+@dataclass
+class Routing:
+    """Row -> partitions, as CSR (``parts`` sorted and unique within a row)."""
+
+    offsets: np.ndarray   # int64[n + 1]
+    parts: np.ndarray     # int64[nnz]
+
+    def __len__(self) -> int:
+        return len(self.offsets) - 1
+
+    def counts(self) -> np.ndarray:
+        return np.diff(self.offsets)
+
+    def row(self, i: int) -> np.ndarray:
+        return self.parts[self.offsets[i]: self.offsets[i + 1]]
+
+    def rows_of(self, n_partitions: int) -> list[np.ndarray]:
+        """For each partition, the rows routed to it (ascending)."""
+        rows = np.repeat(np.arange(len(self), dtype=np.int64), self.counts())
+        order = np.argsort(self.parts, kind="stable")
+        cuts = np.cumsum(np.bincount(self.parts, minlength=n_partitions))[:-1]
+        return np.split(rows[order], cuts)
+
+    @staticmethod
+    def from_single(parts: np.ndarray) -> "Routing":
+        parts = np.asarray(parts, np.int64)
+        return Routing(np.arange(len(parts) + 1, dtype=np.int64), parts)
+
+    @staticmethod
+    def everywhere(n_rows: int, n_partitions: int) -> "Routing":
+        return Routing(np.arange(n_rows + 1, dtype=np.int64) * n_partitions,
+                       np.tile(np.arange(n_partitions, dtype=np.int64), n_rows))
+
+
+@numba.njit(cache=True)
+def _dedupe_rows(offsets, parts):
+    """Sort and deduplicate the partitions of every CSR row.
+
+    offsets: int64[n + 1]; parts: int64[nnz]. Returns (offsets, parts) of the cleaned CSR."""
+    n = offsets.shape[0] - 1
+    out_off = np.zeros(n + 1, np.int64)
+    out = np.empty(parts.shape[0], np.int64)
+    w = 0
+    for r in range(n):
+        a = offsets[r]
+        b = offsets[r + 1]
+        row = np.sort(parts[a:b])
+        last = -1
+        for i in range(row.shape[0]):
+            if i == 0 or row[i] != last:
+                out[w] = row[i]
+                w += 1
+                last = row[i]
+        out_off[r + 1] = w
+    return out_off, out[:w]
+
+
+@numba.njit(cache=True)
+def _take_prefix(offsets, term_ids, plen):
+    """The first ``plen[i]`` terms of every row, as CSR (offsets, term ids)."""
+    n = offsets.shape[0] - 1
+    out_off = np.zeros(n + 1, np.int64)
+    for r in range(n):
+        out_off[r + 1] = out_off[r] + min(plen[r], offsets[r + 1] - offsets[r])
+    out = np.empty(out_off[n], np.int64)
+    for r in range(n):
+        a = offsets[r]
+        for i in range(out_off[r + 1] - out_off[r]):
+            out[out_off[r] + i] = term_ids[a + i]
+    return out_off, out
+
+
+# ----------------------------------------------------------------------------- loose prefix
+
+@numba.njit(cache=True)
+def prefix_lengths(offsets, weights, alpha, tau):
+    """Length of the loose prefix (paper Definition 12) of every row for threshold ``tau``.
+
+    The smallest ``p >= 1`` with ``alpha + (1 - alpha) * wtsum(w[p:]) `` safely below
+    ``tau[i]`` (Eq. 18 with SSimUB = 1), or the row length. ``tau = +inf`` means "no threshold
+    known yet" and gives 1; ``-inf``/NaN give the whole row. wtsum is accumulated from the
+    end of the row, in the same order as :class:`~rankcast.indexing.subtable.SubTable`, so
+    a partition reaches the same bits. offsets int64[n+1], weights float64[nnz],
+    alpha float64[n], tau float64[n] -> int64[n]."""
+    n = offsets.shape[0] - 1
+    out = np.empty(n, np.int64)
+    for r in range(n):
+        a = offsets[r]
+        b = offsets[r + 1]
+        ln = b - a
+        t = tau[r]
+        if ln <= 1 or t == np.inf:
+            out[r] = min(ln, 1) if ln > 0 else 0
+            continue
+        if not (t > -np.inf):
+            out[r] = ln
+            continue
+        # suffix sums from the end: acc after adding w[j] = wtsum(w[j:])
+        p = ln
+        acc = 0.0
+        for j in range(b - 1, a, -1):      # candidate prefix length p = j - a
+            acc += weights[j]
+            ub = alpha[r] * 1.0 + (1.0 - alpha[r]) * acc
+            if ub < t - EPS * (1.0 + abs(t)):
+                p = j - a
+            else:
+                break
+        out[r] = p
+    return out
+
+
+@numba.njit(cache=True)
+def needed_prefix(slots, toff, tlen, wtsum, alpha, kscore, plen):
+    """The prefix length each replica needs for its current kScore (lazy reallocation test).
+
+    For subscription-table ``slots`` (toff/tlen/wtsum/alpha of
+    :class:`~rankcast.indexing.subtable.SubTable`), ``kscore[i]`` the score of the k-th row
+    of the replica's buffer (-inf when it holds fewer than k) and ``plen[i]`` the prefix the
+    replica is checked against: returns ``plen[i]`` when the terms beyond it cannot reach
+    kScore (their bound ``alpha + (1 - alpha) * wtsum`` is safely below it, Eq. 18), else the
+    smallest longer prefix that is safe, or the whole row. int64[n]."""
+    n = slots.shape[0]
+    out = np.empty(n, np.int64)
+    for i in range(n):
+        s = slots[i]
+        ln = tlen[s]
+        p = plen[i]
+        t = kscore[i]
+        a = alpha[s]
+        while p < ln:
+            ub = a * 1.0 + (1.0 - a) * wtsum[toff[s] + p]
+            if t > -np.inf and ub < t - EPS * (1.0 + abs(t)):
+                break
+            p += 1
+        out[i] = p
+    return out
+
+
+@numba.njit(cache=True)
+def _kth_scores(s_x, s_y, s_alpha, s_off, s_terms, s_w, rank,
+                m_x, m_y, m_off, m_terms, m_w, post_off, post_msg, max_dist):
+    """The ``rank[i]``-th best score of subscription ``i`` over a message sample (-inf when
+    fewer messages share a term). post_off/post_msg: inverted lists of the sample by term."""
+    n = s_off.shape[0] - 1
+    nm = m_off.shape[0] - 1
+    out = np.full(n, -np.inf)
+    seen = np.full(nm, -1, np.int64)
+    buf = np.empty(nm, np.float64)
+    for r in range(n):
+        cnt = 0
+        for i in range(s_off[r], s_off[r + 1]):
+            t = s_terms[i]
+            if t + 1 >= post_off.shape[0]:
+                continue
+            for j in range(post_off[t], post_off[t + 1]):
+                m = post_msg[j]
+                if seen[m] == r:
+                    continue
+                seen[m] = r
+                buf[cnt] = score(s_x[r], s_y[r], s_alpha[r], s_terms[s_off[r]:s_off[r + 1]],
+                                 s_w[s_off[r]:s_off[r + 1]], m_x[m], m_y[m],
+                                 m_terms[m_off[m]:m_off[m + 1]], m_w[m_off[m]:m_off[m + 1]],
+                                 max_dist)
+                cnt += 1
+        k = rank[r]
+        if cnt >= k:
+            srt = np.sort(buf[:cnt])
+            out[r] = srt[cnt - k]
+    return out
+
+
+def estimate_kscores(subs: SubscriptionBatch, msgs: MessageBatch, max_dist: float,
+                     window: int) -> np.ndarray:
+    """kScore of each sampled subscription estimated over a message sample: the
+    ``ceil(k * |sample| / window)``-th best score (-inf when too few messages match).
+    Only steers the balance of the prefix partition; routing stays exact regardless."""
+    if len(subs) == 0:
+        return np.zeros(0)
+    if len(msgs) == 0:
+        return np.full(len(subs), -np.inf)
+    rank = np.maximum(1, np.ceil(subs.k * len(msgs) / max(window, 1))).astype(np.int64)
+    v = int(max(subs.term_ids.max(initial=-1), msgs.term_ids.max(initial=-1))) + 1
+    rows = np.repeat(np.arange(len(msgs), dtype=np.int64), np.diff(msgs.offsets))
+    order = np.argsort(msgs.term_ids, kind="stable")
+    post_msg = rows[order]
+    post_off = np.zeros(v + 1, np.int64)
+    np.cumsum(np.bincount(msgs.term_ids, minlength=v), out=post_off[1:])
+    return _kth_scores(subs.x, subs.y, subs.alpha, subs.offsets, subs.term_ids, subs.weights, rank,
+                       msgs.x, msgs.y, msgs.offsets, msgs.term_ids, msgs.weights,
+                       post_off, post_msg, float(max_dist))
+
+
+# ----------------------------------------------------------------------------- KD partition
+
+@numba.njit(cache=True)
+def _kd_route(x, y, dim, val, left, right, part):
+    """Leaf partition of every point of a KD partition (Algorithm 3's leaves)."""
+    n = x.shape[0]
+    out = np.empty(n, np.int64)
+    for i in range(n):
+        node = 0
+        while part[node] < 0:
+            c = x[i] if dim[node] == 0 else y[i]
+            node = left[node] if c <= val[node] else right[node]
+        out[i] = part[node]
+    return out
+
+
+@dataclass
+class KDTree:
+    """Cost-based KD partition of the plane (paper Algorithm 3), as flat node arrays."""
+
+    dim: np.ndarray     # int64[nodes]: 0 split by x, 1 by y
+    val: np.ndarray     # float64[nodes]: points with coordinate <= val go left
+    left: np.ndarray    # int64[nodes]
+    right: np.ndarray   # int64[nodes]
+    part: np.ndarray    # int64[nodes]: leaf partition, -1 for an inner node
+    cell: np.ndarray    # float64[nodes, 4]: the node's rectangle (xmin, ymin, xmax, ymax)
+
+    @property
+    def n_leaves(self) -> int:
+        return int((self.part >= 0).sum())
+
+    def route(self, x: np.ndarray, y: np.ndarray) -> np.ndarray:
+        return _kd_route(np.asarray(x, np.float64), np.asarray(y, np.float64), self.dim, self.val,
+                         self.left, self.right, self.part)
+
+    @staticmethod
+    def build(bounds, n_leaves: int, sx, sy, mx, my, first_part: int = 0) -> "KDTree":
+        """Algorithm 3 for ``n_leaves`` leaves (any count: a node with ``n`` leaves gives
+        ``n // 2`` to the left child and the rest to the right, and the split balances the
+        per-leaf cost ``C(nd) / leaves``; for powers of two this is the paper's rule)."""
+        nodes: list[list] = []
+
+        def new(dim=0, val=0.0, part=-1, cell=None):
+            nodes.append([dim, val, -1, -1, part, cell])
+            return len(nodes) - 1
+
+        def rec(sxy, mxy, n, depth, cell, next_part):
+            if n == 1:
+                return new(part=next_part, cell=cell), next_part + 1
+            axis = depth % 2
+            v = _best_split(sxy[axis], mxy[axis], n // 2, n - n // 2, cell, axis)
+            me = new(dim=axis, val=v, cell=cell)
+            lc = list(cell)
+            rc = list(cell)
+            lc[2 + axis] = min(max(v, cell[axis]), cell[2 + axis])
+            rc[axis] = lc[2 + axis]
+            ls, rs = sxy[axis] <= v, sxy[axis] > v
+            lm, rm = mxy[axis] <= v, mxy[axis] > v
+            l, next_part = rec((sxy[0][ls], sxy[1][ls]), (mxy[0][lm], mxy[1][lm]), n // 2,
+                               depth + 1, tuple(lc), next_part)
+            r, next_part = rec((sxy[0][rs], sxy[1][rs]), (mxy[0][rm], mxy[1][rm]), n - n // 2,
+                               depth + 1, tuple(rc), next_part)
+            nodes[me][2] = l
+            nodes[me][3] = r
+            return me, next_part
+
+        f = lambda a: np.asarray(a, np.float64)
+        rec((f(sx), f(sy)), (f(mx), f(my)), int(n_leaves), 0, tuple(float(b) for b in bounds),
+            first_part)
+        return KDTree(np.array([n[0] for n in nodes], np.int64),
+                      np.array([n[1] for n in nodes], np.float64),
+                      np.array([n[2] for n in nodes], np.int64),
+                      np.array([n[3] for n in nodes], np.int64),
+                      np.array([n[4] for n in nodes], np.int64),
+                      np.array([n[5] for n in nodes], np.float64).reshape(-1, 4))
+
+    def split_leaf(self, part: int, new_part: int, sx, sy, mx, my) -> "KDTree":
+        """Split the leaf of ``part`` in two by Algorithm 3's rule (load monitoring, 7.4):
+        points of the leaf with coordinate above the split go to ``new_part``."""
+        leaf = int(np.flatnonzero(self.part == part)[0])
+        depth = self._depth(leaf)
+        cell = tuple(self.cell[leaf])
+        axis = depth % 2
+        sxy = (np.asarray(sx, np.float64), np.asarray(sy, np.float64))
+        mxy = (np.asarray(mx, np.float64), np.asarray(my, np.float64))
+        v = _best_split(sxy[axis], mxy[axis], 1, 1, cell, axis)
+        lc, rc = list(cell), list(cell)
+        lc[2 + axis] = min(max(v, cell[axis]), cell[2 + axis])
+        rc[axis] = lc[2 + axis]
+        n = len(self.part)
+        dim = np.append(self.dim, [0, 0])
+        val = np.append(self.val, [0.0, 0.0])
+        left = np.append(self.left, [-1, -1])
+        right = np.append(self.right, [-1, -1])
+        prt = np.append(self.part, [part, new_part])
+        cells = np.vstack([self.cell, [lc, rc]])
+        dim[leaf], val[leaf], left[leaf], right[leaf], prt[leaf] = axis, v, n, n + 1, -1
+        return KDTree(dim, val, left, right, prt, cells)
+
+    def _depth(self, node: int) -> int:
+        parent = {int(c): i for i in range(len(self.part)) for c in (self.left[i], self.right[i])
+                  if c >= 0}
+        d = 0
+        while node in parent:
+            node = parent[node]
+            d += 1
+        return d
+
+
+def _best_split(s: np.ndarray, m: np.ndarray, n1: int, n2: int, cell, axis: int) -> float:
+    """Split value minimising |C(nd1)/n1 - C(nd2)/n2| with C = N x p (paper Eq. 15),
+    chosen among the subscription coordinates; ties favour the more even subscription count.
+    Without subscriptions in the node, the middle of the cell."""
+    if len(s) == 0:
+        return 0.5 * (cell[axis] + cell[2 + axis])
+    ss = np.sort(s)
+    cand = np.unique(ss)
+    if len(cand) > 1:                   # putting every point left leaves an empty child
+        cand = cand[:-1]
+    n_left = np.searchsorted(ss, cand, side="right").astype(np.float64)
+    n_right = len(ss) - n_left
+    if len(m):
+        ms = np.sort(m)
+        p_left = np.searchsorted(ms, cand, side="right").astype(np.float64)
+        p_right = len(ms) - p_left
+    else:                               # no message sample: balance subscription counts
+        p_left = p_right = np.ones(len(cand))
+    diff = np.abs(n_left * p_left / n1 - n_right * p_right / n2)
+    even = np.abs(n_left / n1 - n_right / n2)
+    best = np.lexsort((even, diff))[0]
+    return float(cand[best])
+
+
+# ----------------------------------------------------------------------------- keyword ranges
+
+@numba.njit(cache=True)
+def _row_min_max_in(offsets, terms, lo, hi):
+    """Smallest and largest term of every row inside [lo, hi) (-1 when none)."""
+    n = offsets.shape[0] - 1
+    mn = np.full(n, -1, np.int64)
+    mx = np.full(n, -1, np.int64)
+    for r in range(n):
+        for i in range(offsets[r], offsets[r + 1]):
+            t = terms[i]
+            if lo <= t < hi:
+                if mn[r] < 0 or t < mn[r]:
+                    mn[r] = t
+                if t > mx[r]:
+                    mx[r] = t
+    return mn, mx
+
+
+@numba.njit(cache=True)
+def _term_parts(terms, bounds, v_fit, n_parts, base):
+    """Partition of every term: its range in ``bounds`` below ``v_fit``, else id mod n."""
+    out = np.empty(terms.shape[0], np.int64)
+    for i in range(terms.shape[0]):
+        t = terms[i]
+        if t < v_fit:
+            out[i] = base + np.searchsorted(bounds, t, side="right") - 1
+        else:
+            out[i] = base + t % n_parts
+    return out
+
+
+@dataclass
+class KeywordMap:
+    """Term -> partition: consecutive term-id ranges ``[bounds[i], bounds[i+1])`` (Algorithm 4)
+    for ids below ``v_fit``; ``id mod n`` beyond."""
+
+    bounds: np.ndarray   # int64[n + 1], bounds[0] = 0, bounds[n] = v_fit
+    v_fit: int
+
+    @property
+    def n(self) -> int:
+        return len(self.bounds) - 1
+
+    def parts(self, term_ids: np.ndarray, base: int = 0) -> np.ndarray:
+        return _term_parts(np.asarray(term_ids, np.int64), self.bounds, self.v_fit, self.n, base)
+
+    @staticmethod
+    def build(n_parts: int, s_off, s_terms, m_off, m_terms, v_fit: int) -> "KeywordMap":
+        """Algorithm 4: recursive split of [0, v_fit) at the keyword minimising
+        |C(W1)/n1 - C(W2)/n2| with C(W) = N(W) x p(W) (Eq. 16); the leaves' costs are
+        then reported by :func:`keyword_variance` (Eq. 17)."""
+        cuts: list[int] = []
+
+        def rec(lo, hi, n):
+            if n == 1:
+                return
+            n1, n2 = n // 2, n - n // 2
+            w = _best_keyword(s_off, s_terms, m_off, m_terms, lo, hi, n1, n2)
+            cuts.append(w + 1)
+            rec(lo, w + 1, n1)
+            rec(w + 1, hi, n2)
+
+        v_fit = max(int(v_fit), 1)
+        rec(0, v_fit, int(n_parts))
+        return KeywordMap(np.array([0] + sorted(cuts) + [v_fit], np.int64), v_fit)
+
+    def costs(self, s_off, s_terms, m_off, m_terms) -> np.ndarray:
+        """C(W_i) = N(W_i) x p(W_i) of every range over a sample (Eq. 16)."""
+        out = np.zeros(self.n)
+        nm = max(len(m_off) - 1, 1)
+        for i in range(self.n):
+            lo, hi = int(self.bounds[i]), int(self.bounds[i + 1])
+            sm, _ = _row_min_max_in(s_off, s_terms, lo, hi)
+            mm, _ = _row_min_max_in(m_off, m_terms, lo, hi)
+            out[i] = (sm >= 0).sum() * (mm >= 0).sum() / nm
+        return out
+
+
+def keyword_variance(costs: np.ndarray) -> float:
+    """Var of the partition costs (paper Eq. 17)."""
+    return float(np.mean((costs - costs.mean()) ** 2)) if len(costs) else 0.0
+
+
+def _best_keyword(s_off, s_terms, m_off, m_terms, lo, hi, n1, n2) -> int:
+    """Splitting keyword w of [lo, hi): W1 = [lo, w], W2 = (w, hi) (Algorithm 4, line 2)."""
+    if hi - lo <= 1:
+        return lo
+    width = hi - lo
+    smin, smax = _row_min_max_in(s_off, s_terms, lo, hi)
+    mmin, mmax = _row_min_max_in(m_off, m_terms, lo, hi)
+
+    def left_right(mn, mx):
+        has = mn >= 0
+        left = np.cumsum(np.bincount(mn[has] - lo, minlength=width)).astype(np.float64)
+        right = has.sum() - np.cumsum(np.bincount(mx[has] - lo, minlength=width)).astype(np.float64)
+        return left[:-1], right[:-1]     # w ranges over [lo, hi - 1): both sides non-empty
+
+    n_left, n_right = left_right(smin, smax)
+    if len(m_off) > 1 and (mmin >= 0).any():
+        p_left, p_right = left_right(mmin, mmax)
+    else:
+        p_left = p_right = np.ones(width - 1)
+    if len(s_off) <= 1 or not (smin >= 0).any():   # nothing to balance: halve the range
+        n_left = n_right = np.ones(width - 1)
+        p_left = np.arange(1, width, dtype=np.float64)
+        p_right = width - p_left
+    diff = np.abs(n_left * p_left / n1 - n_right * p_right / n2)
+    mid = np.abs(np.arange(width - 1) - (width - 1) * n1 / (n1 + n2))
+    return int(lo + np.lexsort((mid, diff))[0])
+
+
+# ----------------------------------------------------------------------------- policies
+
+class Policy:
+    """Base of the distribution mechanisms. ``prefix`` policies route subscriptions by a
+    loose prefix whose length the caller passes (``plen``); the others ignore it."""
+
+    name = "?"
+    prefix = False       # routes by a threshold-dependent prefix (may reallocate)
+    replicates = False   # a subscription may live in several partitions
+
+    def __init__(self, n_partitions: int, bounds, max_dist: float, window: int = 100_000,
+                 options: dict | None = None):
+        if isinstance(n_partitions, bool) or not isinstance(n_partitions, (int, np.integer)) \
+                or n_partitions < 1:
+            raise InvalidInput(f"policy: partitions must be an integer >= 1, got {n_partitions!r}")
+        self.n_partitions = int(n_partitions)
+        self.bounds = tuple(float(b) for b in bounds)
+        self.max_dist = float(max_dist)
+        self.window = int(window)
+        self.options = dict(options or {})
+        self.fitted = False
+
+    # -- to override
+    def fit(self, subs: SubscriptionBatch | None = None, msgs: MessageBatch | None = None) -> "Policy":
+        self.fitted = True
+        return self
+
+    def route_subscriptions(self, subs: SubscriptionBatch, plen: np.ndarray | None = None) -> Routing:
+        raise NotImplementedError
+
+    def route_messages(self, msgs: MessageBatch) -> Routing:
+        return Routing.everywhere(len(msgs), self.n_partitions)
+
+    # -- shared
+    def initial_prefix(self, subs: SubscriptionBatch) -> np.ndarray:
+        """Prefix length a new subscription is routed with before its threshold is known:
+        one term for prefix policies (reallocation grows it), every term otherwise."""
+        lens = np.diff(subs.offsets)
+        return np.minimum(lens, 1) if self.prefix else lens
+
+    def describe(self) -> dict[str, Any]:
+        return {"policy": self.name, "partitions": self.n_partitions}
+
+
+def _empty_sample_subs() -> SubscriptionBatch:
+    return SubscriptionBatch.empty()
+
+
+class HashPolicy(Policy):
+    """Paper 7.3.1: h(s) = s.id mod N_sb (Eq. 14); every message to every partition."""
+
+    name = "hash"
+
+    def route_subscriptions(self, subs, plen=None):
+        return Routing.from_single(np.mod(subs.ids, self.n_partitions))
+
+
+class LocationPolicy(Policy):
+    """Paper 7.3.2: the leaves of the cost-based KD partition (Algorithm 3) are the partitions;
+    a subscription goes to the leaf holding its location, a message everywhere."""
+
+    name = "location"
+
+    def fit(self, subs=None, msgs=None):
+        subs = subs if subs is not None else _empty_sample_subs()
+        msgs = msgs if msgs is not None else MessageBatch.empty()
+        self.tree = KDTree.build(self.bounds, self.n_partitions, subs.x, subs.y, msgs.x, msgs.y)
+        self.fitted = True
+        return self
+
+    def route_subscriptions(self, subs, plen=None):
+        return Routing.from_single(self.tree.route(subs.x, subs.y))
+
+    def split(self, part: int, subs: SubscriptionBatch, msgs: MessageBatch) -> int:
+        """Load monitoring (7.4): split the leaf of ``part``; returns the new partition index.
+        ``subs``/``msgs`` sample the leaf's subscriptions and the message stream."""
+        new_part = self.n_partitions
+        self.tree = self.tree.split_leaf(part, new_part, subs.x, subs.y, msgs.x, msgs.y)
+        self.n_partitions += 1
+        return new_part
+
+    def describe(self):
+        return {**super().describe(), "leaves": self.tree.cell[self.tree.part >= 0].tolist()}
+
+
+class KeywordPolicy(Policy):
+    """Paper 7.3.3: consecutive term-id ranges from Algorithm 4; a subscription lives in the
+    partitions of all its terms, a message goes to the partitions of its terms."""
+
+    name = "keyword"
+    replicates = True
+
+    def _routing_terms(self, subs, plen):
+        if plen is None:
+            return subs.offsets, subs.term_ids
+        return _take_prefix(subs.offsets, subs.term_ids, np.asarray(plen, np.int64))
+
+    def _sample_terms(self, subs, msgs):
+        """Routing terms of the sampled subscriptions (all terms for keyword)."""
+        return subs.offsets, subs.term_ids
+
+    def fit(self, subs=None, msgs=None):
+        subs = subs if subs is not None else _empty_sample_subs()
+        msgs = msgs if msgs is not None else MessageBatch.empty()
+        s_off, s_terms = self._sample_terms(subs, msgs)
+        v_fit = int(max(subs.term_ids.max(initial=-1), msgs.term_ids.max(initial=-1))) + 1
+        v_fit = max(v_fit, int(self.options.get("v_fit", 0)))
+        self.kmap = KeywordMap.build(self.n_partitions, s_off, s_terms, msgs.offsets,
+                                     msgs.term_ids, v_fit)
+        self.sample_costs = self.kmap.costs(s_off, s_terms, msgs.offsets, msgs.term_ids)
+        self.fitted = True
+        return self
+
+    def _route_terms(self, off, terms):
+        return Routing(*_dedupe_rows(off, self.kmap.parts(terms)))
+
+    def route_subscriptions(self, subs, plen=None):
+        off, terms = self._routing_terms(subs, plen)
+        return self._route_terms(off, terms)
+
+    def route_messages(self, msgs):
+        return self._route_terms(msgs.offsets, msgs.term_ids)
+
+    def rebalance(self, subs: SubscriptionBatch, msgs: MessageBatch,
+                  plen: np.ndarray | None = None) -> "KeywordMap":
+        """Load monitoring (7.4): refit the ranges on a fresh sample (current subscriptions with
+        their current prefixes, recent messages). Returns the previous map."""
+        old = self.kmap
+        off, terms = self._routing_terms(subs, plen)
+        v_fit = max(int(max(subs.term_ids.max(initial=-1), msgs.term_ids.max(initial=-1))) + 1,
+                    old.v_fit)
+        self.kmap = KeywordMap.build(self.n_partitions, off, terms, msgs.offsets, msgs.term_ids, v_fit)
+        self.sample_costs = self.kmap.costs(off, terms, msgs.offsets, msgs.term_ids)
+        return old
+
+    def describe(self):
+        return {**super().describe(), "ranges": self.kmap.bounds.tolist(),
+                "sample_costs": self.sample_costs.tolist(),
+                "variance": keyword_variance(self.sample_costs)}
+
+
+class PrefixPolicy(KeywordPolicy):
+    """Paper 7.3.4: as keyword, but a subscription lives only in the partitions of its loose
+    prefix; the ranges are fitted with the prefixes of the sample (kScores estimated on the
+    message sample)."""
+
+    name = "prefix"
+    prefix = True
+
+    def _sample_terms(self, subs, msgs):
+        tau = estimate_kscores(subs, msgs, self.max_dist, self.window)
+        self.sample_plen = prefix_lengths(subs.offsets, subs.weights, subs.alpha, tau)
+        return _take_prefix(subs.offsets, subs.term_ids, self.sample_plen)
+
+    def route_subscriptions(self, subs, plen=None):
+        if plen is None:
+            plen = self.initial_prefix(subs)
+        return super().route_subscriptions(subs, plen)
+
+
+class SpatialFirstPolicy(Policy):
+    """Paper 8.2 hybrid: ``l1`` KD cells (Algorithm 3), each split into ``l2`` prefix ranges
+    (Algorithm 4 on the cell's subscriptions). Partition ``cell * l2 + group``. A message goes
+    to every cell, within a cell to the groups of its terms."""
+
+    name = "spatial-first"
+    prefix = True
+    replicates = True
+
+    def __init__(self, n_partitions, bounds, max_dist, window=100_000, options=None):
+        super().__init__(n_partitions, bounds, max_dist, window, options)
+        self.l1, self.l2 = _levels(self.n_partitions, self.options)
+
+    def fit(self, subs=None, msgs=None):
+        subs = subs if subs is not None else _empty_sample_subs()
+        msgs = msgs if msgs is not None else MessageBatch.empty()
+        self.tree = KDTree.build(self.bounds, self.l1, subs.x, subs.y, msgs.x, msgs.y)
+        tau = estimate_kscores(subs, msgs, self.max_dist, self.window)
+        plen = prefix_lengths(subs.offsets, subs.weights, subs.alpha, tau)
+        cell = self.tree.route(subs.x, subs.y)
+        v_fit = int(max(subs.term_ids.max(initial=-1), msgs.term_ids.max(initial=-1))) + 1
+        self.kmaps = []
+        for c in range(self.l1):
+            sc = subs.take(cell == c)
+            off, terms = _take_prefix(sc.offsets, sc.term_ids, plen[cell == c])
+            self.kmaps.append(KeywordMap.build(self.l2, off, terms, msgs.offsets, msgs.term_ids, v_fit))
+        self.fitted = True
+        return self
+
+    def route_subscriptions(self, subs, plen=None):
+        if plen is None:
+            plen = self.initial_prefix(subs)
+        off, terms = _take_prefix(subs.offsets, subs.term_ids, np.asarray(plen, np.int64))
+        cell = self.tree.route(subs.x, subs.y)
+        parts = np.empty(len(terms), np.int64)
+        row_cell = np.repeat(cell, np.diff(off))
+        for c in range(self.l1):
+            sel = row_cell == c
+            if sel.any():
+                parts[sel] = self.kmaps[c].parts(terms[sel], base=c * self.l2)
+        return Routing(*_dedupe_rows(off, parts))
+
+    def route_messages(self, msgs):
+        lens = np.diff(msgs.offsets)
+        per_cell = [self.kmaps[c].parts(msgs.term_ids, base=c * self.l2) for c in range(self.l1)]
+        # row r's terms repeated for every cell, then deduplicated
+        stacked = np.stack(per_cell, axis=0) if per_cell else np.zeros((0, 0), np.int64)
+        off = np.zeros(len(msgs) + 1, np.int64)
+        np.cumsum(lens * self.l1, out=off[1:])
+        parts = np.empty(off[-1], np.int64)
+        if len(parts):
+            row = np.repeat(np.arange(len(msgs)), lens)
+            within = np.arange(len(msgs.term_ids)) - np.repeat(msgs.offsets[:-1], lens)
+            for c in range(self.l1):
+                parts[off[row] + c * lens[row] + within] = stacked[c]
+        return Routing(*_dedupe_rows(off, parts))
+
+    def describe(self):
+        return {**super().describe(), "l1": self.l1, "l2": self.l2}
+
+
+class KeywordFirstPolicy(Policy):
+    """Paper 8.2 hybrid: ``l1`` prefix ranges (Algorithm 4), each split into ``l2`` KD cells
+    (Algorithm 3 on the group's subscriptions). Partition ``group * l2 + cell``. A message goes
+    to every cell of the groups of its terms."""
+
+    name = "keyword-first"
+    prefix = True
+    replicates = True
+
+    def __init__(self, n_partitions, bounds, max_dist, window=100_000, options=None):
+        super().__init__(n_partitions, bounds, max_dist, window, options)
+        self.l1, self.l2 = _levels(self.n_partitions, self.options)
+
+    def fit(self, subs=None, msgs=None):
+        subs = subs if subs is not None else _empty_sample_subs()
+        msgs = msgs if msgs is not None else MessageBatch.empty()
+        tau = estimate_kscores(subs, msgs, self.max_dist, self.window)
+        plen = prefix_lengths(subs.offsets, subs.weights, subs.alpha, tau)
+        off, terms = _take_prefix(subs.offsets, subs.term_ids, plen)
+        v_fit = int(max(subs.term_ids.max(initial=-1), msgs.term_ids.max(initial=-1))) + 1
+        self.kmap = KeywordMap.build(self.l1, off, terms, msgs.offsets, msgs.term_ids, v_fit)
+        s_groups = Routing(*_dedupe_rows(off, self.kmap.parts(terms)))
+        m_groups = Routing(*_dedupe_rows(msgs.offsets, self.kmap.parts(msgs.term_ids)))
+        s_rows, m_rows = s_groups.rows_of(self.l1), m_groups.rows_of(self.l1)
+        self.trees = [KDTree.build(self.bounds, self.l2, subs.x[s_rows[g]], subs.y[s_rows[g]],
+                                   msgs.x[m_rows[g]], msgs.y[m_rows[g]]) for g in range(self.l1)]
+        self.fitted = True
+        return self
+
+    def route_subscriptions(self, subs, plen=None):
+        if plen is None:
+            plen = self.initial_prefix(subs)
+        off, terms = _take_prefix(subs.offsets, subs.term_ids, np.asarray(plen, np.int64))
+        groups = Routing(*_dedupe_rows(off, self.kmap.parts(terms)))
+        row = np.repeat(np.arange(len(subs)), groups.counts())
+        cells = np.empty(len(groups.parts), np.int64)
+        for g in range(self.l1):
+            sel = groups.parts == g
+            if sel.any():
+                cells[sel] = self.trees[g].route(subs.x[row[sel]], subs.y[row[sel]])
+        return Routing(groups.offsets, groups.parts * self.l2 + cells)
+
+    def route_messages(self, msgs):
+        groups = Routing(*_dedupe_rows(msgs.offsets, self.kmap.parts(msgs.term_ids)))
+        cnt = groups.counts() * self.l2
+        off = np.zeros(len(msgs) + 1, np.int64)
+        np.cumsum(cnt, out=off[1:])
+        parts = (np.repeat(groups.parts, self.l2) * self.l2
+                 + np.tile(np.arange(self.l2, dtype=np.int64), len(groups.parts)))
+        return Routing(off, parts)
+
+    def describe(self):
+        return {**super().describe(), "l1": self.l1, "l2": self.l2, "ranges": self.kmap.bounds.tolist()}
+
+
+def _levels(n: int, options: dict) -> tuple[int, int]:
+    l1 = options.get("l1")
+    l2 = options.get("l2")
+    if l1 is None and l2 is None:
+        l1 = 1 << (int(math.log2(n)) // 2) if n > 1 else 1
+        while n % l1:
+            l1 -= 1
+    if l1 is None:
+        l1 = n // int(l2)
+    l1 = int(l1)
+    l2 = n // l1 if l2 is None else int(l2)
+    if l1 < 1 or l2 < 1 or l1 * l2 != n:
+        raise InvalidInput(f"ClusterConfig: field 'options': hybrid levels l1={l1} x l2={l2} "
+                           f"must multiply to partitions={n}")
+    return l1, l2
+
+
+_POLICIES = {p.name: p for p in (HashPolicy, LocationPolicy, KeywordPolicy, PrefixPolicy,
+                                 SpatialFirstPolicy, KeywordFirstPolicy)}
+
+
+def make_policy(name: str, n_partitions: int, bounds, max_dist: float, window: int = 100_000,
+                options: dict | None = None) -> Policy:
+    """The policy called ``name`` (one of ``rankcast.config.POLICIES``), unfitted."""
+    try:
+        cls = _POLICIES[name]
+    except KeyError:
+        raise InvalidInput(f"ClusterConfig: field 'policy': unknown policy {name!r}") from None
+    return cls(n_partitions, bounds, max_dist, window, options)

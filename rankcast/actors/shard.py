@@ -1,0 +1,81 @@
+"""WindowShard: one share of the sliding window with its message index (DSkype message bolt).
+
+Each message lives in exactly one shard (``id mod shards``). A shard applies the steps in
+order (step numbers are checked) and answers re-evaluation questions "as of position b":
+the top-K messages with ``after_seq < seq <= b``. Partitions ask only once the shard holds
+step b (the dispatcher passes the shard's append result as an argument of the partition's
+step), and a shard keeps messages ``retain_steps`` steps past their expiry so that a
+partition that lags behind by up to the in-flight bound still gets a complete answer. A
+question older than that raises instead of answering wrongly.
+"""
+from __future__ import annotations
+
+from collections import deque
+
+import numpy as np
+
+from ..columns import MessageBatch, SubscriptionBatch
+from ..config import EngineConfig
+from ..indexing.window import CandidateLists, MessageWindow
+from .metrics import RoleMetrics
+
+__all__ = ["WindowShard"]
+
+
+class WindowShard:
+    def __init__(self, cfg: EngineConfig, index: int, retain_steps: int, cluster: str = "rankcast",
+                 export_metrics: bool = True, delay: float = 0.0, seed: int = 0):
+        self.cfg = cfg
+        self.index = index
+        self.window = MessageWindow(cfg)
+        self.retain_steps = int(retain_steps)
+        self.step = 0                   # last step applied
+        self.expired = -1               # every seq <= expired has been dropped here
+        self.history: deque[tuple[int, int]] = deque()   # (step, expire_upto at its end)
+        self.metrics = RoleMetrics("shard", index, cluster, export_metrics)
+        self._delay = float(delay)
+        self._rng = np.random.default_rng(seed + 7919 * index)
+
+    def _jitter(self):
+        if self._delay:
+            import time
+            time.sleep(self._rng.random() * self._delay)
+
+    def append(self, step: int, payload, exp_end: int) -> int:
+        """Apply step ``step``: its messages for this shard (or None) and the watermark."""
+        self._jitter()
+        with self.metrics.busy():
+            if step != self.step + 1:
+                raise RuntimeError(f"window shard {self.index}: step {step} after {self.step}")
+            if payload is not None:
+                msgs, seqs = payload
+                self.window.append(msgs, seqs, None)
+                self.metrics.inc("messages", len(msgs))
+            self.step = step
+            self.history.append((step, int(exp_end)))
+            # keep what a lagging partition may still ask about
+            while self.history and self.history[0][0] <= step - self.retain_steps:
+                _, e = self.history.popleft()
+                if e > self.expired:
+                    self.window.expire(e)
+                    self.expired = e
+            self.metrics.set("window", len(self.window))
+        return step
+
+    def search(self, step: int, subs: SubscriptionBatch, K: np.ndarray, after_seq: int,
+               upto_seq: int) -> CandidateLists:
+        """Top-K[i] messages of this shard with after_seq < seq <= upto_seq (as of ``step``)."""
+        self._jitter()
+        with self.metrics.busy():
+            if step > self.step:
+                raise RuntimeError(f"window shard {self.index}: asked as of step {step}, holds {self.step}")
+            if after_seq < self.expired:
+                raise RuntimeError(f"window shard {self.index}: question after seq {after_seq} but "
+                                   f"messages up to {self.expired} are gone (retain_steps too small)")
+            self.metrics.inc("searches", len(subs))
+            return self.window.search(subs, K, after_seq=after_seq, upto_seq=upto_seq)
+
+    def stats(self) -> dict:
+        out = self.metrics.snapshot()
+        out.update(index=self.index, step=self.step, held=len(self.window), expired_upto=self.expired)
+        return out

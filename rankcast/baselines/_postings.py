@@ -1,0 +1,69 @@
+"""Posting lists over the live subscriptions of a SubTable, shared by the baselines.
+
+The baselines rebuild their lists from the table when subscriptions come or go (a
+counting sort, linear in the number of terms): they are measured on dissemination, not on
+online index maintenance, which is IGPT's subject (paper 5.5).
+"""
+from __future__ import annotations
+
+import numba
+import numpy as np
+
+from ..indexing.subtable import SubTable
+
+__all__ = ["term_postings", "grow", "n_terms_of"]
+
+
+@numba.njit(cache=True)
+def _term_postings(live, toff, tlen, terms, n_terms):
+    """Per-term posting lists (CSR) of the subscriptions in ``live``.
+
+    live: int64[n] slots in increasing order; toff/tlen/terms: the SubTable pool;
+    n_terms: one more than the largest term id. Returns (off int64[n_terms + 1],
+    slot int64[nnz], pos int64[nnz]) with ``pos`` the term's position inside the
+    subscription; each list is in increasing slot order."""
+    off = np.zeros(n_terms + 1, np.int64)
+    for q in range(live.shape[0]):
+        s = live[q]
+        for p in range(tlen[s]):
+            off[terms[toff[s] + p] + 1] += 1
+    for t in range(n_terms):
+        off[t + 1] += off[t]
+    fill = off[:-1].copy()
+    nnz = off[n_terms]
+    slot = np.empty(nnz, np.int64)
+    pos = np.empty(nnz, np.int64)
+    for q in range(live.shape[0]):
+        s = live[q]
+        for p in range(tlen[s]):
+            t = terms[toff[s] + p]
+            e = fill[t]
+            slot[e] = s
+            pos[e] = p
+            fill[t] = e + 1
+    return off, slot, pos
+
+
+def n_terms_of(subs: SubTable) -> int:
+    """One more than the largest term id of a live subscription (0 when none)."""
+    live = subs.live_slots()
+    if len(live) == 0:
+        return 0
+    lens = subs.tlen[live]
+    ends = subs.toff[live] + lens - 1            # terms are sorted: the last is the largest
+    return int(subs.terms[ends[lens > 0]].max(initial=-1)) + 1
+
+
+def term_postings(subs: SubTable):
+    """(off, slot, pos) per-term posting lists of the live subscriptions of ``subs``."""
+    live = subs.live_slots().astype(np.int64)
+    return _term_postings(live, subs.toff, subs.tlen, subs.terms, n_terms_of(subs))
+
+
+def grow(arr: np.ndarray, n: int, fill=0) -> np.ndarray:
+    """``arr`` with room for at least ``n`` items (doubling), new items set to ``fill``."""
+    if n <= len(arr):
+        return arr
+    new = np.full(max(n, 2 * len(arr), 16), fill, dtype=arr.dtype)
+    new[: len(arr)] = arr
+    return new

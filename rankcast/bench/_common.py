@@ -1,0 +1,173 @@
+"""Shared pieces of the benchmarks: workloads as encoded batches, peak memory, output."""
+from __future__ import annotations
+
+import json
+import os
+import resource
+import sys
+import time
+from pathlib import Path
+from typing import Iterator
+
+import numpy as np
+
+from ..columns import Encoder, MessageBatch, SubscriptionBatch
+from ..text import Vocabulary
+
+__all__ = ["Workload", "build_workload", "save_workload", "load_workload", "peak_rss_mb",
+           "reset_peak_rss", "chunks", "write_json", "Timer", "progress"]
+
+
+class Workload:
+    """A dataset encoded once: bounds, vocabulary, subscription and message batches."""
+
+    def __init__(self, name, bounds, vocab: Vocabulary, subs: SubscriptionBatch, msgs: MessageBatch,
+                 texts: list[str] | None = None):
+        self.name = name
+        self.bounds = tuple(float(b) for b in bounds)
+        self.vocab = vocab
+        self.subs = subs
+        self.msgs = msgs
+        self.texts = texts          # message texts (for showing results), when kept
+
+    def describe(self) -> dict:
+        lens = np.diff(self.msgs.offsets)
+        slens = np.diff(self.subs.offsets)
+        return {"dataset": self.name, "messages": len(self.msgs), "subscriptions": len(self.subs),
+                "vocabulary": len(self.vocab), "avg_msg_keywords": float(lens.mean()) if len(lens) else 0.0,
+                "avg_sub_keywords": float(slens.mean()) if len(slens) else 0.0}
+
+
+def _cycle(msgs: MessageBatch, n: int) -> MessageBatch:
+    """``n`` messages: ``msgs`` repeated, each round with fresh ids (a finite real stream,
+    GeoNames, replayed to fill a window larger than itself)."""
+    if n <= len(msgs):
+        return msgs.take(np.arange(n))
+    span = int(msgs.ids.max()) - int(msgs.ids.min()) + 1
+    parts, have, r = [], 0, 0
+    while have < n:
+        part = msgs.take(np.arange(min(len(msgs), n - have)))
+        part.ids = part.ids + r * span
+        parts.append(part)
+        have += len(part)
+        r += 1
+    out = MessageBatch.concat(parts)
+    out.t = np.arange(n, dtype=np.float64)
+    return out
+
+
+def build_workload(name: str, n_messages: int, n_subscriptions: int, seed: int = 0,
+                   keep_texts: bool = False) -> Workload:
+    """The dataset ``name`` of :mod:`rankcast.ingest.datasets`, encoded with its vocabulary.
+    GeoNames holds about 235k places: a longer stream replays them with fresh ids."""
+    from ..ingest import datasets
+
+    limit = n_messages
+    if name == "geonames":
+        limit = min(n_messages, _geonames_size())
+    bounds, mtab, stab, vocab = datasets.dataset(name, limit, n_subscriptions, seed)
+    enc = Encoder(bounds, vocab)
+    subs, pend = enc.encode_subscriptions(stab)
+    enc.commit(pend)
+    msgs, pend = enc.encode_messages(mtab, time_window=False)
+    enc.commit(pend)
+    if enc.terms.extra:
+        # terms outside the fitted vocabulary: give them a place in it (df 0) so that the
+        # engines, which share this vocabulary, accept the encoded batches as they are
+        extra = sorted(enc.terms.extra, key=enc.terms.extra.get)
+        vocab = Vocabulary(vocab.terms + extra, vocab.dfs.tolist() + [0] * len(extra), vocab.n_docs)
+        enc = Encoder(bounds, vocab)
+        subs, _ = enc.encode_subscriptions(stab)
+        msgs, _ = enc.encode_messages(mtab, time_window=False)
+    texts = mtab.column("text").to_pylist() if keep_texts else None
+    msgs = _cycle(msgs, n_messages)
+    if texts is not None and len(texts) < n_messages:
+        texts = [texts[i % len(texts)] for i in range(n_messages)]
+    return Workload(name, bounds, vocab, subs, msgs, texts)
+
+
+def _geonames_size() -> int:
+    from ..ingest.datasets import _geonames_columns
+    return len(_geonames_columns()[0])
+
+
+def save_workload(w: Workload, path: Path) -> None:
+    arrays = {f"s_{k}": getattr(w.subs, k) for k in
+              ("ids", "x", "y", "k", "alpha", "offsets", "term_ids", "weights")}
+    arrays.update({f"m_{k}": getattr(w.msgs, k) for k in
+                   ("ids", "x", "y", "t", "offsets", "term_ids", "weights")})
+    arrays["bounds"] = np.asarray(w.bounds)
+    np.savez(path, **arrays)
+    Path(str(path) + ".json").write_text(json.dumps({"name": w.name, "vocab": w.vocab.to_dict()}))
+
+
+def load_workload(path: Path) -> Workload:
+    z = np.load(path if str(path).endswith(".npz") else str(path) + ".npz")
+    meta = json.loads(Path(str(path) + ".json").read_text())
+    subs = SubscriptionBatch(*(z[f"s_{k}"] for k in
+                               ("ids", "x", "y", "k", "alpha", "offsets", "term_ids", "weights")))
+    msgs = MessageBatch(*(z[f"m_{k}"] for k in ("ids", "x", "y", "t", "offsets", "term_ids", "weights")))
+    return Workload(meta["name"], z["bounds"].tolist(), Vocabulary.from_dict(meta["vocab"]), subs, msgs)
+
+
+def peak_rss_mb() -> float:
+    """Peak resident set size of this process, in MiB.
+
+    VmHWM of /proc/self/status: unlike ``getrusage().ru_maxrss``, which survives execve and
+    so reports the parent's peak in a fresh worker, it belongs to this address space and can
+    be reset (:func:`reset_peak_rss`)."""
+    try:
+        with open("/proc/self/status") as f:
+            for line in f:
+                if line.startswith("VmHWM:"):
+                    return int(line.split()[1]) / 1024.0
+    except OSError:
+        pass
+    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024.0
+
+
+def reset_peak_rss() -> bool:
+    """Reset the peak RSS to the current RSS (Linux >= 4.0); False where unsupported."""
+    try:
+        with open("/proc/self/clear_refs", "w") as f:
+            f.write("5")
+        return True
+    except OSError:
+        return False
+
+
+def chunks(n: int, size: int) -> Iterator[tuple[int, int]]:
+    for a in range(0, n, size):
+        yield a, min(n, a + size)
+
+
+def write_json(obj, path: Path) -> None:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(json.dumps(obj, indent=2, sort_keys=False))
+
+
+class Timer:
+    """Accumulates the time spent inside a wrapped callable."""
+
+    def __init__(self, fn):
+        self.fn = fn
+        self.seconds = 0.0
+        self.calls = 0
+
+    def __call__(self, *a, **kw):
+        t0 = time.perf_counter()
+        try:
+            return self.fn(*a, **kw)
+        finally:
+            self.seconds += time.perf_counter() - t0
+            self.calls += 1
+
+
+def progress(total: int, desc: str, enabled: bool = True, unit: str = "msg"):
+    """A tqdm progress bar on stderr; RANKCAST_PROGRESS=0 turns them off. Off a terminal
+    (logs) it redraws every 10 s instead of every 0.5 s."""
+    from tqdm import tqdm
+
+    show = enabled and os.environ.get("RANKCAST_PROGRESS", "1") != "0"
+    return tqdm(total=total, desc=desc, unit=unit, disable=not show, leave=False,
+                dynamic_ncols=True, mininterval=0.5 if sys.stderr.isatty() else 10.0)

@@ -1,0 +1,349 @@
+"""``rankcast bench engine``: IGPT-cSkyband (Skype) against every baseline on one stream.
+
+For each dataset the workload is built and encoded once, then each method runs in its own
+subprocess on exactly the same batches (so each peak RSS is that method's alone):
+fill the window (W messages), subscribe (N subscriptions, initial results from the window),
+then stream M messages in publish batches and measure
+
+- AMP: arrival processing per message (dissemination + buffer insertions: the core's
+  ``amp_seconds``), in microseconds;
+- EMP: expiry processing per message (buffer expiries + top-k re-evaluation: the core's
+  ``emp_seconds`` plus the time its re-evaluation questions spend in the message index),
+  in microseconds;
+- throughput (messages per second of wall time inside ``Engine.publish``), the message
+  index upkeep shared by every method (``window_index_us``), what else publish spends
+  (``other_us``: validation, update lists), peak RSS, the average buffer size over the stream,
+  and the candidates verified per true update (pairs whose exact score was computed by the
+  disseminator / pairs that entered a buffer).
+
+Methods (paper 8.1.1): Brute force, IPT-cSkyband, CIQ-cSkyband (dissemination variants),
+IGPT-kmax (k' = 60) and IGPT-Skyband (theta = 0.95 kScore) (re-evaluation variants).
+Output: JSON on stdout and in ``--out``/engine.json, bar charts in ``--out``/engine.png.
+The paper-scale run is ``rankcast bench engine --subs 1000000 --window 1000000``.
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+import numpy as np
+
+from ._common import (Timer, build_workload, chunks, load_workload, peak_rss_mb, progress,
+                      reset_peak_rss, save_workload, write_json)
+
+__all__ = ["METHODS", "add_arguments", "main", "run_method", "summarise"]
+
+# key -> (label, factory description); factories are built in the worker (see _factory)
+METHODS = {
+    "igpt": "IGPT-cSkyband",
+    "brute": "Brute force",
+    "ipt": "IPT-cSkyband",
+    "ciq": "CIQ-cSkyband",
+    "kmax": "IGPT-kmax",
+    "skyband": "IGPT-Skyband",
+}
+DATASETS = ("geonames", "tweets", "yelp")
+
+
+def _factory(key: str):
+    from ..baselines import CIQ, IPT, BruteForceCore
+    from ..indexing.core import SkypeCore
+
+    return {
+        "igpt": lambda cfg: SkypeCore(cfg),
+        "brute": BruteForceCore,
+        "ipt": lambda cfg: SkypeCore(cfg, disseminator=IPT),
+        "ciq": lambda cfg: SkypeCore(cfg, disseminator=CIQ),
+        "kmax": lambda cfg: SkypeCore(cfg, policy="kmax"),
+        "skyband": lambda cfg: SkypeCore(cfg, policy="skyband"),
+    }[key]
+
+
+def add_arguments(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--dataset", default="all", choices=[*DATASETS, "all"],
+                   help="workload (rankcast.ingest.datasets); 'all' runs the three")
+    p.add_argument("--subs", type=int, default=10_000, help="subscriptions (paper: 1000000)")
+    p.add_argument("--window", type=int, default=10_000, help="count window W (paper: 1000000)")
+    p.add_argument("--messages", type=int, default=1_000,
+                   help="messages streamed after the window is full (paper: 100000)")
+    p.add_argument("--methods", default=",".join(METHODS),
+                   help=f"comma-separated subset of {','.join(METHODS)}")
+    p.add_argument("--batch", type=int, default=500, help="messages per publish call")
+    p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--out", default="out/bench", help="folder for engine.json and engine.png")
+    p.add_argument("--in-process", action="store_true",
+                   help="run every method in this process (peak memory is then a delta)")
+    p.add_argument("--timeout", type=float, default=None,
+                   help="seconds allowed to one method (its result is then marked timed out)")
+
+
+# ----------------------------------------------------------------------------- one method
+def run_method(work, key: str, window: int, messages: int, batch: int, show: bool = True) -> dict:
+    """Fill, subscribe and stream one method over ``work``; returns its figures."""
+    from ..config import EngineConfig
+    from ..engine import Engine
+
+    import gc
+
+    gc.collect()
+    reset_peak_rss()
+    base_rss = peak_rss_mb()
+    cfg = EngineConfig(bounds=work.bounds, window=window, vocabulary=work.vocab)
+    eng = Engine(cfg, core=_factory(key))
+    search = eng.window.search = Timer(eng.window.search)
+    append = eng.window.append = Timer(eng.window.append)
+    msgs, subs = work.msgs, work.subs
+    if len(msgs) < window + messages:
+        raise ValueError(f"workload has {len(msgs)} messages, needs {window + messages}")
+
+    t0 = time.perf_counter()
+    with progress(window, f"{METHODS[key]}: fill", show) as bar:
+        for a, b in chunks(window, max(batch, 5000)):
+            eng.publish(msgs.take(np.arange(a, b)))
+            bar.update(b - a)
+    t_fill = time.perf_counter() - t0
+    t0 = time.perf_counter()
+    with progress(len(subs), f"{METHODS[key]}: subscribe", show, unit="sub") as bar:
+        for a, b in chunks(len(subs), 50_000):
+            eng.subscribe(subs.take(np.arange(a, b)))
+            bar.update(b - a)
+    t_sub = time.perf_counter() - t0
+
+    stream = [msgs.take(np.arange(window + a, window + b)) for a, b in chunks(messages, batch)]
+    s0 = eng.core.stats()
+    search0, append0 = search.seconds, append.seconds
+    n_updates = 0
+    buffers = []
+    wall = 0.0                     # publish calls only: the buffer sampling stays outside
+    with progress(messages, f"{METHODS[key]}: stream", show) as bar:
+        for part in stream:
+            t0 = time.perf_counter()
+            n_updates += len(eng.publish(part))
+            wall += time.perf_counter() - t0
+            buffers.append(eng.core.stats()["avg_buffer"])
+            bar.update(len(part))
+    s1 = eng.core.stats()
+
+    def d(key_, default=0.0):
+        return float(s1.get(key_, default)) - float(s0.get(key_, default))
+
+    digest = results_digest(eng.core)
+    verified = d("verified")
+    inserted = d("inserted")
+    search_s = search.seconds - search0
+    amp = d("amp_seconds")
+    emp = d("emp_seconds") + search_s
+    peak = peak_rss_mb()
+    return {
+        "method": METHODS[key],
+        "amp_us": 1e6 * amp / messages,
+        "emp_us": 1e6 * emp / messages,
+        "window_index_us": 1e6 * (append.seconds - append0) / messages,
+        "total_us": 1e6 * wall / messages,
+        "other_us": 1e6 * (wall - amp - emp - (append.seconds - append0)) / messages,
+        "throughput": messages / wall,
+        "peak_rss_mb": peak,
+        "rss_growth_mb": peak - base_rss,
+        "avg_buffer": float(np.mean(buffers)) if buffers else 0.0,
+        "verified": verified,
+        "inserted": inserted,
+        "verified_per_update": verified / inserted if inserted else None,
+        "updates": n_updates,
+        "reevaluations": d("reevaluations") + d("recomputed"),
+        "fill_seconds": t_fill,
+        "subscribe_seconds": t_sub,
+        "stream_seconds": wall,
+        "digest": digest,
+        "core": {k: v for k, v in s1.items() if isinstance(v, (int, float))},
+    }
+
+
+def results_digest(core) -> str:
+    """A hash of every subscription's top-k (ids and score bits, by subscription id): equal
+    digests mean equal results, so the benchmark also checks that each method was exact."""
+    import hashlib
+
+    slots = core.subs.live_slots()
+    sids, off, mids, scores = core.topk_arrays(slots)
+    order = np.argsort(sids, kind="stable")
+    h = hashlib.sha1()
+    for i in order.tolist():
+        h.update(np.int64(sids[i]).tobytes())
+        h.update(mids[off[i]:off[i + 1]].astype(np.int64).tobytes())
+        h.update(np.asarray(scores[off[i]:off[i + 1]], np.float64).tobytes())
+    return h.hexdigest()
+
+
+def _worker(spec_path: str) -> None:
+    spec = json.loads(Path(spec_path).read_text())
+    work = load_workload(Path(spec["data"]))
+    res = run_method(work, spec["method"], spec["window"], spec["messages"], spec["batch"])
+    Path(spec["result"]).write_text(json.dumps(res))
+
+
+def _run_subprocess(data: Path, key: str, args, tmp: Path) -> dict:
+    spec = {"data": str(data), "method": key, "window": args.window, "messages": args.messages,
+            "batch": args.batch, "result": str(tmp / f"{key}.result.json")}
+    spec_path = tmp / f"{key}.spec.json"
+    spec_path.write_text(json.dumps(spec))
+    cmd = [sys.executable, "-m", "rankcast.bench.engine", "--worker", str(spec_path)]
+    try:
+        proc = subprocess.run(cmd, timeout=args.timeout)
+    except subprocess.TimeoutExpired:
+        return {"method": METHODS[key], "error": f"timed out after {args.timeout} s"}
+    if proc.returncode != 0:
+        return {"method": METHODS[key], "error": f"worker exited with status {proc.returncode}"}
+    return json.loads(Path(spec["result"]).read_text())
+
+
+# ----------------------------------------------------------------------------- summary
+def summarise(results: dict) -> dict:
+    """The ratios the issue's targets are stated in, per dataset."""
+    out = {}
+    for ds, res in results.items():
+        ig = res.get("igpt")
+        if not ig or "error" in ig:
+            continue
+        r = {}
+
+        def ratio(other, field):
+            o = res.get(other)
+            if o and "error" not in o and ig[field] > 0:
+                return o[field] / ig[field]
+            return None
+
+        ref = res.get("brute") if res.get("brute") and "error" not in res["brute"] else ig
+        r["exact_vs_" + ("brute" if ref is not ig else "igpt")] = {
+            METHODS[m]: v["digest"] == ref["digest"] for m, v in res.items() if "error" not in v}
+        r["amp_ciq_over_igpt"] = ratio("ciq", "amp_us")
+        r["amp_ipt_over_igpt"] = ratio("ipt", "amp_us")
+        r["emp_skyband_over_cskyband"] = ratio("skyband", "emp_us")
+        r["emp_kmax_over_cskyband"] = ratio("kmax", "emp_us")
+        r["time_brute_over_igpt"] = ratio("brute", "total_us")
+        r["igpt_throughput"] = ig["throughput"]
+        r["igpt_peak_rss_mb"] = ig["peak_rss_mb"]
+        r["igpt_avg_buffer"] = ig["avg_buffer"]
+        out[ds] = r
+    return out
+
+
+def plot(results: dict, path: Path, title: str) -> None:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    panels = [("amp_us", "AMP (µs / message)"), ("emp_us", "EMP (µs / message)"),
+              ("throughput", "throughput (messages / s)"), ("peak_rss_mb", "peak RSS (MiB)"),
+              ("avg_buffer", "average buffer size"), ("verified_per_update", "verified per true update")]
+    datasets = list(results)
+    methods = [m for m in METHODS if any(m in results[d] and "error" not in results[d][m] for d in datasets)]
+    fig, axes = plt.subplots(2, 3, figsize=(16, 8.5))
+    width = 0.8 / max(1, len(methods))
+    for ax, (field, label) in zip(axes.ravel(), panels):
+        for j, m in enumerate(methods):
+            vals = []
+            for d in datasets:
+                r = results[d].get(m)
+                v = r.get(field) if r and "error" not in r else None
+                vals.append(v if v and v > 0 else np.nan)
+            xs = np.arange(len(datasets)) + (j - (len(methods) - 1) / 2) * width
+            ax.bar(xs, vals, width, label=METHODS[m])
+            for x, d in zip(xs, datasets):      # a log scale cannot draw 0: say it
+                r = results[d].get(m)
+                if r and "error" not in r and r.get(field) == 0:
+                    ax.annotate("0", (x, 0), xycoords=("data", "axes fraction"), ha="center",
+                                va="bottom", fontsize=7)
+        ax.set_yscale("log")
+        ax.set_xticks(np.arange(len(datasets)), datasets)
+        ax.set_title(label)
+        ax.grid(axis="y", which="both", alpha=0.3)
+    axes[0, 0].legend(fontsize=8)
+    fig.suptitle(title)
+    fig.tight_layout()
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
+
+
+# ----------------------------------------------------------------------------- command
+def main(args: argparse.Namespace) -> dict:
+    keys = [k.strip() for k in args.methods.split(",") if k.strip()]
+    unknown = [k for k in keys if k not in METHODS]
+    if unknown:
+        raise SystemExit(f"rankcast bench engine: unknown method(s) {unknown}; choose from {list(METHODS)}")
+    for name in ("subs", "window", "messages", "batch"):
+        if getattr(args, name) < 1:
+            raise SystemExit(f"rankcast bench engine: --{name} must be >= 1")
+    datasets = DATASETS if args.dataset == "all" else (args.dataset,)
+    out = Path(args.out)
+    results: dict = {}
+    workloads = {}
+    with tempfile.TemporaryDirectory(prefix="rankcast-bench-") as tmpdir:
+        tmp = Path(tmpdir)
+        for ds in datasets:
+            t0 = time.perf_counter()
+            print(f"[bench engine] {ds}: building {args.window + args.messages} messages, "
+                  f"{args.subs} subscriptions", file=sys.stderr, flush=True)
+            work = build_workload(ds, args.window + args.messages, args.subs, args.seed)
+            workloads[ds] = dict(work.describe(), build_seconds=time.perf_counter() - t0)
+            data = tmp / f"{ds}.npz"
+            save_workload(work, data)
+            results[ds] = {}
+            for key in keys:
+                print(f"[bench engine] {ds}: {METHODS[key]}", file=sys.stderr, flush=True)
+                if args.in_process:
+                    res = run_method(work, key, args.window, args.messages, args.batch)
+                else:
+                    res = _run_subprocess(data, key, args, tmp)
+                results[ds][key] = res
+                if "error" not in res:
+                    print(f"[bench engine] {ds}: {METHODS[key]}: AMP {res['amp_us']:.1f} µs, "
+                          f"EMP {res['emp_us']:.1f} µs, {res['throughput']:.0f} msg/s, "
+                          f"peak {res['peak_rss_mb']:.0f} MiB, buffer {res['avg_buffer']:.1f}",
+                          file=sys.stderr, flush=True)
+                else:
+                    print(f"[bench engine] {ds}: {METHODS[key]}: {res['error']}", file=sys.stderr)
+            del work
+    report = {
+        "benchmark": "engine",
+        "config": {"subscriptions": args.subs, "window": args.window, "messages": args.messages,
+                   "batch": args.batch, "seed": args.seed, "methods": keys,
+                   "isolation": "in-process" if args.in_process else "subprocess per method",
+                   "cpu": _cpu_name(), "cores": os.cpu_count()},
+        "workloads": workloads,
+        "results": results,
+        "summary": summarise(results),
+    }
+    write_json(report, out / "engine.json")
+    plot(results, out / "engine.png",
+         f"rankcast bench engine: {args.subs} subscriptions, window {args.window}, "
+         f"{args.messages} messages")
+    print(json.dumps(report, indent=2))
+    print(f"[bench engine] wrote {out / 'engine.json'} and {out / 'engine.png'}", file=sys.stderr)
+    return report
+
+
+def _cpu_name() -> str:
+    try:
+        for line in Path("/proc/cpuinfo").read_text().splitlines():
+            if line.startswith("model name"):
+                return line.split(":", 1)[1].strip()
+    except OSError:
+        pass
+    return "unknown"
+
+
+if __name__ == "__main__":
+    if len(sys.argv) == 3 and sys.argv[1] == "--worker":
+        _worker(sys.argv[2])
+    else:
+        parser = argparse.ArgumentParser(prog="rankcast bench engine")
+        add_arguments(parser)
+        main(parser.parse_args())

