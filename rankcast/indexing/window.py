@@ -8,7 +8,9 @@ last message with ``t <= t_i - T``).
 ring of their terms) and a message index that answers "the best K messages for subscription
 s" without scanning the window: the postings of each term are split into *buckets* by
 spatial grid cell (``GRID`` x ``GRID`` over the bounds) and weight band (``BANDS`` geometric
-bands), and each bucket is a chain of chunks of ``CHUNK`` postings in arrival order, with the
+bands) once the term has ``FINE_FROM`` live postings (a rarer term keeps one bucket: splitting
+a few postings costs memory and buys no pruning), and each bucket is a chain of chunks of
+``CHUNK`` postings in arrival order, with the
 bounding box and the largest weight of every bucket and chunk (a flat, append-and-expire
 cousin of the IR-tree the paper uses). A query visits the buckets of the subscription's
 terms best bound first, skips chunks whose own bound cannot help, and stops when no bucket
@@ -30,9 +32,10 @@ from ..columns import MessageBatch, SubscriptionBatch
 from ..config import EngineConfig
 from .scoring import EPS, NO_MATCH, below, combine, score, ssim
 
-__all__ = ["WindowClock", "MessageWindow", "CandidateLists", "CHUNK", "GRID", "BANDS"]
+__all__ = ["WindowClock", "MessageWindow", "CandidateLists", "CHUNK", "GRID", "BANDS", "FINE_FROM"]
 
-CHUNK = 32
+CHUNK = 8
+FINE_FROM = 256
 GRID = 8
 BANDS = 8
 BAND_RATIO = 0.5
@@ -136,8 +139,11 @@ def _text_ub(w, r, a_max):
 
 
 @numba.njit(cache=True, inline="always")
-def _bucket_key(t, x, y, w, bounds):
-    """(term, grid cell, weight band) packed in one int64."""
+def _bucket_key(t, x, y, w, bounds, fine):
+    """(term, grid cell, weight band) packed in one int64; one coarse key per term."""
+    per_term = GRID * GRID * BANDS + 1
+    if not fine:
+        return t * per_term + GRID * GRID * BANDS
     cx = int((x - bounds[0]) / (bounds[2] - bounds[0]) * GRID)
     cy = int((y - bounds[1]) / (bounds[3] - bounds[1]) * GRID)
     cx = min(max(cx, 0), GRID - 1)
@@ -147,15 +153,16 @@ def _bucket_key(t, x, y, w, bounds):
     while band > 0 and w < edge:   # bands [r, 1], [r^2, r), ... , [0, r^(BANDS-1))
         band -= 1
         edge *= BAND_RATIO
-    return (t * (GRID * GRID) + cy * GRID + cx) * BANDS + band
+    return t * per_term + (cy * GRID + cx) * BANDS + band
 
 
 @numba.njit(cache=True)
 def _append(seqs, ids, xs, ys, ts, offsets, term_ids, weights, bounds,
             r_seq, r_id, r_x, r_y, r_t, r_toff, r_tlen, mask, count,
-            tr_term, tr_w, tmask, tcount,
+            tr_term, tr_w, tr_bk, tmask, tcount,
             ch_seq, ch_w, ch_ins, ch_n, ch_start, ch_next, ch_maxw, ch_box, free_chunks, n_free,
-            bk_of, bk_head, bk_tail, bk_next, bk_maxw, bk_box, bk_live, n_bk, term_bk, term_maxw):
+            bk_of, bk_head, bk_tail, bk_next, bk_maxw, bk_box, bk_live, n_bk, term_bk, term_maxw,
+            term_live):
     """Append messages to the ring and their postings to their buckets.
 
     Returns (count, tcount, n_free, n_bk). Capacity is ensured by the caller."""
@@ -171,11 +178,8 @@ def _append(seqs, ids, xs, ys, ts, offsets, term_ids, weights, bounds,
         r_toff[slot] = tcount
         r_tlen[slot] = b - a
         for j in range(a, b):
-            tr_term[tcount & tmask] = term_ids[j]
-            tr_w[tcount & tmask] = weights[j]
-            tcount += 1
             t = term_ids[j]
-            key = _bucket_key(t, xs[i], ys[i], weights[j], bounds)
+            key = _bucket_key(t, xs[i], ys[i], weights[j], bounds, term_live[t] >= FINE_FROM)
             if key in bk_of:
                 bk = bk_of[key]
             else:
@@ -226,22 +230,27 @@ def _append(seqs, ids, xs, ys, ts, offsets, term_ids, weights, bounds,
             bk_box[bk, 2] = max(bk_box[bk, 2], xs[i])
             bk_box[bk, 3] = max(bk_box[bk, 3], ys[i])
             bk_live[bk] += 1
+            term_live[t] += 1
             term_maxw[t] = max(term_maxw[t], weights[j])
+            tr_term[tcount & tmask] = t
+            tr_w[tcount & tmask] = weights[j]
+            tr_bk[tcount & tmask] = bk
+            tcount += 1
         count += 1
     return count, tcount, n_free, n_bk
 
 
 @numba.njit(cache=True)
-def _expire(upto, head, count, r_seq, r_x, r_y, r_toff, r_tlen, mask, tr_term, tr_w, tmask, bounds,
-            ch_n, ch_start, ch_next, free_chunks, n_free, bk_of, bk_head, bk_tail, bk_live):
+def _expire(upto, head, count, r_seq, r_toff, r_tlen, mask, tr_term, tr_bk, tmask,
+            ch_n, ch_start, ch_next, free_chunks, n_free, bk_head, bk_tail, bk_live, term_live):
     """Drop messages with seq <= upto from the front; returns (head, n_free). A message's
     postings are the first live ones of their buckets, which are in arrival order."""
     while head < count and r_seq[head & mask] <= upto:
         slot = head & mask
         a = r_toff[slot]
         for j in range(r_tlen[slot]):
-            t = tr_term[(a + j) & tmask]
-            bk = bk_of[_bucket_key(t, r_x[slot], r_y[slot], tr_w[(a + j) & tmask], bounds)]
+            bk = tr_bk[(a + j) & tmask]
+            term_live[tr_term[(a + j) & tmask]] -= 1
             c = bk_head[bk]
             ch_start[c] += 1
             bk_live[bk] -= 1
@@ -457,6 +466,7 @@ class MessageWindow:
         self.bounds = np.asarray(cfg.bounds, np.float64)
         self.term_bk = np.full(1024, -1, np.int64)      # first bucket of each term
         self.term_maxw = np.zeros(1024)                 # largest weight each term ever had here
+        self.term_live = np.zeros(1024, np.int64)       # live postings of each term
         self.bk_of = Dict.empty(key_type=types.int64, value_type=types.int64)
         nb = 1024
         self.bk_head = np.full(nb, -1, np.int64)
@@ -482,6 +492,7 @@ class MessageWindow:
         self.tmask = tcap - 1
         self.tr_term = np.zeros(tcap, np.int64)
         self.tr_w = np.zeros(tcap)
+        self.tr_bk = np.zeros(tcap, np.int64)
 
     def __len__(self) -> int:
         return self.count - self.head
@@ -494,7 +505,7 @@ class MessageWindow:
             new_cap = _pow2(max(cap, len(self) + n_msgs) * 2)
             new_tcap = _pow2(max(tcap, (self.tcount - self.thead) + n_terms) * 2)
             old = [(a, getattr(self, a)) for a in ("r_seq", "r_id", "r_x", "r_y", "r_t", "r_toff", "r_tlen")]
-            old_t, old_w, old_mask, old_tmask = self.tr_term, self.tr_w, self.mask, self.tmask
+            old_t, old_w, old_b, old_mask, old_tmask = self.tr_term, self.tr_w, self.tr_bk, self.mask, self.tmask
             self._alloc_ring(new_cap, new_tcap)
             idx = np.arange(self.head, self.count, dtype=np.int64)
             for name, arr in old:
@@ -502,6 +513,7 @@ class MessageWindow:
             tidx = np.arange(self.thead, self.tcount, dtype=np.int64)
             self.tr_term[tidx & self.tmask] = old_t[tidx & old_tmask]
             self.tr_w[tidx & self.tmask] = old_w[tidx & old_tmask]
+            self.tr_bk[tidx & self.tmask] = old_b[tidx & old_tmask]
         if self.n_free < n_terms:
             nch = len(self.ch_n)
             grow = max(nch, n_terms)
@@ -522,6 +534,7 @@ class MessageWindow:
             n = max(2 * len(self.term_bk), max_term + 1)
             self.term_bk = np.concatenate([self.term_bk, np.full(n - len(self.term_bk), -1, np.int64)])
             self.term_maxw = np.concatenate([self.term_maxw, np.zeros(n - len(self.term_maxw))])
+            self.term_live = np.concatenate([self.term_live, np.zeros(n - len(self.term_live), np.int64)])
         if self.n_bk + n_terms > len(self.bk_head):
             n = max(2 * len(self.bk_head), self.n_bk + n_terms)
             for name, fill in (("bk_head", -1), ("bk_tail", -1), ("bk_next", -1), ("bk_maxw", 0), ("bk_live", 0)):
@@ -544,11 +557,11 @@ class MessageWindow:
         self.count, self.tcount, self.n_free, self.n_bk = _append(
             seqs, msgs.ids, msgs.x, msgs.y, msgs.t, msgs.offsets, msgs.term_ids, msgs.weights, self.bounds,
             self.r_seq, self.r_id, self.r_x, self.r_y, self.r_t, self.r_toff, self.r_tlen,
-            self.mask, self.count, self.tr_term, self.tr_w, self.tmask, self.tcount,
+            self.mask, self.count, self.tr_term, self.tr_w, self.tr_bk, self.tmask, self.tcount,
             self.ch_seq, self.ch_w, self.ch_ins, self.ch_n, self.ch_start, self.ch_next,
             self.ch_maxw, self.ch_box, self.free_chunks, self.n_free,
             self.bk_of, self.bk_head, self.bk_tail, self.bk_next, self.bk_maxw, self.bk_box,
-            self.bk_live, self.n_bk, self.term_bk, self.term_maxw)
+            self.bk_live, self.n_bk, self.term_bk, self.term_maxw, self.term_live)
         self.id_seq.update(zip(msgs.ids.tolist(), seqs.tolist()))
         self.last_seq = int(seqs[-1])
         if np.isfinite(msgs.t).any():
@@ -560,9 +573,9 @@ class MessageWindow:
         """Drop every message with seq <= upto_seq."""
         old_head = self.head
         self.head, self.n_free = _expire(
-            upto_seq, self.head, self.count, self.r_seq, self.r_x, self.r_y, self.r_toff, self.r_tlen,
-            self.mask, self.tr_term, self.tr_w, self.tmask, self.bounds, self.ch_n, self.ch_start,
-            self.ch_next, self.free_chunks, self.n_free, self.bk_of, self.bk_head, self.bk_tail, self.bk_live)
+            upto_seq, self.head, self.count, self.r_seq, self.r_toff, self.r_tlen, self.mask,
+            self.tr_term, self.tr_bk, self.tmask, self.ch_n, self.ch_start, self.ch_next,
+            self.free_chunks, self.n_free, self.bk_head, self.bk_tail, self.bk_live, self.term_live)
         if self.head > old_head:
             idx = np.arange(old_head, self.head, dtype=np.int64) & self.mask
             gone = self.r_id[idx]
