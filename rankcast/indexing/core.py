@@ -282,7 +282,7 @@ class SkypeCore:
     def _maybe_compact(self) -> None:
         b, s = self.buf, self.subs
         live = s.live_slots()
-        if b.used > 1 << 16 and b.used > 4 * int(np.maximum(b.bcap[live], 4).sum()):
+        if b.used > 1 << 16 and b.used > 2 * int(np.maximum(b.bcap[live], 4).sum()):
             b.bi, b.bf, b.used = sk.compact(live, b.bstart, b.blen, b.bcap, b.bi, b.bf)
 
 

@@ -169,7 +169,7 @@ def _reserve(s, need, bstart, blen, bcap, bi, bf, used):
     """Make room for ``need`` rows in s's buffer (moving it to the pool's end if needed)."""
     if need <= bcap[s]:
         return bi, bf, used
-    cap = max(need, 2 * bcap[s], 4)
+    cap = max(need, bcap[s] + bcap[s] // 2 + 2, 4)   # 1.5x: buffers are many and small
     bi = _grow2(bi, used + cap)
     bf = _grow2(bf, used + cap)
     a = bstart[s]
