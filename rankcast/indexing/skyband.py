@@ -376,7 +376,8 @@ def choose_theta(sc, complete, k, policy, window, c_topk, p_arr, p_exp, kmax):
     (-1, -1) when more candidates are needed (the cut would split equal scores).
 
     policy 0: cost-based (paper 6.2: incremental descent from j = k while the cost falls);
-    1: Skyband baseline (0.95 kScore); 2: kmax baseline (keep the kmax best)."""
+    1: Skyband baseline (0.95 kScore, or the lowest score the candidates certify when they
+    stop above it); 2: kmax baseline (keep the kmax best)."""
     n = sc.shape[0]
     if n < k:
         if complete:
@@ -400,7 +401,14 @@ def choose_theta(sc, complete, k, policy, window, c_topk, p_arr, p_exp, kmax):
     elif policy == 1:
         th = 0.95 * sc[k - 1]
         if not complete and th <= sc[n - 1]:
-            return -1.0, -1
+            # the candidates do not reach 0.95 kScore: the lowest threshold they can certify
+            # (strictly above the last one fetched) keeps the buffer exact without a refetch
+            if sc[k - 1] <= sc[n - 1]:
+                return -1.0, -1
+            m = k - 1
+            while m + 1 < n and sc[m + 1] > sc[n - 1]:
+                m += 1
+            th = sc[m]
     else:
         if n < kmax:
             if complete:
