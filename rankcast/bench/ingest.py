@@ -1,9 +1,18 @@
-"""``rankcast bench ingest``: the Spark path through RayDP, timed.
+"""``rankcast bench ingest``: the Spark path through RayDP, timed side by side.
 
-Writes the workload's subscription and message tables to Parquet, starts ``rc.Cluster``,
-then times ``Cluster.load_subscriptions(path)`` (bulk load through Spark) and
-``Cluster.replay(path)`` (the message table published in order). JSON on stdout and in
-``--out``/ingest.json.
+One run, one cluster (``--partitions`` partitions, ``--policy``):
+
+1. fill the window: the first ``--window`` messages are replayed from Parquet;
+2. bulk load: ``Cluster.load_subscriptions(path)`` of ``--subs`` rows (Parquet read, routed by
+   the policy, indexes built in bulk, initial top-k against the window), timed;
+3. client path: ``--client-rows`` further rows subscribed through ``Cluster.subscribe`` in
+   batches of 1,000 (what a user without the bulk path does), timed; the ratio of the two
+   rates is the bulk path's speed-up;
+4. replay vs publish: ``--messages`` messages through ``Cluster.replay(path)`` and as many
+   again through ``Cluster.publish`` in batches of the same size, each timed; their rates
+   are compared.
+
+JSON on stdout and in ``--out``/ingest.json.
 """
 from __future__ import annotations
 
@@ -21,9 +30,11 @@ __all__ = ["add_arguments", "main"]
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--dataset", default="geonames", choices=["geonames", "tweets", "yelp"])
-    p.add_argument("--subs", type=int, default=50_000)
-    p.add_argument("--messages", type=int, default=50_000)
-    p.add_argument("--window", type=int, default=20_000)
+    p.add_argument("--subs", type=int, default=100_000, help="rows bulk-loaded (issue target: 1,000,000)")
+    p.add_argument("--client-rows", type=int, default=10_000, help="rows subscribed through the client")
+    p.add_argument("--window", type=int, default=20_000, help="count window, filled first (target: 100,000)")
+    p.add_argument("--messages", type=int, default=10_000, help="messages replayed, and published")
+    p.add_argument("--batch", type=int, default=1_000, help="messages per publish call and replay batch")
     p.add_argument("--policy", default="prefix")
     p.add_argument("--partitions", type=int, default=4)
     p.add_argument("--address", default=None)
@@ -31,43 +42,64 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--out", default="out/bench")
 
 
+def _rate(rows: int, seconds: float) -> dict:
+    return {"rows": rows, "seconds": round(seconds, 3), "rows_per_s": round(rows / seconds, 1) if seconds else None}
+
+
 def main(args: argparse.Namespace) -> dict:
     import rankcast as rc
     from ..ingest import datasets
 
-    try:
-        Cluster = rc.Cluster
-    except (ImportError, AttributeError) as e:
-        raise SystemExit(f"rankcast bench ingest: rc.Cluster is not available ({e})") from None
-    print(f"[bench ingest] {args.dataset}: {args.messages} messages, {args.subs} subscriptions",
-          file=sys.stderr, flush=True)
-    bounds, msgs, subs, vocab = datasets.dataset(args.dataset, args.messages, args.subs, args.seed)
+    W, M, B = args.window, args.messages, args.batch
+    n_msgs = W + 2 * M
+    print(f"[bench ingest] {args.dataset}: window {W}, {args.subs} + {args.client_rows} subscriptions, "
+          f"{M} replayed + {M} published", file=sys.stderr, flush=True)
+    bounds, msgs, subs, vocab = datasets.dataset(args.dataset, n_msgs, args.subs + args.client_rows, args.seed)
     res: dict = {}
     with tempfile.TemporaryDirectory(prefix="rankcast-ingest-") as tmp:
-        sp = datasets.write_parquet(subs, Path(tmp) / "subscriptions.parquet")
-        mp = datasets.write_parquet(msgs, Path(tmp) / "messages.parquet")
-        cfg = rc.EngineConfig(bounds=bounds, window=args.window, vocabulary=vocab)
+        tmp = Path(tmp)
+        bulk_p = datasets.write_parquet(subs.slice(0, args.subs), tmp / "subscriptions.parquet")
+        fill_p = datasets.write_parquet(msgs.slice(0, W), tmp / "window.parquet")
+        replay_p = datasets.write_parquet(msgs.slice(W, M), tmp / "replay.parquet")
+        cfg = rc.EngineConfig(bounds=bounds, window=W, vocabulary=vocab)
         ccfg = rc.ClusterConfig(engine=cfg, policy=args.policy, partitions=args.partitions,
-                                name="rankcast-bench-ingest")
+                                name="rankcast-bench-ingest", batch_size=B)
         t0 = time.perf_counter()
-        cl = Cluster.start(ccfg, address=args.address)
-        res["start_seconds"] = time.perf_counter() - t0
+        cl = rc.Cluster.start(ccfg, address=args.address)
+        res["start_seconds"] = round(time.perf_counter() - t0, 3)
         try:
             t0 = time.perf_counter()
-            cl.load_subscriptions(str(sp))
-            dt = time.perf_counter() - t0
-            res["load_subscriptions"] = {"rows": subs.num_rows, "seconds": dt,
-                                         "rows_per_s": subs.num_rows / dt}
+            cl.replay(str(fill_p), batch_rows=B)
+            res["fill_window"] = _rate(W, time.perf_counter() - t0)
+
             t0 = time.perf_counter()
-            cl.replay(str(mp))
+            cl.load_subscriptions(str(bulk_p))
+            res["bulk_load"] = _rate(args.subs, time.perf_counter() - t0)
+
+            client = subs.slice(args.subs, args.client_rows)
+            t0 = time.perf_counter()
+            for a in range(0, client.num_rows, 1000):
+                cl.subscribe(client.slice(a, 1000))
+            res["client_subscribe_batches_of_1000"] = _rate(client.num_rows, time.perf_counter() - t0)
+            bulk_rate = res["bulk_load"]["rows_per_s"]
+            client_rate = res["client_subscribe_batches_of_1000"]["rows_per_s"]
+            res["bulk_over_client"] = round(bulk_rate / client_rate, 2) if client_rate else None
+
+            t0 = time.perf_counter()
+            cl.replay(str(replay_p), batch_rows=B)
             cl.flush()
-            dt = time.perf_counter() - t0
-            res["replay"] = {"rows": msgs.num_rows, "seconds": dt, "rows_per_s": msgs.num_rows / dt}
+            res["replay"] = _rate(M, time.perf_counter() - t0)
+            pub = msgs.slice(W + M, M)
+            t0 = time.perf_counter()
+            for a in range(0, M, B):
+                cl.publish(pub.slice(a, B), wait=True)
+            res["publish"] = _rate(M, time.perf_counter() - t0)
+            res["replay_over_publish"] = round(res["replay"]["rows_per_s"] / res["publish"]["rows_per_s"], 3)
             res["stats"] = json.loads(json.dumps(cl.stats(), default=str))
         finally:
             cl.shutdown()
     report = {"benchmark": "ingest", "config": {k: v for k, v in vars(args).items() if k != "func"},
               "results": res}
     write_json(report, Path(args.out) / "ingest.json")
-    print(json.dumps(report, indent=2))
+    print(json.dumps({k: v for k, v in res.items() if k != "stats"}, indent=2))
     return report
