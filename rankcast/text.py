@@ -127,6 +127,15 @@ class TermDictionary:
     def commit(self, pending: Mapping[str, int]) -> None:
         self.extra.update(pending)
 
+    def mark(self) -> int:
+        """A point to :meth:`rollback` to (a multi-part call that may still fail)."""
+        return len(self.extra)
+
+    def rollback(self, mark: int) -> None:
+        """Forget the terms committed since ``mark`` (the newest ids)."""
+        for term in list(self.extra)[mark:]:
+            del self.extra[term]
+
     def term(self, term_id: int) -> str:
         v = self.vocabulary
         if term_id < len(v):

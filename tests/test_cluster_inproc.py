@@ -4,7 +4,6 @@ rc.Engine and the brute-force engine, equal after every call. The Ray transport 
 by test_cluster_ray.py with fewer, slower runs."""
 from __future__ import annotations
 
-import itertools
 
 import pytest
 
@@ -133,3 +132,119 @@ def test_prefix_reallocation_keeps_results_exact(policy, time_window):
         play({"engine": rc.Engine(cfg), "cluster": cl, "brute": BruteForceEngine(cfg)}, calls)
         reallocs += cl.stats()["reallocations"]
     assert reallocs > 50, "the workload must exercise reallocation"
+
+
+@pytest.mark.parametrize("policy,topo", [("location", (3, 2, 1, 1, 6, 3)), ("keyword", (4, 2, 2, 2, 6, 3)),
+                                         ("prefix", (4, 3, 1, 2, 6, 3)), ("hash", (2, 1, 1, 1, 6, 3))])
+def test_rebalance_online_stays_exact(policy, topo):
+    """Load monitoring (7.4): a forced split (location) or range refit (keyword, prefix) in
+    the middle of a workload, then more calls: equal to the engine throughout."""
+    cfg = _cfg(False)
+    calls = random_calls(77, 50, vocab=40, sub_terms=(2, 5), invalid=False)
+    cl = _start(policy, cfg, topo)
+    eng = rc.Engine(cfg)
+    targets = {"engine": eng, "cluster": cl, "brute": BruteForceEngine(cfg)}
+    live: set[int] = set()
+    play(targets, calls[:25], live=live)
+    res = cl.rebalance(threshold=0.0)
+    if policy == "hash":
+        assert res["action"] is None and "reason" in res
+    else:
+        assert res["action"] == ("split" if policy == "location" else "rebalance")
+        assert res["moved"] > 0
+    if policy == "location":
+        assert cl.stats()["partitions"] == topo[0] + 1
+    assert cl.topk_many(sorted(live)) == {i: eng.topk(i) for i in sorted(live)}
+    play(targets, calls[25:], live=live)
+    assert cl.rebalance(threshold=1e9)["action"] is None
+
+
+def test_merge_candidates_matches_window_merge():
+    """The aggregator's compiled k-way merge gives CandidateLists.merge's answer."""
+    import numpy as np
+
+    from rankcast.actors.aggregator import merge_candidates
+    from rankcast.indexing.window import CandidateLists
+
+    rng = np.random.default_rng(3)
+    n = 40
+    K = rng.integers(1, 8, n)
+    parts = []
+    for s in range(3):
+        lens = rng.integers(0, 9, n)
+        off = np.zeros(n + 1, np.int64)
+        np.cumsum(lens, out=off[1:])
+        sc = np.round(rng.random(off[-1]), 1)                  # many equal scores
+        seq = rng.permutation(10_000)[: off[-1]] * 3 + s       # disjoint message sets
+        for i in range(n):                                     # rows sorted (score, seq) desc
+            a, b = off[i], off[i + 1]
+            o = np.lexsort((-seq[a:b], -sc[a:b]))
+            sc[a:b], seq[a:b] = sc[a:b][o], seq[a:b][o]
+        parts.append(CandidateLists(off, seq.astype(np.int64), seq.astype(np.int64) + 7, seq * 0.5, sc,
+                                    rng.random(n) < 0.5, lens.astype(np.int64)))
+    got, want = merge_candidates(parts, K), CandidateLists.merge(parts, K)
+    for f in ("offsets", "seq", "ids", "t", "score", "complete", "work"):
+        assert np.array_equal(getattr(got, f), getattr(want, f)), f
+
+
+def test_aggregator_merges_replicas_and_forgets():
+    """Replica lists merge into the global top-k (a message held twice counts once, ties by
+    newer seq); emit reports changes against the last report; forget and pool compaction
+    keep the others intact."""
+    import numpy as np
+
+    from rankcast.actors.aggregator import Aggregator
+
+    agg = Aggregator(0, 3, export_metrics=False)
+    csr = lambda lists: (np.cumsum([0] + [len(l) for l in lists]),
+                         np.array([m for l in lists for m, _, _ in l], np.int64),
+                         np.array([q for l in lists for _, q, _ in l], np.int64),
+                         np.array([c for l in lists for _, _, c in l], float))
+    # sub 5 (k=3) on partitions 0 and 2, sub 8 (k=1) on partition 1
+    agg.apply(0, np.zeros(0, np.int64), np.array([5]), np.array([3]), *csr([[(100, 10, 0.9), (101, 4, 0.5)]]))
+    agg.apply(2, np.zeros(0, np.int64), np.array([5]), np.array([3]),
+              *csr([[(102, 12, 0.9), (100, 10, 0.9), (103, 3, 0.5)]]))
+    agg.apply(1, np.zeros(0, np.int64), np.array([8]), np.array([1]), *csr([[(200, 20, 0.3)]]))
+    assert agg.topk(5) == [(102, 0.9), (100, 0.9), (101, 0.5)]
+    agg.baseline(np.array([5, 8]))
+    assert len(agg.emit()[0]) == 0
+    agg.apply(2, np.array([5]), np.zeros(0, np.int64), np.zeros(0, np.int64), *csr([]))   # replica dropped
+    ids, off, mids, scs = agg.emit()
+    assert ids.tolist() == [5] and mids.tolist() == [100, 101]
+    agg.forget(np.array([5]))
+    assert agg.topk(5) == [] and agg.replicas(8) == [1]
+    agg._compact()
+    assert agg.topk(8) == [(200, 0.3)]
+    assert agg.stats()["subscriptions"] == 1
+
+
+def test_bulk_load_is_atomic_per_call():
+    """A bad row in a later part of the table loads nothing (not even the earlier parts),
+    names its position in the whole table, and leaves the cluster as it was; a good table
+    then loads completely and equals subscribing it."""
+    import pyarrow as pa
+
+    cfg = rc.EngineConfig(bounds=(0, 0, 1, 1), window=50)
+    cl = rc.Cluster.start(rc.ClusterConfig(engine=cfg, policy="prefix", partitions=3,
+                                           options={"runtime": "inproc"}))
+    eng = rc.Engine(cfg)
+    msgs = [rc.Message(i, (i % 7) / 7, (i % 5) / 5, text=f"w{i % 4} w{i % 3} zz{i}") for i in range(30)]
+    cl.publish(msgs)
+    eng.publish(msgs)
+    n = 25
+    good = pa.table({"id": list(range(n)), "x": [(i % 9) / 9 for i in range(n)],
+                     "y": [(i % 4) / 4 for i in range(n)], "k": [3] * n, "alpha": [0.3] * n,
+                     "text": [f"w{i % 4} new{i}" for i in range(n)]})
+    bad = good.set_column(3, "k", pa.array([3] * 22 + [0] + [3] * 2))      # row 22: k = 0
+    with pytest.raises(rc.InvalidInput, match=r"#22 \(id=22\).*'k'"):
+        cl.load_subscriptions(bad, batch_rows=10)
+    assert cl.stats()["subscriptions"] == 0
+    dup = good.set_column(0, "id", pa.array(list(range(n - 1)) + [3]))     # row 24 repeats id 3
+    with pytest.raises(rc.InvalidInput, match=r"#24 \(id=3\).*duplicate"):
+        cl.load_subscriptions(dup, batch_rows=10)
+    assert cl.stats()["subscriptions"] == 0
+    assert cl.load_subscriptions(good, batch_rows=10) == n
+    eng.subscribe(good)
+    for i in range(n):
+        assert cl.topk(i) == eng.topk(i)
+    cl.shutdown()

@@ -127,8 +127,9 @@ def test_ray_job_submit_rankcast_run(ray_head, tmp_path):
         "cluster": {"name": "job-cluster", "policy": "prefix", "partitions": 2, "window_shards": 2,
                     "actor_cpus": 0.1, "batch_size": 4}}))
     out_file = tmp_path / "out.json"
+    # `rankcast` is the console script of the venv the head runs in (its PATH)
     r = subprocess.run([ray_bin, "job", "submit", "--address", url, "--",
-                        PY, "-m", "rankcast.actors.commands", "run", "--config", str(tmp_path / "cluster.yaml"),
+                        "rankcast", "run", "--config", str(tmp_path / "cluster.yaml"),
                         "--subscriptions", str(tmp_path / "subs.parquet"), "--source", str(tmp_path / "msgs.parquet"),
                         "--batch-rows", "5", "--topk", "1", "2", "3", "--out", str(out_file)],
                        env=env, capture_output=True, text=True, timeout=600)

@@ -87,3 +87,26 @@ def test_named_cluster_lifecycle(ray_session):
         cl.shutdown()
     with pytest.raises(RuntimeError, match="no rankcast cluster"):
         rc.Cluster.attach("test-lifecycle", namespace="rankcast-test-ns")
+
+
+def test_split_partition_online_on_ray(ray_session):
+    """Load monitoring on Ray: a location partition is split into a new actor that joins the
+    step sequence mid-stream; results stay equal to the engine."""
+    cfg = rc.EngineConfig(bounds=BOUNDS, window=40)
+    ccfg = rc.ClusterConfig(engine=cfg, policy="location", partitions=2, window_shards=2, batch_size=6,
+                            actor_cpus=0.05, name="test-split")
+    cl = rc.Cluster.start(ccfg)
+    try:
+        calls = random_calls(31, 30, invalid=False)
+        eng = rc.Engine(cfg)
+        targets = {"engine": eng, "cluster": cl}
+        live: set[int] = set()
+        play(targets, calls[:15], live=live)
+        res = cl.rebalance(threshold=0.0)
+        assert res["action"] == "split" and res["new_partition"] == 2
+        play(targets, calls[15:], live=live)
+        st = cl.stats()
+        assert st["partitions"] == 3 and len(st["roles"]["partition"]) == 3
+        assert st["roles"]["partition"][2]["subscriptions"] > 0
+    finally:
+        cl.shutdown()

@@ -23,7 +23,7 @@ from numba.typed import Dict
 from ..indexing.window import CandidateLists
 from .metrics import RoleMetrics
 
-__all__ = ["Aggregator", "merge_candidates", "merge_lists"]
+__all__ = ["Aggregator", "merge_candidates"]
 
 
 # ----------------------------------------------------------------------------- candidate merge
@@ -307,19 +307,6 @@ def _entries_of(entries):
         out[i] = v
         i += 1
     return out
-
-
-def merge_lists(lists: list[tuple[np.ndarray, np.ndarray, np.ndarray]], k: int):
-    """Global top-k of replica lists [(ids, seqs, scores)], for tools and tests."""
-    if not lists:
-        return np.zeros(0, np.int64), np.zeros(0, np.int64), np.zeros(0)
-    ids = np.concatenate([l[0] for l in lists])
-    seqs = np.concatenate([l[1] for l in lists])
-    scs = np.concatenate([l[2] for l in lists])
-    _, first = np.unique(seqs, return_index=True)
-    ids, seqs, scs = ids[first], seqs[first], scs[first]
-    order = np.lexsort((-seqs, -scs))[:k]
-    return ids[order], seqs[order], scs[order]
 
 
 def _grow(a: np.ndarray, n: int, fill=0):

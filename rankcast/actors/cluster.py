@@ -4,13 +4,21 @@ A cluster is a named, detached :class:`~rankcast.actors.coordinator.Coordinator`
 ``ClusterConfig.namespace`` that owns the other roles; any process or Ray job attaches to it
 by name. Every call is forwarded to the coordinator, which validates it exactly as
 :class:`rankcast.Engine` does (errors come back as the same exceptions).
+
+``ClusterConfig.options`` understood here: ``l1``/``l2`` (hybrid levels, l1 x l2 =
+partitions), ``window_estimate`` (messages in a time window, for fitting prefixes),
+``v_fit`` (term ids below it are split into ranges, above hashed), ``merge_via_aggregator``
+(re-evaluation answers merged by an aggregator, default True, else in the partition),
+``runtime: inproc`` (every role in the calling process), ``delay`` / ``seed`` (testing: every
+role call sleeps up to ``delay`` seconds at random).
 """
 from __future__ import annotations
 
 import time
 from typing import Any, Iterable
 
-from ..config import ClusterConfig
+from ..config import ClusterConfig, local_ray_options
+from ..engine import updates_from_arrays
 from ..errors import InvalidInput, UnknownSubscription
 from ..model import Update
 from .coordinator import Coordinator
@@ -127,10 +135,11 @@ class Cluster:
         """wait=True: the updates of the call once applied. wait=False: returns once the
         messages are validated and in the pipeline; :meth:`flush` then waits and returns
         the updates since the last ones returned."""
-        return self._call("publish", msgs, bool(wait))
+        out = self._call("publish", msgs, bool(wait))
+        return None if out is None else updates_from_arrays(*out)
 
     def flush(self) -> list[Update]:
-        return self._call("flush")
+        return updates_from_arrays(*self._call("flush"))
 
     def topk(self, sub_id) -> list[tuple[int, float]]:
         return self._call("topk", sub_id)
@@ -144,19 +153,27 @@ class Cluster:
     def config(self) -> ClusterConfig:
         return self._call("config")
 
+    def rebalance(self, threshold: float = 1.5, sample: int = 5000) -> dict:
+        """Load monitoring (paper 7.4): split the busiest location partition or refit the
+        keyword ranges when one partition is ``threshold`` times busier than the mean since
+        the previous check; results stay exact. Returns what was done."""
+        return self._call("rebalance", float(threshold), int(sample))
+
     # ------------------------------------------------------------------ bulk
     def load_subscriptions(self, source, *, batch_rows: int = 100_000, spark=None) -> int:
         """Bulk-load a subscription table (Spark DataFrame, Parquet/CSV/JSONL path, Arrow or
         pandas): batches of ``batch_rows`` are routed by the policy and indexed with one
-        ``SkypeCore.add`` per partition and batch; initial results follow in batches. Each
-        batch is validated and applied atomically. Returns the number of subscriptions."""
+        ``SkypeCore.add`` per partition and batch; initial results follow in batches. The
+        call is atomic: every batch is validated first, and a bad row anywhere (named by its
+        position in the table) loads nothing. Returns the number of subscriptions."""
         from ..ingest.bulk import iter_batches
-        n = 0
-        for table in iter_batches(source, batch_rows, spark=spark, kind="subscription", progress=False):
-            self._call("load_batch", table)
-            n += table.num_rows
-        self._call("finish_load")
-        return n
+        try:
+            for table in iter_batches(source, batch_rows, spark=spark, kind="subscription", progress=False):
+                self._call("stage_batch", table)
+        except BaseException:
+            self._call("abort_load")
+            raise
+        return self._call("commit_load")
 
     def replay(self, source, rate: float | None = None, *, batch_rows: int = 10_000, spark=None) -> dict:
         """Publish a message table in order (pipelined), at most ``rate`` messages/second;
@@ -172,7 +189,7 @@ class Cluster:
                 ahead = n / rate - (time.perf_counter() - t0)
                 if ahead > 0:
                     time.sleep(ahead)
-        updates += len(self._call("flush"))
+        updates += len(self._call("flush")[0])
         return {"messages": n, "seconds": time.perf_counter() - t0, "updates": updates}
 
 
@@ -181,6 +198,6 @@ def _ensure_ray(address: str | None, namespace: str) -> None:
     if ray.is_initialized():
         return
     if address is None:
-        ray.init(namespace=namespace, include_dashboard=False, log_to_driver=False)
+        ray.init(**local_ray_options(namespace=namespace, log_to_driver=False))
     else:
         ray.init(address=address, namespace=namespace, log_to_driver=False)

@@ -33,6 +33,8 @@ import time
 from dataclasses import fields
 from pathlib import Path
 
+from ..config import local_ray_options
+
 __all__ = ["register", "cmd_run", "load_cluster_config", "cluster_config_from_dict", "main"]
 
 
@@ -117,7 +119,7 @@ def cmd_run(args) -> int:
         address = "auto"
     if not ray.is_initialized():
         if address is None:
-            ray.init(namespace=ccfg.namespace, include_dashboard=False, log_to_driver=False)
+            ray.init(**local_ray_options(namespace=ccfg.namespace, log_to_driver=False))
         else:
             ray.init(address=address, namespace=ccfg.namespace, log_to_driver=False)
     started = False

@@ -38,6 +38,7 @@ prefix before the boundary is reached.
 """
 from __future__ import annotations
 
+import re
 import time
 from collections import deque
 from numbers import Integral
@@ -46,19 +47,41 @@ import numpy as np
 
 from ..columns import Encoder, MessageBatch, SubscriptionBatch, item_error
 from ..config import ClusterConfig
-from ..engine import check_ids_arg, updates_from_arrays
+from ..engine import check_ids_arg
 from ..errors import InvalidInput, UnknownSubscription
 from ..indexing.window import WindowClock
-from ..model import Update
 from .aggregator import Aggregator
-from .distributor import Distributor, route_step
+from .distributor import Distributor
 from .metrics import RoleMetrics
 from .partition import PartitionOps, SubscriptionPartition
-from .policies import Policy, make_policy
+from .policies import Policy, Routing, make_policy
 from .runtime import InprocRuntime, RayRuntime, Runtime
 from .shard import WindowShard
 
 __all__ = ["Coordinator"]
+
+_NO_UPDATES = (np.zeros(0, np.int64), np.zeros(1, np.int64), np.zeros(0, np.int64), np.zeros(0))
+
+
+def _latest(outs: list[tuple]) -> tuple:
+    """Concatenate update arrays keeping, per subscription, the list of the last part."""
+    ids = np.concatenate([o[0] for o in outs])
+    lists = [(o[1], o[2], o[3]) for o in outs]
+    rows = [(k, r) for k, o in enumerate(outs) for r in range(len(o[0]))]
+    last = {}
+    for (k, r), i in zip(rows, ids.tolist()):
+        last[i] = (k, r)
+    keep = sorted(last.values())
+    off = [0]
+    mids, scs = [], []
+    for k, r in keep:
+        o, m, c = lists[k]
+        mids.append(m[o[r]:o[r + 1]])
+        scs.append(c[o[r]:o[r + 1]])
+        off.append(off[-1] + o[r + 1] - o[r])
+    return (np.array([outs[k][0][r] for k, r in keep], np.int64), np.array(off, np.int64),
+            np.concatenate(mids) if mids else np.zeros(0, np.int64),
+            np.concatenate(scs) if scs else np.zeros(0))
 
 
 class Coordinator:
@@ -82,9 +105,11 @@ class Coordinator:
         self.shards = [self.rt.create(WindowShard, cfg, s, ccfg.max_in_flight + 2, name, export, delay, seed,
                                       num_cpus=cpus) for s in range(S)]
         self.aggs = [self.rt.create(Aggregator, a, P, name, export, num_cpus=cpus) for a in range(A)]
-        self.parts = [self.rt.create(SubscriptionPartition, cfg, p, self.shards, self.aggs, self.rt,
-                                     self.policy.prefix, bool(opts.get("merge_via_aggregator", True)),
-                                     name, export, delay, seed, num_cpus=cpus) for p in range(P)]
+        # with one partition there is nothing to reallocate to: no prefix checks
+        self._part_args = (self.shards, self.aggs, self.rt, self.policy.prefix and P > 1,
+                           bool(opts.get("merge_via_aggregator", True)), name, export, delay, seed)
+        self.parts = [self.rt.create(SubscriptionPartition, cfg, p, *self._part_args, num_cpus=cpus)
+                      for p in range(P)]
         self.dists = [self.rt.create(Distributor, self.policy, S, d, name, export, delay, seed,
                                      num_cpus=cpus) for d in range(D)]
         self.metrics = RoleMetrics("coordinator", 0, name, export)
@@ -97,16 +122,18 @@ class Coordinator:
         self.exp_dispatched = -1
         self.step = 0
         self.published = 0
-        self.tuples = 0
         self.live: dict[int, int] = {}            # subscription id -> routed prefix length
-        self.replicas = 0                          # replicas placed (for the ratio)
         self.win_ids: dict[int, int] = {}
         self.win_fifo: deque[tuple[np.ndarray, np.ndarray]] = deque()
         self.inflight: deque[tuple[int, list, list]] = deque()
         self.realloc_queue: list[dict] = []
+        self._stash: list[tuple] = []              # direct-mode updates taken before a move
+        self._last_busy = np.zeros(P)
         self.pending_ops: dict[int, list[PartitionOps]] = {}
-        self._loading: list[np.ndarray] = []
-        self.counters = dict(steps=0, reallocations=0, realloc_readds=0, realloc_new_replicas=0,
+        self._staged: list[SubscriptionBatch] | None = None   # bulk load in progress
+        self._staged_ids: set[int] = set()
+        self._stage_mark = 0
+        self.counters = dict(steps=0, reallocations=0, realloc_new_replicas=0,
                              publish_seconds=0.0, calls=0)
 
     def ready(self) -> bool:
@@ -150,34 +177,61 @@ class Coordinator:
             self._baseline(batch.ids)
             self.counters["calls"] += 1
 
-    def load_batch(self, subs) -> int:
-        """Bulk load: place one validated batch without waiting (``finish_load`` waits)."""
+    def stage_batch(self, subs) -> int:
+        """Bulk load, phase 1: validate and encode one part of the table. Nothing takes effect
+        before ``commit_load``; an error anywhere in the table (positions count from the
+        table's first row) discards every staged part, so a bad table loads nothing."""
         with self.metrics.busy():
-            batch, pending = self.encoder.encode_subscriptions(subs)
-            dup = [i for i, sid in enumerate(batch.ids.tolist()) if sid in self.live]
-            if dup:
-                p = dup[0]
-                raise item_error("subscription", p, int(batch.ids[p]), "id", "already subscribed")
-            self.encoder.commit(pending)
-            if len(batch):
-                self._place(batch)
-                self._dispatch()
-                self._loading.append(batch.ids)
+            if self._staged is None:
+                self._staged, self._staged_ids = [], set()
+                self._stage_mark = self.encoder.terms.mark()
+            offset = sum(len(b) for b in self._staged)
+            try:
+                try:
+                    batch, pending = self.encoder.encode_subscriptions(subs)
+                except InvalidInput as e:
+                    raise InvalidInput(re.sub(r"#(\d+)", lambda m: f"#{int(m.group(1)) + offset}",
+                                              str(e), count=1)) from None
+                for i, sid in enumerate(batch.ids.tolist()):
+                    if sid in self.live:
+                        raise item_error("subscription", offset + i, sid, "id", "already subscribed")
+                    if sid in self._staged_ids:
+                        raise item_error("subscription", offset + i, sid, "id", "duplicate id within the table")
+            except Exception:
+                self.abort_load()
+                raise
+            self.encoder.commit(pending)   # later parts must see the ids of new terms
+            self._staged_ids.update(batch.ids.tolist())
+            self._staged.append(batch)
             return len(batch)
 
-    def finish_load(self) -> None:
+    def abort_load(self) -> None:
+        """Drop what ``stage_batch`` staged, and the terms it met."""
+        if self._staged is not None:
+            self.encoder.terms.rollback(self._stage_mark)
+        self._staged = None
+
+    def commit_load(self) -> int:
+        """Bulk load, phase 2: place every staged part (routed by the policy, one index
+        build per partition and part), then initial results, then wait."""
         with self.metrics.busy():
+            staged, self._staged = self._staged or [], None
+            loaded = []
+            for batch in staged:
+                if len(batch):
+                    self._place(batch)
+                    self._dispatch()
+                    loaded.append(batch.ids)
             self._quiesce()
-            if self._loading:
-                self._baseline(np.concatenate(self._loading))
-            self._loading = []
+            if loaded:
+                self._baseline(np.concatenate(loaded))
+            return sum(len(b) for b in loaded)
 
     def _place(self, batch: SubscriptionBatch) -> None:
         """Initial placement of new subscriptions (prefix policies: one term, grown later)."""
         plen = self.policy.initial_prefix(batch)
         routing = self.policy.route_subscriptions(batch, plen)
         self.live.update(zip(batch.ids.tolist(), plen.tolist()))
-        self.replicas += int(len(routing.parts))
         for p, rows in enumerate(routing.rows_of(self.policy.n_partitions)):
             if len(rows):
                 self._add_ops(p, PartitionOps(add=batch.take(rows), add_plen=plen[rows]))
@@ -229,7 +283,7 @@ class Coordinator:
         self.counters["publish_seconds"] += time.perf_counter() - t0
         return out
 
-    def flush(self) -> list[Update]:
+    def flush(self) -> tuple:
         t0 = time.perf_counter()
         with self.metrics.busy():
             self._quiesce()
@@ -378,7 +432,6 @@ class Coordinator:
                 if len(kept):
                     self._add_ops(p, PartitionOps(plen_ids=sub.ids[kept], plen=new_plen[kept]))
             n_new = int(added.sum())
-            self.replicas += n_new
             self.counters["realloc_new_replicas"] += n_new
             live.update(zip(sub.ids.tolist(), new_plen.tolist()))
         # requesters whose prefix an earlier request already grew learn the current length
@@ -397,21 +450,24 @@ class Coordinator:
             with self.metrics.waiting():
                 self.rt.get(refs)
 
-    def _emit(self) -> list[Update]:
+    def _emit(self) -> tuple:
+        """(sub_ids, offsets, msg_ids, scores) of the updates since the previous emit; the
+        client turns them into ``Update`` objects (arrays cross process boundaries cheaply)."""
         if self.direct:
-            outs = self.rt.get([p.take_updates.remote() for p in self.parts])
+            outs = self._stash + self.rt.get([p.take_updates.remote() for p in self.parts])
+            self._stash = []
         else:
             self._ship()
             outs = self.rt.get([a.emit.remote() for a in self.aggs])
         outs = [o for o in outs if len(o[0])]
         if not outs:
-            return []
+            return _NO_UPDATES
+        if len(outs) > len(self.parts):      # a subscription moved: its latest list wins
+            outs = [_latest(outs)]
         ids = np.concatenate([o[0] for o in outs])
         base = np.cumsum([0] + [len(o[2]) for o in outs[:-1]])
-        off = np.concatenate([[0]] + [o[1][1:] + b for o, b in zip(outs, base)])
-        mid = np.concatenate([o[2] for o in outs])
-        msc = np.concatenate([o[3] for o in outs])
-        return updates_from_arrays(ids, off.astype(np.int64), mid, msc)
+        off = np.concatenate([[0]] + [o[1][1:] + b for o, b in zip(outs, base)]).astype(np.int64)
+        return ids, off, np.concatenate([o[2] for o in outs]), np.concatenate([o[3] for o in outs])
 
     def _baseline(self, ids: np.ndarray) -> None:
         """New subscriptions: their initial results are not updates."""
@@ -420,6 +476,92 @@ class Coordinator:
         self._ship()
         A = len(self.aggs)
         self.rt.get([agg.baseline.remote(ids[np.mod(ids, A) == a]) for a, agg in enumerate(self.aggs)])
+
+    # ------------------------------------------------------------------ load monitoring
+    def rebalance(self, threshold: float = 1.5, sample: int = 5000) -> dict:
+        """Paper 7.4: when the busiest partition worked ``threshold`` times the mean since the
+        previous check, split its KD leaf (location: a new partition takes part of its
+        subscriptions) or refit the keyword ranges (keyword, prefix). Exact: moved
+        subscriptions are re-placed at one stream position with initial results there."""
+        with self.metrics.busy():
+            self._quiesce()
+            loads = self.rt.get([p.load.remote() for p in self.parts])
+            busy = np.array([l["busy_seconds"] for l in loads])
+            last = np.zeros(len(busy))
+            last[: len(self._last_busy)] = self._last_busy[: len(busy)]
+            delta = busy - last
+            self._last_busy = busy
+            mean = float(delta.mean()) if len(delta) else 0.0
+            hot = int(delta.argmax()) if len(delta) else 0
+            ratio = float(delta[hot] / mean) if mean > 0 else 0.0
+            out = {"busy": delta.tolist(), "ratio": ratio, "action": None}
+            if ratio < threshold or len(delta) == 0:
+                return out
+            msgs = self._message_sample(sample)
+            if self.policy.name == "location":
+                out.update(self._split(hot, msgs))
+            elif self.policy.name in ("keyword", "prefix"):
+                out.update(self._refit_ranges(msgs, sample))
+            else:
+                out["reason"] = f"no online rebalancing for policy {self.policy.name!r}"
+            return out
+
+    def _message_sample(self, n: int) -> MessageBatch:
+        per = max(1, n // len(self.shards))
+        return MessageBatch.concat(self.rt.get([s.sample.remote(per) for s in self.shards]))
+
+    def _split(self, hot: int, msgs: MessageBatch) -> dict:
+        subs, plen = self.rt.get(self.parts[hot].held.remote())
+        new = self.policy.split(hot, subs, msgs)
+        self.parts.append(self.rt.create(SubscriptionPartition, self.cfg, new, *self._part_args,
+                                         start_step=self.step, num_cpus=self.ccfg.actor_cpus))
+        self.rt.get([a.set_partitions.remote(self.policy.n_partitions) for a in self.aggs]
+                    + [d.set_policy.remote(self.policy) for d in self.dists])
+        self._last_busy = np.append(self._last_busy, 0.0)
+        moving = np.flatnonzero(self.policy.route_subscriptions(subs, plen).parts == new)
+        if len(moving):
+            if self.direct:       # keep the updates the leaving lists still owe
+                self._stash.append(self.rt.get(self.parts[hot].take_updates.remote()))
+            mv = subs.take(moving)
+            self._add_ops(hot, PartitionOps(remove=mv.ids))
+            self._add_ops(new, PartitionOps(add=mv, add_plen=plen[moving]))
+            self._dispatch()
+            self._quiesce()
+        return {"action": "split", "partition": hot, "new_partition": new, "moved": int(len(moving))}
+
+    def _refit_ranges(self, msgs: MessageBatch, sample: int) -> dict:
+        held = self.rt.get([p.held.remote() for p in self.parts])
+        subs = SubscriptionBatch.concat([h[0] for h in held])
+        plen = np.concatenate([h[1] for h in held])
+        _, first = np.unique(subs.ids, return_index=True)        # one row per subscription
+        subs, plen = subs.take(first), plen[first]
+        rng = np.random.default_rng(len(subs))
+        pick = np.sort(rng.choice(len(subs), min(sample, len(subs)), replace=False))
+        before = self.policy.route_subscriptions(subs, plen)
+        old = self.policy.rebalance(subs.take(pick), msgs, plen[pick])
+        after = self.policy.route_subscriptions(subs, plen)
+        # a subscription is re-placed when a term of its prefix changed partition: its old
+        # replicas may have seen messages that the new ones would not (and vice versa)
+        from .policies import _take_prefix
+        off, terms = _take_prefix(subs.offsets, subs.term_ids, plen)
+        moved_term = old.parts(terms) != self.policy.kmap.parts(terms)
+        row = np.repeat(np.arange(len(subs)), np.diff(off))
+        affected = np.unique(row[moved_term])
+        self.rt.get([d.set_policy.remote(self.policy) for d in self.dists])
+        P = self.policy.n_partitions
+        if len(affected):
+            for p, rows in enumerate(Routing(before.offsets, before.parts).rows_of(P)):
+                r = np.intersect1d(rows, affected)
+                if len(r):
+                    self._add_ops(p, PartitionOps(remove=subs.ids[r]))
+            for p, rows in enumerate(after.rows_of(P)):
+                r = np.intersect1d(rows, affected)
+                if len(r):
+                    self._add_ops(p, PartitionOps(add=subs.take(r), add_plen=plen[r]))
+            self._dispatch()
+            self._quiesce()
+        return {"action": "rebalance", "moved": int(len(affected)),
+                "ranges": self.policy.kmap.bounds.tolist()}
 
     # ------------------------------------------------------------------ stats
     def stats(self) -> dict:

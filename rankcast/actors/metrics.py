@@ -2,7 +2,8 @@
 through ``ray.util.metrics`` so that they show in the Ray dashboard / Prometheus.
 
 ``busy_seconds`` is the time a role spent working (its own method time minus the time it
-sat waiting for peers); the benchmark turns it into projected throughput for N cores.
+sat waiting for peers), ``cpu_seconds`` the CPU time of that work (insensitive to other
+processes on the machine); the benchmark turns them into projected throughput for N cores.
 """
 from __future__ import annotations
 
@@ -12,14 +13,15 @@ from contextlib import contextmanager
 __all__ = ["RoleMetrics", "add_nested"]
 
 # In-process runs call peers directly: the time of a nested call belongs to the callee, so
-# each busy block keeps the time spent in the direct calls it made (a stack, one per block).
-_NESTED: list[float] = []
+# each busy block keeps the (wall, cpu) time spent in the direct calls it made (a stack).
+_NESTED: list[list[float]] = []
 
 
-def add_nested(seconds: float) -> None:
-    """Charge ``seconds`` of a direct in-process call to the caller's open busy block."""
+def add_nested(seconds: float, cpu_seconds: float) -> None:
+    """Charge a direct in-process call to the caller's open busy block."""
     if _NESTED:
-        _NESTED[-1] += seconds
+        _NESTED[-1][0] += seconds
+        _NESTED[-1][1] += cpu_seconds
 
 _DEFS = {
     # name: (kind, description)
@@ -30,6 +32,7 @@ _DEFS = {
     "searches": ("counter", "re-evaluation questions answered by a window shard"),
     "updates": ("counter", "subscription top-k lists changed"),
     "busy_seconds": ("counter", "seconds spent working"),
+    "cpu_seconds": ("counter", "CPU seconds of this role's thread while working"),
     "queue_depth": ("gauge", "steps dispatched and not yet finished"),
     "subscriptions": ("gauge", "subscriptions (replicas) held"),
     "window": ("gauge", "messages held"),
@@ -76,14 +79,16 @@ class RoleMetrics:
     def busy(self, step_histogram: bool = False):
         """Time a method; time spent in :meth:`waiting` blocks is not counted as busy."""
         t0 = time.perf_counter()
+        c0 = time.thread_time()
         w0 = self._waiting
-        _NESTED.append(0.0)
+        _NESTED.append([0.0, 0.0])
         try:
             yield
         finally:
-            nested = _NESTED.pop()
+            nested, nested_cpu = _NESTED.pop()
             total = time.perf_counter() - t0
             self.inc("busy_seconds", max(0.0, total - (self._waiting - w0) - nested))
+            self.inc("cpu_seconds", max(0.0, time.thread_time() - c0 - nested_cpu))
             if step_histogram:
                 self.observe("step_seconds", total)
 
@@ -96,7 +101,7 @@ class RoleMetrics:
             self._waiting += time.perf_counter() - t0
 
     def snapshot(self) -> dict:
-        out = {k: (int(v) if k not in ("busy_seconds",) else float(v)) for k, v in self.values.items()}
+        out = {k: (float(v) if k.endswith("seconds") else int(v)) for k, v in self.values.items()}
         out["max_queue_depth"] = int(self.max_queue_depth)
         out["waiting_seconds"] = self._waiting
         out["exported"] = sorted(f"rankcast_{k}" for k in self._ray)

@@ -27,7 +27,7 @@ import time
 import numba
 import numpy as np
 
-from ..columns import MessageBatch, SubscriptionBatch
+from ..columns import SubscriptionBatch
 from ..config import EngineConfig
 from ..indexing import skyband as sk
 from ..indexing.core import SkypeCore
@@ -52,9 +52,6 @@ class PartitionOps:
         self.plen_ids = plen_ids
         self.plen = plen
 
-    def __bool__(self) -> bool:
-        return any(v is not None and len(v) for v in (self.remove, self.add, self.plen_ids))
-
     @staticmethod
     def combine(ops: list["PartitionOps"]) -> "PartitionOps":
         """One set of operations from several (applied as removals, additions, lengths)."""
@@ -73,7 +70,7 @@ class PartitionOps:
 class SubscriptionPartition:
     def __init__(self, cfg: EngineConfig, index: int, shards: list, aggregators: list, runtime,
                  prefix: bool, merge_via_aggregator: bool = True, cluster: str = "rankcast",
-                 export_metrics: bool = True, delay: float = 0.0, seed: int = 0):
+                 export_metrics: bool = True, delay: float = 0.0, seed: int = 0, start_step: int = 0):
         self.cfg = cfg
         self.index = index
         self.core = SkypeCore(cfg)
@@ -84,7 +81,7 @@ class SubscriptionPartition:
         self.via_agg = bool(merge_via_aggregator)
         self.plen = np.zeros(1024, np.int64)        # prefix length messages are routed by (known)
         self.ub = np.full(1024, -np.inf)            # bound of the terms beyond it (Eq. 18)
-        self.step = 0
+        self.step = int(start_step)                 # a partition added later joins at a step
         self.exp_end = -1
         self._dropped: list[np.ndarray] = []        # since the last shipment to the aggregators
         self._new_ids: list[np.ndarray] = []
@@ -248,6 +245,11 @@ class SubscriptionPartition:
         """Every subscription held, with the prefix length each is routed by."""
         live = self.core.subs.live_slots()
         return self.core.subs.batch(live), self.plen[live].copy()
+
+    def load(self) -> dict:
+        """Load monitoring (paper 7.4): busy time so far, subscriptions, messages received."""
+        return {"busy_seconds": self.metrics.values["busy_seconds"], "subscriptions": len(self.core.subs),
+                "messages": self.metrics.values["messages"]}
 
     def stats(self) -> dict:
         out = self.metrics.snapshot()

@@ -40,9 +40,9 @@ class _LocalMethod:
         return m
 
     def remote(self, *args, **kw):
-        t0 = time.perf_counter()
+        t0, c0 = time.perf_counter(), time.thread_time()
         out = self._fn(*[_resolve(a) for a in args], **{k: _resolve(v) for k, v in kw.items()})
-        add_nested(time.perf_counter() - t0)
+        add_nested(time.perf_counter() - t0, time.thread_time() - c0)
         if self._n == 1:
             return LocalRef(out)
         return [LocalRef(v) for v in out]

@@ -75,6 +75,11 @@ class WindowShard:
             self.metrics.inc("searches", len(subs))
             return self.window.search(subs, K, after_seq=after_seq, upto_seq=upto_seq)
 
+    def sample(self, n: int, seed: int = 0) -> MessageBatch:
+        """Up to ``n`` of the most recent messages held (load monitoring refits)."""
+        snap = self.window.snapshot()
+        return snap.take(np.arange(max(0, len(snap) - n), len(snap)))
+
     def stats(self) -> dict:
         out = self.metrics.snapshot()
         out.update(index=self.index, step=self.step, held=len(self.window), expired_upto=self.expired)

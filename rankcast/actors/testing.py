@@ -119,12 +119,14 @@ def _outcome(target, call: Call):
     return ("ok", out)
 
 
-def play(targets: dict[str, Any], calls: list[Call], *, live_ids=None, check_every: int = 1) -> int:
+def play(targets: dict[str, Any], calls: list[Call], *, live: set[int] | None = None,
+         check_every: int = 1) -> int:
     """Play ``calls`` on every target; after each call the outcomes (updates or the error)
     and the top-k of every live subscription must be equal. Returns the number of
-    comparisons made. A target with ``topk_many`` answers all subscriptions in one call."""
+    comparisons made. A target with ``topk_many`` answers all subscriptions in one call.
+    ``live``: the subscriptions live before the calls (updated in place)."""
     names = list(targets)
-    live: set[int] = set()
+    live = set() if live is None else live
     checks = 0
     for n, call in enumerate(calls):
         outs = {name: _outcome(targets[name], call) for name in names}
