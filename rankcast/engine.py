@@ -14,7 +14,7 @@ from .indexing.core import SkypeCore
 from .indexing.window import MessageWindow, WindowClock
 from .model import Update
 
-__all__ = ["Engine", "check_ids_arg", "updates_from_arrays"]
+__all__ = ["Engine", "check_ids_arg", "check_not_live", "updates_from_arrays"]
 
 
 def check_ids_arg(ids) -> np.ndarray:
@@ -36,6 +36,13 @@ def check_ids_arg(ids) -> np.ndarray:
         dup = int(u[c > 1][0])
         raise InvalidInput(f"id #{out.index(dup)} (id={dup}): field 'id': duplicate id within the call")
     return arr
+
+
+def check_not_live(ids: np.ndarray, live, offset: int = 0) -> None:
+    """A subscribe call's ids must not be live; ``offset`` is the call's position of ids[0]."""
+    for i, sid in enumerate(ids.tolist()):
+        if sid in live:
+            raise item_error("subscription", offset + i, sid, "id", "already subscribed")
 
 
 def updates_from_arrays(sub_ids, offsets, msg_ids, scores) -> list[Update]:
@@ -67,10 +74,7 @@ class Engine:
     # ------------------------------------------------------------------ calls
     def subscribe(self, subs) -> None:
         batch, pending = self.encoder.encode_subscriptions(subs)
-        live = [i for i, sid in enumerate(batch.ids.tolist()) if sid in self.core.subs]
-        if live:
-            p = live[0]
-            raise item_error("subscription", p, int(batch.ids[p]), "id", "already subscribed")
+        check_not_live(batch.ids, self.core.subs)
         self.encoder.commit(pending)
         if len(batch) == 0:
             return

@@ -28,76 +28,8 @@ __all__ = ["Aggregator", "merge_candidates"]
 
 # ----------------------------------------------------------------------------- candidate merge
 
-@numba.njit(cache=True)
-def _merge_candidates(n, K, offs, seqs, ids, ts, scs, comps, works):
-    """Per-row top-K[i] of S sorted candidate lists by (score desc, seq desc).
-
-    offs: int64[S, n + 1]; the other arrays are the S lists concatenated (list s starts at
-    its own base, given by the row offsets shifted). Returns the merged CSR arrays."""
-    S = offs.shape[0]
-    out_off = np.zeros(n + 1, np.int64)
-    total = 0
-    for i in range(n):
-        m = 0
-        for s in range(S):
-            m += offs[s, i + 1] - offs[s, i]
-        total += min(m, K[i])
-    o_seq = np.empty(total, np.int64)
-    o_id = np.empty(total, np.int64)
-    o_t = np.empty(total, np.float64)
-    o_sc = np.empty(total, np.float64)
-    comp = np.ones(n, np.bool_)
-    work = np.zeros(n, np.int64)
-    head = np.empty(S, np.int64)
-    w = 0
-    for i in range(n):
-        avail = 0
-        for s in range(S):
-            head[s] = offs[s, i]
-            avail += offs[s, i + 1] - offs[s, i]
-            if not comps[s, i]:
-                comp[i] = False
-            work[i] += works[s, i]
-        take = min(avail, K[i])
-        if take < avail:
-            comp[i] = False
-        for _ in range(take):
-            best = -1
-            for s in range(S):
-                if head[s] < offs[s, i + 1]:
-                    if best < 0:
-                        best = s
-                    else:
-                        a = head[s]
-                        b = head[best]
-                        if scs[a] > scs[b] or (scs[a] == scs[b] and seqs[a] > seqs[b]):
-                            best = s
-            r = head[best]
-            o_seq[w] = seqs[r]
-            o_id[w] = ids[r]
-            o_t[w] = ts[r]
-            o_sc[w] = scs[r]
-            w += 1
-            head[best] += 1
-        out_off[i + 1] = w
-    return out_off, o_seq, o_id, o_t, o_sc, comp, work
-
-
-def merge_candidates(parts: list[CandidateLists], K: np.ndarray) -> CandidateLists:
-    """Per-row top-K merge of the shards' answers (disjoint message sets)."""
-    K = np.asarray(K, np.int64)
-    if len(parts) == 1:
-        return parts[0]
-    n = len(K)
-    bases = np.cumsum([0] + [len(p.seq) for p in parts[:-1]])
-    offs = np.stack([p.offsets + b for p, b in zip(parts, bases)])
-    cat = lambda name, dt: np.concatenate([getattr(p, name) for p in parts]).astype(dt, copy=False)
-    works = np.stack([p.work if p.work is not None else np.zeros(n, np.int64) for p in parts])
-    comps = np.stack([p.complete for p in parts])
-    off, seq, ids, t, sc, comp, work = _merge_candidates(
-        n, K, offs, cat("seq", np.int64), cat("ids", np.int64), cat("t", np.float64),
-        cat("score", np.float64), comps, works)
-    return CandidateLists(off, seq, ids, t, sc, comp, work)
+# the per-row top-K merge of the shards' answers is CandidateLists.merge (indexing.window)
+merge_candidates = CandidateLists.merge
 
 
 # ----------------------------------------------------------------------------- result lists

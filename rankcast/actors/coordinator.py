@@ -47,7 +47,7 @@ import numpy as np
 
 from ..columns import Encoder, MessageBatch, SubscriptionBatch, item_error
 from ..config import ClusterConfig
-from ..engine import check_ids_arg
+from ..engine import check_ids_arg, check_not_live
 from ..errors import InvalidInput, UnknownSubscription
 from ..indexing.window import WindowClock
 from .aggregator import Aggregator
@@ -163,11 +163,7 @@ class Coordinator:
     def subscribe(self, subs) -> None:
         with self.metrics.busy():
             batch, pending = self.encoder.encode_subscriptions(subs)
-            live = self.live
-            dup = [i for i, sid in enumerate(batch.ids.tolist()) if sid in live]
-            if dup:
-                p = dup[0]
-                raise item_error("subscription", p, int(batch.ids[p]), "id", "already subscribed")
+            check_not_live(batch.ids, self.live)
             self.encoder.commit(pending)
             if len(batch) == 0:
                 return
@@ -192,9 +188,8 @@ class Coordinator:
                 except InvalidInput as e:
                     raise InvalidInput(re.sub(r"#(\d+)", lambda m: f"#{int(m.group(1)) + offset}",
                                               str(e), count=1)) from None
+                check_not_live(batch.ids, self.live, offset)
                 for i, sid in enumerate(batch.ids.tolist()):
-                    if sid in self.live:
-                        raise item_error("subscription", offset + i, sid, "id", "already subscribed")
                     if sid in self._staged_ids:
                         raise item_error("subscription", offset + i, sid, "id", "duplicate id within the table")
             except Exception:

@@ -90,27 +90,77 @@ class CandidateLists:
         """Per-row top-K of several lists over disjoint message sets (window shards).
 
         A row is complete only if it is complete in every part and keeps all it got."""
+        K = np.asarray(K, np.int64)
+        if len(parts) == 1:
+            return parts[0]
         n = len(K)
-        off = np.zeros(n + 1, np.int64)
-        rows_seq, rows_id, rows_t, rows_sc, comp = [], [], [], [], np.ones(n, bool)
-        work = np.zeros(n, np.int64)
-        for i in range(n):
-            seq = np.concatenate([p.seq[p.offsets[i]:p.offsets[i + 1]] for p in parts])
-            sc = np.concatenate([p.score[p.offsets[i]:p.offsets[i + 1]] for p in parts])
-            ids = np.concatenate([p.ids[p.offsets[i]:p.offsets[i + 1]] for p in parts])
-            tt = np.concatenate([p.t[p.offsets[i]:p.offsets[i + 1]] for p in parts])
-            order = np.lexsort((-seq, -sc))[: K[i]]
-            comp[i] = all(p.complete[i] for p in parts) and len(order) == len(seq)
-            rows_seq.append(seq[order]); rows_sc.append(sc[order])
-            rows_id.append(ids[order]); rows_t.append(tt[order])
-            off[i + 1] = off[i] + len(order)
-            work[i] = sum(int(p.work[i]) for p in parts if p.work is not None)
-        cat = lambda xs, dt: np.concatenate(xs).astype(dt) if xs else np.zeros(0, dt)
-        return CandidateLists(off, cat(rows_seq, np.int64), cat(rows_id, np.int64),
-                              cat(rows_t, np.float64), cat(rows_sc, np.float64), comp, work)
+        bases = np.cumsum([0] + [len(p.seq) for p in parts[:-1]])
+        offs = np.stack([p.offsets + b for p, b in zip(parts, bases)])
+        cat = lambda name, dt: np.concatenate([getattr(p, name) for p in parts]).astype(dt, copy=False)
+        works = np.stack([p.work if p.work is not None else np.zeros(n, np.int64) for p in parts])
+        comps = np.stack([p.complete for p in parts])
+        off, seq, ids, t, sc, comp, work = _merge_candidates(
+            n, K, offs, cat("seq", np.int64), cat("ids", np.int64), cat("t", np.float64),
+            cat("score", np.float64), comps, works)
+        return CandidateLists(off, seq, ids, t, sc, comp, work)
 
 
 # --------------------------------------------------------------------------- kernels
+
+@numba.njit(cache=True)
+def _merge_candidates(n, K, offs, seqs, ids, ts, scs, comps, works):
+    """Per-row top-K[i] of S sorted candidate lists by (score desc, seq desc).
+
+    offs: int64[S, n + 1]; the other arrays are the S lists concatenated (list s starts at
+    its own base, given by the row offsets shifted). Returns the merged CSR arrays."""
+    S = offs.shape[0]
+    out_off = np.zeros(n + 1, np.int64)
+    total = 0
+    for i in range(n):
+        m = 0
+        for s in range(S):
+            m += offs[s, i + 1] - offs[s, i]
+        total += min(m, K[i])
+    o_seq = np.empty(total, np.int64)
+    o_id = np.empty(total, np.int64)
+    o_t = np.empty(total, np.float64)
+    o_sc = np.empty(total, np.float64)
+    comp = np.ones(n, np.bool_)
+    work = np.zeros(n, np.int64)
+    head = np.empty(S, np.int64)
+    w = 0
+    for i in range(n):
+        avail = 0
+        for s in range(S):
+            head[s] = offs[s, i]
+            avail += offs[s, i + 1] - offs[s, i]
+            if not comps[s, i]:
+                comp[i] = False
+            work[i] += works[s, i]
+        take = min(avail, K[i])
+        if take < avail:
+            comp[i] = False
+        for _ in range(take):
+            best = -1
+            for s in range(S):
+                if head[s] < offs[s, i + 1]:
+                    if best < 0:
+                        best = s
+                    else:
+                        a = head[s]
+                        b = head[best]
+                        if scs[a] > scs[b] or (scs[a] == scs[b] and seqs[a] > seqs[b]):
+                            best = s
+            r = head[best]
+            o_seq[w] = seqs[r]
+            o_id[w] = ids[r]
+            o_t[w] = ts[r]
+            o_sc[w] = scs[r]
+            w += 1
+            head[best] += 1
+        out_off[i + 1] = w
+    return out_off, o_seq, o_id, o_t, o_sc, comp, work
+
 
 @numba.njit(cache=True, inline="always")
 def _mindist(px, py, x0, y0, x1, y1):
