@@ -128,8 +128,8 @@ class SkypeCore:
         if ops > 1000:
             self.c_row_seconds = 0.8 * self.c_row_seconds + 0.2 * (t2 - t1) / ops
         n = len(msgs)
-        expired = max(0, len(msgs))  # count window: one expiry per arrival once full
-        self._observe(n, expired)
+        if self.cfg.window is not None:     # Eq. 9-12 take |W| as the configured count
+            self.window_size = float(self.cfg.window)
         c = self.counters
         c["messages"] += n
         c["inserted"] += int(inserted)
@@ -161,10 +161,6 @@ class SkypeCore:
             if tot > 0 and self.cfg.time_window:
                 self.p_arr = self._arrivals / tot
                 self.p_exp = self._expiries / tot
-
-    def _observe(self, arrivals: int, expiries: int) -> None:
-        if self.cfg.window is not None:
-            self.window_size = float(self.cfg.window)
 
     # ------------------------------------------------------------------ re-evaluation
     def reeval_requests(self) -> tuple[np.ndarray, SubscriptionBatch, np.ndarray]:
