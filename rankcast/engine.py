@@ -14,7 +14,7 @@ from .indexing.core import SkypeCore
 from .indexing.window import MessageWindow, WindowClock
 from .model import Update
 
-__all__ = ["Engine", "check_ids_arg", "check_not_live", "updates_from_arrays"]
+__all__ = ["Engine", "check_ids_arg", "check_not_live", "check_message_state", "updates_from_arrays"]
 
 
 def check_ids_arg(ids) -> np.ndarray:
@@ -43,6 +43,17 @@ def check_not_live(ids: np.ndarray, live, offset: int = 0) -> None:
     for i, sid in enumerate(ids.tolist()):
         if sid in live:
             raise item_error("subscription", offset + i, sid, "id", "already subscribed")
+
+
+def check_message_state(batch: MessageBatch, in_window: np.ndarray, time_window: bool, t_max: float) -> None:
+    """A publish call's state checks: no id already in the window (``in_window`` mask), and
+    under a time window no time before the largest published so far."""
+    if in_window.any():
+        p = int(np.flatnonzero(in_window)[0])
+        raise item_error("message", p, int(batch.ids[p]), "id", "a message with this id is in the window")
+    if time_window and len(batch) and batch.t[0] < t_max:
+        raise item_error("message", 0, int(batch.ids[0]), "t",
+                         f"must not decrease, got {batch.t[0]!r} after {t_max!r}")
 
 
 def updates_from_arrays(sub_ids, offsets, msg_ids, scores) -> list[Update]:
@@ -110,13 +121,7 @@ class Engine:
         return updates_from_arrays(*self.core.take_updates())
 
     def _check_messages(self, batch: MessageBatch) -> None:
-        inw = self.window.has_ids(batch.ids)
-        if inw.any():
-            p = int(np.flatnonzero(inw)[0])
-            raise item_error("message", p, int(batch.ids[p]), "id", "a message with this id is in the window")
-        if self.cfg.time_window and len(batch) and batch.t[0] < self.clock.t_max:
-            raise item_error("message", 0, int(batch.ids[0]), "t",
-                             f"must not decrease, got {batch.t[0]!r} after {self.clock.t_max!r}")
+        check_message_state(batch, self.window.has_ids(batch.ids), self.cfg.time_window, self.clock.t_max)
 
     def _reevaluate(self) -> None:
         while True:

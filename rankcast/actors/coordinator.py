@@ -47,7 +47,7 @@ import numpy as np
 
 from ..columns import Encoder, MessageBatch, SubscriptionBatch, item_error
 from ..config import ClusterConfig
-from ..engine import check_ids_arg, check_not_live
+from ..engine import check_ids_arg, check_message_state, check_not_live
 from ..errors import InvalidInput, UnknownSubscription
 from ..indexing.window import WindowClock
 from .aggregator import Aggregator
@@ -318,12 +318,7 @@ class Coordinator:
     def _check_messages(self, batch: MessageBatch) -> None:
         d = self.win_ids
         inw = np.fromiter((i in d for i in batch.ids.tolist()), bool, len(batch))
-        if inw.any():
-            p = int(np.flatnonzero(inw)[0])
-            raise item_error("message", p, int(batch.ids[p]), "id", "a message with this id is in the window")
-        if self.cfg.time_window and len(batch) and batch.t[0] < self.clock.t_max:
-            raise item_error("message", 0, int(batch.ids[0]), "t",
-                             f"must not decrease, got {batch.t[0]!r} after {self.clock.t_max!r}")
+        check_message_state(batch, inw, self.cfg.time_window, self.clock.t_max)
 
     def _window_add(self, ids: np.ndarray, seqs: np.ndarray, expire_upto: int) -> None:
         self.win_ids.update(zip(ids.tolist(), seqs.tolist()))

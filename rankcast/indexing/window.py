@@ -315,6 +315,25 @@ def _expire(upto, head, count, r_seq, r_toff, r_tlen, mask, tr_term, tr_bk, tmas
     return head, n_free
 
 
+@numba.njit(cache=True, inline="always")
+def _sift_down(h_sc, h_seq, h_ins, size, sc, sq, ins):
+    """Place (sc, sq, ins) at the root of the min-heap of ``size`` rows ordered by
+    (score, seq) and sift it down."""
+    k = 0
+    while True:
+        l = 2 * k + 1
+        if l >= size:
+            break
+        rr = l + 1
+        if rr < size and (h_sc[rr] < h_sc[l] or (h_sc[rr] == h_sc[l] and h_seq[rr] < h_seq[l])):
+            l = rr
+        if h_sc[l] > sc or (h_sc[l] == sc and h_seq[l] > sq):
+            break
+        h_sc[k] = h_sc[l]; h_seq[k] = h_seq[l]; h_ins[k] = h_ins[l]
+        k = l
+    h_sc[k] = sc; h_seq[k] = sq; h_ins[k] = ins
+
+
 @numba.njit(cache=True)
 def _search(s_off, s_terms, s_w, s_x, s_y, s_alpha, K, after_seq, upto_seq, max_dist,
             r_seq, r_id, r_x, r_y, r_t, r_toff, r_tlen, mask, tr_term, tr_w, tmask,
@@ -445,19 +464,7 @@ def _search(s_off, s_terms, s_w, s_x, s_y, s_alpha, K, after_seq, upto_seq, max_
                             k = par
                         h_sc[k] = sc; h_seq[k] = sq; h_ins[k] = ins
                     elif sc > h_sc[0] or (sc == h_sc[0] and sq > h_seq[0]):
-                        k = 0
-                        while True:
-                            l = 2 * k + 1
-                            if l >= hn:
-                                break
-                            rr = l + 1
-                            if rr < hn and (h_sc[rr] < h_sc[l] or (h_sc[rr] == h_sc[l] and h_seq[rr] < h_seq[l])):
-                                l = rr
-                            if h_sc[l] > sc or (h_sc[l] == sc and h_seq[l] > sq):
-                                break
-                            h_sc[k] = h_sc[l]; h_seq[k] = h_seq[l]; h_ins[k] = h_ins[l]
-                            k = l
-                        h_sc[k] = sc; h_seq[k] = sq; h_ins[k] = ins
+                        _sift_down(h_sc, h_seq, h_ins, hn, sc, sq, ins)
         # emit best first: pop the min-heap into the tail of the row
         size = hn
         while size > 0:
@@ -466,20 +473,7 @@ def _search(s_off, s_terms, s_w, s_x, s_y, s_alpha, K, after_seq, upto_seq, max_
             o_ins[pos + u] = h_ins[0]
             o_sc[pos + u] = h_sc[0]
             size -= 1
-            lsc = h_sc[size]; lsq = h_seq[size]; lin = h_ins[size]
-            k = 0
-            while True:
-                l = 2 * k + 1
-                if l >= size:
-                    break
-                rr = l + 1
-                if rr < size and (h_sc[rr] < h_sc[l] or (h_sc[rr] == h_sc[l] and h_seq[rr] < h_seq[l])):
-                    l = rr
-                if h_sc[l] > lsc or (h_sc[l] == lsc and h_seq[l] > lsq):
-                    break
-                h_sc[k] = h_sc[l]; h_seq[k] = h_seq[l]; h_ins[k] = h_ins[l]
-                k = l
-            h_sc[k] = lsc; h_seq[k] = lsq; h_ins[k] = lin
+            _sift_down(h_sc, h_seq, h_ins, size, h_sc[size], h_seq[size], h_ins[size])
         pos += hn
         out_off[i + 1] = pos
         complete[i] = hn < Ki
