@@ -49,11 +49,14 @@ def _msgs(rng, start, n, t0, clustered):
     return out
 
 
-def _run(seed, window, window_seconds, clustered, steps=60, leaf_capacity=4):
+def _run(seed, window, window_seconds, clustered, steps=60, leaf_capacity=4, index=None):
+    """``index``: (fine_from, split_at) of the message index, small to force deep nodes."""
     rng = np.random.default_rng(seed)
     cfg = rc.EngineConfig(bounds=(0, 0, 1, 1), window=window, window_seconds=window_seconds,
                           leaf_capacity=leaf_capacity, batch_size=7)
     eng = rc.Engine(cfg)
+    if index is not None:
+        eng.window.fine_from, eng.window.split_at = index
     ref = rc.Engine(cfg, core=BruteForceCore)
     sid, mid, t = 0, 0, 0.0
     for step in range(steps):
@@ -90,6 +93,21 @@ def test_count_window_random(seed, clustered):
 @pytest.mark.parametrize("seed", range(3))
 def test_time_window_random(seed):
     _run(100 + seed, window=None, window_seconds=6.0, clustered=seed == 1)
+
+
+@pytest.mark.parametrize("seed", range(3))
+@pytest.mark.parametrize("clustered", [False, True])
+def test_deep_message_index(seed, clustered):
+    """Terms split from 3 live postings and nodes from 2: every level of the message index
+    (root, cells, sub-cells, deepest cells) holds postings and expires them, and the
+    best-first search must still find exactly the top-k."""
+    eng = _run(300 + seed, window=80, window_seconds=None, clustered=clustered, steps=70, index=(3, 2))
+    levels = eng.window.nd_i[: eng.window.n_nd, 5]
+    assert levels.max() == 3, levels.max()
+
+
+def test_deep_message_index_time_window():
+    _run(310, window=None, window_seconds=8.0, clustered=True, steps=70, index=(3, 2))
 
 
 def test_larger_leaves_and_window():
@@ -158,7 +176,8 @@ def test_oracle_with_numba_boundscheck(tmp_path):
     code = ("import sys; sys.path.insert(0, %r)\n"
             "from tests.test_engine_oracle import _run\n"
             "_run(3, window=20, window_seconds=None, clustered=True, steps=40)\n"
-            "_run(4, window=None, window_seconds=4.0, clustered=False, steps=40)\n") % os.getcwd()
+            "_run(4, window=None, window_seconds=4.0, clustered=False, steps=40)\n"
+            "_run(5, window=60, window_seconds=None, clustered=True, steps=40, index=(3, 2))\n") % os.getcwd()
     env = dict(os.environ, NUMBA_BOUNDSCHECK="1", NUMBA_CACHE_DIR=str(tmp_path / "nb"))
     r = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, timeout=1200)
     assert r.returncode == 0, r.stderr[-3000:]

@@ -6,17 +6,22 @@ last message with ``t <= t_i - T``).
 
 ``MessageWindow`` keeps the window's messages in insertion order (a ring of columns plus a
 ring of their terms) and a message index that answers "the best K messages for subscription
-s" without scanning the window: the postings of each term are split into *buckets* by
-spatial grid cell (``GRID`` x ``GRID`` over the bounds) and weight band (``BANDS`` geometric
-bands) once the term has ``FINE_FROM`` live postings (a rarer term keeps one bucket: splitting
-a few postings costs memory and buys no pruning), and each bucket is a chain of chunks of
-``CHUNK`` postings in arrival order, with the
-bounding box and the largest weight of every bucket and chunk (a flat, append-and-expire
-cousin of the IR-tree the paper uses). A query visits the buckets of the subscription's
-terms best bound first, skips chunks whose own bound cannot help, and stops when no bucket
-can beat the K-th score.
-A message is scored only from the list of its first term shared with s, so each message is
-scored once; the bound of a chunk covers the rest of s's terms (see ``_text_ub``).
+s" without scanning the window. The postings of each term form a tree (a flat,
+append-and-expire cousin of the IR-tree the paper uses): the term's root holds them while the
+term has fewer than ``FINE_FROM`` live postings; after that a posting goes down to the node of
+its ``GRID`` x ``GRID`` cell and weight band (``BANDS`` geometric bands), and further down to
+the node of its ``GRID`` x ``GRID`` sub-cell whenever the node it reached already holds more
+than ``SPLIT_AT`` live postings (to ``MAX_LEVEL``). Each node keeps the bounding box and the
+largest weight of its subtree and a chain of chunks of ``CHUNK`` postings in arrival order
+(each with its own box and largest weight), so expiry pops from chunk heads.
+
+A query is best-first over the trees of the subscription's terms: a max-heap of nodes by
+score bound; a popped node's chunks are scanned (chunk bound, then the posting's own bound
+from its location and weight, then the exact score from the ring) and its children pushed;
+the query stops when no node left can beat the K-th score. A message is scored only from the
+postings of its first term shared with s, so each message is scored once; the bounds cover
+the rest of s's terms (see ``_text_ub``). A batch is answered in an order (most frequent
+term, then Z-curve) that lets neighbouring queries share what is in cache.
 """
 from __future__ import annotations
 
@@ -32,14 +37,18 @@ from ..columns import MessageBatch, SubscriptionBatch
 from ..config import EngineConfig
 from .scoring import EPS, NO_MATCH, below, combine, score, ssim
 
-__all__ = ["WindowClock", "MessageWindow", "CandidateLists", "CHUNK", "GRID", "BANDS", "FINE_FROM"]
+__all__ = ["WindowClock", "MessageWindow", "CandidateLists", "CHUNK", "GRID", "BANDS", "FINE_FROM",
+           "SPLIT_AT", "MAX_LEVEL"]
 
 CHUNK = 8
 FINE_FROM = 256
+SPLIT_AT = 64
+MAX_LEVEL = 3
 GRID = 8
 BANDS = 8
 BAND_RATIO = 0.5
 I64_MAX = np.iinfo(np.int64).max
+PER_TERM = 1 + sum((GRID ** l) ** 2 * BANDS for l in range(1, MAX_LEVEL + 1))   # node keys per term
 
 
 class WindowClock:
@@ -189,39 +198,100 @@ def _text_ub(w, r, a_max):
 
 
 @numba.njit(cache=True, inline="always")
-def _bucket_key(t, x, y, w, bounds, fine):
-    """(term, grid cell, weight band) packed in one int64; one coarse key per term."""
-    per_term = GRID * GRID * BANDS + 1
-    if not fine:
-        return t * per_term + GRID * GRID * BANDS
-    cx = int((x - bounds[0]) / (bounds[2] - bounds[0]) * GRID)
-    cy = int((y - bounds[1]) / (bounds[3] - bounds[1]) * GRID)
-    cx = min(max(cx, 0), GRID - 1)
-    cy = min(max(cy, 0), GRID - 1)
+def _node_key(t, level, x, y, w, bounds):
+    """(term, level, grid cell of that level, weight band) packed in one int64.
+
+    Level 0 is the term's root (one per term); level l >= 1 cuts the bounds into
+    ``GRID**l`` x ``GRID**l`` cells, each split by weight band."""
+    if level == 0:
+        return t * PER_TERM
+    off = 1
+    g = 1
+    for _ in range(level - 1):
+        g *= GRID
+        off += g * g * BANDS
+    g *= GRID
+    cx = int((x - bounds[0]) / (bounds[2] - bounds[0]) * g)
+    cy = int((y - bounds[1]) / (bounds[3] - bounds[1]) * g)
+    cx = min(max(cx, 0), g - 1)
+    cy = min(max(cy, 0), g - 1)
     band = BANDS - 1
     edge = BAND_RATIO
     while band > 0 and w < edge:   # bands [r, 1], [r^2, r), ... , [0, r^(BANDS-1))
         band -= 1
         edge *= BAND_RATIO
-    return t * per_term + (cy * GRID + cx) * BANDS + band
+    return t * PER_TERM + off + (cy * g + cx) * BANDS + band
+
+
+# Node rows: float [box x0, y0, x1, y1, largest weight] over the subtree, ever (they never
+# shrink, so they stay bounds); int [own chunk head, tail, first child, next sibling, parent,
+# level, live postings of the subtree].
+NF_MAXW = 4
+NI_HEAD, NI_TAIL, NI_CHILD, NI_NEXT, NI_PARENT, NI_LEVEL, NI_LIVE = range(7)
+# Chunk rows (one row of each array per chunk, so a visit touches two places, not ten):
+# float [box x0, y0, x1, y1, largest weight, x[CHUNK], y[CHUNK], w[CHUNK]];
+# int [count, first live, next chunk, seq[CHUNK], ring position[CHUNK]].
+CF_MAXW = 4
+CF_X = 5
+CF_Y = CF_X + CHUNK
+CF_W = CF_Y + CHUNK
+CF_WIDTH = CF_W + CHUNK
+CI_N, CI_START, CI_NEXT = range(3)
+CI_SEQ = 3
+CI_INS = CI_SEQ + CHUNK
+CI_WIDTH = CI_INS + CHUNK
+
+
+@numba.njit(cache=True, inline="always")
+def _reset_box(f, row):
+    f[row, 0] = math.inf
+    f[row, 1] = math.inf
+    f[row, 2] = -math.inf
+    f[row, 3] = -math.inf
+    f[row, 4] = 0.0
+
+
+@numba.njit(cache=True, inline="always")
+def _grow_box(f, row, x, y, w):
+    f[row, 0] = min(f[row, 0], x)
+    f[row, 1] = min(f[row, 1], y)
+    f[row, 2] = max(f[row, 2], x)
+    f[row, 3] = max(f[row, 3], y)
+    f[row, 4] = max(f[row, 4], w)
+
+
+@numba.njit(cache=True, inline="always")
+def _new_node(nd_f, nd_i, nd, parent, level):
+    _reset_box(nd_f, nd)
+    nd_i[nd, NI_HEAD] = -1
+    nd_i[nd, NI_TAIL] = -1
+    nd_i[nd, NI_CHILD] = -1
+    nd_i[nd, NI_NEXT] = -1
+    nd_i[nd, NI_PARENT] = parent
+    nd_i[nd, NI_LEVEL] = level
+    nd_i[nd, NI_LIVE] = 0
 
 
 @numba.njit(cache=True)
-def _append(seqs, ids, xs, ys, ts, offsets, term_ids, weights, bounds,
+def _append(seqs, ids, xs, ys, ts, offsets, term_ids, weights, bounds, fine_from, split_at,
             r_seq, r_id, r_x, r_y, r_t, r_toff, r_tlen, mask, count,
-            tr_term, tr_w, tr_bk, tmask, tcount,
-            ch_seq, ch_w, ch_ins, ch_n, ch_start, ch_next, ch_maxw, ch_box, free_chunks, n_free,
-            bk_of, bk_head, bk_tail, bk_next, bk_maxw, bk_box, bk_live, n_bk, term_bk, term_maxw,
-            term_live):
-    """Append messages to the ring and their postings to their buckets.
+            tr_term, tr_w, tr_bk, tmask, tcount, ch_f, ch_i, free_chunks, n_free,
+            nd_of, nd_f, nd_i, n_nd, term_root, term_maxw, term_live):
+    """Append messages to the ring and their postings to the index.
 
-    Returns (count, tcount, n_free, n_bk). Capacity is ensured by the caller."""
+    A posting walks down from its term's root, growing every node's bounds and live count
+    on the way, and stops at the first node that is not split: the root while the term has
+    fewer than ``fine_from`` live postings, a deeper node while it holds ``split_at`` or
+    fewer (or at ``MAX_LEVEL``). Returns (count, tcount, n_free, n_nd). Capacity is ensured
+    by the caller."""
     for i in range(seqs.shape[0]):
         slot = count & mask
+        x = xs[i]
+        y = ys[i]
         r_seq[slot] = seqs[i]
         r_id[slot] = ids[i]
-        r_x[slot] = xs[i]
-        r_y[slot] = ys[i]
+        r_x[slot] = x
+        r_y[slot] = y
         r_t[slot] = ts[i]
         a = offsets[i]
         b = offsets[i + 1]
@@ -229,90 +299,137 @@ def _append(seqs, ids, xs, ys, ts, offsets, term_ids, weights, bounds,
         r_tlen[slot] = b - a
         for j in range(a, b):
             t = term_ids[j]
-            key = _bucket_key(t, xs[i], ys[i], weights[j], bounds, term_live[t] >= FINE_FROM)
-            if key in bk_of:
-                bk = bk_of[key]
-            else:
-                bk = n_bk
-                n_bk += 1
-                bk_of[key] = bk
-                bk_head[bk] = -1
-                bk_tail[bk] = -1
-                bk_maxw[bk] = 0.0
-                bk_box[bk, 0] = math.inf
-                bk_box[bk, 1] = math.inf
-                bk_box[bk, 2] = -math.inf
-                bk_box[bk, 3] = -math.inf
-                bk_live[bk] = 0
-                bk_next[bk] = term_bk[t]
-                term_bk[t] = bk
-            c = bk_tail[bk]
-            if c < 0 or ch_n[c] == ch_seq.shape[1]:
+            w = weights[j]
+            nd = term_root[t]
+            if nd < 0:
+                nd = n_nd
+                n_nd += 1
+                _new_node(nd_f, nd_i, nd, -1, 0)
+                term_root[t] = nd
+            level = 0
+            while True:
+                nd_i[nd, NI_LIVE] += 1
+                _grow_box(nd_f, nd, x, y, w)
+                if level == 0:
+                    down = term_live[t] >= fine_from
+                else:
+                    down = level < MAX_LEVEL and nd_i[nd, NI_LIVE] > split_at
+                if not down:
+                    break
+                key = _node_key(t, level + 1, x, y, w, bounds)
+                if key in nd_of:
+                    child = nd_of[key]
+                else:
+                    child = n_nd
+                    n_nd += 1
+                    nd_of[key] = child
+                    _new_node(nd_f, nd_i, child, nd, level + 1)
+                    nd_i[child, NI_NEXT] = nd_i[nd, NI_CHILD]
+                    nd_i[nd, NI_CHILD] = child
+                nd = child
+                level += 1
+            c = nd_i[nd, NI_TAIL]
+            if c < 0 or ch_i[c, CI_N] == CHUNK:
                 n_free -= 1
                 nc = free_chunks[n_free]
-                ch_n[nc] = 0
-                ch_start[nc] = 0
-                ch_next[nc] = -1
-                ch_maxw[nc] = 0.0
-                ch_box[nc, 0] = math.inf
-                ch_box[nc, 1] = math.inf
-                ch_box[nc, 2] = -math.inf
-                ch_box[nc, 3] = -math.inf
+                ch_i[nc, CI_N] = 0
+                ch_i[nc, CI_START] = 0
+                ch_i[nc, CI_NEXT] = -1
+                _reset_box(ch_f, nc)
                 if c < 0:
-                    bk_head[bk] = nc
+                    nd_i[nd, NI_HEAD] = nc
                 else:
-                    ch_next[c] = nc
-                bk_tail[bk] = nc
+                    ch_i[c, CI_NEXT] = nc
+                nd_i[nd, NI_TAIL] = nc
                 c = nc
-            p = ch_n[c]
-            ch_seq[c, p] = seqs[i]
-            ch_w[c, p] = weights[j]
-            ch_ins[c, p] = count
-            ch_n[c] = p + 1
-            ch_maxw[c] = max(ch_maxw[c], weights[j])
-            ch_box[c, 0] = min(ch_box[c, 0], xs[i])
-            ch_box[c, 1] = min(ch_box[c, 1], ys[i])
-            ch_box[c, 2] = max(ch_box[c, 2], xs[i])
-            ch_box[c, 3] = max(ch_box[c, 3], ys[i])
-            bk_maxw[bk] = max(bk_maxw[bk], weights[j])
-            bk_box[bk, 0] = min(bk_box[bk, 0], xs[i])
-            bk_box[bk, 1] = min(bk_box[bk, 1], ys[i])
-            bk_box[bk, 2] = max(bk_box[bk, 2], xs[i])
-            bk_box[bk, 3] = max(bk_box[bk, 3], ys[i])
-            bk_live[bk] += 1
+            p = ch_i[c, CI_N]
+            ch_i[c, CI_SEQ + p] = seqs[i]
+            ch_i[c, CI_INS + p] = count
+            ch_f[c, CF_X + p] = x
+            ch_f[c, CF_Y + p] = y
+            ch_f[c, CF_W + p] = w
+            ch_i[c, CI_N] = p + 1
+            _grow_box(ch_f, c, x, y, w)
             term_live[t] += 1
-            term_maxw[t] = max(term_maxw[t], weights[j])
+            term_maxw[t] = max(term_maxw[t], w)
             tr_term[tcount & tmask] = t
-            tr_w[tcount & tmask] = weights[j]
-            tr_bk[tcount & tmask] = bk
+            tr_w[tcount & tmask] = w
+            tr_bk[tcount & tmask] = nd
             tcount += 1
         count += 1
-    return count, tcount, n_free, n_bk
+    return count, tcount, n_free, n_nd
 
 
 @numba.njit(cache=True)
 def _expire(upto, head, count, r_seq, r_toff, r_tlen, mask, tr_term, tr_bk, tmask,
-            ch_n, ch_start, ch_next, free_chunks, n_free, bk_head, bk_tail, bk_live, term_live):
+            ch_i, free_chunks, n_free, nd_i, term_live):
     """Drop messages with seq <= upto from the front; returns (head, n_free). A message's
-    postings are the first live ones of their buckets, which are in arrival order."""
+    postings are the first live ones of their nodes, which are in arrival order."""
     while head < count and r_seq[head & mask] <= upto:
         slot = head & mask
         a = r_toff[slot]
         for j in range(r_tlen[slot]):
-            bk = tr_bk[(a + j) & tmask]
+            nd = tr_bk[(a + j) & tmask]
             term_live[tr_term[(a + j) & tmask]] -= 1
-            c = bk_head[bk]
-            ch_start[c] += 1
-            bk_live[bk] -= 1
-            if ch_start[c] == ch_n[c]:
-                nxt = ch_next[c]
-                bk_head[bk] = nxt
+            c = nd_i[nd, NI_HEAD]
+            ch_i[c, CI_START] += 1
+            if ch_i[c, CI_START] == ch_i[c, CI_N]:
+                nxt = ch_i[c, CI_NEXT]
+                nd_i[nd, NI_HEAD] = nxt
                 if nxt < 0:
-                    bk_tail[bk] = -1
+                    nd_i[nd, NI_TAIL] = -1
                 free_chunks[n_free] = c
                 n_free += 1
+            while nd >= 0:
+                nd_i[nd, NI_LIVE] -= 1
+                nd = nd_i[nd, NI_PARENT]
         head += 1
     return head, n_free
+
+
+@numba.njit(cache=True, inline="always")
+def _pq_push(pu, pj, pn, size, u, j, nd):
+    """Push (u, j, nd) on the max-heap by u; grows the arrays when full."""
+    if size == pu.shape[0]:
+        nu = np.empty(2 * size)
+        nj = np.empty(2 * size, np.int64)
+        nn = np.empty(2 * size, np.int64)
+        nu[:size] = pu
+        nj[:size] = pj
+        nn[:size] = pn
+        pu, pj, pn = nu, nj, nn
+    k = size
+    while k > 0:
+        par = (k - 1) // 2
+        if pu[par] >= u:
+            break
+        pu[k] = pu[par]; pj[k] = pj[par]; pn[k] = pn[par]
+        k = par
+    pu[k] = u; pj[k] = j; pn[k] = nd
+    return pu, pj, pn, size + 1
+
+
+@numba.njit(cache=True, inline="always")
+def _pq_pop(pu, pj, pn, size):
+    """Remove the root of the max-heap (the caller has read it); returns the new size."""
+    size -= 1
+    u = pu[size]
+    j = pj[size]
+    nd = pn[size]
+    k = 0
+    while True:
+        l = 2 * k + 1
+        if l >= size:
+            break
+        if l + 1 < size and pu[l + 1] > pu[l]:
+            l += 1
+        if pu[l] <= u:
+            break
+        pu[k] = pu[l]; pj[k] = pj[l]; pn[k] = pn[l]
+        k = l
+    if size > 0:
+        pu[k] = u; pj[k] = j; pn[k] = nd
+    return size
 
 
 @numba.njit(cache=True, inline="always")
@@ -334,26 +451,55 @@ def _sift_down(h_sc, h_seq, h_ins, size, sc, sq, ins):
     h_sc[k] = sc; h_seq[k] = sq; h_ins[k] = ins
 
 
-@numba.njit(cache=True)
-def _search(s_off, s_terms, s_w, s_x, s_y, s_alpha, K, after_seq, upto_seq, max_dist,
-            r_seq, r_id, r_x, r_y, r_t, r_toff, r_tlen, mask, tr_term, tr_w, tmask,
-            ch_seq, ch_w, ch_ins, ch_n, ch_start, ch_next, ch_maxw, ch_box,
-            bk_head, bk_next, bk_maxw, bk_box, bk_live, term_bk, term_maxw, n_terms):
-    """Top-K[i] messages for each subscription row, best first.
+@numba.njit(cache=True, inline="always")
+def _row_ub(sx, sy, alpha, w, r, tail_next, f, row, max_dist):
+    """Bound on the score of a posting under node (or chunk) ``row`` of ``f`` that a
+    subscription at (sx, sy) scores from its term of weight ``w`` (see ``_text_ub``)."""
+    d = _mindist(sx, sy, f[row, 0], f[row, 1], f[row, 2], f[row, 3])
+    tub = min(_text_ub(w, r, f[row, 4]), w * f[row, 4] + tail_next)
+    return alpha * (1.0 - d / max_dist) + (1.0 - alpha) * tub
 
-    Returns (offsets, seq, ins, score, complete, work)."""
+
+@numba.njit(cache=True)
+def _zorder(x, y, bounds):
+    """Morton code of each point on a 2^16 grid over ``bounds`` (query order for locality)."""
+    out = np.empty(x.shape[0], np.int64)
+    for i in range(x.shape[0]):
+        gx = int(min(max((x[i] - bounds[0]) / (bounds[2] - bounds[0]), 0.0), 1.0) * 65535.0)
+        gy = int(min(max((y[i] - bounds[1]) / (bounds[3] - bounds[1]), 0.0), 1.0) * 65535.0)
+        z = 0
+        for bit in range(16):
+            z |= ((gx >> bit) & 1) << (2 * bit)
+            z |= ((gy >> bit) & 1) << (2 * bit + 1)
+        out[i] = z
+    return out
+
+
+@numba.njit(cache=True)
+def _search(order, s_off, s_terms, s_w, s_x, s_y, s_alpha, K, after_seq, upto_seq, max_dist,
+            r_toff, r_tlen, mask, tr_term, tr_w, tmask, ch_f, ch_i, nd_f, nd_i, term_root,
+            term_maxw, n_terms):
+    """Top-K[i] messages for each subscription row, best first; rows are answered in
+    ``order`` (neighbours in that order share index data in cache), output in row order.
+
+    Best-first over the index: the roots of s's terms go on a max-heap by bound; a popped
+    node's own chunks are scanned (chunk bound, then each posting's own bound, then the
+    exact score) and its children pushed; the search stops when the best bound left cannot
+    beat the K-th score. Returns (offsets, seq, ins, score, complete, work)."""
     n = K.shape[0]
-    out_off = np.zeros(n + 1, np.int64)
-    total = 0
+    base = np.zeros(n + 1, np.int64)
     for i in range(n):
-        total += K[i]
-    o_seq = np.empty(total, np.int64)
-    o_ins = np.empty(total, np.int64)
-    o_sc = np.empty(total, np.float64)
-    complete = np.zeros(n, np.bool_)
+        base[i + 1] = base[i] + K[i]
+    got = np.zeros(n, np.int64)
+    o_seq = np.empty(base[n], np.int64)
+    o_ins = np.empty(base[n], np.int64)
+    o_sc = np.empty(base[n], np.float64)
     work = np.zeros(n, np.int64)
-    pos = 0
-    for i in range(n):
+    pu = np.empty(256)
+    pj = np.empty(256, np.int64)
+    pn = np.empty(256, np.int64)
+    for ii in range(n):
+        i = order[ii]
         a = s_off[i]
         b = s_off[i + 1]
         q = b - a
@@ -362,96 +508,87 @@ def _search(s_off, s_terms, s_w, s_x, s_y, s_alpha, K, after_seq, upto_seq, max_
         sy = s_y[i]
         st = s_terms[a:b]
         sw = s_w[a:b]
-        rest = np.zeros(q + 1)
+        rest = np.zeros(q + 1)   # sum over later terms of w_s^2
         tail = np.zeros(q + 1)   # sum over later terms of w_s * (largest weight of the term)
         for j in range(q - 1, -1, -1):
             rest[j] = rest[j + 1] + sw[j] * sw[j]
             mw_t = term_maxw[st[j]] if st[j] < n_terms else 0.0
             tail[j] = tail[j + 1] + sw[j] * mw_t
-        nbk = 0
-        for j in range(q):
-            t = st[j]
-            if t < n_terms:
-                bk = term_bk[t]
-                while bk >= 0:
-                    if bk_live[bk] > 0:
-                        nbk += 1
-                    bk = bk_next[bk]
-        ub = np.empty(nbk)
-        cj = np.empty(nbk, np.int64)
-        cb = np.empty(nbk, np.int64)
-        m = 0
-        for j in range(q):
-            t = st[j]
-            if t >= n_terms:
-                continue
-            r = math.sqrt(rest[j + 1])
-            bk = term_bk[t]
-            while bk >= 0:
-                if bk_live[bk] > 0:
-                    d = _mindist(sx, sy, bk_box[bk, 0], bk_box[bk, 1], bk_box[bk, 2], bk_box[bk, 3])
-                    tub = min(_text_ub(sw[j], r, bk_maxw[bk]), sw[j] * bk_maxw[bk] + tail[j + 1])
-                    ub[m] = alpha * (1.0 - d / max_dist) + (1.0 - alpha) * tub
-                    cj[m] = j
-                    cb[m] = bk
-                    m += 1
-                bk = bk_next[bk]
-        order = np.argsort(-ub)
         Ki = K[i]
         h_sc = np.empty(Ki)
         h_seq = np.empty(Ki, np.int64)
         h_ins = np.empty(Ki, np.int64)
         hn = 0
         scored = 0
-        for oi in range(nbk):
-            e = order[oi]
-            if hn == Ki and below(ub[e], h_sc[0]):
+        pushed = 0
+        size = 0
+        for j in range(q):
+            t = st[j]
+            if t < n_terms and term_root[t] >= 0 and nd_i[term_root[t], NI_LIVE] > 0:
+                u0 = _row_ub(sx, sy, alpha, sw[j], math.sqrt(rest[j + 1]), tail[j + 1], nd_f,
+                             term_root[t], max_dist)
+                pu, pj, pn, size = _pq_push(pu, pj, pn, size, u0, j, term_root[t])
+                pushed += 1
+        while size > 0:
+            if hn == Ki and below(pu[0], h_sc[0]):
                 break
-            j = cj[e]
+            j = pj[0]
+            node = pn[0]
+            size = _pq_pop(pu, pj, pn, size)
             r = math.sqrt(rest[j + 1])
-            c = bk_head[cb[e]]
+            c = nd_i[node, NI_HEAD]
             while c >= 0:
                 cur = c
-                c = ch_next[c]
-                if hn == Ki:
-                    d = _mindist(sx, sy, ch_box[cur, 0], ch_box[cur, 1], ch_box[cur, 2], ch_box[cur, 3])
-                    tub = min(_text_ub(sw[j], r, ch_maxw[cur]), sw[j] * ch_maxw[cur] + tail[j + 1])
-                    cub = alpha * (1.0 - d / max_dist) + (1.0 - alpha) * tub
-                    if below(cub, h_sc[0]):
-                        continue
-                for p in range(ch_start[cur], ch_n[cur]):
-                    sq = ch_seq[cur, p]
+                c = ch_i[c, CI_NEXT]
+                if hn == Ki and below(_row_ub(sx, sy, alpha, sw[j], r, tail[j + 1], ch_f, cur, max_dist),
+                                      h_sc[0]):
+                    continue
+                for p in range(ch_i[cur, CI_START], ch_i[cur, CI_N]):
+                    sq = ch_i[cur, CI_SEQ + p]
                     if sq <= after_seq or sq > upto_seq:
                         continue
-                    ins = ch_ins[cur, p]
-                    slot = ins & mask
-                    ta = r_toff[slot]
-                    tl = r_tlen[slot]
-                    # TSim by the merge of the scoring module (same order, same bits), read
-                    # from the ring; a shared term of s before position j means an earlier
-                    # term's buckets own this message
-                    ts = 0.0
-                    shared = 0
-                    earlier = False
-                    u = 0
-                    v = 0
-                    while u < q and v < tl:
-                        mt = tr_term[(ta + v) & tmask]
-                        if st[u] == mt:
-                            if u < j:
-                                earlier = True
-                                break
-                            ts += sw[u] * tr_w[(ta + v) & tmask]
-                            shared += 1
-                            u += 1
-                            v += 1
-                        elif st[u] < mt:
-                            u += 1
-                        else:
-                            v += 1
-                    if earlier or shared == 0:
-                        continue
-                    sc = combine(alpha, ssim(sx, sy, r_x[slot], r_y[slot], max_dist), ts)
+                    ss = ssim(sx, sy, ch_f[cur, CF_X + p], ch_f[cur, CF_Y + p], max_dist)
+                    a_w = ch_f[cur, CF_W + p]
+                    if q == 1:       # the posting holds the whole TSim (same bits as the merge)
+                        sc = combine(alpha, ss, sw[0] * a_w)
+                        if hn == Ki and not (sc > h_sc[0] or (sc == h_sc[0] and sq > h_seq[0])):
+                            continue
+                    else:
+                        # the posting's own bound first: most postings stop here, before the
+                        # message's terms are read from the ring
+                        if hn == Ki:
+                            tub = min(_text_ub(sw[j], r, a_w), sw[j] * a_w + tail[j + 1])
+                            if below(combine(alpha, ss, tub), h_sc[0]):
+                                continue
+                        slot = ch_i[cur, CI_INS + p] & mask
+                        ta = r_toff[slot]
+                        tl = r_tlen[slot]
+                        # TSim by the merge of the scoring module (same order, same bits), read
+                        # from the ring; a shared term of s before position j means an earlier
+                        # term's postings own this message
+                        ts = 0.0
+                        shared = 0
+                        earlier = False
+                        u = 0
+                        v = 0
+                        while u < q and v < tl:
+                            mt = tr_term[(ta + v) & tmask]
+                            if st[u] == mt:
+                                if u < j:
+                                    earlier = True
+                                    break
+                                ts += sw[u] * tr_w[(ta + v) & tmask]
+                                shared += 1
+                                u += 1
+                                v += 1
+                            elif st[u] < mt:
+                                u += 1
+                            else:
+                                v += 1
+                        if earlier or shared == 0:
+                            continue
+                        sc = combine(alpha, ss, ts)
+                    ins = ch_i[cur, CI_INS + p]
                     scored += 1
                     if hn < Ki:
                         k = hn
@@ -465,20 +602,43 @@ def _search(s_off, s_terms, s_w, s_x, s_y, s_alpha, K, after_seq, upto_seq, max_
                         h_sc[k] = sc; h_seq[k] = sq; h_ins[k] = ins
                     elif sc > h_sc[0] or (sc == h_sc[0] and sq > h_seq[0]):
                         _sift_down(h_sc, h_seq, h_ins, hn, sc, sq, ins)
-        # emit best first: pop the min-heap into the tail of the row
-        size = hn
-        while size > 0:
-            u = size - 1
+            ch = nd_i[node, NI_CHILD]
+            while ch >= 0:
+                if nd_i[ch, NI_LIVE] > 0:
+                    cu = _row_ub(sx, sy, alpha, sw[j], r, tail[j + 1], nd_f, ch, max_dist)
+                    if not (hn == Ki and below(cu, h_sc[0])):
+                        pu, pj, pn, size = _pq_push(pu, pj, pn, size, cu, j, ch)
+                        pushed += 1
+                ch = nd_i[ch, NI_NEXT]
+        # emit best first: pop the min-heap into the tail of the row's space
+        pos = base[i]
+        hs = hn
+        while hs > 0:
+            u = hs - 1
             o_seq[pos + u] = h_seq[0]
             o_ins[pos + u] = h_ins[0]
             o_sc[pos + u] = h_sc[0]
-            size -= 1
-            _sift_down(h_sc, h_seq, h_ins, size, h_sc[size], h_seq[size], h_ins[size])
-        pos += hn
-        out_off[i + 1] = pos
-        complete[i] = hn < Ki
-        work[i] = scored + nbk
-    return out_off, o_seq[:pos], o_ins[:pos], o_sc[:pos], complete, work
+            hs -= 1
+            _sift_down(h_sc, h_seq, h_ins, hs, h_sc[hs], h_seq[hs], h_ins[hs])
+        got[i] = hn
+        work[i] = scored + pushed
+    # compact the rows (each wrote got[i] of its K[i] places)
+    out_off = np.zeros(n + 1, np.int64)
+    for i in range(n):
+        out_off[i + 1] = out_off[i] + got[i]
+    f_seq = np.empty(out_off[n], np.int64)
+    f_ins = np.empty(out_off[n], np.int64)
+    f_sc = np.empty(out_off[n], np.float64)
+    complete = np.empty(n, np.bool_)
+    for i in range(n):
+        src = base[i]
+        dst = out_off[i]
+        for u in range(got[i]):
+            f_seq[dst + u] = o_seq[src + u]
+            f_ins[dst + u] = o_ins[src + u]
+            f_sc[dst + u] = o_sc[src + u]
+        complete[i] = got[i] < K[i]
+    return out_off, f_seq, f_ins, f_sc, complete, work
 
 
 def _pow2(n: int) -> int:
@@ -497,29 +657,20 @@ class MessageWindow:
         self.tcount = 0
         self.thead = 0
         nch = max(64, cap // 4)
-        self.ch_seq = np.zeros((nch, CHUNK), np.int64)
-        self.ch_w = np.zeros((nch, CHUNK))
-        self.ch_ins = np.zeros((nch, CHUNK), np.int64)
-        self.ch_n = np.zeros(nch, np.int64)
-        self.ch_start = np.zeros(nch, np.int64)
-        self.ch_next = np.full(nch, -1, np.int64)
-        self.ch_maxw = np.zeros(nch)
-        self.ch_box = np.zeros((nch, 4))
+        self.ch_f = np.zeros((nch, CF_WIDTH))
+        self.ch_i = np.zeros((nch, CI_WIDTH), np.int64)
         self.free_chunks = np.arange(nch - 1, -1, -1, dtype=np.int64)
         self.n_free = nch
         self.bounds = np.asarray(cfg.bounds, np.float64)
-        self.term_bk = np.full(1024, -1, np.int64)      # first bucket of each term
+        self.fine_from = FINE_FROM
+        self.split_at = SPLIT_AT
+        self.term_root = np.full(1024, -1, np.int64)    # root node of each term
         self.term_maxw = np.zeros(1024)                 # largest weight each term ever had here
         self.term_live = np.zeros(1024, np.int64)       # live postings of each term
-        self.bk_of = Dict.empty(key_type=types.int64, value_type=types.int64)
-        nb = 1024
-        self.bk_head = np.full(nb, -1, np.int64)
-        self.bk_tail = np.full(nb, -1, np.int64)
-        self.bk_next = np.full(nb, -1, np.int64)
-        self.bk_maxw = np.zeros(nb)
-        self.bk_box = np.zeros((nb, 4))
-        self.bk_live = np.zeros(nb, np.int64)
-        self.n_bk = 0
+        self.nd_of = Dict.empty(key_type=types.int64, value_type=types.int64)
+        self.nd_f = np.zeros((1024, 5))
+        self.nd_i = np.zeros((1024, 7), np.int64)
+        self.n_nd = 0
         self.id_seq: dict[int, int] = {}
         self.last_seq = -1
         self.t_max = -math.inf
@@ -559,32 +710,26 @@ class MessageWindow:
             self.tr_w[tidx & self.tmask] = old_w[tidx & old_tmask]
             self.tr_bk[tidx & self.tmask] = old_b[tidx & old_tmask]
         if self.n_free < n_terms:
-            nch = len(self.ch_n)
+            nch = len(self.ch_i)
             grow = max(nch, n_terms)
-            for name in ("ch_seq", "ch_w", "ch_ins", "ch_box"):
-                a = getattr(self, name)
-                setattr(self, name, np.concatenate([a, np.zeros((grow,) + a.shape[1:], a.dtype)]))
-            self.ch_n = np.concatenate([self.ch_n, np.zeros(grow, np.int64)])
-            self.ch_start = np.concatenate([self.ch_start, np.zeros(grow, np.int64)])
-            self.ch_next = np.concatenate([self.ch_next, np.full(grow, -1, np.int64)])
-            self.ch_maxw = np.concatenate([self.ch_maxw, np.zeros(grow)])
+            self.ch_f = np.concatenate([self.ch_f, np.zeros((grow, CF_WIDTH))])
+            self.ch_i = np.concatenate([self.ch_i, np.zeros((grow, CI_WIDTH), np.int64)])
             # the free stack must be able to hold every chunk: all may be freed at once
             free = np.empty(nch + grow, np.int64)
             free[: self.n_free] = self.free_chunks[: self.n_free]
             free[self.n_free: self.n_free + grow] = np.arange(nch + grow - 1, nch - 1, -1)
             self.free_chunks = free
             self.n_free += grow
-        if max_term >= len(self.term_bk):
-            n = max(2 * len(self.term_bk), max_term + 1)
-            self.term_bk = np.concatenate([self.term_bk, np.full(n - len(self.term_bk), -1, np.int64)])
+        if max_term >= len(self.term_root):
+            n = max(2 * len(self.term_root), max_term + 1)
+            self.term_root = np.concatenate([self.term_root, np.full(n - len(self.term_root), -1, np.int64)])
             self.term_maxw = np.concatenate([self.term_maxw, np.zeros(n - len(self.term_maxw))])
             self.term_live = np.concatenate([self.term_live, np.zeros(n - len(self.term_live), np.int64)])
-        if self.n_bk + n_terms > len(self.bk_head):
-            n = max(2 * len(self.bk_head), self.n_bk + n_terms)
-            for name, fill in (("bk_head", -1), ("bk_tail", -1), ("bk_next", -1), ("bk_maxw", 0), ("bk_live", 0)):
-                a = getattr(self, name)
-                setattr(self, name, np.concatenate([a, np.full(n - len(a), fill, a.dtype)]))
-            self.bk_box = np.concatenate([self.bk_box, np.zeros((n - len(self.bk_box), 4))])
+        need = self.n_nd + n_terms * (MAX_LEVEL + 1)    # a posting opens at most one node per level
+        if need > len(self.nd_i):
+            n = max(2 * len(self.nd_i), need)
+            self.nd_f = np.concatenate([self.nd_f, np.zeros((n - len(self.nd_f), 5))])
+            self.nd_i = np.concatenate([self.nd_i, np.zeros((n - len(self.nd_i), 7), np.int64)])
 
     # ------------------------------------------------------------------ updates
     def append(self, msgs: MessageBatch, seqs: np.ndarray, expire_upto: np.ndarray | None = None) -> None:
@@ -598,14 +743,13 @@ class MessageWindow:
             return
         n_terms = len(msgs.term_ids)
         self._ensure(len(msgs), n_terms, int(msgs.term_ids.max()) if n_terms else 0)
-        self.count, self.tcount, self.n_free, self.n_bk = _append(
+        self.count, self.tcount, self.n_free, self.n_nd = _append(
             seqs, msgs.ids, msgs.x, msgs.y, msgs.t, msgs.offsets, msgs.term_ids, msgs.weights, self.bounds,
+            self.fine_from, self.split_at,
             self.r_seq, self.r_id, self.r_x, self.r_y, self.r_t, self.r_toff, self.r_tlen,
             self.mask, self.count, self.tr_term, self.tr_w, self.tr_bk, self.tmask, self.tcount,
-            self.ch_seq, self.ch_w, self.ch_ins, self.ch_n, self.ch_start, self.ch_next,
-            self.ch_maxw, self.ch_box, self.free_chunks, self.n_free,
-            self.bk_of, self.bk_head, self.bk_tail, self.bk_next, self.bk_maxw, self.bk_box,
-            self.bk_live, self.n_bk, self.term_bk, self.term_maxw, self.term_live)
+            self.ch_f, self.ch_i, self.free_chunks, self.n_free,
+            self.nd_of, self.nd_f, self.nd_i, self.n_nd, self.term_root, self.term_maxw, self.term_live)
         self.id_seq.update(zip(msgs.ids.tolist(), seqs.tolist()))
         self.last_seq = int(seqs[-1])
         if np.isfinite(msgs.t).any():
@@ -618,8 +762,8 @@ class MessageWindow:
         old_head = self.head
         self.head, self.n_free = _expire(
             upto_seq, self.head, self.count, self.r_seq, self.r_toff, self.r_tlen, self.mask,
-            self.tr_term, self.tr_bk, self.tmask, self.ch_n, self.ch_start, self.ch_next,
-            self.free_chunks, self.n_free, self.bk_head, self.bk_tail, self.bk_live, self.term_live)
+            self.tr_term, self.tr_bk, self.tmask, self.ch_i, self.free_chunks, self.n_free,
+            self.nd_i, self.term_live)
         if self.head > old_head:
             idx = np.arange(old_head, self.head, dtype=np.int64) & self.mask
             gone = self.r_id[idx]
@@ -639,16 +783,25 @@ class MessageWindow:
         """Top-K[i] window messages per subscription row (see module docstring)."""
         K = np.asarray(K, np.int64)
         up = I64_MAX if upto_seq is None else int(upto_seq)
+        order = self.query_order(subs)
         off, seq, ins, sc, comp, work = _search(
-            subs.offsets, subs.term_ids, subs.weights, subs.x, subs.y, subs.alpha, K,
-            int(after_seq), up, self.max_dist,
-            self.r_seq, self.r_id, self.r_x, self.r_y, self.r_t, self.r_toff, self.r_tlen,
-            self.mask, self.tr_term, self.tr_w, self.tmask,
-            self.ch_seq, self.ch_w, self.ch_ins, self.ch_n, self.ch_start, self.ch_next,
-            self.ch_maxw, self.ch_box, self.bk_head, self.bk_next, self.bk_maxw, self.bk_box,
-            self.bk_live, self.term_bk, self.term_maxw, len(self.term_bk))
+            order, subs.offsets, subs.term_ids, subs.weights, subs.x, subs.y, subs.alpha, K,
+            int(after_seq), up, self.max_dist, self.r_toff, self.r_tlen, self.mask,
+            self.tr_term, self.tr_w, self.tmask, self.ch_f, self.ch_i, self.nd_f, self.nd_i,
+            self.term_root, self.term_maxw, len(self.term_root))
         slots = ins & self.mask
         return CandidateLists(off, seq, self.r_id[slots], self.r_t[slots], sc, comp, work)
+
+    def query_order(self, subs: SubscriptionBatch) -> np.ndarray:
+        """The order in which to answer a batch: by the most frequent term (the largest id,
+        whose postings are the most to read), then along a Z-curve, so that neighbouring
+        queries read the same nodes and chunks while they are in cache."""
+        n = len(subs)
+        if n < 2:
+            return np.arange(n, dtype=np.int64)
+        lens = np.diff(subs.offsets)
+        last = np.where(lens > 0, subs.term_ids[np.maximum(subs.offsets[1:] - 1, 0)], -1)
+        return np.lexsort((_zorder(subs.x, subs.y, self.bounds), last)).astype(np.int64)
 
     def snapshot(self) -> MessageBatch:
         """The window's messages, oldest first (for offline evaluation and tests)."""
