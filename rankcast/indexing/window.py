@@ -230,7 +230,10 @@ NF_MAXW = 4
 NI_HEAD, NI_TAIL, NI_CHILD, NI_NEXT, NI_PARENT, NI_LEVEL, NI_LIVE = range(7)
 # Chunk rows (one row of each array per chunk, so a visit touches two places, not ten):
 # float [box x0, y0, x1, y1, largest weight, x[CHUNK], y[CHUNK], w[CHUNK]];
-# int [count, first live, next chunk, seq[CHUNK], ring position[CHUNK]].
+# int [count, first live, next chunk, seq[CHUNK], ring position[CHUNK], signature[CHUNK]];
+# a posting's signature has bit ``t & 63`` set for every term t of its message, so a query
+# knows, before it reads the message from the ring, which of its other terms the message
+# surely lacks.
 CF_MAXW = 4
 CF_X = 5
 CF_Y = CF_X + CHUNK
@@ -239,7 +242,8 @@ CF_WIDTH = CF_W + CHUNK
 CI_N, CI_START, CI_NEXT = range(3)
 CI_SEQ = 3
 CI_INS = CI_SEQ + CHUNK
-CI_WIDTH = CI_INS + CHUNK
+CI_SIG = CI_INS + CHUNK
+CI_WIDTH = CI_SIG + CHUNK
 
 
 @numba.njit(cache=True, inline="always")
@@ -297,6 +301,9 @@ def _append(seqs, ids, xs, ys, ts, offsets, term_ids, weights, bounds, fine_from
         b = offsets[i + 1]
         r_toff[slot] = tcount
         r_tlen[slot] = b - a
+        sig = 0
+        for j in range(a, b):
+            sig |= 1 << (term_ids[j] & 63)
         for j in range(a, b):
             t = term_ids[j]
             w = weights[j]
@@ -345,6 +352,7 @@ def _append(seqs, ids, xs, ys, ts, offsets, term_ids, weights, bounds, fine_from
             p = ch_i[c, CI_N]
             ch_i[c, CI_SEQ + p] = seqs[i]
             ch_i[c, CI_INS + p] = count
+            ch_i[c, CI_SIG + p] = sig
             ch_f[c, CF_X + p] = x
             ch_f[c, CF_Y + p] = y
             ch_f[c, CF_W + p] = w
@@ -510,10 +518,18 @@ def _search(order, s_off, s_terms, s_w, s_x, s_y, s_alpha, K, after_seq, upto_se
         sw = s_w[a:b]
         rest = np.zeros(q + 1)   # sum over later terms of w_s^2
         tail = np.zeros(q + 1)   # sum over later terms of w_s * (largest weight of the term)
+        mw = np.zeros(q)
+        bit = np.empty(q, np.int64)     # signature bit of each term of s
+        other = np.zeros(q, np.int64)   # signature bits of s's terms other than term j
         for j in range(q - 1, -1, -1):
             rest[j] = rest[j + 1] + sw[j] * sw[j]
-            mw_t = term_maxw[st[j]] if st[j] < n_terms else 0.0
-            tail[j] = tail[j + 1] + sw[j] * mw_t
+            mw[j] = term_maxw[st[j]] if st[j] < n_terms else 0.0
+            tail[j] = tail[j + 1] + sw[j] * mw[j]
+            bit[j] = 1 << (st[j] & 63)
+        for j in range(q):
+            for l in range(q):
+                if l != j:
+                    other[j] |= bit[l]
         Ki = K[i]
         h_sc = np.empty(Ki)
         h_seq = np.empty(Ki, np.int64)
@@ -549,15 +565,24 @@ def _search(order, s_off, s_terms, s_w, s_x, s_y, s_alpha, K, after_seq, upto_se
                         continue
                     ss = ssim(sx, sy, ch_f[cur, CF_X + p], ch_f[cur, CF_Y + p], max_dist)
                     a_w = ch_f[cur, CF_W + p]
-                    if q == 1:       # the posting holds the whole TSim (same bits as the merge)
-                        sc = combine(alpha, ss, sw[0] * a_w)
+                    # what the posting alone tells: its weight, and by its signature which of
+                    # s's other terms the message surely lacks; most postings end here, before
+                    # the message's terms are read from the ring
+                    sig = ch_i[cur, CI_SIG + p]
+                    if sig & other[j] == 0:
+                        # none of s's other terms: TSim is this one product (the merge's bits)
+                        sc = combine(alpha, ss, sw[j] * a_w)
                         if hn == Ki and not (sc > h_sc[0] or (sc == h_sc[0] and sq > h_seq[0])):
                             continue
                     else:
-                        # the posting's own bound first: most postings stop here, before the
-                        # message's terms are read from the ring
                         if hn == Ki:
-                            tub = min(_text_ub(sw[j], r, a_w), sw[j] * a_w + tail[j + 1])
+                            rs = 0.0
+                            tl_ = 0.0
+                            for l in range(j + 1, q):
+                                if sig & bit[l]:
+                                    rs += sw[l] * sw[l]
+                                    tl_ += sw[l] * mw[l]
+                            tub = min(_text_ub(sw[j], math.sqrt(rs), a_w), sw[j] * a_w + tl_)
                             if below(combine(alpha, ss, tub), h_sc[0]):
                                 continue
                         slot = ch_i[cur, CI_INS + p] & mask
