@@ -671,7 +671,10 @@ def _pow2(n: int) -> int:
 
 
 class MessageWindow:
-    """The messages of the window (or of one window shard) and their index."""
+    """The messages of the window (or of one window shard) and their index.
+
+    ``fine_from`` and ``split_at`` (defaults ``FINE_FROM`` and ``SPLIT_AT``) shape the index
+    for postings appended from then on; tests set them small to exercise every level."""
 
     def __init__(self, cfg: EngineConfig, capacity: int | None = None):
         self.max_dist = cfg.max_dist
