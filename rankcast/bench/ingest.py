@@ -46,6 +46,19 @@ def _rate(rows: int, seconds: float) -> dict:
     return {"rows": rows, "seconds": round(seconds, 3), "rows_per_s": round(rows / seconds, 1) if seconds else None}
 
 
+def _cpu_delta(before: dict, after: dict) -> dict:
+    """CPU seconds each role spent between two ``Cluster.stats()["roles"]`` readings (a list
+    per role with several actors): where a phase's work went."""
+    out = {}
+    for role, b in before.items():
+        a = after[role]
+        if isinstance(b, dict):
+            out[role] = round(a["cpu_seconds"] - b["cpu_seconds"], 3)
+        else:
+            out[role] = [round(y["cpu_seconds"] - x["cpu_seconds"], 3) for x, y in zip(b, a)]
+    return out
+
+
 def main(args: argparse.Namespace) -> dict:
     import rankcast as rc
     from ..ingest import datasets
@@ -72,9 +85,11 @@ def main(args: argparse.Namespace) -> dict:
             cl.replay(str(fill_p), batch_rows=B)
             res["fill_window"] = _rate(W, time.perf_counter() - t0)
 
+            before = cl.stats()["roles"]
             t0 = time.perf_counter()
             cl.load_subscriptions(str(bulk_p))
             res["bulk_load"] = _rate(args.subs, time.perf_counter() - t0)
+            res["bulk_load"]["cpu_seconds_by_role"] = _cpu_delta(before, cl.stats()["roles"])
 
             client = subs.slice(args.subs, args.client_rows)
             t0 = time.perf_counter()
