@@ -8,6 +8,7 @@ from hypothesis import HealthCheck, given, settings, strategies as st
 
 import rankcast as rc
 from rankcast.baselines.brute import BruteForceCore
+from rankcast.indexing.window import MAX_LEVEL, NI_LEVEL
 from rankcast.testing import assert_engine_exact
 
 WORDS = [f"w{i}" for i in range(24)]
@@ -102,8 +103,8 @@ def test_deep_message_index(seed, clustered):
     (root, cells, sub-cells, deepest cells) holds postings and expires them, and the
     best-first search must still find exactly the top-k."""
     eng = _run(300 + seed, window=80, window_seconds=None, clustered=clustered, steps=70, index=(3, 2))
-    levels = eng.window.nd_i[: eng.window.n_nd, 5]
-    assert levels.max() == 3, levels.max()
+    levels = eng.window.nd_i[: eng.window.n_nd, NI_LEVEL]
+    assert levels.max() == MAX_LEVEL, levels.max()
 
 
 def test_deep_message_index_time_window():
