@@ -9,9 +9,10 @@ from __future__ import annotations
 import numba
 import numpy as np
 
+from ..indexing.scoring import score
 from ..indexing.subtable import SubTable
 
-__all__ = ["term_postings", "grow", "n_terms_of"]
+__all__ = ["term_postings", "grow", "n_terms_of", "verify_append"]
 
 
 @numba.njit(cache=True)
@@ -67,3 +68,41 @@ def grow(arr: np.ndarray, n: int, fill=0) -> np.ndarray:
     new = np.full(max(n, 2 * len(arr), 16), fill, dtype=arr.dtype)
     new[: len(arr)] = arr
     return new
+
+
+@numba.njit(cache=True)
+def _grown_i(arr, cap):
+    """``arr`` copied into a new int64 array of length ``cap``."""
+    new = np.empty(cap, np.int64)
+    new[: arr.shape[0]] = arr
+    return new
+
+
+@numba.njit(cache=True)
+def _grown_f(arr, cap):
+    """``arr`` copied into a new float64 array of length ``cap``."""
+    new = np.empty(cap, np.float64)
+    new[: arr.shape[0]] = arr
+    return new
+
+
+@numba.njit(cache=True)
+def verify_append(s, i, a, b, sx, sy, alpha, theta, toff, tlen, s_terms, s_w,
+                  m_x, m_y, m_terms, m_w, max_dist, out_m, out_s, out_v, r):
+    """The verification step of the baselines: the exact score of subscription ``s`` for
+    message ``i`` (its terms ``m_terms[a:b]``), appended as the pair (i, s, score) at row
+    ``r`` of the output (doubled when full) if it reaches ``theta[s]``.
+    Returns (out_m, out_s, out_v, r)."""
+    q = toff[s]
+    sc = score(sx[s], sy[s], alpha[s], s_terms[q:q + tlen[s]], s_w[q:q + tlen[s]],
+               m_x[i], m_y[i], m_terms[a:b], m_w[a:b], max_dist)
+    if sc >= theta[s]:
+        if r == out_m.shape[0]:
+            out_m = _grown_i(out_m, 2 * r)
+            out_s = _grown_i(out_s, 2 * r)
+            out_v = _grown_f(out_v, 2 * r)
+        out_m[r] = i
+        out_s[r] = s
+        out_v[r] = sc
+        r += 1
+    return out_m, out_s, out_v, r

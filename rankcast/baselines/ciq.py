@@ -28,10 +28,9 @@ import numba
 import numpy as np
 
 from ..columns import MessageBatch
-from ..indexing.scoring import EPS, below, lambda_t, score
+from ..indexing.scoring import EPS, below, lambda_t
 from ..indexing.subtable import SubTable
-from ._postings import grow, n_terms_of
-from .ipt import _grown_f, _grown_i
+from ._postings import grow, n_terms_of, verify_append
 
 __all__ = ["CIQ", "DEFAULT_DEPTH"]
 
@@ -168,10 +167,9 @@ def _ciq_match(m_off, m_terms, m_w, m_x, m_y, keys, off, e_slot, e_cov, e_w, min
     Returns (msg_idx, slots, scores, verified, scanned): pairs with exact score >= theta,
     sorted by message then slot."""
     n = m_off.shape[0] - 1
-    cap = 1024
-    out_m = np.empty(cap, np.int64)
-    out_s = np.empty(cap, np.int64)
-    out_v = np.empty(cap, np.float64)
+    out_m = np.empty(1024, np.int64)
+    out_s = np.empty(1024, np.int64)
+    out_v = np.empty(1024, np.float64)
     r = 0
     verified = 0
     scanned = 0
@@ -220,19 +218,8 @@ def _ciq_match(m_off, m_terms, m_w, m_x, m_y, keys, off, e_slot, e_cov, e_w, min
                 if mt == math.inf or below(ts, mt):
                     continue
                 verified += 1
-                q = toff[s]
-                sc = score(sx[s], sy[s], alpha[s], s_terms[q:q + tlen[s]], s_w[q:q + tlen[s]],
-                           m_x[i], m_y[i], m_terms[a:b], m_w[a:b], max_dist)
-                if sc >= theta[s]:
-                    if r == cap:
-                        cap *= 2
-                        out_m = _grown_i(out_m, cap)
-                        out_s = _grown_i(out_s, cap)
-                        out_v = _grown_f(out_v, cap)
-                    out_m[r] = i
-                    out_s[r] = s
-                    out_v[r] = sc
-                    r += 1
+                out_m, out_s, out_v, r = verify_append(s, i, a, b, sx, sy, alpha, theta, toff, tlen, s_terms, s_w,
+                                                    m_x, m_y, m_terms, m_w, max_dist, out_m, out_s, out_v, r)
         if r - start > 1:
             order = np.argsort(out_s[start:r])
             out_s[start:r] = out_s[start:r][order]

@@ -22,9 +22,9 @@ import numba
 import numpy as np
 
 from ..columns import MessageBatch
-from ..indexing.scoring import below, score, tsim_ub
+from ..indexing.scoring import below, tsim_ub
 from ..indexing.subtable import SubTable
-from ._postings import grow, term_postings
+from ._postings import grow, term_postings, verify_append
 
 __all__ = ["IPT"]
 
@@ -58,10 +58,9 @@ def _ipt_match(m_off, m_terms, m_w, m_x, m_y,
     the pairs with exact score >= theta, sorted by message then slot."""
     n = m_off.shape[0] - 1
     n_terms = p_off.shape[0] - 1
-    cap = 1024
-    out_m = np.empty(cap, np.int64)
-    out_s = np.empty(cap, np.int64)
-    out_v = np.empty(cap, np.float64)
+    out_m = np.empty(1024, np.int64)
+    out_s = np.empty(1024, np.int64)
+    out_v = np.empty(1024, np.float64)
     r = 0
     verified = 0
     scanned = 0
@@ -112,41 +111,14 @@ def _ipt_match(m_off, m_terms, m_w, m_x, m_y,
             s = touched[c]
             if state[s] == _CANDIDATE:
                 verified += 1
-                q = toff[s]
-                sc = score(sx[s], sy[s], alpha[s], s_terms[q:q + tlen[s]], s_w[q:q + tlen[s]],
-                           m_x[i], m_y[i], m_terms[a:b], m_w[a:b], max_dist)
-                if sc >= theta[s]:
-                    if r == cap:
-                        cap *= 2
-                        out_m = _grown_i(out_m, cap)
-                        out_s = _grown_i(out_s, cap)
-                        out_v = _grown_f(out_v, cap)
-                    out_m[r] = i
-                    out_s[r] = s
-                    out_v[r] = sc
-                    r += 1
+                out_m, out_s, out_v, r = verify_append(s, i, a, b, sx, sy, alpha, theta, toff, tlen, s_terms, s_w,
+                                                    m_x, m_y, m_terms, m_w, max_dist, out_m, out_s, out_v, r)
             state[s] = _UNSEEN
         if r - start > 1:
             order = np.argsort(out_s[start:r])
             out_s[start:r] = out_s[start:r][order]
             out_v[start:r] = out_v[start:r][order]
     return out_m[:r].copy(), out_s[:r].copy(), out_v[:r].copy(), verified, scanned
-
-
-@numba.njit(cache=True)
-def _grown_i(arr, cap):
-    """``arr`` copied into a new int64 array of length ``cap``."""
-    new = np.empty(cap, np.int64)
-    new[: arr.shape[0]] = arr
-    return new
-
-
-@numba.njit(cache=True)
-def _grown_f(arr, cap):
-    """``arr`` copied into a new float64 array of length ``cap``."""
-    new = np.empty(cap, np.float64)
-    new[: arr.shape[0]] = arr
-    return new
 
 
 class IPT:
