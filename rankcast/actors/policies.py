@@ -643,12 +643,10 @@ class PrefixPolicy(KeywordPolicy):
         return super().route_subscriptions(subs, plen)
 
 
-class SpatialFirstPolicy(Policy):
-    """Paper 8.2 hybrid: ``l1`` KD cells (Algorithm 3), each split into ``l2`` prefix ranges
-    (Algorithm 4 on the cell's subscriptions). Partition ``cell * l2 + group``. A message goes
-    to every cell, within a cell to the groups of its terms."""
+class _HybridPolicy(Policy):
+    """What the two paper 8.2 hybrids share: ``l1`` x ``l2`` partitions, prefix routing with
+    replication, and the fit inputs (samples, estimated kScores, prefix lengths)."""
 
-    name = "spatial-first"
     prefix = True
     replicates = True
 
@@ -656,12 +654,27 @@ class SpatialFirstPolicy(Policy):
         super().__init__(n_partitions, bounds, max_dist, window, options)
         self.l1, self.l2 = _levels(self.n_partitions, self.options)
 
-    def fit(self, subs=None, msgs=None):
+    def _fit_inputs(self, subs, msgs):
+        """(subs, msgs, plen): the samples (empty if None) and their prefix lengths."""
         subs = subs if subs is not None else _empty_sample_subs()
         msgs = msgs if msgs is not None else MessageBatch.empty()
-        self.tree = KDTree.build(self.bounds, self.l1, subs.x, subs.y, msgs.x, msgs.y)
         tau = estimate_kscores(subs, msgs, self.max_dist, self.window)
-        plen = prefix_lengths(subs.offsets, subs.weights, subs.alpha, tau)
+        return subs, msgs, prefix_lengths(subs.offsets, subs.weights, subs.alpha, tau)
+
+    def describe(self):
+        return {**super().describe(), "l1": self.l1, "l2": self.l2}
+
+
+class SpatialFirstPolicy(_HybridPolicy):
+    """Paper 8.2 hybrid: ``l1`` KD cells (Algorithm 3), each split into ``l2`` prefix ranges
+    (Algorithm 4 on the cell's subscriptions). Partition ``cell * l2 + group``. A message goes
+    to every cell, within a cell to the groups of its terms."""
+
+    name = "spatial-first"
+
+    def fit(self, subs=None, msgs=None):
+        subs, msgs, plen = self._fit_inputs(subs, msgs)
+        self.tree = KDTree.build(self.bounds, self.l1, subs.x, subs.y, msgs.x, msgs.y)
         cell = self.tree.route(subs.x, subs.y)
         v_fit = int(max(subs.term_ids.max(initial=-1), msgs.term_ids.max(initial=-1))) + 1
         self.kmaps = []
@@ -700,28 +713,16 @@ class SpatialFirstPolicy(Policy):
                 parts[off[row] + c * lens[row] + within] = stacked[c]
         return Routing(*_dedupe_rows(off, parts))
 
-    def describe(self):
-        return {**super().describe(), "l1": self.l1, "l2": self.l2}
 
-
-class KeywordFirstPolicy(Policy):
+class KeywordFirstPolicy(_HybridPolicy):
     """Paper 8.2 hybrid: ``l1`` prefix ranges (Algorithm 4), each split into ``l2`` KD cells
     (Algorithm 3 on the group's subscriptions). Partition ``group * l2 + cell``. A message goes
     to every cell of the groups of its terms."""
 
     name = "keyword-first"
-    prefix = True
-    replicates = True
-
-    def __init__(self, n_partitions, bounds, max_dist, window=100_000, options=None):
-        super().__init__(n_partitions, bounds, max_dist, window, options)
-        self.l1, self.l2 = _levels(self.n_partitions, self.options)
 
     def fit(self, subs=None, msgs=None):
-        subs = subs if subs is not None else _empty_sample_subs()
-        msgs = msgs if msgs is not None else MessageBatch.empty()
-        tau = estimate_kscores(subs, msgs, self.max_dist, self.window)
-        plen = prefix_lengths(subs.offsets, subs.weights, subs.alpha, tau)
+        subs, msgs, plen = self._fit_inputs(subs, msgs)
         off, terms = _take_prefix(subs.offsets, subs.term_ids, plen)
         v_fit = int(max(subs.term_ids.max(initial=-1), msgs.term_ids.max(initial=-1))) + 1
         self.kmap = KeywordMap.build(self.l1, off, terms, msgs.offsets, msgs.term_ids, v_fit)
@@ -756,7 +757,7 @@ class KeywordFirstPolicy(Policy):
         return Routing(off, parts)
 
     def describe(self):
-        return {**super().describe(), "l1": self.l1, "l2": self.l2, "ranges": self.kmap.bounds.tolist()}
+        return {**super().describe(), "ranges": self.kmap.bounds.tolist()}
 
 
 def _levels(n: int, options: dict) -> tuple[int, int]:
