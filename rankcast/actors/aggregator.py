@@ -20,6 +20,7 @@ import numpy as np
 from numba import types
 from numba.typed import Dict
 
+from .._arrays import grow
 from ..indexing.window import CandidateLists
 from .metrics import RoleMetrics
 
@@ -241,15 +242,6 @@ def _entries_of(entries):
     return out
 
 
-def _grow(a: np.ndarray, n: int, fill=0):
-    if n <= a.shape[0]:
-        return a
-    shape = (max(n, 2 * a.shape[0], 64),) + a.shape[1:]
-    b = np.full(shape, fill, a.dtype)
-    b[: a.shape[0]] = a
-    return b
-
-
 class Aggregator:
     def __init__(self, index: int, n_partitions: int, cluster: str = "rankcast",
                  export_metrics: bool = True):
@@ -302,16 +294,16 @@ class Aggregator:
             n = len(sub_ids)
             need_slots = self.n_slots + n
             for name in ("s_id", "s_k", "s_base_len", "base_start", "base_cap", "free"):
-                setattr(self, name, _grow(getattr(self, name), need_slots))
-            self.s_alive = _grow(self.s_alive, need_slots, False)
-            self.s_dirty = _grow(self.s_dirty, need_slots, False)
-            self.s_mask = _grow(self.s_mask, need_slots)
+                setattr(self, name, grow(getattr(self, name), need_slots))
+            self.s_alive = grow(self.s_alive, need_slots, False)
+            self.s_dirty = grow(self.s_dirty, need_slots, False)
+            self.s_mask = grow(self.s_mask, need_slots)
             kk = int(np.asarray(ks, np.int64).sum()) + int(np.diff(offsets).sum())
-            self.b_id = _grow(self.b_id, self.b_used + kk)
+            self.b_id = grow(self.b_id, self.b_used + kk)
             for name in ("e_start", "e_len", "e_cap"):
-                setattr(self, name, _grow(getattr(self, name), self.n_entries + n))
+                setattr(self, name, grow(getattr(self, name), self.n_entries + n))
             for name in ("p_id", "p_seq", "p_sc"):
-                setattr(self, name, _grow(getattr(self, name), self.p_used + kk))
+                setattr(self, name, grow(getattr(self, name), self.p_used + kk))
             (self.b_used, self.n_free, self.n_slots, self.n_entries, self.p_used) = _apply(
                 int(part), np.asarray(sub_ids, np.int64), np.asarray(ks, np.int64),
                 np.asarray(offsets, np.int64), np.asarray(ids, np.int64), np.asarray(seqs, np.int64),

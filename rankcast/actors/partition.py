@@ -27,6 +27,7 @@ import time
 import numba
 import numpy as np
 
+from .._arrays import grow
 from ..columns import SubscriptionBatch
 from ..config import EngineConfig
 from ..indexing import skyband as sk
@@ -135,8 +136,8 @@ class SubscriptionPartition:
                 self._dropped.append(dropped)
         if ops.add is not None and len(ops.add):
             slots = core.add(ops.add)
-            self.plen = _grow(self.plen, int(slots.max()) + 1)
-            self.ub = _grow(self.ub, int(slots.max()) + 1, -np.inf)
+            self.plen = grow(self.plen, int(slots.max()) + 1)
+            self.ub = grow(self.ub, int(slots.max()) + 1, -np.inf)
             self._set_plen(slots, ops.add_plen)
             self._new_ids.append(ops.add.ids)
             slots_added = slots
@@ -316,11 +317,3 @@ def _take_csr(off, rows, *cols):
     np.cumsum(lens, out=new[1:])
     idx = np.repeat(off[rows], lens) + (np.arange(new[-1]) - np.repeat(new[:-1], lens))
     return (new,) + tuple(c[idx] for c in cols)
-
-
-def _grow(a: np.ndarray, n: int, fill=0) -> np.ndarray:
-    if n <= len(a):
-        return a
-    b = np.full(max(n, 2 * len(a)), fill, a.dtype)
-    b[: len(a)] = a
-    return b

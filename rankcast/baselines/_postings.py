@@ -12,7 +12,7 @@ import numpy as np
 from ..indexing.scoring import score
 from ..indexing.subtable import SubTable
 
-__all__ = ["term_postings", "grow", "n_terms_of", "verify_append"]
+__all__ = ["term_postings", "n_terms_of", "verify_append"]
 
 
 @numba.njit(cache=True)
@@ -59,15 +59,6 @@ def term_postings(subs: SubTable):
     """(off, slot, pos) per-term posting lists of the live subscriptions of ``subs``."""
     live = subs.live_slots().astype(np.int64)
     return _term_postings(live, subs.toff, subs.tlen, subs.terms, n_terms_of(subs))
-
-
-def grow(arr: np.ndarray, n: int, fill=0) -> np.ndarray:
-    """``arr`` with room for at least ``n`` items (doubling), new items set to ``fill``."""
-    if n <= len(arr):
-        return arr
-    new = np.full(max(n, 2 * len(arr), 16), fill, dtype=arr.dtype)
-    new[: len(arr)] = arr
-    return new
 
 
 @numba.njit(cache=True)

@@ -25,7 +25,8 @@ from ..columns import MessageBatch, SubscriptionBatch
 from ..errors import InvalidInput, UnknownSubscription
 from ..indexing.scoring import score
 from ..indexing.subtable import SubTable
-from ._postings import grow, term_postings
+from .._arrays import grow
+from ._postings import term_postings
 
 __all__ = ["BruteForceCore", "BruteForceEngine"]
 

@@ -30,7 +30,8 @@ import numpy as np
 from ..columns import MessageBatch
 from ..indexing.scoring import EPS, below, lambda_t
 from ..indexing.subtable import SubTable
-from ._postings import grow, n_terms_of, verify_append
+from .._arrays import grow
+from ._postings import n_terms_of, verify_append
 
 __all__ = ["CIQ", "DEFAULT_DEPTH"]
 

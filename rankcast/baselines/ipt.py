@@ -24,7 +24,8 @@ import numpy as np
 from ..columns import MessageBatch
 from ..indexing.scoring import below, tsim_ub
 from ..indexing.subtable import SubTable
-from ._postings import grow, term_postings, verify_append
+from .._arrays import grow
+from ._postings import term_postings, verify_append
 
 __all__ = ["IPT"]
 

@@ -34,6 +34,7 @@ import math
 import numba
 import numpy as np
 
+from .._arrays import grow
 from ..config import EngineConfig
 from .scoring import (EPS, NO_MATCH, alpha_star, below, kscore_star, lambda_s, score, ssim_ub,
                       ssim_ub_out, tsim_ub)
@@ -388,15 +389,6 @@ def _match(m_off, m_terms, m_w, m_x, m_y, max_dist,
     return o_m[:n_out], o_s[:n_out], o_sc[:n_out], cnt, stamp
 
 
-def _grow(a: np.ndarray, n: int, fill=0) -> np.ndarray:
-    if n <= len(a):
-        return a
-    shape = (max(n, 2 * len(a)),) + a.shape[1:]
-    b = np.full(shape, fill, a.dtype)
-    b[: len(a)] = a
-    return b
-
-
 class IGPT:
     """The production disseminator (Disseminator interface of :mod:`rankcast.indexing.core`)."""
 
@@ -453,14 +445,14 @@ class IGPT:
     def _grow_slots(self):
         n = len(self.subs.ids)
         if len(self.sleaf) < n:
-            self.sleaf = _grow(self.sleaf, n, -1)
-            self.snext = _grow(self.snext, n, -1)
-            self.sprev = _grow(self.sprev, n, -1)
-            self.sdin = _grow(self.sdin, n)
-            self.acc = _grow(self.acc, n)
-            self.stamp_of = _grow(self.stamp_of, n)
-            self.jprev = _grow(self.jprev, n)
-            self.pprev = _grow(self.pprev, n)
+            self.sleaf = grow(self.sleaf, n, -1)
+            self.snext = grow(self.snext, n, -1)
+            self.sprev = grow(self.sprev, n, -1)
+            self.sdin = grow(self.sdin, n)
+            self.acc = grow(self.acc, n)
+            self.stamp_of = grow(self.stamp_of, n)
+            self.jprev = grow(self.jprev, n)
+            self.pprev = grow(self.pprev, n)
 
     def _grow_nodes(self, n):
         if n <= len(self.nchild):
@@ -468,7 +460,7 @@ class IGPT:
         for name, fill in (("nbox", 0), ("nchild", -1), ("ndepth", 0), ("ncount", 0), ("nhead", -1),
                            ("n_e0", 0), ("n_ne", 0), ("n_g0", 0), ("n_ng", 0), ("nminls", np.inf),
                            ("leaf_stamp", 0), ("leaf_dout", 0), ("leaf_skip", False)):
-            setattr(self, name, _grow(getattr(self, name), n, fill))
+            setattr(self, name, grow(getattr(self, name), n, fill))
 
     # ------------------------------------------------------------------ interface
     def add(self, slots: np.ndarray) -> None:
@@ -564,11 +556,11 @@ class IGPT:
         leaves = np.fromiter(sorted(self.dirty), np.int64, len(self.dirty))
         need = int(sum(int(s.tlen[_members(L, self.nhead, self.snext, self.ncount[L])].sum())
                        for L in leaves.tolist() if self.nchild[L] < 0))
-        self.eI = _grow(self.eI, self.e_used + need)
-        self.eF = _grow(self.eF, self.e_used + need)
-        self.gI = _grow(self.gI, self.g_used + need)
+        self.eI = grow(self.eI, self.e_used + need)
+        self.eF = grow(self.eF, self.e_used + need)
+        self.gI = grow(self.gI, self.g_used + need)
         max_term = int(s.terms[: s.pool_used].max()) if s.pool_used else 0
-        self.td = _grow(self.td, max_term + 1)
+        self.td = grow(self.td, max_term + 1)
         self.e_used, self.g_used, self.td_pool, self.td_used = _rebuild(
             leaves, fresh, self.nchild, self.nhead, self.snext, self.ncount, self.n_e0, self.n_ne,
             self.n_g0, self.n_ng, self.nminls, s.toff, s.tlen, s.terms, s.maxwt, s.alpha, s.theta,

@@ -10,18 +10,11 @@ from __future__ import annotations
 import numba
 import numpy as np
 
+from .._arrays import grow
 from ..columns import SubscriptionBatch
 from ..errors import UnknownSubscription
 
 __all__ = ["SubTable"]
-
-
-def _grow(arr: np.ndarray, n: int, fill=0) -> np.ndarray:
-    if n <= len(arr):
-        return arr
-    new = np.full(max(n, 2 * len(arr), 16), fill, dtype=arr.dtype)
-    new[: len(arr)] = arr
-    return new
 
 
 @numba.njit(cache=True)
@@ -89,7 +82,7 @@ class SubTable:
         fresh = np.arange(self.n, self.n + count - reuse, dtype=np.int64)
         self.n += count - reuse
         for name in ("ids", "x", "y", "k", "alpha", "theta", "alive", "toff", "tlen"):
-            setattr(self, name, _grow(getattr(self, name), self.n))
+            setattr(self, name, grow(getattr(self, name), self.n))
         return np.concatenate([np.asarray(slots, np.int64), fresh])
 
     def add(self, b: SubscriptionBatch) -> np.ndarray:
