@@ -661,6 +661,13 @@ class _HybridPolicy(Policy):
         tau = estimate_kscores(subs, msgs, self.max_dist, self.window)
         return subs, msgs, prefix_lengths(subs.offsets, subs.weights, subs.alpha, tau)
 
+    def _routed_terms(self, subs, plen):
+        """The prefix terms each subscription is routed by (CSR): ``plen`` of them, or the
+        initial prefix when ``plen`` is None."""
+        if plen is None:
+            plen = self.initial_prefix(subs)
+        return _take_prefix(subs.offsets, subs.term_ids, np.asarray(plen, np.int64))
+
     def describe(self):
         return {**super().describe(), "l1": self.l1, "l2": self.l2}
 
@@ -686,9 +693,7 @@ class SpatialFirstPolicy(_HybridPolicy):
         return self
 
     def route_subscriptions(self, subs, plen=None):
-        if plen is None:
-            plen = self.initial_prefix(subs)
-        off, terms = _take_prefix(subs.offsets, subs.term_ids, np.asarray(plen, np.int64))
+        off, terms = self._routed_terms(subs, plen)
         cell = self.tree.route(subs.x, subs.y)
         parts = np.empty(len(terms), np.int64)
         row_cell = np.repeat(cell, np.diff(off))
@@ -735,9 +740,7 @@ class KeywordFirstPolicy(_HybridPolicy):
         return self
 
     def route_subscriptions(self, subs, plen=None):
-        if plen is None:
-            plen = self.initial_prefix(subs)
-        off, terms = _take_prefix(subs.offsets, subs.term_ids, np.asarray(plen, np.int64))
+        off, terms = self._routed_terms(subs, plen)
         groups = Routing(*_dedupe_rows(off, self.kmap.parts(terms)))
         row = np.repeat(np.arange(len(subs)), groups.counts())
         cells = np.empty(len(groups.parts), np.int64)
