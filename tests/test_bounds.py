@@ -84,3 +84,24 @@ def test_score_formula():
     sc = score_py(0, 0, 0.25, [1, 3], [0.6, 0.8], 3, 4, [3, 7], [1.0, 0.0001], 10.0)
     assert sc == pytest.approx(0.25 * 0.5 + 0.75 * 0.8)
     assert score_py(0, 0, 0.5, [1], [1.0], 0, 0, [2], [1.0], 1.0) == -1.0
+
+
+def test_weight_sketch_bounds_every_weight():
+    # the message index's per-posting sketch: byte t & 7 must bound the weight of every term t
+    # of the message, at the byte edges (multiples of 1/255), at 0 and at 1 included
+    from rankcast.indexing.window import _sketch, _sketch_ub
+    rng = np.random.default_rng(1)
+    edges = np.concatenate([np.arange(256) / 255.0, [0.0, 1.0, np.nextafter(1.0, 0.0)]])
+    for trial in range(3000):
+        n = int(rng.integers(1, 20))
+        terms = rng.choice(10_000, size=n, replace=False)
+        w = rng.random(n) if trial % 2 else rng.choice(edges, size=n)
+        qw = 0
+        for t, x in zip(terms.tolist(), w.tolist()):
+            qw = _sketch(qw, t, x)
+        for t, x in zip(terms.tolist(), w.tolist()):
+            assert _sketch_ub(qw, t) >= x
+        # a byte no term of the message maps to stays 0 (it bounds an absent term's weight)
+        used = {t & 7 for t in terms.tolist()}
+        for b in set(range(8)) - used:
+            assert _sketch_ub(qw, b) == 0.0

@@ -230,10 +230,12 @@ NF_MAXW = 4
 NI_HEAD, NI_TAIL, NI_CHILD, NI_NEXT, NI_PARENT, NI_LEVEL, NI_LIVE = range(7)
 # Chunk rows (one row of each array per chunk, so a visit touches two places, not ten):
 # float [box x0, y0, x1, y1, largest weight, x[CHUNK], y[CHUNK], w[CHUNK]];
-# int [count, first live, next chunk, seq[CHUNK], ring position[CHUNK], signature[CHUNK]];
-# a posting's signature has bit ``t & 63`` set for every term t of its message, so a query
-# knows, before it reads the message from the ring, which of its other terms the message
-# surely lacks.
+# int [count, first live, next chunk, seq[CHUNK], ring position[CHUNK], signature[CHUNK],
+# weight sketch[CHUNK]]. A posting's signature has bit ``t & 63`` set for every term t of its
+# message, so a query knows, before it reads the message from the ring, which of its other
+# terms the message surely lacks; its weight sketch holds in byte ``t & 7`` a bound on the
+# message's weights of the terms t of that byte (see ``_sketch``), so the query also knows
+# how much the terms it may share can add.
 CF_MAXW = 4
 CF_X = 5
 CF_Y = CF_X + CHUNK
@@ -243,7 +245,26 @@ CI_N, CI_START, CI_NEXT = range(3)
 CI_SEQ = 3
 CI_INS = CI_SEQ + CHUNK
 CI_SIG = CI_INS + CHUNK
-CI_WIDTH = CI_SIG + CHUNK
+CI_QW = CI_SIG + CHUNK
+CI_WIDTH = CI_QW + CHUNK
+
+
+@numba.njit(cache=True, inline="always")
+def _sketch(qw, t, w):
+    """Weight sketch ``qw`` with the weight ``w`` of term ``t`` added: byte ``t & 7`` holds
+    the largest ``floor(255 w) + 1`` (at most 255) of the terms of that byte, so byte / 255
+    is above every such weight (weights of unit vectors are at most 1)."""
+    sh = 8 * (t & 7)
+    v = min(255, int(w * 255.0) + 1)
+    if v > ((qw >> sh) & 255):
+        qw = (qw & ~(255 << sh)) | (v << sh)
+    return qw
+
+
+@numba.njit(cache=True, inline="always")
+def _sketch_ub(qw, t):
+    """Bound from sketch ``qw`` on the weight of term ``t`` in the message."""
+    return ((qw >> (8 * (t & 7))) & 255) / 255.0
 
 
 @numba.njit(cache=True, inline="always")
@@ -302,8 +323,10 @@ def _append(seqs, ids, xs, ys, ts, offsets, term_ids, weights, bounds, fine_from
         r_toff[slot] = tcount
         r_tlen[slot] = b - a
         sig = 0
+        qw = 0
         for j in range(a, b):
             sig |= 1 << (term_ids[j] & 63)
+            qw = _sketch(qw, term_ids[j], weights[j])
         for j in range(a, b):
             t = term_ids[j]
             w = weights[j]
@@ -353,6 +376,7 @@ def _append(seqs, ids, xs, ys, ts, offsets, term_ids, weights, bounds, fine_from
             ch_i[c, CI_SEQ + p] = seqs[i]
             ch_i[c, CI_INS + p] = count
             ch_i[c, CI_SIG + p] = sig
+            ch_i[c, CI_QW + p] = qw
             ch_f[c, CF_X + p] = x
             ch_f[c, CF_Y + p] = y
             ch_f[c, CF_W + p] = w
@@ -460,6 +484,25 @@ def _sift_down(h_sc, h_seq, h_ins, size, sc, sq, ins):
 
 
 @numba.njit(cache=True, inline="always")
+def _heap_add(h_sc, h_seq, h_ins, hn, Ki, sc, sq, ins):
+    """Offer (sc, sq, ins) to the min-heap of the best ``Ki`` by (score, seq), ``hn`` rows
+    held; returns the new count."""
+    if hn < Ki:
+        k = hn
+        while k > 0:
+            par = (k - 1) // 2
+            if h_sc[par] < sc or (h_sc[par] == sc and h_seq[par] < sq):
+                break
+            h_sc[k] = h_sc[par]; h_seq[k] = h_seq[par]; h_ins[k] = h_ins[par]
+            k = par
+        h_sc[k] = sc; h_seq[k] = sq; h_ins[k] = ins
+        return hn + 1
+    if sc > h_sc[0] or (sc == h_sc[0] and sq > h_seq[0]):
+        _sift_down(h_sc, h_seq, h_ins, hn, sc, sq, ins)
+    return hn
+
+
+@numba.njit(cache=True, inline="always")
 def _row_ub(sx, sy, alpha, w, r, tail_next, f, row, max_dist):
     """Bound on the score of a posting under node (or chunk) ``row`` of ``f`` that a
     subscription at (sx, sy) scores from its term of weight ``w`` (see ``_text_ub``)."""
@@ -538,6 +581,7 @@ def _search(order, s_off, s_terms, s_w, s_x, s_y, s_alpha, K, after_seq, upto_se
         scored = 0
         pushed = 0
         size = 0
+        thr = -math.inf          # the K-th score once K are held: what must be beaten
         for j in range(q):
             t = st[j]
             if t < n_terms and term_root[t] >= 0 and nd_i[term_root[t], NI_LIVE] > 0:
@@ -546,7 +590,7 @@ def _search(order, s_off, s_terms, s_w, s_x, s_y, s_alpha, K, after_seq, upto_se
                 pu, pj, pn, size = _pq_push(pu, pj, pn, size, u0, j, term_root[t])
                 pushed += 1
         while size > 0:
-            if hn == Ki and below(pu[0], h_sc[0]):
+            if below(pu[0], thr):
                 break
             j = pj[0]
             node = pn[0]
@@ -556,8 +600,7 @@ def _search(order, s_off, s_terms, s_w, s_x, s_y, s_alpha, K, after_seq, upto_se
             while c >= 0:
                 cur = c
                 c = ch_i[c, CI_NEXT]
-                if hn == Ki and below(_row_ub(sx, sy, alpha, sw[j], r, tail[j + 1], ch_f, cur, max_dist),
-                                      h_sc[0]):
+                if below(_row_ub(sx, sy, alpha, sw[j], r, tail[j + 1], ch_f, cur, max_dist), thr):
                     continue
                 for p in range(ch_i[cur, CI_START], ch_i[cur, CI_N]):
                     sq = ch_i[cur, CI_SEQ + p]
@@ -572,18 +615,17 @@ def _search(order, s_off, s_terms, s_w, s_x, s_y, s_alpha, K, after_seq, upto_se
                     if sig & other[j] == 0:
                         # none of s's other terms: TSim is this one product (the merge's bits)
                         sc = combine(alpha, ss, sw[j] * a_w)
-                        if hn == Ki and not (sc > h_sc[0] or (sc == h_sc[0] and sq > h_seq[0])):
-                            continue
                     else:
-                        if hn == Ki:
+                        if thr > -math.inf:
+                            pqw = ch_i[cur, CI_QW + p]
                             rs = 0.0
                             tl_ = 0.0
                             for l in range(j + 1, q):
                                 if sig & bit[l]:
                                     rs += sw[l] * sw[l]
-                                    tl_ += sw[l] * mw[l]
+                                    tl_ += sw[l] * min(mw[l], _sketch_ub(pqw, st[l]))
                             tub = min(_text_ub(sw[j], math.sqrt(rs), a_w), sw[j] * a_w + tl_)
-                            if below(combine(alpha, ss, tub), h_sc[0]):
+                            if below(combine(alpha, ss, tub), thr):
                                 continue
                         slot = ch_i[cur, CI_INS + p] & mask
                         ta = r_toff[slot]
@@ -613,25 +655,17 @@ def _search(order, s_off, s_terms, s_w, s_x, s_y, s_alpha, K, after_seq, upto_se
                         if earlier or shared == 0:
                             continue
                         sc = combine(alpha, ss, ts)
-                    ins = ch_i[cur, CI_INS + p]
+                    if hn == Ki and not (sc > h_sc[0] or (sc == h_sc[0] and sq > h_seq[0])):
+                        continue     # (decided before the ring position is read)
                     scored += 1
-                    if hn < Ki:
-                        k = hn
-                        hn += 1
-                        while k > 0:
-                            par = (k - 1) // 2
-                            if h_sc[par] < sc or (h_sc[par] == sc and h_seq[par] < sq):
-                                break
-                            h_sc[k] = h_sc[par]; h_seq[k] = h_seq[par]; h_ins[k] = h_ins[par]
-                            k = par
-                        h_sc[k] = sc; h_seq[k] = sq; h_ins[k] = ins
-                    elif sc > h_sc[0] or (sc == h_sc[0] and sq > h_seq[0]):
-                        _sift_down(h_sc, h_seq, h_ins, hn, sc, sq, ins)
+                    hn = _heap_add(h_sc, h_seq, h_ins, hn, Ki, sc, sq, ch_i[cur, CI_INS + p])
+                    if hn == Ki:
+                        thr = h_sc[0]
             ch = nd_i[node, NI_CHILD]
             while ch >= 0:
                 if nd_i[ch, NI_LIVE] > 0:
                     cu = _row_ub(sx, sy, alpha, sw[j], r, tail[j + 1], nd_f, ch, max_dist)
-                    if not (hn == Ki and below(cu, h_sc[0])):
+                    if not below(cu, thr):
                         pu, pj, pn, size = _pq_push(pu, pj, pn, size, cu, j, ch)
                         pushed += 1
                 ch = nd_i[ch, NI_NEXT]
