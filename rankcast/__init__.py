@@ -1,6 +1,7 @@
 """rankcast: exact top-k publish/subscribe over sliding windows (Skype / DSkype).
 
 The public names of the contract (``../shared/design/CONTRACT.md``)."""
+from . import _jitcache  # noqa: F401  (first: numba's cache directory, before numba loads)
 from .config import ClusterConfig, EngineConfig
 from .engine import Engine
 from .errors import InvalidInput, UnknownSubscription
