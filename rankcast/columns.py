@@ -22,7 +22,7 @@ import numpy as np
 
 from .errors import InvalidInput
 from .model import Message, Subscription
-from .text import TermDictionary, Vocabulary
+from .text import TermDictionary, Vocabulary, tokenize
 
 __all__ = ["SubscriptionBatch", "MessageBatch", "Encoder", "item_error"]
 
@@ -238,6 +238,8 @@ class Encoder:
         all_ids: list[np.ndarray] = []
         all_w: list[np.ndarray] = []
         vocab = self.terms.vocabulary
+        known, idf, unknown_idf = vocab.ids, vocab.idf_list, vocab.unknown_idf
+        lookup = self.terms.lookup
         for p in range(n):
             text, tm = texts[p], terms[p]
             text = None if _missing(text) else text
@@ -245,20 +247,27 @@ class Encoder:
             if (text is None) == (tm is None):
                 raise item_error(kind, p, int(ids[p]), "text/terms",
                                  "exactly one of text and terms is required")
+            # (term id, raw weight) pairs: tf * idf of the text's tokens (Vocabulary.raw_weights,
+            # the same products), or the given weights
             if text is not None:
                 if not isinstance(text, str):
                     raise item_error(kind, p, int(ids[p]), "text",
                                      f"must be a string, got {type(text).__name__}")
-                raw = vocab.raw_weights(text)
+                counts: dict[str, int] = {}
+                for tok in tokenize(text):
+                    counts[tok] = counts.get(tok, 0) + 1
+                pairs = []
+                for tok, c in counts.items():
+                    i = known.get(tok)
+                    pairs.append((lookup(tok, pending), c * unknown_idf) if i is None else (i, c * idf[i]))
             else:
-                raw = _check_terms(kind, p, int(ids[p]), tm)
-            if need_terms and not raw:
+                pairs = [(lookup(t, pending), v) for t, v in _check_terms(kind, p, int(ids[p]), tm).items()]
+            if need_terms and not pairs:
                 raise item_error(kind, p, int(ids[p]), "text" if text is not None else "terms",
                                  "a subscription needs at least one term")
-            tid = np.fromiter((self.terms.lookup(t, pending) for t in raw), np.int64, len(raw))
-            w = np.fromiter(raw.values(), np.float64, len(raw))
-            order = np.argsort(tid, kind="stable")
-            tid, w = tid[order], w[order]
+            pairs.sort()      # by term id (distinct within a row)
+            tid = np.array([t for t, _ in pairs], np.int64)
+            w = np.array([v for _, v in pairs], np.float64)
             if len(w):
                 w = w / math.sqrt(float(np.dot(w, w)))
             all_ids.append(tid)

@@ -52,6 +52,7 @@ class Vocabulary:
         if len(self.ids) != len(self.terms):
             raise ValueError("duplicate term in vocabulary")
         self.idfs = np.array([idf_value(self.n_docs, d) for d in self.dfs], dtype=np.float64)
+        self.idf_list: list[float] = self.idfs.tolist()     # the same floats, for per-token use
         self.unknown_idf = idf_value(self.n_docs, 0)
 
     @classmethod
@@ -73,7 +74,7 @@ class Vocabulary:
 
     def idf(self, term: str) -> float:
         i = self.ids.get(term)
-        return self.unknown_idf if i is None else float(self.idfs[i])
+        return self.unknown_idf if i is None else self.idf_list[i]
 
     def raw_weights(self, text: str) -> dict[str, float]:
         """Un-normalised tf-idf weights of ``text``'s tokens."""
