@@ -210,3 +210,51 @@ def test_many_shared_terms_with_uneven_weights(seed):
         mid += len(msgs)
         eng.publish(msgs)
         assert_engine_exact(eng)
+
+
+@pytest.mark.parametrize("seed", range(4))
+def test_floored_shard_search_merges_to_the_whole_window_top_k(seed):
+    """A window split in shards, the others searched with the first's K-th scores as a floor:
+    the merged top-K equals the top-K of the whole window, row for row (ties included: grid
+    locations and few words make many equal scores), and a floored row is never complete."""
+    from rankcast.indexing.window import CandidateLists, MessageWindow
+
+    rng = np.random.default_rng(seed)
+    words = [f"w{i}" for i in range(80)]
+    cfg = rc.EngineConfig(bounds=(0.0, 0.0, 10.0, 10.0), window=5000)
+    eng = rc.Engine(cfg)
+    text = lambda: " ".join(rng.choice(words, size=int(rng.integers(1, 5))))
+    msgs = [rc.Message(i, float(rng.integers(0, 11)), float(rng.integers(0, 11)), text=text())
+            for i in range(3000)]
+    subs = [rc.Subscription(i, float(rng.integers(0, 11)), float(rng.integers(0, 11)), text=text(),
+                            k=int(rng.integers(1, 30)), alpha=float(rng.choice([0.0, 0.3, 0.5, 1.0])))
+            for i in range(400)]
+    mb, pend = eng.encoder.encode_messages(msgs, time_window=False)
+    eng.encoder.commit(pend)
+    sb, pend = eng.encoder.encode_subscriptions(subs)
+    eng.encoder.commit(pend)
+    seqs = np.arange(len(mb), dtype=np.int64)
+    K = sb.k.astype(np.int64) * 4
+    whole = MessageWindow(cfg)
+    whole.append(mb, seqs)
+    shards = []
+    for s in range(3):
+        w = MessageWindow(cfg)
+        w.fine_from, w.split_at = 3, 2          # deep trees: every level prunes by the floor
+        idx = np.flatnonzero(seqs % 3 == s)
+        w.append(mb.take(idx), seqs[idx])
+        shards.append(w)
+    first = shards[0].search(sb, K, after_seq=100, upto_seq=2900)
+    floor = first.kth_scores(K)
+    assert np.isfinite(floor).any() and not np.isfinite(floor).all()
+    rest = [w.search(sb, K, after_seq=100, upto_seq=2900, floor=floor) for w in shards[1:]]
+    assert not any(r.complete[np.isfinite(floor)].any() for r in rest)
+    got = CandidateLists.merge([first, *rest], K)
+    plain = CandidateLists.merge([first, *(w.search(sb, K, after_seq=100, upto_seq=2900)
+                                           for w in shards[1:])], K)
+    ref = whole.search(sb, K, after_seq=100, upto_seq=2900)
+    for name in ("offsets", "seq", "ids", "score"):
+        assert np.array_equal(getattr(got, name), getattr(ref, name)), name
+    # the flags as without the floor (merged parts may know more than one window's "fewer
+    # than K": all K listed and every part exhausted)
+    assert np.array_equal(got.complete, plain.complete)

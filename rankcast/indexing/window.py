@@ -97,6 +97,15 @@ class CandidateLists:
     def __len__(self) -> int:
         return len(self.complete)
 
+    def kth_scores(self, K: np.ndarray) -> np.ndarray:
+        """Per row, the K[i]-th best score listed, or -inf where fewer are listed: a floor
+        for searching the same subscriptions in another shard."""
+        n = np.diff(self.offsets)
+        out = np.full(len(n), -np.inf)
+        full = n >= np.asarray(K, np.int64)
+        out[full] = self.score[self.offsets[:-1][full] + np.asarray(K, np.int64)[full] - 1]
+        return out
+
     @staticmethod
     def merge(parts: list["CandidateLists"], K: np.ndarray) -> "CandidateLists":
         """Per-row top-K of several lists over disjoint message sets (window shards).
@@ -532,14 +541,16 @@ def _zorder(x, y, bounds):
 @numba.njit(cache=True)
 def _search(order, s_off, s_terms, s_w, s_x, s_y, s_alpha, K, after_seq, upto_seq, max_dist,
             r_toff, r_tlen, mask, tr_term, tr_w, tmask, ch_f, ch_i, nd_f, nd_i, term_root,
-            term_maxw, n_terms):
+            term_maxw, n_terms, floor):
     """Top-K[i] messages for each subscription row, best first; rows are answered in
     ``order`` (neighbours in that order share index data in cache), output in row order.
 
     Best-first over the index: the roots of s's terms go on a max-heap by bound; a popped
     node's own chunks are scanned (chunk bound, then each posting's own bound, then the
     exact score) and its children pushed; the search stops when the best bound left cannot
-    beat the K-th score. Returns (offsets, seq, ins, score, complete, work)."""
+    beat the K-th score (or ``floor[i]``, if higher: messages scoring below it are not
+    wanted). Returns (offsets, seq, ins, score, complete, work); a row with a finite floor
+    is never complete (what it lacks may lie under the floor)."""
     n = K.shape[0]
     base = np.zeros(n + 1, np.int64)
     for i in range(n):
@@ -584,7 +595,9 @@ def _search(order, s_off, s_terms, s_w, s_x, s_y, s_alpha, K, after_seq, upto_se
         scored = 0
         pushed = 0
         size = 0
-        thr = -math.inf          # the K-th score once K are held: what must be beaten
+        # what must be beaten: the caller's floor (a score that K messages elsewhere reach),
+        # then the K-th score once K are held, if higher
+        thr = floor[i]
         for j in range(q):
             t = st[j]
             if t < n_terms and term_root[t] >= 0 and nd_i[term_root[t], NI_LIVE] > 0:
@@ -658,12 +671,15 @@ def _search(order, s_off, s_terms, s_w, s_x, s_y, s_alpha, K, after_seq, upto_se
                         if earlier or shared == 0:
                             continue
                         sc = combine(alpha, ss, ts)
-                    if hn == Ki and not (sc > h_sc[0] or (sc == h_sc[0] and sq > h_seq[0])):
-                        continue     # (decided before the ring position is read)
+                    if hn == Ki:
+                        if not (sc > h_sc[0] or (sc == h_sc[0] and sq > h_seq[0])):
+                            continue     # (decided before the ring position is read)
+                    elif below(sc, thr):
+                        continue         # under the floor
                     scored += 1
                     hn = _heap_add(h_sc, h_seq, h_ins, hn, Ki, sc, sq, ch_i[cur, CI_INS + p])
                     if hn == Ki:
-                        thr = h_sc[0]
+                        thr = max(h_sc[0], floor[i])
             ch = nd_i[node, NI_CHILD]
             while ch >= 0:
                 if nd_i[ch, NI_LIVE] > 0:
@@ -699,7 +715,7 @@ def _search(order, s_off, s_terms, s_w, s_x, s_y, s_alpha, K, after_seq, upto_se
             f_seq[dst + u] = o_seq[src + u]
             f_ins[dst + u] = o_ins[src + u]
             f_sc[dst + u] = o_sc[src + u]
-        complete[i] = got[i] < K[i]
+        complete[i] = got[i] < K[i] and floor[i] == -math.inf
     return out_off, f_seq, f_ins, f_sc, complete, work
 
 
@@ -844,16 +860,21 @@ class MessageWindow:
         return np.fromiter((i in d for i in ids.tolist()), bool, len(ids))
 
     def search(self, subs: SubscriptionBatch, K: np.ndarray, after_seq: int = -1,
-               upto_seq: int | None = None) -> CandidateLists:
-        """Top-K[i] window messages per subscription row (see module docstring)."""
+               upto_seq: int | None = None, floor: np.ndarray | None = None) -> CandidateLists:
+        """Top-K[i] window messages per subscription row (see module docstring).
+
+        ``floor``: per row, a score that K[i] messages elsewhere (another window shard)
+        already reach; only messages scoring at least that are listed, which lets the search
+        prune from its first posting on. The top-K of the union stays exact."""
         K = np.asarray(K, np.int64)
         up = I64_MAX if upto_seq is None else int(upto_seq)
+        floor = np.full(len(K), -np.inf) if floor is None else np.asarray(floor, np.float64)
         order = self.query_order(subs)
         off, seq, ins, sc, comp, work = _search(
             order, subs.offsets, subs.term_ids, subs.weights, subs.x, subs.y, subs.alpha, K,
             int(after_seq), up, self.max_dist, self.r_toff, self.r_tlen, self.mask,
             self.tr_term, self.tr_w, self.tmask, self.ch_f, self.ch_i, self.nd_f, self.nd_i,
-            self.term_root, self.term_maxw, len(self.term_root))
+            self.term_root, self.term_maxw, len(self.term_root), floor)
         slots = ins & self.mask
         return CandidateLists(off, seq, self.r_id[slots], self.r_t[slots], sc, comp, work)
 
