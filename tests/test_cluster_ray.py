@@ -110,3 +110,62 @@ def test_split_partition_online_on_ray(ray_session):
         assert st["roles"]["partition"][2]["subscriptions"] > 0
     finally:
         cl.shutdown()
+
+
+def test_bulk_load_on_ray_encodes_in_two_processes(ray_session, monkeypatch):
+    """Every other batch is encoded by the caller with a copy of the coordinator's terms and
+    sent as columns (or as the raw table when it meets a new term or an error): bad rows in
+    either kind of batch are named by their position in the whole table and load nothing;
+    a good table loads equal to subscribing it, new terms included."""
+    import pyarrow as pa
+
+    from rankcast.actors import cluster as cluster_mod
+    from rankcast.columns import SubscriptionBatch
+
+    sent = []
+    pre = cluster_mod._pre_encoded
+
+    def spy(enc, table):
+        out = pre(enc, table)
+        sent.append("columns" if isinstance(out, SubscriptionBatch) else "table")
+        return out
+
+    monkeypatch.setattr(cluster_mod, "_pre_encoded", spy)
+    texts = [f"w{i % 6} w{i % 4} v{i % 9}" for i in range(40)]
+    cfg = rc.EngineConfig(bounds=BOUNDS, window=40, vocabulary=rc.Vocabulary.fit(texts))
+    ccfg = rc.ClusterConfig(engine=cfg, policy="hash", partitions=2, window_shards=2, actor_cpus=0.05,
+                            name="test-bulk-two-encoders")
+    cl = rc.Cluster.start(ccfg)
+    eng = rc.Engine(cfg)
+    try:
+        msgs = [rc.Message(i, (i * 7) % 10, (i * 3) % 10, text=texts[i]) for i in range(40)]
+        cl.publish(msgs)
+        eng.publish(msgs)
+        n = 60
+        # rows 30..39 (batch 3, encoded by the caller) meet a word no vocabulary knows
+        good = pa.table({"id": list(range(n)), "x": [float(i % 10) for i in range(n)],
+                         "y": [float(i * 7 % 10) for i in range(n)], "k": [1 + i % 4 for i in range(n)],
+                         "alpha": [(i % 5) / 4 for i in range(n)],
+                         "text": [texts[i % 40] + (" fresh" if 30 <= i < 40 else "") for i in range(n)]})
+        for row, col, val, msg in [(15, 3, 0, r"#15 \(id=15\).*'k'"),       # batch 1: caller's
+                                   (42, 4, 2.0, r"#42 \(id=42\).*'alpha'")]:  # batch 4: coordinator's
+            column = good.column(col).to_pylist()
+            column[row] = val
+            with pytest.raises(rc.InvalidInput, match=msg):
+                cl.load_subscriptions(good.set_column(col, good.schema.field(col), pa.array(column)),
+                                      batch_rows=10)
+            assert cl.stats()["subscriptions"] == 0
+        sent.clear()
+        assert cl.load_subscriptions(good, batch_rows=10) == n
+        assert sent == ["columns", "table", "columns"]      # batches 1, 3 (new term), 5
+        eng.subscribe(good)
+        for i in range(n):
+            assert cl.topk(i) == eng.topk(i)
+        more = [rc.Message(100 + i, (i * 3) % 10, (i * 7) % 10, text=texts[(i * 5) % 40] + " fresh")
+                for i in range(30)]
+        by_id = lambda ups: sorted(ups, key=lambda u: u.subscription_id)
+        assert by_id(cl.publish(more)) == by_id(eng.publish(more))
+        for i in range(n):
+            assert cl.topk(i) == eng.topk(i)
+    finally:
+        cl.shutdown()

@@ -116,7 +116,9 @@ class Cluster:
     def _call(self, method: str, *args):
         if self._closed:
             raise RuntimeError("this cluster handle is shut down")
-        ref = getattr(self._coord, method).remote(*args)
+        return self._get(getattr(self._coord, method).remote(*args))
+
+    def _get(self, ref):
         if self._inproc:
             return ref.value
         import ray
@@ -165,11 +167,23 @@ class Cluster:
         pandas): batches of ``batch_rows`` are routed by the policy and indexed with one
         ``SkypeCore.add`` per partition and batch; initial results follow in batches. The
         call is atomic: every batch is validated first, and a bad row anywhere (named by its
-        position in the table) loads nothing. Returns the number of subscriptions."""
+        position in the table) loads nothing. Returns the number of subscriptions.
+
+        Validation and encoding use two processes: the coordinator encodes every other batch
+        while this process encodes the next one with a copy of the coordinator's term
+        dictionary; a batch encoded here is sent as columns only if all its terms were
+        known (then its ids are the coordinator's), otherwise as the raw table."""
         from ..ingest.bulk import iter_batches
+        refs = []
         try:
-            for table in iter_batches(source, batch_rows, spark=spark, kind="subscription", progress=False):
-                self._call("stage_batch", table)
+            enc = None if self._inproc else self._call("encoder_copy")
+            for i, table in enumerate(iter_batches(source, batch_rows, spark=spark, kind="subscription",
+                                                   progress=False)):
+                refs.append(self._coord.stage_batch.remote(_pre_encoded(enc, table) if i % 2 else table))
+                if len(refs) > 2:
+                    self._get(refs[-3])     # at most two parts in flight; errors in table order
+            for r in refs[-2:]:
+                self._get(r)
         except BaseException:
             self._call("abort_load")
             raise
@@ -191,6 +205,20 @@ class Cluster:
                     time.sleep(ahead)
         updates += len(self._call("flush")[0])
         return {"messages": n, "seconds": time.perf_counter() - t0, "updates": updates}
+
+
+def _pre_encoded(enc, table):
+    """``table`` encoded by ``enc`` (a copy of the coordinator's encoder) when that gives the
+    coordinator's own result: no error (the coordinator reports errors, with positions in the
+    whole table) and no term unknown to the copy (a new term's id depends on what the
+    coordinator met since). Otherwise the table itself."""
+    if enc is None:
+        return table
+    try:
+        batch, pending = enc.encode_subscriptions(table)
+    except InvalidInput:
+        return table
+    return table if pending else batch
 
 
 def _ensure_ray(address: str | None, namespace: str) -> None:

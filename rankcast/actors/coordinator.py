@@ -143,14 +143,20 @@ class Coordinator:
         return self.ccfg
 
     # ------------------------------------------------------------------ fitting sample
+    def encoder_copy(self) -> Encoder:
+        """An encoder with this one's vocabulary and committed terms (nothing pending): what
+        it encodes without meeting a new term, this one would encode the same."""
+        enc = Encoder(self.cfg.bounds, self.cfg.vocabulary)
+        enc.terms.extra = dict(self.encoder.terms.extra)
+        return enc
+
     def _encode_sample(self, sample):
         """Encode a fitting sample without committing its new terms: term ids must evolve
         exactly as an Engine's would for the same calls (scores sum terms in id order)."""
         if sample is None:
             return None, None
         subs, msgs = sample if isinstance(sample, tuple) else (sample, None)
-        enc = Encoder(self.cfg.bounds, self.cfg.vocabulary)
-        enc.terms.extra = dict(self.encoder.terms.extra)
+        enc = self.encoder_copy()
         sb = mb = None
         if subs is not None:
             sb, pending = enc.encode_subscriptions(subs)
