@@ -39,7 +39,7 @@ from .policies import needed_prefix
 
 __all__ = ["SubscriptionPartition", "PartitionOps"]
 
-FLOOR_FROM = 256    # re-evaluation rows from which the shards are asked one, then the rest
+FLOOR_FROM = 64     # re-evaluation rows from which the shards are asked one, then the rest
 
 
 class PartitionOps:
