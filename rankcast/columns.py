@@ -374,6 +374,22 @@ class Encoder:
             raise item_error(kind, row, int(b.ids[row]), "terms", "weights must be positive and finite")
         if np.any(b.term_ids < 0) or np.any(b.term_ids >= len(self.terms)):
             raise InvalidInput(f"{kind} batch: term id outside the term dictionary")
+        # the indexes' bounds take each row sorted by term id and of unit length
+        lens = np.diff(b.offsets)
+        rows = np.repeat(np.arange(len(b)), lens)
+        step = np.diff(b.term_ids)
+        bad = (step <= 0) & (rows[1:] == rows[:-1]) if len(step) else np.zeros(0, bool)
+        if bad.any():
+            row = int(rows[_first(bad) + 1])
+            raise item_error(kind, row, int(b.ids[row]), "terms", "term ids must increase within a row")
+        full = np.flatnonzero(lens > 0)
+        if len(full):
+            norm = np.sqrt(np.add.reduceat(b.weights * b.weights, b.offsets[full]))
+            bad = np.abs(norm - 1.0) > 1e-9
+            if bad.any():
+                row = int(full[_first(bad)])
+                raise item_error(kind, row, int(b.ids[row]), "terms",
+                                 f"weights must have unit length, got norm {norm[_first(bad)]!r}")
 
     def _check_batch_subs(self, b: SubscriptionBatch):
         self._check_batch_common("subscription", b)

@@ -148,3 +148,30 @@ def test_vocabulary_weights_and_order():
     assert list(w)[-1] == "zzz"                 # unknown terms after known ones
     assert math.isclose(sum(x * x for x in w.values()), 1.0)
     assert v.idf("zzz") == max(v.idfs.max(), v.unknown_idf)
+
+
+def test_columnar_batches_must_be_sorted_and_unit_length():
+    """Pre-encoded columns skip the encoder, so the properties the index bounds rely on are
+    checked: term ids increasing within a row, weights of unit length; nothing changes."""
+    from rankcast.columns import MessageBatch, SubscriptionBatch
+
+    eng = rc.Engine(rc.EngineConfig(bounds=(0, 0, 1, 1), window=10,
+                                    vocabulary=rc.Vocabulary.fit(["a b c"])))
+    w = np.array([0.6, 0.8, 1.0])
+
+    def subs(term_ids, weights):
+        return SubscriptionBatch(np.array([1, 2]), np.array([0.1, 0.2]), np.array([0.1, 0.2]),
+                                 np.array([2, 2]), np.array([0.5, 0.5]), np.array([0, 2, 3]),
+                                 np.asarray(term_ids, np.int64), np.asarray(weights, np.float64))
+
+    with pytest.raises(rc.InvalidInput, match=r"subscription #0 \(id=1\).*increase"):
+        eng.subscribe(subs([1, 0, 2], w))
+    with pytest.raises(rc.InvalidInput, match=r"subscription #1 \(id=2\).*unit length"):
+        eng.subscribe(subs([0, 1, 2], [0.6, 0.8, 0.5]))
+    msgs = MessageBatch(np.array([7]), np.array([0.5]), np.array([0.5]), np.array([np.nan]),
+                        np.array([0, 2]), np.array([0, 2]), np.array([1.0, 1.0]))
+    with pytest.raises(rc.InvalidInput, match=r"message #0 \(id=7\).*unit length"):
+        eng.publish(msgs)
+    assert eng.stats()["subscriptions"] == 0 and eng.stats()["window"] == 0
+    eng.subscribe(subs([0, 1, 2], w))
+    assert eng.stats()["subscriptions"] == 2
