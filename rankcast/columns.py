@@ -22,7 +22,7 @@ import numpy as np
 
 from .errors import InvalidInput
 from .model import Message, Subscription
-from .text import TermDictionary, Vocabulary, tokenize
+from .text import TermDictionary, Vocabulary
 
 __all__ = ["SubscriptionBatch", "MessageBatch", "Encoder", "item_error"]
 
@@ -238,7 +238,6 @@ class Encoder:
         all_ids: list[np.ndarray] = []
         all_w: list[np.ndarray] = []
         vocab = self.terms.vocabulary
-        known, idf, unknown_idf = vocab.ids, vocab.idf_list, vocab.unknown_idf
         lookup = self.terms.lookup
         for p in range(n):
             text, tm = texts[p], terms[p]
@@ -247,21 +246,15 @@ class Encoder:
             if (text is None) == (tm is None):
                 raise item_error(kind, p, int(ids[p]), "text/terms",
                                  "exactly one of text and terms is required")
-            # (term id, raw weight) pairs: tf * idf of the text's tokens (Vocabulary.raw_weights,
-            # the same products), or the given weights
+            # (term id, raw weight) pairs: tf * idf of the text's tokens, or the given weights
             if text is not None:
                 if not isinstance(text, str):
                     raise item_error(kind, p, int(ids[p]), "text",
                                      f"must be a string, got {type(text).__name__}")
-                counts: dict[str, int] = {}
-                for tok in tokenize(text):
-                    counts[tok] = counts.get(tok, 0) + 1
-                pairs = []
-                for tok, c in counts.items():
-                    i = known.get(tok)
-                    pairs.append((lookup(tok, pending), c * unknown_idf) if i is None else (i, c * idf[i]))
+                raw = vocab.raw_weights(text)
             else:
-                pairs = [(lookup(t, pending), v) for t, v in _check_terms(kind, p, int(ids[p]), tm).items()]
+                raw = _check_terms(kind, p, int(ids[p]), tm)
+            pairs = [(lookup(t, pending), v) for t, v in raw.items()]
             if need_terms and not pairs:
                 raise item_error(kind, p, int(ids[p]), "text" if text is not None else "terms",
                                  "a subscription needs at least one term")

@@ -77,8 +77,16 @@ class Vocabulary:
         return self.unknown_idf if i is None else self.idf_list[i]
 
     def raw_weights(self, text: str) -> dict[str, float]:
-        """Un-normalised tf-idf weights of ``text``'s tokens."""
-        return {t: c * self.idf(t) for t, c in Counter(tokenize(text)).items()}
+        """Un-normalised tf-idf weights of ``text``'s tokens, in order of first appearance."""
+        counts: dict[str, int] = {}
+        for tok in tokenize(text):
+            counts[tok] = counts.get(tok, 0) + 1
+        ids, idf, unknown = self.ids, self.idf_list, self.unknown_idf
+        out: dict[str, float] = {}
+        for t, c in counts.items():
+            i = ids.get(t)
+            out[t] = c * (unknown if i is None else idf[i])
+        return out
 
     def weights(self, text: str) -> dict[str, float]:
         """The normalised tf-idf vector of ``text``, ordered by term id (unknown terms last)."""
