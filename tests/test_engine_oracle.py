@@ -51,10 +51,13 @@ def _msgs(rng, start, n, t0, clustered):
 
 
 def _run(seed, window, window_seconds, clustered, steps=60, leaf_capacity=4, index=None):
-    """``index``: (fine_from, split_at) of the message index, small to force deep nodes."""
+    """``index``: (fine_from, split_at) of the message index, small to force deep nodes.
+    Odd seeds fetch the default candidates (k + 16 at least); even seeds 2k, which small
+    windows often cannot fill, so cuts between equal scores and refetches happen."""
     rng = np.random.default_rng(seed)
     cfg = rc.EngineConfig(bounds=(0, 0, 1, 1), window=window, window_seconds=window_seconds,
-                          leaf_capacity=leaf_capacity, batch_size=7)
+                          leaf_capacity=leaf_capacity, batch_size=7,
+                          **({} if seed % 2 else {"candidate_extra": 0}))
     eng = rc.Engine(cfg)
     if index is not None:
         eng.window.fine_from, eng.window.split_at = index

@@ -139,6 +139,10 @@ def test_config_errors():
         rc.EngineConfig(bounds=(0, 0, 1, 1), window=0)
     with pytest.raises(rc.InvalidInput, match="window_seconds"):
         rc.EngineConfig(bounds=(0, 0, 1, 1), window_seconds=-1)
+    with pytest.raises(rc.InvalidInput, match="candidate_extra"):
+        rc.EngineConfig(bounds=(0, 0, 1, 1), candidate_extra=-1)
+    with pytest.raises(rc.InvalidInput, match="candidate_factor"):
+        rc.EngineConfig(bounds=(0, 0, 1, 1), candidate_factor=0.5)
 
 
 def test_vocabulary_weights_and_order():

@@ -60,7 +60,12 @@ class EngineConfig:
     leaf_capacity: int = _ENGINE["leaf_capacity"]        # Quadtree leaf capacity (paper 8.1.1)
     groups: int = _ENGINE["groups"]                      # alpha*-partition groups (paper 5.2.1)
     max_depth: int = _ENGINE["max_depth"]                # Quadtree depth limit (coincident points)
-    candidate_factor: float = _ENGINE["candidate_factor"]  # re-evaluation fetches this x k candidates
+    # a re-evaluation fetches max(candidate_factor * k, k + candidate_extra) candidates: the
+    # cost model keeps a buffer of j rows, j - k about 1-3 at k = 1, 4-10 at k = 5 and 6-12 at
+    # k = 20 (GeoNames, TWEETS- and YELP-like windows of 100k); candidates fetched beyond the
+    # buffer are wasted search work, as the K-th score bounds the search's pruning
+    candidate_factor: float = _ENGINE["candidate_factor"]
+    candidate_extra: int = _ENGINE["candidate_extra"]
     batch_size: int = _ENGINE["batch_size"]              # messages per kernel call inside publish
 
     def __post_init__(self):
@@ -88,6 +93,9 @@ class EngineConfig:
                 raise InvalidInput(f"EngineConfig: field '{name}': must be an integer >= 1, got {v!r}")
         if not self.candidate_factor >= 1:
             raise InvalidInput("EngineConfig: field 'candidate_factor': must be >= 1")
+        ce = self.candidate_extra
+        if isinstance(ce, bool) or not isinstance(ce, int) or ce < 0:
+            raise InvalidInput(f"EngineConfig: field 'candidate_extra': must be an integer >= 0, got {ce!r}")
 
     @property
     def time_window(self) -> bool:

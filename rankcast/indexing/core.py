@@ -30,11 +30,6 @@ __all__ = ["SkypeCore", "POLICIES"]
 
 POLICIES = {"cskyband": 0, "skyband": 1, "kmax": 2}
 KMAX = 60          # k' of the kmax baseline (paper 8.1.2)
-# A re-evaluation fetches max(candidate_factor * k, k + CANDIDATE_EXTRA) candidates. The cost
-# model's buffer exceeds k by a margin that hardly grows with k (j - k about 1-3 at k = 1,
-# 4-10 at k = 5, 6-12 at k = 20 on GeoNames, TWEETS- and YELP-like windows of 100k), and a
-# candidate fetched beyond the buffer is wasted search work: the K-th score bounds pruning.
-CANDIDATE_EXTRA = 16
 
 
 def _default_disseminator():
@@ -173,7 +168,7 @@ class SkypeCore:
         b, s = self.buf, self.subs
         slots = np.flatnonzero(b.reeval[: s.n] & s.alive[: s.n])
         k = s.k[slots]
-        K = np.maximum(np.ceil(self.cfg.candidate_factor * k).astype(np.int64), k + CANDIDATE_EXTRA)
+        K = np.maximum(np.ceil(self.cfg.candidate_factor * k).astype(np.int64), k + self.cfg.candidate_extra)
         if self.policy == POLICIES["kmax"]:
             K = np.maximum(K, KMAX)
         if self._extra_k:
