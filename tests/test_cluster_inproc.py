@@ -197,6 +197,60 @@ def test_rebalance_online_stays_exact(policy, topo):
     assert cl.rebalance(threshold=1e9)["action"] is None
 
 
+class _NoWait:
+    """A cluster whose ``publish`` is ``publish(wait=False)`` then ``flush()``."""
+
+    def __init__(self, cl):
+        self.cl = cl
+
+    def publish(self, msgs):
+        assert self.cl.publish(msgs, wait=False) is None
+        return self.cl.flush()
+
+    def __getattr__(self, name):
+        return getattr(self.cl, name)
+
+
+@pytest.mark.parametrize("policy,partitions", [("location", 2), ("keyword", 3), ("prefix", 3)])
+@pytest.mark.parametrize("wait", [True, False], ids=["publish", "publish-nowait"])
+def test_automatic_load_monitoring_stays_exact(policy, partitions, wait):
+    """Load monitoring by itself (7.4): a check after every publish call with threshold 1
+    (any imbalance acts) splits location leaves up to ``max_partitions`` and refits keyword
+    ranges in the middle of the stream, also between ``publish(wait=False)`` and ``flush``;
+    updates and every top-k stay equal to the engine and brute force after every call."""
+    cfg = _cfg(False)
+    calls = random_calls(4242 + partitions, 50, vocab=40, sub_terms=(2, 5), invalid=False)
+    cl = rc.Cluster.start(rc.ClusterConfig(
+        engine=cfg, policy=policy, partitions=partitions, window_shards=2, batch_size=6, max_in_flight=3,
+        monitor_every=1e-9, rebalance_threshold=1.0, max_partitions=partitions + 2,
+        options={"runtime": "inproc"}))
+    target = cl if wait else _NoWait(cl)
+    checks = play({"engine": rc.Engine(cfg), "cluster": target, "brute": BruteForceEngine(cfg)}, calls)
+    assert checks == len(calls)
+    st = cl.stats()
+    mon = st["load_monitoring"]
+    publishes = sum(c.op == "publish" for c in calls)
+    assert mon["checks"] == publishes and mon["rebalances"] > 0
+    assert all(r["action"] in ("split", "rebalance") and r["ratio"] >= 1.0 for r in mon["recent"])
+    if policy == "location":
+        assert st["partitions"] == partitions + 2          # split until the cap, then no more
+        assert mon["rebalances"] == 2
+
+
+def test_load_monitoring_off_or_not_due():
+    """``monitor_every=0`` turns automatic checks off; a long interval is not due yet; a
+    policy without online rebalancing (hash) is never checked."""
+    cfg = _cfg(False)
+    calls = random_calls(17, 20, invalid=False)
+    for policy, every in (("location", 0.0), ("location", 3600.0), ("hash", 1e-9)):
+        cl = rc.Cluster.start(rc.ClusterConfig(engine=cfg, policy=policy, partitions=2, window_shards=1,
+                                               monitor_every=every, rebalance_threshold=1.0,
+                                               options={"runtime": "inproc"}))
+        play({"engine": rc.Engine(cfg), "cluster": cl}, calls)
+        st = cl.stats()
+        assert st["load_monitoring"]["checks"] == 0 and st["partitions"] == 2, (policy, every)
+
+
 def test_merge_candidates_matches_window_merge():
     """The aggregator's compiled k-way merge gives CandidateLists.merge's answer."""
 

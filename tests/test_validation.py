@@ -179,3 +179,21 @@ def test_columnar_batches_must_be_sorted_and_unit_length():
     assert eng.stats()["subscriptions"] == 0 and eng.stats()["window"] == 0
     eng.subscribe(subs([0, 1, 2], w))
     assert eng.stats()["subscriptions"] == 2
+
+
+@pytest.mark.parametrize("field,value", [("policy", "nope"), ("partitions", 0), ("window_shards", True),
+                                         ("actor_cpus", 0.0), ("monitor_every", -1.0),
+                                         ("monitor_every", float("nan")), ("rebalance_threshold", 0.5),
+                                         ("max_partitions", 1), ("max_partitions", 2.5)])
+def test_cluster_config_fields_are_checked(field, value):
+    cfg = rc.EngineConfig(bounds=(0, 0, 1, 1), window=10)
+    with pytest.raises(rc.InvalidInput, match=f"field '{field}'"):
+        rc.ClusterConfig(engine=cfg, **{"partitions": 2, field: value})
+
+
+def test_cluster_config_partition_cap():
+    cfg = rc.EngineConfig(bounds=(0, 0, 1, 1), window=10)
+    c = rc.ClusterConfig(engine=cfg, partitions=3)
+    assert c.max_partitions is None and c.partition_cap == 6
+    assert c.replace(partitions=20).partition_cap == 40          # follows the partitions
+    assert rc.ClusterConfig(engine=cfg, partitions=3, max_partitions=3).partition_cap == 3

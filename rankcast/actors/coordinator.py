@@ -134,7 +134,9 @@ class Coordinator:
         self._staged_ids: set[int] = set()
         self._stage_mark = 0
         self.counters = dict(steps=0, reallocations=0, realloc_new_replicas=0,
-                             publish_seconds=0.0, calls=0)
+                             publish_seconds=0.0, calls=0, load_checks=0, rebalances=0)
+        self._next_check = time.perf_counter() + ccfg.monitor_every
+        self.monitor_log: deque[dict] = deque(maxlen=20)   # the latest automatic actions
 
     def ready(self) -> bool:
         return True
@@ -276,11 +278,13 @@ class Coordinator:
                     self._dispatch(part, seqs[a:a + step], exp[a:a + step])
             self.counters["calls"] += 1
         if not wait:
+            self._monitor()
             self.counters["publish_seconds"] += time.perf_counter() - t0
             return None
         with self.metrics.busy():
             self._quiesce()
             out = self._emit()
+        self._monitor()
         self.counters["publish_seconds"] += time.perf_counter() - t0
         return out
 
@@ -474,33 +478,56 @@ class Coordinator:
         self.rt.get([agg.baseline.remote(ids[np.mod(ids, A) == a]) for a, agg in enumerate(self.aggs)])
 
     # ------------------------------------------------------------------ load monitoring
+    REBALANCING = ("location", "keyword", "prefix")     # policies with online rebalancing
+
     def rebalance(self, threshold: float = 1.5, sample: int = 5000) -> dict:
         """Paper 7.4: when the busiest partition worked ``threshold`` times the mean since the
         previous check, split its KD leaf (location: a new partition takes part of its
-        subscriptions) or refit the keyword ranges (keyword, prefix). Exact: moved
-        subscriptions are re-placed at one stream position with initial results there."""
+        subscriptions, up to ``max_partitions``) or refit the keyword ranges (keyword,
+        prefix). Exact: moved subscriptions are re-placed at one stream position with initial
+        results there."""
         with self.metrics.busy():
-            self._quiesce()
-            loads = self.rt.get([p.load.remote() for p in self.parts])
-            busy = np.array([l["busy_seconds"] for l in loads])
-            last = np.zeros(len(busy))
-            last[: len(self._last_busy)] = self._last_busy[: len(busy)]
-            delta = busy - last
-            self._last_busy = busy
-            mean = float(delta.mean()) if len(delta) else 0.0
-            hot = int(delta.argmax()) if len(delta) else 0
-            ratio = float(delta[hot] / mean) if mean > 0 else 0.0
-            out = {"busy": delta.tolist(), "ratio": ratio, "action": None}
-            if ratio < threshold or len(delta) == 0:
-                return out
-            msgs = self._message_sample(sample)
-            if self.policy.name == "location":
-                out.update(self._split(hot, msgs))
-            elif self.policy.name in ("keyword", "prefix"):
-                out.update(self._refit_ranges(msgs, sample))
-            else:
-                out["reason"] = f"no online rebalancing for policy {self.policy.name!r}"
+            return self._rebalance(threshold, sample)
+
+    def _monitor(self) -> None:
+        """Automatic load monitoring (paper 7.4: periodic, in the background of the stream):
+        at the end of a publish call, once ``monitor_every`` seconds passed since the last
+        check, the rule of ``rebalance`` with ``rebalance_threshold``. It runs between steps,
+        so it is as exact as an explicit call."""
+        every = self.ccfg.monitor_every
+        if every <= 0 or self.policy.name not in self.REBALANCING or time.perf_counter() < self._next_check:
+            return
+        with self.metrics.busy():
+            res = self._rebalance(self.ccfg.rebalance_threshold, 5000)
+        self._next_check = time.perf_counter() + every
+        self.counters["load_checks"] += 1
+        if res["action"] is not None:
+            self.counters["rebalances"] += 1
+            self.monitor_log.append({"step": self.step, "published": self.published, **res})
+
+    def _rebalance(self, threshold: float, sample: int) -> dict:
+        self._quiesce()
+        loads = self.rt.get([p.load.remote() for p in self.parts])
+        busy = np.array([l["busy_seconds"] for l in loads])
+        last = np.zeros(len(busy))
+        last[: len(self._last_busy)] = self._last_busy[: len(busy)]
+        delta = busy - last
+        self._last_busy = busy
+        mean = float(delta.mean()) if len(delta) else 0.0
+        hot = int(delta.argmax()) if len(delta) else 0
+        ratio = float(delta[hot] / mean) if mean > 0 else 0.0
+        out = {"busy": delta.tolist(), "ratio": ratio, "action": None}
+        if ratio < threshold or len(delta) == 0:
             return out
+        if self.policy.name not in self.REBALANCING:
+            out["reason"] = f"no online rebalancing for policy {self.policy.name!r}"
+        elif self.policy.name == "location" and self.policy.n_partitions >= self.ccfg.partition_cap:
+            out["reason"] = f"max_partitions ({self.ccfg.partition_cap}) reached"
+        elif self.policy.name == "location":
+            out.update(self._split(hot, self._message_sample(sample)))
+        else:
+            out.update(self._refit_ranges(self._message_sample(sample), sample))
+        return out
 
     def _message_sample(self, n: int) -> MessageBatch:
         per = max(1, n // len(self.shards))
@@ -586,6 +613,8 @@ class Coordinator:
             "throughput": self.published / secs if secs > 0 else 0.0,
             "reevaluations": sum(p["reevaluations"] for p in parts),
             "reallocations": self.counters["reallocations"],
+            "load_monitoring": {"every_seconds": self.ccfg.monitor_every, "checks": self.counters["load_checks"],
+                                "rebalances": self.counters["rebalances"], "recent": list(self.monitor_log)},
             "queue_depth": len(self.inflight),
             "max_queue_depth": coord["max_queue_depth"],
             "busy_seconds": {"coordinator": coord["busy_seconds"],

@@ -30,7 +30,6 @@ import numpy as np
 from .._arrays import grow
 from ..columns import SubscriptionBatch
 from ..config import EngineConfig
-from ..indexing import skyband as sk
 from ..indexing.core import SkypeCore
 from .aggregator import merge_candidates
 from .metrics import RoleMetrics
@@ -115,10 +114,7 @@ class SubscriptionPartition:
             core.observe_window(window_size, n_msgs, expiries)
             self._reevaluate(step, int(pos_end), int(exp_end), window_size)
             if added is not None:
-                # initial results are not updates, later changes are: let the next change in
-                # this epoch snapshot the initial list (SkypeCore.add skips the whole epoch)
-                live = added[core.subs.alive[added]]
-                core.buf.epoch_of[live] = core.buf.epoch - 1
+                core.settle_initial(added)      # initial results are not updates
             out: dict = {"step": step, "partition": self.index}
             if self.prefix:
                 out["realloc"] = self._realloc_requests(int(pos_end))
@@ -131,8 +127,7 @@ class SubscriptionPartition:
         core = self.core
         slots_added = None
         if ops.remove is not None and len(ops.remove):
-            held = np.fromiter((i in core.subs for i in ops.remove.tolist()), bool, len(ops.remove))
-            dropped = np.asarray(ops.remove, np.int64)[held]
+            dropped = np.asarray(ops.remove, np.int64)[core.find_slots(ops.remove) >= 0]
             if len(dropped):
                 core.remove(dropped)
                 self._dropped.append(dropped)
@@ -144,8 +139,9 @@ class SubscriptionPartition:
             self._new_ids.append(ops.add.ids)
             slots_added = slots
         if ops.plen_ids is not None and len(ops.plen_ids):
-            keep = np.fromiter((i in core.subs for i in ops.plen_ids.tolist()), bool, len(ops.plen_ids))
-            slots = core.slots_of(ops.plen_ids[keep])
+            slots = core.find_slots(ops.plen_ids)
+            keep = slots >= 0
+            slots = slots[keep]
             self._set_plen(slots, np.maximum(self.plen[slots], ops.plen[keep]))
         return slots_added
 
@@ -189,14 +185,14 @@ class SubscriptionPartition:
     def _realloc_requests(self, pos_end: int):
         """Replicas whose kScore no longer stays above the bound of the terms beyond the
         routed prefix (checked for every replica after every step: one vectorised pass)."""
-        s, b = self.core.subs, self.core.buf
-        slots = unsafe_replicas(s.n, s.alive, s.k, s.tlen, b.blen, b.bstart, b.bf, self.plen, self.ub)
-        if len(slots) == 0:
+        s = self.core.subs
+        live = s.live_slots()
+        live = live[self.plen[live] < s.tlen[live]]       # replicas routed by a loose prefix
+        kscore = self.core.kth_scores(live)
+        unsafe = unsafe_replicas(kscore, self.ub[live])
+        if len(unsafe) == 0:
             return None
-        k = s.k[slots]
-        full = b.blen[slots] >= k
-        kscore = np.full(len(slots), -np.inf)
-        kscore[full] = b.bf[b.bstart[slots[full]] + k[full] - 1, sk.SC]
+        slots, kscore = live[unsafe], kscore[unsafe]
         need = needed_prefix(slots, s.toff, s.tlen, s.wtsum, s.alpha, kscore, self.plen[slots])
         self.metrics.inc("reallocations", len(slots))
         return {"subs": s.batch(slots), "plen": need, "pos": pos_end, "partition": self.index}
@@ -219,13 +215,11 @@ class SubscriptionPartition:
             ids = np.concatenate([sub_ids] + self._new_ids) if self._new_ids else sub_ids
             dropped = np.concatenate(self._dropped) if self._dropped else np.zeros(0, np.int64)
             self._new_ids, self._dropped = [], []
-            slot_of = core.subs.slot_of
-            ids = np.unique(ids)
-            slots = np.fromiter((slot_of.get(i, -1) for i in ids.tolist()), np.int64, len(ids))
+            slots = core.find_slots(np.unique(ids))
             slots = slots[slots >= 0]
             if len(slots) == 0 and len(dropped) == 0:
                 return []
-            ids, ks, off, mid, mseq, msc = topk_with_seq(core, slots)
+            ids, ks, off, mid, mseq, msc = core.topk_rows(slots)
             A = len(self.aggs)
             refs = []
             owner = np.mod(ids, A)
@@ -242,11 +236,11 @@ class SubscriptionPartition:
 
     def topk_many(self, ids) -> dict[int, list[tuple[int, float]]]:
         """Direct mode: the current top-k of the ``ids`` held here."""
-        slot_of = self.core.subs.slot_of
-        held = [i for i in ids if i in slot_of]
+        slots = self.core.find_slots(ids)
+        held = [i for i, sl in zip(ids, slots.tolist()) if sl >= 0]
         if not held:
             return {}
-        _, _, off, mid, _, msc = topk_with_seq(self.core, np.array([slot_of[i] for i in held], np.int64))
+        _, _, off, mid, _, msc = self.core.topk_rows(slots[slots >= 0])
         mids, scs, o = mid.tolist(), msc.tolist(), off.tolist()
         return {i: list(zip(mids[o[r]:o[r + 1]], scs[o[r]:o[r + 1]])) for r, i in enumerate(held)}
 
@@ -277,9 +271,6 @@ class SubscriptionPartition:
         return out
 
 
-_SC = sk.SC
-
-
 @numba.njit(cache=True)
 def prefix_bound(slots, toff, tlen, wtsum, alpha, plen):
     """Eq. 18 with SSimUB = 1: the best score of a message sharing only terms beyond the
@@ -295,37 +286,17 @@ def prefix_bound(slots, toff, tlen, wtsum, alpha, plen):
 
 
 @numba.njit(cache=True)
-def unsafe_replicas(n, alive, k, tlen, blen, bstart, bf, plen, ub):
-    """Live slots whose kScore (score of the k-th buffered row; -inf with fewer rows) is not
-    safely above the bound ``ub`` of the terms beyond their routed prefix."""
-    out = np.empty(n, np.int64)
+def unsafe_replicas(kscore, ub):
+    """Positions whose kScore (-inf with fewer than k rows) is not safely above the bound
+    ``ub`` of the terms beyond the routed prefix."""
+    out = np.empty(kscore.shape[0], np.int64)
     m = 0
-    for s in range(n):
-        if not alive[s] or plen[s] >= tlen[s]:
-            continue
-        if blen[s] < k[s]:
-            out[m] = s
-            m += 1
-            continue
-        ks = bf[bstart[s] + k[s] - 1, _SC]
-        if not (ub[s] < ks - EPS * (1.0 + abs(ks))):
-            out[m] = s
+    for i in range(kscore.shape[0]):
+        ks = kscore[i]
+        if not (ub[i] < ks - EPS * (1.0 + abs(ks))):
+            out[m] = i
             m += 1
     return out[:m]
-
-
-def topk_with_seq(core: SkypeCore, slots: np.ndarray):
-    """(sub ids, k, offsets, msg ids, seqs, scores) of the top-k of ``slots``: the core's
-    buffers hold (score, seq) desc, so the first min(k, blen) rows; seqs order equal scores
-    when replicas' lists are merged."""
-    s, b = core.subs, core.buf
-    slots = np.asarray(slots, np.int64)
-    m = np.minimum(s.k[slots], b.blen[slots])
-    off = np.zeros(len(slots) + 1, np.int64)
-    np.cumsum(m, out=off[1:])
-    rows = np.repeat(b.bstart[slots], m) + (np.arange(off[-1]) - np.repeat(off[:-1], m))
-    return (s.ids[slots].copy(), s.k[slots].copy(), off, b.bi[rows, sk.ID].copy(),
-            b.bi[rows, sk.SEQ].copy(), b.bf[rows, sk.SC].copy())
 
 
 def _take_csr(off, rows, *cols):

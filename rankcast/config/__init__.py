@@ -126,6 +126,9 @@ class ClusterConfig:
     batch_size: int = _CLUSTER["batch_size"]          # micro-batch of messages between actors
     max_in_flight: int = _CLUSTER["max_in_flight"]    # batches in flight under publish(wait=False)
     actor_cpus: float = _CLUSTER["actor_cpus"]        # fractional CPUs per actor
+    monitor_every: float = _CLUSTER["monitor_every"]  # seconds between automatic load checks; 0: off
+    rebalance_threshold: float = _CLUSTER["rebalance_threshold"]   # busiest / mean busy time
+    max_partitions: int | None = _CLUSTER["max_partitions"]       # splits stop here (None: 2 x)
     options: dict = field(default_factory=dict)        # policy-specific tuning (l1, l2, sample sizes)
 
     def __post_init__(self):
@@ -139,8 +142,21 @@ class ClusterConfig:
                 raise InvalidInput(f"ClusterConfig: field '{name}': must be an integer >= 1, got {v!r}")
         if not (0 < self.actor_cpus <= 64):
             raise InvalidInput("ClusterConfig: field 'actor_cpus': must be in (0, 64]")
+        for name, low in (("monitor_every", 0.0), ("rebalance_threshold", 1.0)):
+            v = getattr(self, name)
+            if isinstance(v, bool) or not isinstance(v, (int, float)) or not (math.isfinite(v) and v >= low):
+                raise InvalidInput(f"ClusterConfig: field '{name}': must be a finite number >= {low:g}, got {v!r}")
+        mp = self.max_partitions
+        if mp is not None and (isinstance(mp, bool) or not isinstance(mp, int) or mp < self.partitions):
+            raise InvalidInput(f"ClusterConfig: field 'max_partitions': must be None or an integer >= "
+                               f"partitions ({self.partitions}), got {mp!r}")
         if not isinstance(self.name, str) or not self.name:
             raise InvalidInput("ClusterConfig: field 'name': must be a non-empty string")
+
+    @property
+    def partition_cap(self) -> int:
+        """The most partitions that load-monitoring splits may create."""
+        return self.max_partitions if self.max_partitions is not None else 2 * self.partitions
 
     def replace(self, **kw) -> "ClusterConfig":
         return replace(self, **kw)

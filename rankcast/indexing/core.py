@@ -38,7 +38,11 @@ def _default_disseminator():
 
 
 class SkypeCore:
-    """Subscriptions + cost-based k-skyband buffers; see the module docstring."""
+    """Subscriptions + cost-based k-skyband buffers; see the module docstring.
+
+    ``subs`` (the subscription table: ids, k, alpha, term lists by slot) may be read from
+    outside; the buffers (``buf``) are the core's own: callers go through ``kth_scores``,
+    ``topk_rows``, ``settle_initial`` and ``take_updates``."""
 
     def __init__(self, cfg: EngineConfig, *, disseminator: Callable | None = None,
                  policy: str = "cskyband"):
@@ -82,6 +86,12 @@ class SkypeCore:
         bf.epoch_of[slots] = bf.epoch     # new: nothing to report for this epoch
         self.index.add(slots)
         return slots
+
+    def find_slots(self, ids) -> np.ndarray:
+        """The slot of each id, -1 for an id not held."""
+        get = self.subs.slot_of.get
+        ids = np.asarray(ids, np.int64)
+        return np.fromiter((get(i, -1) for i in ids.tolist()), np.int64, len(ids))
 
     def slots_of(self, ids) -> np.ndarray:
         ids = np.asarray(ids, np.int64)
@@ -232,16 +242,39 @@ class SkypeCore:
         self.counters["updates"] += len(changed)
         return ids, off, mid, msc
 
-    def _gather(self, slots):
+    def topk_rows(self, slots) -> tuple:
+        """(sub ids, k, offsets, msg ids, seqs, scores) of the top-k of ``slots``: the first
+        min(k, buffered) rows of each buffer, (score, seq) descending; the seqs order equal
+        scores when lists of several cores are merged."""
         s, b = self.subs, self.buf
+        slots = np.asarray(slots, np.int64)
         m = np.minimum(s.k[slots], b.blen[slots])
         off = np.zeros(len(slots) + 1, np.int64)
         np.cumsum(m, out=off[1:])
         rows = np.repeat(b.bstart[slots], m) + (np.arange(off[-1]) - np.repeat(off[:-1], m))
-        return s.ids[slots].copy(), off, b.bi[rows, sk.ID], b.bf[rows, sk.SC]
+        return (s.ids[slots].copy(), s.k[slots].copy(), off, b.bi[rows, sk.ID].copy(),
+                b.bi[rows, sk.SEQ].copy(), b.bf[rows, sk.SC].copy())
+
+    def _gather(self, slots):
+        ids, _, off, mid, _, msc = self.topk_rows(slots)
+        return ids, off, mid, msc
 
     def topk_arrays(self, slots) -> tuple:
         return self._gather(np.asarray(slots, np.int64))
+
+    def kth_scores(self, slots) -> np.ndarray:
+        """The score of the k-th buffered row of each slot (its kScore); -inf where the
+        buffer holds fewer than k rows."""
+        b = self.buf
+        return sk.kth_scores(np.asarray(slots, np.int64), self.subs.k, b.bstart, b.blen, b.bf)
+
+    def settle_initial(self, slots) -> None:
+        """Initial results just installed for ``slots`` (a cluster adds subscriptions and
+        answers them in one step) are not updates: a later change in this epoch reports the
+        list, measured against a snapshot of the initial one."""
+        slots = np.asarray(slots, np.int64)
+        live = slots[self.subs.alive[slots]]
+        self.buf.epoch_of[live] = self.buf.epoch - 1
 
     def topk(self, sub_id: int) -> list[tuple[int, float]]:
         slot = self.subs.slot(sub_id)

@@ -371,6 +371,17 @@ def cost_cskyband(j, k, window, c_topk, p_arr, p_exp):
 
 
 @numba.njit(cache=True)
+def kth_scores(slots, k, bstart, blen, bf):
+    """Score of the k-th buffered row of each slot; -inf with fewer rows."""
+    out = np.full(slots.shape[0], -np.inf)
+    for i in range(slots.shape[0]):
+        s = slots[i]
+        if blen[s] >= k[s]:
+            out[i] = bf[bstart[s] + k[s] - 1, SC]
+    return out
+
+
+@numba.njit(cache=True)
 def choose_theta(sc, complete, k, policy, window, c_topk, p_arr, p_exp, kmax):
     """Pick s.theta from the candidates ``sc`` (best first). Returns (theta, rows kept), or
     (-1, -1) when more candidates are needed (the cut would split equal scores).
