@@ -144,6 +144,28 @@ def test_k_larger_than_matches_and_empty_messages():
     assert eng.stats()["window"] == 5
 
 
+def test_core_reads_for_partitions():
+    """What a partition reads of a core: kScores (-inf below k rows), top-k rows with their
+    sequence numbers, slots by id (-1 when not held), and initial results not reported."""
+    eng = _run(11, window=30, window_seconds=None, clustered=False, steps=30)
+    core = eng.core
+    ids = sorted(core.subs.slot_of)
+    slots = core.find_slots(ids + [10**9])
+    assert slots[-1] == -1 and (slots[:-1] >= 0).all()
+    sub_ids, ks, off, mid, seq, sc = core.topk_rows(slots[:-1])
+    kth = core.kth_scores(slots[:-1])
+    for r, sid in enumerate(ids):
+        top = eng.topk(sid)
+        assert sub_ids[r] == sid and ks[r] == core.subs.k[slots[r]]
+        assert list(zip(mid[off[r]:off[r + 1]].tolist(), sc[off[r]:off[r + 1]].tolist())) == top
+        rows = list(zip(sc[off[r]:off[r + 1]].tolist(), seq[off[r]:off[r + 1]].tolist()))
+        assert rows == sorted(rows, reverse=True) and len(set(rows)) == len(rows)   # newer first on ties
+        full_k = len(top) == ks[r] and core.buffer(sid)[0].shape[0] >= ks[r]
+        assert kth[r] == (top[-1][1] if full_k else -np.inf)
+    with pytest.raises(rc.UnknownSubscription, match="id=1000000000"):
+        core.slots_of([ids[0], 10**9])
+
+
 def test_updates_only_for_changed():
     cfg = rc.EngineConfig(bounds=(0, 0, 1, 1), window=100)
     eng = rc.Engine(cfg)

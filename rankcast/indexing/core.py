@@ -94,11 +94,12 @@ class SkypeCore:
         return np.fromiter((get(i, -1) for i in ids.tolist()), np.int64, len(ids))
 
     def slots_of(self, ids) -> np.ndarray:
+        """The slot of each id; an id not held raises UnknownSubscription."""
         ids = np.asarray(ids, np.int64)
-        missing = [i for i in ids.tolist() if i not in self.subs]
-        if missing:
-            raise UnknownSubscription(f"unknown subscription id={missing[0]!r}")
-        return np.fromiter((self.subs.slot_of[i] for i in ids.tolist()), np.int64, len(ids))
+        slots = self.find_slots(ids)
+        if (slots < 0).any():
+            raise UnknownSubscription(f"unknown subscription id={int(ids[np.argmin(slots)])!r}")
+        return slots
 
     def remove(self, ids) -> None:
         slots = self.slots_of(ids)
