@@ -220,9 +220,13 @@ def step_cluster(ctx: DemoContext) -> None:
         "policy": "prefix", "partitions": 4, "load_seconds": round(t_load, 2),
         "replay": res, "equal_to_engine_on_300_subscriptions": same,
         "stats": {k: v for k, v in st.items() if isinstance(v, (int, float))},
+        "load_monitoring": st["load_monitoring"],
     }
     ctx.log(f"[cluster] replayed {res.get('messages')} messages in {res.get('seconds', 0):.1f} s"
             + (f"; top-k equal to the engine's: {same}" if same is not None else ""))
+    mon = st["load_monitoring"]
+    ctx.log(f"[cluster] load monitoring every {mon['every_seconds']:g} s: {mon['checks']} checks, "
+            f"{mon['rebalances']} rebalances ({mon['moved']} subscriptions re-placed)")
 
 
 def _sample_ids(subs_table, n: int, seed: int) -> list[int]:

@@ -134,7 +134,8 @@ class Coordinator:
         self._staged_ids: set[int] = set()
         self._stage_mark = 0
         self.counters = dict(steps=0, reallocations=0, realloc_new_replicas=0,
-                             publish_seconds=0.0, calls=0, load_checks=0, rebalances=0)
+                             publish_seconds=0.0, calls=0, load_checks=0, rebalances=0,
+                             rebalance_moved=0)
         self._next_check = time.perf_counter() + ccfg.monitor_every
         self.monitor_log: deque[dict] = deque(maxlen=20)   # the latest automatic actions
 
@@ -503,6 +504,7 @@ class Coordinator:
         self.counters["load_checks"] += 1
         if res["action"] is not None:
             self.counters["rebalances"] += 1
+            self.counters["rebalance_moved"] += int(res.get("moved", 0))
             self.monitor_log.append({"step": self.step, "published": self.published, **res})
 
     def _rebalance(self, threshold: float, sample: int) -> dict:
@@ -614,7 +616,8 @@ class Coordinator:
             "reevaluations": sum(p["reevaluations"] for p in parts),
             "reallocations": self.counters["reallocations"],
             "load_monitoring": {"every_seconds": self.ccfg.monitor_every, "checks": self.counters["load_checks"],
-                                "rebalances": self.counters["rebalances"], "recent": list(self.monitor_log)},
+                                "rebalances": self.counters["rebalances"],
+                                "moved": self.counters["rebalance_moved"], "recent": list(self.monitor_log)},
             "queue_depth": len(self.inflight),
             "max_queue_depth": coord["max_queue_depth"],
             "busy_seconds": {"coordinator": coord["busy_seconds"],
