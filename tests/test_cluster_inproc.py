@@ -338,3 +338,33 @@ def test_bulk_load_is_atomic_per_call():
     for i in range(n):
         assert cl.topk(i) == eng.topk(i)
     cl.shutdown()
+
+
+@pytest.mark.parametrize("in_flight", [1, 8])
+def test_bulk_load_streams_progress(in_flight):
+    """Phase 2 of a bulk load is one coordinator call that yields (rows with initial results,
+    rows staged) as the parts' steps finish: never decreasing, partial values on the way,
+    and the total at the end, whatever the pipeline depth; the load equals subscribing."""
+    import pyarrow as pa
+
+    cfg = rc.EngineConfig(bounds=(0, 0, 1, 1), window=50)
+    cl = rc.Cluster.start(rc.ClusterConfig(engine=cfg, policy="hash", partitions=2, max_in_flight=in_flight,
+                                           options={"runtime": "inproc"}))
+    eng = rc.Engine(cfg)
+    msgs = [rc.Message(i, (i % 7) / 7, (i % 5) / 5, text=f"w{i % 4} w{i % 3}") for i in range(30)]
+    cl.publish(msgs)
+    eng.publish(msgs)
+    n = 25
+    subs = pa.table({"id": list(range(n)), "x": [(i % 9) / 9 for i in range(n)],
+                     "y": [(i % 4) / 4 for i in range(n)], "k": [3] * n, "alpha": [0.3] * n,
+                     "text": [f"w{i % 4} w{i % 5}" for i in range(n)]})
+    coord = cl._coord._obj
+    for a in (0, 10, 20):
+        coord.stage_batch(subs.slice(a, 10))
+    values = list(coord.commit_load())
+    done = [d for d, _ in values]
+    assert values[-1] == (n, n) and {t for _, t in values} == {n}
+    assert done == sorted(done) and any(0 < d < n for d in done)
+    eng.subscribe(subs)
+    assert cl.topk_many(range(n)) == {i: eng.topk(i) for i in range(n)}
+    assert cl.load_subscriptions(subs.slice(0, 0), progress=False) == 0      # an empty table

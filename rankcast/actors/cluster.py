@@ -162,12 +162,14 @@ class Cluster:
         return self._call("rebalance", float(threshold), int(sample))
 
     # ------------------------------------------------------------------ bulk
-    def load_subscriptions(self, source, *, batch_rows: int = 100_000, spark=None) -> int:
+    def load_subscriptions(self, source, *, batch_rows: int = 100_000, spark=None,
+                           progress: bool = True) -> int:
         """Bulk-load a subscription table (Spark DataFrame, Parquet/CSV/JSONL path, Arrow or
         pandas): batches of ``batch_rows`` are routed by the policy and indexed with one
         ``SkypeCore.add`` per partition and batch; initial results follow in batches. The
         call is atomic: every batch is validated first, and a bad row anywhere (named by its
-        position in the table) loads nothing. Returns the number of subscriptions.
+        position in the table) loads nothing. Returns the number of subscriptions. With
+        ``progress``, two bars on stderr: rows validated, then rows with initial results.
 
         Validation and encoding use two processes: the coordinator encodes every other batch
         while this process encodes the next one with a copy of the coordinator's term
@@ -178,7 +180,7 @@ class Cluster:
         try:
             enc = None if self._inproc else self._call("encoder_copy")
             for i, table in enumerate(iter_batches(source, batch_rows, spark=spark, kind="subscription",
-                                                   progress=False)):
+                                                   progress=progress, desc="load: validate")):
                 refs.append(self._coord.stage_batch.remote(_pre_encoded(enc, table) if i % 2 else table))
                 if len(refs) > 2:
                     self._get(refs[-3])     # at most two parts in flight; errors in table order
@@ -187,16 +189,37 @@ class Cluster:
         except BaseException:
             self._call("abort_load")
             raise
-        return self._call("commit_load")
+        return self._commit_load(progress)
 
-    def replay(self, source, rate: float | None = None, *, batch_rows: int = 10_000, spark=None) -> dict:
+    def _commit_load(self, progress: bool) -> int:
+        """The coordinator's ``commit_load``, one call whose progress values stream back."""
+        from tqdm.auto import tqdm
+
+        if self._closed:
+            raise RuntimeError("this cluster handle is shut down")
+        if self._inproc:
+            values = self._coord.commit_load.remote().value
+        else:
+            values = (self._get(r) for r in self._coord.commit_load.options(num_returns="streaming").remote())
+        done = total = 0
+        with tqdm(unit="rows", desc="load: initial top-k", disable=not progress, leave=False,
+                  dynamic_ncols=True) as bar:
+            for done, total in values:
+                bar.total = total
+                bar.update(done - bar.n)
+        return total
+
+    def replay(self, source, rate: float | None = None, *, batch_rows: int = 10_000, spark=None,
+               progress: bool = True) -> dict:
         """Publish a message table in order (pipelined), at most ``rate`` messages/second;
-        returns {"messages", "seconds", "updates"} once everything is applied."""
+        returns {"messages", "seconds", "updates"} once everything is applied. With
+        ``progress``, a bar of the rows sent on stderr."""
         from ..ingest.bulk import iter_batches
         t0 = time.perf_counter()
         n = 0
         updates = 0
-        for table in iter_batches(source, batch_rows, spark=spark, kind="message", progress=False):
+        for table in iter_batches(source, batch_rows, spark=spark, kind="message", progress=progress,
+                                  desc="replay"):
             self._call("publish", table, False)
             n += table.num_rows
             if rate:

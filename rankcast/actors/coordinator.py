@@ -215,21 +215,39 @@ class Coordinator:
             self.encoder.terms.rollback(self._stage_mark)
         self._staged = None
 
-    def commit_load(self) -> int:
-        """Bulk load, phase 2: place every staged part (routed by the policy, one index
-        build per partition and part), then initial results, then wait."""
+    LOAD_AHEAD = 2      # staged parts whose steps may run while the next one is placed
+
+    def commit_load(self):
+        """Bulk load, phase 2, in one call: place every staged part (routed by the policy, one
+        index build per partition and part) and dispatch its step, which computes the initial
+        results. A generator (Ray streams its values): yields (rows whose initial results are
+        in, rows staged) as steps finish, the last one once everything is in place."""
         with self.metrics.busy():
             staged, self._staged = self._staged or [], None
-            loaded = []
+            total = sum(len(b) for b in staged)
+            rows_of_step: dict[int, int] = {}
+            placed = 0
+
+            def done() -> int:
+                return placed - sum(rows_of_step.get(e[0], 0) for e in self.inflight)
+
             for batch in staged:
-                if len(batch):
-                    self._place(batch)
-                    self._dispatch()
-                    loaded.append(batch.ids)
+                if not len(batch):
+                    continue
+                self._place(batch)
+                self._dispatch()
+                rows_of_step[self.step] = len(batch)
+                placed += len(batch)
+                while len(self.inflight) > self.LOAD_AHEAD:
+                    self._harvest(self.inflight.popleft())
+                yield done(), total
+            while self.inflight:
+                self._harvest(self.inflight.popleft())
+                yield done(), total
             self._quiesce()
-            if loaded:
-                self._baseline(np.concatenate(loaded))
-            return sum(len(b) for b in loaded)
+            if staged:
+                self._baseline(np.concatenate([b.ids for b in staged]))
+        yield total, total
 
     def _place(self, batch: SubscriptionBatch) -> None:
         """Initial placement of new subscriptions (prefix policies: one term, grown later)."""
