@@ -138,7 +138,7 @@ class Cluster:
         messages are validated and in the pipeline; :meth:`flush` then waits and returns
         the updates since the last ones returned."""
         out = self._call("publish", msgs, bool(wait))
-        return None if out is None else updates_from_arrays(*out)
+        return updates_from_arrays(*out) if wait else None
 
     def flush(self) -> list[Update]:
         return updates_from_arrays(*self._call("flush"))
@@ -213,20 +213,28 @@ class Cluster:
                progress: bool = True) -> dict:
         """Publish a message table in order (pipelined), at most ``rate`` messages/second;
         returns {"messages", "seconds", "updates"} once everything is applied. With
-        ``progress``, a bar of the rows sent on stderr."""
+        ``progress``, bars on stderr: rows read, and messages applied by the cluster."""
+        from tqdm.auto import tqdm
+
         from ..ingest.bulk import iter_batches
         t0 = time.perf_counter()
         n = 0
-        updates = 0
-        for table in iter_batches(source, batch_rows, spark=spark, kind="message", progress=progress,
-                                  desc="replay"):
-            self._call("publish", table, False)
-            n += table.num_rows
-            if rate:
-                ahead = n / rate - (time.perf_counter() - t0)
-                if ahead > 0:
-                    time.sleep(ahead)
-        updates += len(self._call("flush")[0])
+        base = None
+        with tqdm(unit="msg", desc="replay: applied", disable=not progress, leave=False,
+                  dynamic_ncols=True) as bar:
+            for table in iter_batches(source, batch_rows, spark=spark, kind="message", progress=progress,
+                                      desc="replay: read"):
+                published, applied = self._call("publish", table, False)
+                n += table.num_rows
+                if base is None:
+                    base = published - table.num_rows      # the stream position this replay began at
+                bar.update(min(n, max(0, applied - base)) - bar.n)
+                if rate:
+                    ahead = n / rate - (time.perf_counter() - t0)
+                    if ahead > 0:
+                        time.sleep(ahead)
+            updates = len(self._call("flush")[0])
+            bar.update(n - bar.n)
         return {"messages": n, "seconds": time.perf_counter() - t0, "updates": updates}
 
 

@@ -125,7 +125,8 @@ class Coordinator:
         self.live: dict[int, int] = {}            # subscription id -> routed prefix length
         self.win_ids: dict[int, int] = {}
         self.win_fifo: deque[tuple[np.ndarray, np.ndarray]] = deque()
-        self.inflight: deque[tuple[int, list, list]] = deque()
+        self.inflight: deque[tuple[int, list, list, int]] = deque()   # step, refs, shard refs, position
+        self.applied_pos = -1       # last position of the steps harvested
         self.realloc_queue: list[dict] = []
         self._stash: list[tuple] = []              # direct-mode updates taken before a move
         self._last_busy = np.zeros(P)
@@ -296,10 +297,10 @@ class Coordinator:
                     part = batch.take(np.arange(a, min(n, a + step))) if n > step else batch
                     self._dispatch(part, seqs[a:a + step], exp[a:a + step])
             self.counters["calls"] += 1
-        if not wait:
+        if not wait:       # (messages published, messages applied) so far: replay's progress
             self._monitor()
             self.counters["publish_seconds"] += time.perf_counter() - t0
-            return None
+            return self.published, self.applied_pos + 1
         with self.metrics.busy():
             self._quiesce()
             out = self._emit()
@@ -390,16 +391,17 @@ class Coordinator:
         appended = [sh.append.remote(j, payloads[P + s], exp_end) for s, sh in enumerate(self.shards)]
         refs = [pt.process.remote(j, pos_end, exp_end, ops.get(p), payloads[p], *appended)
                 for p, pt in enumerate(self.parts)]
-        self.inflight.append((j, refs, appended))
+        self.inflight.append((j, refs, appended, pos_end))
         self.counters["steps"] += 1
         self.metrics.set("queue_depth", len(self.inflight))
 
     def _harvest(self, entry) -> None:
         """Wait for one step: partitions, shards, and the aggregator updates they sent."""
-        _, refs, appended = entry
+        _, refs, appended, pos = entry
         with self.metrics.waiting():
             results = self.rt.get(refs)
             self.rt.get(appended)
+        self.applied_pos = max(self.applied_pos, pos)
         for res in results:
             if res.get("realloc") is not None:
                 self.realloc_queue.append(res["realloc"])

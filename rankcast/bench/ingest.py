@@ -12,7 +12,7 @@ One run, one cluster (``--partitions`` partitions, ``--policy``):
    again through ``Cluster.publish`` in batches of the same size, each timed; their rates
    are compared.
 
-JSON on stdout and in ``--out``/ingest.json.
+JSON on stdout and in ``--out``/ingest.json; charts in ``--out``/ingest.png.
 """
 from __future__ import annotations
 
@@ -25,7 +25,7 @@ from pathlib import Path
 
 from ._common import write_json
 
-__all__ = ["add_arguments", "main"]
+__all__ = ["add_arguments", "main", "plot"]
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
@@ -115,6 +115,51 @@ def main(args: argparse.Namespace) -> dict:
             cl.shutdown()
     report = {"benchmark": "ingest", "config": {k: v for k, v in vars(args).items() if k != "func"},
               "results": res}
-    write_json(report, Path(args.out) / "ingest.json")
+    out = Path(args.out)
+    write_json(report, out / "ingest.json")
+    plot(res, out / "ingest.png")
     print(json.dumps({k: v for k, v in res.items() if k != "stats"}, indent=2))
+    print(f"[bench ingest] wrote {out / 'ingest.json'} and {out / 'ingest.png'}", file=sys.stderr)
     return report
+
+
+def plot(res: dict, path: Path) -> None:
+    """Three panels: the bulk load against the 60 s target and the client's time for the same
+    rows; where the bulk load's CPU went, by actor; replay against publish."""
+    import matplotlib
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    fig, ax = plt.subplots(1, 3, figsize=(16, 4.5))
+    bulk, client = res["bulk_load"], res["client_subscribe_batches_of_1000"]
+    rows = bulk["rows"]
+    client_s = rows / client["rows_per_s"] if client.get("rows_per_s") else 0.0
+    ax[0].bar(["bulk load", "client, batches of 1,000\n(its rate, same rows)"], [bulk["seconds"], client_s],
+              color=["tab:blue", "tab:gray"])
+    if rows >= 1_000_000:
+        ax[0].axhline(60 * rows / 1_000_000, color="tab:red", ls="--", label="target: 60 s per 1M")
+        ax[0].legend()
+    ax[0].set_ylabel("seconds")
+    ax[0].set_title(f"{rows:,} subscriptions, initial top-k included\n"
+                    f"bulk {bulk['rows_per_s']:,.0f} rows/s = {res.get('bulk_over_client')}x the client")
+    cpu = bulk.get("cpu_seconds_by_role", {})
+    names, secs = [], []
+    for role, v in cpu.items():
+        vals = v if isinstance(v, list) else [v]
+        for i, x in enumerate(vals):
+            if x > 0:
+                names.append(f"{role} {i}" if len(vals) > 1 else role)
+                secs.append(x)
+    ax[1].barh(names, secs, color="tab:orange")
+    ax[1].invert_yaxis()
+    ax[1].set_xlabel("CPU seconds during the bulk load")
+    ax[1].set_title(f"{sum(secs):.0f} CPU s in {bulk['seconds']:.0f} s wall")
+    rp, pb = res["replay"], res["publish"]
+    ax[2].bar(["replay (pipelined)", "publish, wait=True"], [rp["rows_per_s"], pb["rows_per_s"]],
+              color=["tab:green", "tab:gray"])
+    ax[2].set_ylabel("messages / s")
+    ax[2].set_title(f"replay / publish = {res.get('replay_over_publish')}")
+    fig.tight_layout()
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
