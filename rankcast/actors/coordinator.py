@@ -35,6 +35,11 @@ was covered by that partition's initial re-evaluation), so it scores below the b
 the current prefix; and every replica keeps its kScore, which never exceeds the global one,
 above that bound (it checks whenever its top-k or the prefix changes) or asks for a longer
 prefix before the boundary is reached.
+
+Load monitoring (paper 7.4) also runs at call boundaries: at the end of a publish call,
+once ``monitor_every`` seconds have passed, the partitions' busy time since the previous
+check decides on a rebalance (``rebalance``), which re-places the moved subscriptions at
+one stream position.
 """
 from __future__ import annotations
 
