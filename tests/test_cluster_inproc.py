@@ -308,23 +308,33 @@ def test_aggregator_merges_replicas_and_forgets():
     assert agg.stats()["subscriptions"] == 1
 
 
+def _streamed_pair(msg_text, sub_text, **ccfg):
+    """An in-process cluster and an engine that saw the same 30 messages (``msg_text(i)``), and
+    a table of 25 subscriptions (``sub_text(i)``) to load."""
+    import pyarrow as pa
+
+    cfg = rc.EngineConfig(bounds=(0, 0, 1, 1), window=50)
+    cl = rc.Cluster.start(rc.ClusterConfig(engine=cfg, options={"runtime": "inproc"}, **ccfg))
+    eng = rc.Engine(cfg)
+    msgs = [rc.Message(i, (i % 7) / 7, (i % 5) / 5, text=msg_text(i)) for i in range(30)]
+    cl.publish(msgs)
+    eng.publish(msgs)
+    n = 25
+    subs = pa.table({"id": list(range(n)), "x": [(i % 9) / 9 for i in range(n)],
+                     "y": [(i % 4) / 4 for i in range(n)], "k": [3] * n, "alpha": [0.3] * n,
+                     "text": [sub_text(i) for i in range(n)]})
+    return cl, eng, subs
+
+
 def test_bulk_load_is_atomic_per_call():
     """A bad row in a later part of the table loads nothing (not even the earlier parts),
     names its position in the whole table, and leaves the cluster as it was; a good table
     then loads completely and equals subscribing it."""
     import pyarrow as pa
 
-    cfg = rc.EngineConfig(bounds=(0, 0, 1, 1), window=50)
-    cl = rc.Cluster.start(rc.ClusterConfig(engine=cfg, policy="prefix", partitions=3,
-                                           options={"runtime": "inproc"}))
-    eng = rc.Engine(cfg)
-    msgs = [rc.Message(i, (i % 7) / 7, (i % 5) / 5, text=f"w{i % 4} w{i % 3} zz{i}") for i in range(30)]
-    cl.publish(msgs)
-    eng.publish(msgs)
-    n = 25
-    good = pa.table({"id": list(range(n)), "x": [(i % 9) / 9 for i in range(n)],
-                     "y": [(i % 4) / 4 for i in range(n)], "k": [3] * n, "alpha": [0.3] * n,
-                     "text": [f"w{i % 4} new{i}" for i in range(n)]})
+    cl, eng, good = _streamed_pair(lambda i: f"w{i % 4} w{i % 3} zz{i}", lambda i: f"w{i % 4} new{i}",
+                                   policy="prefix", partitions=3)
+    n = good.num_rows
     bad = good.set_column(3, "k", pa.array([3] * 22 + [0] + [3] * 2))      # row 22: k = 0
     with pytest.raises(rc.InvalidInput, match=r"#22 \(id=22\).*'k'"):
         cl.load_subscriptions(bad, batch_rows=10)
@@ -345,19 +355,9 @@ def test_bulk_load_streams_progress(in_flight):
     """Phase 2 of a bulk load is one coordinator call that yields (rows with initial results,
     rows staged) as the parts' steps finish: never decreasing, partial values on the way,
     and the total at the end, whatever the pipeline depth; the load equals subscribing."""
-    import pyarrow as pa
-
-    cfg = rc.EngineConfig(bounds=(0, 0, 1, 1), window=50)
-    cl = rc.Cluster.start(rc.ClusterConfig(engine=cfg, policy="hash", partitions=2, max_in_flight=in_flight,
-                                           options={"runtime": "inproc"}))
-    eng = rc.Engine(cfg)
-    msgs = [rc.Message(i, (i % 7) / 7, (i % 5) / 5, text=f"w{i % 4} w{i % 3}") for i in range(30)]
-    cl.publish(msgs)
-    eng.publish(msgs)
-    n = 25
-    subs = pa.table({"id": list(range(n)), "x": [(i % 9) / 9 for i in range(n)],
-                     "y": [(i % 4) / 4 for i in range(n)], "k": [3] * n, "alpha": [0.3] * n,
-                     "text": [f"w{i % 4} w{i % 5}" for i in range(n)]})
+    cl, eng, subs = _streamed_pair(lambda i: f"w{i % 4} w{i % 3}", lambda i: f"w{i % 4} w{i % 5}",
+                                   policy="hash", partitions=2, max_in_flight=in_flight)
+    n = subs.num_rows
     coord = cl._coord._obj
     for a in (0, 10, 20):
         coord.stage_batch(subs.slice(a, 10))
