@@ -221,8 +221,6 @@ class Coordinator:
             self.encoder.terms.rollback(self._stage_mark)
         self._staged = None
 
-    LOAD_AHEAD = 2      # staged parts whose steps may run while the next one is placed
-
     def commit_load(self):
         """Bulk load, phase 2, in one call: place every staged part (routed by the policy, one
         index build per partition and part) and dispatch its step, which computes the initial
@@ -244,9 +242,7 @@ class Coordinator:
                 self._dispatch()
                 rows_of_step[self.step] = len(batch)
                 placed += len(batch)
-                while len(self.inflight) > self.LOAD_AHEAD:
-                    self._harvest(self.inflight.popleft())
-                yield done(), total
+                yield done(), total         # _dispatch waits for old steps beyond max_in_flight
             while self.inflight:
                 self._harvest(self.inflight.popleft())
                 yield done(), total
