@@ -253,8 +253,7 @@ class SkypeCore:
         off = np.zeros(len(slots) + 1, np.int64)
         np.cumsum(m, out=off[1:])
         rows = np.repeat(b.bstart[slots], m) + (np.arange(off[-1]) - np.repeat(off[:-1], m))
-        return (s.ids[slots].copy(), s.k[slots].copy(), off, b.bi[rows, sk.ID].copy(),
-                b.bi[rows, sk.SEQ].copy(), b.bf[rows, sk.SC].copy())
+        return s.ids[slots], s.k[slots], off, b.bi[rows, sk.ID], b.bi[rows, sk.SEQ], b.bf[rows, sk.SC]
 
     def _gather(self, slots):
         ids, _, off, mid, _, msc = self.topk_rows(slots)
