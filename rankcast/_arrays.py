@@ -3,7 +3,7 @@ from __future__ import annotations
 
 import numpy as np
 
-__all__ = ["grow"]
+__all__ = ["grow", "runs"]
 
 
 def grow(arr: np.ndarray, n: int, fill=0) -> np.ndarray:
@@ -14,3 +14,12 @@ def grow(arr: np.ndarray, n: int, fill=0) -> np.ndarray:
     new = np.full((max(n, 2 * arr.shape[0], 16),) + arr.shape[1:], fill, dtype=arr.dtype)
     new[: arr.shape[0]] = arr
     return new
+
+
+def runs(starts: np.ndarray, lens: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """A CSR gather: row r takes ``lens[r]`` consecutive elements from ``starts[r]`` on.
+    Returns the offsets of the rows laid end to end and the source index of every element."""
+    off = np.zeros(len(lens) + 1, np.int64)
+    np.cumsum(lens, out=off[1:])
+    idx = np.repeat(starts, lens) + (np.arange(off[-1], dtype=np.int64) - np.repeat(off[:-1], lens))
+    return off, idx

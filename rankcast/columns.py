@@ -20,6 +20,7 @@ from typing import Any, Iterable, Mapping, Sequence
 
 import numpy as np
 
+from ._arrays import runs
 from .errors import InvalidInput
 from .model import Message, Subscription
 from .text import TermDictionary, Vocabulary
@@ -41,14 +42,7 @@ def _concat_csr(batches, offsets_attr="offsets"):
 
 def _take_csr(offsets, term_ids, weights, idx):
     idx = np.asarray(idx, dtype=np.int64)
-    lens = offsets[idx + 1] - offsets[idx]
-    new_off = np.zeros(len(idx) + 1, np.int64)
-    np.cumsum(lens, out=new_off[1:])
-    if len(idx) == 0 or new_off[-1] == 0:
-        return new_off, term_ids[:0].copy(), weights[:0].copy()
-    starts = np.repeat(offsets[idx], lens)
-    within = np.arange(new_off[-1], dtype=np.int64) - np.repeat(new_off[:-1], lens)
-    pos = starts + within
+    new_off, pos = runs(offsets[idx], offsets[idx + 1] - offsets[idx])
     return new_off, term_ids[pos], weights[pos]
 
 

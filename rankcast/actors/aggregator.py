@@ -20,7 +20,7 @@ import numpy as np
 from numba import types
 from numba.typed import Dict
 
-from .._arrays import grow
+from .._arrays import grow, runs
 from ..indexing.window import CandidateLists
 from .metrics import RoleMetrics
 
@@ -355,8 +355,8 @@ class Aggregator:
         caps = self.e_cap[es]
         new_start = np.concatenate([[0], np.cumsum(caps)[:-1]]).astype(np.int64)
         lens = self.e_len[es]
-        src = np.repeat(self.e_start[es], lens) + (np.arange(lens.sum()) - np.repeat(np.cumsum(lens) - lens, lens))
-        dst = np.repeat(new_start, lens) + (np.arange(lens.sum()) - np.repeat(np.cumsum(lens) - lens, lens))
+        src = runs(self.e_start[es], lens)[1]
+        dst = runs(new_start, lens)[1]
         for name in ("p_id", "p_seq", "p_sc"):
             a = getattr(self, name)
             b = np.zeros(max(int(caps.sum()) * 2, 1024), a.dtype)

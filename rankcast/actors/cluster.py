@@ -113,10 +113,14 @@ class Cluster:
         self.shutdown()
 
     # ------------------------------------------------------------------ calls
-    def _call(self, method: str, *args):
+    def _method(self, name: str):
+        """The coordinator's method ``name`` (call ``.remote``), on an open handle."""
         if self._closed:
             raise RuntimeError("this cluster handle is shut down")
-        return self._get(getattr(self._coord, method).remote(*args))
+        return getattr(self._coord, name)
+
+    def _call(self, method: str, *args):
+        return self._get(self._method(method).remote(*args))
 
     def _get(self, ref):
         if self._inproc:
@@ -181,7 +185,7 @@ class Cluster:
             enc = None if self._inproc else self._call("encoder_copy")
             for i, table in enumerate(iter_batches(source, batch_rows, spark=spark, kind="subscription",
                                                    progress=progress, desc="load: validate")):
-                refs.append(self._coord.stage_batch.remote(_pre_encoded(enc, table) if i % 2 else table))
+                refs.append(self._method("stage_batch").remote(_pre_encoded(enc, table) if i % 2 else table))
                 if len(refs) > 2:
                     self._get(refs[-3])     # at most two parts in flight; errors in table order
             for r in refs[-2:]:
@@ -195,12 +199,11 @@ class Cluster:
         """The coordinator's ``commit_load``, one call whose progress values stream back."""
         from tqdm.auto import tqdm
 
-        if self._closed:
-            raise RuntimeError("this cluster handle is shut down")
+        commit = self._method("commit_load")
         if self._inproc:
-            values = self._coord.commit_load.remote().value
+            values = commit.remote().value
         else:
-            values = (self._get(r) for r in self._coord.commit_load.options(num_returns="streaming").remote())
+            values = (self._get(r) for r in commit.options(num_returns="streaming").remote())
         done = total = 0
         with tqdm(unit="rows", desc="load: initial top-k", disable=not progress, leave=False,
                   dynamic_ncols=True) as bar:

@@ -27,7 +27,7 @@ import time
 import numba
 import numpy as np
 
-from .._arrays import grow
+from .._arrays import grow, runs
 from ..columns import SubscriptionBatch
 from ..config import EngineConfig
 from ..indexing.core import SkypeCore
@@ -300,8 +300,5 @@ def unsafe_replicas(kscore, ub):
 
 
 def _take_csr(off, rows, *cols):
-    lens = off[rows + 1] - off[rows]
-    new = np.zeros(len(rows) + 1, np.int64)
-    np.cumsum(lens, out=new[1:])
-    idx = np.repeat(off[rows], lens) + (np.arange(new[-1]) - np.repeat(new[:-1], lens))
+    new, idx = runs(off[rows], off[rows + 1] - off[rows])
     return (new,) + tuple(c[idx] for c in cols)

@@ -25,7 +25,7 @@ from ..columns import MessageBatch, SubscriptionBatch
 from ..errors import InvalidInput, UnknownSubscription
 from ..indexing.scoring import score
 from ..indexing.subtable import SubTable
-from .._arrays import grow
+from .._arrays import grow, runs
 from ._postings import term_postings
 
 __all__ = ["BruteForceCore", "BruteForceEngine"]
@@ -540,10 +540,7 @@ class BruteForceCore:
     def topk_arrays(self, slots):
         """(sub_ids, offsets, msg_ids, scores) of the current lists of ``slots``."""
         slots = np.asarray(slots, np.int64)
-        lens = self.tk_len[slots]
-        off = np.zeros(len(slots) + 1, np.int64)
-        np.cumsum(lens, out=off[1:])
-        rows = np.repeat(self.tk_base[slots], lens) + (np.arange(off[-1]) - np.repeat(off[:-1], lens))
+        off, rows = runs(self.tk_base[slots], self.tk_len[slots])
         return self.subs.ids[slots].copy(), off, self.tk_id[rows], self.tk_score[rows]
 
     def topk(self, sub_id: int) -> list[tuple[int, float]]:

@@ -19,6 +19,7 @@ from typing import Callable
 
 import numpy as np
 
+from .._arrays import runs
 from ..columns import MessageBatch, SubscriptionBatch
 from ..config import EngineConfig
 from ..errors import UnknownSubscription
@@ -249,10 +250,7 @@ class SkypeCore:
         scores when lists of several cores are merged."""
         s, b = self.subs, self.buf
         slots = np.asarray(slots, np.int64)
-        m = np.minimum(s.k[slots], b.blen[slots])
-        off = np.zeros(len(slots) + 1, np.int64)
-        np.cumsum(m, out=off[1:])
-        rows = np.repeat(b.bstart[slots], m) + (np.arange(off[-1]) - np.repeat(off[:-1], m))
+        off, rows = runs(b.bstart[slots], np.minimum(s.k[slots], b.blen[slots]))
         return s.ids[slots], s.k[slots], off, b.bi[rows, sk.ID], b.bi[rows, sk.SEQ], b.bf[rows, sk.SC]
 
     def _gather(self, slots):
@@ -316,9 +314,6 @@ class SkypeCore:
 
 
 def _take_rows(c: CandidateLists, rows: np.ndarray) -> CandidateLists:
-    lens = np.diff(c.offsets)[rows]
-    off = np.zeros(len(rows) + 1, np.int64)
-    np.cumsum(lens, out=off[1:])
-    idx = np.repeat(c.offsets[rows], lens) + (np.arange(off[-1]) - np.repeat(off[:-1], lens))
+    off, idx = runs(c.offsets[rows], np.diff(c.offsets)[rows])
     return CandidateLists(off, c.seq[idx], c.ids[idx], c.t[idx], c.score[idx], c.complete[rows],
                           None if c.work is None else c.work[rows])

@@ -16,6 +16,7 @@ import numpy as np
 import pandas as pd
 import pyarrow as pa
 
+from .._arrays import runs
 from ..columns import Encoder, MessageBatch, SubscriptionBatch
 from ..indexing.scoring import below, score, suffix_stats
 from .readers import to_spark
@@ -285,9 +286,7 @@ def policy_costs_spark(subs, msgs, partitions: int, spark, *, cfg=None, vocabula
         alpha = pdf["alpha"].to_numpy(np.float64) if "alpha" in pdf else np.full(len(ids), 0.5)
         kscore = np.asarray([ks.get(int(i), 0.0) for i in ids], np.float64)
         plen = loose_prefix_lengths(off, np.concatenate(w) if w else np.zeros(0), alpha, kscore)
-        poff = np.zeros(len(ids) + 1, np.int64)
-        np.cumsum(plen, out=poff[1:])
-        keep = np.repeat(off[:-1], plen) + (np.arange(poff[-1]) - np.repeat(poff[:-1], plen))
+        poff, keep = runs(off[:-1], plen)
         return ids, (off, tid), (poff, tid[keep])
 
     def term_counts(batches):
