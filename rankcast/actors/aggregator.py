@@ -23,6 +23,7 @@ from numba.typed import Dict
 from .._arrays import grow, runs
 from ..indexing.window import CandidateLists
 from .metrics import RoleMetrics
+from .recovery import Recoverable
 
 __all__ = ["Aggregator", "merge_candidates"]
 
@@ -242,9 +243,44 @@ def _entries_of(entries):
     return out
 
 
-class Aggregator:
+@numba.njit(cache=True)
+def _dict_arrays(sub_slot, entries):
+    """The two typed dicts as arrays: (ids, slots, entry slots, entry partitions, entries)."""
+    a = np.empty(len(sub_slot), np.int64)
+    b = np.empty(len(sub_slot), np.int64)
+    i = 0
+    for k, v in sub_slot.items():
+        a[i] = k
+        b[i] = v
+        i += 1
+    c = np.empty(len(entries), np.int64)
+    d = np.empty(len(entries), np.int64)
+    e = np.empty(len(entries), np.int64)
+    i = 0
+    for k, v in entries.items():
+        c[i] = k[0]
+        d[i] = k[1]
+        e[i] = v
+        i += 1
+    return a, b, c, d, e
+
+
+@numba.njit(cache=True)
+def _fill_dicts(sub_slot, entries, a, b, c, d, e):
+    """Inverse of :func:`_dict_arrays`, into empty dicts."""
+    for i in range(a.shape[0]):
+        sub_slot[a[i]] = b[i]
+    for i in range(c.shape[0]):
+        entries[(c[i], d[i])] = e[i]
+
+
+class Aggregator(Recoverable):
+    _STATE = ("n_parts", "s_id", "s_k", "s_alive", "s_dirty", "s_mask", "s_base_len", "base_start",
+              "base_cap", "b_id", "b_used", "free", "n_free", "n_slots", "e_start", "e_len", "e_cap",
+              "n_entries", "p_id", "p_seq", "p_sc", "p_used", "garbage")
+
     def __init__(self, index: int, n_partitions: int, cluster: str = "rankcast",
-                 export_metrics: bool = True):
+                 export_metrics: bool = True, resume=None):
         self.index = index
         self.n_parts = int(n_partitions)
         self.metrics = RoleMetrics("aggregator", index, cluster, export_metrics)
@@ -272,6 +308,16 @@ class Aggregator:
         self.p_sc = np.zeros(1024)
         self.p_used = 0
         self.garbage = 0
+        self._resume(resume)
+
+    def _state(self) -> dict:
+        # numba typed dicts do not pickle: they travel as arrays
+        return {**super()._state(), "dicts": _dict_arrays(self.sub_slot, self.entries)}
+
+    def _restore(self, state: dict) -> None:
+        dicts = state.pop("dicts")
+        super()._restore(state)
+        _fill_dicts(self.sub_slot, self.entries, *dicts)
 
     # ------------------------------------------------------------------ partition-facing
     def merge_candidates(self, K: np.ndarray, *parts: CandidateLists) -> CandidateLists:

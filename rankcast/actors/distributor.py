@@ -15,6 +15,7 @@ import numpy as np
 from ..columns import MessageBatch
 from .metrics import RoleMetrics
 from .policies import Policy
+from .recovery import Recoverable
 
 __all__ = ["Distributor", "route_step"]
 
@@ -34,7 +35,10 @@ def route_step(policy: Policy, n_shards: int, msgs: MessageBatch, seqs: np.ndarr
     return out, int(len(routing.parts))
 
 
-class Distributor:
+class Distributor(Recoverable):
+    """Stateless but for its policy, which the coordinator's snapshot holds: it is rebuilt
+    with the restored policy and snapshots nothing of its own."""
+
     def __init__(self, policy: Policy, n_shards: int, index: int = 0, cluster: str = "rankcast",
                  export_metrics: bool = True, delay: float = 0.0, seed: int = 0):
         self.policy = policy

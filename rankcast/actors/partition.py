@@ -35,6 +35,7 @@ from .aggregator import merge_candidates
 from .metrics import RoleMetrics
 from ..indexing.scoring import EPS
 from .policies import needed_prefix
+from .recovery import Recoverable
 
 __all__ = ["SubscriptionPartition", "PartitionOps"]
 
@@ -69,10 +70,13 @@ class PartitionOps:
                             cat("add_plen"), cat("plen_ids"), cat("plen"))
 
 
-class SubscriptionPartition:
+class SubscriptionPartition(Recoverable):
+    _STATE = ("core", "plen", "ub", "step", "exp_end", "_dropped", "_new_ids")
+
     def __init__(self, cfg: EngineConfig, index: int, shards: list, aggregators: list, runtime,
                  prefix: bool, merge_via_aggregator: bool = True, cluster: str = "rankcast",
-                 export_metrics: bool = True, delay: float = 0.0, seed: int = 0, start_step: int = 0):
+                 export_metrics: bool = True, delay: float = 0.0, seed: int = 0, start_step: int = 0,
+                 resume=None):
         self.cfg = cfg
         self.index = index
         self.core = SkypeCore(cfg)
@@ -90,6 +94,7 @@ class SubscriptionPartition:
         self.metrics = RoleMetrics("partition", index, cluster, export_metrics)
         self._delay = float(delay)
         self._rng = np.random.default_rng(seed + 104729 * index + 1)
+        self._resume(resume)
 
     # ------------------------------------------------------------------ the step
     def process(self, step: int, pos_end: int, exp_end: int, ops: PartitionOps | None, payload,

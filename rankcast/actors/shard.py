@@ -18,13 +18,16 @@ from ..columns import MessageBatch, SubscriptionBatch
 from ..config import EngineConfig
 from ..indexing.window import CandidateLists, MessageWindow
 from .metrics import RoleMetrics
+from .recovery import Recoverable
 
 __all__ = ["WindowShard"]
 
 
-class WindowShard:
+class WindowShard(Recoverable):
+    _STATE = ("step", "expired", "history")
+
     def __init__(self, cfg: EngineConfig, index: int, retain_steps: int, cluster: str = "rankcast",
-                 export_metrics: bool = True, delay: float = 0.0, seed: int = 0):
+                 export_metrics: bool = True, delay: float = 0.0, seed: int = 0, resume=None):
         self.cfg = cfg
         self.index = index
         self.window = MessageWindow(cfg)
@@ -35,6 +38,17 @@ class WindowShard:
         self.metrics = RoleMetrics("shard", index, cluster, export_metrics)
         self._delay = float(delay)
         self._rng = np.random.default_rng(seed + 7919 * index)
+        self._resume(resume)
+
+    def _state(self) -> dict:
+        # the message index does not pickle: it is rebuilt from the messages held
+        return {**super()._state(), "messages": self.window.snapshot(), "seqs": self.window.seqs()}
+
+    def _restore(self, state: dict) -> None:
+        msgs, seqs = state.pop("messages"), state.pop("seqs")
+        super()._restore(state)
+        if len(msgs):
+            self.window.append(msgs, seqs, None)
 
     def _jitter(self):
         if self._delay:

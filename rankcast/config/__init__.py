@@ -27,7 +27,7 @@ def defaults() -> dict[str, Any]:
         for key, val in section.items():
             env = os.environ.get("RANKCAST_" + key.upper())
             if env is not None:
-                section[key] = type(val)(env) if val is not None else yaml.safe_load(env)
+                section[key] = yaml.safe_load(env) if val is None or isinstance(val, bool) else type(val)(env)
     return d
 
 
@@ -129,6 +129,13 @@ class ClusterConfig:
     monitor_every: float = _CLUSTER["monitor_every"]  # seconds between automatic load checks; 0: off
     rebalance_threshold: float = _CLUSTER["rebalance_threshold"]   # busiest / mean busy time
     max_partitions: int | None = _CLUSTER["max_partitions"]       # splits stop here (None: 2 x)
+    # recovery and delivery (README, "Reliability"): durable state of the cluster under
+    # <state_dir>/<name> (a path or a pyarrow.fs URI; None: not durable, no recovery)
+    state_dir: str | None = _CLUSTER["state_dir"]
+    checkpoint_every: float = _CLUSTER["checkpoint_every"]   # seconds of stream between checkpoints
+    fsync: bool = _CLUSTER["fsync"]                          # the log reaches the disk, not only the OS
+    retention: int = _CLUSTER["retention"]                   # stream positions of deliveries kept
+    delivery_interval: float = _CLUSTER["delivery_interval"]  # seconds: pipelined publishes are cut
     options: dict = field(default_factory=dict)        # policy-specific tuning (l1, l2, sample sizes)
 
     def __post_init__(self):
@@ -150,6 +157,15 @@ class ClusterConfig:
         if mp is not None and (isinstance(mp, bool) or not isinstance(mp, int) or mp < self.partitions):
             raise InvalidInput(f"ClusterConfig: field 'max_partitions': must be None or an integer >= "
                                f"partitions ({self.partitions}), got {mp!r}")
+        for name, low in (("checkpoint_every", 0.0), ("delivery_interval", 0.0)):
+            v = getattr(self, name)
+            if isinstance(v, bool) or not isinstance(v, (int, float)) or not (math.isfinite(v) and v >= low):
+                raise InvalidInput(f"ClusterConfig: field '{name}': must be a finite number >= {low:g}, got {v!r}")
+        r = self.retention
+        if isinstance(r, bool) or not isinstance(r, int) or r < 1:
+            raise InvalidInput(f"ClusterConfig: field 'retention': must be an integer >= 1, got {r!r}")
+        if self.state_dir is not None and (not isinstance(self.state_dir, str) or not self.state_dir):
+            raise InvalidInput("ClusterConfig: field 'state_dir': must be None or a non-empty path or URI")
         if not isinstance(self.name, str) or not self.name:
             raise InvalidInput("ClusterConfig: field 'name': must be a non-empty string")
 
