@@ -5,10 +5,10 @@ from . import _jitcache  # noqa: F401  (first: numba's cache directory, before n
 from .config import ClusterConfig, EngineConfig
 from .engine import Engine
 from .errors import InvalidInput, UnknownSubscription
-from .model import Message, Subscription, Update
+from .model import Delivery, Message, Subscription, Update
 from .text import Vocabulary
 
-__all__ = ["Subscription", "Message", "Update", "InvalidInput", "UnknownSubscription",
+__all__ = ["Subscription", "Message", "Update", "Delivery", "InvalidInput", "UnknownSubscription",
            "EngineConfig", "Engine", "Vocabulary", "ClusterConfig", "Cluster"]
 
 

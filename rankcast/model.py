@@ -8,7 +8,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Mapping
 
-__all__ = ["Subscription", "Message", "Update"]
+__all__ = ["Subscription", "Message", "Update", "Delivery"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -42,3 +42,13 @@ class Update:
 
     subscription_id: int
     topk: tuple[tuple[int, float], ...]
+
+
+@dataclass(frozen=True, slots=True)
+class Delivery:
+    """What one call (or one cut of pipelined calls) changed, as a listener receives it:
+    ``position`` is the stream position of that call (messages published up to its end),
+    increasing along the stream; ``updates`` its updates (per subscription, its top-k after)."""
+
+    position: int
+    updates: list

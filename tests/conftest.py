@@ -2,10 +2,14 @@
 from __future__ import annotations
 
 import os
+import tempfile
 
 import pytest
 
 os.environ.setdefault("RAY_DEDUP_LOGS", "0")
+# clusters keep their durable state here (read when rankcast.config loads): a test run never
+# resumes a cluster of an earlier run
+os.environ.setdefault("RANKCAST_STATE_DIR", tempfile.mkdtemp(prefix="rankcast-test-state-"))
 
 
 @pytest.fixture(scope="session")

@@ -146,7 +146,10 @@ def test_pipelined_publish_then_flush(policy):
                    wait=False)
     got = {u.subscription_id: list(u.topk) for u in cl.flush()}
     want = {i: eng.topk(i) for i in before if eng.topk(i) != before[i]}
-    assert got == want and len(want) > 3
+    # every net change, each with its current list; a subscription may also be reported
+    # whose list changed and came back (delivered as two changes to listeners)
+    assert got.keys() >= want.keys() and len(want) > 3
+    assert all(got[i] == eng.topk(i) for i in got)
     assert cl.flush() == []
     for i in before:
         assert cl.topk(i) == eng.topk(i)

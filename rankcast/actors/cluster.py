@@ -15,13 +15,17 @@ role call sleeps up to ``delay`` seconds at random).
 from __future__ import annotations
 
 import time
-from typing import Any, Iterable
+import uuid
+from typing import Any, Iterable, Iterator
+
+import numpy as np
 
 from ..config import ClusterConfig, local_ray_options
 from ..engine import updates_from_arrays
 from ..errors import InvalidInput, UnknownSubscription
-from ..model import Update
-from .coordinator import Coordinator
+from ..model import Delivery, Update
+from .coordinator import Coordinator, check_same_cluster
+from .recovery import StateStore, is_role_death
 from .runtime import LocalHandle
 
 __all__ = ["Cluster"]
@@ -45,17 +49,30 @@ class Cluster:
         self._inproc = inproc
         self._owner = owner
         self._closed = False
+        self._client = uuid.uuid4().hex     # the coordinator keeps this client's last result
+        self._calls = 0                     # token of the next state-changing call
 
     # ------------------------------------------------------------------ lifecycle
     @classmethod
-    def start(cls, ccfg: ClusterConfig, address: str | None = None, *, sample=None) -> "Cluster":
+    def start(cls, ccfg: ClusterConfig, address: str | None = None, *, sample=None,
+              fresh: bool = False) -> "Cluster":
         """Start the topology of ``ccfg``: on the Ray cluster at ``address`` (or the one this
         process is connected to), or on a new local Ray instance. ``sample`` = (subscriptions,
         messages), in any accepted input form, fits the partitioning policy (paper 7.3);
         without it, location splits the space evenly and keyword ranges fall back to hashing
-        terms. ``ClusterConfig(options={"runtime": "inproc"})`` runs every role in this process."""
+        terms. ``ClusterConfig(options={"runtime": "inproc"})`` runs every role in this process.
+
+        When ``<state_dir>/<name>`` holds the durable state of a cluster of that name (it
+        crashed, or was shut down with ``keep_state=True``), the cluster resumes from it with
+        the same subscriptions, window and results; ``fresh=True`` discards that state first."""
         if not isinstance(ccfg, ClusterConfig):
             raise InvalidInput(f"Cluster.start: expected a ClusterConfig, got {type(ccfg).__name__}")
+        if ccfg.state_dir is not None:
+            store = StateStore(ccfg.state_dir, ccfg.name)
+            if fresh:
+                store.destroy()
+            elif store.exists("MANIFEST"):      # refused here: Ray keeps no error type of an __init__
+                check_same_cluster(store.read("MANIFEST")["config"], ccfg)
         if ccfg.options.get("runtime") == "inproc":
             return cls(LocalHandle(Coordinator(ccfg, "inproc", sample)), ccfg.name, None,
                        inproc=True, owner=True)
@@ -70,7 +87,9 @@ class Cluster:
                                f"{ccfg.namespace!r}: attach to it or shut it down first")
         actor = ray.remote(Coordinator).options(
             name=ccfg.name, namespace=ccfg.namespace, lifetime="detached",
-            num_cpus=ccfg.actor_cpus, max_concurrency=1).remote(ccfg, "ray", sample)
+            num_cpus=ccfg.actor_cpus, max_concurrency=1,
+            # a coordinator that dies restarts and resumes from the durable state
+            max_restarts=-1 if ccfg.state_dir is not None else 0).remote(ccfg, "ray", sample)
         try:
             ray.get(actor.ready.remote())
         except Exception as e:
@@ -93,18 +112,20 @@ class Cluster:
             raise RuntimeError(f"no rankcast cluster named {name!r} in namespace {namespace!r}") from None
         return cls(actor, name, namespace)
 
-    def shutdown(self) -> None:
-        """Stop every role of the cluster (for every attached client)."""
+    def shutdown(self, keep_state: bool = False) -> None:
+        """Stop every role of the cluster (for every attached client). Its durable state is
+        removed, unless ``keep_state``: then ``Cluster.start`` with the same config resumes."""
         if self._closed:
             return
         self._closed = True
         if self._inproc:
+            self._coord.local.shutdown(keep_state)
             return
         import ray
         try:
-            ray.get(self._coord.shutdown.remote())
+            self._retrying(lambda: self._coord.shutdown.remote(keep_state))
         finally:
-            ray.kill(self._coord)
+            ray.kill(self._coord, no_restart=True)
 
     def __enter__(self):
         return self
@@ -119,8 +140,32 @@ class Cluster:
             raise RuntimeError("this cluster handle is shut down")
         return getattr(self._coord, name)
 
-    def _call(self, method: str, *args):
-        return self._get(self._method(method).remote(*args))
+    def _call(self, method: str, *args, **kw):
+        m = self._method(method)
+        return self._retrying(lambda: m.remote(*args, **kw))
+
+    def _change(self, method: str, *args):
+        """A state-changing call, with this client's token: resent after a coordinator
+        restart, it is applied once (the coordinator returns the recorded result)."""
+        self._calls += 1
+        return self._call(method, *args, client=self._client, token=self._calls)
+
+    RECONNECT_SECONDS = 120.0
+
+    def _retrying(self, submit):
+        """``self._get(submit())``, resubmitted while the coordinator restarts (Ray restarts
+        it; it resumes from the durable state before it answers)."""
+        if self._inproc:
+            return self._get(submit())
+        import ray
+        deadline = time.monotonic() + self.RECONNECT_SECONDS
+        while True:
+            try:
+                return self._get(submit())
+            except (ray.exceptions.RayActorError, ray.exceptions.ActorUnavailableError) as e:
+                if not is_role_death(e) or time.monotonic() > deadline:
+                    raise
+                time.sleep(0.5)
 
     def _get(self, ref):
         if self._inproc:
@@ -132,20 +177,60 @@ class Cluster:
             raise _unwrap(e) from None
 
     def subscribe(self, subs) -> None:
-        self._call("subscribe", subs)
+        self._change("subscribe", subs)
 
     def unsubscribe(self, ids) -> None:
-        self._call("unsubscribe", ids)
+        self._change("unsubscribe", ids)
 
     def publish(self, msgs, wait: bool = True) -> list[Update] | None:
-        """wait=True: the updates of the call once applied. wait=False: returns once the
-        messages are validated and in the pipeline; :meth:`flush` then waits and returns
-        the updates since the last ones returned."""
-        out = self._call("publish", msgs, bool(wait))
+        """wait=True: the updates of this call once applied (whoever else publishes).
+        wait=False: returns once the messages are validated and in the pipeline; their
+        changes are delivered to listeners within ``delivery_interval`` seconds, and
+        :meth:`flush` waits and returns those of this client's pipelined calls."""
+        out = self._change("publish", msgs, bool(wait))
         return updates_from_arrays(*out) if wait else None
 
     def flush(self) -> list[Update]:
-        return updates_from_arrays(*self._call("flush"))
+        """Wait for this client's pipelined publishes; their updates since its last flush
+        (per subscription, its latest list)."""
+        return updates_from_arrays(*self._change("flush"))
+
+    def position(self) -> int:
+        """The stream position now: messages published so far (by any client)."""
+        return self._call("position")
+
+    def listen(self, subscription_ids: Iterable[int] | None = None, from_position: int | None = None,
+               timeout: float | None = None, *, poll: float = 0.02) -> Iterator[Delivery]:
+        """Follow every change, whoever published it, in stream order (CONTRACT "Delivery
+        to subscribers"): yields a :class:`~rankcast.Delivery` (``position``, ``updates``)
+        per delivered call. ``subscription_ids`` keeps only those subscriptions' updates;
+        ``from_position`` replays from that position on (deliveries at positions >= it; a
+        listener that handled position p resumes with p + 1: no gap, no duplicate), None
+        starts after the current position. Ends after ``timeout`` seconds without a new
+        delivery (None: never). Survives a coordinator restart."""
+        ids = None if subscription_ids is None else np.unique(np.fromiter(
+            (int(i) for i in subscription_ids), np.int64))
+        pos = self.position() + 1 if from_position is None else from_position
+        quiet_since = time.monotonic()
+        while True:
+            got, pos = self._call("deliveries_from", pos, ids)
+            for p, arrays in got:
+                yield Delivery(p, updates_from_arrays(*arrays))
+            now = time.monotonic()
+            if got:
+                quiet_since = now
+                continue
+            if timeout is not None and now - quiet_since >= timeout:
+                return
+            time.sleep(poll)
+
+    def checkpoint(self) -> int:
+        """Snapshot every role now (otherwise every ``checkpoint_every`` seconds)."""
+        return self._call("checkpoint")
+
+    def pids(self) -> dict[str, list[int]]:
+        """Process ids of the roles (fault-injection tests)."""
+        return self._call("pids")
 
     def topk(self, sub_id) -> list[tuple[int, float]]:
         return self._call("topk", sub_id)
@@ -181,6 +266,8 @@ class Cluster:
         known (then its ids are the coordinator's), otherwise as the raw table."""
         from ..ingest.bulk import iter_batches
         refs = []
+        self._calls += 1
+        token = self._calls
         try:
             enc = None if self._inproc else self._call("encoder_copy")
             for i, table in enumerate(iter_batches(source, batch_rows, spark=spark, kind="subscription",
@@ -193,17 +280,17 @@ class Cluster:
         except BaseException:
             self._call("abort_load")
             raise
-        return self._commit_load(progress)
+        return self._commit_load(progress, token)
 
-    def _commit_load(self, progress: bool) -> int:
+    def _commit_load(self, progress: bool, token: int) -> int:
         """The coordinator's ``commit_load``, one call whose progress values stream back."""
         from tqdm.auto import tqdm
 
         commit = self._method("commit_load")
         if self._inproc:
-            values = commit.remote().value
+            values = commit.remote(self._client, token).value
         else:
-            values = (self._get(r) for r in commit.options(num_returns="streaming").remote())
+            values = (self._get(r) for r in commit.options(num_returns="streaming").remote(self._client, token))
         done = total = 0
         with tqdm(unit="rows", desc="load: initial top-k", disable=not progress, leave=False,
                   dynamic_ncols=True) as bar:
@@ -227,7 +314,7 @@ class Cluster:
                   dynamic_ncols=True) as bar:
             for table in iter_batches(source, batch_rows, spark=spark, kind="message", progress=progress,
                                       desc="replay: read"):
-                published, applied = self._call("publish", table, False)
+                published, applied = self._change("publish", table, False)
                 n += table.num_rows
                 if base is None:
                     base = published - table.num_rows      # the stream position this replay began at
@@ -236,7 +323,7 @@ class Cluster:
                     ahead = n / rate - (time.perf_counter() - t0)
                     if ahead > 0:
                         time.sleep(ahead)
-            updates = len(self._call("flush")[0])
+            updates = len(self._change("flush")[0])
             bar.update(n - bar.n)
         return {"messages": n, "seconds": time.perf_counter() - t0, "updates": updates}
 

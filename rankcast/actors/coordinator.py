@@ -43,13 +43,16 @@ one stream position.
 """
 from __future__ import annotations
 
+import functools
+import os
 import re
 import time
-from collections import deque
+from collections import OrderedDict, deque
 from numbers import Integral
 
 import numpy as np
 
+from .._arrays import runs
 from ..columns import Encoder, MessageBatch, SubscriptionBatch, item_error
 from ..config import ClusterConfig
 from ..engine import check_ids_arg, check_message_state, check_not_live
@@ -60,12 +63,35 @@ from .distributor import Distributor
 from .metrics import RoleMetrics
 from .partition import PartitionOps, SubscriptionPartition
 from .policies import Policy, Routing, make_policy
+from .recovery import StateStore, is_role_death
 from .runtime import InprocRuntime, RayRuntime, Runtime
 from .shard import WindowShard
 
-__all__ = ["Coordinator"]
+__all__ = ["Coordinator", "check_same_cluster"]
 
 _NO_UPDATES = (np.zeros(0, np.int64), np.zeros(1, np.int64), np.zeros(0, np.int64), np.zeros(0))
+_NOT_DONE = object()
+
+
+def _select(arrays: tuple, keep: np.ndarray) -> tuple:
+    """The rows ``keep`` (a mask) of update arrays (sub_ids, offsets, msg_ids, scores)."""
+    ids, off, mids, scs = arrays
+    rows = np.flatnonzero(keep)
+    new_off, idx = runs(off[rows], off[rows + 1] - off[rows])
+    return ids[rows], new_off, mids[idx], scs[idx]
+
+
+def check_same_cluster(stored: ClusterConfig, given: ClusterConfig) -> None:
+    """A restart resumes the stored cluster only under the same semantics (engine and
+    policy); the stored topology (partitions added by load monitoring) is kept."""
+    a, b = stored.engine, given.engine
+    va = a.vocabulary.to_dict() if a.vocabulary is not None else None
+    vb = b.vocabulary.to_dict() if b.vocabulary is not None else None
+    if a.replace(vocabulary=None) != b.replace(vocabulary=None) or va != vb or stored.policy != given.policy:
+        raise InvalidInput(f"Cluster.start: field 'engine'/'policy': the durable state of cluster "
+                           f"{given.name!r} under {given.state_dir!r} was made with another engine config "
+                           f"or policy; start it with the same config, another name or state_dir, "
+                           f"or Cluster.start(..., fresh=True) to discard that state")
 
 
 def _latest(outs: list[tuple]) -> tuple:
@@ -89,6 +115,46 @@ def _latest(outs: list[tuple]) -> tuple:
             np.concatenate(scs) if scs else np.zeros(0))
 
 
+MAX_RECOVERIES = 3      # deaths in a row one call survives before it gives up
+MAX_CLIENTS = 10_000    # clients whose last call's result is kept for their retries
+
+
+def _guarded(fn):
+    """A client call that survives the death of a role: on a death the coordinator recovers
+    (every role from the checkpoint, then the log replayed) and the call completes. A call
+    that reached the log was replayed with it: its result is the replay's. Other calls run
+    again. Nested calls pass through; the outermost also takes a checkpoint when one is due."""
+    @functools.wraps(fn)
+    def call(self, *args, **kw):
+        if self._depth:
+            return fn(self, *args, **kw)
+        self._depth += 1
+        self._current = None
+        try:
+            for _ in range(MAX_RECOVERIES + 1):
+                try:
+                    out = fn(self, *args, **kw)
+                    self._maybe_checkpoint()
+                    return out
+                except Exception as e:
+                    if self.store is None or not is_role_death(e):
+                        raise
+                    results = self._recover(e)
+                    if self._current is not None:
+                        return results[self._current]
+            raise RuntimeError(f"rankcast: {MAX_RECOVERIES + 1} role deaths in one call; giving up")
+        finally:
+            self._depth -= 1
+    return call
+
+
+# what a checkpoint keeps of the coordinator (the rest is rebuilt or is about this process)
+_COORD_STATE = ("encoder", "clock", "policy", "last_seq", "dispatched_pos", "exp_dispatched", "step",
+                "published", "live", "win_ids", "win_fifo", "applied_pos", "_stash", "_last_busy",
+                "counters", "monitor_log", "deliveries", "evicted_upto", "_group", "_group_t0",
+                "_flush_pos", "_done")
+
+
 class Coordinator:
     def __init__(self, ccfg: ClusterConfig, runtime: str = "ray", sample=None):
         self.ccfg = ccfg
@@ -101,26 +167,8 @@ class Coordinator:
                                           window=cfg.window or int(opts.get("window_estimate", 100_000)),
                                           options=opts)
         self.policy.fit(*self._encode_sample(sample))
-        export = not self.rt.inproc
-        name = ccfg.name
-        delay = float(opts.get("delay", 0.0))
-        seed = int(opts.get("seed", 0))
-        cpus = ccfg.actor_cpus
-        P, S, A, D = ccfg.partitions, ccfg.window_shards, ccfg.aggregators, ccfg.distributors
-        self.shards = [self.rt.create(WindowShard, cfg, s, ccfg.max_in_flight + 2, name, export, delay, seed,
-                                      num_cpus=cpus) for s in range(S)]
-        self.aggs = [self.rt.create(Aggregator, a, P, name, export, num_cpus=cpus) for a in range(A)]
-        # with one partition there is nothing to reallocate to: no prefix checks
-        self._part_args = (self.shards, self.aggs, self.rt, self.policy.prefix and P > 1,
-                           bool(opts.get("merge_via_aggregator", True)), name, export, delay, seed)
-        self.parts = [self.rt.create(SubscriptionPartition, cfg, p, *self._part_args, num_cpus=cpus)
-                      for p in range(P)]
-        self.dists = [self.rt.create(Distributor, self.policy, S, d, name, export, delay, seed,
-                                     num_cpus=cpus) for d in range(D)]
-        self.metrics = RoleMetrics("coordinator", 0, name, export)
-        # direct: every subscription lives in one partition, whose core reports its updates;
-        # replicated: the aggregators merge the replicas' lists
-        self.direct = (not self.policy.replicates) or P == 1
+        self._export = not self.rt.inproc
+        self.metrics = RoleMetrics("coordinator", 0, ccfg.name, self._export)
         # stream state
         self.last_seq = -1          # last sequence number handed out
         self.dispatched_pos = -1    # last position covered by a dispatched step
@@ -134,9 +182,10 @@ class Coordinator:
         self.applied_pos = -1       # last position of the steps harvested
         self.realloc_queue: list[dict] = []
         self._stash: list[tuple] = []              # direct-mode updates taken before a move
-        self._last_busy = np.zeros(P)
+        self._last_busy = np.zeros(ccfg.partitions)
         self.pending_ops: dict[int, list[PartitionOps]] = {}
         self._staged: list[SubscriptionBatch] | None = None   # bulk load in progress
+        self._staged_terms: list = []              # the new terms of each staged part
         self._staged_ids: set[int] = set()
         self._stage_mark = 0
         self.counters = dict(steps=0, reallocations=0, realloc_new_replicas=0,
@@ -144,6 +193,218 @@ class Coordinator:
                              rebalance_moved=0)
         self._next_check = time.perf_counter() + ccfg.monitor_every
         self.monitor_log: deque[dict] = deque(maxlen=20)   # the latest automatic actions
+        # delivery (CONTRACT "Delivery to subscribers"): (position, update arrays) per cut
+        self.deliveries: deque[tuple[int, tuple]] = deque()
+        self.evicted_upto = 0                     # deliveries at positions <= this are gone
+        self._group: set = set()                  # clients with pipelined calls not yet delivered
+        self._group_t0 = 0.0
+        self._flush_pos: dict = {}                # client -> positions delivering its pipelined calls
+        self._done: OrderedDict = OrderedDict()   # client -> (token, result) of its last call
+        # recovery
+        self._depth = 0
+        self._current = None                      # log index of the running call's record
+        self.recoveries: deque[dict] = deque(maxlen=50)
+        self.epoch = 0
+        self._n_logged = 0
+        self._checkpoints = 0
+        self._last_ckpt = time.perf_counter()
+        self._ckpt_seconds = 0.0
+        self.store: StateStore | None = None
+        if ccfg.state_dir is not None and (not self.rt.inproc or opts.get("durable")):
+            self.store = StateStore(ccfg.state_dir, ccfg.name)
+            self.store.fsync = bool(ccfg.fsync)
+        if self.store is not None and self.store.exists("MANIFEST"):
+            self._resume_from_store()           # a restart: this process or the whole cluster
+        else:
+            self._build_roles(None)
+            if self.store is not None:
+                self._checkpoint()
+
+    # ------------------------------------------------------------------ roles
+    def _build_roles(self, ckpt: str | None) -> None:
+        """Create every role (resumed from the snapshots under ``ckpt`` when given)."""
+        ccfg, cfg, opts = self.ccfg, self.cfg, self.ccfg.options
+        name, export, cpus = ccfg.name, self._export, ccfg.actor_cpus
+        delay, seed = float(opts.get("delay", 0.0)), int(opts.get("seed", 0))
+        P, S, A, D = self.policy.n_partitions, ccfg.window_shards, ccfg.aggregators, ccfg.distributors
+
+        def res(role, i):
+            return None if ckpt is None else (self.store, f"{ckpt}/{role}-{i}")
+
+        self.shards = [self.rt.create(WindowShard, cfg, s, ccfg.max_in_flight + 2, name, export, delay, seed,
+                                      resume=res("shard", s), num_cpus=cpus) for s in range(S)]
+        self.aggs = [self.rt.create(Aggregator, a, P, name, export, resume=res("aggregator", a), num_cpus=cpus)
+                     for a in range(A)]
+        # with one partition there is nothing to reallocate to: no prefix checks
+        self._part_args = (self.shards, self.aggs, self.rt, self.policy.prefix and ccfg.partitions > 1,
+                           bool(opts.get("merge_via_aggregator", True)), name, export, delay, seed)
+        self.parts = [self.rt.create(SubscriptionPartition, cfg, p, *self._part_args,
+                                     resume=res("partition", p), num_cpus=cpus) for p in range(P)]
+        self.dists = [self.rt.create(Distributor, self.policy, S, d, name, export, delay, seed,
+                                     num_cpus=cpus) for d in range(D)]
+        # direct: every subscription lives in one partition, whose core reports its updates;
+        # replicated: the aggregators merge the replicas' lists
+        self.direct = (not self.policy.replicates) or ccfg.partitions == 1
+        self.rt.get([h.pid.remote() for h in self._roles()])     # every role is up
+
+    def _roles(self) -> list:
+        return self.dists + self.parts + self.shards + self.aggs
+
+    def _kill_roles(self) -> None:
+        if self.rt.inproc:
+            return
+        import ray
+        for h in self._roles():
+            try:
+                ray.kill(h, no_restart=True)
+            except Exception:  # already gone
+                pass
+
+    def pids(self) -> dict[str, list[int]]:
+        """Process ids by role (fault-injection tests kill them)."""
+        out = {"coordinator": [os.getpid()]}
+        for role, hs in (("distributor", self.dists), ("partition", self.parts), ("shard", self.shards),
+                         ("aggregator", self.aggs)):
+            out[role] = self.rt.get([h.pid.remote() for h in hs])
+        return out
+
+    # ------------------------------------------------------------------ checkpoints and recovery
+    def _maybe_checkpoint(self) -> None:
+        if (self.store is not None and self._n_logged
+                and time.perf_counter() - self._last_ckpt >= self.ccfg.checkpoint_every):
+            self._checkpoint()
+
+    def checkpoint(self) -> int:
+        """Snapshot every role now (at a quiesced position); returns the epoch."""
+        if self.store is None:
+            raise RuntimeError("this cluster keeps no durable state (ClusterConfig.state_dir is None)")
+        with self.metrics.busy():
+            self._checkpoint()
+        return self.epoch
+
+    def _checkpoint(self) -> None:
+        """Quiesce, snapshot every role under ckpt-<e+1>, then the coordinator, then switch
+        the MANIFEST (the commit point) and start log-<e+1>; older epochs are removed."""
+        t0 = time.perf_counter()
+        self._quiesce()
+        e = self.epoch + 1
+        d = f"ckpt-{e}"
+        refs = [h.snapshot.remote(self.store, f"{d}/{role}-{i}")
+                for role, hs in (("partition", self.parts), ("shard", self.shards), ("aggregator", self.aggs))
+                for i, h in enumerate(hs)]
+        self.rt.get(refs)
+        state = {k: getattr(self, k) for k in _COORD_STATE}
+        state["metrics"] = dict(self.metrics.values)
+        self.store.write(f"{d}/coordinator", state)
+        self.store.write("MANIFEST", {"epoch": e, "config": self.ccfg, "time": time.time()})
+        self.store.open_log(f"log-{e}")
+        for old in self.store.list():
+            if old.startswith(("ckpt-", "log-")) and old not in (d, f"log-{e}"):
+                self.store.remove(old)
+        self.epoch, self._n_logged = e, 0
+        self._checkpoints += 1
+        self._last_ckpt = time.perf_counter()
+        self._ckpt_seconds = self._last_ckpt - t0
+
+    def _load_checkpoint(self) -> list:
+        """Coordinator state and every role from the MANIFEST's checkpoint; returns the log
+        records since it."""
+        man = self.store.read("MANIFEST")
+        e = man["epoch"]
+        state = self.store.read(f"ckpt-{e}/coordinator")
+        self.metrics.values.update(state.pop("metrics"))
+        for k, v in state.items():
+            setattr(self, k, v)
+        self.inflight.clear()
+        self.realloc_queue, self.pending_ops, self._staged = [], {}, None
+        self.epoch = e
+        self._build_roles(f"ckpt-{e}")
+        for d in self.dists:    # the restored routing
+            d.set_policy.remote(self.policy)
+        return self.store.read_log(f"log-{e}")
+
+    def _recover(self, cause: BaseException) -> list:
+        """A role died: rebuild every role from the checkpoint and replay the log (each call
+        again, with its delivery cuts), then checkpoint. Returns the replayed calls' results."""
+        t0 = time.perf_counter()
+        for attempt in range(MAX_RECOVERIES):
+            try:
+                self._kill_roles()
+                records = self._load_checkpoint()
+                results = [self._apply(r) for r in records]
+                self._checkpoint()
+                self.recoveries.append({"cause": type(cause).__name__, "seconds": time.perf_counter() - t0,
+                                        "replayed_calls": len(records), "attempts": attempt + 1,
+                                        "position": self.last_seq + 1, "time": time.time()})
+                return results
+            except Exception as e:
+                if not is_role_death(e):
+                    raise
+                cause = e
+        raise RuntimeError(f"rankcast: recovery failed {MAX_RECOVERIES} times") from cause
+
+    def _resume_from_store(self) -> None:
+        """Start from the durable state (after the coordinator's own death, or a restart of
+        the whole cluster): the checkpoint, then the log replayed."""
+        t0 = time.perf_counter()
+        man = self.store.read("MANIFEST")
+        check_same_cluster(man["config"], self.ccfg)
+        self._depth += 1
+        try:
+            records = self._load_checkpoint()
+            for r in records:
+                self._apply(r)
+            self._checkpoint()
+        finally:
+            self._depth -= 1
+        self.recoveries.append({"cause": "restart", "seconds": time.perf_counter() - t0,
+                                "replayed_calls": len(records), "attempts": 1,
+                                "position": self.last_seq + 1, "time": time.time()})
+
+    # ------------------------------------------------------------------ the log
+    def _log_apply(self, rec: tuple):
+        """Write-ahead: the record reaches the log, then it is applied."""
+        if self.store is not None:
+            if self._current is None:
+                self._current = self._n_logged
+            self.store.append(rec)
+            self._n_logged += 1
+        return self._apply(rec)
+
+    def _apply(self, rec: tuple):
+        """Apply one logged call (live, or replayed after a recovery)."""
+        kind = rec[0]
+        if kind == "publish":
+            out = self._apply_publish(*rec[1:5])
+        elif kind == "subscribe":
+            out = self._apply_subscribe(*rec[1:3])
+        elif kind == "unsubscribe":
+            out = self._apply_unsubscribe(rec[1])
+        elif kind == "flush":
+            out = self._apply_flush(rec[1])
+        elif kind == "cut":
+            out = self._cut_group()
+        elif kind == "load":
+            out = None
+            for out in self._apply_load(rec[1], rec[2]):
+                pass
+        else:
+            raise RuntimeError(f"unknown log record {kind!r}")
+        client, token = rec[-2], rec[-1]
+        if kind != "cut" and client is not None and token is not None:
+            self._done[client] = (token, out)
+            self._done.move_to_end(client)
+            while len(self._done) > MAX_CLIENTS:
+                self._done.popitem(last=False)
+        return out
+
+    def _retried(self, client, token):
+        """The recorded result when this call (client, token) was applied already (a client
+        resending a call after the coordinator restarted), else ``_NOT_DONE``."""
+        if client is None or token is None:
+            return _NOT_DONE
+        got = self._done.get(client)
+        return got[1] if got is not None and got[0] == token else _NOT_DONE
 
     def ready(self) -> bool:
         return True
@@ -175,18 +436,25 @@ class Coordinator:
         return sb, mb
 
     # ------------------------------------------------------------------ calls
-    def subscribe(self, subs) -> None:
+    @_guarded
+    def subscribe(self, subs, client=None, token=None) -> None:
+        if (done := self._retried(client, token)) is not _NOT_DONE:
+            return done
         with self.metrics.busy():
             batch, pending = self.encoder.encode_subscriptions(subs)
             check_not_live(batch.ids, self.live)
-            self.encoder.commit(pending)
-            if len(batch) == 0:
-                return
-            self._place(batch)
-            self._dispatch()
-            self._quiesce()
-            self._baseline(batch.ids)
-            self.counters["calls"] += 1
+            self._log_apply(("subscribe", batch, pending, client, token))
+
+    def _apply_subscribe(self, batch: SubscriptionBatch, pending) -> None:
+        self.encoder.commit(pending)
+        if len(batch) == 0:
+            return
+        self._cut_group()
+        self._place(batch)
+        self._dispatch()
+        self._quiesce()
+        self._baseline(batch.ids)
+        self.counters["calls"] += 1
 
     def stage_batch(self, subs) -> int:
         """Bulk load, phase 1: validate and encode one part of the table. Nothing takes effect
@@ -194,7 +462,7 @@ class Coordinator:
         table's first row) discards every staged part, so a bad table loads nothing."""
         with self.metrics.busy():
             if self._staged is None:
-                self._staged, self._staged_ids = [], set()
+                self._staged, self._staged_ids, self._staged_terms = [], set(), []
                 self._stage_mark = self.encoder.terms.mark()
             offset = sum(len(b) for b in self._staged)
             try:
@@ -211,6 +479,7 @@ class Coordinator:
                 self.abort_load()
                 raise
             self.encoder.commit(pending)   # later parts must see the ids of new terms
+            self._staged_terms.append(pending)
             self._staged_ids.update(batch.ids.tolist())
             self._staged.append(batch)
             return len(batch)
@@ -221,34 +490,60 @@ class Coordinator:
             self.encoder.terms.rollback(self._stage_mark)
         self._staged = None
 
-    def commit_load(self):
+    def commit_load(self, client=None, token=None):
         """Bulk load, phase 2, in one call: place every staged part (routed by the policy, one
         index build per partition and part) and dispatch its step, which computes the initial
         results. A generator (Ray streams its values): yields (rows whose initial results are
-        in, rows staged) as steps finish, the last one once everything is in place."""
-        with self.metrics.busy():
-            staged, self._staged = self._staged or [], None
-            total = sum(len(b) for b in staged)
-            rows_of_step: dict[int, int] = {}
-            placed = 0
+        in, rows staged) as steps finish, the last one once everything is in place. The
+        staged parts and their terms are one log record: a recovery loads them whole."""
+        staged, self._staged = self._staged or [], None
+        terms = self._staged_terms if staged else []
+        rec = ("load", staged, terms, client, token)
+        total = sum(len(b) for b in staged)
+        if self.store is not None:
+            self.store.append(rec)
+            self._n_logged += 1
+        try:
+            with self.metrics.busy():
+                for progress in self._apply_load(staged, terms):
+                    yield progress
+        except Exception as e:
+            if self.store is None or not is_role_death(e):
+                raise
+            self._depth += 1
+            try:
+                self._recover(e)
+            finally:
+                self._depth -= 1
+        self._done[client] = (token, (total, total))
+        self._maybe_checkpoint()
+        yield total, total
 
-            def done() -> int:
-                return placed - sum(rows_of_step.get(e[0], 0) for e in self.inflight)
+    def _apply_load(self, staged: list[SubscriptionBatch], terms: list):
+        for pending in terms:
+            self.encoder.commit(pending)
+        total = sum(len(b) for b in staged)
+        rows_of_step: dict[int, int] = {}
+        placed = 0
 
-            for batch in staged:
-                if not len(batch):
-                    continue
-                self._place(batch)
-                self._dispatch()
-                rows_of_step[self.step] = len(batch)
-                placed += len(batch)
-                yield done(), total         # _dispatch waits for old steps beyond max_in_flight
-            while self.inflight:
-                self._harvest(self.inflight.popleft())
-                yield done(), total
-            self._quiesce()
-            if staged:
-                self._baseline(np.concatenate([b.ids for b in staged]))
+        def done() -> int:
+            return placed - sum(rows_of_step.get(e[0], 0) for e in self.inflight)
+
+        self._cut_group()
+        for batch in staged:
+            if not len(batch):
+                continue
+            self._place(batch)
+            self._dispatch()
+            rows_of_step[self.step] = len(batch)
+            placed += len(batch)
+            yield done(), total         # _dispatch waits for old steps beyond max_in_flight
+        while self.inflight:
+            self._harvest(self.inflight.popleft())
+            yield done(), total
+        self._quiesce()
+        if staged:
+            self._baseline(np.concatenate([b.ids for b in staged]))
         yield total, total
 
     def _place(self, batch: SubscriptionBatch) -> None:
@@ -260,7 +555,10 @@ class Coordinator:
             if len(rows):
                 self._add_ops(p, PartitionOps(add=batch.take(rows), add_plen=plen[rows]))
 
-    def unsubscribe(self, ids) -> None:
+    @_guarded
+    def unsubscribe(self, ids, client=None, token=None) -> None:
+        if (done := self._retried(client, token)) is not _NOT_DONE:
+            return done
         with self.metrics.busy():
             arr = check_ids_arg(ids)
             missing = [i for i in arr.tolist() if i not in self.live]
@@ -268,25 +566,47 @@ class Coordinator:
                 raise UnknownSubscription(f"unknown subscription id={missing[0]!r}")
             if len(arr) == 0:
                 return
-            for i in arr.tolist():
-                del self.live[i]
-            for p in range(self.policy.n_partitions):
-                self._add_ops(p, PartitionOps(remove=arr))
-            self._dispatch()
-            self._quiesce()
-            if not self.direct:
-                self._ship()
-                self.rt.get([agg.forget.remote(arr[np.mod(arr, len(self.aggs)) == a])
-                             for a, agg in enumerate(self.aggs)])
-            self.counters["calls"] += 1
+            self._log_apply(("unsubscribe", arr, client, token))
 
-    def publish(self, msgs, wait: bool = True):
+    def _apply_unsubscribe(self, arr: np.ndarray) -> None:
+        self._cut_group()
+        for i in arr.tolist():
+            del self.live[i]
+        for p in range(self.policy.n_partitions):
+            self._add_ops(p, PartitionOps(remove=arr))
+        self._dispatch()
+        self._quiesce()
+        if not self.direct:
+            self._ship()
+            self.rt.get([agg.forget.remote(arr[np.mod(arr, len(self.aggs)) == a])
+                         for a, agg in enumerate(self.aggs)])
+        self.counters["calls"] += 1
+
+    @_guarded
+    def publish(self, msgs, wait: bool = True, client=None, token=None):
+        """wait=True: the update arrays of this call (its delivery). wait=False: (messages
+        published, messages applied) so far, once the call's steps are dispatched; its
+        changes are delivered at the next cut (at most ``delivery_interval`` seconds later,
+        or the caller's ``flush``)."""
+        if (done := self._retried(client, token)) is not _NOT_DONE:
+            return done
         t0 = time.perf_counter()
         with self.metrics.busy():
             batch, pending = self.encoder.encode_messages(msgs, time_window=self.cfg.time_window)
             self._check_messages(batch)
+        out = self._log_apply(("publish", batch, pending, bool(wait), client, token))
+        if not wait and self._group and time.perf_counter() - self._group_t0 >= self.ccfg.delivery_interval:
+            self._log_apply(("cut", None, None))
+        self._monitor()
+        self.counters["publish_seconds"] += time.perf_counter() - t0
+        return out
+
+    def _apply_publish(self, batch: MessageBatch, pending, wait: bool, client):
+        with self.metrics.busy():
             self.encoder.commit(pending)
             n = len(batch)
+            if wait:
+                self._cut_group()
             if n:
                 seqs = np.arange(self.last_seq + 1, self.last_seq + 1 + n, dtype=np.int64)
                 exp = self.clock.advance(seqs, batch.t)
@@ -298,30 +618,103 @@ class Coordinator:
                     part = batch.take(np.arange(a, min(n, a + step))) if n > step else batch
                     self._dispatch(part, seqs[a:a + step], exp[a:a + step])
             self.counters["calls"] += 1
-        if not wait:       # (messages published, messages applied) so far: replay's progress
-            self._monitor()
-            self.counters["publish_seconds"] += time.perf_counter() - t0
-            return self.published, self.applied_pos + 1
-        with self.metrics.busy():
-            self._quiesce()
-            out = self._emit()
-        self._monitor()
-        self.counters["publish_seconds"] += time.perf_counter() - t0
-        return out
+            if not wait:
+                if n:
+                    if not self._group:
+                        self._group_t0 = time.perf_counter()
+                    self._group.add(client)
+                return self.published, self.applied_pos + 1
+            return self._cut()
 
-    def flush(self) -> tuple:
+    @_guarded
+    def flush(self, client=None, token=None) -> tuple:
+        """Wait for the pipelined calls, deliver them, and return the updates of the
+        deliveries that hold this client's pipelined calls since its last flush (per
+        subscription its latest list)."""
+        if (done := self._retried(client, token)) is not _NOT_DONE:
+            return done
         t0 = time.perf_counter()
-        with self.metrics.busy():
-            self._quiesce()
-            out = self._emit()
+        out = self._log_apply(("flush", client, token))
         self.counters["publish_seconds"] += time.perf_counter() - t0
         return out
 
+    def _apply_flush(self, client) -> tuple:
+        with self.metrics.busy():
+            self._cut_group()
+            want = set(self._flush_pos.pop(client, ()))
+            outs = [arr for pos, arr in self.deliveries if pos in want]
+        if not outs:
+            return _NO_UPDATES
+        return outs[0] if len(outs) == 1 else _latest(outs)
+
+    # ------------------------------------------------------------------ delivery
+    def _cut(self) -> tuple:
+        """Finish every step and deliver what changed since the previous cut, at the
+        current stream position (the number of messages published). Returns the arrays."""
+        self._quiesce()
+        out = self._emit()
+        if len(out[0]):
+            self._deliver(self.last_seq + 1, out)
+        return out
+
+    def _cut_group(self):
+        """Deliver the pipelined calls not yet delivered; each client among them will get
+        the delivery from its flush."""
+        if not self._group:
+            return None
+        clients, self._group = self._group, set()
+        out = self._cut()
+        if len(out[0]):
+            for c in clients:
+                got = self._flush_pos.setdefault(c, [])
+                if len(got) >= 64:       # a client that never flushes: only what is kept
+                    got[:] = [p for p in got if p > self.evicted_upto]
+                got.append(self.last_seq + 1)
+        return None
+
+    def _deliver(self, pos: int, arrays: tuple) -> None:
+        if self.deliveries and self.deliveries[-1][0] == pos:      # same position: one delivery
+            arrays = _latest([self.deliveries.pop()[1], arrays])
+        self.deliveries.append((pos, arrays))
+        self.metrics.inc("updates", len(arrays[0]))
+        while self.deliveries and self.deliveries[0][0] <= pos - self.ccfg.retention:
+            self.evicted_upto = self.deliveries.popleft()[0]
+
+    def position(self) -> int:
+        """The current stream position: messages published so far (deliveries carry the
+        position of the call that caused them)."""
+        return self.last_seq + 1
+
+    def deliveries_from(self, from_position: int, ids=None, limit: int = 256):
+        """Deliveries at positions >= ``from_position`` (at most ``limit``), restricted to the
+        subscriptions ``ids`` (None: all) and skipping those left empty; returns (list of
+        (position, arrays), the position to ask from next)."""
+        if isinstance(from_position, bool) or not isinstance(from_position, Integral) or from_position < 0:
+            raise InvalidInput(f"listen: field 'from_position': must be a non-negative int, got {from_position!r}")
+        if from_position <= self.evicted_upto:
+            raise InvalidInput(f"listen: field 'from_position': position {from_position} is no longer kept "
+                               f"(retention {self.ccfg.retention}); the oldest kept is {self.evicted_upto + 1}")
+        picked = []
+        for pos, arr in reversed(self.deliveries):
+            if pos < from_position:
+                break
+            picked.append((pos, arr))
+        picked.reverse()
+        picked = picked[:limit]
+        nxt = picked[-1][0] + 1 if picked else from_position
+        if ids is not None:
+            ids = np.asarray(ids, np.int64)
+            picked = [(p, _select(a, np.isin(a[0], ids))) for p, a in picked]
+            picked = [(p, a) for p, a in picked if len(a[0])]
+        return picked, nxt
+
+    @_guarded
     def topk(self, sub_id) -> list[tuple[int, float]]:
         if isinstance(sub_id, bool) or not isinstance(sub_id, Integral) or int(sub_id) not in self.live:
             raise UnknownSubscription(f"unknown subscription id={sub_id!r}")
         return self.topk_many([int(sub_id)])[int(sub_id)]
 
+    @_guarded
     def topk_many(self, sub_ids) -> dict[int, list[tuple[int, float]]]:
         """topk of several subscriptions in one round trip (tests and tools)."""
         ids = [int(i) for i in sub_ids]
@@ -502,6 +895,7 @@ class Coordinator:
     # ------------------------------------------------------------------ load monitoring
     REBALANCING = ("location", "keyword", "prefix")     # policies with online rebalancing
 
+    @_guarded
     def rebalance(self, threshold: float = 1.5, sample: int = 5000) -> dict:
         """Paper 7.4: when the busiest partition worked ``threshold`` times the mean since the
         previous check, split its KD leaf (location: a new partition takes part of its
@@ -509,7 +903,10 @@ class Coordinator:
         prefix). Exact: moved subscriptions are re-placed at one stream position with initial
         results there."""
         with self.metrics.busy():
-            return self._rebalance(threshold, sample)
+            out = self._rebalance(threshold, sample)
+        if out["action"] is not None and self.store is not None:
+            self._checkpoint()
+        return out
 
     def _monitor(self) -> None:
         """Automatic load monitoring (paper 7.4: periodic, in the background of the stream):
@@ -524,6 +921,8 @@ class Coordinator:
         self._next_check = time.perf_counter() + every
         self.counters["load_checks"] += 1
         if res["action"] is not None:
+            if self.store is not None:
+                self._checkpoint()      # the log does not hold rebalances: a checkpoint does
             self.counters["rebalances"] += 1
             self.counters["rebalance_moved"] += int(res.get("moved", 0))
             self.monitor_log.append({"step": self.step, "published": self.published, **res})
@@ -610,6 +1009,7 @@ class Coordinator:
                 "ranges": self.policy.kmap.bounds.tolist()}
 
     # ------------------------------------------------------------------ stats
+    @_guarded
     def stats(self) -> dict:
         self._quiesce()
         parts = self.rt.get([p.stats.remote() for p in self.parts])
@@ -649,16 +1049,24 @@ class Coordinator:
             "roles": {"coordinator": coord, "distributor": dists, "partition": parts,
                       "shard": shards, "aggregator": aggs},
             "routing": self.policy.describe(),
+            "delivery": {"position": self.last_seq + 1, "retained": len(self.deliveries),
+                         "oldest_kept": self.evicted_upto + 1, "retention": self.ccfg.retention,
+                         "clients_awaiting_flush": len(self._flush_pos)},
+            "recovery": {"durable": self.store is not None,
+                         "state": None if self.store is None else self.store.path(""),
+                         "epoch": self.epoch, "checkpoints": self._checkpoints,
+                         "last_checkpoint_seconds": self._ckpt_seconds, "log_records": self._n_logged,
+                         "recoveries": list(self.recoveries)},
         }
         return out
 
     # ------------------------------------------------------------------ lifecycle
-    def shutdown(self) -> None:
-        if self.rt.inproc:
-            return
-        import ray
-        for h in self.dists + self.parts + self.shards + self.aggs:
-            try:
-                ray.kill(h)
-            except Exception:  # already gone
-                pass
+    def shutdown(self, keep_state: bool = False) -> None:
+        """Stop every role; the durable state is removed unless ``keep_state`` (then
+        ``Cluster.start`` with the same name and state_dir resumes from it)."""
+        if self.store is not None:
+            if keep_state:
+                self.store.close_log()
+            else:
+                self.store.destroy()
+        self._kill_roles()

@@ -73,6 +73,11 @@ class StateStore:
         from pyarrow import fs
         return self.fs.get_file_info(self.path(rel)).type != fs.FileType.NotFound
 
+    def list(self) -> list[str]:
+        """Names directly under the cluster's root."""
+        from pyarrow import fs
+        return [i.base_name for i in self.fs.get_file_info(fs.FileSelector(self.root, allow_not_found=True))]
+
     def remove(self, rel: str) -> None:
         from pyarrow import fs
         info = self.fs.get_file_info(self.path(rel))
@@ -139,6 +144,8 @@ def is_role_death(exc: BaseException) -> bool:
         "RayActorError", "ActorDiedError", "ActorUnavailableError", "ObjectLostError",
         "OwnerDiedError", "ObjectReconstructionFailedError", "WorkerCrashedError",
         "NodeDiedError", "LocalRayletDiedError")) if c is not None)
+    if getattr(exc, "actor_init_failed", False):
+        return False            # an actor whose __init__ raised: an error, not a death
     seen = 0
     while exc is not None and seen < 8:
         if isinstance(exc, deaths):
