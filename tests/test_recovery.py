@@ -95,9 +95,10 @@ def test_kill_a_role_mid_stream(ray_session, tmp_path, role, policy):
         rng = random.Random(7)
         kills = sorted(rng.sample(range(4, len(calls) - 4), 2))
         live: set[int] = set()
+        brute = BruteForceEngine(cfg.engine)
         at = 0
         for n in kills + [len(calls)]:
-            play({"engine": rec, "cluster": cl, "brute": BruteForceEngine(cfg.engine)}, calls[at:n], live=live)
+            play({"engine": rec, "cluster": cl, "brute": brute}, calls[at:n], live=live)
             if n < len(calls):
                 _killer(cl, role, rng.uniform(0.0, 0.05))
             at = n

@@ -221,44 +221,80 @@ class Coordinator:
                 self._checkpoint()
 
     # ------------------------------------------------------------------ roles
-    def _build_roles(self, ckpt: str | None) -> None:
-        """Create every role (resumed from the snapshots under ``ckpt`` when given)."""
+    def _build_roles(self, ckpt: str | None, reuse: list | None = None) -> None:
+        """Create every role (resumed from the snapshots under ``ckpt`` when given). After a
+        death, ``reuse`` lists the live role processes: each becomes a role again in place
+        (:meth:`Recoverable.reinit`), and only the dead ones get a new process."""
         ccfg, cfg, opts = self.ccfg, self.cfg, self.ccfg.options
         name, export, cpus = ccfg.name, self._export, ccfg.actor_cpus
         delay, seed = float(opts.get("delay", 0.0)), int(opts.get("seed", 0))
         P, S, A, D = self.policy.n_partitions, ccfg.window_shards, ccfg.aggregators, ccfg.distributors
+        spare = {}
+        for role, h in reuse or []:
+            spare.setdefault(role, []).append(h)
+        started = []
 
-        def res(role, i):
-            return None if ckpt is None else (self.store, f"{ckpt}/{role}-{i}")
+        def make(role, cls, i, *args, snapshot=True):
+            kw = {"resume": (self.store, f"{ckpt}/{role}-{i}")} if ckpt is not None and snapshot else {}
+            if spare.get(role):
+                h = spare[role].pop()
+                started.append(h.reinit.remote(*args, **kw))
+                return h
+            h = self.rt.create(cls, *args, num_cpus=cpus, **kw)
+            started.append(h.pid.remote())
+            return h
 
-        self.shards = [self.rt.create(WindowShard, cfg, s, ccfg.max_in_flight + 2, name, export, delay, seed,
-                                      resume=res("shard", s), num_cpus=cpus) for s in range(S)]
-        self.aggs = [self.rt.create(Aggregator, a, P, name, export, resume=res("aggregator", a), num_cpus=cpus)
-                     for a in range(A)]
+        self.shards = [make("shard", WindowShard, s, cfg, s, ccfg.max_in_flight + 2, name, export, delay, seed)
+                       for s in range(S)]
+        self.aggs = [make("aggregator", Aggregator, a, a, P, name, export) for a in range(A)]
         # with one partition there is nothing to reallocate to: no prefix checks
         self._part_args = (self.shards, self.aggs, self.rt, self.policy.prefix and ccfg.partitions > 1,
                            bool(opts.get("merge_via_aggregator", True)), name, export, delay, seed)
-        self.parts = [self.rt.create(SubscriptionPartition, cfg, p, *self._part_args,
-                                     resume=res("partition", p), num_cpus=cpus) for p in range(P)]
-        self.dists = [self.rt.create(Distributor, self.policy, S, d, name, export, delay, seed,
-                                     num_cpus=cpus) for d in range(D)]
+        self.parts = [make("partition", SubscriptionPartition, p, cfg, p, *self._part_args) for p in range(P)]
+        self.dists = [make("distributor", Distributor, d, self.policy, S, d, name, export, delay, seed,
+                           snapshot=False) for d in range(D)]
         # direct: every subscription lives in one partition, whose core reports its updates;
         # replicated: the aggregators merge the replicas' lists
         self.direct = (not self.policy.replicates) or ccfg.partitions == 1
-        self.rt.get([h.pid.remote() for h in self._roles()])     # every role is up
+        self.rt.get(started)     # every role is up
+        for hs in spare.values():
+            for h in hs:
+                self._kill([h])
 
     def _roles(self) -> list:
         return self.dists + self.parts + self.shards + self.aggs
 
-    def _kill_roles(self) -> None:
+    def _kill(self, handles) -> None:
         if self.rt.inproc:
             return
         import ray
-        for h in self._roles():
+        for h in handles:
             try:
                 ray.kill(h, no_restart=True)
             except Exception:  # already gone
                 pass
+
+    def _live_roles(self) -> list[tuple[str, object]]:
+        """(role, handle) of the roles whose process still answers; the others are killed
+        for good (a role that hangs is as good as dead)."""
+        roles = [(r, h) for r, hs in (("distributor", self.dists), ("partition", self.parts),
+                                      ("shard", self.shards), ("aggregator", self.aggs)) for h in hs]
+        if self.rt.inproc:
+            return roles
+        refs = [h.pid.remote() for _, h in roles]
+        ready, _ = self.rt.wait(refs, num_returns=len(refs), timeout=5.0)
+        ready = set(ready)
+        out, dead = [], []
+        for (r, h), ref in zip(roles, refs):
+            ok = ref in ready
+            if ok:
+                try:
+                    self.rt.get(ref)
+                except Exception:
+                    ok = False
+            (out if ok else dead).append((r, h))
+        self._kill([h for _, h in dead])
+        return out
 
     def pids(self) -> dict[str, list[int]]:
         """Process ids by role (fault-injection tests kill them)."""
@@ -306,9 +342,9 @@ class Coordinator:
         self._last_ckpt = time.perf_counter()
         self._ckpt_seconds = self._last_ckpt - t0
 
-    def _load_checkpoint(self) -> list:
-        """Coordinator state and every role from the MANIFEST's checkpoint; returns the log
-        records since it."""
+    def _load_checkpoint(self, reuse: list | None = None) -> list:
+        """Coordinator state and every role from the MANIFEST's checkpoint (in the live role
+        processes ``reuse`` where given); returns the log records since it."""
         man = self.store.read("MANIFEST")
         e = man["epoch"]
         state = self.store.read(f"ckpt-{e}/coordinator")
@@ -318,9 +354,7 @@ class Coordinator:
         self.inflight.clear()
         self.realloc_queue, self.pending_ops, self._staged = [], {}, None
         self.epoch = e
-        self._build_roles(f"ckpt-{e}")
-        for d in self.dists:    # the restored routing
-            d.set_policy.remote(self.policy)
+        self._build_roles(f"ckpt-{e}", reuse)
         return self.store.read_log(f"log-{e}")
 
     def _recover(self, cause: BaseException) -> list:
@@ -329,8 +363,7 @@ class Coordinator:
         t0 = time.perf_counter()
         for attempt in range(MAX_RECOVERIES):
             try:
-                self._kill_roles()
-                records = self._load_checkpoint()
+                records = self._load_checkpoint(self._live_roles())
                 results = [self._apply(r) for r in records]
                 self._checkpoint()
                 self.recoveries.append({"cause": type(cause).__name__, "seconds": time.perf_counter() - t0,
@@ -1069,4 +1102,4 @@ class Coordinator:
                 self.store.close_log()
             else:
                 self.store.destroy()
-        self._kill_roles()
+        self._kill(self._roles())

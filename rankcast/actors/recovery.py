@@ -183,6 +183,12 @@ class Recoverable:
         self._restore(snap["state"])
         self.metrics.values.update(snap["metrics"])
 
+    def reinit(self, *args, **kw) -> int:
+        """Become a new role of the same class in this process (recovery reuses the live
+        processes: they have every module and compiled kernel loaded); returns the pid."""
+        self.__init__(*args, **kw)
+        return os.getpid()
+
     def pid(self) -> int:
         """The process id of this role (fault-injection tests kill it)."""
         return os.getpid()
