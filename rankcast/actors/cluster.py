@@ -67,12 +67,6 @@ class Cluster:
         the same subscriptions, window and results; ``fresh=True`` discards that state first."""
         if not isinstance(ccfg, ClusterConfig):
             raise InvalidInput(f"Cluster.start: expected a ClusterConfig, got {type(ccfg).__name__}")
-        if ccfg.state_dir is not None:
-            store = StateStore(ccfg.state_dir, ccfg.name)
-            if fresh:
-                store.destroy()
-            elif store.exists("MANIFEST"):      # refused here: Ray keeps no error type of an __init__
-                check_same_cluster(store.read("MANIFEST")["config"], ccfg)
         if ccfg.options.get("runtime") == "inproc":
             return cls(LocalHandle(Coordinator(ccfg, "inproc", sample)), ccfg.name, None,
                        inproc=True, owner=True)
@@ -85,11 +79,23 @@ class Cluster:
         else:
             raise RuntimeError(f"a rankcast cluster named {ccfg.name!r} already runs in namespace "
                                f"{ccfg.namespace!r}: attach to it or shut it down first")
+        args, kw = (ccfg, "ray", sample), {}
+        if ccfg.state_dir is not None:
+            store = StateStore(ccfg.state_dir, ccfg.name)
+            if fresh:
+                store.destroy()
+                store = StateStore(ccfg.state_dir, ccfg.name)
+            elif store.exists("MANIFEST"):      # refused here: Ray keeps no error type of an __init__
+                check_same_cluster(store.read("MANIFEST")["config"], ccfg)
+            # the coordinator reads its config from the state: Ray restarts it from tiny
+            # arguments, whoever started it and whether that process still runs
+            store.write("START", (ccfg, sample))
+            args, kw = (None, "ray", None), {"state": (ccfg.state_dir, ccfg.name)}
         actor = ray.remote(Coordinator).options(
             name=ccfg.name, namespace=ccfg.namespace, lifetime="detached",
             num_cpus=ccfg.actor_cpus, max_concurrency=1,
             # a coordinator that dies restarts and resumes from the durable state
-            max_restarts=-1 if ccfg.state_dir is not None else 0).remote(ccfg, "ray", sample)
+            max_restarts=-1 if ccfg.state_dir is not None else 0).remote(*args, **kw)
         try:
             ray.get(actor.ready.remote())
         except Exception as e:

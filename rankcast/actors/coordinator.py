@@ -63,7 +63,7 @@ from .distributor import Distributor
 from .metrics import RoleMetrics
 from .partition import PartitionOps, SubscriptionPartition
 from .policies import Policy, Routing, make_policy
-from .recovery import StateStore, is_role_death
+from .recovery import StateStore, is_role_death, shared_config
 from .runtime import InprocRuntime, RayRuntime, Runtime
 from .shard import WindowShard
 
@@ -156,7 +156,13 @@ _COORD_STATE = ("encoder", "clock", "policy", "last_seq", "dispatched_pos", "exp
 
 
 class Coordinator:
-    def __init__(self, ccfg: ClusterConfig, runtime: str = "ray", sample=None):
+    def __init__(self, ccfg: ClusterConfig | None, runtime: str = "ray", sample=None, *,
+                 state: tuple[str, str] | None = None):
+        if ccfg is None:
+            # a durable cluster's coordinator takes (state_dir, name) only, and reads its
+            # config and fitting sample from there: Ray restarts it from these arguments
+            # after the client that started it is gone
+            ccfg, sample = StateStore(*state).read("START")
         self.ccfg = ccfg
         cfg = self.cfg = ccfg.engine
         opts = ccfg.options
@@ -296,6 +302,7 @@ class Coordinator:
         self._kill([h for _, h in dead])
         return out
 
+    @_guarded
     def pids(self) -> dict[str, list[int]]:
         """Process ids by role (fault-injection tests kill them)."""
         out = {"coordinator": [os.getpid()]}
@@ -331,7 +338,7 @@ class Coordinator:
         self.rt.get(refs)
         state = {k: getattr(self, k) for k in _COORD_STATE}
         state["metrics"] = dict(self.metrics.values)
-        self.store.write(f"{d}/coordinator", state)
+        self.store.write(f"{d}/coordinator", state, shared_config(self.cfg))
         self.store.write("MANIFEST", {"epoch": e, "config": self.ccfg, "time": time.time()})
         self.store.open_log(f"log-{e}")
         for old in self.store.list():
@@ -347,7 +354,7 @@ class Coordinator:
         processes ``reuse`` where given); returns the log records since it."""
         man = self.store.read("MANIFEST")
         e = man["epoch"]
-        state = self.store.read(f"ckpt-{e}/coordinator")
+        state = self.store.read(f"ckpt-{e}/coordinator", shared_config(self.cfg))
         self.metrics.values.update(state.pop("metrics"))
         for k, v in state.items():
             setattr(self, k, v)
@@ -359,14 +366,19 @@ class Coordinator:
 
     def _recover(self, cause: BaseException) -> list:
         """A role died: rebuild every role from the checkpoint and replay the log (each call
-        again, with its delivery cuts), then checkpoint. Returns the replayed calls' results."""
+        again, with its delivery cuts). Returns the replayed calls' results."""
         t0 = time.perf_counter()
         for attempt in range(MAX_RECOVERIES):
             try:
-                records = self._load_checkpoint(self._live_roles())
+                live = self._live_roles()
+                t1 = time.perf_counter()
+                records = self._load_checkpoint(live)
+                t2 = time.perf_counter()
                 results = [self._apply(r) for r in records]
-                self._checkpoint()
-                self.recoveries.append({"cause": type(cause).__name__, "seconds": time.perf_counter() - t0,
+                t3 = time.perf_counter()
+                # no checkpoint here: the log goes on from the same checkpoint
+                self.recoveries.append({"cause": type(cause).__name__, "seconds": t3 - t0,
+                                        "phases": {"find_dead": t1 - t0, "restore": t2 - t1, "replay": t3 - t2},
                                         "replayed_calls": len(records), "attempts": attempt + 1,
                                         "position": self.last_seq + 1, "time": time.time()})
                 return results

@@ -1,0 +1,264 @@
+"""``rankcast bench soak``: a cluster streaming for a given time at a given rate, with kills.
+
+Protocol: subscribe ``subs`` subscriptions, fill the window, measure the sustainable rate
+(the stream as fast as the pipelined cluster takes it), then publish at ``rate`` messages/s
+(default: ``load`` x the sustainable rate) for ``seconds``, in calls of ``batch`` messages
+(``publish(wait=False)``: backpressure blocks the publisher when the cluster falls behind).
+Meanwhile:
+
+- a listener (``Cluster.listen``, its own thread) receives every delivery; the latency of a
+  call is the time from its submission to the arrival of the delivery holding its position;
+- the resident memory of every process of the cluster (coordinator and roles, by pid, new
+  ones after a recovery included) and of this driver is sampled every second;
+- every ``kill_every`` seconds one process of the roles in ``kill`` is SIGKILLed, in turn;
+  its recovery time is from the kill to the end of the recovery that followed.
+
+Writes ``soak.json`` (throughput, latency p50/p99, memory at start and end of the soak and
+its drift, recoveries) and ``soak.png`` (memory and latency over time, kills marked).
+"""
+from __future__ import annotations
+
+import argparse
+import os
+import signal
+import tempfile
+import threading
+import time
+from pathlib import Path
+
+import numpy as np
+
+from ._common import build_workload, progress, write_json
+
+__all__ = ["add_arguments", "main", "run_soak"]
+
+TARGETS = {"recovery_seconds": 10.0, "memory_drift": 0.10, "p99_latency_seconds": 1.0}
+
+
+def add_arguments(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--dataset", default="geonames", help="geonames | tweets | yelp (rankcast.ingest.datasets)")
+    p.add_argument("--subs", type=int, default=100_000)
+    p.add_argument("--window", type=int, default=100_000)
+    p.add_argument("--seconds", type=float, default=600.0, help="length of the soak")
+    p.add_argument("--rate", type=float, default=None, help="messages/s (default: --load x sustainable)")
+    p.add_argument("--load", type=float, default=0.8, help="fraction of the sustainable rate")
+    p.add_argument("--batch", type=int, default=200, help="messages per publish call")
+    p.add_argument("--kill", default="partition,shard",
+                   help="roles killed in turn (partition, shard, aggregator, distributor, coordinator; '' none)")
+    p.add_argument("--kill-every", type=float, default=120.0, help="seconds between kills")
+    p.add_argument("--policy", default="hash")
+    p.add_argument("--partitions", type=int, default=2)
+    p.add_argument("--shards", type=int, default=2)
+    p.add_argument("--checkpoint-every", type=float, default=None, help="ClusterConfig.checkpoint_every")
+    p.add_argument("--out", default="out/bench")
+
+
+def _rss_mb(pids) -> float:
+    import psutil
+    total = 0
+    for pid in pids:
+        try:
+            total += psutil.Process(pid).memory_info().rss
+        except Exception:  # gone (killed, being replaced)
+            pass
+    return total / 2**20
+
+
+class _Listener(threading.Thread):
+    def __init__(self, cl, start_pos):
+        super().__init__(daemon=True)
+        self.cl, self.pos = cl, start_pos
+        self.arrivals: list[tuple[int, float, int]] = []    # (position, time, updates)
+        self.stop = threading.Event()
+
+    def run(self):
+        while not self.stop.is_set():
+            for d in self.cl.listen(from_position=self.pos, timeout=0.5):
+                self.arrivals.append((d.position, time.time(), len(d.updates)))
+                self.pos = d.position + 1
+                if self.stop.is_set():
+                    break
+
+
+def run_soak(args) -> dict:
+    import ray
+
+    import rankcast as rc
+    from ..config import local_ray_options
+
+    w = build_workload(args.dataset, args.window + int(args.seconds * 2000) + 200_000, args.subs)
+    state = tempfile.mkdtemp(prefix="rankcast-soak-")
+    cfg = rc.EngineConfig(bounds=w.bounds, window=args.window, vocabulary=w.vocab)
+    extra = {} if args.checkpoint_every is None else {"checkpoint_every": args.checkpoint_every}
+    ccfg = rc.ClusterConfig(engine=cfg, policy=args.policy, partitions=args.partitions,
+                            window_shards=args.shards, name="rankcast-soak", state_dir=state,
+                            monitor_every=0.0, **extra)
+    if not ray.is_initialized():
+        ray.init(**local_ray_options(namespace=ccfg.namespace, log_to_driver=False))
+    cl = rc.Cluster.start(ccfg, fresh=True)
+    msgs = w.msgs
+    at = 0
+
+    def take(n):
+        nonlocal at
+        b = msgs.take(np.arange(at, at + n))
+        at += n
+        return b
+
+    try:
+        with progress(len(w.subs), "soak: subscribe", unit="sub") as bar:
+            for a in range(0, len(w.subs), 20_000):
+                part = w.subs.take(np.arange(a, min(len(w.subs), a + 20_000)))
+                cl.subscribe(part)
+                bar.update(len(part))
+        with progress(args.window, "soak: fill window") as bar:
+            for _ in range(0, args.window, 5000):
+                cl.publish(take(5000), wait=False)
+                bar.update(5000)
+            cl.flush()
+        cl.checkpoint()
+        # sustainable rate: pipelined, as fast as the cluster takes it
+        n_cal = max(20 * args.batch, 10_000)
+        t0 = time.perf_counter()
+        for _ in range(n_cal // args.batch):
+            cl.publish(take(args.batch), wait=False)
+        cl.flush()
+        sustainable = n_cal / (time.perf_counter() - t0)
+        rate = args.rate or args.load * sustainable
+
+        listener = _Listener(rc.Cluster.attach(ccfg.name, namespace=ccfg.namespace), cl.position() + 1)
+        listener.start()
+        kills = [r for r in args.kill.split(",") if r]
+        submits: list[tuple[int, float]] = []      # (position at the call's end, submit time)
+        mem: list[tuple[float, float, float]] = []  # (seconds, cluster MiB, driver MiB)
+        kill_log: list[dict] = []
+        pos = cl.position()
+        start = time.time()
+        next_kill = start + args.kill_every
+        next_mem = start
+        sent = 0
+        with progress(int(args.seconds), "soak", unit="s") as bar:
+            while True:
+                now = time.time()
+                if now - start >= args.seconds:
+                    break
+                if now >= next_mem:
+                    pids = [p for ps in cl.pids().values() for p in ps]
+                    mem.append((now - start, _rss_mb(pids), _rss_mb([os.getpid()])))
+                    next_mem += 1.0
+                    bar.update(int(now - start) - bar.n)
+                if kills and now >= next_kill:
+                    role = kills[len(kill_log) % len(kills)]
+                    victim = cl.pids()[role][len(kill_log) % len(cl.pids()[role])]
+                    os.kill(victim, signal.SIGKILL)
+                    kill_log.append({"role": role, "pid": victim, "time": time.time(), "at": time.time() - start})
+                    next_kill += args.kill_every
+                due = start + sent / rate
+                if now < due:
+                    time.sleep(min(due - now, 0.05))
+                    continue
+                if at + args.batch > len(msgs):
+                    at = args.window        # the stream is finite: replay it with fresh ids
+                    msgs.ids = msgs.ids + int(msgs.ids.max()) + 1
+                b = take(args.batch)
+                t_sub = time.time()
+                cl.publish(b, wait=False)
+                pos += len(b)
+                sent += len(b)
+                submits.append((pos, t_sub))
+        elapsed = time.time() - start
+        cl.flush()
+        time.sleep(1.0)
+        listener.stop.set()
+        listener.join(10)
+        recs = [r for r in cl.stats()["recovery"]["recoveries"] if r["cause"] != "restart"]
+    finally:
+        cl.shutdown()
+    return _report(args, w, sustainable, rate, sent, elapsed, submits, listener.arrivals, mem, kill_log, recs)
+
+
+def _report(args, w, sustainable, rate, sent, elapsed, submits, arrivals, mem, kill_log, recs) -> dict:
+    sub_pos = np.array([p for p, _ in submits], np.int64)
+    sub_t = np.array([t for _, t in submits])
+    lat = []
+    lo = 0
+    for p, t, _ in arrivals:      # every call up to position p is delivered by time t
+        hi = int(np.searchsorted(sub_pos, p, side="right"))
+        lat.extend((t - sub_t[lo:hi]).tolist())
+        lo = max(lo, hi)
+    lat = np.array(lat) if lat else np.zeros(1)
+    m = np.array(mem) if mem else np.zeros((1, 3))
+    warm = m[m[:, 0] >= min(60.0, args.seconds / 4)] if len(m) > 4 else m
+    q = max(1, len(warm) // 4)
+    first, last = float(warm[:q, 1].mean()), float(warm[-q:, 1].mean())
+    for k in kill_log:            # the recovery that ended first after the kill
+        after = [r for r in recs if r["time"] >= k["time"]]
+        if after:
+            r = min(after, key=lambda r: r["time"])
+            k["recovery_seconds"] = r["time"] - k["time"]
+            k["replayed_calls"] = r["replayed_calls"]
+            k["phases"] = r.get("phases")
+    rec_s = [k["recovery_seconds"] for k in kill_log if "recovery_seconds" in k]
+    out = {
+        "workload": w.describe(), "window": args.window, "partitions": args.partitions,
+        "shards": args.shards, "policy": args.policy, "batch": args.batch, "seconds": elapsed,
+        "sustainable_rate": sustainable, "target_rate": rate, "achieved_rate": sent / elapsed,
+        "latency_seconds": {"p50": float(np.percentile(lat, 50)), "p99": float(np.percentile(lat, 99)),
+                            "max": float(lat.max()), "calls": int(len(lat))},
+        "memory_mib": {"cluster_first_quarter": first, "cluster_last_quarter": last,
+                       "drift": (last - first) / first if first else 0.0,
+                       "cluster_max": float(m[:, 1].max()), "driver_max": float(m[:, 2].max())},
+        "kills": kill_log, "recovery_seconds": rec_s,
+        "targets": TARGETS,
+        "met": {"recovery": bool(rec_s) and max(rec_s) <= TARGETS["recovery_seconds"],
+                "memory": abs((last - first) / first if first else 0.0) <= TARGETS["memory_drift"],
+                "latency": float(np.percentile(lat, 99)) <= TARGETS["p99_latency_seconds"]},
+    }
+    _plot(out, m, arrivals, sub_pos, sub_t, Path(args.out) / "soak.png")
+    return out
+
+
+def _plot(out, m, arrivals, sub_pos, sub_t, path: Path) -> None:
+    import matplotlib
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    fig, (a1, a2) = plt.subplots(2, 1, figsize=(10, 7), sharex=True)
+    a1.plot(m[:, 0], m[:, 1], label="cluster processes")
+    a1.plot(m[:, 0], m[:, 2], label="driver")
+    a1.set_ylabel("resident memory (MiB)")
+    a1.set_title(f"rankcast soak: {out['workload']['subscriptions']:,} subscriptions, window {out['window']:,}, "
+                 f"{out['achieved_rate']:.0f} msg/s")
+    t0 = sub_t[0] if len(sub_t) else 0.0
+    xs, ys, lo = [], [], 0
+    for p, t, _ in arrivals:
+        hi = int(np.searchsorted(sub_pos, p, side="right"))
+        if hi > lo:
+            xs.append(t - t0)
+            ys.append(t - sub_t[lo])
+        lo = max(lo, hi)
+    a2.plot(xs, ys, ".", ms=2)
+    a2.axhline(out["targets"]["p99_latency_seconds"], color="r", lw=0.8, ls="--", label="p99 target")
+    a2.set_ylabel("update latency (s)")
+    a2.set_xlabel("seconds into the soak")
+    for k in out["kills"]:
+        for a in (a1, a2):
+            a.axvline(k["at"], color="k", lw=0.8, ls=":")
+        a1.annotate(f"kill {k['role']}\n{k.get('recovery_seconds', float('nan')):.1f} s", (k["at"], a1.get_ylim()[1]),
+                    fontsize=7, va="top")
+    a1.legend(loc="lower right")
+    a2.legend(loc="upper right")
+    fig.tight_layout()
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fig.savefig(path, dpi=120)
+    plt.close(fig)
+
+
+def main(args) -> int:
+    import json
+
+    out = run_soak(args)
+    write_json(out, Path(args.out) / "soak.json")
+    print(json.dumps({k: out[k] for k in ("achieved_rate", "sustainable_rate", "latency_seconds", "memory_mib",
+                                          "recovery_seconds", "met")}, indent=2))
+    return 0
