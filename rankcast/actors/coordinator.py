@@ -231,7 +231,7 @@ class Coordinator:
         """Create every role (resumed from the snapshots under ``ckpt`` when given). After a
         death, ``reuse`` lists the live role processes: each becomes a role again in place
         (:meth:`Recoverable.reinit`), and only the dead ones get a new process."""
-        ccfg, cfg, opts = self.ccfg, self.cfg, self.ccfg.options
+        ccfg, cfg, opts = self.ccfg, self.rt.share(self.cfg), self.ccfg.options
         name, export, cpus = ccfg.name, self._export, ccfg.actor_cpus
         delay, seed = float(opts.get("delay", 0.0)), int(opts.get("seed", 0))
         P, S, A, D = self.policy.n_partitions, ccfg.window_shards, ccfg.aggregators, ccfg.distributors
@@ -240,14 +240,18 @@ class Coordinator:
             spare.setdefault(role, []).append(h)
         started = []
 
+        labels = []
+
         def make(role, cls, i, *args, snapshot=True):
             kw = {"resume": (self.store, f"{ckpt}/{role}-{i}")} if ckpt is not None and snapshot else {}
             if spare.get(role):
                 h = spare[role].pop()
                 started.append(h.reinit.remote(*args, **kw))
+                labels.append(f"{role}-{i}")
                 return h
             h = self.rt.create(cls, *args, num_cpus=cpus, **kw)
             started.append(h.pid.remote())
+            labels.append(f"{role}-{i} (new process)")
             return h
 
         self.shards = [make("shard", WindowShard, s, cfg, s, ccfg.max_in_flight + 2, name, export, delay, seed)
@@ -262,10 +266,22 @@ class Coordinator:
         # direct: every subscription lives in one partition, whose core reports its updates;
         # replicated: the aggregators merge the replicas' lists
         self.direct = (not self.policy.replicates) or ccfg.partitions == 1
-        self.rt.get(started)     # every role is up
+        self._role_seconds = self._wait_timed(started, labels)     # every role is up
         for hs in spare.values():
             for h in hs:
                 self._kill([h])
+
+    def _wait_timed(self, refs: list, labels: list[str]) -> dict[str, float]:
+        """Wait for ``refs``; seconds until each was done, by label (recovery phases)."""
+        t0 = time.perf_counter()
+        out, left = {}, list(refs)
+        names = dict(zip(refs, labels))
+        while left:
+            done, left = self.rt.wait(left, num_returns=1)
+            for r in done:
+                self.rt.get(r)
+                out[names[r]] = time.perf_counter() - t0
+        return out
 
     def _roles(self) -> list:
         return self.dists + self.parts + self.shards + self.aggs
@@ -352,9 +368,11 @@ class Coordinator:
     def _load_checkpoint(self, reuse: list | None = None) -> list:
         """Coordinator state and every role from the MANIFEST's checkpoint (in the live role
         processes ``reuse`` where given); returns the log records since it."""
+        t0 = time.perf_counter()
         man = self.store.read("MANIFEST")
         e = man["epoch"]
         state = self.store.read(f"ckpt-{e}/coordinator", shared_config(self.cfg))
+        self._read_seconds = time.perf_counter() - t0
         self.metrics.values.update(state.pop("metrics"))
         for k, v in state.items():
             setattr(self, k, v)
@@ -378,7 +396,9 @@ class Coordinator:
                 t3 = time.perf_counter()
                 # no checkpoint here: the log goes on from the same checkpoint
                 self.recoveries.append({"cause": type(cause).__name__, "seconds": t3 - t0,
-                                        "phases": {"find_dead": t1 - t0, "restore": t2 - t1, "replay": t3 - t2},
+                                        "phases": {"find_dead": t1 - t0, "restore": t2 - t1, "replay": t3 - t2,
+                                   "read_coordinator": self._read_seconds,
+                                   "restore_by_role": self._role_seconds},
                                         "replayed_calls": len(records), "attempts": attempt + 1,
                                         "position": self.last_seq + 1, "time": time.time()})
                 return results

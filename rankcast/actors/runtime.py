@@ -67,6 +67,10 @@ class LocalHandle:
 class Runtime:
     inproc = False
 
+    def share(self, obj):
+        """``obj`` in the form to pass to several role calls."""
+        raise NotImplementedError
+
     def get(self, refs):
         raise NotImplementedError
 
@@ -81,6 +85,9 @@ class Runtime:
 class InprocRuntime(Runtime):
     inproc = True
 
+    def share(self, obj):
+        return obj
+
     def get(self, refs):
         if isinstance(refs, list):
             return [_resolve(r) for r in refs]
@@ -94,6 +101,12 @@ class InprocRuntime(Runtime):
 
 
 class RayRuntime(Runtime):
+    def share(self, obj):
+        """One copy in the object store for the calls that pass ``obj`` (a config with its
+        vocabulary goes to every role once, not once per call)."""
+        import ray
+        return ray.put(obj)
+
     def get(self, refs):
         import ray
         return ray.get(refs)

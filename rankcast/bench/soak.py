@@ -8,8 +8,8 @@ Meanwhile:
 
 - a listener (``Cluster.listen``, its own thread) receives every delivery; the latency of a
   call is the time from its submission to the arrival of the delivery holding its position;
-- the resident memory of every process of the cluster (coordinator and roles, by pid, new
-  ones after a recovery included) and of this driver is sampled every second;
+- the resident memory of every process of the cluster (coordinator and roles, new ones
+  after a recovery included) and of this driver is sampled every second;
 - every ``kill_every`` seconds one process of the roles in ``kill`` is SIGKILLed, in turn;
   its recovery time is from the kill to the end of the recovery that followed.
 
@@ -53,15 +53,24 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--out", default="out/bench")
 
 
-def _rss_mb(pids) -> float:
+ROLES = ("Coordinator", "SubscriptionPartition", "WindowShard", "Aggregator", "Distributor")
+
+
+def _cluster_rss_mb() -> float:
+    """Resident memory of every process that runs a rankcast role (Ray titles an actor's
+    process ``ray::<class>``), replacements after a recovery included."""
     import psutil
     total = 0
-    for pid in pids:
-        try:
-            total += psutil.Process(pid).memory_info().rss
-        except Exception:  # gone (killed, being replaced)
-            pass
+    for p in psutil.process_iter(["cmdline", "memory_info"]):
+        cmd = " ".join(p.info["cmdline"] or ())
+        if cmd.startswith("ray::") and any(r in cmd for r in ROLES) and p.info["memory_info"]:
+            total += p.info["memory_info"].rss
     return total / 2**20
+
+
+def _rss_mb(pid: int) -> float:
+    import psutil
+    return psutil.Process(pid).memory_info().rss / 2**20
 
 
 class _Listener(threading.Thread):
@@ -117,7 +126,9 @@ def run_soak(args) -> dict:
                 bar.update(5000)
             cl.flush()
         cl.checkpoint()
-        # sustainable rate: pipelined, as fast as the cluster takes it
+        listener = _Listener(rc.Cluster.attach(ccfg.name, namespace=ccfg.namespace), cl.position() + 1)
+        listener.start()
+        # sustainable rate: pipelined, as fast as the cluster takes it, with the listener on
         n_cal = max(20 * args.batch, 10_000)
         t0 = time.perf_counter()
         for _ in range(n_cal // args.batch):
@@ -126,8 +137,7 @@ def run_soak(args) -> dict:
         sustainable = n_cal / (time.perf_counter() - t0)
         rate = args.rate or args.load * sustainable
 
-        listener = _Listener(rc.Cluster.attach(ccfg.name, namespace=ccfg.namespace), cl.position() + 1)
-        listener.start()
+        listener.arrivals.clear()
         kills = [r for r in args.kill.split(",") if r]
         submits: list[tuple[int, float]] = []      # (position at the call's end, submit time)
         mem: list[tuple[float, float, float]] = []  # (seconds, cluster MiB, driver MiB)
@@ -143,8 +153,7 @@ def run_soak(args) -> dict:
                 if now - start >= args.seconds:
                     break
                 if now >= next_mem:
-                    pids = [p for ps in cl.pids().values() for p in ps]
-                    mem.append((now - start, _rss_mb(pids), _rss_mb([os.getpid()])))
+                    mem.append((now - start, _cluster_rss_mb(), _rss_mb(os.getpid())))
                     next_mem += 1.0
                     bar.update(int(now - start) - bar.n)
                 if kills and now >= next_kill:
