@@ -10,22 +10,31 @@ a pandas DataFrame, a Spark DataFrame, a mapping of column name to array, or an 
 encoded batch. Field checks here are the ones that need no engine state; the engine adds the
 state checks (live ids, ids in the window, time order). Errors name the item by position and
 id and the field: ``subscription #3 (id=17): field 'alpha': must be in [0, 1], got nan``.
+
+The size limits of :func:`rankcast.config.limits` (README, "Limits") are checked here too,
+each before anything is allocated in proportion to the size it bounds: items per call
+before the columns are built, characters of a text before it is tokenised, terms of an item
+before its weights are.
 """
 from __future__ import annotations
 
 import math
+import re
 from dataclasses import dataclass, fields
+from itertools import islice
 from numbers import Integral, Real
-from typing import Any, Iterable, Mapping, Sequence
+from typing import Any, Iterable, Mapping, Sequence, Sized
 
 import numpy as np
 
 from ._arrays import runs
+from .config import Limits, limits
 from .errors import InvalidInput
 from .model import Message, Subscription
 from .text import TermDictionary, Vocabulary
 
-__all__ = ["SubscriptionBatch", "MessageBatch", "Encoder", "item_error"]
+__all__ = ["SubscriptionBatch", "MessageBatch", "Encoder", "item_error", "item_position",
+           "shift_position", "too_many"]
 
 INT64_MIN, INT64_MAX = -(2**63), 2**63 - 1
 
@@ -116,6 +125,39 @@ def item_error(kind: str, pos: int, item_id: Any, field: str, reason: str) -> In
     return InvalidInput(f"{kind} #{pos} (id={item_id!r}): field '{field}': {reason}")
 
 
+_ITEM = re.compile(r"([a-z ]+) #(\d+) \(id=")
+
+
+def item_position(message: str) -> int | None:
+    """The position of the item that an :func:`item_error` message names, None for other
+    messages (a message already prefixed with where its item is in a file included)."""
+    m = _ITEM.match(message)
+    return int(m.group(2)) if m else None
+
+
+def shift_position(exc: InvalidInput, offset: int) -> InvalidInput:
+    """``exc`` with its item's position moved by ``offset``: an error of a part of a larger
+    table (a batch of a bulk load, of a replay) named by its position in the whole table."""
+    msg = str(exc)
+    m = _ITEM.match(msg)
+    if m is None or not offset:
+        return exc
+    return InvalidInput(f"{m.group(1)} #{int(m.group(2)) + offset} (id={msg[m.end():]}")
+
+
+def too_many(kind: str, n: int | None, limit: int) -> InvalidInput:
+    """The error of a call with more than ``max_items`` items (``n`` None: an iterator that
+    was stopped at the limit)."""
+    got = "" if n is None else f" {n} in one call,"
+    return InvalidInput(f"{kind}s:{got} more than the limit max_items={limit} items per call "
+                        f"(RANKCAST_MAX_ITEMS); split the call")
+
+
+def over_limit(what: str, n: int, name: str, limit: int) -> str:
+    """The reason of an item over a size limit."""
+    return f"{n} {what}, more than the limit {name}={limit} (RANKCAST_{name.upper()})"
+
+
 # ----------------------------------------------------------------------------- raw columns
 
 _SUB_FIELDS = ("id", "x", "y", "k", "alpha", "text", "terms")
@@ -126,11 +168,20 @@ def _is_spark_df(obj) -> bool:
     return type(obj).__module__.startswith("pyspark.sql") and hasattr(obj, "toPandas")
 
 
-def _raw_columns(items, kind: str, cls) -> dict[str, list | np.ndarray] | None:
-    """Columns of ``items`` as lists or arrays; None when ``items`` is already a batch."""
+def _raw_columns(items, kind: str, cls, max_items: int) -> dict[str, list | np.ndarray]:
+    """Columns of ``items`` as lists or arrays, refused with more than ``max_items`` rows
+    before they are built (an iterator is read up to the limit only)."""
     names = _SUB_FIELDS if cls is Subscription else _MSG_FIELDS
     if _is_spark_df(items):
-        items = items.toPandas()
+        items = items.limit(max_items + 1).toPandas()
+    if isinstance(items, Mapping):
+        n = len(items["id"]) if isinstance(items.get("id"), Sized) else 0
+    elif isinstance(items, Sized) and not isinstance(items, (str, bytes)):
+        n = len(items)
+    else:
+        n = 0
+    if n > max_items:
+        raise too_many(kind, n, max_items)
     try:
         import pyarrow as pa
         if isinstance(items, (pa.Table, pa.RecordBatch)):
@@ -148,7 +199,9 @@ def _raw_columns(items, kind: str, cls) -> dict[str, list | np.ndarray] | None:
     if isinstance(items, (str, bytes)) or not isinstance(items, Iterable):
         raise InvalidInput(f"expected an iterable of {cls.__name__} or a table, "
                            f"got {type(items).__name__}")
-    items = list(items)
+    items = list(islice(items, max_items + 1))
+    if len(items) > max_items:
+        raise too_many(kind, None, max_items)
     cols: dict[str, list] = {n: [] for n in names}
     for pos, it in enumerate(items):
         if not isinstance(it, cls):
@@ -225,7 +278,7 @@ class Encoder:
                                  f"must be finite and within bounds [{lo}, {hi}], got {v[p]!r}")
         return x, y
 
-    def _texts(self, kind, ids, texts, terms, n, *, need_terms: bool, pending: dict):
+    def _texts(self, kind, ids, texts, terms, n, *, need_terms: bool, pending: dict, lim: Limits):
         texts = list(texts) if texts is not None else [None] * n
         terms = list(terms) if terms is not None else [None] * n
         offsets = np.zeros(n + 1, np.int64)
@@ -245,9 +298,15 @@ class Encoder:
                 if not isinstance(text, str):
                     raise item_error(kind, p, int(ids[p]), "text",
                                      f"must be a string, got {type(text).__name__}")
+                if len(text) > lim.max_text_chars:
+                    raise item_error(kind, p, int(ids[p]), "text", over_limit(
+                        "characters", len(text), "max_text_chars", lim.max_text_chars))
                 raw = vocab.raw_weights(text)
+                if len(raw) > lim.max_terms:
+                    raise item_error(kind, p, int(ids[p]), "text", over_limit(
+                        "distinct terms", len(raw), "max_terms", lim.max_terms))
             else:
-                raw = _check_terms(kind, p, int(ids[p]), tm)
+                raw = _check_terms(kind, p, int(ids[p]), tm, lim.max_terms)
             pairs = [(lookup(t, pending), v) for t, v in raw.items()]
             if need_terms and not pairs:
                 raise item_error(kind, p, int(ids[p]), "text" if text is not None else "terms",
@@ -266,10 +325,11 @@ class Encoder:
     # -------------------------------------------------------------------- public
     def encode_subscriptions(self, items) -> tuple[SubscriptionBatch, dict[str, int]]:
         kind = "subscription"
+        lim = limits()
         if isinstance(items, SubscriptionBatch):
-            self._check_batch_subs(items)
+            self._check_batch_subs(items, lim)
             return items, {}
-        cols = _raw_columns(items, kind, Subscription)
+        cols = _raw_columns(items, kind, Subscription, lim.max_items)
         for need in ("id", "x", "y"):
             if need not in cols:
                 raise InvalidInput(f"subscription table: missing column '{need}'")
@@ -291,15 +351,16 @@ class Encoder:
         _check_unique(kind, ids)
         pending: dict[str, int] = {}
         off, tid, w = self._texts(kind, ids, cols.get("text"), cols.get("terms"), n,
-                                  need_terms=True, pending=pending)
+                                  need_terms=True, pending=pending, lim=lim)
         return SubscriptionBatch(ids, x, y, k, alpha, off, tid, w), pending
 
     def encode_messages(self, items, *, time_window: bool) -> tuple[MessageBatch, dict[str, int]]:
         kind = "message"
+        lim = limits()
         if isinstance(items, MessageBatch):
-            self._check_batch_msgs(items, time_window)
+            self._check_batch_msgs(items, time_window, lim)
             return items, {}
-        cols = _raw_columns(items, kind, Message)
+        cols = _raw_columns(items, kind, Message, lim.max_items)
         for need in ("id", "x", "y"):
             if need not in cols:
                 raise InvalidInput(f"message table: missing column '{need}'")
@@ -310,7 +371,7 @@ class Encoder:
         _check_unique(kind, ids)
         pending: dict[str, int] = {}
         off, tid, w = self._texts(kind, ids, cols.get("text"), cols.get("terms"), n,
-                                  need_terms=False, pending=pending)
+                                  need_terms=False, pending=pending, lim=lim)
         return MessageBatch(ids, x, y, t, off, tid, w), pending
 
     def _times(self, kind, ids, t, n, time_window):
@@ -348,7 +409,9 @@ class Encoder:
                 raise item_error(kind, p, int(ids[p]), "t", f"must be finite, got {t[p]!r}")
         return t
 
-    def _check_batch_common(self, kind, b):
+    def _check_batch_common(self, kind, b, lim: Limits):
+        if len(b) > lim.max_items:
+            raise too_many(kind, len(b), lim.max_items)
         _check_ids(kind, b.ids)
         self._location(kind, b.ids, b.x, b.y)
         _check_unique(kind, b.ids)
@@ -363,6 +426,11 @@ class Encoder:
             raise InvalidInput(f"{kind} batch: term id outside the term dictionary")
         # the indexes' bounds take each row sorted by term id and of unit length
         lens = np.diff(b.offsets)
+        bad = lens > lim.max_terms
+        if bad.any():
+            row = _first(bad)
+            raise item_error(kind, row, int(b.ids[row]), "terms",
+                             over_limit("terms", int(lens[row]), "max_terms", lim.max_terms))
         rows = np.repeat(np.arange(len(b)), lens)
         step = np.diff(b.term_ids)
         bad = (step <= 0) & (rows[1:] == rows[:-1]) if len(step) else np.zeros(0, bool)
@@ -378,16 +446,16 @@ class Encoder:
                 raise item_error(kind, row, int(b.ids[row]), "terms",
                                  f"weights must have unit length, got norm {norm[_first(bad)]!r}")
 
-    def _check_batch_subs(self, b: SubscriptionBatch):
-        self._check_batch_common("subscription", b)
+    def _check_batch_subs(self, b: SubscriptionBatch, lim: Limits):
+        self._check_batch_common("subscription", b, lim)
         bad = (b.k < 1) | ~((b.alpha >= 0) & (b.alpha <= 1)) | (np.diff(b.offsets) == 0)
         if bad.any():
             p = _first(bad)
             raise item_error("subscription", p, int(b.ids[p]), "k/alpha/terms",
                              "k >= 1, alpha in [0, 1] and at least one term are required")
 
-    def _check_batch_msgs(self, b: MessageBatch, time_window: bool):
-        self._check_batch_common("message", b)
+    def _check_batch_msgs(self, b: MessageBatch, time_window: bool, lim: Limits):
+        self._check_batch_common("message", b, lim)
         self._times("message", b.ids, b.t, len(b), time_window)
 
 
@@ -395,7 +463,9 @@ def _missing(v) -> bool:
     return v is None or (isinstance(v, float) and math.isnan(v))
 
 
-def _check_terms(kind, pos, item_id, tm) -> dict[str, float]:
+def _check_terms(kind, pos, item_id, tm, max_terms: int) -> dict[str, float]:
+    if isinstance(tm, (Mapping, list, tuple, np.ndarray)) and len(tm) > max_terms:
+        raise item_error(kind, pos, item_id, "terms", over_limit("terms", len(tm), "max_terms", max_terms))
     if isinstance(tm, Mapping):
         pairs = list(tm.items())
     elif isinstance(tm, (list, tuple, np.ndarray)):  # Arrow map<string,double> as pairs

@@ -2,13 +2,14 @@
 from __future__ import annotations
 
 import time
+from itertools import islice
 from numbers import Integral
-from typing import Callable, Iterable
+from typing import Callable, Iterable, Sized
 
 import numpy as np
 
-from .columns import Encoder, MessageBatch, SubscriptionBatch, item_error
-from .config import EngineConfig
+from .columns import Encoder, MessageBatch, SubscriptionBatch, item_error, too_many
+from .config import EngineConfig, limits
 from .errors import InvalidInput, UnknownSubscription
 from .indexing.core import SkypeCore
 from .indexing.window import MessageWindow, WindowClock
@@ -21,10 +22,18 @@ def check_ids_arg(ids) -> np.ndarray:
     """The ids argument of unsubscribe: one int or an iterable of ints (int64)."""
     if isinstance(ids, Integral) and not isinstance(ids, bool):
         ids = [ids]
-    if isinstance(ids, np.ndarray) and ids.dtype.kind in "iu":
-        return ids.astype(np.int64)
+    if isinstance(ids, np.ndarray):
+        ids = ids.reshape(-1)
     if isinstance(ids, (str, bytes)) or not isinstance(ids, Iterable):
         raise InvalidInput(f"unsubscribe: expected subscription ids, got {type(ids).__name__}")
+    max_items = limits().max_items
+    if isinstance(ids, Sized) and len(ids) > max_items:
+        raise too_many("subscription id", len(ids), max_items)
+    if isinstance(ids, np.ndarray) and ids.dtype.kind in "iu":
+        return ids.astype(np.int64)
+    ids = list(islice(ids, max_items + 1))
+    if len(ids) > max_items:
+        raise too_many("subscription id", None, max_items)
     out = []
     for pos, v in enumerate(ids):
         if isinstance(v, bool) or not isinstance(v, Integral) or not -(2**63) <= int(v) < 2**63:

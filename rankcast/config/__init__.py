@@ -13,7 +13,7 @@ import yaml
 from ..errors import InvalidInput
 from ..text import Vocabulary
 
-__all__ = ["EngineConfig", "ClusterConfig", "defaults", "POLICIES", "local_ray_options"]
+__all__ = ["EngineConfig", "ClusterConfig", "Limits", "defaults", "limits", "POLICIES", "local_ray_options"]
 
 _DEFAULTS_FILE = Path(__file__).with_name("defaults.yaml")
 POLICIES = ("hash", "location", "keyword", "prefix", "spatial-first", "keyword-first")
@@ -27,8 +27,42 @@ def defaults() -> dict[str, Any]:
         for key, val in section.items():
             env = os.environ.get("RANKCAST_" + key.upper())
             if env is not None:
-                section[key] = yaml.safe_load(env) if val is None or isinstance(val, bool) else type(val)(env)
+                section[key] = _env_value(key, env, val)
     return d
+
+
+def _env_value(key: str, env: str, val):
+    """The value of ``RANKCAST_<KEY>=env`` for a default ``val`` (its type decides)."""
+    if val is None or isinstance(val, bool):
+        return yaml.safe_load(env)
+    try:
+        return type(val)(env)
+    except ValueError:
+        raise InvalidInput(f"environment RANKCAST_{key.upper()}: expected {type(val).__name__}, "
+                           f"got {env!r}") from None
+
+
+@dataclass(frozen=True)
+class Limits:
+    """Sizes of input beyond which an item or a call is rejected with InvalidInput before
+    anything is allocated in proportion to it (README, "Limits")."""
+
+    max_text_chars: int   # characters of one item's text
+    max_terms: int        # distinct terms of one item
+    max_items: int        # items in one call
+
+
+def limits() -> Limits:
+    """The limits in force: ``defaults.yaml`` section ``limits``, with ``RANKCAST_MAX_*``
+    overrides read from the environment now (so a process may change them at run time)."""
+    vals = {}
+    for key, val in _LIMITS.items():
+        env = os.environ.get("RANKCAST_" + key.upper())
+        v = val if env is None else _env_value(key, env, val)
+        if isinstance(v, bool) or not isinstance(v, int) or v < 1:
+            raise InvalidInput(f"limits: field '{key}': must be an integer >= 1, got {v!r}")
+        vals[key] = v
+    return Limits(**vals)
 
 
 def local_ray_options(**extra) -> dict[str, Any]:
@@ -43,6 +77,8 @@ def local_ray_options(**extra) -> dict[str, Any]:
 
 _ENGINE = defaults()["engine"]
 _CLUSTER = defaults()["cluster"]
+with open(_DEFAULTS_FILE) as _f:
+    _LIMITS = yaml.safe_load(_f)["limits"]     # environment overrides apply in limits()
 
 
 @dataclass(frozen=True)
@@ -91,8 +127,9 @@ class EngineConfig:
             v = getattr(self, name)
             if isinstance(v, bool) or not isinstance(v, int) or v < 1:
                 raise InvalidInput(f"EngineConfig: field '{name}': must be an integer >= 1, got {v!r}")
-        if not self.candidate_factor >= 1:
-            raise InvalidInput("EngineConfig: field 'candidate_factor': must be >= 1")
+        cf = self.candidate_factor
+        if isinstance(cf, bool) or not isinstance(cf, (int, float)) or not cf >= 1:
+            raise InvalidInput(f"EngineConfig: field 'candidate_factor': must be a number >= 1, got {cf!r}")
         ce = self.candidate_extra
         if isinstance(ce, bool) or not isinstance(ce, int) or ce < 0:
             raise InvalidInput(f"EngineConfig: field 'candidate_extra': must be an integer >= 0, got {ce!r}")
