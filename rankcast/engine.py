@@ -43,7 +43,8 @@ def check_ids_arg(ids) -> np.ndarray:
     if len(np.unique(arr)) != len(arr):
         u, c = np.unique(arr, return_counts=True)
         dup = int(u[c > 1][0])
-        raise InvalidInput(f"id #{out.index(dup)} (id={dup}): field 'id': duplicate id within the call")
+        second = out.index(dup, out.index(dup) + 1)
+        raise InvalidInput(f"id #{second} (id={dup}): field 'id': duplicate id within the call")
     return arr
 
 

@@ -15,8 +15,9 @@ from typing import Iterable, Iterator
 import pyarrow as pa
 
 from ..columns import _is_spark_df
+from ..config import limits
 from ..errors import InvalidInput
-from .readers import _conform, _suffix, guess_kind, read_table
+from .readers import _conform, _suffix, guess_kind, locate, read_table
 
 __all__ = ["iter_batches", "count_rows", "rate_limiter", "RateLimiter"]
 
@@ -99,12 +100,17 @@ def iter_batches(source, batch_rows: int, spark=None, *, kind: str | None = None
     ``source``: a Parquet file or folder, a CSV or JSONL file, a Spark DataFrame (through
     ``ray.data.from_spark``), a pyarrow Table or a pandas DataFrame. CSV and JSONL are typed
     as ``kind`` tables ("subscription" or "message"; guessed from the columns if None).
-    ``spark`` is needed only for remote paths.
+    ``spark`` is needed only for remote paths. A row that CSV or JSONL typing rejects is
+    named with its line in the file.
     """
     from tqdm.auto import tqdm
 
     if isinstance(batch_rows, bool) or not isinstance(batch_rows, int) or batch_rows < 1:
         raise InvalidInput(f"iter_batches: field 'batch_rows': must be an integer >= 1, got {batch_rows!r}")
+    max_items = limits().max_items
+    if batch_rows > max_items:
+        raise InvalidInput(f"iter_batches: field 'batch_rows': {batch_rows} rows, more than the limit "
+                           f"max_items={max_items} items per call (RANKCAST_MAX_ITEMS)")
     total = count_rows(source)
     if _is_spark_df(source):
         stream, total = _spark_batches(source, batch_rows)
@@ -117,7 +123,10 @@ def iter_batches(source, batch_rows: int, spark=None, *, kind: str | None = None
     else:
         table = read_table(source, kind or "row", spark)
         if isinstance(source, (str, os.PathLike)) and _suffix(Path(str(source))) not in (".parquet", ".pq"):
-            table = _conform(table, kind or guess_kind(table))   # CSV/JSONL cells are strings
+            try:
+                table = _conform(table, kind or guess_kind(table))   # CSV/JSONL cells are strings
+            except InvalidInput as e:
+                raise locate(source, e) from None
         total = table.num_rows
         stream = _rebatch(table.to_batches(max_chunksize=batch_rows), batch_rows)
     bar = tqdm(total=total, unit="rows", desc=desc, disable=not progress, leave=False,

@@ -16,9 +16,13 @@ reason, before anything is returned - a table is read whole or not at all:
 1. here: missing columns, types, missing values, values that do not parse;
 2. with ``validate=True`` (the default): every value rule of the contract, by running
    :class:`rankcast.columns.Encoder` over the table (bounds only when given).
+
+When the source is a file, the error also says where the row is (:func:`locate`):
+``bad.jsonl, line 4: subscription #3 (id=1004): field 'alpha': must be in [0, 1], got 2.0``.
 """
 from __future__ import annotations
 
+import csv
 import json
 import math
 import os
@@ -29,11 +33,12 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from ..columns import Encoder, _is_spark_df, item_error
+from ..columns import Encoder, _check_unique, _is_spark_df, item_error, item_position, shift_position
+from ..config import limits
 from ..errors import InvalidInput
 from ..text import Vocabulary
 
-__all__ = ["read_subscriptions", "read_messages", "read_table", "to_spark", "guess_kind",
+__all__ = ["read_subscriptions", "read_messages", "read_table", "to_spark", "guess_kind", "locate",
            "TERMS_TYPE", "SUBSCRIPTION_COLUMNS", "MESSAGE_COLUMNS"]
 
 TERMS_TYPE = pa.map_(pa.string(), pa.float64())
@@ -370,15 +375,98 @@ def _conform(table: pa.Table, kind: str) -> pa.Table:
 
 
 def _read(source, kind: str, spark, validate: bool, bounds, vocabulary) -> pa.Table:
-    raw = read_table(source, kind, spark)
-    table = _conform(raw, kind)
-    if validate and table.num_rows:
-        enc = Encoder(bounds if bounds is not None else _UNBOUNDED, vocabulary)
-        if kind == "subscription":
-            enc.encode_subscriptions(table)
-        else:
-            enc.encode_messages(table, time_window=False)
+    try:
+        table = _conform(read_table(source, kind, spark), kind)
+        if validate and table.num_rows:
+            _validate(table, kind, bounds, vocabulary)
+    except InvalidInput as e:
+        raise locate(source, e) from None
     return table
+
+
+def _validate(table: pa.Table, kind: str, bounds, vocabulary) -> None:
+    """The Encoder's checks over ``table`` in parts of at most ``max_items`` rows (a table
+    may be longer than one call), positions counted from the table's first row."""
+    enc = Encoder(bounds if bounds is not None else _UNBOUNDED, vocabulary)
+    step = limits().max_items
+    for a in range(0, table.num_rows, step):
+        part = table.slice(a, step)
+        try:
+            if kind == "subscription":
+                enc.encode_subscriptions(part)
+            else:
+                enc.encode_messages(part, time_window=False)
+        except InvalidInput as e:
+            raise shift_position(e, a) from None
+    if kind == "subscription" and table.num_rows > step:
+        _check_unique(kind, table.column("id").to_numpy())
+
+
+# ----------------------------------------------------------------------------- file locations
+
+def locate(source, exc: InvalidInput, offset: int | None = 0) -> InvalidInput:
+    """``exc`` prefixed with where its item is when ``source`` is a file path.
+
+    An error naming an item (``subscription #3 (id=1004): ...``) at position ``offset + 3``
+    of the file's table gets ``path, line L`` (CSV and JSONL: the 1-based line in the file,
+    the CSV header counted) or ``file, row R`` (Parquet: the 1-based row of the file, or of
+    the part file of a folder that holds it). ``offset`` None: the position is not known, and
+    the path alone is added, as to any other error that does not already name it. Other
+    sources leave ``exc`` unchanged."""
+    if not isinstance(source, (str, os.PathLike)):
+        return exc
+    s = str(source)
+    msg = str(exc)
+    pos = item_position(msg)
+    if pos is None or offset is None:
+        return exc if s in msg else InvalidInput(f"{s}: {msg}")
+    where = None
+    if "://" not in s or s.startswith("file://"):
+        try:
+            where = _row_location(Path(s.removeprefix("file://")), offset + pos)
+        except (OSError, ValueError, csv.Error, pa.ArrowException):
+            where = None
+    return InvalidInput(f"{where or s}: {shift_position(exc, offset)}")
+
+
+def _open_text(path: Path):
+    if str(path).endswith(".gz"):
+        import gzip
+        return gzip.open(path, "rt", encoding="utf-8", newline="")
+    return open(path, encoding="utf-8", newline="")
+
+
+def _row_location(path: Path, row: int) -> str | None:
+    """``path, line L`` or ``file, row R`` of table row ``row`` (0-based) of the file or
+    folder ``path``, as its reader numbers rows; None past the end. Reads the file up to that
+    row: only an error pays for it."""
+    suf = _suffix(path)
+    if path.is_dir() or suf in (".parquet", ".pq"):
+        import pyarrow.parquet as pq
+
+        from .bulk import _parquet_files
+        for f in _parquet_files(path):
+            n = pq.ParquetFile(f).metadata.num_rows
+            if row < n:
+                return f"{f}, row {row + 1}"
+            row -= n
+        return None
+    seen = -1 if suf == ".csv" else 0      # the CSV header is a record before row 0
+    with _open_text(path) as f:
+        if suf == ".csv":
+            reader = csv.reader(f)
+            for record in reader:          # empty lines are no rows (pyarrow skips them too)
+                if record:
+                    if seen == row:
+                        return f"{path}, line {reader.line_num}"
+                    seen += 1
+            return None
+        for line_no, line in enumerate(f, 1):
+            if line.strip():               # blank lines are no rows (both JSON readers skip them)
+                if seen == row:
+                    return f"{path}, line {line_no}"
+                seen += 1
+    return None
 
 
 def read_subscriptions(source, spark=None, *, validate: bool = True,
