@@ -1,14 +1,28 @@
 """The ``rankcast`` command line: ``demo``, ``bench {engine,cluster,ingest,soak}``, and the
 commands of :mod:`rankcast.ingest.commands` and :mod:`rankcast.actors.commands` (each
 exposes ``register(subparsers)``). Heavy modules (Ray, Spark) load only when a command
-that needs them runs."""
+that needs them runs.
+
+Bad input is the user's to fix, not a crash: a command that raises ``rc.InvalidInput``,
+``rc.UnknownSubscription`` or :class:`CommandError` (a bad argument, a config file that
+does not parse, no cluster to attach to) prints one line ``rankcast <command>: error: ...``
+on stderr and exits with status 2, without a traceback."""
 from __future__ import annotations
 
 import argparse
 import importlib
+import re
 import sys
 
-__all__ = ["build_parser", "main"]
+from .errors import InvalidInput, UnknownSubscription
+
+__all__ = ["build_parser", "main", "CommandError", "EXIT_BAD_INPUT"]
+
+EXIT_BAD_INPUT = 2      # the status of argparse's own usage errors
+
+
+class CommandError(Exception):
+    """A failure a command reports as one line of its own (exit status 2), not a traceback."""
 
 # Modules that contribute commands, and the commands to expect from them: when a module is
 # absent, those names still parse and then fail with a message saying what is missing.
@@ -101,8 +115,17 @@ def main(argv: list[str] | None = None) -> int:
     args, extra = parser.parse_known_args(argv)
     if extra and not getattr(args, "any_arguments", False):
         parser.error(f"unrecognized arguments: {' '.join(extra)}")
-    rc = args.func(args)
+    try:
+        rc = args.func(args)
+    except (InvalidInput, UnknownSubscription, CommandError) as e:
+        name = " ".join(str(v) for v in (args.command, getattr(args, "bench", None)) if v)
+        print(f"rankcast {name}: error: {_one_line(e)}", file=sys.stderr)
+        return EXIT_BAD_INPUT
     return rc if isinstance(rc, int) else 0
+
+
+def _one_line(e: BaseException) -> str:
+    return re.sub(r"\s*\n\s*", " ", str(e)).strip()
 
 
 if __name__ == "__main__":

@@ -4,7 +4,9 @@ through it, the way Ray users submit work::
     ray job submit --address http://HEAD:8265 -- rankcast run --config cluster.yaml \\
         --subscriptions subs.parquet --source messages.parquet
 
-Config file (every key but ``engine.bounds`` optional; unknown keys are errors)::
+Config file (every key but ``engine.bounds`` optional; unknown keys are errors, as are a
+file that does not parse and a value of the wrong type: the command then prints one line
+naming the file, the section and the field, and exits with status 2)::
 
     engine:
       bounds: [-180, -90, 180, 90]
@@ -49,14 +51,20 @@ def cluster_config_from_dict(d: dict, base: Path | None = None):
     unknown = set(d) - {"engine", "cluster"}
     if unknown:
         raise InvalidInput(f"cluster config: unknown section(s) {sorted(unknown)}")
+    for section in ("engine", "cluster"):
+        if not isinstance(d.get(section) or {}, dict):
+            raise InvalidInput(f"cluster config: section '{section}': expected a mapping of field to "
+                               f"value, got {d[section]!r}")
     eng = dict(d.get("engine") or {})
     clu = dict(d.get("cluster") or {})
     e_names = {f.name for f in fields(EngineConfig)}
     c_names = {f.name for f in fields(ClusterConfig)} - {"engine"}
-    for section, given, known in (("engine", eng, e_names), ("cluster", clu, c_names)):
+    for section, given, known, cls in (("engine", eng, e_names, EngineConfig),
+                                       ("cluster", clu, c_names, ClusterConfig)):
         bad = set(given) - known
         if bad:
             raise InvalidInput(f"cluster config: section '{section}': unknown field(s) {sorted(bad)}")
+        _check_types(section, given, cls)
     if "bounds" not in eng:
         raise InvalidInput("cluster config: section 'engine': field 'bounds' is required")
     voc = eng.get("vocabulary")
@@ -64,22 +72,71 @@ def cluster_config_from_dict(d: dict, base: Path | None = None):
         p = Path(voc)
         if base is not None and not p.is_absolute():
             p = base / p
-        with open(p) as f:
-            eng["vocabulary"] = Vocabulary.from_dict(json.load(f))
+        try:
+            with open(p) as f:
+                eng["vocabulary"] = Vocabulary.from_dict(json.load(f))
+        except (OSError, ValueError, KeyError, TypeError) as e:
+            raise InvalidInput(f"cluster config: section 'engine': field 'vocabulary': {p}: not a "
+                               f"readable vocabulary file ({type(e).__name__}: {e})") from None
     if "window_seconds" in eng and "window" not in eng:
         eng["window"] = None
-    cfg = EngineConfig(**eng)
-    return ClusterConfig(engine=cfg, **clu)
+    try:
+        cfg = EngineConfig(**eng)
+    except InvalidInput as e:
+        raise InvalidInput(f"cluster config: section 'engine': {e}") from None
+    try:
+        return ClusterConfig(engine=cfg, **clu)
+    except InvalidInput as e:
+        raise InvalidInput(f"cluster config: section 'cluster': {e}") from None
+    except TypeError as e:   # a check of ClusterConfig that meets a value of another type
+        raise InvalidInput(f"cluster config: section 'cluster': {e}") from None
+
+
+def _check_types(section: str, given: dict, cls) -> None:
+    """Each given value has the type of its field's default (an int where a float is due, None
+    where the field allows it): the config classes' range checks assume the type."""
+    from dataclasses import MISSING
+
+    from ..errors import InvalidInput
+
+    for f in fields(cls):
+        if f.name not in given:
+            continue
+        v = given[f.name]
+        d = f.default if f.default is not MISSING else (f.default_factory() if f.default_factory is not MISSING
+                                                         else None)
+        if d is None or (v is None and "None" in str(f.type)):
+            continue
+        want = float if isinstance(d, float) else type(d)
+        ok = isinstance(v, bool) == isinstance(d, bool) and \
+            (isinstance(v, want) or (want is float and isinstance(v, int)))
+        if not ok:
+            raise InvalidInput(f"cluster config: section '{section}': field '{f.name}': expected "
+                               f"{'a mapping' if want is dict else want.__name__}, got {v!r}")
 
 
 def load_cluster_config(path):
-    """Read a YAML cluster config file into a ClusterConfig."""
+    """Read a YAML cluster config file into a ClusterConfig; every error is an InvalidInput
+    naming the file (and the line of a YAML syntax error)."""
     import yaml
 
+    from ..errors import InvalidInput
+
     path = Path(path)
-    with open(path) as f:
-        d = yaml.safe_load(f)
-    return cluster_config_from_dict(d, base=path.parent)
+    try:
+        with open(path) as f:
+            d = yaml.safe_load(f)
+    except OSError as e:
+        raise InvalidInput(f"{path}: cannot read the cluster config: {e.strerror or e}") from None
+    except yaml.YAMLError as e:
+        mark = getattr(e, "problem_mark", None)
+        where = f", line {mark.line + 1}, column {mark.column + 1}" if mark is not None else ""
+        what = getattr(e, "problem", None) or str(e)
+        raise InvalidInput(f"{path}{where}: not valid YAML: {what}") from None
+    try:
+        return cluster_config_from_dict(d, base=path.parent)
+    except InvalidInput as e:
+        raise InvalidInput(f"{path}: {e}") from None
 
 
 def register(subparsers) -> None:
@@ -109,11 +166,18 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
 def cmd_run(args) -> int:
     import os
 
+    from ..cli import CommandError
+    from ..ingest.commands import load_file, open_source, replay_file
+
+    ccfg = load_cluster_config(args.config)
+    # bad files fail before Ray is reached or a cluster started
+    subs = open_source(args.subscriptions, "subscription") if args.subscriptions else None
+    source = open_source(args.source, "message") if args.source else None
+
     import ray
 
     from .cluster import Cluster
 
-    ccfg = load_cluster_config(args.config)
     address = args.address
     if address is None and (os.environ.get("RAY_ADDRESS") or _in_ray_job()):
         address = "auto"
@@ -121,7 +185,10 @@ def cmd_run(args) -> int:
         if address is None:
             ray.init(**local_ray_options(namespace=ccfg.namespace, log_to_driver=False))
         else:
-            ray.init(address=address, namespace=ccfg.namespace, log_to_driver=False)
+            try:
+                ray.init(address=address, namespace=ccfg.namespace, log_to_driver=False)
+            except ConnectionError as e:
+                raise CommandError(f"cannot reach Ray at {address!r}: {e}") from None
     started = False
     try:
         cl = Cluster.attach(ccfg.name, namespace=ccfg.namespace)
@@ -132,9 +199,9 @@ def cmd_run(args) -> int:
     t0 = time.perf_counter()
     try:
         if args.subscriptions:
-            out["subscriptions_loaded"] = cl.load_subscriptions(args.subscriptions)
+            out["subscriptions_loaded"] = load_file(cl, args.subscriptions, subs, 100_000)
         if args.source:
-            out["replay"] = cl.replay(args.source, rate=args.rate, batch_rows=args.batch_rows)
+            out["replay"] = replay_file(cl, args.source, source, args.rate, args.batch_rows)
         st = cl.stats()
         out["stats"] = {k: st[k] for k in ("subscriptions", "window", "published", "policy", "partitions",
                                            "replication_ratio", "communication_cost", "throughput",

@@ -35,6 +35,7 @@ from pathlib import Path
 
 import numpy as np
 
+from ..cli import CommandError
 from ._common import (Timer, build_workload, chunks, load_workload, peak_rss_mb, progress,
                       reset_peak_rss, save_workload, write_json)
 
@@ -278,10 +279,10 @@ def main(args: argparse.Namespace) -> dict:
     keys = [k.strip() for k in args.methods.split(",") if k.strip()]
     unknown = [k for k in keys if k not in METHODS]
     if unknown:
-        raise SystemExit(f"rankcast bench engine: unknown method(s) {unknown}; choose from {list(METHODS)}")
+        raise CommandError(f"unknown method(s) {unknown}; choose from {list(METHODS)}")
     for name in ("subs", "window", "messages", "batch"):
         if getattr(args, name) < 1:
-            raise SystemExit(f"rankcast bench engine: --{name} must be >= 1")
+            raise CommandError(f"--{name} must be >= 1")
     datasets = DATASETS if args.dataset == "all" else (args.dataset,)
     out = Path(args.out)
     results: dict = {}

@@ -3,16 +3,24 @@
 ``rankcast.cli`` calls :func:`register` with its subparsers; every subcommand stores its
 handler as ``func`` (``args.func(args)`` returns the exit code) and prints a JSON summary.
 The Cluster and Spark are imported inside the handlers, so ``rankcast --help`` stays fast.
+
+Bad input fails before anything is applied and names where it is: a missing file, or a CSV
+or JSONL row that does not type, before the cluster is reached; a row the cluster rejects
+with its line in the file (:func:`rankcast.ingest.readers.locate`). ``rankcast.cli`` prints
+the error as one line and exits with status 2.
 """
 from __future__ import annotations
 
 import argparse
 import json
-import sys
 import time
 from pathlib import Path
 
-__all__ = ["register", "cmd_load", "cmd_replay", "cmd_evaluate"]
+from ..cli import CommandError
+from ..errors import InvalidInput
+
+__all__ = ["register", "cmd_load", "cmd_replay", "cmd_evaluate", "open_source", "load_file",
+           "replay_file"]
 
 
 def _cluster_args(p: argparse.ArgumentParser) -> None:
@@ -67,7 +75,59 @@ def register(subparsers) -> None:
 def _attach(args):
     from ..actors import Cluster
 
-    return Cluster.attach(args.cluster, args.address, namespace=args.namespace)
+    try:
+        return Cluster.attach(args.cluster, args.address, namespace=args.namespace)
+    except (RuntimeError, ConnectionError) as e:
+        raise CommandError(f"cannot attach to cluster {args.cluster!r}: {e}") from None
+
+
+def open_source(path: str, kind: str):
+    """A table path of the command line, checked before any cluster is reached: a missing
+    file fails here; a CSV or JSONL file is read and typed now (read whole either way), its
+    bad rows named by line; a Parquet file or folder, or a remote path, is returned as it is
+    for the load to stream."""
+    from .readers import _conform, _suffix, locate, read_table
+
+    s = str(path)
+    if "://" in s and not s.startswith("file://"):
+        return s
+    p = Path(s.removeprefix("file://"))
+    if not p.exists():
+        raise InvalidInput(f"{kind} table: no such file or folder: {s}")
+    if p.is_dir() or _suffix(p) in (".parquet", ".pq"):
+        return s
+    try:
+        return _conform(read_table(s, kind), kind)
+    except InvalidInput as e:
+        raise locate(s, e) from None
+
+
+def load_file(cl, path: str, source, batch_rows: int) -> int:
+    """Bulk-load the subscription table at ``path`` (atomic), ``source`` what
+    :func:`open_source` made of it; a rejected row is named with its line (or Parquet row)
+    in the file."""
+    from .readers import locate
+
+    try:
+        return cl.load_subscriptions(source, batch_rows=batch_rows)
+    except InvalidInput as e:     # positions count from the table's first row
+        raise locate(path, e) from None
+
+
+def replay_file(cl, path: str, source, rate: float | None, batch_rows: int) -> dict:
+    """Replay the message table at ``path`` (``source``: what :func:`open_source` made of
+    it); a rejected row is named with its line (or Parquet row) in the file. Each batch is
+    one atomic publish: the batches before the bad one stay published."""
+    from .readers import locate
+
+    start = cl.position()
+    try:
+        return cl.replay(source, rate=rate, batch_rows=batch_rows)
+    except InvalidInput as e:
+        # the cluster names the row within its batch; the batches before it are published
+        # (whole batches: another client publishing meanwhile makes the count unusable)
+        done = cl.position() - start
+        raise locate(path, e, done if done % batch_rows == 0 else None) from None
 
 
 def _print(summary: dict, out: Path | None = None) -> None:
@@ -79,17 +139,19 @@ def _print(summary: dict, out: Path | None = None) -> None:
 
 
 def cmd_load(args) -> int:
+    source = open_source(args.path, "subscription")     # a bad file fails before the cluster is reached
     cl = _attach(args)
     t0 = time.perf_counter()
-    n = cl.load_subscriptions(args.path, batch_rows=args.batch_rows)
+    n = load_file(cl, args.path, source, args.batch_rows)
     dt = time.perf_counter() - t0
     _print({"loaded": n, "seconds": round(dt, 3), "rows_per_second": round(n / dt, 1) if dt else None})
     return 0
 
 
 def cmd_replay(args) -> int:
+    source = open_source(args.path, "message")
     cl = _attach(args)
-    res = cl.replay(args.path, rate=args.rate, batch_rows=args.batch_rows)
+    res = replay_file(cl, args.path, source, args.rate, args.batch_rows)
     secs = res.get("seconds") or 0.0
     res["throughput"] = round(res["messages"] / secs, 1) if secs else None
     _print(res)
@@ -103,7 +165,7 @@ def _workload(args):
         bounds, msgs, subs, vocab = dataset(args.dataset, args.n_messages, args.n_subscriptions, args.seed)
         return subs, msgs, bounds, vocab
     if not (args.subscriptions and args.messages):
-        raise SystemExit("evaluate: give --subscriptions and --messages, or --dataset")
+        raise CommandError("give --subscriptions and --messages, or --dataset")
     from .readers import read_messages, read_subscriptions
     return read_subscriptions(args.subscriptions), read_messages(args.messages), None, None
 
@@ -115,6 +177,19 @@ def _extent(subs, msgs) -> tuple[float, float, float, float]:
     pad = lambda lo, hi: (lo, hi) if hi > lo else (lo - 0.5, hi + 0.5)
     (x0, x1), (y0, y1) = pad(float(xs.min()), float(xs.max())), pad(float(ys.min()), float(ys.max()))
     return x0, y0, x1, y1
+
+
+def _in_parts(call, table, step: int, path: str | None, done=lambda n: None) -> None:
+    """``call`` on ``table`` in parts of ``step`` rows; an error names the row of the file."""
+    from .readers import locate
+
+    for a in range(0, table.num_rows, step):
+        part = table.slice(a, step)
+        try:
+            call(part)
+        except InvalidInput as e:
+            raise (locate(path, e, a) if path else e) from None
+        done(part.num_rows)
 
 
 def cmd_evaluate(args) -> int:
@@ -136,23 +211,19 @@ def cmd_evaluate(args) -> int:
         partitions = args.partitions or ccfg.partitions
         published = target.stats().get("published")
         if published is not None and published != msgs.num_rows:
-            print(f"evaluate: the cluster published {published} messages, the table has "
-                  f"{msgs.num_rows}: it must have received exactly this stream", file=sys.stderr)
-            return 2
+            raise CommandError(f"the cluster published {published} messages, the table has "
+                               f"{msgs.num_rows}: it must have received exactly this stream")
     else:
         from .. import Engine, EngineConfig
+        from ..config import limits
         if vocab is None:
             vocab = fit_vocabulary_spark(msgs, spark)
         cfg = EngineConfig(bounds=tuple(args.bounds or bounds or _extent(subs, msgs)),
                            window=args.window, window_seconds=args.window_seconds, vocabulary=vocab)
         target = Engine(cfg)
-        target.subscribe(subs)
-        step = 10_000
+        _in_parts(target.subscribe, subs, limits().max_items, args.subscriptions)
         with tqdm(total=msgs.num_rows, unit="msg", desc="publish", leave=False) as bar:
-            for a in range(0, msgs.num_rows, step):
-                part = msgs.slice(a, step)
-                target.publish(part)
-                bar.update(part.num_rows)
+            _in_parts(target.publish, msgs, 10_000, args.messages, bar.update)
     report = offline_evaluation(target, subs, msgs, cfg, spark, sample=sample, seed=args.seed,
                                 partitions=partitions, policies=not args.no_policies)
     report["seconds"] = round(time.perf_counter() - t0, 3)
