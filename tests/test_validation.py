@@ -85,12 +85,15 @@ def test_bad_messages(msgs, where, field):
     assert _state(eng) == before
 
 
-@pytest.mark.parametrize("msgs,where", [
+BAD_TIMES = [   # under a time window, after a message at t=1.0
     ([M(1, 1, 1, text="a")], "#0 (id=1)"),                                   # t missing
     ([M(1, 1, 1, text="a", t=math.nan)], "#0 (id=1)"),                       # t not finite
     ([M(1, 1, 1, text="a", t=3.0), M(2, 1, 1, text="a", t=2.0)], "#1 (id=2)"),  # decreasing in call
     ([M(1, 1, 1, text="a", t=0.5)], "#0 (id=1)"),                            # before t_max
-])
+]
+
+
+@pytest.mark.parametrize("msgs,where", BAD_TIMES)
 def test_bad_times_under_time_window(msgs, where):
     eng = _engine(time_window=True)
     before = _state(eng)
