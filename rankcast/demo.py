@@ -16,6 +16,8 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
+import signal
 import sys
 import time
 from dataclasses import dataclass, field
@@ -201,7 +203,7 @@ def step_cluster(ctx: DemoContext) -> None:
     ccfg = rc.ClusterConfig(engine=cfg, policy="prefix", partitions=4, window_shards=2,
                             name="rankcast-demo", batch_size=a.batch)
     t0 = time.perf_counter()
-    cl = rc.Cluster.start(ccfg)
+    cl = rc.Cluster.start(ccfg, fresh=True)
     d["cluster"] = cl
     ctx.log(f"[cluster] started on Ray: policy prefix, 4 partitions, 2 window shards "
             f"({time.perf_counter() - t0:.1f} s)")
@@ -210,7 +212,16 @@ def step_cluster(ctx: DemoContext) -> None:
     t_load = time.perf_counter() - t0
     ctx.log(f"[cluster] bulk-loaded {n} subscriptions from Spark in {t_load:.1f} s")
     res = cl.replay(str(d["messages_path"]), batch_rows=a.batch)
+    # reliability: a partition's process dies (as the OS or a node failure would kill it);
+    # the next call meets it, and the cluster recovers from its checkpoint and log
+    victim = cl.pids()["partition"][0]
+    os.kill(victim, signal.SIGKILL)
     st = cl.stats()
+    rec = st["recovery"]["recoveries"][-1] if st["recovery"]["recoveries"] else None
+    if rec is None:
+        raise SystemExit("rankcast demo: the killed partition was not recovered")
+    ctx.log(f"[cluster] killed partition process {victim}: recovered in {rec['seconds']:.1f} s "
+            f"(checkpoint restored, {rec['replayed_calls']} logged calls replayed)")
     same = None
     if ctx.engine is not None:   # the single-process engine ran the same calls: results agree
         same = all(cl.topk(sid) == ctx.engine.topk(sid) for sid in _sample_ids(d["subscriptions"], 300, a.seed))
@@ -220,7 +231,7 @@ def step_cluster(ctx: DemoContext) -> None:
         "policy": "prefix", "partitions": 4, "load_seconds": round(t_load, 2),
         "replay": res, "equal_to_engine_on_300_subscriptions": same,
         "stats": {k: v for k, v in st.items() if isinstance(v, (int, float))},
-        "load_monitoring": st["load_monitoring"],
+        "load_monitoring": st["load_monitoring"], "recovery": rec,
     }
     ctx.log(f"[cluster] replayed {res.get('messages')} messages in {res.get('seconds', 0):.1f} s"
             + (f"; top-k equal to the engine's: {same}" if same is not None else ""))

@@ -82,11 +82,14 @@ class Listener(threading.Thread):
                 return
 
 
-@pytest.mark.parametrize("role,policy", [("partition", "prefix"), ("shard", "hash"), ("aggregator", "prefix"),
-                                         ("distributor", "location"), ("coordinator", "prefix")])
-def test_kill_a_role_mid_stream(ray_session, tmp_path, role, policy):
-    cfg = _ccfg(f"test-kill-{role}", tmp_path, policy=policy, checkpoint_every=0.5)
-    calls = random_calls(sum(map(ord, role)), 36, invalid=True)
+@pytest.mark.parametrize("roles,policy", [(("partition", "shard"), "prefix"),
+                                          (("aggregator", "distributor"), "location"),
+                                          (("coordinator", "shard"), "hash")],
+                         ids=["partition+shard-prefix", "aggregator+distributor-location", "coordinator+shard-hash"])
+def test_kill_roles_mid_stream(ray_session, tmp_path, roles, policy):
+    """Two kills at random calls, each at a random moment of that call (or between calls)."""
+    cfg = _ccfg(f"test-kill-{roles[0]}", tmp_path, policy=policy, checkpoint_every=0.5)
+    calls = random_calls(sum(map(ord, policy)), 36, invalid=True)
     rec = Recorder(cfg.engine)
     cl = rc.Cluster.start(cfg)
     try:
@@ -97,10 +100,10 @@ def test_kill_a_role_mid_stream(ray_session, tmp_path, role, policy):
         live: set[int] = set()
         brute = BruteForceEngine(cfg.engine)
         at = 0
-        for n in kills + [len(calls)]:
+        for i, n in enumerate(kills + [len(calls)]):
             play({"engine": rec, "cluster": cl, "brute": brute}, calls[at:n], live=live)
             if n < len(calls):
-                _killer(cl, role, rng.uniform(0.0, 0.05))
+                _killer(cl, roles[i], rng.uniform(0.0, 0.05))
             at = n
         recs = cl.stats()["recovery"]["recoveries"]
         assert len(recs) >= 1, "no recovery happened"

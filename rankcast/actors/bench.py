@@ -167,7 +167,7 @@ def _inproc_cluster(work, cfg, policy, P, shards, distributors, batch_size, samp
                             distributors=distributors, aggregators=aggregators, batch_size=batch_size,
                             options=opts)
     sample = (_take(work.subs, 0, sample_rows), _take(work.msgs, 0, sample_rows))
-    return rc.Cluster.start(ccfg, sample=sample)
+    return rc.Cluster.start(ccfg, sample=sample, fresh=True)
 
 
 def run_cluster_bench(dataset: str = "geonames", subs: int = 20_000, window: int = 20_000,
@@ -296,7 +296,7 @@ def _ray_overhead(work, cfg, window, messages, batch, cluster_batch, address, pr
         ccfg = rc.ClusterConfig(engine=cfg, policy=policy, partitions=P, window_shards=1, distributors=1,
                                 aggregators=1, batch_size=cluster_batch, actor_cpus=0.01,
                                 name=f"rankcast-bench-{P}-{policy}")
-        cl = rc.Cluster.start(ccfg, address=address,
+        cl = rc.Cluster.start(ccfg, address=address, fresh=True,
                               sample=(_take(work.subs, 0, 5000), _take(work.msgs, 0, 5000)))
         try:
             # like the engine: one publish(wait=True) per batch, every call's updates returned

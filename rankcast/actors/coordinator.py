@@ -215,6 +215,7 @@ class Coordinator:
         self._checkpoints = 0
         self._last_ckpt = time.perf_counter()
         self._ckpt_seconds = 0.0
+        self._ckpt_parts: dict = {}
         self.store: StateStore | None = None
         if ccfg.state_dir is not None and (not self.rt.inproc or opts.get("durable")):
             self.store = StateStore(ccfg.state_dir, ccfg.name)
@@ -352,9 +353,11 @@ class Coordinator:
                 for role, hs in (("partition", self.parts), ("shard", self.shards), ("aggregator", self.aggs))
                 for i, h in enumerate(hs)]
         self.rt.get(refs)
+        t_roles = time.perf_counter()
         state = {k: getattr(self, k) for k in _COORD_STATE}
         state["metrics"] = dict(self.metrics.values)
         self.store.write(f"{d}/coordinator", state, shared_config(self.cfg))
+        self._ckpt_parts = {"quiesce_and_roles": t_roles - t0, "coordinator": time.perf_counter() - t_roles}
         self.store.write("MANIFEST", {"epoch": e, "config": self.ccfg, "time": time.time()})
         self.store.open_log(f"log-{e}")
         for old in self.store.list():
@@ -1120,7 +1123,8 @@ class Coordinator:
             "recovery": {"durable": self.store is not None,
                          "state": None if self.store is None else self.store.path(""),
                          "epoch": self.epoch, "checkpoints": self._checkpoints,
-                         "last_checkpoint_seconds": self._ckpt_seconds, "log_records": self._n_logged,
+                         "last_checkpoint_seconds": self._ckpt_seconds, "last_checkpoint_parts": self._ckpt_parts,
+                         "log_records": self._n_logged,
                          "recoveries": list(self.recoveries)},
         }
         return out

@@ -78,7 +78,7 @@ def main(args: argparse.Namespace) -> dict:
         ccfg = rc.ClusterConfig(engine=cfg, policy=args.policy, partitions=args.partitions,
                                 name="rankcast-bench-ingest", batch_size=B)
         t0 = time.perf_counter()
-        cl = rc.Cluster.start(ccfg, address=args.address)
+        cl = rc.Cluster.start(ccfg, address=args.address, fresh=True)
         res["start_seconds"] = round(time.perf_counter() - t0, 3)
         try:
             t0 = time.perf_counter()
