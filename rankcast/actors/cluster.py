@@ -22,6 +22,7 @@ import numpy as np
 
 from ..config import ClusterConfig, local_ray_options
 from ..engine import updates_from_arrays
+from ..columns import shift_position
 from ..errors import InvalidInput, UnknownSubscription
 from ..model import Delivery, Update
 from .coordinator import Coordinator, check_same_cluster
@@ -308,7 +309,9 @@ class Cluster:
     def replay(self, source, rate: float | None = None, *, batch_rows: int = 10_000, spark=None,
                progress: bool = True) -> dict:
         """Publish a message table in order (pipelined), at most ``rate`` messages/second;
-        returns {"messages", "seconds", "updates"} once everything is applied. With
+        returns {"messages", "seconds", "updates"} once everything is applied. Each batch is
+        one atomic publish: a bad row (named by its position in the whole table) stops the
+        replay, and the batches before it stay published. With
         ``progress``, bars on stderr: rows read, and messages applied by the cluster."""
         from tqdm.auto import tqdm
 
@@ -320,7 +323,10 @@ class Cluster:
                   dynamic_ncols=True) as bar:
             for table in iter_batches(source, batch_rows, spark=spark, kind="message", progress=progress,
                                       desc="replay: read"):
-                published, applied = self._change("publish", table, False)
+                try:
+                    published, applied = self._change("publish", table, False)
+                except InvalidInput as e:      # named by its position in the whole table
+                    raise shift_position(e, n) from None
                 n += table.num_rows
                 if base is None:
                     base = published - table.num_rows      # the stream position this replay began at

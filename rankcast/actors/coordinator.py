@@ -45,7 +45,6 @@ from __future__ import annotations
 
 import functools
 import os
-import re
 import time
 from collections import OrderedDict, deque
 from numbers import Integral
@@ -53,7 +52,7 @@ from numbers import Integral
 import numpy as np
 
 from .._arrays import runs
-from ..columns import Encoder, MessageBatch, SubscriptionBatch, item_error
+from ..columns import Encoder, MessageBatch, SubscriptionBatch, item_error, shift_position
 from ..config import ClusterConfig
 from ..engine import check_ids_arg, check_message_state, check_not_live
 from ..errors import InvalidInput, UnknownSubscription
@@ -537,8 +536,7 @@ class Coordinator:
                 try:
                     batch, pending = self.encoder.encode_subscriptions(subs)
                 except InvalidInput as e:
-                    raise InvalidInput(re.sub(r"#(\d+)", lambda m: f"#{int(m.group(1)) + offset}",
-                                              str(e), count=1)) from None
+                    raise shift_position(e, offset) from None
                 check_not_live(batch.ids, self.live, offset)
                 for i, sid in enumerate(batch.ids.tolist()):
                     if sid in self._staged_ids:

@@ -120,14 +120,10 @@ def replay_file(cl, path: str, source, rate: float | None, batch_rows: int) -> d
     one atomic publish: the batches before the bad one stay published."""
     from .readers import locate
 
-    start = cl.position()
     try:
         return cl.replay(source, rate=rate, batch_rows=batch_rows)
-    except InvalidInput as e:
-        # the cluster names the row within its batch; the batches before it are published
-        # (whole batches: another client publishing meanwhile makes the count unusable)
-        done = cl.position() - start
-        raise locate(path, e, done if done % batch_rows == 0 else None) from None
+    except InvalidInput as e:      # the replay names the row by its position in the table
+        raise locate(path, e) from None
 
 
 def _print(summary: dict, out: Path | None = None) -> None:
