@@ -52,8 +52,8 @@ from numbers import Integral
 import numpy as np
 
 from .._arrays import runs
-from ..columns import Encoder, MessageBatch, SubscriptionBatch, item_error, shift_position
-from ..config import ClusterConfig
+from ..columns import Encoder, MessageBatch, SubscriptionBatch, item_error, shift_position, too_many
+from ..config import ClusterConfig, limits
 from ..engine import check_ids_arg, check_message_state, check_not_live
 from ..errors import InvalidInput, UnknownSubscription
 from ..indexing.window import WindowClock
@@ -783,6 +783,9 @@ class Coordinator:
     @_guarded
     def topk_many(self, sub_ids) -> dict[int, list[tuple[int, float]]]:
         """topk of several subscriptions in one round trip (tests and tools)."""
+        limit = limits().max_items
+        if len(sub_ids) > limit:
+            raise too_many("subscription id", len(sub_ids), limit)
         ids = [int(i) for i in sub_ids]
         for i in ids:
             if i not in self.live:
