@@ -191,6 +191,7 @@ class Coordinator:
         self.pending_ops: dict[int, list[PartitionOps]] = {}
         self._staged: list[SubscriptionBatch] | None = None   # bulk load in progress
         self._staged_terms: list = []              # the new terms of each staged part
+        self._stage_lost = False                   # a recovery dropped a load being staged
         self._staged_ids: set[int] = set()
         self._stage_mark = 0
         self.counters = dict(steps=0, reallocations=0, realloc_new_replicas=0,
@@ -379,7 +380,9 @@ class Coordinator:
         for k, v in state.items():
             setattr(self, k, v)
         self.inflight.clear()
-        self.realloc_queue, self.pending_ops, self._staged = [], {}, None
+        self.realloc_queue, self.pending_ops = [], {}
+        if self._staged is not None:          # staged parts are not in the log: that load fails
+            self._staged, self._stage_lost = None, True
         self.epoch = e
         self._build_roles(f"ckpt-{e}", reuse)
         return self.store.read_log(f"log-{e}")
@@ -397,10 +400,9 @@ class Coordinator:
                 results = [self._apply(r) for r in records]
                 t3 = time.perf_counter()
                 # no checkpoint here: the log goes on from the same checkpoint
-                self.recoveries.append({"cause": type(cause).__name__, "seconds": t3 - t0,
-                                        "phases": {"find_dead": t1 - t0, "restore": t2 - t1, "replay": t3 - t2,
-                                   "read_coordinator": self._read_seconds,
-                                   "restore_by_role": self._role_seconds},
+                phases = {"find_dead": t1 - t0, "restore": t2 - t1, "replay": t3 - t2,
+                          "read_coordinator": self._read_seconds, "restore_by_role": self._role_seconds}
+                self.recoveries.append({"cause": type(cause).__name__, "seconds": t3 - t0, "phases": phases,
                                         "replayed_calls": len(records), "attempts": attempt + 1,
                                         "position": self.last_seq + 1, "time": time.time()})
                 return results
@@ -562,6 +564,10 @@ class Coordinator:
         results. A generator (Ray streams its values): yields (rows whose initial results are
         in, rows staged) as steps finish, the last one once everything is in place. The
         staged parts and their terms are one log record: a recovery loads them whole."""
+        if self._stage_lost:
+            self._stage_lost = False
+            raise RuntimeError("a recovery during this bulk load dropped its staged parts; nothing "
+                               "of it was loaded: load the table again")
         staged, self._staged = self._staged or [], None
         terms = self._staged_terms if staged else []
         rec = ("load", staged, terms, client, token)
