@@ -2,14 +2,16 @@
 
 The public names of the contract (``../shared/design/CONTRACT.md``)."""
 from . import _jitcache  # noqa: F401  (first: numba's cache directory, before numba loads)
-from .config import ClusterConfig, EngineConfig
+from .config import ClusterConfig, EngineConfig, MatchConfig
 from .engine import Engine
 from .errors import InvalidInput, UnknownSubscription
-from .model import Delivery, Message, Subscription, Update
+from .matcher import Matcher
+from .model import Delivery, Event, Expression, Match, Message, Predicate, Subscription, Update
 from .text import Vocabulary
 
 __all__ = ["Subscription", "Message", "Update", "Delivery", "InvalidInput", "UnknownSubscription",
-           "EngineConfig", "Engine", "Vocabulary", "ClusterConfig", "Cluster"]
+           "EngineConfig", "Engine", "Vocabulary", "ClusterConfig", "Cluster",
+           "Predicate", "Expression", "Event", "Match", "MatchConfig", "Matcher"]
 
 
 def __getattr__(name):

@@ -121,6 +121,11 @@ class MessageBatch(_Batch):
         return cls(i, f, f, f, np.zeros(1, np.int64), i, f)
 
 
+def plain(v):
+    """``v`` as a Python scalar where it is a numpy one: errors show ``2.0``, not ``np.float64(2.0)``."""
+    return v.item() if isinstance(v, np.generic) else v
+
+
 def item_error(kind: str, pos: int, item_id: Any, field: str, reason: str) -> InvalidInput:
     return InvalidInput(f"{kind} #{pos} (id={item_id!r}): field '{field}': {reason}")
 
@@ -224,7 +229,7 @@ def _check_ids(kind, ids) -> np.ndarray:
     out = np.empty(len(ids_arr), np.int64)
     for pos, v in enumerate(ids_arr.tolist() if ids_arr.dtype != object else ids_arr):
         if isinstance(v, bool) or not isinstance(v, Integral) or not INT64_MIN <= int(v) <= INT64_MAX:
-            raise item_error(kind, pos, v, "id", f"must be an int64, got {v!r}")
+            raise item_error(kind, pos, v, "id", f"must be an int64, got {plain(v)!r}")
         out[pos] = int(v)
     return out
 
@@ -238,7 +243,7 @@ def _check_real(kind, ids, values, field, *, integer=False) -> np.ndarray:
     for pos, v in enumerate(arr.tolist() if arr.dtype != object else arr):
         if isinstance(v, bool) or not isinstance(v, want):
             what = "an integer" if integer else "a real number"
-            raise item_error(kind, pos, int(ids[pos]), field, f"must be {what}, got {v!r}")
+            raise item_error(kind, pos, int(ids[pos]), field, f"must be {what}, got {plain(v)!r}")
         out[pos] = v
     return out
 
@@ -275,7 +280,7 @@ class Encoder:
             if bad.any():
                 p = _first(bad)
                 raise item_error(kind, p, int(ids[p]), name,
-                                 f"must be finite and within bounds [{lo}, {hi}], got {v[p]!r}")
+                                 f"must be finite and within bounds [{lo}, {hi}], got {plain(v[p])!r}")
         return x, y
 
     def _texts(self, kind, ids, texts, terms, n, *, need_terms: bool, pending: dict, lim: Limits):
@@ -341,13 +346,13 @@ class Encoder:
         bad = k < 1
         if bad.any():
             p = _first(bad)
-            raise item_error(kind, p, int(ids[p]), "k", f"must be an integer >= 1, got {k[p]}")
+            raise item_error(kind, p, int(ids[p]), "k", f"must be an integer >= 1, got {plain(k[p])}")
         alpha = _check_real(kind, ids, cols["alpha"], "alpha") if "alpha" in cols \
             else np.full(n, 0.5)
         bad = ~((alpha >= 0.0) & (alpha <= 1.0))
         if bad.any():
             p = _first(bad)
-            raise item_error(kind, p, int(ids[p]), "alpha", f"must be in [0, 1], got {alpha[p]!r}")
+            raise item_error(kind, p, int(ids[p]), "alpha", f"must be in [0, 1], got {plain(alpha[p])!r}")
         _check_unique(kind, ids)
         pending: dict[str, int] = {}
         off, tid, w = self._texts(kind, ids, cols.get("text"), cols.get("terms"), n,
@@ -388,7 +393,7 @@ class Encoder:
                         t[p] = np.nan
                     elif isinstance(v, bool) or not isinstance(v, Real):
                         raise item_error(kind, p, int(ids[p]), "t",
-                                         f"must be a real number, got {v!r}")
+                                         f"must be a real number, got {plain(v)!r}")
                     else:
                         t[p] = float(v)
         if time_window:
@@ -396,17 +401,17 @@ class Encoder:
             if bad.any():
                 p = _first(bad)
                 raise item_error(kind, p, int(ids[p]), "t",
-                                 f"a time window needs a finite t, got {t[p]!r}")
+                                 f"a time window needs a finite t, got {plain(t[p])!r}")
             bad = np.diff(t) < 0
             if bad.any():
                 p = _first(bad) + 1
                 raise item_error(kind, p, int(ids[p]), "t",
-                                 f"must not decrease, got {t[p]!r} after {t[p - 1]!r}")
+                                 f"must not decrease, got {plain(t[p])!r} after {plain(t[p - 1])!r}")
         else:
             bad = np.isinf(t)
             if bad.any():
                 p = _first(bad)
-                raise item_error(kind, p, int(ids[p]), "t", f"must be finite, got {t[p]!r}")
+                raise item_error(kind, p, int(ids[p]), "t", f"must be finite, got {plain(t[p])!r}")
         return t
 
     def _check_batch_common(self, kind, b, lim: Limits):
@@ -482,7 +487,7 @@ def _check_terms(kind, pos, item_id, tm, max_terms: int) -> dict[str, float]:
             raise item_error(kind, pos, item_id, "terms", f"term must be a non-empty string, got {term!r}")
         if isinstance(w, bool) or not isinstance(w, Real) or not math.isfinite(w) or w <= 0:
             raise item_error(kind, pos, item_id, "terms",
-                             f"weight of {term!r} must be positive and finite, got {w!r}")
+                             f"weight of {term!r} must be positive and finite, got {plain(w)!r}")
         if term in out:
             raise item_error(kind, pos, item_id, "terms", f"term {term!r} appears twice")
         out[term] = float(w)

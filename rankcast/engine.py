@@ -8,7 +8,7 @@ from typing import Callable, Iterable, Sized
 
 import numpy as np
 
-from .columns import Encoder, MessageBatch, SubscriptionBatch, item_error, too_many
+from .columns import Encoder, MessageBatch, SubscriptionBatch, item_error, plain, too_many
 from .config import EngineConfig, limits
 from .errors import InvalidInput, UnknownSubscription
 from .indexing.core import SkypeCore
@@ -63,7 +63,7 @@ def check_message_state(batch: MessageBatch, in_window: np.ndarray, time_window:
         raise item_error("message", p, int(batch.ids[p]), "id", "a message with this id is in the window")
     if time_window and len(batch) and batch.t[0] < t_max:
         raise item_error("message", 0, int(batch.ids[0]), "t",
-                         f"must not decrease, got {batch.t[0]!r} after {t_max!r}")
+                         f"must not decrease, got {plain(batch.t[0])!r} after {plain(t_max)!r}")
 
 
 def updates_from_arrays(sub_ids, offsets, msg_ids, scores) -> list[Update]:

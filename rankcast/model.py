@@ -6,9 +6,9 @@ because only the call knows an item's position (see :mod:`rankcast.columns`).
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Mapping
+from typing import Any, Mapping, Sequence
 
-__all__ = ["Subscription", "Message", "Update", "Delivery"]
+__all__ = ["Subscription", "Message", "Update", "Delivery", "Predicate", "Expression", "Event", "Match"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -52,3 +52,52 @@ class Delivery:
 
     position: int
     updates: list
+
+
+# ----------------------------------------------------------------------------- ranked matching
+
+OPERATORS = ("<", "<=", "==", "!=", ">=", ">", "in", "not in", "between")
+
+
+@dataclass(frozen=True, slots=True)
+class Predicate:
+    """One condition of an expression on one attribute (CONTRACT v2, "Ranked matching").
+
+    ``op`` is one of ``< <= == != >= > in not in between``; ``value`` a finite number, or a
+    string for ``== != in not in``; a non-empty sequence for ``in`` / ``not in``; a pair
+    ``(lo, hi)`` with ``lo <= hi`` for ``between`` (closed). ``weight`` counts under the
+    ``relaxed`` and ``weighted`` scorings."""
+
+    attr: str
+    op: str
+    value: Any
+    weight: float = 1.0
+
+
+@dataclass(frozen=True, slots=True)
+class Expression:
+    """A ranked-matching subscription: a conjunction of predicates (at most one per
+    attribute) with a score (``static`` scoring)."""
+
+    id: int
+    predicates: Sequence[Predicate]
+    score: float = field(default=1.0, kw_only=True)
+
+
+@dataclass(frozen=True, slots=True)
+class Event:
+    """A point of attribute values (numbers or strings); ``weights`` (default 1 for every
+    attribute) scale the predicate weights under ``weighted`` scoring."""
+
+    id: int
+    values: Mapping[str, Any]
+    weights: Mapping[str, float] | None = field(default=None, kw_only=True)
+
+
+@dataclass(frozen=True, slots=True)
+class Match:
+    """The top-k expressions of one event: (expression_id, score), best first (equal scores:
+    smaller id first)."""
+
+    event_id: int
+    top: tuple[tuple[int, float], ...]

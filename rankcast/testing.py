@@ -10,7 +10,7 @@ import math
 
 import numpy as np
 
-__all__ = ["brute_topk", "assert_engine_exact"]
+__all__ = ["brute_topk", "assert_engine_exact", "brute_match", "assert_matches_exact"]
 
 
 def brute_topk(sub, window_msgs, window_seqs, max_dist) -> list[tuple[int, float]]:
@@ -53,3 +53,65 @@ def assert_engine_exact(engine, tol: float = 1e-9) -> None:
         got = engine.topk(sid)
         assert [g[0] for g in got] == [w[0] for w in want], (sid, got, want)
         assert all(abs(g[1] - w[1]) <= tol for g, w in zip(got, want)), (sid, got, want)
+
+
+# ----------------------------------------------------------------------------- ranked matching
+
+def _holds(op, value, x) -> bool:
+    if op == "<":
+        return x < value
+    if op == "<=":
+        return x <= value
+    if op == "==":
+        return x == value
+    if op == "!=":
+        return x != value
+    if op == ">=":
+        return x >= value
+    if op == ">":
+        return x > value
+    if op == "between":
+        return value[0] <= x <= value[1]
+    if op == "in":
+        return x in list(value)
+    return x not in list(value)          # "not in"
+
+
+def brute_match(expressions, event, scoring: str, k: int) -> list[tuple[int, float]]:
+    """The contract's top-k of one event over ``rc.Expression`` objects, from their
+    definition alone: filter, score (sums in predicate order), sort by (score desc, id asc),
+    cut at k. ``scoring``: "static", "relaxed" or "weighted"."""
+    vals = dict(event.values)
+    ew = dict(event.weights or {})
+    rows = []
+    for e in expressions:
+        hold = [p.attr in vals and _holds(p.op, p.value, vals[p.attr]) for p in e.predicates]
+        if scoring == "relaxed":
+            if not any(hold):
+                continue
+            sc = 0.0
+            for p, h in zip(e.predicates, hold):
+                if h:
+                    sc += float(p.weight)
+        else:
+            if not all(hold):
+                continue
+            if scoring == "static":
+                sc = float(e.score)
+            else:
+                sc = 0.0
+                for p in e.predicates:
+                    sc += float(p.weight) * float(ew.get(p.attr, 1.0))
+        rows.append((-sc, e.id, sc))
+    rows.sort()
+    return [(r[1], r[2]) for r in rows[:k]]
+
+
+def assert_matches_exact(matches, expressions, events, scoring: str, k: int, tol: float = 1e-9) -> None:
+    """Every ``rc.Match`` equals :func:`brute_match` (ids exactly, scores within ``tol``)."""
+    assert len(matches) == len(events)
+    for m, ev in zip(matches, events):
+        want = brute_match(expressions, ev, scoring, k)
+        assert m.event_id == ev.id
+        assert [g[0] for g in m.top] == [w[0] for w in want], (ev, m.top, want)
+        assert all(abs(g[1] - w[1]) <= tol for g, w in zip(m.top, want)), (ev, m.top, want)

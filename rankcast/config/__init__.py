@@ -13,7 +13,7 @@ import yaml
 from ..errors import InvalidInput
 from ..text import Vocabulary
 
-__all__ = ["EngineConfig", "ClusterConfig", "Limits", "defaults", "limits", "POLICIES", "local_ray_options"]
+__all__ = ["EngineConfig", "MatchConfig", "ClusterConfig", "SCORINGS", "MATCH_INDEXES", "Limits", "defaults", "limits", "POLICIES", "local_ray_options"]
 
 _DEFAULTS_FILE = Path(__file__).with_name("defaults.yaml")
 POLICIES = ("hash", "location", "keyword", "prefix", "spatial-first", "keyword-first")
@@ -50,6 +50,8 @@ class Limits:
     max_text_chars: int   # characters of one item's text
     max_terms: int        # distinct terms of one item
     max_items: int        # items in one call
+    max_predicates: int   # predicates of one expression, values of one event
+    max_set_values: int   # values of one 'in' / 'not in' predicate
 
 
 def limits() -> Limits:
@@ -77,6 +79,7 @@ def local_ray_options(**extra) -> dict[str, Any]:
 
 _ENGINE = defaults()["engine"]
 _CLUSTER = defaults()["cluster"]
+_MATCH = defaults()["match"]
 with open(_DEFAULTS_FILE) as _f:
     _LIMITS = yaml.safe_load(_f)["limits"]     # environment overrides apply in limits()
 
@@ -145,6 +148,46 @@ class EngineConfig:
         return math.hypot(xmax - xmin, ymax - ymin)
 
     def replace(self, **kw) -> "EngineConfig":
+        return replace(self, **kw)
+
+
+SCORINGS = ("static", "relaxed", "weighted")
+MATCH_INDEXES = ("auto", "ir-tree", "sopt-r-tree", "segment-tree", "interval-tree", "r-tree", "scan")
+# which index serves which scoring (an unsupported pair is an InvalidInput naming 'index')
+INDEX_SCORINGS = {"auto": SCORINGS, "ir-tree": SCORINGS, "sopt-r-tree": SCORINGS, "segment-tree": SCORINGS,
+                  "interval-tree": SCORINGS, "r-tree": SCORINGS, "scan": SCORINGS}
+
+
+@dataclass(frozen=True)
+class MatchConfig:
+    """Configuration of the ranked-matching kind (CONTRACT v2): its scoring, the default
+    ``k`` of ``publish`` and the index serving it (README, "Ranked matching")."""
+
+    scoring: str = _MATCH["scoring"]
+    k: int = _MATCH["k"]
+    index: str = _MATCH["index"]
+    branching: int = _MATCH["branching"]                # b of the R-trees (paper Table 1: 50)
+    rebuild_fraction: float = _MATCH["rebuild_fraction"]  # static index: delta share that rebuilds it
+    rebuild_min: int = _MATCH["rebuild_min"]
+
+    def __post_init__(self):
+        if self.scoring not in SCORINGS:
+            raise InvalidInput(f"MatchConfig: field 'scoring': must be one of {SCORINGS}, got {self.scoring!r}")
+        if self.index not in MATCH_INDEXES:
+            raise InvalidInput(f"MatchConfig: field 'index': must be one of {MATCH_INDEXES}, got {self.index!r}")
+        if self.scoring not in INDEX_SCORINGS[self.index]:
+            served = ", ".join(INDEX_SCORINGS[self.index])
+            raise InvalidInput(f"MatchConfig: field 'index': {self.index!r} does not serve scoring "
+                               f"{self.scoring!r} (it serves: {served})")
+        for name, low in (("k", 1), ("branching", 2), ("rebuild_min", 1)):
+            v = getattr(self, name)
+            if isinstance(v, bool) or not isinstance(v, int) or v < low:
+                raise InvalidInput(f"MatchConfig: field '{name}': must be an integer >= {low}, got {v!r}")
+        f = self.rebuild_fraction
+        if isinstance(f, bool) or not isinstance(f, (int, float)) or not (0 < f <= 1):
+            raise InvalidInput(f"MatchConfig: field 'rebuild_fraction': must be in (0, 1], got {f!r}")
+
+    def replace(self, **kw) -> "MatchConfig":
         return replace(self, **kw)
 
 

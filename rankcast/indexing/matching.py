@@ -1,0 +1,447 @@
+"""The ranked-matching core: expressions in flat tables, one scored interval index per
+attribute, and the multi-attribute drivers of the ranked pub/sub paper (Section 4).
+
+- ``static`` (exact matching, score = the expression's score) and ``weighted`` (every
+  predicate must hold, score = sum of ``weight * event weight``): each expression is placed in
+  the index of one of its attributes, its *driver* (the predicate most likely to be selective:
+  ``==`` before ``in`` before ranges before ``!=`` / ``not in``; then the attribute with fewer
+  expressions). An event opens a cursor on the index of every attribute it has (an expression
+  driven by an attribute the event lacks cannot match) and the cursors are merged in key order,
+  every candidate checked exactly, until the k-th verified result is ahead of everything not
+  yet read: for ``static`` the keys are the scores themselves (exact order: stop at k verified);
+  for ``weighted`` the key is the expression's weight sum S and an unread expression scores at
+  most ``S * max event weight``.
+- ``relaxed`` (at least one predicate holds, score = sum of the weights of those that hold):
+  Fagin's Threshold Algorithm. Every predicate is in its attribute's index with its weight as
+  score; sorted access round-robin (in batches), random access computes the full score of each
+  expression seen, and the run stops once the k-th score beats the threshold (the sum of the
+  last weights read of every cursor still open).
+
+Every comparison of a score with a bound keeps the relative slack ``EPS`` of
+:func:`rankcast.indexing.scoring.below`, and ties need a strict win (an unread expression with
+an equal score and a smaller id would come first), so results are exact.
+"""
+from __future__ import annotations
+
+import numba
+import numpy as np
+from numba import types
+from numba.typed import Dict
+
+from .._arrays import runs
+from .intervals import make_index
+from .scoring import EPS
+
+__all__ = ["MatchCore", "evaluate", "STATIC", "RELAXED", "WEIGHTED", "MODES"]
+
+STATIC, RELAXED, WEIGHTED = 0, 1, 2
+MODES = {"static": STATIC, "relaxed": RELAXED, "weighted": WEIGHTED}
+LT, LE, EQ, NE, GE, GT, IN, NIN, BETWEEN = range(9)
+_DRIVER_RANK = np.array([3, 3, 0, 4, 3, 3, 1, 4, 2], np.int64)   # by operator: lower drives first
+
+
+@numba.njit(cache=True, inline="always")
+def _member(vals, lo, end, x):
+    """Whether ``x`` is in the sorted ``vals[lo:end]`` (binary search)."""
+    hi = end
+    while lo < hi:
+        mid = (lo + hi) >> 1
+        if vals[mid] < x:
+            lo = mid + 1
+        else:
+            hi = mid
+    return lo < end and vals[lo] == x
+
+
+@numba.njit(cache=True, inline="always")
+def holds(op, a, b, set_vals, s_lo, s_hi, x):
+    """Whether predicate (op, a, b, set) holds for the value ``x``."""
+    if op == LT:
+        return x < a
+    if op == LE:
+        return x <= a
+    if op == EQ:
+        return x == a
+    if op == NE:
+        return x != a
+    if op == GE:
+        return x >= a
+    if op == GT:
+        return x > a
+    if op == BETWEEN:
+        return a <= x and x <= b
+    found = _member(set_vals, s_lo, s_hi, x)
+    return found if op == IN else not found
+
+
+@numba.njit(cache=True)
+def evaluate(slots, mode, p_start, p_end, score, p_attr, p_op, p_a, p_b, p_w, set_off, set_vals,
+             val, has, ew, out_ok, out_score):
+    """Check expressions ``slots`` exactly against one event and score them.
+
+    The event is dense over attribute ids: ``val[a]`` its value, ``has[a]`` whether it has
+    one, ``ew[a]`` its weight. Expression ``s`` has predicates ``p_start[s]:p_end[s]``.
+    ``mode``: STATIC (all hold; ``score[s]``), WEIGHTED (all hold; sum of ``p_w * ew``, in
+    predicate order), RELAXED (at least one holds; sum of ``p_w`` of those that hold). Writes
+    ``out_ok[i]`` (a match) and ``out_score[i]``."""
+    for i in range(slots.shape[0]):
+        s = slots[i]
+        acc = 0.0
+        ok = mode != RELAXED
+        for p in range(p_start[s], p_end[s]):
+            at = p_attr[p]
+            h = has[at] and holds(p_op[p], p_a[p], p_b[p], set_vals, set_off[p], set_off[p + 1], val[at])
+            if mode == RELAXED:
+                if h:
+                    ok = True
+                    acc += p_w[p]
+            elif not h:
+                ok = False
+                break
+            elif mode == WEIGHTED:
+                acc += p_w[p] * ew[at]
+        out_ok[i] = ok
+        out_score[i] = score[s] if mode == STATIC else acc
+
+
+@numba.njit(cache=True)
+def _lookup(id2slot, ids, out):
+    for i in range(ids.shape[0]):
+        out[i] = id2slot[ids[i]]
+
+
+@numba.njit(cache=True)
+def _assign(id2slot, ids, slots):
+    for i in range(ids.shape[0]):
+        id2slot[ids[i]] = slots[i]
+
+
+@numba.njit(cache=True)
+def _forget(id2slot, ids):
+    for i in range(ids.shape[0]):
+        del id2slot[ids[i]]
+
+
+def _new_id_map():
+    return Dict.empty(key_type=types.int64, value_type=types.int64)
+
+
+def top_of(ids: np.ndarray, scores: np.ndarray, k: int) -> tuple[np.ndarray, np.ndarray]:
+    """The first ``k`` of (ids, scores) by score descending, then id ascending."""
+    order = np.lexsort((ids, -scores))[:k]
+    return ids[order], scores[order]
+
+
+class ExpressionTable:
+    """Live expressions in slots (flat arrays, predicates CSR per slot, append-only with
+    compaction), and the id -> slot map the index outputs are translated through."""
+
+    _PRED = ("p_attr", "p_op", "p_a", "p_b", "p_w", "p_lo", "p_hi")
+
+    def __init__(self):
+        self.n_slots = 0
+        self.ids = np.zeros(0, np.int64)
+        self.score = np.zeros(0)
+        self.wsum = np.zeros(0)
+        self.live = np.zeros(0, bool)
+        self.p_start = np.zeros(0, np.int64)
+        self.p_end = np.zeros(0, np.int64)
+        self.p_attr = np.zeros(0, np.int32)
+        self.p_op = np.zeros(0, np.int8)
+        self.p_a = self.p_b = self.p_w = self.p_lo = self.p_hi = np.zeros(0)
+        self.set_off = np.zeros(1, np.int64)
+        self.set_vals = np.zeros(0)
+        self.id2slot = _new_id_map()
+        self.n_live = 0
+
+    def add(self, batch) -> np.ndarray:
+        """Append the expressions of an ExpressionBatch; returns their slots."""
+        n = len(batch)
+        slots = np.arange(self.n_slots, self.n_slots + n, dtype=np.int64)
+        base = len(self.p_attr)
+        self.ids = np.concatenate((self.ids, batch.ids))
+        self.score = np.concatenate((self.score, batch.score))
+        counts = np.diff(batch.pred_off)
+        ws = np.add.reduceat(batch.weight, batch.pred_off[:-1]) if n else np.zeros(0)
+        self.wsum = np.concatenate((self.wsum, np.where(counts > 0, ws, 0.0)))
+        self.live = np.concatenate((self.live, np.ones(n, bool)))
+        self.p_start = np.concatenate((self.p_start, base + batch.pred_off[:-1]))
+        self.p_end = np.concatenate((self.p_end, base + batch.pred_off[1:]))
+        self.p_attr = np.concatenate((self.p_attr, batch.attr))
+        self.p_op = np.concatenate((self.p_op, batch.op))
+        self.p_a = np.concatenate((self.p_a, batch.a))
+        self.p_b = np.concatenate((self.p_b, batch.b))
+        self.p_w = np.concatenate((self.p_w, batch.weight))
+        self.p_lo = np.concatenate((self.p_lo, batch.lo))
+        self.p_hi = np.concatenate((self.p_hi, batch.hi))
+        self.set_off = np.concatenate((self.set_off, self.set_off[-1] + batch.set_off[1:]))
+        self.set_vals = np.concatenate((self.set_vals, batch.set_vals))
+        _assign(self.id2slot, batch.ids, slots)
+        self.n_slots += n
+        self.n_live += n
+        return slots
+
+    def remove(self, ids: np.ndarray) -> np.ndarray:
+        slots = self.slots(ids)
+        self.live[slots] = False
+        _forget(self.id2slot, ids)
+        self.n_live -= len(ids)
+        return slots
+
+    def slots(self, ids: np.ndarray) -> np.ndarray:
+        out = np.empty(len(ids), np.int64)
+        _lookup(self.id2slot, np.ascontiguousarray(ids, np.int64), out)
+        return out
+
+    def pred_rows(self, slots: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """(offsets, predicate rows) of the expressions in ``slots``, laid end to end."""
+        return runs(self.p_start[slots], self.p_end[slots] - self.p_start[slots])
+
+    def compact(self) -> np.ndarray | None:
+        """Drop dead slots once they are the majority (slots change; ids do not). Returns the
+        old slot of every new one, None when nothing moved."""
+        if self.n_slots < 64 or self.n_live * 2 > self.n_slots:
+            return None
+        keep = np.flatnonzero(self.live)
+        new_off, rows = self.pred_rows(keep)
+        for name in self._PRED:
+            setattr(self, name, getattr(self, name)[rows])
+        s_off, s_rows = runs(self.set_off[rows], self.set_off[rows + 1] - self.set_off[rows])
+        self.set_vals = self.set_vals[s_rows]
+        self.set_off = s_off
+        self.p_start, self.p_end = new_off[:-1], new_off[1:]
+        self.ids, self.score, self.wsum = self.ids[keep], self.score[keep], self.wsum[keep]
+        self.live = np.ones(len(keep), bool)
+        self.n_slots = len(keep)
+        self.id2slot = _new_id_map()
+        _assign(self.id2slot, self.ids, np.arange(len(keep), dtype=np.int64))
+        return keep
+
+    def evaluate(self, slots, mode, ev) -> tuple[np.ndarray, np.ndarray]:
+        ok = np.empty(len(slots), np.bool_)
+        sc = np.empty(len(slots), np.float64)
+        evaluate(slots, mode, self.p_start, self.p_end, self.score, self.p_attr, self.p_op, self.p_a, self.p_b,
+                 self.p_w, self.set_off, self.set_vals, ev.val, ev.has, ev.ew, ok, sc)
+        return ok, sc
+
+
+class DenseEvent:
+    """One event scattered over attribute ids (reused from event to event)."""
+
+    def __init__(self, n_attrs: int):
+        self.val = np.zeros(n_attrs)
+        self.has = np.zeros(n_attrs, np.bool_)
+        self.ew = np.ones(n_attrs)
+        self.attrs = np.zeros(0, np.int32)
+
+    def grow(self, n_attrs: int) -> None:
+        if n_attrs > len(self.val):
+            extra = n_attrs - len(self.val)
+            self.val = np.r_[self.val, np.zeros(extra)]
+            self.has = np.r_[self.has, np.zeros(extra, np.bool_)]
+            self.ew = np.r_[self.ew, np.ones(extra)]
+
+    def set(self, attrs, vals, weights) -> None:
+        self.has[self.attrs] = False
+        self.ew[self.attrs] = 1.0
+        self.attrs = attrs
+        self.val[attrs] = vals
+        self.has[attrs] = True
+        self.ew[attrs] = weights
+
+
+class MatchCore:
+    """Expressions, their per-attribute indexes and the drivers (see the module docstring).
+
+    ``index``: an index name of :func:`rankcast.indexing.intervals.make_index`; ``stats``
+    counts sorted accesses (rows read from cursors), random accesses (expressions checked),
+    nodes visited and holes met."""
+
+    def __init__(self, scoring: str, index: str, *, b: int = 50, rebuild_fraction: float = 0.05,
+                 rebuild_min: int = 1024):
+        self.mode = MODES[scoring]
+        self.index_name = index
+        self._index_opts = dict(b=b, rebuild_fraction=rebuild_fraction, rebuild_min=rebuild_min)
+        self.table = ExpressionTable()
+        self.indexes: dict[int, object] = {}     # attribute id -> index
+        self.driver = np.zeros(0, np.int32)      # per slot: attribute whose index holds it (static, weighted)
+        self.attr_count = np.zeros(0, np.int64)  # expressions with a predicate on each attribute
+        self.ev = DenseEvent(0)
+        self.counters = dict(events=0, sorted_accesses=0, random_accesses=0, nodes=0, holes=0, rounds=0)
+
+    def __len__(self) -> int:
+        return self.table.n_live
+
+    # ------------------------------------------------------------------ updates
+    def _grow_attrs(self, n_attrs: int) -> None:
+        if n_attrs > len(self.attr_count):
+            self.attr_count = np.r_[self.attr_count, np.zeros(n_attrs - len(self.attr_count), np.int64)]
+        self.ev.grow(n_attrs)
+
+    def _entries(self, slots: np.ndarray):
+        """Index rows of the new expressions in ``slots``: (attr, lo, hi, key, item)."""
+        t = self.table
+        off, rows = t.pred_rows(slots)
+        if self.mode == RELAXED:
+            return t.p_attr[rows], t.p_lo[rows], t.p_hi[rows], t.p_w[rows], np.repeat(t.ids[slots], np.diff(off))
+        # the driver: by operator class, then the attribute with fewer expressions, then its id
+        owner = np.repeat(np.arange(len(slots)), np.diff(off))
+        at = t.p_attr[rows]
+        order = np.lexsort((at, self.attr_count[at], _DRIVER_RANK[t.p_op[rows]], owner))
+        rows = rows[order][off[:-1]]
+        key = t.score[slots] if self.mode == STATIC else t.wsum[slots]
+        return t.p_attr[rows], t.p_lo[rows], t.p_hi[rows], key, t.ids[slots]
+
+    def add(self, batch, n_attrs: int) -> None:
+        self._grow_attrs(n_attrs)
+        np.add.at(self.attr_count, batch.attr, 1)
+        slots = self.table.add(batch)
+        attr, lo, hi, key, item = self._entries(slots)
+        if self.mode != RELAXED:
+            self.driver = np.r_[self.driver, attr].astype(np.int32)
+        for a in np.unique(attr).tolist():
+            m = attr == a
+            idx = self.indexes.get(a)
+            if idx is None:
+                self.indexes[a] = make_index(self.index_name, lo[m], hi[m], key[m], item[m], **self._index_opts)
+            else:
+                idx.insert(lo[m], hi[m], key[m], item[m])
+
+    def remove(self, ids: np.ndarray) -> None:
+        t = self.table
+        slots = t.slots(ids)
+        _, rows = t.pred_rows(slots)
+        np.subtract.at(self.attr_count, t.p_attr[rows], 1)
+        if self.mode == RELAXED:
+            attr, item = t.p_attr[rows], t.ids[np.repeat(slots, t.p_end[slots] - t.p_start[slots])]
+        else:
+            attr, item = self.driver[slots], ids
+        for a in np.unique(attr).tolist():
+            self.indexes[a].delete(item[attr == a])
+        t.remove(ids)
+        keep = t.compact()
+        if keep is not None and self.mode != RELAXED:
+            self.driver = self.driver[keep]
+
+    # ------------------------------------------------------------------ queries
+    def match(self, events, k: int) -> list[tuple[np.ndarray, np.ndarray]]:
+        """Top-k (ids, scores) of every event of an EventBatch."""
+        out = []
+        ev = self.ev
+        for i in range(len(events)):
+            a, b = events.off[i], events.off[i + 1]
+            attrs = events.attr[a:b]
+            ev.set(attrs, events.val[a:b], events.weight[a:b])
+            self.counters["events"] += 1
+            if self.mode == RELAXED:
+                out.append(self._threshold(attrs, k))
+            else:
+                out.append(self._merge(attrs, k))
+        return out
+
+    def _cursors(self, attrs):
+        curs = []
+        for a in attrs.tolist():
+            idx = self.indexes.get(a)
+            if idx is not None and len(idx):
+                curs.append(idx.open(float(self.ev.val[a])))
+        return curs
+
+    def _count(self, curs) -> None:
+        for c in curs:
+            self.counters["nodes"] += int(c.counters[0])
+            self.counters["holes"] += int(c.counters[1])
+
+    def _merge(self, attrs, k: int):
+        """static / weighted: merge the driver cursors in key order, verify, stop when the
+        k-th result is ahead of every unread expression."""
+        curs = self._cursors(attrs)
+        open_ = [True] * len(curs)
+        last = [(np.inf, -1)] * len(curs)
+        got_ids, got_sc = [], []
+        n = max(2 * k, 16)
+        max_ew = float(self.ev.ew[attrs].max()) if len(attrs) else 0.0
+        t = self.table
+        top_ids = top_sc = np.zeros(0)
+        while True:
+            self.counters["rounds"] += 1
+            for c, cur in enumerate(curs):
+                if not open_[c]:
+                    continue
+                items, keys = cur.next(n)
+                self.counters["sorted_accesses"] += len(items)
+                if len(items) < n:
+                    open_[c] = False
+                if len(items):
+                    last[c] = (float(keys[-1]), int(items[-1]))
+                    slots = t.slots(items)
+                    ok, sc = t.evaluate(slots, self.mode, self.ev)
+                    self.counters["random_accesses"] += len(items)
+                    got_ids.append(items[ok])
+                    got_sc.append(sc[ok])
+            ids = np.concatenate(got_ids) if got_ids else np.zeros(0, np.int64)
+            scs = np.concatenate(got_sc) if got_sc else np.zeros(0)
+            top_ids, top_sc = top_of(ids, scs, k)
+            got_ids, got_sc = [top_ids], [top_sc]
+            live = [last[c] for c in range(len(curs)) if open_[c]]
+            if not live:
+                break
+            if len(top_ids) == k:
+                ks, ki = float(top_sc[-1]), int(top_ids[-1])
+                if self.mode == STATIC:
+                    # unread rows of a cursor come after its last row: the best bound is the
+                    # earliest last row of the open cursors
+                    bs, bi = max(live, key=lambda x: (x[0], -x[1]))
+                    if ks > bs or (ks == bs and ki < bi):
+                        break
+                else:
+                    bound = max(x[0] for x in live) * max_ew
+                    if ks > bound * (1.0 + EPS):
+                        break
+            n *= 2
+        self._count(curs)
+        return top_ids, top_sc
+
+    def _threshold(self, attrs, k: int):
+        """relaxed: the Threshold Algorithm over the attributes' predicate indexes."""
+        curs = self._cursors(attrs)
+        open_ = [True] * len(curs)
+        last_w = [0.0] * len(curs)
+        seen = np.zeros(0, np.int64)
+        top_ids, top_sc = np.zeros(0, np.int64), np.zeros(0)
+        n = max(k, 16)
+        t = self.table
+        while True:
+            self.counters["rounds"] += 1
+            new = []
+            for c, cur in enumerate(curs):
+                if not open_[c]:
+                    continue
+                items, w = cur.next(n)
+                self.counters["sorted_accesses"] += len(items)
+                if len(items) < n:
+                    open_[c] = False
+                if len(items):
+                    last_w[c] = float(w[-1])
+                    new.append(items)
+            if new:
+                cand = np.unique(np.concatenate(new))
+                cand = cand[~np.isin(cand, seen, assume_unique=True)]
+                if len(cand):
+                    seen = np.union1d(seen, cand)
+                    ok, sc = t.evaluate(t.slots(cand), RELAXED, self.ev)
+                    self.counters["random_accesses"] += len(cand)
+                    top_ids, top_sc = top_of(np.r_[top_ids, cand[ok]], np.r_[top_sc, sc[ok]], k)
+            if not any(open_):
+                break
+            threshold = sum(last_w[c] for c in range(len(curs)) if open_[c])
+            if len(top_ids) == k and top_sc[-1] > threshold * (1.0 + EPS):
+                break
+            n *= 2
+        self._count(curs)
+        return top_ids, top_sc
+
+    def stats(self) -> dict:
+        nbytes = sum(ix.nbytes() for ix in self.indexes.values())
+        return {"expressions": len(self), "attributes_indexed": len(self.indexes), "index": self.index_name,
+                "index_bytes": int(nbytes), **self.counters}

@@ -1,0 +1,93 @@
+"""rc.Matcher: the single-process engine of the ranked-matching kind (CONTRACT v2).
+
+Every call is validated whole before anything takes effect (errors name item and field);
+then the expressions go into :class:`~rankcast.indexing.matching.MatchCore` (or a baseline
+core with its interface) and events are answered with their top-k expressions.
+"""
+from __future__ import annotations
+
+import time
+
+import numpy as np
+
+from .config import MatchConfig
+from .engine import check_ids_arg
+from .errors import InvalidInput, UnknownSubscription
+from .indexing.matching import MatchCore
+from .model import Match
+from .predicates import AttributeTable, encode_events, encode_expressions
+
+__all__ = ["Matcher", "matches_from_arrays"]
+
+
+def matches_from_arrays(event_ids, results) -> list[Match]:
+    """``rc.Match`` objects from per-event (ids, scores) arrays."""
+    return [Match(int(e), tuple(zip(ids.tolist(), sc.tolist()))) for e, (ids, sc) in zip(event_ids.tolist(), results)]
+
+
+def _core_class(cfg: MatchConfig):
+    if cfg.index == "scan":
+        from .baselines.matching import ScanCore
+        return ScanCore
+    return MatchCore
+
+
+class Matcher:
+    """Top-k expressions per event (see the module docstring). ``core`` replaces the core
+    class (baselines: ``rankcast.baselines.matching``)."""
+
+    def __init__(self, cfg: MatchConfig | None = None, *, core=None):
+        cfg = MatchConfig() if cfg is None else cfg
+        if not isinstance(cfg, MatchConfig):
+            raise InvalidInput(f"Matcher: expected a MatchConfig, got {type(cfg).__name__}")
+        self.cfg = cfg
+        self.attrs = AttributeTable()
+        cls = core or _core_class(cfg)
+        self.core = cls(cfg.scoring, cfg.index, b=cfg.branching, rebuild_fraction=cfg.rebuild_fraction,
+                        rebuild_min=cfg.rebuild_min)
+        self.live: set[int] = set()
+        self.published = 0
+        self._seconds = {"subscribe": 0.0, "unsubscribe": 0.0, "publish": 0.0}
+
+    def subscribe(self, exprs) -> None:
+        t0 = time.perf_counter()
+        batch, pending = encode_expressions(exprs, self.attrs)
+        for pos, eid in enumerate(batch.ids.tolist()):
+            if eid in self.live:
+                raise InvalidInput(f"expression #{pos} (id={eid}): field 'id': already subscribed")
+        self.attrs.commit(pending)
+        if len(batch):
+            self.core.add(batch, len(self.attrs))
+            self.live.update(batch.ids.tolist())
+        self._seconds["subscribe"] += time.perf_counter() - t0
+
+    def unsubscribe(self, ids) -> None:
+        t0 = time.perf_counter()
+        arr = check_ids_arg(ids)
+        for i in arr.tolist():
+            if i not in self.live:
+                raise UnknownSubscription(f"unknown expression id={i}")
+        if len(arr):
+            self.core.remove(arr)
+            self.live.difference_update(arr.tolist())
+        self._seconds["unsubscribe"] += time.perf_counter() - t0
+
+    def publish(self, events, k: int | None = None) -> list[Match]:
+        """Each event's top-k expressions (``k`` defaults to the config's), in input order."""
+        t0 = time.perf_counter()
+        if k is None:
+            k = self.cfg.k
+        elif isinstance(k, bool) or not isinstance(k, (int, np.integer)) or k < 1:
+            raise InvalidInput(f"publish: field 'k': must be an integer >= 1, got {k!r}")
+        batch, pending = encode_events(events, self.attrs)
+        self.attrs.commit(pending)      # new attributes' types (no expression names them yet)
+        self.core.ev.grow(len(self.attrs))
+        out = matches_from_arrays(batch.ids, self.core.match(batch, int(k)))
+        self.published += len(batch)
+        self._seconds["publish"] += time.perf_counter() - t0
+        return out
+
+    def stats(self) -> dict:
+        return {"kind": "ranked-matching", "scoring": self.cfg.scoring, "subscriptions": len(self.live),
+                "published": self.published, "attributes": len(self.attrs),
+                "seconds": dict(self._seconds), **self.core.stats()}

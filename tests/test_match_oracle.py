@@ -1,0 +1,129 @@
+"""Ranked matching: after every call, every rc.Match equals brute force (filter, sort by score
+descending then id, take k), for every index and scoring, with churn between events."""
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+import rankcast as rc
+from rankcast.baselines.matching import NaiveStabCore
+from rankcast.testing import assert_matches_exact
+
+NUM = ["age", "price", "size"]
+STR = ["color", "city"]
+WORDS = ["red", "green", "blue", "paris", "rome", "oslo"]
+OPS_NUM = ["<", "<=", "==", "!=", ">=", ">", "in", "not in", "between"]
+OPS_STR = ["==", "!=", "in", "not in"]
+INDEXES = ["ir-tree", "sopt-r-tree", "segment-tree", "interval-tree", "r-tree", "scan"]
+SCORINGS = ["static", "relaxed", "weighted"]
+
+
+def _num(rng):
+    # a small grid of values: events land exactly on interval endpoints, intervals nest and repeat
+    return float(rng.integers(0, 9)) / 2
+
+
+def _predicate(rng, attr):
+    w = float(rng.choice([0.0, 0.5, 1.0, 1.0, 2.0, 3.0]))
+    if attr in STR:
+        op = str(rng.choice(OPS_STR))
+        if op in ("in", "not in"):
+            return rc.Predicate(attr, op, list(rng.choice(WORDS, int(rng.integers(1, 4)), replace=False)), w)
+        return rc.Predicate(attr, op, str(rng.choice(WORDS)), w)
+    op = str(rng.choice(OPS_NUM))
+    if op == "between":
+        a, b = sorted((_num(rng), _num(rng)))
+        return rc.Predicate(attr, op, (a, b), w)          # degenerate [v, v] included
+    if op in ("in", "not in"):
+        return rc.Predicate(attr, op, [_num(rng) for _ in range(int(rng.integers(1, 4)))], w)
+    return rc.Predicate(attr, op, _num(rng), w)
+
+
+def _expressions(rng, start, n):
+    out = []
+    for i in range(n):
+        attrs = rng.choice(NUM + STR, int(rng.integers(1, 4)), replace=False)
+        out.append(rc.Expression(start + i, [_predicate(rng, str(a)) for a in attrs],
+                                 score=float(rng.choice([0.0, 0.5, 1.0, 1.0, 2.0]))))
+    return out
+
+
+def _events(rng, start, n):
+    out = []
+    for i in range(n):
+        attrs = rng.choice(NUM + STR + ["other"], int(rng.integers(0, 6)), replace=False)   # missing ones too
+        vals = {str(a): (str(rng.choice(WORDS + ["unseen"])) if a in STR else _num(rng)) for a in attrs}
+        weights = None
+        if vals and rng.random() < 0.5:
+            weights = {a: float(rng.choice([0.0, 0.5, 1.0, 2.0])) for a in vals if rng.random() < 0.7}
+        out.append(rc.Event(start + i, vals, weights=weights))
+    return out
+
+
+def _run(index, scoring, seed, steps=30, core=None):
+    rng = np.random.default_rng(seed)
+    cfg = rc.MatchConfig(scoring=scoring, index=index, k=5, branching=int(rng.choice([2, 3, 8])),
+                         rebuild_fraction=0.2, rebuild_min=8)     # small: deltas and rebuilds happen
+    m = rc.Matcher(cfg, core=core)
+    live: dict[int, rc.Expression] = {}
+    next_id, next_ev = 0, 0
+    for step in range(steps):
+        r = rng.random()
+        if r < 0.35 or not live:
+            new = _expressions(rng, next_id, int(rng.integers(1, 25)))
+            next_id += len(new) + int(rng.integers(0, 3))
+            m.subscribe(new)
+            live.update((e.id, e) for e in new)
+        elif r < 0.5:
+            gone = [int(i) for i in rng.choice(list(live), int(rng.integers(1, max(2, len(live) // 3))), replace=False)]
+            m.unsubscribe(gone)
+            for i in gone:
+                del live[i]
+        evs = _events(rng, next_ev, int(rng.integers(1, 8)))
+        next_ev += len(evs)
+        k = int(rng.choice([1, 3, 5, 40]))        # 40: more than the matches
+        got = m.publish(evs, k=k)
+        assert_matches_exact(got, list(live.values()), evs, scoring, k)
+        assert m.stats()["subscriptions"] == len(live)
+    if live and rng.random() < 0.5:          # deletion down to empty, then refill
+        m.unsubscribe(list(live))
+        live.clear()
+        evs = _events(rng, next_ev, 3)
+        assert all(x.top == () for x in m.publish(evs))
+        new = _expressions(rng, 10_000, 10)
+        m.subscribe(new)
+        evs = _events(rng, next_ev + 3, 5)
+        assert_matches_exact(m.publish(evs, k=3), new, evs, scoring, 3)
+
+
+@pytest.mark.parametrize("scoring", SCORINGS)
+@pytest.mark.parametrize("index", INDEXES)
+def test_matcher_equals_brute_force_after_every_call(index, scoring):
+    for seed in range(3):
+        _run(index, scoring, seed)
+
+
+@pytest.mark.parametrize("scoring", SCORINGS)
+def test_naive_stabbing_baseline_equals_brute_force(scoring):
+    _run("interval-tree", scoring, 7, core=NaiveStabCore)
+
+
+def test_ties_break_by_smaller_id_and_k_above_matches():
+    m = rc.Matcher(rc.MatchConfig(scoring="static", index="sopt-r-tree", k=3))
+    m.subscribe([rc.Expression(i, [rc.Predicate("x", "between", (0, 10))], score=1.0) for i in (9, 3, 7, 1)])
+    m.subscribe([rc.Expression(20, [rc.Predicate("x", "==", 10)], score=2.0)])
+    (got,) = m.publish([rc.Event(1, {"x": 10})])
+    assert got.top == ((20, 2.0), (1, 1.0), (3, 1.0))
+    (got,) = m.publish([rc.Event(2, {"x": 10.5})], k=10)
+    assert got.top == ()
+    (got,) = m.publish([rc.Event(3, {"x": 0})], k=10)
+    assert [i for i, _ in got.top] == [1, 3, 7, 9]
+
+
+def test_stats_count_accesses_and_index():
+    m = rc.Matcher(rc.MatchConfig(scoring="relaxed", index="ir-tree"))
+    m.subscribe(_expressions(np.random.default_rng(1), 0, 200))
+    m.publish(_events(np.random.default_rng(2), 0, 20))
+    s = m.stats()
+    assert s["index"] == "ir-tree" and s["events"] == 20 and s["subscriptions"] == 200
+    assert s["sorted_accesses"] > 0 and s["random_accesses"] > 0 and s["nodes"] > 0
