@@ -85,10 +85,15 @@ def _stop(proc):
         proc.wait(timeout=30)
 
 
+TOKEN = "rankcast-test-" + os.urandom(16).hex()
+
+
 def _start_head(ray_bin, tmp):
-    """`ray start --head --block` on free ports; returns (proc, dashboard url, env, failure)."""
+    """`ray start --head --block` on free ports, with token authentication (the documented
+    multi-node set-up); returns (proc, dashboard url, env with the token, gcs address, failure)."""
     gcs, dash, agent, agent_grpc, rt_env, metrics, client, nm, om = _free_ports(9)
-    env = dict(os.environ, PATH=f"{Path(PY).parent}:{os.environ.get('PATH', '')}", RAY_DEDUP_LOGS="0")
+    env = dict(os.environ, PATH=f"{Path(PY).parent}:{os.environ.get('PATH', '')}", RAY_DEDUP_LOGS="0",
+               RAY_AUTH_MODE="token", RAY_AUTH_TOKEN=TOKEN)
     env.pop("RAY_ADDRESS", None)
     cmd = [ray_bin, "start", "--head", "--block", f"--port={gcs}", f"--temp-dir={tmp}", "--num-cpus=2",
            "--include-dashboard=true", "--dashboard-host=127.0.0.1", f"--dashboard-port={dash}",
@@ -104,11 +109,11 @@ def _start_head(ray_bin, tmp):
         r = subprocess.run([ray_bin, "job", "list", "--address", url], env=env, capture_output=True,
                            text=True, timeout=60)
         if r.returncode == 0:
-            return proc, url, env, None
+            return proc, url, env, f"127.0.0.1:{gcs}", None
         if proc.poll() is not None:
-            return proc, url, env, "ray start --head exited: " + proc.stdout.read()[-3000:]
+            return proc, url, env, None, "ray start --head exited: " + proc.stdout.read()[-3000:]
         time.sleep(2)
-    return proc, url, env, "the Ray head's job server did not come up"
+    return proc, url, env, None, "the Ray head's job server did not come up"
 
 
 @pytest.fixture
@@ -120,7 +125,7 @@ def ray_head():
     failure = None
     for _ in range(2):
         tmp = tempfile.mkdtemp(prefix="rcjob")
-        proc, url, env, failure = _start_head(ray_bin, tmp)
+        proc, url, env, gcs, failure = _start_head(ray_bin, tmp)
         if failure is None:
             break
         _stop(proc)
@@ -128,14 +133,14 @@ def ray_head():
     if failure is not None:
         pytest.fail(failure)
     try:
-        yield url, env
+        yield url, env, gcs
     finally:
         _stop(proc)
         shutil.rmtree(tmp, ignore_errors=True)
 
 
 def test_ray_job_submit_rankcast_run(ray_head, tmp_path):
-    url, env = ray_head
+    url, env, _ = ray_head
     ray_bin = str(Path(PY).with_name("ray"))
     subs = pa.table({"id": pa.array([1, 2, 3], pa.int64()), "x": [1.0, 5.0, 9.0], "y": [1.0, 5.0, 9.0],
                      "k": pa.array([2, 2, 3], pa.int32()), "alpha": [0.5, 0.0, 1.0],
@@ -166,3 +171,32 @@ def test_ray_job_submit_rankcast_run(ray_head, tmp_path):
         eng.publish(msgs.slice(a, 5))
     for i in (1, 2, 3):
         assert [tuple(x) for x in res["topk"][str(i)]] == eng.topk(i)
+
+
+def test_client_without_the_token_cannot_attach(ray_head, tmp_path):
+    """The head runs with token authentication: a client with a wrong token, or with none
+    (no RAY_AUTH_TOKEN and no token file in its home), is refused with an error that says
+    how to present the token; the job API refuses too; with the token, attaching gets as far
+    as asking for the cluster by name."""
+    url, env, gcs = ray_head
+    ray_bin = str(Path(PY).with_name("ray"))
+    attach = textwrap.dedent(f"""
+        import rankcast as rc
+        try:
+            rc.Cluster.attach("no-such-cluster", address={gcs!r})
+        except Exception as e:
+            print("ERROR", type(e).__name__, e)
+    """)
+    (tmp_path / "home").mkdir()
+    wrong = dict(env, RAY_AUTH_TOKEN="not-the-token-" + "0" * 20, HOME=str(tmp_path / "home"))
+    none = {k: v for k, v in env.items() if k not in ("RAY_AUTH_TOKEN", "RAY_AUTH_MODE")}
+    none["HOME"] = str(tmp_path / "home")
+    for bad in (wrong, none):
+        r = subprocess.run([PY, "-c", attach], env=bad, capture_output=True, text=True, timeout=300)
+        line = next((l for l in r.stdout.splitlines() if l.startswith("ERROR")), "")
+        assert line.startswith("ERROR ConnectionError") and "RAY_AUTH_TOKEN" in line, (r.stdout + r.stderr)[-3000:]
+    r = subprocess.run([ray_bin, "job", "list", "--address", url], env=wrong, capture_output=True, text=True,
+                       timeout=120)
+    assert r.returncode != 0
+    r = subprocess.run([PY, "-c", attach], env=env, capture_output=True, text=True, timeout=300)
+    assert "ERROR RuntimeError no rankcast cluster named 'no-such-cluster'" in r.stdout, (r.stdout + r.stderr)[-3000:]

@@ -42,6 +42,12 @@ def test_ray_cluster_yaml_validates(launcher):
     assert "JAVA_TOOL_OPTIONS" in setup and "--add-opens=java.base/sun.nio.ch=ALL-UNNAMED" in setup
     assert any("ray start --head" in c for c in full["head_start_ray_commands"])
     assert any("ray start --address" in c for c in full["worker_start_ray_commands"])
+    # token authentication on every node, the token shipped to each, the dashboard on loopback
+    starts = full["head_start_ray_commands"] + full["worker_start_ray_commands"]
+    assert all("RAY_AUTH_MODE=token ray start" in c for c in starts if "ray start" in c)
+    assert any(v.endswith("auth_token") for v in full["file_mounts"].values())
+    assert "--dashboard-host=127.0.0.1" in " ".join(full["head_start_ray_commands"])
+    assert "0.0.0.0" not in json.dumps(full)
 
 
 @pytest.mark.parametrize("breakage", ["unknown_key", "bad_head", "min_over_max"])

@@ -360,5 +360,12 @@ def _ensure_ray(address: str | None, namespace: str) -> None:
         return
     if address is None:
         ray.init(**local_ray_options(namespace=namespace, log_to_driver=False))
-    else:
+        return
+    try:
         ray.init(address=address, namespace=namespace, log_to_driver=False)
+    except ConnectionError as e:
+        # Ray's own message does not say that a missing or wrong token looks the same
+        raise ConnectionError(f"cannot attach to the Ray cluster at {address!r}: {e}. A cluster with token "
+                              f"authentication (RAY_AUTH_MODE=token) accepts only clients that present its "
+                              f"token: set RAY_AUTH_MODE=token and RAY_AUTH_TOKEN (or RAY_AUTH_TOKEN_PATH, "
+                              f"default ~/.ray/auth_token) to the cluster's token (README, \"Security\")") from None

@@ -72,9 +72,17 @@ def local_ray_options(**extra) -> dict[str, Any]:
 
     Ray's CPUs are logical: actors of a topology ask fractional CPUs and mostly wait on one
     another, so the local Ray advertises at least ``RANKCAST_LOCAL_CPUS`` (default 8) even on a
-    2-core machine; otherwise a 4-partition topology plus a Spark executor cannot be placed."""
+    2-core machine; otherwise a 4-partition topology plus a Spark executor cannot be placed.
+
+    Locked down (README, "Security"): the node advertised on loopback, no dashboard
+    (``RANKCAST_DASHBOARD=1`` starts one, on 127.0.0.1), and token authentication, which Ray
+    2.60 turns on for every new local cluster unless ``RAY_AUTH_MODE`` says otherwise (it
+    writes the token to ``~/.ray/auth_token``; every process that attaches must present it).
+    Ray reads the mode when it is imported, so it is not set from here."""
     cpus = max(int(os.environ.get("RANKCAST_LOCAL_CPUS", "8")), os.cpu_count() or 1)
-    return {"num_cpus": cpus, "include_dashboard": False, **extra}
+    dashboard = os.environ.get("RANKCAST_DASHBOARD", "0") not in ("", "0", "false", "False")
+    return {"num_cpus": cpus, "include_dashboard": dashboard, "dashboard_host": "127.0.0.1",
+            "_node_ip_address": "127.0.0.1", **extra}
 
 
 _ENGINE = defaults()["engine"]
