@@ -57,14 +57,15 @@ def _add_demo(sub) -> None:
 
 
 def _add_bench(sub) -> None:
-    from .bench import cluster, engine, ingest, soak
+    from .bench import cluster, engine, ingest, match, soak
 
     p = sub.add_parser("bench", help="paper-style benchmarks (JSON + PNG)")
-    bsub = p.add_subparsers(dest="bench", metavar="{engine,cluster,ingest,soak}", required=True)
+    bsub = p.add_subparsers(dest="bench", metavar="{engine,cluster,ingest,soak,match}", required=True)
     for name, mod, text in (("engine", engine, "Skype against the baselines, one process (paper 8.1)"),
                             ("cluster", cluster, "DSkype roles on Ray (paper 8.2)"),
                             ("ingest", ingest, "Spark bulk load and replay through RayDP"),
-                            ("soak", soak, "a long stream at a set rate with kills: latency, memory, recovery")):
+                            ("soak", soak, "a long stream at a set rate with kills: latency, memory, recovery"),
+                            ("match", match, "ranked matching: the scored interval indexes (ranked pub/sub paper, 5)")):
         q = bsub.add_parser(name, help=text, description=mod.__doc__,
                             formatter_class=argparse.RawDescriptionHelpFormatter)
         mod.add_arguments(q)

@@ -21,6 +21,7 @@ from numbers import Integral, Real
 
 import numpy as np
 
+from ._arrays import runs
 from .columns import INT64_MAX, INT64_MIN, item_error, over_limit, plain, too_many
 from .config import Limits, limits
 from .errors import InvalidInput
@@ -148,8 +149,36 @@ class ExpressionBatch:
     set_off: np.ndarray
     set_vals: np.ndarray
 
+    _PRED = ("attr", "op", "a", "b", "weight", "lo", "hi")
+
     def __len__(self) -> int:
         return len(self.ids)
+
+    def take(self, rows) -> "ExpressionBatch":
+        """The expressions ``rows`` (indices or a mask), in that order."""
+        rows = np.flatnonzero(rows) if np.asarray(rows).dtype == bool else np.asarray(rows, np.int64)
+        off, p = runs(self.pred_off[rows], np.diff(self.pred_off)[rows])
+        s_off, v = runs(self.set_off[p], self.set_off[p + 1] - self.set_off[p])
+        return ExpressionBatch(self.ids[rows], self.score[rows], off, *(getattr(self, c)[p] for c in self._PRED),
+                               s_off, self.set_vals[v])
+
+    @staticmethod
+    def concat(batches: list["ExpressionBatch"]) -> "ExpressionBatch":
+        if len(batches) == 1:
+            return batches[0]
+        cols = {c: np.concatenate([getattr(b, c) for b in batches]) for c in ("ids", "score", "set_vals")
+                + ExpressionBatch._PRED}
+
+        def offsets(name, of):
+            base = np.cumsum([0] + [len(getattr(b, of)) for b in batches[:-1]])
+            return np.concatenate([[0]] + [getattr(b, name)[1:] + o for b, o in zip(batches, base)]).astype(np.int64)
+        return ExpressionBatch(pred_off=offsets("pred_off", "attr"), set_off=offsets("set_off", "set_vals"), **cols)
+
+    @staticmethod
+    def empty() -> "ExpressionBatch":
+        f, z = np.zeros(0), np.zeros(1, np.int64)
+        return ExpressionBatch(np.zeros(0, np.int64), f, z, np.zeros(0, np.int32), np.zeros(0, np.int8), f, f, f, f, f,
+                               z, f)
 
 
 @dataclass
@@ -165,6 +194,11 @@ class EventBatch:
 
     def __len__(self) -> int:
         return len(self.ids)
+
+    def take(self, rows) -> "EventBatch":
+        rows = np.flatnonzero(rows) if np.asarray(rows).dtype == bool else np.asarray(rows, np.int64)
+        off, v = runs(self.off[rows], np.diff(self.off)[rows])
+        return EventBatch(self.ids[rows], off, self.attr[v], self.val[v], self.weight[v])
 
 
 def _int64(kind, pos, v, field="id") -> int:

@@ -197,6 +197,16 @@ class ExpressionTable:
         """(offsets, predicate rows) of the expressions in ``slots``, laid end to end."""
         return runs(self.p_start[slots], self.p_end[slots] - self.p_start[slots])
 
+    def batch(self):
+        """The live expressions as an ExpressionBatch (snapshots, moves between partitions)."""
+        from ..predicates import ExpressionBatch
+        keep = np.flatnonzero(self.live[: self.n_slots])
+        off, rows = self.pred_rows(keep)
+        s_off, s_rows = runs(self.set_off[rows], self.set_off[rows + 1] - self.set_off[rows])
+        return ExpressionBatch(self.ids[keep], self.score[keep], off, self.p_attr[rows], self.p_op[rows],
+                               self.p_a[rows], self.p_b[rows], self.p_w[rows], self.p_lo[rows], self.p_hi[rows],
+                               s_off, self.set_vals[s_rows])
+
     def compact(self) -> np.ndarray | None:
         """Drop dead slots once they are the majority (slots change; ids do not). Returns the
         old slot of every new one, None when nothing moved."""

@@ -109,6 +109,8 @@ class DeltaIndex(IntervalIndex):
         return self.base.nbytes() + sum(a.nbytes for a in (self.d_lo, self.d_hi, self.d_score, self.d_item))
 
     def open(self, q: float) -> Cursor:
+        if not len(self.d_item) and not self.dead:
+            return self.base.open(q)            # just rebuilt: nothing to merge or drop
         d = (self.d_lo <= q) & (q <= self.d_hi)
         di, ds = self.d_item[d], self.d_score[d]
         order = np.lexsort((di, -ds))
