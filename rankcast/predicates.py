@@ -67,6 +67,19 @@ class AttributeTable:
             for s in strings:
                 codes[s] = len(codes)
 
+    def mark(self) -> tuple:
+        """What :meth:`rollback` returns to (a bulk load commits its parts as it stages them)."""
+        return len(self.kinds), [len(c) for c in self.codes]
+
+    def rollback(self, mark: tuple) -> None:
+        n, lens = mark
+        for name in [k for k, i in self.ids.items() if i >= n]:
+            del self.ids[name]
+        del self.kinds[n:], self.codes[n:]
+        for codes, keep in zip(self.codes, lens):
+            for s in [s for s, c in codes.items() if c >= keep]:
+                del codes[s]
+
     def to_state(self) -> dict:
         return {"names": self.name_of(), "kinds": list(self.kinds),
                 "codes": [list(c) for c in self.codes]}

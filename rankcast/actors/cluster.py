@@ -20,12 +20,13 @@ from typing import Any, Iterable, Iterator
 
 import numpy as np
 
-from ..config import ClusterConfig, local_ray_options
+from ..config import ClusterConfig, MatchConfig, local_ray_options
 from ..engine import updates_from_arrays
+from ..matcher import matches_from_arrays
 from ..columns import shift_position
 from ..errors import InvalidInput, UnknownSubscription
 from ..model import Delivery, Update
-from .coordinator import Coordinator, check_same_cluster
+from .coordinator import check_same_cluster, coordinator_class
 from .recovery import StateStore, is_role_death
 from .runtime import LocalHandle
 
@@ -43,8 +44,9 @@ class Cluster:
     """Handle of a running cluster; see :meth:`start` and :meth:`attach`."""
 
     def __init__(self, coordinator, name: str, namespace: str | None, *, inproc: bool = False,
-                 owner: bool = False):
+                 owner: bool = False, ccfg: ClusterConfig | None = None):
         self._coord = coordinator
+        self._ccfg = ccfg
         self.name = name
         self.namespace = namespace
         self._inproc = inproc
@@ -69,8 +71,8 @@ class Cluster:
         if not isinstance(ccfg, ClusterConfig):
             raise InvalidInput(f"Cluster.start: expected a ClusterConfig, got {type(ccfg).__name__}")
         if ccfg.options.get("runtime") == "inproc":
-            return cls(LocalHandle(Coordinator(ccfg, "inproc", sample)), ccfg.name, None,
-                       inproc=True, owner=True)
+            return cls(LocalHandle(coordinator_class(ccfg)(ccfg, "inproc", sample)), ccfg.name, None,
+                       inproc=True, owner=True, ccfg=ccfg)
         import ray
         _ensure_ray(address, ccfg.namespace)
         try:
@@ -92,7 +94,7 @@ class Cluster:
             # arguments, whoever started it and whether that process still runs
             store.write("START", (ccfg, sample))
             args, kw = (None, "ray", None), {"state": (ccfg.state_dir, ccfg.name)}
-        actor = ray.remote(Coordinator).options(
+        actor = ray.remote(coordinator_class(ccfg)).options(
             name=ccfg.name, namespace=ccfg.namespace, lifetime="detached",
             num_cpus=ccfg.actor_cpus, max_concurrency=1,
             # a coordinator that dies restarts and resumes from the durable state
@@ -105,7 +107,7 @@ class Cluster:
             except Exception:
                 pass
             raise _unwrap(e) from None
-        return cls(actor, ccfg.name, ccfg.namespace, owner=True)
+        return cls(actor, ccfg.name, ccfg.namespace, owner=True, ccfg=ccfg)
 
     @classmethod
     def attach(cls, name: str = "rankcast", address: str | None = None, *,
@@ -154,8 +156,11 @@ class Cluster:
     def _change(self, method: str, *args):
         """A state-changing call, with this client's token: resent after a coordinator
         restart, it is applied once (the coordinator returns the recorded result)."""
+        return self._change_kw(method, *args)
+
+    def _change_kw(self, method: str, *args, **kw):
         self._calls += 1
-        return self._call(method, *args, client=self._client, token=self._calls)
+        return self._call(method, *args, client=self._client, token=self._calls, **kw)
 
     RECONNECT_SECONDS = 120.0
 
@@ -189,18 +194,36 @@ class Cluster:
     def unsubscribe(self, ids) -> None:
         self._change("unsubscribe", ids)
 
-    def publish(self, msgs, wait: bool = True) -> list[Update] | None:
-        """wait=True: the updates of this call once applied (whoever else publishes).
-        wait=False: returns once the messages are validated and in the pipeline; their
-        changes are delivered to listeners within ``delivery_interval`` seconds, and
-        :meth:`flush` waits and returns those of this client's pipelined calls."""
-        out = self._change("publish", msgs, bool(wait))
-        return updates_from_arrays(*out) if wait else None
+    @property
+    def matching(self) -> bool:
+        """Whether this cluster serves ranked matching (``rc.Event`` in, ``rc.Match`` out)."""
+        if self._ccfg is None:
+            self._ccfg = self._call("config")
+        return isinstance(self._ccfg.engine, MatchConfig)
+
+    def _objects(self, arrays) -> list:
+        """Update objects (or Match objects, for ranked matching) from result arrays."""
+        if self.matching:
+            ev, off, ids, sc = arrays
+            return matches_from_arrays(ev, [(ids[off[i]:off[i + 1]], sc[off[i]:off[i + 1]]) for i in range(len(ev))])
+        return updates_from_arrays(*arrays)
+
+    def publish(self, msgs, wait: bool = True, k: int | None = None) -> list[Update] | None:
+        """wait=True: the updates of this call once applied (whoever else publishes); for
+        ranked matching, one ``rc.Match`` per event in input order (``k`` as in
+        ``Matcher.publish``). wait=False: returns once the items are validated and in the
+        pipeline; their changes are delivered to listeners within ``delivery_interval``
+        seconds, and :meth:`flush` waits and returns those of this client's pipelined calls."""
+        if k is not None and not self.matching:
+            raise InvalidInput("publish: field 'k': only ranked matching takes k per call")
+        out = self._change("publish", msgs, bool(wait)) if k is None else \
+            self._change_kw("publish", msgs, bool(wait), k=k)
+        return self._objects(out) if wait else None
 
     def flush(self) -> list[Update]:
         """Wait for this client's pipelined publishes; their updates since its last flush
-        (per subscription, its latest list)."""
-        return updates_from_arrays(*self._change("flush"))
+        (per subscription, its latest list; ranked matching: per event)."""
+        return self._objects(self._change("flush"))
 
     def position(self) -> int:
         """The stream position now: messages published so far (by any client)."""
@@ -222,7 +245,7 @@ class Cluster:
         while True:
             got, pos = self._call("deliveries_from", pos, ids)
             for p, arrays in got:
-                yield Delivery(p, updates_from_arrays(*arrays))
+                yield Delivery(p, self._objects(arrays))
             now = time.monotonic()
             if got:
                 quiet_since = now

@@ -66,7 +66,7 @@ from .recovery import StateStore, is_role_death, shared_config
 from .runtime import InprocRuntime, RayRuntime, Runtime
 from .shard import WindowShard
 
-__all__ = ["Coordinator", "check_same_cluster"]
+__all__ = ["CoordinatorBase", "Coordinator", "check_same_cluster", "coordinator_class"]
 
 _NO_UPDATES = (np.zeros(0, np.int64), np.zeros(1, np.int64), np.zeros(0, np.int64), np.zeros(0))
 _NOT_DONE = object()
@@ -81,16 +81,32 @@ def _select(arrays: tuple, keep: np.ndarray) -> tuple:
 
 
 def check_same_cluster(stored: ClusterConfig, given: ClusterConfig) -> None:
-    """A restart resumes the stored cluster only under the same semantics (engine and
-    policy); the stored topology (partitions added by load monitoring) is kept."""
+    """A restart resumes the stored cluster only under the same semantics (the kind, its
+    engine config and the policy); the stored topology (partitions added by load monitoring)
+    is kept."""
     a, b = stored.engine, given.engine
-    va = a.vocabulary.to_dict() if a.vocabulary is not None else None
-    vb = b.vocabulary.to_dict() if b.vocabulary is not None else None
-    if a.replace(vocabulary=None) != b.replace(vocabulary=None) or va != vb or stored.policy != given.policy:
+    if type(a) is not type(b):
+        same = False
+    elif hasattr(a, "vocabulary"):
+        va = a.vocabulary.to_dict() if a.vocabulary is not None else None
+        vb = b.vocabulary.to_dict() if b.vocabulary is not None else None
+        same = a.replace(vocabulary=None) == b.replace(vocabulary=None) and va == vb
+    else:
+        same = a == b
+    if not same or stored.policy != given.policy:
         raise InvalidInput(f"Cluster.start: field 'engine'/'policy': the durable state of cluster "
                            f"{given.name!r} under {given.state_dir!r} was made with another engine config "
                            f"or policy; start it with the same config, another name or state_dir, "
                            f"or Cluster.start(..., fresh=True) to discard that state")
+
+
+def coordinator_class(ccfg: ClusterConfig):
+    """The coordinator of the kind of ``ccfg.engine`` (spatial-keyword or ranked matching)."""
+    from ..config import MatchConfig
+    if isinstance(ccfg.engine, MatchConfig):
+        from .matching import MatchCoordinator
+        return MatchCoordinator
+    return Coordinator
 
 
 def _latest(outs: list[tuple]) -> tuple:
@@ -147,14 +163,24 @@ def _guarded(fn):
     return call
 
 
-# what a checkpoint keeps of the coordinator (the rest is rebuilt or is about this process)
-_COORD_STATE = ("encoder", "clock", "policy", "last_seq", "dispatched_pos", "exp_dispatched", "step",
-                "published", "live", "win_ids", "win_fifo", "applied_pos", "_stash", "_last_busy",
-                "counters", "monitor_log", "deliveries", "evicted_upto", "_group", "_group_t0",
-                "_flush_pos", "_done")
+# what a checkpoint keeps of every coordinator (the rest is rebuilt or is about this
+# process); a kind adds its own in KIND_STATE
+_COORD_STATE = ("policy", "last_seq", "dispatched_pos", "step", "published", "live", "applied_pos",
+                "counters", "deliveries", "evicted_upto", "_group", "_group_t0", "_flush_pos", "_done")
 
+class CoordinatorBase:
+    """What every kind's coordinator shares (the ARCHITECTURE's "written once"): sequencing
+    of steps with backpressure, the write-ahead log, checkpoints and recovery, client
+    tokens, bulk loading in two phases, deliveries to listeners and ``flush``.
 
-class Coordinator:
+    A kind implements the hooks: ``_init_kind`` (its encoder, policy and stream state),
+    ``_build_roles`` / ``_role_groups`` / ``_snapshot_groups`` (its roles), ``_reset_transient``,
+    the ``_apply_*`` of its calls, ``_place`` / ``_dispatch`` / ``_harvest`` / ``_quiesce`` /
+    ``_emit`` / ``_baseline`` (its steps and results), and the encoding hooks of bulk loads
+    (``_encode_subscriptions``, ``_commit``, ``_mark``, ``_rollback``)."""
+
+    KIND_STATE: tuple[str, ...] = ()
+
     def __init__(self, ccfg: ClusterConfig | None, runtime: str = "ray", sample=None, *,
                  state: tuple[str, str] | None = None):
         if ccfg is None:
@@ -163,42 +189,26 @@ class Coordinator:
             # after the client that started it is gone
             ccfg, sample = StateStore(*state).read("START")
         self.ccfg = ccfg
-        cfg = self.cfg = ccfg.engine
+        self.cfg = ccfg.engine
         opts = ccfg.options
         self.rt: Runtime = InprocRuntime() if runtime == "inproc" else RayRuntime()
-        self.encoder = Encoder(cfg.bounds, cfg.vocabulary)
-        self.clock = WindowClock(cfg)
-        self.policy: Policy = make_policy(ccfg.policy, ccfg.partitions, cfg.bounds, cfg.max_dist,
-                                          window=cfg.window or int(opts.get("window_estimate", 100_000)),
-                                          options=opts)
-        self.policy.fit(*self._encode_sample(sample))
         self._export = not self.rt.inproc
         self.metrics = RoleMetrics("coordinator", 0, ccfg.name, self._export)
         # stream state
-        self.last_seq = -1          # last sequence number handed out
+        self.last_seq = -1          # last sequence number handed out (stream position - 1)
         self.dispatched_pos = -1    # last position covered by a dispatched step
-        self.exp_dispatched = -1
         self.step = 0
         self.published = 0
-        self.live: dict[int, int] = {}            # subscription id -> routed prefix length
-        self.win_ids: dict[int, int] = {}
-        self.win_fifo: deque[tuple[np.ndarray, np.ndarray]] = deque()
-        self.inflight: deque[tuple[int, list, list, int]] = deque()   # step, refs, shard refs, position
+        self.live: dict[int, int] = {}            # subscription id -> what the kind keeps of it
+        self.inflight: deque = deque()            # unfinished steps
         self.applied_pos = -1       # last position of the steps harvested
-        self.realloc_queue: list[dict] = []
-        self._stash: list[tuple] = []              # direct-mode updates taken before a move
-        self._last_busy = np.zeros(ccfg.partitions)
-        self.pending_ops: dict[int, list[PartitionOps]] = {}
-        self._staged: list[SubscriptionBatch] | None = None   # bulk load in progress
-        self._staged_terms: list = []              # the new terms of each staged part
+        self.pending_ops: dict[int, list] = {}    # partition -> control operations of the next step
+        self._staged: list | None = None          # bulk load in progress
+        self._staged_terms: list = []              # what each staged part adds to the encoder
         self._stage_lost = False                   # a recovery dropped a load being staged
         self._staged_ids: set[int] = set()
-        self._stage_mark = 0
-        self.counters = dict(steps=0, reallocations=0, realloc_new_replicas=0,
-                             publish_seconds=0.0, calls=0, load_checks=0, rebalances=0,
-                             rebalance_moved=0)
-        self._next_check = time.perf_counter() + ccfg.monitor_every
-        self.monitor_log: deque[dict] = deque(maxlen=20)   # the latest automatic actions
+        self._stage_mark = None
+        self.counters = dict(steps=0, publish_seconds=0.0, calls=0)
         # delivery (CONTRACT "Delivery to subscribers"): (position, update arrays) per cut
         self.deliveries: deque[tuple[int, tuple]] = deque()
         self.evicted_upto = 0                     # deliveries at positions <= this are gone
@@ -206,6 +216,7 @@ class Coordinator:
         self._group_t0 = 0.0
         self._flush_pos: dict = {}                # client -> positions delivering its pipelined calls
         self._done: OrderedDict = OrderedDict()   # client -> (token, result) of its last call
+        self._init_kind(sample)
         # recovery
         self._depth = 0
         self._current = None                      # log index of the running call's record
@@ -227,21 +238,44 @@ class Coordinator:
             if self.store is not None:
                 self._checkpoint()
 
-    # ------------------------------------------------------------------ roles
+    # ------------------------------------------------------------------ kind hooks
+    def _init_kind(self, sample) -> None:
+        raise NotImplementedError
+
     def _build_roles(self, ckpt: str | None, reuse: list | None = None) -> None:
-        """Create every role (resumed from the snapshots under ``ckpt`` when given). After a
-        death, ``reuse`` lists the live role processes: each becomes a role again in place
-        (:meth:`Recoverable.reinit`), and only the dead ones get a new process."""
-        ccfg, cfg, opts = self.ccfg, self.rt.share(self.cfg), self.ccfg.options
-        name, export, cpus = ccfg.name, self._export, ccfg.actor_cpus
-        delay, seed = float(opts.get("delay", 0.0)), int(opts.get("seed", 0))
-        P, S, A, D = self.policy.n_partitions, ccfg.window_shards, ccfg.aggregators, ccfg.distributors
-        spare = {}
+        raise NotImplementedError
+
+    def _role_groups(self) -> list[tuple[str, list]]:
+        """(role name, handles) of every role."""
+        raise NotImplementedError
+
+    def _snapshot_groups(self) -> list[tuple[str, list]]:
+        """(role name, handles) of the roles that snapshot their state."""
+        raise NotImplementedError
+
+    def _reset_transient(self) -> None:
+        """Forget what a step in flight or a call in progress left (before a checkpoint loads)."""
+
+    def _roles(self) -> list:
+        return [h for _, hs in self._role_groups() for h in hs]
+
+    def _add_ops(self, p: int, ops) -> None:
+        """Control operations for partition ``p`` in the next step."""
+        self.pending_ops.setdefault(p, []).append(ops)
+
+    def _filter_delivery(self, arrays: tuple, ids: np.ndarray) -> tuple:
+        """A delivery's update arrays restricted to the subscriptions ``ids`` (``listen``)."""
+        return _select(arrays, np.isin(arrays[0], ids))
+
+    def _role_maker(self, ckpt: str | None, reuse: list | None):
+        """``make(role, cls, i, *args, snapshot=True)`` that builds role ``i`` (resumed from
+        ``ckpt`` when given; in a live process of ``reuse`` when one of that role is left),
+        and ``finish()`` that waits for every role built and kills the unused live ones."""
+        spare: dict[str, list] = {}
         for role, h in reuse or []:
             spare.setdefault(role, []).append(h)
-        started = []
-
-        labels = []
+        started, labels = [], []
+        cpus = self.ccfg.actor_cpus
 
         def make(role, cls, i, *args, snapshot=True):
             kw = {"resume": (self.store, f"{ckpt}/{role}-{i}")} if ckpt is not None and snapshot else {}
@@ -255,23 +289,14 @@ class Coordinator:
             labels.append(f"{role}-{i} (new process)")
             return h
 
-        self.shards = [make("shard", WindowShard, s, cfg, s, ccfg.max_in_flight + 2, name, export, delay, seed)
-                       for s in range(S)]
-        self.aggs = [make("aggregator", Aggregator, a, a, P, name, export) for a in range(A)]
-        # with one partition there is nothing to reallocate to: no prefix checks
-        self._part_args = (self.shards, self.aggs, self.rt, self.policy.prefix and ccfg.partitions > 1,
-                           bool(opts.get("merge_via_aggregator", True)), name, export, delay, seed)
-        self.parts = [make("partition", SubscriptionPartition, p, cfg, p, *self._part_args) for p in range(P)]
-        self.dists = [make("distributor", Distributor, d, self.policy, S, d, name, export, delay, seed,
-                           snapshot=False) for d in range(D)]
-        # direct: every subscription lives in one partition, whose core reports its updates;
-        # replicated: the aggregators merge the replicas' lists
-        self.direct = (not self.policy.replicates) or ccfg.partitions == 1
-        self._role_seconds = self._wait_timed(started, labels)     # every role is up
-        for hs in spare.values():
-            for h in hs:
-                self._kill([h])
+        def finish():
+            self._role_seconds = self._wait_timed(started, labels)     # every role is up
+            for hs in spare.values():
+                for h in hs:
+                    self._kill([h])
+        return make, finish
 
+    # ------------------------------------------------------------------ roles
     def _wait_timed(self, refs: list, labels: list[str]) -> dict[str, float]:
         """Wait for ``refs``; seconds until each was done, by label (recovery phases)."""
         t0 = time.perf_counter()
@@ -283,9 +308,6 @@ class Coordinator:
                 self.rt.get(r)
                 out[names[r]] = time.perf_counter() - t0
         return out
-
-    def _roles(self) -> list:
-        return self.dists + self.parts + self.shards + self.aggs
 
     def _kill(self, handles) -> None:
         if self.rt.inproc:
@@ -300,8 +322,7 @@ class Coordinator:
     def _live_roles(self) -> list[tuple[str, object]]:
         """(role, handle) of the roles whose process still answers; the others are killed
         for good (a role that hangs is as good as dead)."""
-        roles = [(r, h) for r, hs in (("distributor", self.dists), ("partition", self.parts),
-                                      ("shard", self.shards), ("aggregator", self.aggs)) for h in hs]
+        roles = [(r, h) for r, hs in self._role_groups() for h in hs]
         if self.rt.inproc:
             return roles
         refs = [h.pid.remote() for _, h in roles]
@@ -323,8 +344,7 @@ class Coordinator:
     def pids(self) -> dict[str, list[int]]:
         """Process ids by role (fault-injection tests kill them)."""
         out = {"coordinator": [os.getpid()]}
-        for role, hs in (("distributor", self.dists), ("partition", self.parts), ("shard", self.shards),
-                         ("aggregator", self.aggs)):
+        for role, hs in self._role_groups():
             out[role] = self.rt.get([h.pid.remote() for h in hs])
         return out
 
@@ -350,11 +370,10 @@ class Coordinator:
         e = self.epoch + 1
         d = f"ckpt-{e}"
         refs = [h.snapshot.remote(self.store, f"{d}/{role}-{i}")
-                for role, hs in (("partition", self.parts), ("shard", self.shards), ("aggregator", self.aggs))
-                for i, h in enumerate(hs)]
+                for role, hs in self._snapshot_groups() for i, h in enumerate(hs)]
         self.rt.get(refs)
         t_roles = time.perf_counter()
-        state = {k: getattr(self, k) for k in _COORD_STATE}
+        state = {k: getattr(self, k) for k in _COORD_STATE + self.KIND_STATE}
         state["metrics"] = dict(self.metrics.values)
         self.store.write(f"{d}/coordinator", state, shared_config(self.cfg))
         self._ckpt_parts = {"quiesce_and_roles": t_roles - t0, "coordinator": time.perf_counter() - t_roles}
@@ -380,7 +399,8 @@ class Coordinator:
         for k, v in state.items():
             setattr(self, k, v)
         self.inflight.clear()
-        self.realloc_queue, self.pending_ops = [], {}
+        self.pending_ops = {}
+        self._reset_transient()
         if self._staged is not None:          # staged parts are not in the log: that load fails
             self._staged, self._stage_lost = None, True
         self.epoch = e
@@ -481,7 +501,267 @@ class Coordinator:
     def config(self) -> ClusterConfig:
         return self.ccfg
 
-    # ------------------------------------------------------------------ fitting sample
+    # ------------------------------------------------------------------ bulk load
+    def stage_batch(self, subs) -> int:
+        """Bulk load, phase 1: validate and encode one part of the table. Nothing takes effect
+        before ``commit_load``; an error anywhere in the table (positions count from the
+        table's first row) discards every staged part, so a bad table loads nothing."""
+        with self.metrics.busy():
+            if self._staged is None:
+                self._staged, self._staged_ids, self._staged_terms = [], set(), []
+                self._stage_mark = self._mark()
+            offset = sum(len(b) for b in self._staged)
+            try:
+                try:
+                    batch, pending = self._encode_subscriptions(subs)
+                except InvalidInput as e:
+                    raise shift_position(e, offset) from None
+                check_not_live(batch.ids, self.live, offset)
+                for i, sid in enumerate(batch.ids.tolist()):
+                    if sid in self._staged_ids:
+                        raise item_error("subscription", offset + i, sid, "id", "duplicate id within the table")
+            except Exception:
+                self.abort_load()
+                raise
+            self._commit(pending)   # later parts must see the ids of new terms
+            self._staged_terms.append(pending)
+            self._staged_ids.update(batch.ids.tolist())
+            self._staged.append(batch)
+            return len(batch)
+
+    def abort_load(self) -> None:
+        """Drop what ``stage_batch`` staged, and the terms it met."""
+        if self._staged is not None:
+            self._rollback(self._stage_mark)
+        self._staged = None
+
+    def commit_load(self, client=None, token=None):
+        """Bulk load, phase 2, in one call: place every staged part (routed by the policy, one
+        index build per partition and part) and dispatch its step, which computes the initial
+        results. A generator (Ray streams its values): yields (rows whose initial results are
+        in, rows staged) as steps finish, the last one once everything is in place. The
+        staged parts and their terms are one log record: a recovery loads them whole."""
+        if self._stage_lost:
+            self._stage_lost = False
+            raise RuntimeError("a recovery during this bulk load dropped its staged parts; nothing "
+                               "of it was loaded: load the table again")
+        staged, self._staged = self._staged or [], None
+        terms = self._staged_terms if staged else []
+        rec = ("load", staged, terms, client, token)
+        total = sum(len(b) for b in staged)
+        if self.store is not None:
+            self.store.append(rec)
+            self._n_logged += 1
+        try:
+            with self.metrics.busy():
+                for progress in self._apply_load(staged, terms):
+                    yield progress
+        except Exception as e:
+            if self.store is None or not is_role_death(e):
+                raise
+            self._depth += 1
+            try:
+                self._recover(e)
+            finally:
+                self._depth -= 1
+        self._done[client] = (token, (total, total))
+        self._maybe_checkpoint()
+        yield total, total
+
+    def _apply_load(self, staged: list[SubscriptionBatch], terms: list):
+        for pending in terms:
+            self._commit(pending)
+        total = sum(len(b) for b in staged)
+        rows_of_step: dict[int, int] = {}
+        placed = 0
+
+        def done() -> int:
+            return placed - sum(rows_of_step.get(e[0], 0) for e in self.inflight)
+
+        self._cut_group()
+        for batch in staged:
+            if not len(batch):
+                continue
+            self._place(batch)
+            self._dispatch()
+            rows_of_step[self.step] = len(batch)
+            placed += len(batch)
+            yield done(), total         # _dispatch waits for old steps beyond max_in_flight
+        while self.inflight:
+            self._harvest(self.inflight.popleft())
+            yield done(), total
+        self._quiesce()
+        if staged:
+            self._baseline(np.concatenate([b.ids for b in staged]))
+        yield total, total
+
+    # ------------------------------------------------------------------ delivery
+    @_guarded
+    def flush(self, client=None, token=None) -> tuple:
+        """Wait for the pipelined calls, deliver them, and return the updates of the
+        deliveries that hold this client's pipelined calls since its last flush (per
+        subscription its latest list)."""
+        if (done := self._retried(client, token)) is not _NOT_DONE:
+            return done
+        t0 = time.perf_counter()
+        out = self._log_apply(("flush", client, token))
+        self.counters["publish_seconds"] += time.perf_counter() - t0
+        return out
+
+    def _apply_flush(self, client) -> tuple:
+        with self.metrics.busy():
+            self._cut_group()
+            want = set(self._flush_pos.pop(client, ()))
+            outs = [arr for pos, arr in self.deliveries if pos in want]
+        if not outs:
+            return _NO_UPDATES
+        return outs[0] if len(outs) == 1 else _latest(outs)
+
+    def _cut(self) -> tuple:
+        """Finish every step and deliver what changed since the previous cut, at the
+        current stream position (the number of messages published). Returns the arrays."""
+        self._quiesce()
+        out = self._emit()
+        if len(out[0]):
+            self._deliver(self.last_seq + 1, out)
+        return out
+
+    def _cut_group(self):
+        """Deliver the pipelined calls not yet delivered; each client among them will get
+        the delivery from its flush."""
+        if not self._group:
+            return None
+        clients, self._group = self._group, set()
+        out = self._cut()
+        if len(out[0]):
+            for c in clients:
+                got = self._flush_pos.setdefault(c, [])
+                if len(got) >= 64:       # a client that never flushes: only what is kept
+                    got[:] = [p for p in got if p > self.evicted_upto]
+                got.append(self.last_seq + 1)
+        return None
+
+    def _deliver(self, pos: int, arrays: tuple) -> None:
+        if self.deliveries and self.deliveries[-1][0] == pos:      # same position: one delivery
+            arrays = _latest([self.deliveries.pop()[1], arrays])
+        self.deliveries.append((pos, arrays))
+        self.metrics.inc("updates", len(arrays[0]))
+        while self.deliveries and self.deliveries[0][0] <= pos - self.ccfg.retention:
+            self.evicted_upto = self.deliveries.popleft()[0]
+
+    def position(self) -> int:
+        """The current stream position: messages published so far (deliveries carry the
+        position of the call that caused them)."""
+        return self.last_seq + 1
+
+    def deliveries_from(self, from_position: int, ids=None, limit: int = 256):
+        """Deliveries at positions >= ``from_position`` (at most ``limit``), restricted to the
+        subscriptions ``ids`` (None: all) and skipping those left empty; returns (list of
+        (position, arrays), the position to ask from next)."""
+        if isinstance(from_position, bool) or not isinstance(from_position, Integral) or from_position < 0:
+            raise InvalidInput(f"listen: field 'from_position': must be a non-negative int, got {from_position!r}")
+        if from_position <= self.evicted_upto:
+            raise InvalidInput(f"listen: field 'from_position': position {from_position} is no longer kept "
+                               f"(retention {self.ccfg.retention}); the oldest kept is {self.evicted_upto + 1}")
+        picked = []
+        for pos, arr in reversed(self.deliveries):
+            if pos < from_position:
+                break
+            picked.append((pos, arr))
+        picked.reverse()
+        picked = picked[:limit]
+        nxt = picked[-1][0] + 1 if picked else from_position
+        if ids is not None:
+            ids = np.asarray(ids, np.int64)
+            picked = [(p, self._filter_delivery(a, ids)) for p, a in picked]
+            picked = [(p, a) for p, a in picked if len(a[0])]
+        return picked, nxt
+
+    # ------------------------------------------------------------------ lifecycle
+    def shutdown(self, keep_state: bool = False) -> None:
+        """Stop every role; the durable state is removed unless ``keep_state`` (then
+        ``Cluster.start`` with the same name and state_dir resumes from it)."""
+        if self.store is not None:
+            if keep_state:
+                self.store.close_log()
+            else:
+                self.store.destroy()
+        self._kill(self._roles())
+
+
+class Coordinator(CoordinatorBase):
+    """The spatial-keyword kind (Skype / DSkype): see the module docstring."""
+
+    KIND_STATE = ("encoder", "clock", "exp_dispatched", "win_ids", "win_fifo", "_stash", "_last_busy",
+                  "monitor_log")
+
+    def _init_kind(self, sample) -> None:
+        ccfg, cfg, opts = self.ccfg, self.cfg, self.ccfg.options
+        self.encoder = Encoder(cfg.bounds, cfg.vocabulary)
+        self.clock = WindowClock(cfg)
+        self.policy: Policy = make_policy(ccfg.policy, ccfg.partitions, cfg.bounds, cfg.max_dist,
+                                          window=cfg.window or int(opts.get("window_estimate", 100_000)),
+                                          options=opts)
+        self.policy.fit(*self._encode_sample(sample))
+        self.exp_dispatched = -1
+        self.win_ids: dict[int, int] = {}
+        self.win_fifo: deque[tuple[np.ndarray, np.ndarray]] = deque()
+        self.realloc_queue: list[dict] = []
+        self._stash: list[tuple] = []              # direct-mode updates taken before a move
+        self._last_busy = np.zeros(ccfg.partitions)
+        self._stage_mark = 0
+        self.counters.update(reallocations=0, realloc_new_replicas=0, load_checks=0, rebalances=0,
+                             rebalance_moved=0)
+        self._next_check = time.perf_counter() + ccfg.monitor_every
+        self.monitor_log: deque[dict] = deque(maxlen=20)   # the latest automatic actions
+
+    def _reset_transient(self) -> None:
+        self.realloc_queue = []
+
+    def _role_groups(self) -> list[tuple[str, list]]:
+        return [("distributor", self.dists), ("partition", self.parts), ("shard", self.shards),
+                ("aggregator", self.aggs)]
+
+    def _snapshot_groups(self) -> list[tuple[str, list]]:
+        return [("partition", self.parts), ("shard", self.shards), ("aggregator", self.aggs)]
+
+    # bulk-load encoding hooks
+    def _encode_subscriptions(self, subs):
+        return self.encoder.encode_subscriptions(subs)
+
+    def _commit(self, pending) -> None:
+        self.encoder.commit(pending)
+
+    def _mark(self):
+        return self.encoder.terms.mark()
+
+    def _rollback(self, mark) -> None:
+        self.encoder.terms.rollback(mark)
+
+
+    def _build_roles(self, ckpt: str | None, reuse: list | None = None) -> None:
+        """Create every role (resumed from the snapshots under ``ckpt`` when given). After a
+        death, ``reuse`` lists the live role processes: each becomes a role again in place
+        (:meth:`Recoverable.reinit`), and only the dead ones get a new process."""
+        ccfg, cfg, opts = self.ccfg, self.rt.share(self.cfg), self.ccfg.options
+        name, export = ccfg.name, self._export
+        delay, seed = float(opts.get("delay", 0.0)), int(opts.get("seed", 0))
+        P, S, A, D = self.policy.n_partitions, ccfg.window_shards, ccfg.aggregators, ccfg.distributors
+        make, finish = self._role_maker(ckpt, reuse)
+        self.shards = [make("shard", WindowShard, s, cfg, s, ccfg.max_in_flight + 2, name, export, delay, seed)
+                       for s in range(S)]
+        self.aggs = [make("aggregator", Aggregator, a, a, P, name, export) for a in range(A)]
+        # with one partition there is nothing to reallocate to: no prefix checks
+        self._part_args = (self.shards, self.aggs, self.rt, self.policy.prefix and ccfg.partitions > 1,
+                           bool(opts.get("merge_via_aggregator", True)), name, export, delay, seed)
+        self.parts = [make("partition", SubscriptionPartition, p, cfg, p, *self._part_args) for p in range(P)]
+        self.dists = [make("distributor", Distributor, d, self.policy, S, d, name, export, delay, seed,
+                           snapshot=False) for d in range(D)]
+        # direct: every subscription lives in one partition, whose core reports its updates;
+        # replicated: the aggregators merge the replicas' lists
+        self.direct = (not self.policy.replicates) or ccfg.partitions == 1
+        finish()
+
     def encoder_copy(self) -> Encoder:
         """An encoder with this one's vocabulary and committed terms (nothing pending): what
         it encodes without meeting a new term, this one would encode the same."""
@@ -524,99 +804,6 @@ class Coordinator:
         self._quiesce()
         self._baseline(batch.ids)
         self.counters["calls"] += 1
-
-    def stage_batch(self, subs) -> int:
-        """Bulk load, phase 1: validate and encode one part of the table. Nothing takes effect
-        before ``commit_load``; an error anywhere in the table (positions count from the
-        table's first row) discards every staged part, so a bad table loads nothing."""
-        with self.metrics.busy():
-            if self._staged is None:
-                self._staged, self._staged_ids, self._staged_terms = [], set(), []
-                self._stage_mark = self.encoder.terms.mark()
-            offset = sum(len(b) for b in self._staged)
-            try:
-                try:
-                    batch, pending = self.encoder.encode_subscriptions(subs)
-                except InvalidInput as e:
-                    raise shift_position(e, offset) from None
-                check_not_live(batch.ids, self.live, offset)
-                for i, sid in enumerate(batch.ids.tolist()):
-                    if sid in self._staged_ids:
-                        raise item_error("subscription", offset + i, sid, "id", "duplicate id within the table")
-            except Exception:
-                self.abort_load()
-                raise
-            self.encoder.commit(pending)   # later parts must see the ids of new terms
-            self._staged_terms.append(pending)
-            self._staged_ids.update(batch.ids.tolist())
-            self._staged.append(batch)
-            return len(batch)
-
-    def abort_load(self) -> None:
-        """Drop what ``stage_batch`` staged, and the terms it met."""
-        if self._staged is not None:
-            self.encoder.terms.rollback(self._stage_mark)
-        self._staged = None
-
-    def commit_load(self, client=None, token=None):
-        """Bulk load, phase 2, in one call: place every staged part (routed by the policy, one
-        index build per partition and part) and dispatch its step, which computes the initial
-        results. A generator (Ray streams its values): yields (rows whose initial results are
-        in, rows staged) as steps finish, the last one once everything is in place. The
-        staged parts and their terms are one log record: a recovery loads them whole."""
-        if self._stage_lost:
-            self._stage_lost = False
-            raise RuntimeError("a recovery during this bulk load dropped its staged parts; nothing "
-                               "of it was loaded: load the table again")
-        staged, self._staged = self._staged or [], None
-        terms = self._staged_terms if staged else []
-        rec = ("load", staged, terms, client, token)
-        total = sum(len(b) for b in staged)
-        if self.store is not None:
-            self.store.append(rec)
-            self._n_logged += 1
-        try:
-            with self.metrics.busy():
-                for progress in self._apply_load(staged, terms):
-                    yield progress
-        except Exception as e:
-            if self.store is None or not is_role_death(e):
-                raise
-            self._depth += 1
-            try:
-                self._recover(e)
-            finally:
-                self._depth -= 1
-        self._done[client] = (token, (total, total))
-        self._maybe_checkpoint()
-        yield total, total
-
-    def _apply_load(self, staged: list[SubscriptionBatch], terms: list):
-        for pending in terms:
-            self.encoder.commit(pending)
-        total = sum(len(b) for b in staged)
-        rows_of_step: dict[int, int] = {}
-        placed = 0
-
-        def done() -> int:
-            return placed - sum(rows_of_step.get(e[0], 0) for e in self.inflight)
-
-        self._cut_group()
-        for batch in staged:
-            if not len(batch):
-                continue
-            self._place(batch)
-            self._dispatch()
-            rows_of_step[self.step] = len(batch)
-            placed += len(batch)
-            yield done(), total         # _dispatch waits for old steps beyond max_in_flight
-        while self.inflight:
-            self._harvest(self.inflight.popleft())
-            yield done(), total
-        self._quiesce()
-        if staged:
-            self._baseline(np.concatenate([b.ids for b in staged]))
-        yield total, total
 
     def _place(self, batch: SubscriptionBatch) -> None:
         """Initial placement of new subscriptions (prefix policies: one term, grown later)."""
@@ -698,87 +885,6 @@ class Coordinator:
                 return self.published, self.applied_pos + 1
             return self._cut()
 
-    @_guarded
-    def flush(self, client=None, token=None) -> tuple:
-        """Wait for the pipelined calls, deliver them, and return the updates of the
-        deliveries that hold this client's pipelined calls since its last flush (per
-        subscription its latest list)."""
-        if (done := self._retried(client, token)) is not _NOT_DONE:
-            return done
-        t0 = time.perf_counter()
-        out = self._log_apply(("flush", client, token))
-        self.counters["publish_seconds"] += time.perf_counter() - t0
-        return out
-
-    def _apply_flush(self, client) -> tuple:
-        with self.metrics.busy():
-            self._cut_group()
-            want = set(self._flush_pos.pop(client, ()))
-            outs = [arr for pos, arr in self.deliveries if pos in want]
-        if not outs:
-            return _NO_UPDATES
-        return outs[0] if len(outs) == 1 else _latest(outs)
-
-    # ------------------------------------------------------------------ delivery
-    def _cut(self) -> tuple:
-        """Finish every step and deliver what changed since the previous cut, at the
-        current stream position (the number of messages published). Returns the arrays."""
-        self._quiesce()
-        out = self._emit()
-        if len(out[0]):
-            self._deliver(self.last_seq + 1, out)
-        return out
-
-    def _cut_group(self):
-        """Deliver the pipelined calls not yet delivered; each client among them will get
-        the delivery from its flush."""
-        if not self._group:
-            return None
-        clients, self._group = self._group, set()
-        out = self._cut()
-        if len(out[0]):
-            for c in clients:
-                got = self._flush_pos.setdefault(c, [])
-                if len(got) >= 64:       # a client that never flushes: only what is kept
-                    got[:] = [p for p in got if p > self.evicted_upto]
-                got.append(self.last_seq + 1)
-        return None
-
-    def _deliver(self, pos: int, arrays: tuple) -> None:
-        if self.deliveries and self.deliveries[-1][0] == pos:      # same position: one delivery
-            arrays = _latest([self.deliveries.pop()[1], arrays])
-        self.deliveries.append((pos, arrays))
-        self.metrics.inc("updates", len(arrays[0]))
-        while self.deliveries and self.deliveries[0][0] <= pos - self.ccfg.retention:
-            self.evicted_upto = self.deliveries.popleft()[0]
-
-    def position(self) -> int:
-        """The current stream position: messages published so far (deliveries carry the
-        position of the call that caused them)."""
-        return self.last_seq + 1
-
-    def deliveries_from(self, from_position: int, ids=None, limit: int = 256):
-        """Deliveries at positions >= ``from_position`` (at most ``limit``), restricted to the
-        subscriptions ``ids`` (None: all) and skipping those left empty; returns (list of
-        (position, arrays), the position to ask from next)."""
-        if isinstance(from_position, bool) or not isinstance(from_position, Integral) or from_position < 0:
-            raise InvalidInput(f"listen: field 'from_position': must be a non-negative int, got {from_position!r}")
-        if from_position <= self.evicted_upto:
-            raise InvalidInput(f"listen: field 'from_position': position {from_position} is no longer kept "
-                               f"(retention {self.ccfg.retention}); the oldest kept is {self.evicted_upto + 1}")
-        picked = []
-        for pos, arr in reversed(self.deliveries):
-            if pos < from_position:
-                break
-            picked.append((pos, arr))
-        picked.reverse()
-        picked = picked[:limit]
-        nxt = picked[-1][0] + 1 if picked else from_position
-        if ids is not None:
-            ids = np.asarray(ids, np.int64)
-            picked = [(p, _select(a, np.isin(a[0], ids))) for p, a in picked]
-            picked = [(p, a) for p, a in picked if len(a[0])]
-        return picked, nxt
 
     @_guarded
     def topk(self, sub_id) -> list[tuple[int, float]]:
@@ -837,9 +943,6 @@ class Coordinator:
                 break
 
     # ------------------------------------------------------------------ steps
-    def _add_ops(self, p: int, ops: PartitionOps) -> None:
-        self.pending_ops.setdefault(p, []).append(ops)
-
     def _dispatch(self, msgs: MessageBatch | None = None, seqs=None, exp=None) -> None:
         """Submit one step (messages and/or the pending control operations)."""
         while len(self.inflight) >= self.ccfg.max_in_flight:
@@ -1136,13 +1239,3 @@ class Coordinator:
         }
         return out
 
-    # ------------------------------------------------------------------ lifecycle
-    def shutdown(self, keep_state: bool = False) -> None:
-        """Stop every role; the durable state is removed unless ``keep_state`` (then
-        ``Cluster.start`` with the same name and state_dir resumes from it)."""
-        if self.store is not None:
-            if keep_state:
-                self.store.close_log()
-            else:
-                self.store.destroy()
-        self._kill(self._roles())

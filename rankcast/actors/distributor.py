@@ -28,7 +28,7 @@ def route_step(policy: Policy, n_shards: int, msgs: MessageBatch, seqs: np.ndarr
     out = []
     for rows in routing.rows_of(P):
         out.append((msgs.take(rows), seqs[rows], exp[rows]) if len(rows) else None)
-    shard = np.mod(msgs.ids, n_shards)
+    shard = np.mod(msgs.ids, max(n_shards, 1))
     for s in range(n_shards):
         rows = np.flatnonzero(shard == s)
         out.append((msgs.take(rows), seqs[rows]) if len(rows) else None)
@@ -55,7 +55,7 @@ class Distributor(Recoverable):
             out, tuples = route_step(self.policy, self.n_shards, msgs, seqs, exp)
             self.metrics.inc("messages", len(msgs))
             self.metrics.inc("tuples_out", tuples)
-        return out
+        return out if len(out) > 1 else out[0]   # one payload: Ray's num_returns=1 is the value itself
 
     def set_policy(self, policy: Policy) -> None:
         """A new routing (load monitoring); steps routed after this call use it."""

@@ -166,10 +166,11 @@ def is_role_death(exc: BaseException) -> bool:
 
 
 def shared_config(cfg) -> dict:
-    """The objects snapshots refer to by name: the engine config and its vocabulary."""
+    """The objects snapshots refer to by name: the engine config and its vocabulary (a kind
+    without one: the config)."""
     if cfg is None:
         return {}
-    return {"cfg": cfg, "vocabulary": cfg.vocabulary}
+    return {"cfg": cfg, "vocabulary": getattr(cfg, "vocabulary", None)}
 
 
 class Recoverable:

@@ -13,10 +13,11 @@ import yaml
 from ..errors import InvalidInput
 from ..text import Vocabulary
 
-__all__ = ["EngineConfig", "MatchConfig", "ClusterConfig", "SCORINGS", "MATCH_INDEXES", "Limits", "defaults", "limits", "POLICIES", "local_ray_options"]
+__all__ = ["EngineConfig", "MatchConfig", "ClusterConfig", "SCORINGS", "MATCH_INDEXES", "MATCH_POLICIES", "Limits", "defaults", "limits", "POLICIES", "local_ray_options"]
 
 _DEFAULTS_FILE = Path(__file__).with_name("defaults.yaml")
 POLICIES = ("hash", "location", "keyword", "prefix", "spatial-first", "keyword-first")
+MATCH_POLICIES = ("hash", "attribute")      # ranked matching: placement of expressions
 
 
 def defaults() -> dict[str, Any]:
@@ -201,10 +202,13 @@ class MatchConfig:
 
 @dataclass(frozen=True)
 class ClusterConfig:
-    """Topology of a DSkype deployment on Ray (paper Section 7)."""
+    """Topology of a deployment on Ray: DSkype's roles (paper Section 7) for the spatial-keyword
+    kind (``engine`` an EngineConfig), the same roles for ranked matching (``engine`` a
+    MatchConfig: policies ``hash`` or ``attribute``, no window shards). ``policy`` None: the
+    kind's default (``defaults.yaml``: prefix, hash)."""
 
-    engine: EngineConfig
-    policy: str = _CLUSTER["policy"]
+    engine: EngineConfig | MatchConfig
+    policy: str | None = None
     partitions: int = _CLUSTER["partitions"]
     window_shards: int = _CLUSTER["window_shards"]
     distributors: int = _CLUSTER["distributors"]
@@ -227,10 +231,16 @@ class ClusterConfig:
     options: dict = field(default_factory=dict)        # policy-specific tuning (l1, l2, sample sizes)
 
     def __post_init__(self):
-        if not isinstance(self.engine, EngineConfig):
-            raise InvalidInput("ClusterConfig: field 'engine': must be an EngineConfig")
-        if self.policy not in POLICIES:
-            raise InvalidInput(f"ClusterConfig: field 'policy': must be one of {POLICIES}, got {self.policy!r}")
+        if not isinstance(self.engine, (EngineConfig, MatchConfig)):
+            raise InvalidInput("ClusterConfig: field 'engine': must be an EngineConfig (spatial-keyword) or a "
+                               "MatchConfig (ranked matching)")
+        matching = isinstance(self.engine, MatchConfig)
+        allowed = MATCH_POLICIES if matching else POLICIES
+        if self.policy is None:
+            object.__setattr__(self, "policy", _CLUSTER["match_policy" if matching else "policy"])
+        if self.policy not in allowed:
+            raise InvalidInput(f"ClusterConfig: field 'policy': must be one of {allowed}"
+                               f"{' for ranked matching' if matching else ''}, got {self.policy!r}")
         for name in ("partitions", "window_shards", "distributors", "aggregators", "batch_size", "max_in_flight"):
             v = getattr(self, name)
             if isinstance(v, bool) or not isinstance(v, int) or v < 1:

@@ -1,0 +1,478 @@
+"""The ranked-matching kind on the roles (CONTRACT v2; ARCHITECTURE "Kinds on one runtime").
+
+- distribution (:class:`~rankcast.actors.distributor.Distributor` with a :class:`MatchPolicy`):
+  places expressions on subscription partitions (``hash``, or ``attribute``: ranges of the
+  attribute the expressions use most, split at quantiles like the location policy's KD
+  leaves) and sends every event to every partition (routing by covering comes with the
+  covering issue);
+- subscription partition (:class:`MatchPartition`): a
+  :class:`~rankcast.indexing.matching.MatchCore` over its expressions, answering each event
+  with its local top-k;
+- aggregation (:class:`MatchAggregator`): merges the partitions' lists of each event into its
+  global top-k (the k best of the union: every expression lives in exactly one partition).
+
+Recovery: a partition snapshots its live expressions as columns and rebuilds its indexes
+from them when resumed (ARCHITECTURE: "A kind that cannot snapshot a structure rebuilds it
+from its subscriptions"); the aggregator holds no state between steps.
+"""
+from __future__ import annotations
+
+import time
+from typing import Any
+
+import numpy as np
+
+from ..config import MATCH_POLICIES, MatchConfig
+from ..indexing.matching import MatchCore
+from ..predicates import EventBatch, ExpressionBatch
+from .metrics import RoleMetrics
+from .policies import Routing
+from .recovery import Recoverable
+
+__all__ = ["MatchPolicy", "MatchOps", "MatchPartition", "MatchAggregator", "MatchCoordinator", "merge_topk",
+           "MATCH_POLICIES"]
+
+
+
+def merge_topk(parts: list[tuple], k: int) -> tuple:
+    """Per event, the ``k`` best (score desc, id asc) of the union of the partial lists.
+
+    Every part is (event_ids, offsets, expr_ids, scores) over the same events in the same
+    order; returns the same form."""
+    parts = [p for p in parts if p is not None]
+    ev = parts[0][0]
+    n = len(ev)
+    rows_ev = np.concatenate([np.repeat(np.arange(n), np.diff(p[1])) for p in parts])
+    ids = np.concatenate([p[2] for p in parts])
+    sc = np.concatenate([p[3] for p in parts])
+    order = np.lexsort((ids, -sc, rows_ev))
+    rows_ev, ids, sc = rows_ev[order], ids[order], sc[order]
+    start = np.searchsorted(rows_ev, np.arange(n))
+    rank = np.arange(len(rows_ev)) - start[rows_ev]
+    keep = rank < k
+    off = np.zeros(n + 1, np.int64)
+    np.cumsum(np.bincount(rows_ev[keep], minlength=n), out=off[1:])
+    return ev, off, ids[keep], sc[keep]
+
+
+def results_arrays(event_ids: np.ndarray, results: list[tuple[np.ndarray, np.ndarray]]) -> tuple:
+    """(event_ids, offsets, expr_ids, scores) from a core's per-event (ids, scores)."""
+    off = np.zeros(len(results) + 1, np.int64)
+    np.cumsum([len(r[0]) for r in results], out=off[1:])
+    ids = np.concatenate([r[0] for r in results]).astype(np.int64) if results else np.zeros(0, np.int64)
+    sc = np.concatenate([r[1] for r in results]).astype(np.float64) if results else np.zeros(0)
+    return event_ids, off, ids, sc
+
+
+class MatchPolicy:
+    """Placement of expressions and routing of events (module docstring)."""
+
+    replicates = False
+    prefix = False
+
+    def __init__(self, name: str, n_partitions: int, options: dict | None = None):
+        if name not in MATCH_POLICIES:
+            raise ValueError(name)
+        self.name = name
+        self.n_partitions = int(n_partitions)
+        self.attr = -1                              # the attribute ranges are cut on
+        self.cuts = np.zeros(0)                     # n_partitions - 1 bounds of its ranges
+
+    def fit(self, exprs: ExpressionBatch | None = None, _events=None) -> "MatchPolicy":
+        """attribute: the numeric attribute most expressions name, cut at the quantiles of
+        their interval midpoints (``between`` and ``==`` give finite midpoints)."""
+        if self.name != "attribute" or exprs is None or not len(exprs):
+            return self
+        finite = np.isfinite(exprs.lo) & np.isfinite(exprs.hi)
+        if not finite.any():
+            return self
+        counts = np.bincount(exprs.attr[finite])
+        self.attr = int(counts.argmax())
+        sel = finite & (exprs.attr == self.attr)
+        mids = (exprs.lo[sel] + exprs.hi[sel]) / 2
+        self.cuts = np.quantile(mids, np.arange(1, self.n_partitions) / self.n_partitions)
+        return self
+
+    def place(self, exprs: ExpressionBatch) -> np.ndarray:
+        """The partition of every expression (each lives in exactly one)."""
+        part = np.mod(exprs.ids, self.n_partitions)
+        if self.attr < 0 or not len(exprs):
+            return part
+        row = np.repeat(np.arange(len(exprs)), np.diff(exprs.pred_off))
+        sel = (exprs.attr == self.attr) & np.isfinite(exprs.lo) & np.isfinite(exprs.hi)
+        mids = (exprs.lo[sel] + exprs.hi[sel]) / 2
+        part[row[sel]] = np.searchsorted(self.cuts, mids, side="right")
+        return part
+
+    def route_messages(self, events: EventBatch) -> Routing:
+        return Routing.everywhere(len(events), self.n_partitions)
+
+    def describe(self) -> dict[str, Any]:
+        return {"policy": self.name, "partitions": self.n_partitions, "attribute": self.attr,
+                "cuts": self.cuts.tolist(), "events": "broadcast"}
+
+
+class MatchOps:
+    """Control operations of one step for one partition."""
+
+    __slots__ = ("remove", "add")
+
+    def __init__(self, remove: np.ndarray | None = None, add: ExpressionBatch | None = None):
+        self.remove = remove
+        self.add = add
+
+    @staticmethod
+    def combine(ops: list["MatchOps"]) -> "MatchOps":
+        if len(ops) == 1:
+            return ops[0]
+        rem = [o.remove for o in ops if o.remove is not None]
+        add = [o.add for o in ops if o.add is not None]
+        return MatchOps(np.concatenate(rem) if rem else None, ExpressionBatch.concat(add) if add else None)
+
+
+class MatchPartition(Recoverable):
+    """A MatchCore for the expressions placed here (module docstring)."""
+
+    def __init__(self, cfg: MatchConfig, index: int, cluster: str = "rankcast", export_metrics: bool = True,
+                 delay: float = 0.0, seed: int = 0, resume=None):
+        self.cfg = cfg
+        self.index = index
+        self.core = self._new_core()
+        self.n_attrs = 0
+        self.step = 0
+        self.metrics = RoleMetrics("partition", index, cluster, export_metrics)
+        self._delay = float(delay)
+        self._rng = np.random.default_rng(seed + 104729 * index + 1)
+        self._resume(resume)
+
+    def _new_core(self):
+        c = self.cfg
+        if c.index == "scan":
+            from ..baselines.matching import ScanCore
+            return ScanCore(c.scoring)
+        return MatchCore(c.scoring, c.index, b=c.branching, rebuild_fraction=c.rebuild_fraction,
+                         rebuild_min=c.rebuild_min)
+
+    def _state(self) -> dict:
+        return {"exprs": self.core.table.batch(), "n_attrs": self.n_attrs, "step": self.step}
+
+    def _restore(self, state: dict) -> None:
+        self.core = self._new_core()
+        self.n_attrs, self.step = state["n_attrs"], state["step"]
+        if len(state["exprs"]):
+            self.core.add(state["exprs"], self.n_attrs)
+        self.core.ev.grow(self.n_attrs)
+
+    def process(self, step: int, n_attrs: int, k: int, ops: MatchOps | None, payload):
+        """Step ``step``: the control operations, then the local top-k of the events of
+        ``payload`` (the distributor's (events, positions, positions), or None) as
+        (event_ids, offsets, expr_ids, scores), or None without events."""
+        if self._delay:
+            time.sleep(self._rng.random() * self._delay)
+        with self.metrics.busy(step_histogram=True):
+            if step != self.step + 1:
+                raise RuntimeError(f"match partition {self.index}: step {step} after {self.step}")
+            self.step = step
+            self.n_attrs = max(self.n_attrs, int(n_attrs))
+            self.core.ev.grow(self.n_attrs)
+            if ops is not None:
+                if ops.remove is not None and len(ops.remove):
+                    self.core.remove(ops.remove)
+                if ops.add is not None and len(ops.add):
+                    self.core.add(ops.add, self.n_attrs)
+            if payload is None:
+                return None
+            events = payload[0]
+            self.metrics.inc("messages", len(events))
+            return results_arrays(events.ids, self.core.match(events, int(k)))
+
+    def stats(self) -> dict:
+        out = self.metrics.snapshot()
+        out.update(index=self.index, subscriptions=len(self.core), **{f"core_{k}": v for k, v in self.core.stats().items()
+                                                                       if isinstance(v, (int, float))})
+        return out
+
+    def held(self) -> ExpressionBatch:
+        return self.core.table.batch()
+
+    def load(self) -> dict:
+        return {"busy_seconds": self.metrics.values["busy_seconds"]}
+
+
+class MatchAggregator(Recoverable):
+    """Merges each event's partial lists (stateless between steps)."""
+
+    def __init__(self, index: int, n_partitions: int, cluster: str = "rankcast", export_metrics: bool = True):
+        self.index = index
+        self.n_partitions = n_partitions
+        self.metrics = RoleMetrics("aggregator", index, cluster, export_metrics)
+
+    def merge(self, k: int, *parts):
+        with self.metrics.busy():
+            parts = [p for p in parts if p is not None]
+            if not parts:
+                return None
+            return merge_topk(parts, int(k))
+
+    def set_partitions(self, n: int) -> None:
+        self.n_partitions = n
+
+    def stats(self) -> dict:
+        out = self.metrics.snapshot()
+        out.update(index=self.index)
+        return out
+
+
+# ----------------------------------------------------------------------------- coordinator
+
+from numbers import Integral  # noqa: E402
+
+from ..engine import check_ids_arg  # noqa: E402
+from ..errors import InvalidInput, UnknownSubscription  # noqa: E402
+from ..predicates import AttributeTable, encode_events, encode_expressions  # noqa: E402
+from .coordinator import _NO_UPDATES, _NOT_DONE, CoordinatorBase, _guarded, _select  # noqa: E402
+from .distributor import Distributor  # noqa: E402
+
+
+class MatchCoordinator(CoordinatorBase):
+    """The ranked-matching kind on the shared coordinator: expressions are placed once (the
+    policy) and live in one partition each; a step carries control operations and events,
+    every partition answers the events' local top-k and an aggregator merges them. The stream
+    position counts events published; a delivery holds one Match per event of its calls."""
+
+    KIND_STATE = ("attrs",)
+
+    def _init_kind(self, sample) -> None:
+        ccfg = self.ccfg
+        self.attrs = AttributeTable()
+        self.policy = MatchPolicy(ccfg.policy, ccfg.partitions, ccfg.options)
+        if sample is not None:
+            exprs = sample[0] if isinstance(sample, tuple) else sample
+            batch, _ = encode_expressions(exprs, AttributeTable.from_state(self.attrs.to_state()))
+            self.policy.fit(batch)
+        self._results: list[tuple] = []         # merged per-event arrays of harvested steps
+        self._k: dict[int, int] = {}            # step -> k of its events
+
+    def _role_groups(self):
+        return [("distributor", self.dists), ("partition", self.parts), ("aggregator", self.aggs)]
+
+    def _snapshot_groups(self):
+        return [("partition", self.parts)]
+
+    def _reset_transient(self) -> None:
+        self._results, self._k = [], {}
+
+    def _build_roles(self, ckpt, reuse=None) -> None:
+        ccfg, cfg, opts = self.ccfg, self.rt.share(self.cfg), self.ccfg.options
+        name, export = ccfg.name, self._export
+        delay, seed = float(opts.get("delay", 0.0)), int(opts.get("seed", 0))
+        make, finish = self._role_maker(ckpt, reuse)
+        P = self.policy.n_partitions
+        self.parts = [make("partition", MatchPartition, p, cfg, p, name, export, delay, seed) for p in range(P)]
+        self.aggs = [make("aggregator", MatchAggregator, a, a, P, name, export, snapshot=False)
+                     for a in range(ccfg.aggregators)]
+        self.dists = [make("distributor", Distributor, d, self.policy, 0, d, name, export, delay, seed,
+                           snapshot=False) for d in range(ccfg.distributors)]
+        finish()
+
+    # bulk-load encoding hooks
+    def _encode_subscriptions(self, exprs):
+        return encode_expressions(exprs, self.attrs)
+
+    def _commit(self, pending) -> None:
+        self.attrs.commit(pending)
+
+    def _mark(self):
+        return self.attrs.mark()
+
+    def _rollback(self, mark) -> None:
+        self.attrs.rollback(mark)
+
+    # ------------------------------------------------------------------ calls
+    @_guarded
+    def subscribe(self, exprs, client=None, token=None) -> None:
+        if (done := self._retried(client, token)) is not _NOT_DONE:
+            return done
+        with self.metrics.busy():
+            batch, pending = encode_expressions(exprs, self.attrs)
+            for pos, eid in enumerate(batch.ids.tolist()):
+                if eid in self.live:
+                    raise InvalidInput(f"expression #{pos} (id={eid}): field 'id': already subscribed")
+            self._log_apply(("subscribe", batch, pending, client, token))
+
+    def _apply_subscribe(self, batch: ExpressionBatch, pending) -> None:
+        self.attrs.commit(pending)
+        if len(batch) == 0:
+            return
+        self._cut_group()
+        self._place(batch)
+        self._dispatch()
+        self._quiesce()
+        self.counters["calls"] += 1
+
+    def _place(self, batch: ExpressionBatch) -> None:
+        parts = self.policy.place(batch)
+        self.live.update(zip(batch.ids.tolist(), parts.tolist()))
+        for p in np.unique(parts).tolist():
+            self._add_ops(p, MatchOps(add=batch.take(parts == p)))
+
+    def _baseline(self, ids) -> None:
+        """Expressions have no standing results: nothing to settle."""
+
+    @_guarded
+    def unsubscribe(self, ids, client=None, token=None) -> None:
+        if (done := self._retried(client, token)) is not _NOT_DONE:
+            return done
+        with self.metrics.busy():
+            arr = check_ids_arg(ids)
+            missing = [i for i in arr.tolist() if i not in self.live]
+            if missing:
+                raise UnknownSubscription(f"unknown expression id={missing[0]!r}")
+            if len(arr) == 0:
+                return
+            self._log_apply(("unsubscribe", arr, client, token))
+
+    def _apply_unsubscribe(self, arr: np.ndarray) -> None:
+        self._cut_group()
+        parts = np.fromiter((self.live.pop(i) for i in arr.tolist()), np.int64, len(arr))
+        for p in np.unique(parts).tolist():
+            self._add_ops(p, MatchOps(remove=arr[parts == p]))
+        self._dispatch()
+        self._quiesce()
+        self.counters["calls"] += 1
+
+    @_guarded
+    def publish(self, events, wait: bool = True, client=None, token=None, k=None):
+        """wait=True: the match arrays of this call's events; wait=False: (events published,
+        events applied) once dispatched (delivered at the next cut)."""
+        if (done := self._retried(client, token)) is not _NOT_DONE:
+            return done
+        t0 = time.perf_counter()
+        if k is None:
+            k = self.cfg.k
+        elif isinstance(k, bool) or not isinstance(k, Integral) or k < 1:
+            raise InvalidInput(f"publish: field 'k': must be an integer >= 1, got {k!r}")
+        with self.metrics.busy():
+            batch, pending = encode_events(events, self.attrs)
+        out = self._log_apply(("publish", batch, (pending, int(k)), bool(wait), client, token))
+        if not wait and self._group and time.perf_counter() - self._group_t0 >= self.ccfg.delivery_interval:
+            self._log_apply(("cut", None, None))
+        self.counters["publish_seconds"] += time.perf_counter() - t0
+        return out
+
+    def _apply_publish(self, batch: EventBatch, pending_k, wait: bool, client):
+        pending, k = pending_k
+        with self.metrics.busy():
+            self.attrs.commit(pending)
+            n = len(batch)
+            if wait:
+                self._cut_group()
+            if n:
+                first = self.last_seq + 1
+                self.last_seq += n
+                self.published += n
+                step = self.ccfg.batch_size
+                for a in range(0, n, step):
+                    part = batch.take(np.arange(a, min(n, a + step))) if n > step else batch
+                    self._dispatch(part, np.arange(first + a, first + a + len(part), dtype=np.int64), k)
+            self.counters["calls"] += 1
+            if not wait:
+                if n:
+                    if not self._group:
+                        self._group_t0 = time.perf_counter()
+                    self._group.add(client)
+                return self.published, self.applied_pos + 1
+            return self._cut()
+
+    def topk(self, sub_id):
+        raise InvalidInput("topk: a ranked-matching expression holds no standing top-k; publish returns "
+                           "each event's top-k expressions (rc.Match)")
+
+    def topk_many(self, sub_ids):
+        return self.topk(None)
+
+    # ------------------------------------------------------------------ steps
+    def _dispatch(self, events: EventBatch | None = None, seqs=None, k: int | None = None) -> None:
+        while len(self.inflight) >= self.ccfg.max_in_flight:
+            self._harvest(self.inflight.popleft())
+        ops = {p: MatchOps.combine(o) for p, o in self.pending_ops.items()}
+        self.pending_ops = {}
+        j = self.step = self.step + 1
+        P = len(self.parts)
+        n_attrs = len(self.attrs)
+        merged = None
+        if events is not None and len(events):
+            d = self.dists[j % len(self.dists)]
+            payloads = d.route.options(num_returns=P).remote(j, events, seqs, seqs)
+            if P == 1:
+                payloads = [payloads]
+            refs = [pt.process.remote(j, n_attrs, k, ops.get(p), payloads[p]) for p, pt in enumerate(self.parts)]
+            merged = self.aggs[j % len(self.aggs)].merge.remote(k, *refs)
+            self.dispatched_pos = int(seqs[-1])
+        else:
+            refs = [pt.process.remote(j, n_attrs, 1, ops.get(p), None) for p, pt in enumerate(self.parts)]
+        self.inflight.append((j, refs, merged, self.dispatched_pos))
+        self.counters["steps"] += 1
+        self.metrics.set("queue_depth", len(self.inflight))
+
+    def _harvest(self, entry) -> None:
+        _, refs, merged, pos = entry
+        with self.metrics.waiting():
+            self.rt.get(refs)
+            if merged is not None:
+                self._results.append(self.rt.get(merged))
+        self.applied_pos = max(self.applied_pos, pos)
+
+    def _quiesce(self) -> None:
+        while self.inflight:
+            self._harvest(self.inflight.popleft())
+        self.metrics.set("queue_depth", 0)
+
+    def _emit(self) -> tuple:
+        outs, self._results = self._results, []
+        if not outs:
+            return _NO_UPDATES
+        if len(outs) == 1:
+            return outs[0]
+        base = np.cumsum([0] + [len(o[2]) for o in outs[:-1]])
+        off = np.concatenate([[0]] + [o[1][1:] + b for o, b in zip(outs, base)]).astype(np.int64)
+        return (np.concatenate([o[0] for o in outs]), off, np.concatenate([o[2] for o in outs]),
+                np.concatenate([o[3] for o in outs]))
+
+    def _filter_delivery(self, arrays: tuple, ids: np.ndarray) -> tuple:
+        """Ranked matching: the events whose top-k holds one of the expressions ``ids``."""
+        ev, off, eids, _ = arrays
+        hit = np.isin(eids, ids)
+        keep = np.add.reduceat(hit, off[:-1]) > 0 if len(eids) else np.zeros(len(ev), bool)
+        keep &= np.diff(off) > 0
+        return _select(arrays, keep)
+
+    # ------------------------------------------------------------------ stats
+    @_guarded
+    def stats(self) -> dict:
+        self._quiesce()
+        parts = self.rt.get([p.stats.remote() for p in self.parts])
+        dists = self.rt.get([d.stats.remote() for d in self.dists])
+        aggs = self.rt.get([a.stats.remote() for a in self.aggs])
+        coord = self.metrics.snapshot()
+        coord.update(self.counters)
+        secs = self.counters["publish_seconds"]
+        core_keys = ("sorted_accesses", "random_accesses", "nodes", "holes")
+        return {
+            "kind": "ranked-matching", "scoring": self.cfg.scoring, "index": self.cfg.index,
+            "subscriptions": len(self.live), "published": self.published, "attributes": len(self.attrs),
+            "policy": self.policy.name, "partitions": len(self.parts), "distributors": len(self.dists),
+            "aggregators": len(self.aggs), "routing": self.policy.describe(),
+            "partitions_reached_per_event": float(len(self.parts)),
+            "throughput": self.published / secs if secs > 0 else 0.0,
+            **{k: sum(p.get(f"core_{k}", 0) for p in parts) for k in core_keys},
+            "busy_seconds": {"coordinator": coord["busy_seconds"],
+                             "distributor": [d["busy_seconds"] for d in dists],
+                             "partition": [p["busy_seconds"] for p in parts],
+                             "aggregator": [a["busy_seconds"] for a in aggs]},
+            "roles": {"coordinator": coord, "distributor": dists, "partition": parts, "aggregator": aggs},
+            "delivery": {"position": self.last_seq + 1, "retained": len(self.deliveries),
+                         "oldest_kept": self.evicted_upto + 1, "retention": self.ccfg.retention},
+            "recovery": {"durable": self.store is not None, "epoch": self.epoch, "checkpoints": self._checkpoints,
+                         "log_records": self._n_logged, "recoveries": list(self.recoveries)},
+        }

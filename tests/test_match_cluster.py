@@ -1,0 +1,168 @@
+"""Ranked matching on the cluster's roles: for every policy and 1 to 4 partitions, the same
+rc.Match lists as rc.Matcher (and brute force) after every call, pipelined publishes read
+back in event order, listeners, and recovery from a partition's death on Ray."""
+from __future__ import annotations
+
+import os
+import signal
+
+import numpy as np
+import pytest
+
+import rankcast as rc
+from rankcast.testing import assert_matches_exact
+from tests.test_match_oracle import _events, _expressions
+
+
+def _cluster(mcfg, policy, partitions, runtime="inproc", **kw):
+    opts = {"runtime": "inproc"} if runtime == "inproc" else {}
+    ccfg = rc.ClusterConfig(engine=mcfg, policy=policy, partitions=partitions, actor_cpus=0.05,
+                            batch_size=4, name=kw.pop("name", "match-test"), options=opts, **kw)
+    return rc.Cluster.start(ccfg, sample=_expressions(np.random.default_rng(99), 0, 50), fresh=True)
+
+
+def _drive(cl, m, mcfg, seed, steps=14):
+    rng = np.random.default_rng(seed)
+    live: dict[int, rc.Expression] = {}
+    nid = nev = 0
+    for step in range(steps):
+        r = rng.random()
+        if r < 0.4 or not live:
+            new = _expressions(rng, nid, int(rng.integers(1, 30)))
+            nid += len(new) + 1
+            cl.subscribe(new)
+            m.subscribe(new)
+            live.update((e.id, e) for e in new)
+        elif r < 0.55:
+            gone = [int(i) for i in rng.choice(list(live), int(rng.integers(1, max(2, len(live) // 3))), replace=False)]
+            cl.unsubscribe(gone)
+            m.unsubscribe(gone)
+            for i in gone:
+                del live[i]
+        evs = _events(rng, nev, int(rng.integers(1, 11)))
+        nev += len(evs)
+        k = int(rng.choice([1, 3, 10]))
+        if rng.random() < 0.3:            # pipelined: read back in event order by flush
+            assert cl.publish(evs, wait=False, k=k) is None
+            got = cl.flush()
+        else:
+            got = cl.publish(evs, k=k)
+        assert got == m.publish(evs, k=k)
+        assert_matches_exact(got, list(live.values()), evs, mcfg.scoring, k)
+    assert cl.stats()["subscriptions"] == len(live)
+    return live
+
+
+@pytest.mark.parametrize("partitions", [1, 2, 4])
+@pytest.mark.parametrize("policy", ["hash", "attribute"])
+@pytest.mark.parametrize("scoring", ["static", "relaxed", "weighted"])
+def test_cluster_equals_matcher_after_every_call(scoring, policy, partitions):
+    mcfg = rc.MatchConfig(scoring=scoring, index="sopt-r-tree", k=5, rebuild_min=4, rebuild_fraction=0.3)
+    cl = _cluster(mcfg, policy, partitions)
+    try:
+        _drive(cl, rc.Matcher(mcfg), mcfg, seed=partitions * 7 + len(policy))
+    finally:
+        cl.shutdown()
+
+
+def test_listen_follows_matches_and_filters_by_expression():
+    mcfg = rc.MatchConfig(scoring="static", index="ir-tree", k=3)
+    cl = _cluster(mcfg, "hash", 2)
+    try:
+        cl.subscribe([rc.Expression(1, [rc.Predicate("x", "<", 5)], score=2.0),
+                      rc.Expression(2, [rc.Predicate("x", ">=", 5)], score=1.0)])
+        start = cl.position()
+        a = cl.publish([rc.Event(10, {"x": 1}), rc.Event(11, {"x": 7})])
+        b = cl.publish([rc.Event(12, {"y": 1})])
+        got = list(cl.listen(from_position=start + 1, timeout=0.2))
+        assert [d.position for d in got] == [start + 2, start + 3]
+        assert [d.updates for d in got] == [a, b] and b[0].top == ()
+        only2 = list(cl.listen(subscription_ids=[2], from_position=start + 1, timeout=0.2))
+        assert [[m.event_id for m in d.updates] for d in only2] == [[11]]
+        with pytest.raises(rc.InvalidInput, match="no standing top-k"):
+            cl.topk(1)
+    finally:
+        cl.shutdown()
+
+
+def test_bad_input_through_the_cluster_changes_nothing():
+    mcfg = rc.MatchConfig(scoring="weighted", index="interval-tree")
+    cl = _cluster(mcfg, "hash", 2)
+    try:
+        cl.subscribe([rc.Expression(1, [rc.Predicate("x", "between", (0, 5))])])
+        with pytest.raises(rc.InvalidInput, match=r"expression #1 \(id=2\): field 'predicates\[0\].op'"):
+            cl.subscribe([rc.Expression(3, [rc.Predicate("x", "==", 1)]), rc.Expression(2, [rc.Predicate("x", "~", 1)])])
+        with pytest.raises(rc.InvalidInput, match="holds numbers"):
+            cl.publish([rc.Event(1, {"x": "a"})])
+        with pytest.raises(rc.UnknownSubscription):
+            cl.unsubscribe([3])
+        assert [m.top for m in cl.publish([rc.Event(2, {"x": 1})])] == [((1, 1.0),)]
+        assert cl.stats()["subscriptions"] == 1
+    finally:
+        cl.shutdown()
+
+
+def test_config_refuses_skype_policies_for_matching():
+    with pytest.raises(rc.InvalidInput, match="for ranked matching"):
+        rc.ClusterConfig(engine=rc.MatchConfig(), policy="prefix")
+    assert rc.ClusterConfig(engine=rc.MatchConfig()).policy == "hash"
+    assert rc.ClusterConfig(engine=rc.EngineConfig(bounds=(0, 0, 1, 1))).policy == "prefix"
+
+
+@pytest.mark.parametrize("role", ["partition", "aggregator", "distributor"])
+def test_recovers_from_a_killed_role_on_ray(ray_session, tmp_path, role):
+    """SIGKILL one role's process mid-stream: the next calls recover (checkpoint + log) and
+    every answer, and the listener's stream, equal the Matcher's."""
+    mcfg = rc.MatchConfig(scoring="relaxed", index="sopt-r-tree", k=4, rebuild_min=4)
+    cl = _cluster(mcfg, "attribute", 2, runtime="ray", name=f"match-kill-{role}", state_dir=str(tmp_path),
+                  checkpoint_every=0.0)
+    try:
+        m = rc.Matcher(mcfg)
+        rng = np.random.default_rng(5)
+        exprs = _expressions(rng, 0, 120)
+        cl.subscribe(exprs)
+        m.subscribe(exprs)
+        start = cl.position()
+        sent = []
+        for i in range(6):
+            if i == 3:
+                os.kill(cl.pids()[role][0], signal.SIGKILL)
+            evs = _events(rng, 100 * i, 8)
+            got = cl.publish(evs)
+            assert got == m.publish(evs)
+            sent.append(got)
+            if i == 4:
+                more = _expressions(rng, 1000, 20)
+                cl.subscribe(more)
+                m.subscribe(more)
+        seen = list(cl.listen(from_position=start + 1, timeout=0.3))
+        assert [d.updates for d in seen] == sent
+        assert cl.stats()["recovery"]["recoveries"], "no recovery happened"
+    finally:
+        cl.shutdown()
+
+
+def test_whole_cluster_restart_resumes_the_expressions(ray_session, tmp_path):
+    mcfg = rc.MatchConfig(scoring="weighted", index="ir-tree", k=4)
+    kw = dict(name="match-restart", state_dir=str(tmp_path))
+    cl = _cluster(mcfg, "hash", 2, runtime="ray", **kw)
+    rng = np.random.default_rng(3)
+    exprs = _expressions(rng, 0, 80)
+    cl.subscribe(exprs)
+    cl.unsubscribe([e.id for e in exprs[:10]])
+    evs = _events(rng, 0, 12)
+    before = cl.publish(evs)
+    cl.shutdown(keep_state=True)
+    ccfg = rc.ClusterConfig(engine=mcfg, policy="hash", partitions=2, actor_cpus=0.05, batch_size=4, **kw)
+    cl = rc.Cluster.start(ccfg)
+    try:
+        assert cl.stats()["subscriptions"] == 70
+        assert cl.publish(evs) == before
+        assert_matches_exact(before, exprs[10:], evs, "weighted", 4)
+        cl.shutdown(keep_state=True)
+        with pytest.raises(rc.InvalidInput, match="another engine config"):
+            rc.Cluster.start(ccfg.replace(engine=mcfg.replace(k=5)))
+        cl = rc.Cluster.start(ccfg)
+        assert cl.publish(evs) == before
+    finally:
+        cl.shutdown()
