@@ -58,14 +58,18 @@ class AttributeTable:
         return out
 
     def commit(self, pending: "_Pending") -> None:
+        """Apply what a call added (idempotent: a bulk load commits its parts when staging
+        them, and again when its log record is applied)."""
         for name, kind in pending.new_attrs:
-            self.ids[name] = len(self.kinds)
-            self.kinds.append(kind)
-            self.codes.append({})
+            if name not in self.ids:
+                self.ids[name] = len(self.kinds)
+                self.kinds.append(kind)
+                self.codes.append({})
         for a, strings in pending.new_codes.items():
             codes = self.codes[a]
             for s in strings:
-                codes[s] = len(codes)
+                if s not in codes:
+                    codes[s] = len(codes)
 
     def mark(self) -> tuple:
         """What :meth:`rollback` returns to (a bulk load commits its parts as it stages them)."""
@@ -231,7 +235,55 @@ def _finite_nonneg(where, v) -> float:
     return float(v)
 
 
+def _table_rows(table, kind: str) -> list[dict]:
+    """Rows of an expression or event table (CONTRACT "Tables for the new kinds") as
+    mappings: a predicate's ``value`` and an event's ``values`` / ``weights`` are JSON text."""
+    import json
+    try:
+        import pyarrow as pa
+    except ImportError:          # pragma: no cover (a dependency)
+        pa = None
+    if pa is not None and isinstance(table, pa.RecordBatch):
+        table = pa.Table.from_batches([table])
+    if pa is not None and isinstance(table, pa.Table):
+        cols = table.to_pydict()
+    else:                        # pandas
+        cols = {str(c): table[c].tolist() for c in table.columns}
+    need = ("id", "predicates") if kind == "expression" else ("id", "values")
+    for c in need:
+        if c not in cols:
+            raise InvalidInput(f"{kind} table: missing column {c!r} (columns: {', '.join(cols)})")
+    n = len(cols["id"])
+    rows = []
+    for pos in range(n):
+        row = {c: cols[c][pos] for c in cols}
+        try:
+            if kind == "expression":
+                preds = row["predicates"]
+                if preds is not None:
+                    row["predicates"] = [dict(p, value=json.loads(p["value"]) if isinstance(p.get("value"), str)
+                                              else p.get("value")) for p in preds]
+            else:
+                for c in ("values", "weights"):
+                    if isinstance(row.get(c), str):
+                        row[c] = json.loads(row[c])
+        except (ValueError, TypeError, AttributeError) as e:
+            field = "predicates" if kind == "expression" else "values"
+            raise item_error(kind, pos, row.get("id"), field, f"not valid JSON in the table: {e}") from None
+        rows.append(row)
+    return rows
+
+
+def _is_table(items) -> bool:
+    mod = type(items).__module__
+    return mod.startswith("pyarrow") or mod.startswith("pandas")
+
+
 def _items(items, kind: str, cls, lim: Limits) -> list:
+    if _is_table(items):
+        if len(items) > lim.max_items:
+            raise too_many(kind, len(items), lim.max_items)
+        return _table_rows(items, kind)
     if isinstance(items, (str, bytes, Mapping)) or not isinstance(items, (Sequence, np.ndarray)) and not hasattr(items, "__iter__"):
         raise InvalidInput(f"{kind}s: expected a sequence of {cls.__name__}, got {type(items).__name__}")
     out = []

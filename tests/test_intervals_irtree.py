@@ -199,9 +199,10 @@ def check(idx, model, rng, limit=None):
 
 
 # ----------------------------------------------------------------------------- workloads
-def make(rng, n, kind="mixed", first_item=0):
+def make(rng, n, kind="mixed", first_item=None):
     """n intervals over a small domain: shared endpoints, score ties, duplicate intervals,
-    degenerate [v, v], infinite endpoints."""
+    degenerate [v, v], infinite endpoints. Items: first_item + 3 * (0 .. n-1), shuffled (by
+    default from -n: negative ids too)."""
     lo = rng.integers(0, 25, n).astype(np.float64)
     hi = lo + rng.choice([0, 0, 1, 2, 3, 5, 8, 20], n)
     sc = rng.integers(0, 4, n).astype(np.float64)
@@ -223,7 +224,8 @@ def make(rng, n, kind="mixed", first_item=0):
     if kind == "disjoint":                           # many short intervals: a deep tree
         lo = rng.permutation(n).astype(np.float64) * 3
         hi = lo + rng.integers(0, 2, n)
-    it = first_item + rng.permutation(n).astype(np.int64) * 3 - n  # negative ids too
+    first_item = -n if first_item is None else first_item
+    it = first_item + rng.permutation(n).astype(np.int64) * 3
     return lo, hi, sc, it
 
 
@@ -232,6 +234,8 @@ def make(rng, n, kind="mixed", first_item=0):
 @pytest.mark.parametrize("n", [0, 1, 2, 9, 120])
 @pytest.mark.parametrize("kind", ["mixed", "inf", "points", "disjoint"])
 def test_build_equals_oracle(b, n, kind):
+    """A fresh build: every query point (endpoints, medians, between, outside) read in batches
+    of several sizes equals the oracle."""
     rng = np.random.default_rng(1000 * b + 10 * n + len(kind))
     lo, hi, sc, it = make(rng, n, kind)
     idx = IRTreeIndex(lo, hi, sc, it, b=b)
@@ -261,7 +265,7 @@ def test_churn_equals_oracle_after_every_call(b):
             m = int(rng.choice([1, 2, 5, 17, 40]))
             kind = ["mixed", "inf", "points", "disjoint"][step % 4]
             lo, hi, sc, it = make(rng, m, kind, first_item=next_item)
-            next_item += 10 * m + 10
+            next_item += 3 * m
             idx.insert(lo, hi, sc, it)
             model.insert(lo, hi, sc, it)
         else:
@@ -289,7 +293,7 @@ def test_sorted_inserts_rebalance():
         check_structure(idx, model)
     assert idx.stats()["rebuilds"] > 0
     check_answers(idx, model, rng)
-    for k in range(0, 200, 7):                      # and right to left out again
+    for k in range(0, 200, 7):                      # and out again, left to right
         batch = np.arange(k, min(k + 7, 200), dtype=np.int64)
         idx.delete(batch)
         model.delete(batch)
@@ -354,15 +358,21 @@ def test_one_at_a_time_then_shrink():
     check(idx, model, rng)
 
 
-def trim(idx):
-    """Cut every table to its high-water mark: the next call starts with no spare row."""
-    meta = idx._meta
-    idx._nd_f = idx._nd_f[: meta[ir.M_ND_HW]].copy()
-    idx._nd_i = idx._nd_i[: meta[ir.M_ND_HW]].copy()
-    idx._pg = idx._pg[: meta[ir.M_PG_HW]].copy()
-    idx._ef = idx._ef[: meta[ir.M_E_HW]].copy()
-    idx._ei = idx._ei[: meta[ir.M_E_HW]].copy()
-    idx._ec = idx._ec[: meta[ir.M_E_HW]].copy()
+def trim(idx, spare):
+    """Cut every table to its high-water mark (spare=False), or to the room one insert needs
+    (spare=True: a rebuild after it finds no spare row)."""
+    meta, b = idx._meta, idx.b
+    h = meta[ir.M_HMAX]
+    nodes, pages, rows = (1, h + 2, (h + 2) * max(b, 3)) if spare else (0, 0, 0)
+    nodes += meta[ir.M_ND_HW]
+    pages += meta[ir.M_PG_HW]
+    rows += meta[ir.M_E_HW]
+    idx._nd_f = idx._nd_f[:nodes].copy()
+    idx._nd_i = idx._nd_i[:nodes].copy()
+    idx._pg = idx._pg[:pages].copy()
+    idx._ef = idx._ef[:rows].copy()
+    idx._ei = idx._ei[:rows].copy()
+    idx._ec = idx._ec[:rows].copy()
 
 
 @pytest.mark.parametrize("b", [2, 5])
@@ -376,7 +386,8 @@ def test_growth_protocol(b):
     model.insert(lo, hi, sc, it)
     next_item = 5000
     for step in range(30):
-        trim(idx)
+        if len(idx._nd_i) >= idx._meta[ir.M_ND_HW] + 1:
+            trim(idx, spare=step % 4 == 1)
         if step % 3 == 2:
             batch = rng.choice(model.it, min(len(model.it), 6), replace=False)
             idx.delete(batch)
@@ -384,7 +395,7 @@ def test_growth_protocol(b):
         else:
             lo, hi, sc, it = make(rng, 8, ["disjoint", "mixed"][step % 2], first_item=next_item)
             lo, hi = lo + 100 + 10 * step, hi + 100 + 10 * step   # to the right: rebuilds
-            next_item += 100
+            next_item += 3 * 8
             idx.insert(lo, hi, sc, it)
             model.insert(lo, hi, sc, it)
         check(idx, model, rng, limit=30)

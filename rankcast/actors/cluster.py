@@ -299,8 +299,9 @@ class Cluster:
         self._calls += 1
         token = self._calls
         try:
-            enc = None if self._inproc else self._call("encoder_copy")
-            for i, table in enumerate(iter_batches(source, batch_rows, spark=spark, kind="subscription",
+            enc = None if self._inproc or self.matching else self._call("encoder_copy")
+            kind = "expression" if self.matching else "subscription"
+            for i, table in enumerate(iter_batches(source, batch_rows, spark=spark, kind=kind,
                                                    progress=progress, desc="load: validate")):
                 refs.append(self._method("stage_batch").remote(_pre_encoded(enc, table) if i % 2 else table))
                 if len(refs) > 2:
@@ -344,7 +345,8 @@ class Cluster:
         base = None
         with tqdm(unit="msg", desc="replay: applied", disable=not progress, leave=False,
                   dynamic_ncols=True) as bar:
-            for table in iter_batches(source, batch_rows, spark=spark, kind="message", progress=progress,
+            for table in iter_batches(source, batch_rows, spark=spark, kind="event" if self.matching else "message",
+                                      progress=progress,
                                       desc="replay: read"):
                 try:
                     published, applied = self._change("publish", table, False)

@@ -17,6 +17,7 @@ import pyarrow as pa
 from ..columns import _is_spark_df
 from ..config import limits
 from ..errors import InvalidInput
+from .match_tables import MATCH_KINDS
 from .readers import _conform, _suffix, guess_kind, locate, read_table
 
 __all__ = ["iter_batches", "count_rows", "rate_limiter", "RateLimiter"]
@@ -122,7 +123,8 @@ def iter_batches(source, batch_rows: int, spark=None, *, kind: str | None = None
                           batch_rows)
     else:
         table = read_table(source, kind or "row", spark)
-        if isinstance(source, (str, os.PathLike)) and _suffix(Path(str(source))) not in (".parquet", ".pq"):
+        if isinstance(source, (str, os.PathLike)) and _suffix(Path(str(source))) not in (".parquet", ".pq") \
+                and kind not in MATCH_KINDS:
             try:
                 table = _conform(table, kind or guess_kind(table))   # CSV/JSONL cells are strings
             except InvalidInput as e:

@@ -37,6 +37,7 @@ from ..columns import Encoder, _check_unique, _is_spark_df, item_error, item_pos
 from ..config import limits
 from ..errors import InvalidInput
 from ..text import Vocabulary
+from .match_tables import MATCH_KINDS, read_match_jsonl
 
 __all__ = ["read_subscriptions", "read_messages", "read_table", "to_spark", "guess_kind", "locate",
            "TERMS_TYPE", "SUBSCRIPTION_COLUMNS", "MESSAGE_COLUMNS"]
@@ -136,6 +137,10 @@ def read_table(source, kind: str, spark=None) -> pa.Table:
             raise InvalidInput(f"{kind} table: no such file or folder: {s}")
         suf = _suffix(path)
         names = SUBSCRIPTION_COLUMNS if kind == "subscription" else MESSAGE_COLUMNS
+        if kind in MATCH_KINDS and suf not in (".parquet", ".pq") and not path.is_dir():
+            if suf in (".jsonl", ".ndjson", ".json"):
+                return read_match_jsonl(path, kind)
+            raise InvalidInput(f"{kind} table {s!r}: {kind}s are nested rows: use Parquet or JSONL")
         if path.is_dir() or suf in (".parquet", ".pq"):
             import pyarrow.parquet as pq
             try:
@@ -509,7 +514,7 @@ def to_spark(source, spark, kind: str = "row"):
         if not local or Path(s).is_dir() or _suffix(Path(s)) in (".parquet", ".pq"):
             return _spark_read(spark, s)
     table = read_table(source, kind, spark)
-    if isinstance(source, (str, os.PathLike)):
+    if isinstance(source, (str, os.PathLike)) and kind not in MATCH_KINDS:
         table = _conform(table, kind if kind != "row" else guess_kind(table))
     return spark.createDataFrame(table.to_pandas(maps_as_pydicts="strict"),
                                  schema=from_arrow_schema(table.schema))

@@ -1318,11 +1318,12 @@ class IRTreeCursor(Cursor):
          self._hn, self.counters) = _cursor_open(q, index._meta[M_ROOT], index._nd_f, index._nd_i,
                                                  index._pg, index._ef, index._ei, index._ec)
         self._arrays = (index._pg, index._ef, index._ei, index._ec)
+        self._most = len(index)       # no call returns more: bounds the output buffers
 
     def next(self, n: int) -> tuple[np.ndarray, np.ndarray]:
         if self._index._version != self._version:
             raise RuntimeError("ir-tree cursor used after its index changed")
-        n = max(0, int(n))
+        n = max(0, min(int(n), self._most))
         items = np.empty(n, np.int64)
         scores = np.empty(n, np.float64)
         if n == 0 or self._hn[0] == 0:
