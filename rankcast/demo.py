@@ -8,9 +8,11 @@ Steps, run in order (``--steps`` picks some; later issues add the cluster and Sp
    location, alpha uniform in [0, 1], k = 20);
 2. ``engine`` - subscribe, then stream the places through :class:`rankcast.Engine` in
    publish batches with a progress bar; a few watched subscriptions print their live top-k;
-3. ``report`` - throughput, final top-k lists with place names, ``out/demo.json`` and
-   ``out/demo.png`` (throughput over the stream, and a map of the watched subscriptions
-   with their top-k places).
+3. ``spark``, ``cluster``, ``evaluate`` - the same on DSkype (Ray), loaded and checked in Spark;
+4. ``match`` - ranked matching (CONTRACT v2) on GeoNames events, Matcher and cluster;
+5. ``report`` - throughput, final top-k lists with place names, ``out/demo.json`` and
+   ``out/demo.png`` (throughput over the stream, a map of the watched subscriptions
+   with their top-k places, and the ranked-matching panel).
 """
 from __future__ import annotations
 
@@ -269,7 +271,90 @@ def step_evaluate(ctx: DemoContext) -> None:
         raise SystemExit("rankcast demo: offline evaluation found differences")
 
 
-# ----------------------------------------------------------------------------- step 6: report
+# ----------------------------------------------------------------------------- step 6: ranked matching
+def step_match(ctx: DemoContext) -> None:
+    """Ranked matching (CONTRACT v2) on real data: GeoNames places as events (population,
+    latitude, longitude, country, timezone, admin1) against expressions drawn around other
+    places; rc.Matcher and a 2-partition cluster side by side (expressions bulk-loaded from
+    Parquet, events replayed, a partition killed and recovered), and the Spark brute-force
+    join of events and expressions checking the live answers."""
+    import pyarrow.parquet as pq
+
+    import rankcast as rc
+    from .ingest.evaluate import compare_matches, exact_matches_spark
+    from .ingest.match_tables import events_table, expressions_table
+    from .ingest.match_workloads import geonames_events, geonames_expressions
+    from .ingest.session import get_spark
+
+    a = ctx.args
+    t0 = time.perf_counter()
+    events = geonames_events(limit=a.match_events + 20_000, seed=a.seed + 7)
+    exprs = geonames_expressions(events[a.match_events:], a.match_exprs, seed=a.seed + 8)
+    events = events[: a.match_events]
+    mcfg = rc.MatchConfig(scoring="weighted", index="auto", k=5)
+    m = rc.Matcher(mcfg)
+    t1 = time.perf_counter()
+    m.subscribe(exprs)
+    t2 = time.perf_counter()
+    want = m.publish(events)
+    t3 = time.perf_counter()
+    ctx.log(f"[match] rc.Matcher ({mcfg.index}, {mcfg.scoring}): {len(exprs)} expressions indexed in "
+            f"{t2 - t1:.1f} s, {len(events)} GeoNames events in {t3 - t2:.1f} s ({len(events) / (t3 - t2):.0f} events/s)")
+    folder = ctx.out / "demo_data"
+    folder.mkdir(parents=True, exist_ok=True)
+    pq.write_table(expressions_table(exprs), folder / "expressions.parquet")
+    pq.write_table(events_table(events), folder / "events.parquet")
+    spark = ctx.data.get("spark") or get_spark()
+    ccfg = rc.ClusterConfig(engine=mcfg, policy="attribute", partitions=2, name="rankcast-demo-match",
+                            batch_size=500)
+    cl = rc.Cluster.start(ccfg, sample=exprs[:2000], fresh=True)
+    try:
+        t4 = time.perf_counter()
+        n = cl.load_subscriptions(str(folder / "expressions.parquet"))
+        t5 = time.perf_counter()
+        start = cl.position()
+        half = len(events) // 2
+        res = cl.replay(events_table(events[:half]), batch_rows=500)
+        os.kill(cl.pids()["partition"][0], signal.SIGKILL)      # recovered at the next call
+        res2 = cl.replay(events_table(events[half:]), batch_rows=500)
+        got = [x for d in cl.listen(from_position=start + 1, timeout=0.5) for x in d.updates]
+        same = got == want
+        st = cl.stats()
+        recs = st["recovery"]["recoveries"]
+        ctx.log(f"[match] cluster (attribute policy, 2 partitions): {n} expressions bulk-loaded from Parquet in "
+                f"{t5 - t4:.1f} s, {len(events)} events replayed in {res['seconds'] + res2['seconds']:.1f} s with a "
+                f"partition killed mid-stream (recovered in {recs[-1]['seconds']:.1f} s); every rc.Match equal to "
+                f"the Matcher's: {same}")
+        if not same:
+            raise SystemExit("rankcast demo: the cluster's matches differ from rc.Matcher's")
+        sample = events[:: max(1, len(events) // 100)]
+        t6 = time.perf_counter()
+        exact = exact_matches_spark(str(folder / "expressions.parquet"), sample, "weighted", 5, spark)
+        rep = compare_matches(exact, [w for w in got if w.event_id in exact])
+        ctx.log(f"[match] Spark brute-force join on {rep['events']} sampled events: {rep['agreement']}% agreement "
+                f"({time.perf_counter() - t6:.1f} s)")
+        if rep["agreement"] != 100.0:
+            raise SystemExit("rankcast demo: offline evaluation of matches found differences")
+    finally:
+        cl.shutdown()
+    sizes = [len(w.top) for w in want]
+    ctx.summary["ranked_matching"] = {
+        "expressions": len(exprs), "events": len(events), "scoring": mcfg.scoring, "index": mcfg.index,
+        "matcher_events_per_second": round(len(events) / (t3 - t2), 1),
+        "matcher_index_seconds": round(t2 - t1, 2),
+        "cluster_events_per_second": round(len(events) / (res["seconds"] + res2["seconds"]), 1),
+        "cluster_load_seconds": round(t5 - t4, 2), "cluster_equal_to_matcher": same,
+        "recovery_seconds": round(recs[-1]["seconds"], 2), "spark_agreement": rep["agreement"],
+        "events_with_matches": int(sum(1 for x in sizes if x)), "stats": {k: v for k, v in m.stats().items()
+                                                                           if isinstance(v, (int, float))},
+        "example": [{"event": w.event_id, "values": dict(e.values), "top": [list(p) for p in w.top]}
+                    for w, e in list(zip(want, events))[:3]],
+        "seconds": round(time.perf_counter() - t0, 2),
+    }
+    ctx.series["match_sizes"] = sizes
+
+
+# ----------------------------------------------------------------------------- step 7: report
 def step_report(ctx: DemoContext) -> None:
     eng = ctx.engine
     if eng is None:
@@ -291,7 +376,7 @@ def step_report(ctx: DemoContext) -> None:
     ctx.summary["watched"] = shown
     ctx.out.mkdir(parents=True, exist_ok=True)
     ctx.summary["throughput_series"] = {k: [round(float(v), 4) for v in vals]
-                                        for k, vals in ctx.series.items()}
+                                        for k, vals in ctx.series.items() if k != "match_sizes"}
     (ctx.out / "demo.json").write_text(json.dumps(ctx.summary, indent=2))
     _plot(ctx, shown, ctx.out / "demo.png")
     ctx.log(f"\n[report] wrote {ctx.out / 'demo.json'} and {ctx.out / 'demo.png'}")
@@ -303,7 +388,21 @@ def _plot(ctx: DemoContext, shown: list[dict], path: Path) -> None:
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    fig, (ax1, ax2) = plt.subplots(1, 2, figsize=(16, 6), gridspec_kw={"width_ratios": [1, 1.6]})
+    rm = ctx.summary.get("ranked_matching")
+    fig, axes = plt.subplots(1, 3 if rm else 2, figsize=(23 if rm else 16, 6),
+                             gridspec_kw={"width_ratios": [1, 1.6, 1] if rm else [1, 1.6]})
+    ax1, ax2 = axes[0], axes[1]
+    if rm:
+        ax3 = axes[2]
+        names = ["rc.Matcher", "cluster (2 partitions,\nwith a recovery)"]
+        vals = [rm["matcher_events_per_second"], rm["cluster_events_per_second"]]
+        ax3.bar(names, vals, color=["tab:blue", "tab:orange"])
+        for i, v in enumerate(vals):
+            ax3.text(i, v, f"{v:.0f}", ha="center", va="bottom")
+        ax3.set_ylabel("GeoNames events / second")
+        ax3.set_title(f"ranked matching: top-{5} of {rm['expressions']} expressions per event\n"
+                      f"({rm['scoring']}, {rm['index']}; equal answers: {rm['cluster_equal_to_matcher']}, "
+                      f"Spark agreement {rm['spark_agreement']:.0f}%)", fontsize=9)
     s = ctx.series
     if s.get("messages"):
         ax1.plot(s["messages"], s["batch_rate"], lw=0.8, alpha=0.6, label="per publish batch")
@@ -351,6 +450,7 @@ STEPS: list[Step] = [
     Step("spark", step_spark, "vocabulary and tables in Spark through RayDP"),
     Step("cluster", step_cluster, "DSkype on Ray: bulk load from Spark, replay, compare with the engine"),
     Step("evaluate", step_evaluate, "sampled offline evaluation in Spark against the live cluster"),
+    Step("match", step_match, "ranked matching on GeoNames: Matcher and cluster, Spark load and evaluation"),
     Step("report", step_report, "top-k lists, out/demo.json and out/demo.png"),
 ]
 
@@ -366,6 +466,8 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--rows", type=int, default=5, help="top-k rows printed per subscription")
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--sample", type=int, default=200, help="subscriptions checked by the offline evaluation")
+    p.add_argument("--match-events", type=int, default=3000, help="GeoNames events of the ranked-matching step")
+    p.add_argument("--match-exprs", type=int, default=10_000, help="expressions of the ranked-matching step")
     p.add_argument("--out", default="out", help="folder for demo.json and demo.png")
     p.add_argument("--steps", default=",".join(s.name for s in STEPS),
                    help=f"comma-separated steps to run, of {','.join(s.name for s in STEPS)}")

@@ -97,13 +97,16 @@ def test_bench_engine_rejects_unknown_methods(tmp_path, capsys):
 
 def test_demo_small(tmp_path, capsys):
     rc = cli.main(["demo", "--messages", "3000", "--subs", "600", "--window", "1000",
-                   "--batch", "500", "--out", str(tmp_path)])
+                   "--batch", "500", "--match-events", "300", "--match-exprs", "2000", "--out", str(tmp_path)])
     assert rc == 0
     summary = json.loads((tmp_path / "demo.json").read_text())
     assert (tmp_path / "demo.png").stat().st_size > 0
     assert summary["engine"]["messages"] == 3000
     assert summary["engine"]["throughput_msg_s"] > 0
     assert summary["engine"]["stats"]["window"] == 1000
+    rm = summary["ranked_matching"]
+    assert rm["events"] == 300 and rm["expressions"] == 2000 and rm["events_with_matches"] > 0
+    assert rm["cluster_equal_to_matcher"] and rm["spark_agreement"] == 100.0 and rm["recovery_seconds"] > 0
     watched = summary["watched"]
     assert len(watched) == 3
     printed = capsys.readouterr().out
