@@ -48,11 +48,11 @@ def check_ids_arg(ids) -> np.ndarray:
     return arr
 
 
-def check_not_live(ids: np.ndarray, live, offset: int = 0) -> None:
+def check_not_live(ids: np.ndarray, live, offset: int = 0, kind: str = "subscription") -> None:
     """A subscribe call's ids must not be live; ``offset`` is the call's position of ids[0]."""
     for i, sid in enumerate(ids.tolist()):
         if sid in live:
-            raise item_error("subscription", offset + i, sid, "id", "already subscribed")
+            raise item_error(kind, offset + i, sid, "id", "already subscribed")
 
 
 def check_message_state(batch: MessageBatch, in_window: np.ndarray, time_window: bool, t_max: float) -> None:

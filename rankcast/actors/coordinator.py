@@ -180,6 +180,7 @@ class CoordinatorBase:
     (``_encode_subscriptions``, ``_commit``, ``_mark``, ``_rollback``)."""
 
     KIND_STATE: tuple[str, ...] = ()
+    ITEM = "subscription"          # what a subscription is called in errors
 
     def __init__(self, ccfg: ClusterConfig | None, runtime: str = "ray", sample=None, *,
                  state: tuple[str, str] | None = None):
@@ -501,6 +502,40 @@ class CoordinatorBase:
     def config(self) -> ClusterConfig:
         return self.ccfg
 
+    # ------------------------------------------------------------------ subscriptions
+    @_guarded
+    def subscribe(self, subs, client=None, token=None) -> None:
+        if (done := self._retried(client, token)) is not _NOT_DONE:
+            return done
+        with self.metrics.busy():
+            batch, pending = self._encode_subscriptions(subs)
+            check_not_live(batch.ids, self.live, 0, self.ITEM)
+            self._log_apply(("subscribe", batch, pending, client, token))
+
+    def _apply_subscribe(self, batch, pending) -> None:
+        self._commit(pending)
+        if len(batch) == 0:
+            return
+        self._cut_group()
+        self._place(batch)
+        self._dispatch()
+        self._quiesce()
+        self._baseline(batch.ids)
+        self.counters["calls"] += 1
+
+    @_guarded
+    def unsubscribe(self, ids, client=None, token=None) -> None:
+        if (done := self._retried(client, token)) is not _NOT_DONE:
+            return done
+        with self.metrics.busy():
+            arr = check_ids_arg(ids)
+            missing = [i for i in arr.tolist() if i not in self.live]
+            if missing:
+                raise UnknownSubscription(f"unknown {self.ITEM} id={missing[0]!r}")
+            if len(arr) == 0:
+                return
+            self._log_apply(("unsubscribe", arr, client, token))
+
     # ------------------------------------------------------------------ bulk load
     def stage_batch(self, subs) -> int:
         """Bulk load, phase 1: validate and encode one part of the table. Nothing takes effect
@@ -516,7 +551,7 @@ class CoordinatorBase:
                     batch, pending = self._encode_subscriptions(subs)
                 except InvalidInput as e:
                     raise shift_position(e, offset) from None
-                check_not_live(batch.ids, self.live, offset)
+                check_not_live(batch.ids, self.live, offset, self.ITEM)
                 for i, sid in enumerate(batch.ids.tolist()):
                     if sid in self._staged_ids:
                         raise item_error("subscription", offset + i, sid, "id", "duplicate id within the table")
@@ -785,26 +820,6 @@ class Coordinator(CoordinatorBase):
         return sb, mb
 
     # ------------------------------------------------------------------ calls
-    @_guarded
-    def subscribe(self, subs, client=None, token=None) -> None:
-        if (done := self._retried(client, token)) is not _NOT_DONE:
-            return done
-        with self.metrics.busy():
-            batch, pending = self.encoder.encode_subscriptions(subs)
-            check_not_live(batch.ids, self.live)
-            self._log_apply(("subscribe", batch, pending, client, token))
-
-    def _apply_subscribe(self, batch: SubscriptionBatch, pending) -> None:
-        self.encoder.commit(pending)
-        if len(batch) == 0:
-            return
-        self._cut_group()
-        self._place(batch)
-        self._dispatch()
-        self._quiesce()
-        self._baseline(batch.ids)
-        self.counters["calls"] += 1
-
     def _place(self, batch: SubscriptionBatch) -> None:
         """Initial placement of new subscriptions (prefix policies: one term, grown later)."""
         plen = self.policy.initial_prefix(batch)
@@ -813,19 +828,6 @@ class Coordinator(CoordinatorBase):
         for p, rows in enumerate(routing.rows_of(self.policy.n_partitions)):
             if len(rows):
                 self._add_ops(p, PartitionOps(add=batch.take(rows), add_plen=plen[rows]))
-
-    @_guarded
-    def unsubscribe(self, ids, client=None, token=None) -> None:
-        if (done := self._retried(client, token)) is not _NOT_DONE:
-            return done
-        with self.metrics.busy():
-            arr = check_ids_arg(ids)
-            missing = [i for i in arr.tolist() if i not in self.live]
-            if missing:
-                raise UnknownSubscription(f"unknown subscription id={missing[0]!r}")
-            if len(arr) == 0:
-                return
-            self._log_apply(("unsubscribe", arr, client, token))
 
     def _apply_unsubscribe(self, arr: np.ndarray) -> None:
         self._cut_group()

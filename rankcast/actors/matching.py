@@ -18,13 +18,17 @@ from its subscriptions"); the aggregator holds no state between steps.
 from __future__ import annotations
 
 import time
+from numbers import Integral
 from typing import Any
 
 import numpy as np
 
 from ..config import MATCH_POLICIES, MatchConfig
+from ..errors import InvalidInput
 from ..indexing.matching import MatchCore
-from ..predicates import EventBatch, ExpressionBatch
+from ..predicates import AttributeTable, EventBatch, ExpressionBatch, encode_events, encode_expressions
+from .coordinator import _NO_UPDATES, _NOT_DONE, CoordinatorBase, _guarded, _select
+from .distributor import Distributor
 from .metrics import RoleMetrics
 from .policies import Routing
 from .recovery import Recoverable
@@ -225,15 +229,6 @@ class MatchAggregator(Recoverable):
 
 # ----------------------------------------------------------------------------- coordinator
 
-from numbers import Integral  # noqa: E402
-
-from ..engine import check_ids_arg  # noqa: E402
-from ..errors import InvalidInput, UnknownSubscription  # noqa: E402
-from ..predicates import AttributeTable, encode_events, encode_expressions  # noqa: E402
-from .coordinator import _NO_UPDATES, _NOT_DONE, CoordinatorBase, _guarded, _select  # noqa: E402
-from .distributor import Distributor  # noqa: E402
-
-
 class MatchCoordinator(CoordinatorBase):
     """The ranked-matching kind on the shared coordinator: expressions are placed once (the
     policy) and live in one partition each; a step carries control operations and events,
@@ -241,6 +236,7 @@ class MatchCoordinator(CoordinatorBase):
     position counts events published; a delivery holds one Match per event of its calls."""
 
     KIND_STATE = ("attrs",)
+    ITEM = "expression"
 
     def _init_kind(self, sample) -> None:
         ccfg = self.ccfg
@@ -289,27 +285,6 @@ class MatchCoordinator(CoordinatorBase):
         self.attrs.rollback(mark)
 
     # ------------------------------------------------------------------ calls
-    @_guarded
-    def subscribe(self, exprs, client=None, token=None) -> None:
-        if (done := self._retried(client, token)) is not _NOT_DONE:
-            return done
-        with self.metrics.busy():
-            batch, pending = encode_expressions(exprs, self.attrs)
-            for pos, eid in enumerate(batch.ids.tolist()):
-                if eid in self.live:
-                    raise InvalidInput(f"expression #{pos} (id={eid}): field 'id': already subscribed")
-            self._log_apply(("subscribe", batch, pending, client, token))
-
-    def _apply_subscribe(self, batch: ExpressionBatch, pending) -> None:
-        self.attrs.commit(pending)
-        if len(batch) == 0:
-            return
-        self._cut_group()
-        self._place(batch)
-        self._dispatch()
-        self._quiesce()
-        self.counters["calls"] += 1
-
     def _place(self, batch: ExpressionBatch) -> None:
         parts = self.policy.place(batch)
         self.live.update(zip(batch.ids.tolist(), parts.tolist()))
@@ -318,19 +293,6 @@ class MatchCoordinator(CoordinatorBase):
 
     def _baseline(self, ids) -> None:
         """Expressions have no standing results: nothing to settle."""
-
-    @_guarded
-    def unsubscribe(self, ids, client=None, token=None) -> None:
-        if (done := self._retried(client, token)) is not _NOT_DONE:
-            return done
-        with self.metrics.busy():
-            arr = check_ids_arg(ids)
-            missing = [i for i in arr.tolist() if i not in self.live]
-            if missing:
-                raise UnknownSubscription(f"unknown expression id={missing[0]!r}")
-            if len(arr) == 0:
-                return
-            self._log_apply(("unsubscribe", arr, client, token))
 
     def _apply_unsubscribe(self, arr: np.ndarray) -> None:
         self._cut_group()

@@ -51,7 +51,8 @@ index emptied by deletes drops its arrays.
 **Layout** (flat arrays, passed explicitly to every kernel)::
 
     nd_f[N, 3] float64   MED, MINLO, MAXHI (extent of the node's own intervals)
-    nd_i[N, 6] int64     LEFT, RIGHT, SIZE, ROOT (page), HEIGHT (R-tree levels, 0 = empty), COUNT (own)
+    nd_i[N, 6] int64     LEFT, RIGHT, SIZE (subtree), ROOT (page), HEIGHT (R-tree levels, 0 =
+                         empty), COUNT (own intervals)
     pg[P, 3]   int64     START, CAP, NENT: the page is pool rows START .. START + NENT
     ef[E, 3]   float64   LO, HI, SC of a leaf interval, or extent and first-key score of a child
     ei[E]      int64     item (leaf) or first-key item (internal entry)
