@@ -65,9 +65,10 @@ def small_limits(monkeypatch):
 
 
 def test_default_limits_are_the_documented_ones(monkeypatch):
-    for key in ("MAX_TEXT_CHARS", "MAX_TERMS", "MAX_ITEMS"):
+    for key in ("MAX_TEXT_CHARS", "MAX_TERMS", "MAX_ITEMS", "MAX_PREDICATES", "MAX_SET_VALUES"):
         monkeypatch.delenv(f"RANKCAST_{key}", raising=False)
-    assert limits() == Limits(max_text_chars=100_000, max_terms=1_000, max_items=1_000_000)
+    assert limits() == Limits(max_text_chars=100_000, max_terms=1_000, max_items=1_000_000,
+                              max_predicates=1_000, max_set_values=10_000)
     monkeypatch.setenv("RANKCAST_MAX_TERMS", "many")
     with pytest.raises(rc.InvalidInput, match="RANKCAST_MAX_TERMS"):
         limits()
