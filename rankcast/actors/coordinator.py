@@ -168,6 +168,7 @@ def _guarded(fn):
 _COORD_STATE = ("policy", "last_seq", "dispatched_pos", "step", "published", "live", "applied_pos",
                 "counters", "deliveries", "evicted_upto", "_group", "_group_t0", "_flush_pos", "_done")
 
+
 class CoordinatorBase:
     """What every kind's coordinator shares (the ARCHITECTURE's "written once"): sequencing
     of steps with backpressure, the write-ahead log, checkpoints and recovery, client
@@ -630,6 +631,44 @@ class CoordinatorBase:
             self._baseline(np.concatenate([b.ids for b in staged]))
         yield total, total
 
+    # ------------------------------------------------------------------ publish
+    @_guarded
+    def publish(self, items, wait: bool = True, client=None, token=None, **kw):
+        """wait=True: the update arrays of this call (its delivery). wait=False: (items
+        published, items applied) so far, once the call's steps are dispatched; its
+        changes are delivered at the next cut (at most ``delivery_interval`` seconds later,
+        or the caller's ``flush``). ``kw``: the kind's per-call options."""
+        if (done := self._retried(client, token)) is not _NOT_DONE:
+            return done
+        t0 = time.perf_counter()
+        with self.metrics.busy():
+            batch, extra = self._encode_publish(items, **kw)
+        out = self._log_apply(("publish", batch, extra, bool(wait), client, token))
+        if not wait and self._group and time.perf_counter() - self._group_t0 >= self.ccfg.delivery_interval:
+            self._log_apply(("cut", None, None))
+        self._after_publish()
+        self.counters["publish_seconds"] += time.perf_counter() - t0
+        return out
+
+    def _encode_publish(self, items, **kw):
+        """(batch, what its log record carries besides it) of a publish call, validated."""
+        raise NotImplementedError
+
+    def _after_publish(self) -> None:
+        """What the kind does at the end of every publish call (load monitoring)."""
+
+    def _publish_result(self, n: int, wait: bool, client):
+        """The end of an applied publish of ``n`` items: its delivery (wait), or joining the
+        group of pipelined calls that the next cut delivers."""
+        self.counters["calls"] += 1
+        if not wait:
+            if n:
+                if not self._group:
+                    self._group_t0 = time.perf_counter()
+                self._group.add(client)
+            return self.published, self.applied_pos + 1
+        return self._cut()
+
     # ------------------------------------------------------------------ delivery
     @_guarded
     def flush(self, client=None, token=None) -> tuple:
@@ -744,7 +783,6 @@ class Coordinator(CoordinatorBase):
         self.realloc_queue: list[dict] = []
         self._stash: list[tuple] = []              # direct-mode updates taken before a move
         self._last_busy = np.zeros(ccfg.partitions)
-        self._stage_mark = 0
         self.counters.update(reallocations=0, realloc_new_replicas=0, load_checks=0, rebalances=0,
                              rebalance_moved=0)
         self._next_check = time.perf_counter() + ccfg.monitor_every
@@ -843,24 +881,13 @@ class Coordinator(CoordinatorBase):
                          for a, agg in enumerate(self.aggs)])
         self.counters["calls"] += 1
 
-    @_guarded
-    def publish(self, msgs, wait: bool = True, client=None, token=None):
-        """wait=True: the update arrays of this call (its delivery). wait=False: (messages
-        published, messages applied) so far, once the call's steps are dispatched; its
-        changes are delivered at the next cut (at most ``delivery_interval`` seconds later,
-        or the caller's ``flush``)."""
-        if (done := self._retried(client, token)) is not _NOT_DONE:
-            return done
-        t0 = time.perf_counter()
-        with self.metrics.busy():
-            batch, pending = self.encoder.encode_messages(msgs, time_window=self.cfg.time_window)
-            self._check_messages(batch)
-        out = self._log_apply(("publish", batch, pending, bool(wait), client, token))
-        if not wait and self._group and time.perf_counter() - self._group_t0 >= self.ccfg.delivery_interval:
-            self._log_apply(("cut", None, None))
+    def _encode_publish(self, msgs):
+        batch, pending = self.encoder.encode_messages(msgs, time_window=self.cfg.time_window)
+        self._check_messages(batch)
+        return batch, pending
+
+    def _after_publish(self) -> None:
         self._monitor()
-        self.counters["publish_seconds"] += time.perf_counter() - t0
-        return out
 
     def _apply_publish(self, batch: MessageBatch, pending, wait: bool, client):
         with self.metrics.busy():
@@ -878,14 +905,7 @@ class Coordinator(CoordinatorBase):
                 for a in range(0, n, step):
                     part = batch.take(np.arange(a, min(n, a + step))) if n > step else batch
                     self._dispatch(part, seqs[a:a + step], exp[a:a + step])
-            self.counters["calls"] += 1
-            if not wait:
-                if n:
-                    if not self._group:
-                        self._group_t0 = time.perf_counter()
-                    self._group.add(client)
-                return self.published, self.applied_pos + 1
-            return self._cut()
+            return self._publish_result(n, wait, client)
 
 
     @_guarded

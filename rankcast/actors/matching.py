@@ -27,7 +27,7 @@ from ..config import MATCH_POLICIES, MatchConfig
 from ..errors import InvalidInput
 from ..indexing.matching import MatchCore
 from ..predicates import AttributeTable, EventBatch, ExpressionBatch, encode_events, encode_expressions
-from .coordinator import _NO_UPDATES, _NOT_DONE, CoordinatorBase, _guarded, _select
+from .coordinator import _NO_UPDATES, CoordinatorBase, _guarded, _select
 from .distributor import Distributor
 from .metrics import RoleMetrics
 from .policies import Routing
@@ -303,24 +303,14 @@ class MatchCoordinator(CoordinatorBase):
         self._quiesce()
         self.counters["calls"] += 1
 
-    @_guarded
-    def publish(self, events, wait: bool = True, client=None, token=None, k=None):
-        """wait=True: the match arrays of this call's events; wait=False: (events published,
-        events applied) once dispatched (delivered at the next cut)."""
-        if (done := self._retried(client, token)) is not _NOT_DONE:
-            return done
-        t0 = time.perf_counter()
+    def _encode_publish(self, events, k=None):
+        """The events, and (their new attribute types, the call's k) for the log record."""
         if k is None:
             k = self.cfg.k
         elif isinstance(k, bool) or not isinstance(k, Integral) or k < 1:
             raise InvalidInput(f"publish: field 'k': must be an integer >= 1, got {k!r}")
-        with self.metrics.busy():
-            batch, pending = encode_events(events, self.attrs)
-        out = self._log_apply(("publish", batch, (pending, int(k)), bool(wait), client, token))
-        if not wait and self._group and time.perf_counter() - self._group_t0 >= self.ccfg.delivery_interval:
-            self._log_apply(("cut", None, None))
-        self.counters["publish_seconds"] += time.perf_counter() - t0
-        return out
+        batch, pending = encode_events(events, self.attrs)
+        return batch, (pending, int(k))
 
     def _apply_publish(self, batch: EventBatch, pending_k, wait: bool, client):
         pending, k = pending_k
@@ -337,14 +327,7 @@ class MatchCoordinator(CoordinatorBase):
                 for a in range(0, n, step):
                     part = batch.take(np.arange(a, min(n, a + step))) if n > step else batch
                     self._dispatch(part, np.arange(first + a, first + a + len(part), dtype=np.int64), k)
-            self.counters["calls"] += 1
-            if not wait:
-                if n:
-                    if not self._group:
-                        self._group_t0 = time.perf_counter()
-                    self._group.add(client)
-                return self.published, self.applied_pos + 1
-            return self._cut()
+            return self._publish_result(n, wait, client)
 
     def topk(self, sub_id):
         raise InvalidInput("topk: a ranked-matching expression holds no standing top-k; publish returns "
