@@ -457,10 +457,10 @@ STEPS: list[Step] = [
 
 # ----------------------------------------------------------------------------- command
 def add_arguments(p: argparse.ArgumentParser) -> None:
-    p.add_argument("--messages", type=int, default=50_000,
+    p.add_argument("--messages", type=int, default=30_000,
                    help="GeoNames places to stream (about 200k exist)")
-    p.add_argument("--subs", type=int, default=20_000, help="subscriptions")
-    p.add_argument("--window", type=int, default=20_000, help="count window")
+    p.add_argument("--subs", type=int, default=15_000, help="subscriptions")
+    p.add_argument("--window", type=int, default=15_000, help="count window")
     p.add_argument("--batch", type=int, default=1_000, help="messages per publish call")
     p.add_argument("--show", type=int, default=3, help="subscriptions to watch and print")
     p.add_argument("--rows", type=int, default=5, help="top-k rows printed per subscription")
