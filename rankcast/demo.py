@@ -457,15 +457,15 @@ STEPS: list[Step] = [
 
 # ----------------------------------------------------------------------------- command
 def add_arguments(p: argparse.ArgumentParser) -> None:
-    p.add_argument("--messages", type=int, default=30_000,
+    p.add_argument("--messages", type=int, default=20_000,
                    help="GeoNames places to stream (about 200k exist)")
-    p.add_argument("--subs", type=int, default=15_000, help="subscriptions")
-    p.add_argument("--window", type=int, default=15_000, help="count window")
+    p.add_argument("--subs", type=int, default=10_000, help="subscriptions")
+    p.add_argument("--window", type=int, default=10_000, help="count window")
     p.add_argument("--batch", type=int, default=1_000, help="messages per publish call")
     p.add_argument("--show", type=int, default=3, help="subscriptions to watch and print")
     p.add_argument("--rows", type=int, default=5, help="top-k rows printed per subscription")
     p.add_argument("--seed", type=int, default=0)
-    p.add_argument("--sample", type=int, default=200, help="subscriptions checked by the offline evaluation")
+    p.add_argument("--sample", type=int, default=100, help="subscriptions checked by the offline evaluation")
     p.add_argument("--match-events", type=int, default=3000, help="GeoNames events of the ranked-matching step")
     p.add_argument("--match-exprs", type=int, default=10_000, help="expressions of the ranked-matching step")
     p.add_argument("--out", default="out", help="folder for demo.json and demo.png")
