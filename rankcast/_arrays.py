@@ -3,7 +3,7 @@ from __future__ import annotations
 
 import numpy as np
 
-__all__ = ["grow", "runs"]
+__all__ = ["grow", "runs", "concat_offsets"]
 
 
 def grow(arr: np.ndarray, n: int, fill=0) -> np.ndarray:
@@ -23,3 +23,9 @@ def runs(starts: np.ndarray, lens: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     np.cumsum(lens, out=off[1:])
     idx = np.repeat(starts, lens) + (np.arange(off[-1], dtype=np.int64) - np.repeat(off[:-1], lens))
     return off, idx
+
+
+def concat_offsets(offsets: list[np.ndarray]) -> np.ndarray:
+    """The CSR offsets of several CSR tables laid end to end (each starts at 0)."""
+    base = np.cumsum([0] + [int(o[-1]) for o in offsets[:-1]])
+    return np.concatenate([np.zeros(1, np.int64)] + [o[1:] + b for o, b in zip(offsets, base)]).astype(np.int64)

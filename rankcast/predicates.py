@@ -21,7 +21,7 @@ from numbers import Integral, Real
 
 import numpy as np
 
-from ._arrays import runs
+from ._arrays import concat_offsets, runs
 from .columns import INT64_MAX, INT64_MIN, item_error, over_limit, plain, too_many
 from .config import Limits, limits
 from .errors import InvalidInput
@@ -186,10 +186,8 @@ class ExpressionBatch:
         cols = {c: np.concatenate([getattr(b, c) for b in batches]) for c in ("ids", "score", "set_vals")
                 + ExpressionBatch._PRED}
 
-        def offsets(name, of):
-            base = np.cumsum([0] + [len(getattr(b, of)) for b in batches[:-1]])
-            return np.concatenate([[0]] + [getattr(b, name)[1:] + o for b, o in zip(batches, base)]).astype(np.int64)
-        return ExpressionBatch(pred_off=offsets("pred_off", "attr"), set_off=offsets("set_off", "set_vals"), **cols)
+        return ExpressionBatch(pred_off=concat_offsets([b.pred_off for b in batches]),
+                               set_off=concat_offsets([b.set_off for b in batches]), **cols)
 
     @staticmethod
     def empty() -> "ExpressionBatch":

@@ -51,7 +51,7 @@ from numbers import Integral
 
 import numpy as np
 
-from .._arrays import runs
+from .._arrays import concat_offsets, runs
 from ..columns import Encoder, MessageBatch, SubscriptionBatch, item_error, shift_position, too_many
 from ..config import ClusterConfig, limits
 from ..engine import check_ids_arg, check_message_state, check_not_live
@@ -107,6 +107,14 @@ def coordinator_class(ccfg: ClusterConfig):
         from .matching import MatchCoordinator
         return MatchCoordinator
     return Coordinator
+
+
+def concat_updates(outs: list[tuple]) -> tuple:
+    """Update arrays (ids, offsets, item ids, scores) of several parts, laid end to end."""
+    if len(outs) == 1:
+        return outs[0]
+    return (np.concatenate([o[0] for o in outs]), concat_offsets([o[1] for o in outs]),
+            np.concatenate([o[2] for o in outs]), np.concatenate([o[3] for o in outs]))
 
 
 def _latest(outs: list[tuple]) -> tuple:
@@ -1079,10 +1087,7 @@ class Coordinator(CoordinatorBase):
             return _NO_UPDATES
         if len(outs) > len(self.parts):      # a subscription moved: its latest list wins
             outs = [_latest(outs)]
-        ids = np.concatenate([o[0] for o in outs])
-        base = np.cumsum([0] + [len(o[2]) for o in outs[:-1]])
-        off = np.concatenate([[0]] + [o[1][1:] + b for o, b in zip(outs, base)]).astype(np.int64)
-        return ids, off, np.concatenate([o[2] for o in outs]), np.concatenate([o[3] for o in outs])
+        return concat_updates(outs)
 
     def _baseline(self, ids: np.ndarray) -> None:
         """New subscriptions: their initial results are not updates."""

@@ -27,7 +27,7 @@ from ..config import MATCH_POLICIES, MatchConfig
 from ..errors import InvalidInput
 from ..indexing.matching import MatchCore
 from ..predicates import AttributeTable, EventBatch, ExpressionBatch, encode_events, encode_expressions
-from .coordinator import _NO_UPDATES, CoordinatorBase, _guarded, _select
+from .coordinator import _NO_UPDATES, CoordinatorBase, _guarded, _select, concat_updates
 from .distributor import Distributor
 from .metrics import RoleMetrics
 from .policies import Routing
@@ -377,12 +377,7 @@ class MatchCoordinator(CoordinatorBase):
         outs, self._results = self._results, []
         if not outs:
             return _NO_UPDATES
-        if len(outs) == 1:
-            return outs[0]
-        base = np.cumsum([0] + [len(o[2]) for o in outs[:-1]])
-        off = np.concatenate([[0]] + [o[1][1:] + b for o, b in zip(outs, base)]).astype(np.int64)
-        return (np.concatenate([o[0] for o in outs]), off, np.concatenate([o[2] for o in outs]),
-                np.concatenate([o[3] for o in outs]))
+        return concat_updates(outs)
 
     def _filter_delivery(self, arrays: tuple, ids: np.ndarray) -> tuple:
         """Ranked matching: the events whose top-k holds one of the expressions ``ids``."""
