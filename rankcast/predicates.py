@@ -51,12 +51,6 @@ class AttributeTable:
     def __len__(self) -> int:
         return len(self.kinds)
 
-    def name_of(self) -> list[str]:
-        out = [""] * len(self.kinds)
-        for n, i in self.ids.items():
-            out[i] = n
-        return out
-
     def commit(self, pending: "_Pending") -> None:
         """Apply what a call added (idempotent: a bulk load commits its parts when staging
         them, and again when its log record is applied)."""
@@ -83,19 +77,6 @@ class AttributeTable:
         for codes, keep in zip(self.codes, lens):
             for s in [s for s, c in codes.items() if c >= keep]:
                 del codes[s]
-
-    def to_state(self) -> dict:
-        return {"names": self.name_of(), "kinds": list(self.kinds),
-                "codes": [list(c) for c in self.codes]}
-
-    @classmethod
-    def from_state(cls, state: dict) -> "AttributeTable":
-        t = cls()
-        for name, kind, codes in zip(state["names"], state["kinds"], state["codes"]):
-            t.ids[name] = len(t.kinds)
-            t.kinds.append(kind)
-            t.codes.append({s: i for i, s in enumerate(codes)})
-        return t
 
 
 class _Pending:
@@ -188,12 +169,6 @@ class ExpressionBatch:
 
         return ExpressionBatch(pred_off=concat_offsets([b.pred_off for b in batches]),
                                set_off=concat_offsets([b.set_off for b in batches]), **cols)
-
-    @staticmethod
-    def empty() -> "ExpressionBatch":
-        f, z = np.zeros(0), np.zeros(1, np.int64)
-        return ExpressionBatch(np.zeros(0, np.int64), f, z, np.zeros(0, np.int32), np.zeros(0, np.int8), f, f, f, f, f,
-                               z, f)
 
 
 @dataclass

@@ -196,12 +196,6 @@ class MatchPartition(Recoverable):
                                                                        if isinstance(v, (int, float))})
         return out
 
-    def held(self) -> ExpressionBatch:
-        return self.core.table.batch()
-
-    def load(self) -> dict:
-        return {"busy_seconds": self.metrics.values["busy_seconds"]}
-
 
 class MatchAggregator(Recoverable):
     """Merges each event's partial lists (stateless between steps)."""
@@ -217,9 +211,6 @@ class MatchAggregator(Recoverable):
             if not parts:
                 return None
             return merge_topk(parts, int(k))
-
-    def set_partitions(self, n: int) -> None:
-        self.n_partitions = n
 
     def stats(self) -> dict:
         out = self.metrics.snapshot()
@@ -244,7 +235,7 @@ class MatchCoordinator(CoordinatorBase):
         self.policy = MatchPolicy(ccfg.policy, ccfg.partitions, ccfg.options)
         if sample is not None:
             exprs = sample[0] if isinstance(sample, tuple) else sample
-            batch, _ = encode_expressions(exprs, AttributeTable.from_state(self.attrs.to_state()))
+            batch, _ = encode_expressions(exprs, AttributeTable())     # ids as a fresh table gives them
             self.policy.fit(batch)
         self._results: list[tuple] = []         # merged per-event arrays of harvested steps
         self._k: dict[int, int] = {}            # step -> k of its events
