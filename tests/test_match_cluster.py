@@ -166,3 +166,37 @@ def test_whole_cluster_restart_resumes_the_expressions(ray_session, tmp_path):
         assert cl.publish(evs) == before
     finally:
         cl.shutdown()
+
+
+def test_bulk_load_from_jsonl_and_parquet_in_process(tmp_path):
+    """The kind's tables through the bulk load: JSONL with native values and Parquet give the
+    Matcher's answers; a malformed line loads nothing and is named."""
+    import json
+
+    import pyarrow.parquet as pq
+
+    from rankcast.ingest.match_tables import events_table, expressions_table
+    mcfg = rc.MatchConfig(scoring="static", index="sopt-r-tree", k=4)
+    rng = np.random.default_rng(11)
+    exprs = _expressions(rng, 0, 90)
+    evs = _events(rng, 0, 20)
+    m = rc.Matcher(mcfg)
+    m.subscribe(exprs)
+    want = m.publish(evs)
+    lines = [json.dumps({"id": e.id, "score": e.score, "predicates": [
+        {"attr": p.attr, "op": p.op, "value": list(p.value) if isinstance(p.value, tuple) else p.value,
+         "weight": p.weight} for p in e.predicates]}) for e in exprs]
+    (tmp_path / "bad.jsonl").write_text("\n".join(lines[:40] + ["[1, 2]"] + lines[40:]) + "\n")
+    (tmp_path / "good.jsonl").write_text("\n".join(lines) + "\n")
+    pq.write_table(expressions_table(exprs), tmp_path / "exprs.parquet")
+    for src in ("good.jsonl", "exprs.parquet"):
+        cl = _cluster(mcfg, "attribute", 2)
+        try:
+            if src == "good.jsonl":
+                with pytest.raises(rc.InvalidInput, match=r"line 41.*expected a JSON object"):
+                    cl.load_subscriptions(tmp_path / "bad.jsonl", batch_rows=30, progress=False)
+                assert cl.stats()["subscriptions"] == 0
+            assert cl.load_subscriptions(tmp_path / src, batch_rows=30, progress=False) == len(exprs)
+            assert cl.publish(events_table(evs)) == want
+        finally:
+            cl.shutdown()

@@ -53,32 +53,22 @@ def events_table(events) -> pa.Table:
 def read_match_jsonl(path: Path, kind: str) -> pa.Table:
     """A JSONL file of expressions or events (native JSON values) as a table of the schema
     above; a line that is not a JSON object is named by its number."""
-    import gzip
-    opener = gzip.open if str(path).endswith(".gz") else open
+    from .readers import json_lines
     rows = []
-    with opener(path, "rt", encoding="utf-8") as f:
-        for line_no, line in enumerate(f, 1):
-            if not line.strip():
-                continue
-            try:
-                r = json.loads(line)
-            except json.JSONDecodeError as e:
-                raise InvalidInput(f"{path}: {kind} #{len(rows)} (line {line_no}): not valid JSON: {e}") from None
-            if not isinstance(r, dict):
-                raise InvalidInput(f"{path}: {kind} #{len(rows)} (line {line_no}): expected a JSON object")
-            try:
-                if kind == "expression":
-                    preds = r.get("predicates")
-                    rows.append({"id": r.get("id"), "score": r.get("score", 1.0),
-                                 "predicates": None if preds is None else
-                                 [{"attr": p.get("attr"), "op": p.get("op"), "value": _json(p.get("value")),
-                                   "weight": p.get("weight", 1.0)} for p in preds]})
-                else:
-                    w = r.get("weights")
-                    rows.append({"id": r.get("id"), "values": json.dumps(r.get("values")),
-                                 "weights": None if w is None else json.dumps(w)})
-            except (AttributeError, TypeError) as e:
-                raise InvalidInput(f"{path}: {kind} #{len(rows)} (line {line_no}): malformed {kind}: {e}") from None
+    for pos, r in enumerate(json_lines(path, kind)):
+        try:
+            if kind == "expression":
+                preds = r.get("predicates")
+                rows.append({"id": r.get("id"), "score": r.get("score", 1.0),
+                             "predicates": None if preds is None else
+                             [{"attr": p.get("attr"), "op": p.get("op"), "value": _json(p.get("value")),
+                               "weight": p.get("weight", 1.0)} for p in preds]})
+            else:
+                w = r.get("weights")
+                rows.append({"id": r.get("id"), "values": json.dumps(r.get("values")),
+                             "weights": None if w is None else json.dumps(w)})
+        except (AttributeError, TypeError) as e:
+            raise InvalidInput(f"{path}: {kind} #{pos}: malformed {kind}: {e}") from None
     try:
         return pa.Table.from_pylist(rows, schema=EXPRESSION_SCHEMA if kind == "expression" else EVENT_SCHEMA)
     except (pa.ArrowInvalid, pa.ArrowTypeError) as e:

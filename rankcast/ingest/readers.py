@@ -73,13 +73,9 @@ def _read_csv(path: Path, names: Sequence[str]) -> pa.Table:
         raise InvalidInput(f"{path}: not a readable CSV table: {e}") from None
 
 
-def _read_jsonl(path: Path, kind: str) -> pa.Table:
-    import pyarrow.json as pj
-
-    try:
-        return pj.read_json(path)
-    except pa.ArrowInvalid:
-        pass  # mixed types or a broken line: find it with Python to name the row
+def json_lines(path: Path, kind: str) -> list[dict]:
+    """The JSON objects of a JSONL file (gzip too); a line that is not one is named by its
+    number and the item it would have been."""
     rows: list[dict] = []
     opener = open
     if str(path).endswith(".gz"):
@@ -96,20 +92,19 @@ def _read_jsonl(path: Path, kind: str) -> pa.Table:
             if not isinstance(row, dict):
                 raise InvalidInput(f"{path}: {kind} #{len(rows)} (line {line_no}): expected a JSON object")
             rows.append(row)
+    return rows
+
+
+def _read_jsonl(path: Path, kind: str) -> pa.Table:
+    import pyarrow.json as pj
+
+    try:
+        return pj.read_json(path)
+    except pa.ArrowInvalid:
+        pass  # mixed types or a broken line: find it with Python to name the row
+    rows = json_lines(path, kind)
     names = list(dict.fromkeys(n for r in rows for n in r))
     return _from_python({n: [r.get(n) for r in rows] for n in names}, kind)
-
-
-def _spark_to_arrow(df) -> pa.Table:
-    """A Spark DataFrame as Arrow, in order (collects through Arrow, no row objects)."""
-    try:
-        batches = df._collect_as_arrow()  # what toPandas uses; public toArrow is Spark 4
-        if batches:
-            return pa.Table.from_batches(batches)
-        from pyspark.sql.pandas.types import to_arrow_schema
-        return to_arrow_schema(df.schema).empty_table()
-    except (AttributeError, TypeError):
-        return pa.Table.from_pandas(df.toPandas(), preserve_index=False)
 
 
 def read_table(source, kind: str, spark=None) -> pa.Table:
