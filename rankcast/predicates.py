@@ -273,6 +273,18 @@ def _field(it, name, default=None):
     return getattr(it, name, default)
 
 
+def _item_id(kind: str, cls, pos: int, it, seen: set[int]) -> int:
+    """The id of item ``pos`` of a call (an instance of ``cls`` or a mapping), checked to be
+    an int64 not met before in the call; ``seen`` gets it."""
+    if not isinstance(it, (cls, Mapping)):
+        raise InvalidInput(f"{kind} #{pos}: expected rankcast.{cls.__name__}, got {type(it).__name__}")
+    i = _int64(kind, pos, _field(it, "id"))
+    if i in seen:
+        raise item_error(kind, pos, i, "id", "duplicate id within the call")
+    seen.add(i)
+    return i
+
+
 def _predicate_interval(op: int, a: float, b: float, vals: list[float]) -> tuple[float, float]:
     """The index interval of a predicate (BE*-tree paper, Table I; over-approximated for
     ``!=``, ``not in`` and the gaps of ``in``, which the exact check removes)."""
@@ -304,12 +316,7 @@ def encode_expressions(items, table: AttributeTable, lim: Limits | None = None):
     attr, op, a_col, b_col, weight, lo, hi, set_off, set_vals = [], [], [], [], [], [], [], [0], []
     seen_ids: set[int] = set()
     for pos, it in enumerate(items):
-        if not isinstance(it, (Expression, Mapping)):
-            raise InvalidInput(f"expression #{pos}: expected rankcast.Expression, got {type(it).__name__}")
-        eid = _int64("expression", pos, _field(it, "id"))
-        if eid in seen_ids:
-            raise item_error("expression", pos, eid, "id", "duplicate id within the call")
-        seen_ids.add(eid)
+        eid = _item_id("expression", Expression, pos, it, seen_ids)
         sc = _field(it, "score", 1.0)
         sc = _finite_nonneg(("expression", pos, eid, "score"), 1.0 if sc is None else sc)
         preds = _field(it, "predicates")
@@ -411,12 +418,7 @@ def encode_events(items, table: AttributeTable, lim: Limits | None = None):
     ids, off, attr, val, weight = [], [0], [], [], []
     seen: set[int] = set()
     for pos, it in enumerate(items):
-        if not isinstance(it, (Event, Mapping)):
-            raise InvalidInput(f"event #{pos}: expected rankcast.Event, got {type(it).__name__}")
-        eid = _int64("event", pos, _field(it, "id"))
-        if eid in seen:
-            raise item_error("event", pos, eid, "id", "duplicate id within the call")
-        seen.add(eid)
+        eid = _item_id("event", Event, pos, it, seen)
         values, weights = _field(it, "values"), _field(it, "weights")
         if not isinstance(values, Mapping):
             raise item_error("event", pos, eid, "values", f"must be a mapping of attribute to value, "
