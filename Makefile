@@ -15,6 +15,7 @@ demo: $(STAMP)
 	$(BIN)/rankcast demo
 
 test: $(STAMP)
+	$(BIN)/python -m pyflakes rankcast tests
 	$(BIN)/python -m pytest -q
 
 bench: $(STAMP)

@@ -1,7 +1,9 @@
 """rankcast: exact top-k publish/subscribe over sliding windows (Skype / DSkype).
 
 The public names of the contract (``../shared/design/CONTRACT.md``)."""
-from . import _jitcache  # noqa: F401  (first: numba's cache directory, before numba loads)
+from ._jitcache import configure as _configure_numba_cache
+
+_configure_numba_cache()  # first: numba's cache directory, before numba loads
 from .config import ClusterConfig, EngineConfig, MatchConfig
 from .engine import Engine
 from .errors import InvalidInput, UnknownSubscription

@@ -41,5 +41,3 @@ def configure() -> str | None:
         sys.modules["numba"].config.CACHE_DIR = str(path)
     return str(path)
 
-
-configure()

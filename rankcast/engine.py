@@ -8,7 +8,7 @@ from typing import Callable, Iterable, Sized
 
 import numpy as np
 
-from .columns import Encoder, MessageBatch, SubscriptionBatch, item_error, plain, too_many
+from .columns import Encoder, MessageBatch, item_error, plain, too_many
 from .config import EngineConfig, limits
 from .errors import InvalidInput, UnknownSubscription
 from .indexing.core import SkypeCore

@@ -19,7 +19,7 @@ import pytest
 import rankcast as rc
 from rankcast import cli
 from rankcast.actors.testing import Call, play
-from rankcast.columns import MessageBatch, SubscriptionBatch
+from rankcast.columns import SubscriptionBatch
 from rankcast.config import Limits, limits
 from rankcast.ingest import commands
 

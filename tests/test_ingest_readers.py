@@ -61,6 +61,10 @@ def test_defaults_types_and_terms(tmp_path):
     assert m.column("t").to_pylist() == [1.0, 2.0]
     pdf = pd.DataFrame({"id": [1], "x": [0.0], "y": [0.0], "terms": [{"q": 3}]})
     assert read_messages(pdf).column("terms").to_pylist() == [[("q", 3.0)]]
+    # JSON whose terms Arrow cannot type as one column (an object here, pairs there)
+    (tmp_path / "l.jsonl").write_text('{"id": 1, "x": 0, "y": 0, "terms": {"a": 1}}\n'
+                                      '{"id": 2, "x": 0, "y": 0, "terms": [["b", 2.5]]}\n')
+    assert read_messages(tmp_path / "l.jsonl").column("terms").to_pylist() == [[("a", 1.0)], [("b", 2.5)]]
 
 
 BAD = [
@@ -106,6 +110,14 @@ def test_bad_rows_in_other_forms(tmp_path):
                   "terms": pa.array([[("a", 1.0)], [("b", -1.0)]], TERMS_TYPE)})
     with pytest.raises(rc.InvalidInput, match=r"message #1 \(id=2\): field 'terms': weight of 'b'"):
         read_messages(t)
+    (tmp_path / "w.jsonl").write_text('{"id": 1, "x": 0, "y": 0, "terms": {"a": 1}}\n'
+                                      '{"id": 2, "x": 0, "y": 0, "terms": {"b": "much"}}\n')
+    with pytest.raises(rc.InvalidInput, match=r"message #1 \(id=2\): field 'terms': weight of 'b' must be a number, got 'much'"):
+        read_messages(tmp_path / "w.jsonl")
+    (tmp_path / "k.jsonl").write_text('{"id": 1, "x": 0, "y": 0, "terms": {"a": 1}}\n'
+                                      '{"id": 2, "x": 0, "y": 0, "terms": [[3, 2.5]]}\n')
+    with pytest.raises(rc.InvalidInput, match=r"message #1 \(id=2\): field 'terms'.*term 3 is not a string"):
+        read_messages(tmp_path / "k.jsonl")
     with pytest.raises(rc.InvalidInput, match="missing column 'y'"):
         read_messages(pa.table({"id": [1], "x": [0.0], "text": ["a"]}))
     with pytest.raises(rc.InvalidInput, match="'text' or a 'terms'"):

@@ -10,7 +10,7 @@ import pytest
 
 import rankcast as rc
 from rankcast.ingest.evaluate import compare_matches, exact_matches_spark
-from rankcast.ingest.match_tables import events_table, expressions_table
+from rankcast.ingest.match_tables import expressions_table
 from rankcast.ingest.match_workloads import geonames_events, geonames_expressions
 
 

@@ -30,7 +30,6 @@ import numpy as np
 from ..columns import MessageBatch
 from ..indexing.scoring import EPS, below, lambda_t
 from ..indexing.subtable import SubTable
-from .._arrays import grow
 from ._postings import n_terms_of, verify_append
 
 __all__ = ["CIQ", "DEFAULT_DEPTH"]

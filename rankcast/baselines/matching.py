@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from ..indexing.matching import RELAXED, MatchCore, MODES, ExpressionTable, DenseEvent, top_of
+from ..indexing.matching import MatchCore, MODES, ExpressionTable, DenseEvent, top_of
 
 __all__ = ["ScanCore", "NaiveStabCore"]
 

@@ -147,6 +147,7 @@ def run_method(work, key: str, window: int, messages: int, batch: int, show: boo
         "amp_us": 1e6 * amp / messages,
         "emp_us": 1e6 * emp / messages,
         "window_index_us": 1e6 * (append.seconds - append0) / messages,
+        "window_search_us": 1e6 * search_s / messages,   # part of emp_us
         "total_us": 1e6 * wall / messages,
         "other_us": 1e6 * (wall - amp - emp - (append.seconds - append0)) / messages,
         "throughput": messages / wall,

@@ -13,7 +13,6 @@ only the top-k of those buffers waits), and ``take_updates``.
 """
 from __future__ import annotations
 
-import math
 import time
 from typing import Callable
 

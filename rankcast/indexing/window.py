@@ -35,7 +35,7 @@ from numba.typed import Dict
 
 from ..columns import MessageBatch, SubscriptionBatch
 from ..config import EngineConfig
-from .scoring import EPS, NO_MATCH, below, combine, score, ssim
+from .scoring import below, combine, ssim
 
 __all__ = ["WindowClock", "MessageWindow", "CandidateLists", "CHUNK", "GRID", "BANDS", "FINE_FROM",
            "SPLIT_AT", "MAX_LEVEL"]

@@ -107,6 +107,18 @@ def _read_jsonl(path: Path, kind: str) -> pa.Table:
     return _from_python({n: [r.get(n) for r in rows] for n in names}, kind)
 
 
+def _spark_to_arrow(df) -> pa.Table:
+    """A Spark DataFrame as Arrow, in order (collects through Arrow, no row objects)."""
+    try:
+        batches = df._collect_as_arrow()  # what toPandas uses; public toArrow is Spark 4
+        if batches:
+            return pa.Table.from_batches(batches)
+        from pyspark.sql.pandas.types import to_arrow_schema
+        return to_arrow_schema(df.schema).empty_table()
+    except (AttributeError, TypeError):
+        return pa.Table.from_pandas(df.toPandas(), preserve_index=False)
+
+
 def read_table(source, kind: str, spark=None) -> pa.Table:
     """``source`` as a raw Arrow table (no checks); ``kind`` names the rows in errors."""
     if isinstance(source, pa.RecordBatch):
@@ -201,12 +213,18 @@ def _from_python(cols: dict[str, list], kind: str) -> pa.Table:
                     continue
                 try:
                     pairs = list(v.items()) if isinstance(v, dict) else [tuple(p) for p in v]
-                    rows.append([{"key": kk if isinstance(kk, str) else json.dumps(kk),
-                                  "value": json.dumps(w)} for kk, w in pairs])
+                    rows.append([{"key": kk, "value": json.dumps(w)} for kk, w in pairs])
                 except (TypeError, ValueError):
                     raise fail(pos, name, v, "a mapping of term to weight") from None
+                bad = next((kk for kk in (r["key"] for r in rows[-1]) if not isinstance(kk, str)), None)
+                if bad is not None:
+                    raise fail(pos, name, v, f"a mapping of term to weight (term {bad!r} is not a string)")
             out[name] = pa.array(rows, _LOOSE_TERMS)
     return pa.table(out)
+
+
+# Terms as JSON gave them: weights stay JSON text until the checker reads them as numbers.
+_LOOSE_TERMS = pa.list_(pa.struct([("key", pa.string()), ("value", pa.string())]))
 
 
 def _is_nan(v) -> bool:
@@ -331,9 +349,9 @@ class _Checker:
                     raise self.fail(pos, "terms", f"term must be a string, got {key!r}")
                 if isinstance(w, str):
                     try:
-                        w = float(json.loads(w)) if w.strip() else w
-                    except (ValueError, TypeError):
-                        raise self.fail(pos, "terms", f"weight of {key!r} must be a number, got {w!r}") from None
+                        w = json.loads(w)  # JSON text of a number (loose JSON terms, Spark strings)
+                    except ValueError:
+                        pass  # reported as it is below
                 if isinstance(w, bool) or not isinstance(w, (int, float)):
                     raise self.fail(pos, "terms", f"weight of {key!r} must be a number, got {w!r}")
                 row.append((key, float(w)))
