@@ -153,3 +153,36 @@ def test_whole_cluster_restart_resumes(ray_session, tmp_path):
     assert cl3.stats()["subscriptions"] == 0
     cl3.shutdown()
     assert not os.path.exists(tmp_path / cfg.name)
+
+
+def test_a_checkpoint_not_yet_on_disk_chains_the_logs(tmp_path):
+    """A checkpoint commits (the MANIFEST switches) only when every role's background write
+    is done. A crash before that resumes from the older checkpoint and replays its log and
+    the newer one, in order: same results and delivery stream. (In process: the commit is
+    held back by hand, as a slow disk would.)"""
+    cfg = _ccfg("test-chain", tmp_path, checkpoint_every=3600,
+                options={"runtime": "inproc", "durable": True})
+    calls = random_calls(5, 45, invalid=False)
+    rec, brute = Recorder(cfg.engine), BruteForceEngine(cfg.engine)
+    live: set[int] = set()
+    cl = rc.Cluster.start(cfg, fresh=True)
+    co = cl._coord.local
+    play({"engine": rec, "cluster": cl, "brute": brute}, calls[:12], live=live)
+    epoch = cl.checkpoint()
+    play({"engine": rec, "cluster": cl, "brute": brute}, calls[12:22], live=live)
+    co._commit_checkpoint = lambda block: False         # the next checkpoint's writes never end
+    co._checkpoint()
+    assert co.stats()["recovery"]["checkpoint_pending"]
+    play({"engine": rec, "cluster": cl, "brute": brute}, calls[22:32], live=live)
+    assert co.store.read("MANIFEST")["epoch"] == epoch
+    assert co.store.exists(f"log-{epoch}") and co.store.exists(f"log-{epoch + 1}")
+    co.store.close_log()                                # the coordinator's process is gone
+    cl2 = rc.Cluster.start(cfg)                        # resumes from the state directory
+    last = cl2.stats()["recovery"]["recoveries"][-1]
+    assert last["cause"] == "restart" and last["replayed_calls"] == 20
+    play({"engine": rec, "cluster": cl2, "brute": brute}, calls[32:], live=live)
+    got = [(d.position, d.updates) for d in cl2.listen(from_position=1, timeout=0)]
+    assert got == rec.stream
+    man = cl2._coord.local.store.read("MANIFEST")["epoch"]
+    assert man > epoch + 1 and not any(n.endswith(f"-{epoch}") for n in cl2._coord.local.store.list())
+    cl2.shutdown()

@@ -285,6 +285,10 @@ class Aggregator(Recoverable):
         self.n_parts = int(n_partitions)
         self.metrics = RoleMetrics("aggregator", index, cluster, export_metrics)
         self.sub_slot, self.entries = _new_state()
+        # the snapshot kernels, compiled (or loaded) now: not seconds into a recovery
+        none = np.empty(0, np.int64)
+        _fill_dicts(self.sub_slot, self.entries, none, none, none, none, none)
+        _dict_arrays(self.sub_slot, self.entries)
         words = max(1, (self.n_parts + 63) // 64)
         self.s_id = np.zeros(64, np.int64)
         self.s_k = np.zeros(64, np.int64)

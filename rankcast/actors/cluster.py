@@ -89,7 +89,7 @@ class Cluster:
                 store.destroy()
                 store = StateStore(ccfg.state_dir, ccfg.name)
             elif store.exists("MANIFEST"):      # refused here: Ray keeps no error type of an __init__
-                check_same_cluster(store.read("MANIFEST")["config"], ccfg)
+                check_same_cluster(store.read_config(), ccfg)
             # the coordinator reads its config from the state: Ray restarts it from tiny
             # arguments, whoever started it and whether that process still runs
             store.write("START", (ccfg, sample))

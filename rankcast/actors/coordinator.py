@@ -62,7 +62,7 @@ from .distributor import Distributor
 from .metrics import RoleMetrics
 from .partition import PartitionOps, SubscriptionPartition
 from .policies import Policy, Routing, make_policy
-from .recovery import StateStore, is_role_death, shared_config
+from .recovery import StateStore, Writer, dumps, is_role_death, shared_config
 from .runtime import InprocRuntime, RayRuntime, Runtime
 from .shard import WindowShard
 
@@ -237,6 +237,10 @@ class CoordinatorBase:
         self._last_ckpt = time.perf_counter()
         self._ckpt_seconds = 0.0
         self._ckpt_parts: dict = {}
+        self._config_written = False
+        self._pending: dict | None = None   # the checkpoint taken, not committed yet
+        self._log_epoch = 0             # the epoch of the open log
+        self._n_open = 0                # records in the open log
         self.store: StateStore | None = None
         if ccfg.state_dir is not None and (not self.rt.inproc or opts.get("durable")):
             self.store = StateStore(ccfg.state_dir, ccfg.name)
@@ -246,7 +250,7 @@ class CoordinatorBase:
         else:
             self._build_roles(None)
             if self.store is not None:
-                self._checkpoint()
+                self._checkpoint(wait=True)
 
     # ------------------------------------------------------------------ kind hooks
     def _init_kind(self, sample) -> None:
@@ -360,46 +364,93 @@ class CoordinatorBase:
 
     # ------------------------------------------------------------------ checkpoints and recovery
     def _maybe_checkpoint(self) -> None:
-        if (self.store is not None and self._n_logged
+        if self.store is None:
+            return
+        if self._pending is not None:
+            self._commit_checkpoint(block=False)
+        if (self._pending is None and self._n_open
                 and time.perf_counter() - self._last_ckpt >= self.ccfg.checkpoint_every):
             self._checkpoint()
 
     def checkpoint(self) -> int:
-        """Snapshot every role now (at a quiesced position); returns the epoch."""
+        """Snapshot every role now (at a quiesced position) and wait until it is durable;
+        returns the epoch."""
         if self.store is None:
             raise RuntimeError("this cluster keeps no durable state (ClusterConfig.state_dir is None)")
         with self.metrics.busy():
-            self._checkpoint()
+            self._checkpoint(wait=True)
         return self.epoch
 
-    def _checkpoint(self) -> None:
-        """Quiesce, snapshot every role under ckpt-<e+1>, then the coordinator, then switch
-        the MANIFEST (the commit point) and start log-<e+1>; older epochs are removed."""
+    def _checkpoint(self, wait: bool = False) -> None:
+        """Quiesce; every role and the coordinator copy their state in memory and write it
+        under ckpt-<e> in the background; log-<e> starts at once. The checkpoint commits (the
+        MANIFEST switches to e: :meth:`_commit_checkpoint`) when every write is done; until
+        then a recovery replays the logs from the MANIFEST's epoch on, log-<e> included."""
         t0 = time.perf_counter()
+        if self._pending is not None:
+            self._commit_checkpoint(block=True)
         self._quiesce()
-        e = self.epoch + 1
+        e = self._log_epoch + 1
         d = f"ckpt-{e}"
-        refs = [h.snapshot.remote(self.store, f"{d}/{role}-{i}")
-                for role, hs in self._snapshot_groups() for i, h in enumerate(hs)]
-        self.rt.get(refs)
+        handles = [(h, f"{d}/{role}-{i}") for role, hs in self._snapshot_groups() for i, h in enumerate(hs)]
+        self.rt.get([h.snapshot.remote(self.store, rel) for h, rel in handles])
         t_roles = time.perf_counter()
         state = {k: getattr(self, k) for k in _COORD_STATE + self.KIND_STATE}
         state["metrics"] = dict(self.metrics.values)
-        self.store.write(f"{d}/coordinator", state, shared_config(self.cfg))
-        self._ckpt_parts = {"quiesce_and_roles": t_roles - t0, "coordinator": time.perf_counter() - t_roles}
-        self.store.write("MANIFEST", {"epoch": e, "config": self.ccfg, "time": time.time()})
+        writer = Writer(self.store, f"{d}/coordinator", dumps(state, shared_config(self.cfg)))
         self.store.open_log(f"log-{e}")
-        for old in self.store.list():
-            if old.startswith(("ckpt-", "log-")) and old not in (d, f"log-{e}"):
-                self.store.remove(old)
-        self.epoch, self._n_logged = e, 0
-        self._checkpoints += 1
+        self._log_epoch, self._n_open = e, 0
+        self._pending = {"epoch": e, "roles": [h for h, _ in handles], "writer": writer, "t0": t0, "polls": None}
+        self._ckpt_parts = {"quiesce_and_copies": t_roles - t0, "coordinator_copy": time.perf_counter() - t_roles}
         self._last_ckpt = time.perf_counter()
-        self._ckpt_seconds = self._last_ckpt - t0
+        if wait:
+            self._commit_checkpoint(block=True)
+
+    def _commit_checkpoint(self, block: bool) -> bool:
+        """Switch the MANIFEST to the pending checkpoint once all of it is on disk (``block``:
+        wait for that) and drop what is older; False when it is not written yet."""
+        pend = self._pending
+        e, handles, writer = pend["epoch"], pend["roles"], pend["writer"]
+        if block:
+            self.rt.get([h.snapshot_written.remote() for h in handles])
+        else:
+            # poll without waiting: a role answers after the steps queued before the poll
+            if pend["polls"] is None:
+                pend["polls"] = [h.snapshot_done.remote() for h in handles]
+            ready, _ = self.rt.wait(pend["polls"], num_returns=len(handles), timeout=0)
+            if len(ready) < len(handles):
+                return False
+            done, pend["polls"] = all(self.rt.get(ready)), None
+            if not done or writer.is_alive():
+                return False
+        writer.done()
+        if not self._config_written:          # the config (its vocabulary: megabytes) once
+            self.store.write("CONFIG", self.ccfg)
+            self._config_written = True
+        self.store.write("MANIFEST", {"epoch": e, "time": time.time()})
+        for old in self.store.list():
+            if old.startswith(("ckpt-", "log-")) and old.split(".")[0].split("-")[-1].isdigit() \
+                    and int(old.split(".")[0].split("-")[-1]) < e:
+                self.store.remove(old)
+        self.epoch, self._pending = e, None
+        self._n_logged = self._n_open
+        self._checkpoints += 1
+        self._ckpt_seconds = time.perf_counter() - pend["t0"]
+        return True
+
+    def _recovery_stats(self) -> dict:
+        return {"durable": self.store is not None,
+                "state": None if self.store is None else self.store.path(""),
+                "epoch": self.epoch, "checkpoints": self._checkpoints,
+                "checkpoint_pending": self._pending is not None,
+                # seconds from the quiesce to the commit (the stream goes on after the copies)
+                "last_checkpoint_seconds": self._ckpt_seconds, "last_checkpoint_parts": self._ckpt_parts,
+                "log_records": self._n_logged, "recoveries": list(self.recoveries)}
 
     def _load_checkpoint(self, reuse: list | None = None) -> list:
         """Coordinator state and every role from the MANIFEST's checkpoint (in the live role
-        processes ``reuse`` where given); returns the log records since it."""
+        processes ``reuse`` where given); returns the log records since it (the logs of its
+        epoch and of every later, uncommitted snapshot, in order)."""
         t0 = time.perf_counter()
         man = self.store.read("MANIFEST")
         e = man["epoch"]
@@ -414,8 +465,14 @@ class CoordinatorBase:
         if self._staged is not None:          # staged parts are not in the log: that load fails
             self._staged, self._stage_lost = None, True
         self.epoch = e
+        self._pending = None                  # a checkpoint not committed is abandoned
         self._build_roles(f"ckpt-{e}", reuse)
-        return self.store.read_log(f"log-{e}")
+        records, x = [], e
+        while self.store.exists(f"log-{x}"):
+            records += self.store.read_log(f"log-{x}")
+            x += 1
+        self._log_epoch = max(self._log_epoch, x - 1)
+        return records
 
     def _recover(self, cause: BaseException) -> list:
         """A role died: rebuild every role from the checkpoint and replay the log (each call
@@ -446,14 +503,13 @@ class CoordinatorBase:
         """Start from the durable state (after the coordinator's own death, or a restart of
         the whole cluster): the checkpoint, then the log replayed."""
         t0 = time.perf_counter()
-        man = self.store.read("MANIFEST")
-        check_same_cluster(man["config"], self.ccfg)
+        check_same_cluster(self.store.read_config(), self.ccfg)
         self._depth += 1
         try:
             records = self._load_checkpoint()
             for r in records:
                 self._apply(r)
-            self._checkpoint()
+            self._checkpoint(wait=True)
         finally:
             self._depth -= 1
         self.recoveries.append({"cause": "restart", "seconds": time.perf_counter() - t0,
@@ -468,6 +524,7 @@ class CoordinatorBase:
                 self._current = self._n_logged
             self.store.append(rec)
             self._n_logged += 1
+            self._n_open += 1
         return self._apply(rec)
 
     def _apply(self, rec: tuple):
@@ -596,6 +653,7 @@ class CoordinatorBase:
         if self.store is not None:
             self.store.append(rec)
             self._n_logged += 1
+            self._n_open += 1
         try:
             with self.metrics.busy():
                 for progress in self._apply_load(staged, terms):
@@ -764,6 +822,11 @@ class CoordinatorBase:
         """Stop every role; the durable state is removed unless ``keep_state`` (then
         ``Cluster.start`` with the same name and state_dir resumes from it)."""
         if self.store is not None:
+            if self._pending is not None:     # its writes end before the state is kept or removed
+                try:
+                    self._commit_checkpoint(block=True)
+                except Exception:         # a role already gone: the older epoch stays the state
+                    self._pending = None
             if keep_state:
                 self.store.close_log()
             else:
@@ -1110,7 +1173,7 @@ class Coordinator(CoordinatorBase):
         with self.metrics.busy():
             out = self._rebalance(threshold, sample)
         if out["action"] is not None and self.store is not None:
-            self._checkpoint()
+            self._checkpoint(wait=True)
         return out
 
     def _monitor(self) -> None:
@@ -1127,7 +1190,7 @@ class Coordinator(CoordinatorBase):
         self.counters["load_checks"] += 1
         if res["action"] is not None:
             if self.store is not None:
-                self._checkpoint()      # the log does not hold rebalances: a checkpoint does
+                self._checkpoint(wait=True)     # the log does not hold rebalances: a checkpoint does
             self.counters["rebalances"] += 1
             self.counters["rebalance_moved"] += int(res.get("moved", 0))
             self.monitor_log.append({"step": self.step, "published": self.published, **res})
@@ -1257,12 +1320,7 @@ class Coordinator(CoordinatorBase):
             "delivery": {"position": self.last_seq + 1, "retained": len(self.deliveries),
                          "oldest_kept": self.evicted_upto + 1, "retention": self.ccfg.retention,
                          "clients_awaiting_flush": len(self._flush_pos)},
-            "recovery": {"durable": self.store is not None,
-                         "state": None if self.store is None else self.store.path(""),
-                         "epoch": self.epoch, "checkpoints": self._checkpoints,
-                         "last_checkpoint_seconds": self._ckpt_seconds, "last_checkpoint_parts": self._ckpt_parts,
-                         "log_records": self._n_logged,
-                         "recoveries": list(self.recoveries)},
+            "recovery": self._recovery_stats(),
         }
         return out
 

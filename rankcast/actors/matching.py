@@ -404,6 +404,5 @@ class MatchCoordinator(CoordinatorBase):
             "roles": {"coordinator": coord, "distributor": dists, "partition": parts, "aggregator": aggs},
             "delivery": {"position": self.last_seq + 1, "retained": len(self.deliveries),
                          "oldest_kept": self.evicted_upto + 1, "retention": self.ccfg.retention},
-            "recovery": {"durable": self.store is not None, "epoch": self.epoch, "checkpoints": self._checkpoints,
-                         "log_records": self._n_logged, "recoveries": list(self.recoveries)},
+            "recovery": self._recovery_stats(),
         }

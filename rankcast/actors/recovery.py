@@ -4,12 +4,16 @@ A cluster's durable state lives under ``<state_dir>/<name>/`` (``ClusterConfig.s
 a local path, or a URI that ``pyarrow.fs`` opens, such as ``file:///mnt/shared/rankcast`` or
 ``hdfs://namenode/rankcast``, for a filesystem every node sees)::
 
+    CONFIG            the cluster's ClusterConfig (written once; a restart must match it)
     MANIFEST          the live checkpoint's epoch (replaced atomically, last step of a checkpoint)
     ckpt-<e>/         one snapshot per role, taken at one quiesced stream position
-    log-<e>           every call accepted since checkpoint e, appended before it is applied
+    log-<e>           every call accepted since snapshot e was taken, appended before it is
+                      applied; the logs of the MANIFEST's epoch and after replay in order
 
-Every role has ``snapshot(store, path)`` (writes the state it resumes from) and takes
-``resume=(store, path)`` when built; the coordinator snapshots itself last. A role that dies
+Every role has ``snapshot(store, path)`` (copies the state it resumes from in memory and
+writes it in the background) and takes ``resume=(store, path)`` when built; the coordinator
+snapshots itself last. A checkpoint stalls the stream only for the copies: the next log
+starts at once, and the MANIFEST moves to the new epoch when every write is done. A role that dies
 is rebuilt, with every other role, from the checkpoint, and the coordinator replays the log:
 each call again, with the same delivery cuts, so results, deliveries and the per-client
 results of retried calls come out as they were.
@@ -20,10 +24,47 @@ import io
 import os
 import pickle
 import struct
+import threading
 
-__all__ = ["StateStore", "Recoverable", "is_role_death", "shared_config", "LOG_HEADER"]
+__all__ = ["StateStore", "Recoverable", "Writer", "dumps", "is_role_death", "shared_config", "LOG_HEADER"]
 
 LOG_HEADER = struct.Struct("<Q")      # byte length of the pickled record that follows
+
+
+def dumps(obj, shared: dict | None = None):
+    """``obj`` pickled in memory (``shared`` objects by name, see :meth:`StateStore.write`):
+    the copy of a state at one position, which a thread then writes."""
+    by_id = {id(v): k for k, v in (shared or {}).items() if v is not None}
+    buf = io.BytesIO()
+    p = pickle.Pickler(buf, protocol=pickle.HIGHEST_PROTOCOL)
+    p.persistent_id = lambda o: by_id.get(id(o))
+    p.dump(obj)
+    return buf.getbuffer()
+
+
+class Writer(threading.Thread):
+    """Writes one snapshot's bytes in the background (lz4 and the file system release the
+    GIL): the role goes on with the stream while its snapshot reaches the disk."""
+
+    def __init__(self, store: "StateStore", rel: str, data):
+        super().__init__(daemon=True, name=f"rankcast-snapshot {rel}")
+        self.store, self.rel, self.data, self.error = store, rel, data, None
+        self.start()
+
+    def run(self):
+        try:
+            self.store.write_bytes(self.rel, self.data)
+        except BaseException as e:   # reported by done()
+            self.error = e
+        finally:
+            self.data = None
+
+    def done(self) -> str:
+        """Wait for the write; raise what it raised; returns ``rel``."""
+        self.join()
+        if self.error is not None:
+            raise RuntimeError(f"snapshot {self.rel}: {self.error}") from self.error
+        return self.rel
 
 
 class StateStore:
@@ -61,16 +102,15 @@ class StateStore:
         Objects in ``shared`` (name -> object, by identity) are written as their name and
         come back from the reader's own ``shared``: a role's config and vocabulary are not
         copied into every snapshot."""
-        by_id = {id(v): k for k, v in (shared or {}).items() if v is not None}
-        buf = io.BytesIO()
-        p = pickle.Pickler(buf, protocol=pickle.HIGHEST_PROTOCOL)
-        p.persistent_id = lambda o: by_id.get(id(o))
-        p.dump(obj)
+        self.write_bytes(rel, dumps(obj, shared))
+
+    def write_bytes(self, rel: str, data) -> None:
+        """``data`` (from :func:`dumps`) to ``rel``, atomically and compressed."""
         parent = self.path(rel).rsplit("/", 1)[0]
         self.fs.create_dir(parent, recursive=True)
         tmp = self.path(rel + ".tmp")
         with self.fs.open_output_stream(tmp, compression="lz4") as f:
-            f.write(buf.getbuffer())
+            f.write(data)
         self.fs.move(tmp, self.path(rel))
 
     def read(self, rel: str, shared: dict | None = None):
@@ -78,6 +118,11 @@ class StateStore:
             u = pickle.Unpickler(io.BytesIO(f.read()))
         u.persistent_load = (shared or {}).__getitem__
         return u.load()
+
+    def read_config(self):
+        """The ClusterConfig the state belongs to (``CONFIG``; a MANIFEST of an older
+        version carried it)."""
+        return self.read("CONFIG") if self.exists("CONFIG") else self.read("MANIFEST")["config"]
 
     def exists(self, rel: str) -> bool:
         from pyarrow import fs
@@ -193,9 +238,25 @@ class Recoverable:
         return shared_config(getattr(self, "cfg", None))
 
     def snapshot(self, store: StateStore, rel: str) -> str:
-        """Write the state to resume from at this (quiesced) position; returns ``rel``."""
-        store.write(rel, {"state": self._state(), "metrics": dict(self.metrics.values)}, self._shared())
+        """Copy the state to resume from at this (quiesced) position and start writing it to
+        ``rel`` in the background (:meth:`snapshot_written` waits); returns ``rel``."""
+        data = dumps({"state": self._state(), "metrics": dict(self.metrics.values)}, self._shared())
+        prev = getattr(self, "_writer", None)
+        if prev is not None:
+            prev.join()            # an older snapshot's write (abandoned or not) finishes first
+        self._writer = Writer(store, rel, data)
         return rel
+
+    def snapshot_written(self) -> str:
+        """Wait until the last snapshot is on disk (raises if its write failed)."""
+        return self._writer.done()
+
+    def snapshot_done(self) -> bool:
+        """Whether the last snapshot is on disk, without waiting (raises if its write failed)."""
+        if self._writer.is_alive():
+            return False
+        self._writer.done()
+        return True
 
     def _resume(self, resume) -> None:
         if resume is None:
@@ -208,6 +269,9 @@ class Recoverable:
     def reinit(self, *args, **kw) -> int:
         """Become a new role of the same class in this process (recovery reuses the live
         processes: they have every module and compiled kernel loaded); returns the pid."""
+        writer = getattr(self, "_writer", None)
+        if writer is not None:
+            writer.join()          # not one of this role's: it must not write over a restore
         self.__init__(*args, **kw)
         return os.getpid()
 

@@ -22,6 +22,8 @@ from .recovery import Recoverable
 
 __all__ = ["WindowShard"]
 
+RESTORE_SLICE = 8192        # messages per append when a shard rebuilds its index
+
 
 class WindowShard(Recoverable):
     _STATE = ("step", "expired", "history")
@@ -47,8 +49,10 @@ class WindowShard(Recoverable):
     def _restore(self, state: dict) -> None:
         msgs, seqs = state.pop("messages"), state.pop("seqs")
         super()._restore(state)
-        if len(msgs):
-            self.window.append(msgs, seqs, None)
+        # in slices: one append of the whole window reserves index nodes for its worst case
+        for a in range(0, len(msgs), RESTORE_SLICE):
+            b = min(len(msgs), a + RESTORE_SLICE)
+            self.window.append(msgs.take(np.arange(a, b)), seqs[a:b], None)
 
     def _jitter(self):
         if self._delay:
