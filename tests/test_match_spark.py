@@ -8,6 +8,8 @@ import json
 import pyarrow.parquet as pq
 import pytest
 
+from rankcast import cli
+
 import rankcast as rc
 from rankcast.ingest.evaluate import compare_matches, exact_matches_spark
 from rankcast.ingest.match_tables import expressions_table
@@ -74,3 +76,43 @@ def test_a_bad_row_loads_nothing(ray_session, workload, tmp_path):
         assert cl.load_subscriptions(expressions_table(exprs[:300]), batch_rows=100, progress=False) == 300
     finally:
         cl.shutdown()
+
+
+
+def _cli(argv, capsys):
+    code = cli.main(argv)
+    cap = capsys.readouterr()
+    return code, (json.loads(cap.out) if code in (0, 1) else cap.err)
+
+
+def test_cli_load_replay_evaluate_ranked_matching(spark, ray_session, workload, tmp_path, capsys):
+    """rankcast load expressions / replay / evaluate on a ranked-matching cluster and on a
+    Matcher: 100% agreement with the join in Spark; expressions the cluster lost are
+    reported (exit status 1); a subscription table for a matching cluster is refused."""
+    exprs, events = workload
+    xp, ep = tmp_path / "exprs.parquet", tmp_path / "events.jsonl"
+    pq.write_table(expressions_table(exprs), xp)
+    _write_jsonl(ep, events)
+    ccfg = rc.ClusterConfig(engine=rc.MatchConfig(scoring="static", k=4), partitions=2, actor_cpus=0.05,
+                            name="match-cli", namespace="rankcast-match-tests", state_dir=None)
+    where = ["--cluster", "match-cli", "--namespace", "rankcast-match-tests"]
+    cl = rc.Cluster.start(ccfg)
+    try:
+        code, out = _cli(["load", "expressions", str(xp), *where], capsys)
+        assert code == 0 and out["loaded"] == len(exprs)
+        code, out = _cli(["replay", str(ep), "--batch-rows", "40", *where], capsys)
+        assert code == 0 and out["messages"] == len(events)
+        code, rep = _cli(["evaluate", "--live", *where, "--expressions", str(xp), "--events", str(ep)], capsys)
+        assert code == 0 and rep["agreement"] == 100.0 and rep["events"] == len(events)
+        assert rep["target"] == "cluster" and rep["scoring"] == "static" and rep["k"] == 4
+        assert cl.stats()["subscriptions"] == len(exprs)            # evaluating changed nothing
+        code, err = _cli(["load", "subscriptions", str(xp), *where], capsys)
+        assert code == 2 and "ranked matching" in err and "takes no subscriptions" in err
+        cl.unsubscribe([e.id for e in exprs[::3]])                  # the live answers lose these
+        code, rep = _cli(["evaluate", "--live", *where, "--expressions", str(xp), "--events", str(ep)], capsys)
+        assert code == 1 and rep["agreement"] < 100.0 and rep["differing"], {k: rep[k] for k in ("agreement", "events")}
+    finally:
+        cl.shutdown()
+    code, rep = _cli(["evaluate", "--expressions", str(xp), "--events", str(ep), "--scoring", "weighted",
+                      "--k", "6", "--index", "ir-tree"], capsys)
+    assert code == 0 and rep["agreement"] == 100.0 and rep["target"] == "matcher" and rep["k"] == 6

@@ -28,7 +28,7 @@ from ..errors import InvalidInput, UnknownSubscription
 from ..model import Delivery, Update
 from .coordinator import check_same_cluster, coordinator_class
 from .recovery import StateStore, is_role_death
-from .runtime import LocalHandle
+from .runtime import LocalHandle, writable_class
 
 __all__ = ["Cluster"]
 
@@ -94,7 +94,7 @@ class Cluster:
             # arguments, whoever started it and whether that process still runs
             store.write("START", (ccfg, sample))
             args, kw = (None, "ray", None), {"state": (ccfg.state_dir, ccfg.name)}
-        actor = ray.remote(coordinator_class(ccfg)).options(
+        actor = ray.remote(writable_class(coordinator_class(ccfg))).options(
             name=ccfg.name, namespace=ccfg.namespace, lifetime="detached",
             num_cpus=ccfg.actor_cpus, max_concurrency=1,
             # a coordinator that dies restarts and resumes from the durable state

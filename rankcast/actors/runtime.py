@@ -8,12 +8,69 @@ benchmark uses it to time each role's own work without Ray in the way, and it is
 """
 from __future__ import annotations
 
+import functools
+import inspect
 import time
 from typing import Any
 
+import numpy as np
+
 from .metrics import add_nested
 
-__all__ = ["Runtime", "RayRuntime", "InprocRuntime", "LocalRef", "LocalHandle"]
+__all__ = ["Runtime", "RayRuntime", "InprocRuntime", "LocalRef", "LocalHandle", "writable", "writable_class"]
+
+
+def writable(obj, depth: int = 0):
+    """``obj`` with its read-only numpy arrays replaced by writable copies, in rankcast's
+    own objects (batches, candidate lists, configs) and in tuples, lists and dicts, a few
+    levels deep. Ray hands out arrays of its object store read-only, and numba compiles a
+    kernel anew for every read-only argument: every actor process would compile each of
+    its kernels once more, minutes on a cold cache. Copies cost microseconds per batch."""
+    if isinstance(obj, np.ndarray):
+        return obj if obj.flags.writeable else obj.copy()
+    if depth >= 4 or obj is None or isinstance(obj, (str, bytes, int, float, bool)):
+        return obj
+    if type(obj) in (tuple, list) and len(obj) > 256:
+        return obj          # items of the model (Python values), a vocabulary's terms: no arrays
+    if type(obj) is tuple:
+        return tuple(writable(v, depth + 1) for v in obj)
+    if type(obj) is list:
+        return [writable(v, depth + 1) for v in obj]
+    if type(obj) is dict:
+        return {k: writable(v, depth + 1) for k, v in obj.items()}
+    if type(obj).__module__.startswith("rankcast") and hasattr(obj, "__dict__"):
+        for k, v in vars(obj).items():
+            w = writable(v, depth + 1)
+            if w is not v:
+                object.__setattr__(obj, k, w)      # frozen configs too: this copy is ours
+    return obj
+
+
+def _writable_method(fn):
+    if inspect.isgeneratorfunction(fn):
+        @functools.wraps(fn)
+        def gen(self, *args, **kw):
+            yield from fn(self, *writable(args), **writable(kw))
+        return gen
+
+    @functools.wraps(fn)
+    def call(self, *args, **kw):
+        return fn(self, *writable(args), **writable(kw))
+    return call
+
+
+@functools.lru_cache(maxsize=None)
+def writable_class(cls):
+    """``cls`` whose ``__init__`` and public methods take their arguments through
+    :func:`writable`: the class Ray runs as an actor (same name, same behaviour)."""
+    ns = {"__module__": cls.__module__, "__qualname__": cls.__qualname__, "__doc__": cls.__doc__}
+    for name in dir(cls):
+        if name.startswith("_") and name != "__init__":
+            continue
+        fn = inspect.getattr_static(cls, name)
+        if inspect.isfunction(fn):
+            ns[name] = _writable_method(fn)
+    return type(cls.__name__, (cls,), ns)
 
 
 class LocalRef:
@@ -127,4 +184,4 @@ class RayRuntime(Runtime):
             opts["lifetime"] = "detached"
         if max_concurrency is not None:
             opts["max_concurrency"] = max_concurrency
-        return ray.remote(cls).options(**opts).remote(*args, **kw)
+        return ray.remote(writable_class(cls)).options(**opts).remote(*args, **kw)

@@ -19,8 +19,8 @@ from pathlib import Path
 from ..cli import CommandError
 from ..errors import InvalidInput
 
-__all__ = ["register", "cmd_load", "cmd_replay", "cmd_evaluate", "open_source", "load_file",
-           "replay_file"]
+__all__ = ["register", "cmd_load", "cmd_replay", "cmd_evaluate", "cmd_evaluate_matching", "open_source",
+           "load_file", "replay_file"]
 
 
 def _cluster_args(p: argparse.ArgumentParser) -> None:
@@ -32,13 +32,15 @@ def _cluster_args(p: argparse.ArgumentParser) -> None:
 def register(subparsers) -> None:
     """Add ``load``, ``replay`` and ``evaluate`` to an argparse subparsers object."""
     p = subparsers.add_parser("load", help="bulk-load a table into a running cluster")
-    p.add_argument("what", choices=["subscriptions"], help="what the table holds")
+    p.add_argument("what", choices=["subscriptions", "expressions"],
+                   help="what the table holds (expressions: a ranked-matching cluster)")
     p.add_argument("path", help="Parquet file or folder, CSV or JSONL file")
     p.add_argument("--batch-rows", type=int, default=100_000)
     _cluster_args(p)
     p.set_defaults(func=cmd_load)
 
-    p = subparsers.add_parser("replay", help="publish a message table into a running cluster, in order")
+    p = subparsers.add_parser("replay", help="publish a message (or, to a ranked-matching cluster, an event) "
+                                             "table into a running cluster, in order")
     p.add_argument("path", help="Parquet file or folder, CSV or JSONL file")
     p.add_argument("--rate", type=float, default=None, help="messages per second (default: as fast as it takes)")
     p.add_argument("--batch-rows", type=int, default=10_000)
@@ -55,6 +57,8 @@ def register(subparsers) -> None:
     src.add_argument("--subscriptions", help="subscription table path")
     src.add_argument("--messages", help="message table path (the published stream, in order)")
     src.add_argument("--dataset", choices=["geonames", "tweets", "yelp"], help="generate the workload")
+    src.add_argument("--expressions", help="ranked matching: expression table path (Parquet or JSONL)")
+    src.add_argument("--events", help="ranked matching: event table path (Parquet or JSONL), in order")
     src.add_argument("--n-messages", type=int, default=20_000)
     src.add_argument("--n-subscriptions", type=int, default=5_000)
     src.add_argument("--seed", type=int, default=0)
@@ -62,6 +66,11 @@ def register(subparsers) -> None:
     eng.add_argument("--bounds", type=float, nargs=4, metavar=("XMIN", "YMIN", "XMAX", "YMAX"))
     eng.add_argument("--window", type=int, default=10_000)
     eng.add_argument("--window-seconds", type=float, default=None)
+    eng.add_argument("--scoring", choices=["static", "relaxed", "weighted"], default="weighted",
+                     help="ranked matching: the Matcher's scoring")
+    eng.add_argument("--k", type=int, default=None, help="ranked matching: expressions per event "
+                     "(default: MatchConfig's, or the cluster's)")
+    eng.add_argument("--index", default="auto", help="ranked matching: the Matcher's index")
     p.add_argument("--live", action="store_true", help="evaluate the running cluster --cluster")
     _cluster_args(p)
     p.add_argument("--sample", type=int, default=1000, help="subscriptions checked (0: all)")
@@ -96,6 +105,8 @@ def open_source(path: str, kind: str):
         raise InvalidInput(f"{kind} table: no such file or folder: {s}")
     if p.is_dir() or _suffix(p) in (".parquet", ".pq"):
         return s
+    if kind in ("expression", "event"):
+        return s            # typed while it streams: a bad row is named with its line
     try:
         return _conform(read_table(s, kind), kind)
     except InvalidInput as e:
@@ -134,9 +145,17 @@ def _print(summary: dict, out: Path | None = None) -> None:
         out.write_text(text + "\n")
 
 
+def _check_kind(cl, matching: bool, what: str) -> None:
+    if cl.matching != matching:
+        has = "ranked matching (expressions and events)" if cl.matching else "spatial-keyword subscriptions"
+        raise CommandError(f"cluster {cl.name!r} serves {has}: it takes no {what}")
+
+
 def cmd_load(args) -> int:
-    source = open_source(args.path, "subscription")     # a bad file fails before the cluster is reached
+    matching = args.what == "expressions"
+    source = open_source(args.path, "expression" if matching else "subscription")  # fails before the cluster
     cl = _attach(args)
+    _check_kind(cl, matching, args.what)
     t0 = time.perf_counter()
     n = load_file(cl, args.path, source, args.batch_rows)
     dt = time.perf_counter() - t0
@@ -145,8 +164,9 @@ def cmd_load(args) -> int:
 
 
 def cmd_replay(args) -> int:
-    source = open_source(args.path, "message")
+    open_source(args.path, "event")                     # a missing file fails before the cluster
     cl = _attach(args)
+    source = open_source(args.path, "event" if cl.matching else "message")
     res = replay_file(cl, args.path, source, args.rate, args.batch_rows)
     secs = res.get("seconds") or 0.0
     res["throughput"] = round(res["messages"] / secs, 1) if secs else None
@@ -188,7 +208,50 @@ def _in_parts(call, table, step: int, path: str | None, done=lambda n: None) -> 
         done(part.num_rows)
 
 
+def cmd_evaluate_matching(args) -> int:
+    """Ranked matching: every event's top-k from the live cluster (``--live``: the events are
+    published to it; they change nothing there) or from an ``rc.Matcher`` fed the expression
+    table, against the brute-force join in Spark."""
+    import pyarrow as pa
+
+    from .. import Matcher, MatchConfig
+    from .bulk import iter_batches
+    from .evaluate import compare_matches, exact_matches_spark
+    from .session import get_spark
+
+    if not (args.expressions and args.events):
+        raise CommandError("ranked matching: give both --expressions and --events")
+    for path in (args.expressions, args.events):
+        open_source(path, "expression")
+    spark = get_spark()
+    t0 = time.perf_counter()
+    if args.live:
+        target = _attach(args)
+        _check_kind(target, True, "expressions")
+        mcfg = target.config().engine
+        k = args.k
+    else:
+        mcfg = MatchConfig(scoring=args.scoring, index=args.index, **({"k": args.k} if args.k else {}))
+        target, k = Matcher(mcfg), None
+        for table in iter_batches(args.expressions, 50_000, kind="expression", desc="subscribe"):
+            target.subscribe(table)
+    events, got = [], []
+    for table in iter_batches(args.events, 5_000, kind="event", desc="publish"):
+        events.append(table)
+        got += target.publish(table, k=k)
+    k = k or mcfg.k
+    exact = exact_matches_spark(args.expressions, pa.concat_tables(events, promote_options="permissive"),
+                                mcfg.scoring, k, spark)
+    report = compare_matches(exact, got)
+    report.update(kind="matching", scoring=mcfg.scoring, k=k, index=getattr(mcfg, "index", None),
+                  target="cluster" if args.live else "matcher", seconds=round(time.perf_counter() - t0, 3))
+    _print(report, args.out)
+    return 0 if report["agreement"] == 100.0 else 1
+
+
 def cmd_evaluate(args) -> int:
+    if args.expressions or args.events:
+        return cmd_evaluate_matching(args)
     from tqdm.auto import tqdm
 
     from .evaluate import offline_evaluation

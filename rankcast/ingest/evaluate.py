@@ -134,14 +134,17 @@ def exact_topk_spark(subs, window, cfg, spark, *, sample: int | None = None, see
     return result
 
 
-def _rows_agree(exp: Sequence, act: Sequence, tol: float) -> bool:
-    """Equal top-k lists: same ids in order, or - where scores tie within ``tol`` - the same
-    scores with the tied messages in any order (the last tie run may be cut by k)."""
+def _rows_agree(exp: Sequence, act: Sequence, tol: float, strict: bool = False) -> bool:
+    """Equal top-k lists: same ids in order, or - where scores tie within ``tol`` and not
+    ``strict`` - the same scores with the tied messages in any order (the last tie run may
+    be cut by k)."""
     exp = [(int(i), float(s)) for i, s in exp]
     act = [(int(i), float(s)) for i, s in act]
     if [i for i, _ in exp] == [i for i, _ in act] and \
             all(abs(a - b) <= tol for (_, a), (_, b) in zip(exp, act)):
         return True
+    if strict:
+        return False
     if len(exp) != len(act) or any(abs(a[1] - b[1]) > tol for a, b in zip(exp, act)):
         return False
     i = 0
@@ -156,12 +159,14 @@ def _rows_agree(exp: Sequence, act: Sequence, tol: float) -> bool:
 
 
 def compare(expected: Mapping[int, Sequence], actual: Mapping[int, Sequence] | Any, *,
-            tol: float = 1e-9, max_listed: int = 20) -> dict:
+            tol: float = 1e-9, max_listed: int = 20, strict: bool = False) -> dict:
     """Agreement of ``actual`` top-k lists with ``expected`` ones.
 
     ``actual`` is a mapping like ``expected`` or any object with ``topk(sub_id)`` (an
     Engine, a Cluster). Returns {"subscriptions", "agree", "agreement" (percent),
-    "differing" (ids), "examples" (up to ``max_listed`` expected/actual pairs)}.
+    "differing" (ids), "examples" (up to ``max_listed`` expected/actual pairs)}. ``strict``:
+    the same ids in the same order (ranked matching breaks ties by id); otherwise tied
+    messages may come in any order (see :func:`_rows_agree`).
     """
     get = actual.topk if hasattr(actual, "topk") else (lambda s: actual.get(s, None))
     differing: list[int] = []
@@ -171,7 +176,7 @@ def compare(expected: Mapping[int, Sequence], actual: Mapping[int, Sequence] | A
             act = get(sid)
         except KeyError:
             act = None
-        if act is None or not _rows_agree(exp, act, tol):
+        if act is None or not _rows_agree(exp, act, tol, strict):
             differing.append(int(sid))
             if len(examples) < max_listed:
                 examples.append({"id": int(sid), "expected": [list(p) for p in exp],
@@ -509,8 +514,8 @@ def exact_matches_spark(exprs, events, scoring: str, k: int, spark) -> dict[int,
 def compare_matches(expected: Mapping[int, Sequence], actual: Sequence, *, tol: float = 1e-9,
                     max_listed: int = 20) -> dict:
     """Agreement of live ``rc.Match`` lists with :func:`exact_matches_spark`'s; the same report
-    as :func:`compare`, per event."""
+    as :func:`compare`, per event, strict: ties are broken by expression id (CONTRACT v2)."""
     got = {m.event_id: list(m.top) for m in actual}
-    out = compare(expected, got, tol=tol, max_listed=max_listed)
+    out = compare(expected, got, tol=tol, max_listed=max_listed, strict=True)
     out["events"] = out.pop("subscriptions")
     return out
