@@ -186,3 +186,21 @@ def test_a_checkpoint_not_yet_on_disk_chains_the_logs(tmp_path):
     man = cl2._coord.local.store.read("MANIFEST")["epoch"]
     assert man > epoch + 1 and not any(n.endswith(f"-{epoch}") for n in cl2._coord.local.store.list())
     cl2.shutdown()
+
+
+
+def test_a_core_restored_from_its_snapshot_goes_on_exactly():
+    """What a partition snapshots (its SkypeCore, buffer pools trimmed to the rows handed
+    out) restores to a core that goes on with the same results as the one never stopped."""
+    import pickle
+
+    from rankcast.engine import Engine
+
+    cfg = rc.EngineConfig(bounds=BOUNDS, window=40, candidate_extra=0)
+    calls = random_calls(23, 70, invalid=False)
+    a, b, brute = Engine(cfg), Engine(cfg), BruteForceEngine(cfg)
+    live: set[int] = set()
+    play({"a": a, "b": b, "brute": brute}, calls[:35], live=live)
+    b.core = pickle.loads(pickle.dumps(a.core, protocol=pickle.HIGHEST_PROTOCOL))   # b's own window stays
+    assert b.core.buf.bi.shape[0] == max(1, a.core.buf.used) < a.core.buf.bi.shape[0]
+    play({"a": a, "restored": b, "brute": brute}, calls[35:], live=live)

@@ -52,6 +52,20 @@ class BufferState:
         self.expired_upto = -1     # every seq <= this has been expired from the buffers
         self.touched: list[np.ndarray] = []
 
+    def __getstate__(self) -> dict:
+        # snapshots keep the rows handed out, not the pools' spare capacity (the kernels
+        # grow the pools again as they need)
+        st = self.__dict__.copy()
+        st["bi"], st["bf"], st["snap"] = self.bi[: self.used], self.bf[: self.used], self.snap[: self.snap_used]
+        return st
+
+    def __setstate__(self, st: dict) -> None:
+        self.__dict__.update(st)
+        for name in ("bi", "bf", "snap"):        # a slice pickles as its own array: keep a row
+            a = getattr(self, name)
+            if len(a) == 0:
+                setattr(self, name, np.zeros((1,) + a.shape[1:], a.dtype))
+
     def grow_slots(self, n: int) -> None:
         if n <= len(self.bstart):
             return
