@@ -100,13 +100,16 @@ def run_soak(args) -> dict:
     import rankcast as rc
     from ..config import local_ray_options
 
-    w = build_workload(args.dataset, args.window + int(args.seconds * 2000) + 200_000, args.subs)
+    # the stream wraps around with fresh ids when it runs out (see stream())
+    w = build_workload(args.dataset, args.window + int((args.seconds + args.kills * args.kill_every) * 500) + 20_000,
+                       args.subs)
     state = tempfile.mkdtemp(prefix="rankcast-soak-")
     cfg = rc.EngineConfig(bounds=w.bounds, window=args.window, vocabulary=w.vocab)
     extra = {} if args.checkpoint_every is None else {"checkpoint_every": args.checkpoint_every}
     ccfg = rc.ClusterConfig(engine=cfg, policy=args.policy, partitions=args.partitions,
                             window_shards=args.shards, name="rankcast-soak", state_dir=state,
                             monitor_every=0.0, **extra)
+    args.checkpoint_every = ccfg.checkpoint_every
     if not ray.is_initialized():
         ray.init(**local_ray_options(namespace=ccfg.namespace, log_to_driver=False))
     cl = rc.Cluster.start(ccfg, fresh=True)
@@ -188,9 +191,12 @@ def run_soak(args) -> dict:
             elapsed = time.time() - start
             cl.flush()
             time.sleep(2.0)             # the listener polls every 0.5 s: the last deliveries arrive
-            recs = [r for r in cl.stats()["recovery"]["recoveries"] if r["cause"] != "restart"]
+            rec = cl.stats()["recovery"]
+            recs = [r for r in rec["recoveries"] if r["cause"] != "restart"]
             return {"sent": sent, "elapsed": elapsed, "submits": submits, "arrivals": list(listener.arrivals),
-                    "mem": mem, "kills": kill_log, "recoveries": recs}
+                    "mem": mem, "kills": kill_log, "recoveries": recs,
+                    "checkpoints": {"taken": rec["checkpoints"], "last_seconds": rec["last_checkpoint_seconds"],
+                                    "last_stall": rec["last_checkpoint_parts"]}}
 
         soak = stream(args.seconds, [], "soak")
         kills = [r for r in args.kill.split(",") if r]
@@ -258,6 +264,7 @@ def _report(args, w, sustainable, rate, soak: dict, faults: dict | None) -> dict
         "memory_mib": {"cluster_first_quarter": first, "cluster_last_quarter": last,
                        "drift": (last - first) / first if first else 0.0,
                        "cluster_max": float(m[:, 1].max()), "driver_max": float(m[:, 2].max())},
+        "checkpoints_at_soak_end": soak["checkpoints"],   # last_stall: what the stream waited for
         "kills": kill_log, "recovery_seconds": rec_s, "latency_during_kills_seconds": fault_lat,
         "targets": TARGETS,
         "met": {"recovery": bool(rec_s) and max(rec_s) <= TARGETS["recovery_seconds"],

@@ -94,7 +94,9 @@ def open_source(path: str, kind: str):
     """A table path of the command line, checked before any cluster is reached: a missing
     file fails here; a CSV or JSONL file is read and typed now (read whole either way), its
     bad rows named by line; a Parquet file or folder, or a remote path, is returned as it is
-    for the load to stream."""
+    for the load to stream. ``kind``: "subscription", "message", "expression", "event" (the
+    last two are typed as they stream), or "message or event" (a replay: an event table has
+    a ``values`` column)."""
     from .readers import _conform, _suffix, locate, read_table
 
     s = str(path)
@@ -102,12 +104,17 @@ def open_source(path: str, kind: str):
         return s
     p = Path(s.removeprefix("file://"))
     if not p.exists():
-        raise InvalidInput(f"{kind} table: no such file or folder: {s}")
+        raise InvalidInput(f"{kind.split()[0]} table: no such file or folder: {s}")
     if p.is_dir() or _suffix(p) in (".parquet", ".pq"):
         return s
     if kind in ("expression", "event"):
         return s            # typed while it streams: a bad row is named with its line
     try:
+        if kind == "message or event":
+            table = read_table(s, "message")
+            if "values" in table.column_names:
+                return s    # an event table (ranked matching)
+            return _conform(table, "message")
         return _conform(read_table(s, kind), kind)
     except InvalidInput as e:
         raise locate(s, e) from None
@@ -164,9 +171,10 @@ def cmd_load(args) -> int:
 
 
 def cmd_replay(args) -> int:
-    open_source(args.path, "event")                     # a missing file fails before the cluster
+    source = open_source(args.path, "message or event")    # a bad file fails before the cluster is reached
     cl = _attach(args)
-    source = open_source(args.path, "event" if cl.matching else "message")
+    if cl.matching and not isinstance(source, str):
+        _check_kind(cl, False, "messages")
     res = replay_file(cl, args.path, source, args.rate, args.batch_rows)
     secs = res.get("seconds") or 0.0
     res["throughput"] = round(res["messages"] / secs, 1) if secs else None
