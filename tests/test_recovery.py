@@ -204,3 +204,34 @@ def test_a_core_restored_from_its_snapshot_goes_on_exactly():
     b.core = pickle.loads(pickle.dumps(a.core, protocol=pickle.HIGHEST_PROTOCOL))   # b's own window stays
     assert b.core.buf.bi.shape[0] == max(1, a.core.buf.used) < a.core.buf.bi.shape[0]
     play({"a": a, "restored": b, "brute": brute}, calls[35:], live=live)
+
+
+def test_a_death_while_a_checkpoint_is_taken_after_a_call(tmp_path):
+    """A role dies while the coordinator checkpoints at the end of a call, right after the
+    previous checkpoint committed: the call's own result stands, the recovery replays from
+    the new checkpoint, and every later result equals the engine's and brute force."""
+    from ray.exceptions import RayActorError
+
+    cfg = _ccfg("test-ckpt-death", tmp_path, checkpoint_every=3600,
+                options={"runtime": "inproc", "durable": True})
+    calls = random_calls(9, 40, invalid=False)
+    rec, brute = Recorder(cfg.engine), BruteForceEngine(cfg.engine)
+    live: set[int] = set()
+    cl = rc.Cluster.start(cfg, fresh=True)
+    co = cl._coord.local
+    play({"engine": rec, "cluster": cl, "brute": brute}, calls[:15], live=live)
+    co._checkpoint()                                    # pending; it commits at the next call's end
+    co.ccfg = co.ccfg.replace(checkpoint_every=0.0)    # ... which then takes the next one
+    quiesce, died = co._quiesce, []
+
+    def dies_once():
+        if not died and co._pending is None and co._n_open:
+            died.append(True)
+            raise RayActorError()
+        return quiesce()
+    co._quiesce = dies_once
+    play({"engine": rec, "cluster": cl, "brute": brute}, calls[15:], live=live)
+    assert died and len(co.recoveries) == 1
+    got = [(d.position, d.updates) for d in cl.listen(from_position=1, timeout=0)]
+    assert got == rec.stream
+    cl.shutdown()

@@ -157,14 +157,22 @@ def _guarded(fn):
             for _ in range(MAX_RECOVERIES + 1):
                 try:
                     out = fn(self, *args, **kw)
-                    self._maybe_checkpoint()
-                    return out
                 except Exception as e:
                     if self.store is None or not is_role_death(e):
                         raise
                     results = self._recover(e)
-                    if self._current is not None:
+                    if self._current is not None and self._current >= 0:
                         return results[self._current]
+                    # not logged, or already in the checkpoint: a call with a client token
+                    # that was applied returns its recorded result (_retried)
+                    continue
+                try:
+                    self._maybe_checkpoint()
+                except Exception as e:         # the call is complete: its result stands
+                    if self.store is None or not is_role_death(e):
+                        raise
+                    self._recover(e)
+                return out
             raise RuntimeError(f"rankcast: {MAX_RECOVERIES + 1} role deaths in one call; giving up")
         finally:
             self._depth -= 1
@@ -433,6 +441,8 @@ class CoordinatorBase:
                     and int(old.split(".")[0].split("-")[-1]) < e:
                 self.store.remove(old)
         self.epoch, self._pending = e, None
+        if self._current is not None:         # the replay after a recovery starts later now
+            self._current -= self._n_logged - self._n_open
         self._n_logged = self._n_open
         self._checkpoints += 1
         self._ckpt_seconds = time.perf_counter() - pend["t0"]
