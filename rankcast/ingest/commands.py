@@ -229,8 +229,8 @@ def cmd_evaluate_matching(args) -> int:
 
     if not (args.expressions and args.events):
         raise CommandError("ranked matching: give both --expressions and --events")
-    for path in (args.expressions, args.events):
-        open_source(path, "expression")
+    open_source(args.expressions, "expression")         # a missing file fails before Spark starts
+    open_source(args.events, "event")
     spark = get_spark()
     t0 = time.perf_counter()
     if args.live:
