@@ -7,6 +7,7 @@ from numbers import Integral
 from typing import Callable, Iterable, Sized
 
 import numpy as np
+import pyarrow as pa
 
 from .columns import Encoder, MessageBatch, item_error, plain, too_many
 from .config import EngineConfig, limits
@@ -15,7 +16,11 @@ from .indexing.core import SkypeCore
 from .indexing.window import MessageWindow, WindowClock
 from .model import Update
 
-__all__ = ["Engine", "check_ids_arg", "check_not_live", "check_message_state", "updates_from_arrays"]
+__all__ = ["Engine", "check_ids_arg", "check_not_live", "check_message_state", "updates_from_arrays",
+           "updates_table", "check_updates_form", "UPDATE_FORMS"]
+
+# what publish returns: Update objects (default), one Arrow table, or nothing (read topk later)
+UPDATE_FORMS = ("objects", "arrow", "none")
 
 
 def check_ids_arg(ids) -> np.ndarray:
@@ -75,6 +80,48 @@ def updates_from_arrays(sub_ids, offsets, msg_ids, scores) -> list[Update]:
     return [Update(sids[i], tuple(pairs[off[i]:off[i + 1]])) for i in order.tolist()]
 
 
+def check_updates_form(form) -> str:
+    """The ``updates`` argument of publish / flush: one of :data:`UPDATE_FORMS`."""
+    if not isinstance(form, str) or form not in UPDATE_FORMS:
+        raise InvalidInput(f"publish: field 'updates': must be one of {', '.join(map(repr, UPDATE_FORMS))}, "
+                           f"got {form!r}")
+    return form
+
+
+def updates_table(keys, offsets, item_ids, scores, *, key: str = "subscription_id",
+                  item: str = "message_id", by_key: bool = True) -> pa.Table:
+    """The columnar form of a call's updates: one row per (subscription, rank) of each new
+    top-k, ``rank`` 1 for the best; a subscription whose top-k became empty has one row with
+    ``rank``, ``item`` and ``score`` null. Rows by ``key`` ascending (``by_key``, as the
+    Update list is ordered) or in the given order (ranked matching: events in input order),
+    then by rank. Built from the result arrays with numpy only: no Python object per row."""
+    keys = np.asarray(keys, np.int64)
+    offsets = np.asarray(offsets, np.int64)
+    item_ids = np.asarray(item_ids, np.int64)
+    scores = np.asarray(scores, np.float64)
+    order = np.argsort(keys, kind="stable") if by_key else np.arange(len(keys))
+    lens = np.diff(offsets)[order]
+    rows = np.maximum(lens, 1)
+    start = np.zeros(len(rows) + 1, np.int64)
+    np.cumsum(rows, out=start[1:])
+    within = np.arange(start[-1], dtype=np.int64) - np.repeat(start[:-1], rows)
+    empty = np.repeat(lens == 0, rows)
+    src = np.where(empty, 0, np.repeat(offsets[:-1][order], rows) + within)
+    if len(item_ids) == 0:                      # every list empty
+        item_ids, scores, src = np.zeros(1, np.int64), np.zeros(1), np.zeros_like(src)
+    mask = empty if empty.any() else None
+    return pa.table({
+        key: pa.array(np.repeat(keys[order], rows), pa.int64()),
+        "rank": pa.array((within + 1).astype(np.int32), pa.int32(), mask=mask),
+        item: pa.array(item_ids[src], pa.int64(), mask=mask),
+        "score": pa.array(scores[src], pa.float64(), mask=mask),
+    })
+
+
+def _empty_result(form: str):
+    return [] if form == "objects" else updates_table([], [0], [], []) if form == "arrow" else None
+
+
 class Engine:
     """Exact continuous top-k over a sliding window for spatial-keyword subscriptions.
 
@@ -107,13 +154,17 @@ class Engine:
         arr = check_ids_arg(ids)
         self.core.remove(arr)
 
-    def publish(self, msgs) -> list[Update]:
+    def publish(self, msgs, updates: str = "objects") -> list[Update] | pa.Table | None:
+        """Apply ``msgs``; return the call's updates as ``rc.Update`` objects (default), as
+        one Arrow table (``updates="arrow"``: :func:`updates_table`) or not at all
+        (``"none"``: read ``topk`` later)."""
+        form = check_updates_form(updates)
         batch, pending = self.encoder.encode_messages(msgs, time_window=self.cfg.time_window)
         self._check_messages(batch)
         self.encoder.commit(pending)
         n = len(batch)
         if n == 0:
-            return []
+            return _empty_result(form)
         seqs = np.arange(self.last_seq + 1, self.last_seq + 1 + n, dtype=np.int64)
         step = self.cfg.batch_size
         for a in range(0, n, step):
@@ -128,7 +179,13 @@ class Engine:
         self.last_seq = int(seqs[-1])
         self.published += n
         self._reevaluate()
-        return updates_from_arrays(*self.core.take_updates())
+        if form == "none" and hasattr(self.core, "discard_updates"):
+            self.core.discard_updates()
+            return None
+        arrays = self.core.take_updates()
+        if form == "arrow":
+            return updates_table(*arrays)
+        return updates_from_arrays(*arrays) if form == "objects" else None
 
     def _check_messages(self, batch: MessageBatch) -> None:
         check_message_state(batch, self.window.has_ids(batch.ids), self.cfg.time_window, self.clock.t_max)

@@ -11,7 +11,7 @@ import time
 import numpy as np
 
 from .config import MatchConfig
-from .engine import check_ids_arg
+from .engine import check_ids_arg, check_updates_form, updates_table
 from .errors import InvalidInput, UnknownSubscription
 from .indexing.matching import MatchCore
 from .model import Match
@@ -72,9 +72,12 @@ class Matcher:
             self.live.difference_update(arr.tolist())
         self._seconds["unsubscribe"] += time.perf_counter() - t0
 
-    def publish(self, events, k: int | None = None) -> list[Match]:
-        """Each event's top-k expressions (``k`` defaults to the config's), in input order."""
+    def publish(self, events, k: int | None = None, updates: str = "objects"):
+        """Each event's top-k expressions (``k`` defaults to the config's), in input order:
+        ``rc.Match`` objects, or (``updates="arrow"``) one Arrow table of ``event_id``,
+        ``rank``, ``expression_id``, ``score``, or nothing (``"none"``)."""
         t0 = time.perf_counter()
+        form = check_updates_form(updates)
         if k is None:
             k = self.cfg.k
         elif isinstance(k, bool) or not isinstance(k, (int, np.integer)) or k < 1:
@@ -82,7 +85,18 @@ class Matcher:
         batch, pending = encode_events(events, self.attrs)
         self.attrs.commit(pending)      # new attributes' types (no expression names them yet)
         self.core.ev.grow(len(self.attrs))
-        out = matches_from_arrays(batch.ids, self.core.match(batch, int(k)))
+        res = self.core.match(batch, int(k))
+        if form == "objects":
+            out = matches_from_arrays(batch.ids, res)
+        elif form == "arrow":
+            lens = np.fromiter((len(r[0]) for r in res), np.int64, len(res))
+            off = np.zeros(len(res) + 1, np.int64)
+            np.cumsum(lens, out=off[1:])
+            ids = np.concatenate([r[0] for r in res]) if res else np.zeros(0, np.int64)
+            sc = np.concatenate([r[1] for r in res]) if res else np.zeros(0)
+            out = updates_table(batch.ids, off, ids, sc, key="event_id", item="expression_id", by_key=False)
+        else:
+            out = None
         self.published += len(batch)
         self._seconds["publish"] += time.perf_counter() - t0
         return out

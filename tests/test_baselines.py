@@ -7,6 +7,7 @@ import pytest
 
 from rankcast.baselines import CIQ, IPT, BruteForceCore
 from rankcast.baselines.ciq import DEFAULT_DEPTH
+from rankcast.baselines.sparse import SparseCore
 from rankcast.columns import MessageBatch, SubscriptionBatch
 from rankcast.config import EngineConfig
 from rankcast.indexing.scoring import NO_MATCH, score_py
@@ -326,6 +327,7 @@ def _variant_factories():
         "CIQ-cSkyband": lambda cfg: SkypeCore(cfg, disseminator=CIQ),
         "IGPT-kmax": lambda cfg: SkypeCore(cfg, policy="kmax"),
         "IGPT-Skyband": lambda cfg: SkypeCore(cfg, policy="skyband"),
+        "numpy/scipy.sparse": SparseCore,
     }
 
 

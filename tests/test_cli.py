@@ -69,7 +69,7 @@ def _check_bench_report(out, methods):
 
 
 def test_bench_engine_in_process(tmp_path):
-    methods = ["igpt", "brute", "ipt", "ciq", "kmax", "skyband"]
+    methods = ["igpt", "brute", "ipt", "ciq", "kmax", "skyband", "sparse", "igpt-arrow"]
     rc = cli.main(["bench", "engine", "--dataset", "tweets", "--subs", "400", "--window", "400",
                    "--messages", "150", "--batch", "50", "--in-process",
                    "--methods", ",".join(methods), "--out", str(tmp_path)])
@@ -77,6 +77,9 @@ def test_bench_engine_in_process(tmp_path):
     report = _check_bench_report(tmp_path, methods)
     assert report["workloads"]["tweets"]["subscriptions"] == 400
     assert report["results"]["tweets"]["kmax"]["avg_buffer"] >= report["results"]["tweets"]["igpt"]["avg_buffer"] / 10
+    res = report["results"]["tweets"]
+    assert res["igpt-arrow"]["updates"] == res["igpt"]["updates"] == res["sparse"]["updates"] > 0
+    assert report["summary"]["tweets"]["time_sparse_over_igpt"] > 0
 
 
 def test_bench_engine_worker_per_method(tmp_path):

@@ -70,6 +70,20 @@ def test_synthetic_matches_table3(kind, target, n):
     assert st["distinct_terms"] > (1_000 if kind == "tweets" else 5_000)
 
 
+def test_dense_stream_has_no_stop_words_and_a_small_vocabulary():
+    t = D.synthetic_messages("dense", 20_000, seed=1)
+    st = D.workload_stats(t)
+    assert abs(st["avg_keywords"] - 9) < 0.5
+    assert st["distinct_terms"] <= D.DENSE["vocabulary"]
+    freq = Counter(tok for text in t.column("text").to_pylist() for tok in tokenize(text))
+    tw = Counter(tok for text in D.synthetic_messages("tweets", 20_000, seed=1).column("text").to_pylist()
+                 for tok in tokenize(text))
+    # the stop words are gone: the most frequent word is far rarer than the TWEETS-like one's,
+    # and a word is shared by many messages (dense), more than in the TWEETS-like stream
+    assert freq.most_common(1)[0][1] < 0.25 * tw.most_common(1)[0][1]
+    assert sum(freq.values()) / len(freq) > 2 * sum(tw.values()) / len(tw)
+
+
 def test_synthetic_is_seeded():
     a = D.synthetic_messages("tweets", 500, seed=3)
     assert a.equals(D.synthetic_messages("tweets", 500, seed=3))

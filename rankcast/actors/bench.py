@@ -314,7 +314,7 @@ def _ray_overhead(work, cfg, window, messages, batch, cluster_batch, address, pr
 
 
 def add_arguments(p) -> None:
-    p.add_argument("--dataset", default="geonames", choices=["geonames", "tweets", "yelp"])
+    p.add_argument("--dataset", default="geonames", choices=["geonames", "tweets", "yelp", "dense"])
     p.add_argument("--subs", type=int, default=20_000)
     p.add_argument("--window", type=int, default=20_000)
     p.add_argument("--messages", type=int, default=5_000)

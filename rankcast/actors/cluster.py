@@ -21,7 +21,7 @@ from typing import Any, Iterable, Iterator
 import numpy as np
 
 from ..config import ClusterConfig, MatchConfig, local_ray_options
-from ..engine import updates_from_arrays
+from ..engine import check_updates_form, updates_from_arrays, updates_table
 from ..matcher import matches_from_arrays
 from ..columns import shift_position
 from ..errors import InvalidInput, UnknownSubscription
@@ -201,29 +201,42 @@ class Cluster:
             self._ccfg = self._call("config")
         return isinstance(self._ccfg.engine, MatchConfig)
 
-    def _objects(self, arrays) -> list:
-        """Update objects (or Match objects, for ranked matching) from result arrays."""
+    def _objects(self, arrays, form: str = "objects"):
+        """Update objects (or Match objects, for ranked matching) from result arrays; or
+        their Arrow table (``form="arrow"``), or None (``"none"``)."""
+        if form == "none":
+            return None
+        if form == "arrow":
+            if self.matching:
+                return updates_table(*arrays, key="event_id", item="expression_id", by_key=False)
+            return updates_table(*arrays)
         if self.matching:
             ev, off, ids, sc = arrays
             return matches_from_arrays(ev, [(ids[off[i]:off[i + 1]], sc[off[i]:off[i + 1]]) for i in range(len(ev))])
         return updates_from_arrays(*arrays)
 
-    def publish(self, msgs, wait: bool = True, k: int | None = None) -> list[Update] | None:
+    def publish(self, msgs, wait: bool = True, k: int | None = None, updates: str = "objects"):
         """wait=True: the updates of this call once applied (whoever else publishes); for
         ranked matching, one ``rc.Match`` per event in input order (``k`` as in
-        ``Matcher.publish``). wait=False: returns once the items are validated and in the
-        pipeline; their changes are delivered to listeners within ``delivery_interval``
-        seconds, and :meth:`flush` waits and returns those of this client's pipelined calls."""
+        ``Matcher.publish``). ``updates="arrow"`` returns them as one Arrow table
+        (:func:`rankcast.engine.updates_table`; ranked matching: ``event_id``, ``rank``,
+        ``expression_id``, ``score``, events in input order), ``"none"`` returns nothing.
+        wait=False: returns None once the items are validated and in the pipeline; their
+        changes are delivered to listeners within ``delivery_interval`` seconds, and
+        :meth:`flush` waits and returns those of this client's pipelined calls."""
+        form = check_updates_form(updates)
         if k is not None and not self.matching:
             raise InvalidInput("publish: field 'k': only ranked matching takes k per call")
         out = self._change("publish", msgs, bool(wait)) if k is None else \
             self._change_kw("publish", msgs, bool(wait), k=k)
-        return self._objects(out) if wait else None
+        return self._objects(out, form) if wait else None
 
-    def flush(self) -> list[Update]:
+    def flush(self, updates: str = "objects"):
         """Wait for this client's pipelined publishes; their updates since its last flush
-        (per subscription, its latest list; ranked matching: per event)."""
-        return self._objects(self._change("flush"))
+        (per subscription, its latest list; ranked matching: per event), in the form
+        ``updates`` names (as in :meth:`publish`)."""
+        form = check_updates_form(updates)
+        return self._objects(self._change("flush"), form)
 
     def position(self) -> int:
         """The stream position now: messages published so far (by any client)."""

@@ -18,7 +18,9 @@ then stream M messages in publish batches and measure
   disseminator / pairs that entered a buffer).
 
 Methods (paper 8.1.1): Brute force, IPT-cSkyband, CIQ-cSkyband (dissemination variants),
-IGPT-kmax (k' = 60) and IGPT-Skyband (theta = 0.95 kScore) (re-evaluation variants).
+IGPT-kmax (k' = 60) and IGPT-Skyband (theta = 0.95 kScore) (re-evaluation variants); and the
+numpy/scipy.sparse engine (:mod:`rankcast.baselines.sparse`, the yardstick on dense streams)
+and IGPT-cSkyband asked for its updates as one Arrow table (``igpt-arrow``).
 Output: JSON on stdout and in ``--out``/engine.json, bar charts in ``--out``/engine.png.
 The paper-scale run is ``rankcast bench engine --subs 1000000 --window 1000000``.
 """
@@ -49,12 +51,17 @@ METHODS = {
     "ciq": "CIQ-cSkyband",
     "kmax": "IGPT-kmax",
     "skyband": "IGPT-Skyband",
+    "sparse": "numpy/scipy.sparse",
+    "igpt-arrow": "IGPT-cSkyband, Arrow updates",
 }
-DATASETS = ("geonames", "tweets", "yelp")
+# what a method's publish calls return (Engine.publish ``updates``); objects by default
+FORMS = {"igpt-arrow": "arrow"}
+DATASETS = ("geonames", "tweets", "yelp", "dense")
 
 
 def _factory(key: str):
     from ..baselines import CIQ, IPT, BruteForceCore
+    from ..baselines.sparse import SparseCore
     from ..indexing.core import SkypeCore
 
     return {
@@ -64,6 +71,8 @@ def _factory(key: str):
         "ciq": lambda cfg: SkypeCore(cfg, disseminator=CIQ),
         "kmax": lambda cfg: SkypeCore(cfg, policy="kmax"),
         "skyband": lambda cfg: SkypeCore(cfg, policy="skyband"),
+        "sparse": SparseCore,
+        "igpt-arrow": lambda cfg: SkypeCore(cfg),
     }[key]
 
 
@@ -123,10 +132,12 @@ def run_method(work, key: str, window: int, messages: int, batch: int, show: boo
     n_updates = 0
     buffers = []
     wall = 0.0                     # publish calls only: the buffer sampling stays outside
+    form = FORMS.get(key, "objects")
     with progress(messages, f"{METHODS[key]}: stream", show) as bar:
         for part in stream:
             t0 = time.perf_counter()
-            n_updates += len(eng.publish(part))
+            out = eng.publish(part, updates=form)
+            n_updates += len(out) if form == "objects" else len(out.column("subscription_id").unique())
             wall += time.perf_counter() - t0
             buffers.append(eng.core.stats()["avg_buffer"])
             bar.update(len(part))
@@ -229,6 +240,9 @@ def summarise(results: dict) -> dict:
         r["emp_skyband_over_cskyband"] = ratio("skyband", "emp_us")
         r["emp_kmax_over_cskyband"] = ratio("kmax", "emp_us")
         r["time_brute_over_igpt"] = ratio("brute", "total_us")
+        r["time_sparse_over_igpt"] = ratio("sparse", "total_us")
+        ia = res.get("igpt-arrow")
+        r["igpt_arrow_throughput"] = ia["throughput"] if ia and "error" not in ia else None
         r["igpt_throughput"] = ig["throughput"]
         r["igpt_peak_rss_mb"] = ig["peak_rss_mb"]
         r["igpt_avg_buffer"] = ig["avg_buffer"]

@@ -29,7 +29,7 @@ __all__ = ["add_arguments", "main", "plot"]
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
-    p.add_argument("--dataset", default="geonames", choices=["geonames", "tweets", "yelp"])
+    p.add_argument("--dataset", default="geonames", choices=["geonames", "tweets", "yelp", "dense"])
     p.add_argument("--subs", type=int, default=100_000, help="rows bulk-loaded (issue target: 1,000,000)")
     p.add_argument("--client-rows", type=int, default=10_000, help="rows subscribed through the client")
     p.add_argument("--window", type=int, default=20_000, help="count window, filled first (target: 100,000)")

@@ -7,9 +7,10 @@ or the window shards of a cluster). That split is what lets the same core run in
 subscription partition actor.
 
 One publish batch is: ``process`` (dissemination with the thresholds as they stand, then
-expiries and insertions in stream order), ``reeval_requests`` / ``apply_reevals`` for the
-buffers that fell below k (deferred to the batch's end: the buffer invariant holds all along,
-only the top-k of those buffers waits), and ``take_updates``.
+the batch's expiries and insertions, one merge per buffer: ``skyband.process_batch``),
+``reeval_requests`` / ``apply_reevals`` for the buffers that fell below k (deferred to the
+batch's end: the buffer invariant holds all along, only the top-k of those buffers waits),
+and ``take_updates``.
 """
 from __future__ import annotations
 
@@ -124,11 +125,19 @@ class SkypeCore:
         np.cumsum(np.bincount(midx, minlength=len(msgs)), out=cand_off[1:])
         t1 = time.perf_counter()
         s, b = self.subs, self.buf
-        (b.bi, b.bf, b.used, b.snap, b.snap_used, b.expired_upto, touched, raised, inserted, ops) = sk.process(
-            seqs, msgs.ids, msgs.t, expire_upto, cand_off, slots, scores,
-            s.k, s.theta, s.alive, self.mode, KMAX, b.expired_upto,
-            b.bstart, b.blen, b.bcap, b.bi, b.bf, b.used, b.oldest, b.lnext, b.lprev, b.head, b.reeval,
-            b.epoch, b.epoch_of, b.snap_off, b.snap_len, b.snap, b.snap_used)
+        if self.mode == sk.SKYBAND:     # one merge per buffer and batch
+            out = sk.process_batch(
+                seqs, msgs.ids, msgs.t, expire_upto, cand_off, slots, scores,
+                s.k, s.theta, s.alive, b.expired_upto,
+                b.bstart, b.blen, b.bcap, b.bi, b.bf, b.used, b.oldest, b.lnext, b.lprev, b.head,
+                b.reeval, b.epoch, b.epoch_of, b.snap_off, b.snap_len, b.snap, b.snap_used)
+        else:                           # kmax raises theta as it goes: message by message
+            out = sk.process(
+                seqs, msgs.ids, msgs.t, expire_upto, cand_off, slots, scores,
+                s.k, s.theta, s.alive, self.mode, KMAX, b.expired_upto,
+                b.bstart, b.blen, b.bcap, b.bi, b.bf, b.used, b.oldest, b.lnext, b.lprev, b.head,
+                b.reeval, b.epoch, b.epoch_of, b.snap_off, b.snap_len, b.snap, b.snap_used)
+        (b.bi, b.bf, b.used, b.snap, b.snap_used, b.expired_upto, touched, raised, inserted, ops) = out
         b.touched.append(touched)
         opened = sk.raise_open(touched, s.k, s.theta, b.bstart, b.blen, b.bi, b.bf,
                                b.oldest, b.lnext, b.lprev, b.head) if self.mode == sk.SKYBAND else touched[:0]
@@ -231,17 +240,24 @@ class SkypeCore:
     def take_updates(self):
         """(sub_ids, offsets, msg_ids, scores) of the subscriptions whose top-k changed since
         the previous call, in slot order."""
+        return self._gather(self._end_epoch())
+
+    def discard_updates(self) -> None:
+        """``take_updates`` for a caller that does not want them (publish ``updates="none"``)."""
+        self._end_epoch()
+
+    def _end_epoch(self) -> np.ndarray:
+        """The slots whose top-k changed in this epoch; the next epoch starts."""
         b, s = self.buf, self.subs
         touched = np.unique(np.concatenate(b.touched)) if b.touched else np.zeros(0, np.int64)
         touched = touched[s.alive[touched]]
         changed = touched[sk.changed_topk(touched, s.k, b.bstart, b.blen, b.bi, b.snap_off,
                                           b.snap_len, b.snap)]
-        ids, off, mid, msc = self._gather(changed)
         b.touched = []
         b.epoch += 1
         b.snap_used = 0
         self.counters["updates"] += len(changed)
-        return ids, off, mid, msc
+        return changed
 
     def topk_rows(self, slots) -> tuple:
         """(sub ids, k, offsets, msg ids, seqs, scores) of the top-k of ``slots``: the first

@@ -23,9 +23,14 @@ contributions of the shared terms skipped since its last accumulated term are ad
 current term and every Theorem 5.2 test (including the last one, before verification) is
 sound.
 
-Maintenance (5.5): inserts, deletes and threshold changes mark their leaf dirty; dirty leaves
-are rebuilt (sorted, statistics recomputed) before the next dissemination, which keeps every
-stored bound conservative. Leaves split when they exceed the leaf capacity.
+Maintenance (5.5): inserts, deletes and threshold decreases mark their leaf dirty; dirty
+leaves are rebuilt (sorted, statistics recomputed) before the next dissemination, which keeps
+every stored bound conservative. A threshold that *rises* leaves the stored kScore* (and the
+leaf's minimum lambda_s) below the true one: every pruning test stays sound (it only prunes
+less), the entries stay sorted by what is stored, and the exact tests use the live theta. So
+rises are only counted, and a leaf is rebuilt once a quarter of its subscriptions are stale
+(on dense streams almost every leaf sees a rise per batch: rebuilding them all each batch
+cost more than the dissemination). Leaves split when they exceed the leaf capacity.
 """
 from __future__ import annotations
 
@@ -438,6 +443,8 @@ class IGPT:
         self.leaf_dout = np.zeros(16)
         self.leaf_skip = np.zeros(16, np.bool_)
         self.dirty: set[int] = set()
+        self.built_theta = np.zeros(0)           # theta of each slot when its leaf was built
+        self.stale = np.zeros(16, np.int64)      # per leaf: subscriptions whose theta rose since
         self.counts = np.zeros(5, np.int64)   # see _match
         self.rebuilds = 0
 
@@ -453,13 +460,14 @@ class IGPT:
             self.stamp_of = grow(self.stamp_of, n)
             self.jprev = grow(self.jprev, n)
             self.pprev = grow(self.pprev, n)
+            self.built_theta = grow(self.built_theta, n)
 
     def _grow_nodes(self, n):
         if n <= len(self.nchild):
             return
         for name, fill in (("nbox", 0), ("nchild", -1), ("ndepth", 0), ("ncount", 0), ("nhead", -1),
                            ("n_e0", 0), ("n_ne", 0), ("n_g0", 0), ("n_ng", 0), ("nminls", np.inf),
-                           ("leaf_stamp", 0), ("leaf_dout", 0), ("leaf_skip", False)):
+                           ("leaf_stamp", 0), ("leaf_dout", 0), ("leaf_skip", False), ("stale", 0)):
             setattr(self, name, grow(getattr(self, name), n, fill))
 
     # ------------------------------------------------------------------ interface
@@ -479,8 +487,24 @@ class IGPT:
         self.dirty.update(np.unique(leaves).tolist())
 
     def thresholds_changed(self, slots: np.ndarray) -> None:
-        if len(slots):
-            self.dirty.update(np.unique(self.sleaf[slots]).tolist())
+        """A lower theta dirties its leaf at once; a higher one counts as stale (see the module
+        docstring)."""
+        if not len(slots):
+            return
+        slots = np.asarray(slots, np.int64)
+        th = self.subs.theta[slots]
+        built = self.built_theta[slots]
+        leaves = self.sleaf[slots]
+        down = th < built
+        if down.any():
+            self.dirty.update(np.unique(leaves[down]).tolist())
+        up = leaves[th > built]
+        if len(up):
+            np.add.at(self.stale, up, 1)
+            u = np.unique(up)
+            over = u[self.stale[u] * 4 > np.maximum(self.ncount[u], 8)]
+            if len(over):
+                self.dirty.update(over.tolist())
 
     def match(self, msgs):
         self.flush()
@@ -566,5 +590,10 @@ class IGPT:
             self.n_g0, self.n_ng, self.nminls, s.toff, s.tlen, s.terms, s.maxwt, s.alpha, s.theta,
             self.group_bounds, self.eI, self.eF, self.e_used, self.gI, self.g_used, self.td,
             self.td_pool, self.td_used)
+        for L in leaves.tolist():
+            if self.nchild[L] < 0 and self.ncount[L]:
+                mem = _members(L, self.nhead, self.snext, self.ncount[L])
+                self.built_theta[mem] = s.theta[mem]
+        self.stale[leaves] = 0
         self.rebuilds += len(leaves)
         self.dirty.clear()

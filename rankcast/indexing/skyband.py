@@ -332,6 +332,228 @@ def process(seqs, ids, ts, expire_upto, cand_off, cand_slot, cand_score,
             inserted, ops)
 
 
+# ----------------------------------------------------------------------------- micro-batch
+
+@numba.njit(cache=True)
+def _sort_new(g_seq, g_sc, order):
+    """``order`` := positions of the new rows by (score desc, seq desc); rows come in seq order."""
+    m = g_seq.shape[0]
+    for r in range(m):
+        order[r] = m - 1 - r                 # seq descending: a stable sort keeps it for ties
+    if m <= 24:
+        for r in range(1, m):
+            x = order[r]
+            q = r - 1
+            while q >= 0 and g_sc[order[q]] < g_sc[x]:
+                order[q + 1] = order[q]
+                q -= 1
+            order[q + 1] = x
+    else:
+        key = np.empty(m)
+        for r in range(m):
+            key[r] = -g_sc[order[r]]
+        perm = np.argsort(key, kind="mergesort")
+        tmp = order[:m].copy()
+        for r in range(m):
+            order[r] = tmp[perm[r]]
+
+
+@numba.njit(cache=True)
+def _merge_one(s, g_seq, g_id, g_t, g_sc, k, upto, bstart, blen, bcap, bi, bf, used,
+               order, fen, dcn, tbi, tbf):
+    """Merge the batch's candidates of s (g_*, in seq order, all newer than the buffer) into
+    its buffer in one pass: the k-skyband of (buffer + candidates) with exact dominance
+    counters, less the rows with seq <= ``upto`` (expired). A buffered row's counter grows by
+    the candidates that score at least as high (all are newer); a candidate's counter is the
+    number of newer candidates of the batch that score at least as high.
+    Returns (bi, bf, used, oldest seq kept or -1)."""
+    m = g_seq.shape[0]
+    _sort_new(g_seq, g_sc, order)
+    # dominance counts among the candidates: in (score desc, seq desc) order, the rows seen
+    # before r that are newer than r dominate it (Fenwick tree over positions in seq order)
+    for r in range(m + 1):
+        fen[r] = 0
+    for r in range(m):
+        p = order[r]
+        below = 0
+        q = p + 1
+        while q > 0:
+            below += fen[q]
+            q -= q & -q
+        dcn[p] = r - below                 # seen so far, less those at positions <= p
+        q = p + 1
+        while q <= m:
+            fen[q] += 1
+            q += q & -q
+    n = blen[s]
+    a = bstart[s]
+    w = 0
+    i = 0
+    j = 0
+    lo = -1
+    while i < n or j < m:
+        # equal scores: the candidate first (it is newer than every buffered row)
+        if j < m and (i >= n or g_sc[order[j]] >= bf[a + i, SC]):
+            p = order[j]
+            j += 1
+            if dcn[p] >= k or g_seq[p] <= upto:
+                continue
+            sq = g_seq[p]
+            tbi[w, SEQ] = sq
+            tbi[w, ID] = g_id[p]
+            tbi[w, DC] = dcn[p]
+            tbf[w, T] = g_t[p]
+            tbf[w, SC] = g_sc[p]
+        else:
+            d = bi[a + i, DC] + j
+            sq = bi[a + i, SEQ]
+            i += 1
+            if d >= k or sq <= upto:
+                continue
+            tbi[w, SEQ] = sq
+            tbi[w, ID] = bi[a + i - 1, ID]
+            tbi[w, DC] = d
+            tbf[w, T] = bf[a + i - 1, T]
+            tbf[w, SC] = bf[a + i - 1, SC]
+        if lo < 0 or sq < lo:
+            lo = sq
+        w += 1
+    bi, bf, used = _reserve(s, w, bstart, blen, bcap, bi, bf, used)
+    a = bstart[s]
+    for r in range(w):
+        bi[a + r] = tbi[r]
+        bf[a + r] = tbf[r]
+    blen[s] = w
+    return bi, bf, used, lo
+
+
+@numba.njit(cache=True)
+def process_batch(seqs, ids, ts, expire_upto, cand_off, cand_slot, cand_score,
+                  k, theta, alive, expired_upto,
+                  bstart, blen, bcap, bi, bf, used, oldest, lnext, lprev, head, reeval,
+                  epoch, epoch_of, snap_off, snap_len, snap, snap_used):
+    """``process`` for the k-skyband mode, by micro-batch. Only the state at the batch's end
+    is observable (updates compare it with the epoch's snapshot), and it is the
+    message-by-message result: the k-skyband of the buffer plus the batch's candidates, less
+    what expired by the batch's end (an expiring message is older than every message that
+    stays, so it dominates none of them). Each subscription that gets candidates or holds an
+    expiring row is visited once, in slot order (on a dense stream most of them are: in slot
+    order the per-slot arrays and, after a compaction, the pools are read in sequence), its
+    candidates merged in one pass (``_merge_one``). A buffer below k rows afterwards (theta > 0)
+    waits for re-evaluation; one that dipped below k and was refilled by the batch is exact.
+
+    Returns what ``process`` returns (no theta is raised in this mode)."""
+    touched = np.zeros(64, np.int64)
+    n_touched = 0
+    nm = seqs.shape[0]
+    nslots = k.shape[0]
+    e = expire_upto[nm - 1] if nm > 0 else expired_upto
+    if e < expired_upto:
+        e = expired_upto
+    # 1. candidates per subscription
+    cnt = np.zeros(nslots, np.int64)
+    dist = np.empty(cand_off[nm], np.int64)
+    n_distinct = 0
+    n_cand = 0
+    for c in range(cand_off[nm]):
+        s = cand_slot[c]
+        if not alive[s] or cand_score[c] < theta[s]:
+            continue
+        if cnt[s] == 0:
+            dist[n_distinct] = s
+            n_distinct += 1
+        cnt[s] += 1
+        n_cand += 1
+    # 2. buffers holding a seq that expires (the bucket lists of the expiring seqs)
+    expiring = np.zeros(nslots, np.bool_)
+    only_exp = np.empty(16, np.int64)       # expiring buffers without candidates
+    n_exp = 0
+    if e > expired_upto:
+        nb = head.shape[0]
+        if e - expired_upto >= nb:
+            first = 0
+            last = nb - 1
+        else:
+            first = expired_upto + 1
+            last = e
+        for q in range(first, last + 1):
+            s = head[q & (nb - 1)]
+            while s >= 0:
+                if oldest[s] <= e and not expiring[s]:
+                    expiring[s] = True
+                    if cnt[s] == 0:
+                        only_exp = _grow1(only_exp, n_exp + 1)
+                        only_exp[n_exp] = s
+                        n_exp += 1
+                s = lnext[s]
+    # 3. the subscriptions to visit, in slot order
+    n_visit = n_distinct + n_exp
+    if n_visit * 8 >= nslots:
+        visit = np.empty(n_visit, np.int64)
+        v = 0
+        for s in range(nslots):
+            if cnt[s] > 0 or expiring[s]:
+                visit[v] = s
+                v += 1
+    else:
+        visit = np.sort(np.concatenate((dist[:n_distinct], only_exp[:n_exp])))
+    # 4. group the candidates by subscription, in visiting order (seq order within a group)
+    gstart = cnt                            # cnt[s] becomes s's next write position
+    pos = 0
+    gmax = 0
+    for v in range(n_visit):
+        s = visit[v]
+        c = cnt[s]
+        gstart[s] = pos
+        pos += c
+        gmax = max(gmax, c)
+    g_seq = np.empty(n_cand, np.int64)
+    g_id = np.empty(n_cand, np.int64)
+    g_t = np.empty(n_cand)
+    g_sc = np.empty(n_cand)
+    for i in range(nm):
+        for c in range(cand_off[i], cand_off[i + 1]):
+            s = cand_slot[c]
+            if not alive[s] or cand_score[c] < theta[s]:
+                continue
+            p = gstart[s]
+            g_seq[p] = seqs[i]
+            g_id[p] = ids[i]
+            g_t[p] = ts[i]
+            g_sc[p] = cand_score[c]
+            gstart[s] = p + 1
+    # 5. one visit per subscription
+    order = np.empty(gmax, np.int64)
+    fen = np.empty(gmax + 1, np.int64)
+    dcn = np.empty(gmax, np.int64)
+    tbi = np.empty((64, 3), np.int64)
+    tbf = np.empty((64, 2))
+    ops = 0
+    g0 = 0
+    for v in range(n_visit):
+        s = visit[v]
+        g1 = gstart[s]                      # the end of s's group after the scatter
+        snap, snap_used, touched, n_touched = _snapshot(
+            s, k, epoch, epoch_of, snap_off, snap_len, snap, snap_used, bstart, blen, bi,
+            touched, n_touched)
+        old = oldest[s]
+        if g1 > g0:
+            tbi = _grow2(tbi, blen[s] + g1 - g0)
+            tbf = _grow2(tbf, blen[s] + g1 - g0)
+            bi, bf, used, lo = _merge_one(s, g_seq[g0:g1], g_id[g0:g1], g_t[g0:g1], g_sc[g0:g1],
+                                          k[s], e, bstart, blen, bcap, bi, bf, used,
+                                          order, fen, dcn, tbi, tbf)
+            ops += blen[s]
+            if lo != old:
+                _relink(s, bstart, blen, bi, oldest, lnext, lprev, head)
+        else:
+            _expire_sub(s, e, bstart, blen, bi, bf)
+            _relink(s, bstart, blen, bi, oldest, lnext, lprev, head)
+        if blen[s] < k[s] and theta[s] > 0.0:
+            reeval[s] = True
+        g0 = g1
+    return (bi, bf, used, snap, snap_used, e, touched[:n_touched], touched[:0], n_cand, ops)
+
 @numba.njit(cache=True)
 def expire_only(lo, upto, k, theta, bstart, blen, bi, bf, oldest, lnext, lprev, head, reeval,
                 epoch, epoch_of, snap_off, snap_len, snap, snap_used):

@@ -56,7 +56,7 @@ def register(subparsers) -> None:
     src = p.add_argument_group("workload (paths, or a generated dataset)")
     src.add_argument("--subscriptions", help="subscription table path")
     src.add_argument("--messages", help="message table path (the published stream, in order)")
-    src.add_argument("--dataset", choices=["geonames", "tweets", "yelp"], help="generate the workload")
+    src.add_argument("--dataset", choices=["geonames", "tweets", "yelp", "dense"], help="generate the workload")
     src.add_argument("--expressions", help="ranked matching: expression table path (Parquet or JSONL)")
     src.add_argument("--events", help="ranked matching: event table path (Parquet or JSONL), in order")
     src.add_argument("--n-messages", type=int, default=20_000)

@@ -30,7 +30,7 @@ import pyarrow.parquet as pq
 from ..errors import InvalidInput
 from ..text import Vocabulary, tokenize
 
-__all__ = ["GEONAMES_BOUNDS", "SYNTHETIC_BOUNDS", "TABLE3", "DATASETS", "geonames_messages",
+__all__ = ["GEONAMES_BOUNDS", "SYNTHETIC_BOUNDS", "TABLE3", "DENSE", "DATASETS", "geonames_messages",
            "synthetic_messages", "make_subscriptions", "write_parquet", "dataset",
            "workload_stats", "message_schema", "subscription_schema"]
 
@@ -43,16 +43,21 @@ TABLE3 = {
     "geonames": {"messages": 2_200_000, "vocabulary": 208_000, "avg_keywords": 7},
     "yelp": {"messages": 1_600_000, "vocabulary": 85_000, "avg_keywords": 37},
 }
-DATASETS = ("geonames", "tweets", "yelp")
+# Not in the paper: a dense stream (many subscriptions care about each message), TWEETS-like
+# in shape but over a small vocabulary whose most frequent words (the stop words) are dropped.
+DENSE = {"vocabulary": 20_000, "avg_keywords": 9}
+DATASETS = ("geonames", "tweets", "yelp", "dense")
 
 # Shape of the synthetic streams beyond Table 3 (our choices, documented here):
 # distinct keywords per message ~ 1 + NegBin(r, mean - 1) (bursty lengths), terms drawn
 # from Zipf(s) until that many distinct ones are met (repeats become tf > 1), locations
 # from a mixture of Gaussians (few dense cities for YELP, many for TWEETS) plus a uniform
 # background, clipped to the unit square.
+# ``stop``: the most frequent ranks removed from the Zipf table (stop words).
 _SYNTH = {
-    "tweets": {"zipf_s": 1.0, "nb_r": 4.0, "clusters": 64, "background": 0.10},
-    "yelp": {"zipf_s": 1.0, "nb_r": 3.0, "clusters": 12, "background": 0.05},
+    "tweets": {"zipf_s": 1.0, "nb_r": 4.0, "clusters": 64, "background": 0.10, "stop": 0},
+    "yelp": {"zipf_s": 1.0, "nb_r": 3.0, "clusters": 12, "background": 0.05, "stop": 0},
+    "dense": {"zipf_s": 1.0, "nb_r": 4.0, "clusters": 60, "background": 0.10, "stop": 100},
 }
 _MAX_VOCABULARY = 2_000_000   # a Zipf table larger than this adds nothing at our scales
 
@@ -198,25 +203,29 @@ def _clustered_points(rng: np.random.Generator, n: int, clusters: int, backgroun
 
 def synthetic_messages(kind: str, n: int, seed: int = 0, *,
                        vocabulary_size: int | None = None) -> pa.Table:
-    """A TWEETS-like (``kind="tweets"``) or YELP-like (``"yelp"``) message stream of ``n`` rows.
+    """A TWEETS-like (``kind="tweets"``), YELP-like (``"yelp"``) or dense (``"dense"``)
+    message stream of ``n`` rows.
 
     Table 3 statistics: about 9 (TWEETS) or 37 (YELP) distinct keywords per message, Zipf
     term frequencies over a vocabulary of the paper's size (1.7M / 85K, capped at 2M;
-    ``vocabulary_size`` overrides), locations clustered in :data:`SYNTHETIC_BOUNDS`.
+    ``vocabulary_size`` overrides), locations clustered in :data:`SYNTHETIC_BOUNDS`. The dense
+    stream: about 9 keywords from a 20K vocabulary without its 100 most frequent words, 60
+    clusters, so that many subscriptions care about each message (:data:`DENSE`).
     Columns id (0..n-1), x, y, text (pseudo-words), t (= id).
     """
     if kind not in _SYNTH:
-        raise InvalidInput(f"synthetic_messages: field 'kind': must be 'tweets' or 'yelp', got {kind!r}")
+        raise InvalidInput(f"synthetic_messages: field 'kind': must be one of {sorted(_SYNTH)}, got {kind!r}")
     if isinstance(n, bool) or not isinstance(n, (int, np.integer)) or n < 0:
         raise InvalidInput(f"synthetic_messages: field 'n': must be an integer >= 0, got {n!r}")
     p = _SYNTH[kind]
-    v = int(vocabulary_size or min(TABLE3[kind]["vocabulary"], _MAX_VOCABULARY))
-    mean = TABLE3[kind]["avg_keywords"]
+    stats = DENSE if kind == "dense" else TABLE3[kind]
+    v = int(vocabulary_size or min(stats["vocabulary"], _MAX_VOCABULARY))
+    mean = stats["avg_keywords"]
     rng = np.random.default_rng(seed)
     r = p["nb_r"]
     distinct = 1 + rng.negative_binomial(r, r / (r + mean - 1), size=n).astype(np.int64)
     np.minimum(distinct, min(v, 1000), out=distinct)
-    ranks = np.arange(1, v + 1, dtype=np.float64)
+    ranks = np.arange(1 + p["stop"], v + p["stop"] + 1, dtype=np.float64)
     cdf = np.cumsum(ranks ** -p["zipf_s"])
     cdf /= cdf[-1]
     offsets, terms = _zipf_messages(distinct, cdf, int(rng.integers(2**31 - 1)))

@@ -1,0 +1,111 @@
+"""publish(..., updates=...): the Arrow table and the "none" form carry exactly what the
+Update objects carry (after every call, on the engine, the matcher and a cluster on Ray),
+and a bad form is refused before anything changes."""
+from __future__ import annotations
+
+import pyarrow as pa
+import pytest
+
+import rankcast as rc
+from rankcast.actors.testing import play, random_calls
+from rankcast.baselines import BruteForceEngine
+from rankcast.engine import updates_table
+
+BOUNDS = (0.0, 0.0, 10.0, 10.0)
+
+
+def updates_from_table(t: pa.Table, key: str = "subscription_id", item: str = "message_id") -> list:
+    """The Update list a table stands for (rows grouped by key in table order)."""
+    d = t.to_pydict()
+    out: list[tuple[int, list]] = []
+    for sid, rank, mid, sc in zip(d[key], d["rank"], d[item], d["score"]):
+        if not out or out[-1][0] != sid:
+            out.append((sid, []))
+        if rank is None:
+            assert mid is None and sc is None and not out[-1][1]
+            continue
+        assert rank == len(out[-1][1]) + 1, "ranks run 1, 2, ... per key"
+        out[-1][1].append((mid, sc))
+    return out
+
+
+class Form:
+    """A target whose publish asks for ``form`` and hands back what it stands for."""
+
+    def __init__(self, target, form: str):
+        self.target, self.form = target, form
+
+    def __getattr__(self, name):
+        return getattr(self.target, name)
+
+    def publish(self, msgs):
+        out = self.target.publish(msgs, updates=self.form)
+        if self.form == "none":
+            assert out is None
+            return "none"
+        assert out.schema.names == ["subscription_id", "rank", "message_id", "score"]
+        return [rc.Update(s, tuple(l)) for s, l in updates_from_table(out)]
+
+
+@pytest.mark.parametrize("seed", range(3))
+def test_engine_arrow_and_none_forms_equal_objects_after_every_call(seed):
+    cfg = rc.EngineConfig(bounds=BOUNDS, window=30, batch_size=7)
+    calls = random_calls(seed, 40)
+    assert play({"objects": rc.Engine(cfg), "arrow": Form(rc.Engine(cfg), "arrow"),
+                 "brute": Form(BruteForceEngine(cfg), "arrow")}, calls) == len(calls)
+    assert play({"none": Form(rc.Engine(cfg), "none"), "brute": Form(BruteForceEngine(cfg), "none")},
+                calls) == len(calls)
+
+
+def test_a_top_k_that_empties_is_one_row_of_nulls():
+    cfg = rc.EngineConfig(bounds=BOUNDS, window=1)
+    eng = rc.Engine(cfg)
+    eng.subscribe([rc.Subscription(1, 0, 0, text="a", k=2), rc.Subscription(2, 0, 0, text="b", k=2)])
+    assert eng.publish([rc.Message(10, 0, 0, text="a")], updates="arrow").to_pylist() == [
+        {"subscription_id": 1, "rank": 1, "message_id": 10, "score": pytest.approx(eng.topk(1)[0][1])}]
+    t = eng.publish([rc.Message(11, 0, 0, text="b")], updates="arrow")   # 10 expires
+    assert updates_from_table(t) == [(1, []), (2, [(11, eng.topk(2)[0][1])])]
+    assert eng.publish([], updates="arrow").num_rows == 0
+    assert eng.publish([], updates="none") is None
+    assert updates_table([], [0], [], []).schema == t.schema
+
+
+def test_a_bad_form_changes_nothing():
+    eng = rc.Engine(rc.EngineConfig(bounds=BOUNDS, window=5))
+    eng.subscribe([rc.Subscription(1, 0, 0, text="a", k=2)])
+    with pytest.raises(rc.InvalidInput, match="field 'updates'"):
+        eng.publish([rc.Message(1, 0, 0, text="a")], updates="table")
+    assert eng.stats()["window"] == 0 and eng.topk(1) == []
+    m = rc.Matcher(rc.MatchConfig(k=2))
+    with pytest.raises(rc.InvalidInput, match="field 'updates'"):
+        m.publish([rc.Event(1, {"x": 1})], updates=None)
+
+
+def test_matcher_arrow_form_keeps_events_in_input_order():
+    m = rc.Matcher(rc.MatchConfig(k=2))
+    m.subscribe([rc.Expression(i, [rc.Predicate("x", "<=", i)], score=float(i)) for i in range(1, 5)])
+    events = [rc.Event(9, {"x": 3}), rc.Event(4, {"x": 9}), rc.Event(7, {"x": 1})]
+    objs = m.publish(events)
+    t = m.publish(events, updates="arrow")
+    assert t.schema.names == ["event_id", "rank", "expression_id", "score"]
+    got = updates_from_table(t, "event_id", "expression_id")
+    assert [e for e, _ in got] == [9, 4, 7]
+    assert got == [(x.event_id, list(x.top)) for x in objs]
+    assert m.publish(events, updates="none") is None
+
+
+def test_cluster_forms_on_ray(ray_session):
+    cfg = rc.EngineConfig(bounds=BOUNDS, window=30)
+    ccfg = rc.ClusterConfig(engine=cfg, policy="prefix", partitions=2, window_shards=1, batch_size=6,
+                            actor_cpus=0.05, name="test-update-forms")
+    cl = rc.Cluster.start(ccfg)
+    try:
+        calls = random_calls(5, 24)
+        assert play({"engine": rc.Engine(cfg), "cluster": Form(cl, "arrow")}, calls) == len(calls)
+        with pytest.raises(rc.InvalidInput, match="field 'updates'"):
+            cl.publish([rc.Message(10**6, 1, 1, text="t1")], updates="rows")
+        assert cl.publish([rc.Message(10**6 + 1, 1, 1, text="t1")], updates="none") is None
+        assert cl.publish([rc.Message(10**6 + 2, 1, 1, text="t1")], wait=False, updates="arrow") is None
+        assert isinstance(cl.flush(updates="arrow"), pa.Table)
+    finally:
+        cl.shutdown()
