@@ -25,7 +25,7 @@ from ..engine import check_updates_form, updates_from_arrays, updates_table
 from ..matcher import matches_from_arrays
 from ..columns import shift_position
 from ..errors import InvalidInput, UnknownSubscription
-from ..model import Delivery, Update
+from ..model import Delivery
 from .coordinator import check_same_cluster, coordinator_class
 from .recovery import StateStore, is_role_death
 from .runtime import LocalHandle, writable_class
