@@ -283,3 +283,56 @@ def test_floored_shard_search_merges_to_the_whole_window_top_k(seed):
     # the flags as without the floor (merged parts may know more than one window's "fewer
     # than K": all K listed and every part exhausted)
     assert np.array_equal(got.complete, plain.complete)
+
+
+def _check_igpt_layout(eng):
+    """Every clean leaf of the subscription index: each group's keys ascending, each key the
+    kScore* of its subscription's current theta, suffix maxima exact, and the leaf's minimum
+    lambda_s at most every member's (what the in-place re-keying must keep)."""
+    from rankcast.indexing import igpt as I
+    from rankcast.indexing.scoring import alpha_star, kscore_star, lambda_s
+
+    idx, s = eng.core.index, eng.core.subs
+    idx.flush()
+    for L in np.flatnonzero(idx.nchild[: idx.n_nodes] < 0).tolist():
+        for g in range(idx.n_g0[L], idx.n_g0[L] + idx.n_ng[L]):
+            a, b = idx.gI[g, I.G_START], idx.gI[g, I.G_END]
+            p = a
+            while p < b:
+                gend = idx.eI[p, I.E_GEND]
+                subs = idx.eI[p:gend, I.E_SUB]
+                keys = idx.eF[p:gend, I.E_KEY]
+                assert all(x <= y for x, y in zip(keys[:-1], keys[1:]))   # -inf for alpha = 1
+                want = [kscore_star(float(s.theta[u]), float(s.alpha[u])) for u in subs.tolist()]
+                assert keys.tolist() == want
+                raw = np.array([s.maxwt[s.toff[u] + q] for u, q in zip(subs, idx.eI[p:gend, I.E_POS])])
+                assert idx.eF[p:gend, I.E_SMAXWT].tolist() == np.maximum.accumulate(raw[::-1])[::-1].tolist()
+                ast = np.array([alpha_star(float(s.alpha[u])) for u in subs.tolist()])
+                assert idx.eF[p:gend, I.E_SASTAR].tolist() == np.maximum.accumulate(ast[::-1])[::-1].tolist()
+                for u in subs.tolist():
+                    assert idx.nminls[L] <= lambda_s(float(s.theta[u]), float(s.alpha[u]))
+                p = gend
+
+
+@pytest.mark.parametrize("seed", range(3))
+def test_index_keys_follow_every_threshold_change(seed):
+    """Thresholds rise and fall with re-evaluations; the index re-keys its entries in place."""
+    rng = np.random.default_rng(400 + seed)
+    cfg = rc.EngineConfig(bounds=(0, 0, 1, 1), window=25, leaf_capacity=6, batch_size=5, groups=3)
+    eng = rc.Engine(cfg)
+    sid = mid = 0
+    t = 0.0
+    rekeyed = 0
+    for step in range(50):
+        if step % 7 == 0:
+            subs = _subs(rng, sid, 12, clustered=seed == 1)
+            sid += len(subs)
+            eng.subscribe(subs)
+        msgs = _msgs(rng, mid, int(rng.integers(1, 12)), t, clustered=seed == 1)
+        mid += len(msgs)
+        t = max(m.t for m in msgs)
+        eng.publish(msgs)
+        _check_igpt_layout(eng)
+        assert_engine_exact(eng)
+        rekeyed = eng.core.index.rekeyed
+    assert rekeyed > 0

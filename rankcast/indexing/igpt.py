@@ -23,14 +23,15 @@ contributions of the shared terms skipped since its last accumulated term are ad
 current term and every Theorem 5.2 test (including the last one, before verification) is
 sound.
 
-Maintenance (5.5): inserts, deletes and threshold decreases mark their leaf dirty; dirty
-leaves are rebuilt (sorted, statistics recomputed) before the next dissemination, which keeps
-every stored bound conservative. A threshold that *rises* leaves the stored kScore* (and the
-leaf's minimum lambda_s) below the true one: every pruning test stays sound (it only prunes
-less), the entries stay sorted by what is stored, and the exact tests use the live theta. So
-rises are only counted, and a leaf is rebuilt once a quarter of its subscriptions are stale
-(on dense streams almost every leaf sees a rise per batch: rebuilding them all each batch
-cost more than the dissemination). Leaves split when they exceed the leaf capacity.
+Maintenance (5.5): inserts and deletes mark their leaf dirty; dirty leaves are rebuilt
+(sorted, statistics recomputed) before the next dissemination. A threshold change re-keys the
+subscription's entries in place instead (``_rekey``: each entry moves inside its group to its
+new kScore*, the group's suffix maxima are recomputed, the leaf's minimum lambda_s is lowered
+if needed): on dense streams re-evaluations change hundreds of thresholds per batch spread
+over almost every leaf, and rebuilding those leaves cost more than the dissemination. Every
+stored bound stays conservative: a key is exact, and a leaf's minimum lambda_s may only be
+lower than the true one (a rise does not raise it until the next rebuild), which prunes less.
+Leaves split when they exceed the leaf capacity.
 """
 from __future__ import annotations
 
@@ -229,6 +230,66 @@ def _rebuild(leaves, fresh, nchild, nhead, snext, ncount, n_e0, n_ne, n_g0, n_ng
             r = r2
         e_used = base + ne
     return e_used, g_used, td_pool, td_used
+
+
+@numba.njit(cache=True)
+def _rekey(slots, skip_leaf, sleaf, n_g0, n_ng, nminls, toff, tlen, terms, maxwt, alpha, theta,
+           built_theta, eI, eF, gI):
+    """Give the entries of ``slots`` the key of their current theta in place: each entry
+    moves inside its group to keep the keys ascending, and the group's suffix maxima are
+    recomputed. Leaves flagged in ``skip_leaf`` (about to be rebuilt) are left alone.
+    Returns the number of entries re-keyed."""
+    moved = 0
+    for s in slots:
+        L = sleaf[s]
+        if L < 0 or skip_leaf[L]:
+            continue
+        a = alpha[s]
+        key = kscore_star(theta[s], a)
+        nminls[L] = min(nminls[L], lambda_s(theta[s], a))
+        for p in range(tlen[s]):
+            t = terms[toff[s] + p]
+            e = -1
+            g0 = 0
+            for g in range(n_g0[L], n_g0[L] + n_ng[L]):
+                if gI[g, G_TERM] == t:
+                    for q in range(gI[g, G_START], gI[g, G_END]):
+                        if eI[q, E_SUB] == s and eI[q, E_POS] == p:
+                            e = q
+                            break
+                    g0 = gI[g, G_START]
+                    break
+            if e < 0:
+                continue
+            gend = eI[e, E_GEND]
+            gstart = e
+            while gstart > g0 and eI[gstart - 1, E_GEND] == gend:
+                gstart -= 1
+            astar = eF[e, E_ASTAR]
+            while e > gstart and eF[e - 1, E_KEY] > key:
+                eI[e] = eI[e - 1]
+                eF[e] = eF[e - 1]
+                e -= 1
+            while e + 1 < gend and eF[e + 1, E_KEY] < key:
+                eI[e] = eI[e + 1]
+                eF[e] = eF[e + 1]
+                e += 1
+            eI[e, E_SUB] = s
+            eI[e, E_POS] = p
+            eI[e, E_GEND] = gend
+            eF[e, E_KEY] = key
+            eF[e, E_ASTAR] = astar
+            mw = 0.0
+            ma = 0.0
+            for v in range(gend - 1, gstart - 1, -1):
+                u = eI[v, E_SUB]
+                mw = max(mw, maxwt[toff[u] + eI[v, E_POS]])
+                ma = max(ma, eF[v, E_ASTAR])
+                eF[v, E_SMAXWT] = mw
+                eF[v, E_SASTAR] = ma
+            moved += 1
+        built_theta[s] = theta[s]
+    return moved
 
 
 @numba.njit(cache=True, inline="always")
@@ -443,8 +504,8 @@ class IGPT:
         self.leaf_dout = np.zeros(16)
         self.leaf_skip = np.zeros(16, np.bool_)
         self.dirty: set[int] = set()
-        self.built_theta = np.zeros(0)           # theta of each slot when its leaf was built
-        self.stale = np.zeros(16, np.int64)      # per leaf: subscriptions whose theta rose since
+        self.built_theta = np.zeros(0)           # theta of each slot's stored keys
+        self.rekeyed = 0                         # entries re-keyed in place
         self.counts = np.zeros(5, np.int64)   # see _match
         self.rebuilds = 0
 
@@ -467,7 +528,7 @@ class IGPT:
             return
         for name, fill in (("nbox", 0), ("nchild", -1), ("ndepth", 0), ("ncount", 0), ("nhead", -1),
                            ("n_e0", 0), ("n_ne", 0), ("n_g0", 0), ("n_ng", 0), ("nminls", np.inf),
-                           ("leaf_stamp", 0), ("leaf_dout", 0), ("leaf_skip", False), ("stale", 0)):
+                           ("leaf_stamp", 0), ("leaf_dout", 0), ("leaf_skip", False)):
             setattr(self, name, grow(getattr(self, name), n, fill))
 
     # ------------------------------------------------------------------ interface
@@ -487,24 +548,20 @@ class IGPT:
         self.dirty.update(np.unique(leaves).tolist())
 
     def thresholds_changed(self, slots: np.ndarray) -> None:
-        """A lower theta dirties its leaf at once; a higher one counts as stale (see the module
-        docstring)."""
+        """Re-key the entries of ``slots`` in place (see the module docstring)."""
         if not len(slots):
             return
         slots = np.asarray(slots, np.int64)
-        th = self.subs.theta[slots]
-        built = self.built_theta[slots]
-        leaves = self.sleaf[slots]
-        down = th < built
-        if down.any():
-            self.dirty.update(np.unique(leaves[down]).tolist())
-        up = leaves[th > built]
-        if len(up):
-            np.add.at(self.stale, up, 1)
-            u = np.unique(up)
-            over = u[self.stale[u] * 4 > np.maximum(self.ncount[u], 8)]
-            if len(over):
-                self.dirty.update(over.tolist())
+        slots = slots[self.subs.theta[slots] != self.built_theta[slots]]
+        if not len(slots):
+            return
+        skip = np.zeros(self.n_nodes, np.bool_)
+        if self.dirty:
+            skip[np.fromiter(self.dirty, np.int64, len(self.dirty))] = True
+        s = self.subs
+        self.rekeyed += int(_rekey(slots, skip, self.sleaf, self.n_g0, self.n_ng, self.nminls, s.toff,
+                                   s.tlen, s.terms, s.maxwt, s.alpha, s.theta, self.built_theta,
+                                   self.eI, self.eF, self.gI))
 
     def match(self, msgs):
         self.flush()
@@ -523,7 +580,7 @@ class IGPT:
         c = self.counts
         return dict(verified=int(c[4]), segments_visited=int(c[0]), cells_pruned=int(c[1]),
                     groups_pruned=int(c[2]), entries_checked=int(c[3]), leaves=int(len(leaves)), segments=int(self.n_ng[leaves].sum()),
-                    entries=int(self.n_ne[leaves].sum()), rebuilds=self.rebuilds)
+                    entries=int(self.n_ne[leaves].sum()), rebuilds=self.rebuilds, rekeyed=self.rekeyed)
 
     # ------------------------------------------------------------------ maintenance
     def _maybe_regroup(self, slots):
@@ -594,6 +651,5 @@ class IGPT:
             if self.nchild[L] < 0 and self.ncount[L]:
                 mem = _members(L, self.nhead, self.snext, self.ncount[L])
                 self.built_theta[mem] = s.theta[mem]
-        self.stale[leaves] = 0
         self.rebuilds += len(leaves)
         self.dirty.clear()

@@ -537,13 +537,13 @@ def process_batch(seqs, ids, ts, expire_upto, cand_off, cand_slot, cand_score,
             s, k, epoch, epoch_of, snap_off, snap_len, snap, snap_used, bstart, blen, bi,
             touched, n_touched)
         old = oldest[s]
+        ops += blen[s] + g1 - g0              # rows visited (the cost model's unit)
         if g1 > g0:
             tbi = _grow2(tbi, blen[s] + g1 - g0)
             tbf = _grow2(tbf, blen[s] + g1 - g0)
             bi, bf, used, lo = _merge_one(s, g_seq[g0:g1], g_id[g0:g1], g_t[g0:g1], g_sc[g0:g1],
                                           k[s], e, bstart, blen, bcap, bi, bf, used,
                                           order, fen, dcn, tbi, tbf)
-            ops += blen[s]
             if lo != old:
                 _relink(s, bstart, blen, bi, oldest, lnext, lprev, head)
         else:
