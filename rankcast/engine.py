@@ -6,6 +6,7 @@ from itertools import islice
 from numbers import Integral
 from typing import Callable, Iterable, Sized
 
+import numba
 import numpy as np
 import pyarrow as pa
 
@@ -97,25 +98,48 @@ def updates_table(keys, offsets, item_ids, scores, *, key: str = "subscription_i
     then by rank. Built from the result arrays with numpy only: no Python object per row."""
     keys = np.asarray(keys, np.int64)
     offsets = np.asarray(offsets, np.int64)
-    item_ids = np.asarray(item_ids, np.int64)
-    scores = np.asarray(scores, np.float64)
     order = np.argsort(keys, kind="stable") if by_key else np.arange(len(keys))
-    lens = np.diff(offsets)[order]
-    rows = np.maximum(lens, 1)
-    start = np.zeros(len(rows) + 1, np.int64)
-    np.cumsum(rows, out=start[1:])
-    within = np.arange(start[-1], dtype=np.int64) - np.repeat(start[:-1], rows)
-    empty = np.repeat(lens == 0, rows)
-    src = np.where(empty, 0, np.repeat(offsets[:-1][order], rows) + within)
-    if len(item_ids) == 0:                      # every list empty
-        item_ids, scores, src = np.zeros(1, np.int64), np.zeros(1), np.zeros_like(src)
+    k_col, rank, i_col, s_col, empty = _expand(keys, offsets, np.asarray(item_ids, np.int64),
+                                               np.asarray(scores, np.float64), order)
     mask = empty if empty.any() else None
     return pa.table({
-        key: pa.array(np.repeat(keys[order], rows), pa.int64()),
-        "rank": pa.array((within + 1).astype(np.int32), pa.int32(), mask=mask),
-        item: pa.array(item_ids[src], pa.int64(), mask=mask),
-        "score": pa.array(scores[src], pa.float64(), mask=mask),
+        key: pa.array(k_col, pa.int64()),
+        "rank": pa.array(rank, pa.int32(), mask=mask),
+        item: pa.array(i_col, pa.int64(), mask=mask),
+        "score": pa.array(s_col, pa.float64(), mask=mask),
     })
+
+
+@numba.njit(cache=True)
+def _expand(keys, offsets, items, scores, order):
+    """The columns of :func:`updates_table`: lists in ``order``, one row per entry, one
+    (masked) row for an empty list."""
+    n = order.shape[0]
+    total = 0
+    for i in range(n):
+        total += max(offsets[order[i] + 1] - offsets[order[i]], 1)
+    k_col = np.empty(total, np.int64)
+    rank = np.zeros(total, np.int32)
+    i_col = np.zeros(total, np.int64)
+    s_col = np.zeros(total)
+    empty = np.zeros(total, np.bool_)
+    w = 0
+    for i in range(n):
+        j = order[i]
+        a = offsets[j]
+        m = offsets[j + 1] - a
+        if m == 0:
+            k_col[w] = keys[j]
+            empty[w] = True
+            w += 1
+            continue
+        for r in range(m):
+            k_col[w] = keys[j]
+            rank[w] = r + 1
+            i_col[w] = items[a + r]
+            s_col[w] = scores[a + r]
+            w += 1
+    return k_col, rank, i_col, s_col, empty
 
 
 def _empty_result(form: str):

@@ -265,8 +265,8 @@ class SkypeCore:
         scores when lists of several cores are merged."""
         s, b = self.subs, self.buf
         slots = np.asarray(slots, np.int64)
-        off, rows = runs(b.bstart[slots], np.minimum(s.k[slots], b.blen[slots]))
-        return s.ids[slots], s.k[slots], off, b.bi[rows, sk.ID], b.bi[rows, sk.SEQ], b.bf[rows, sk.SC]
+        off, ids, seqs, sc = sk.gather_topk(slots, s.k, b.bstart, b.blen, b.bi, b.bf)
+        return s.ids[slots], s.k[slots], off, ids, seqs, sc
 
     def _gather(self, slots):
         ids, _, off, mid, _, msc = self.topk_rows(slots)

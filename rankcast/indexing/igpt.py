@@ -232,6 +232,14 @@ def _rebuild(leaves, fresh, nchild, nhead, snext, ncount, n_e0, n_ne, n_g0, n_ng
     return e_used, g_used, td_pool, td_used
 
 
+@numba.njit(cache=True, inline="always")
+def _move_entry(eI, eF, d, r):
+    for c in range(3):
+        eI[d, c] = eI[r, c]
+    for c in range(4):
+        eF[d, c] = eF[r, c]
+
+
 @numba.njit(cache=True)
 def _rekey(slots, skip_leaf, sleaf, n_g0, n_ng, nminls, toff, tlen, terms, maxwt, alpha, theta,
            built_theta, eI, eF, gI):
@@ -267,12 +275,10 @@ def _rekey(slots, skip_leaf, sleaf, n_g0, n_ng, nminls, toff, tlen, terms, maxwt
                 gstart -= 1
             astar = eF[e, E_ASTAR]
             while e > gstart and eF[e - 1, E_KEY] > key:
-                eI[e] = eI[e - 1]
-                eF[e] = eF[e - 1]
+                _move_entry(eI, eF, e, e - 1)
                 e -= 1
             while e + 1 < gend and eF[e + 1, E_KEY] < key:
-                eI[e] = eI[e + 1]
-                eF[e] = eF[e + 1]
+                _move_entry(eI, eF, e, e + 1)
                 e += 1
             eI[e, E_SUB] = s
             eI[e, E_POS] = p

@@ -104,6 +104,17 @@ def _grow1(a, need):
 
 
 @numba.njit(cache=True, inline="always")
+def _move(di, df, d, si, sf, r):
+    """Row r of (si, sf) to row d of (di, df), element by element (a row-slice assignment
+    builds two array views per row: several times slower in these loops)."""
+    di[d, 0] = si[r, 0]
+    di[d, 1] = si[r, 1]
+    di[d, 2] = si[r, 2]
+    df[d, 0] = sf[r, 0]
+    df[d, 1] = sf[r, 1]
+
+
+@numba.njit(cache=True, inline="always")
 def _bucket(seq, head):
     return seq & (head.shape[0] - 1)
 
@@ -188,8 +199,7 @@ def _reserve(s, need, bstart, blen, bcap, bi, bf, used):
     bf = _grow2(bf, used + cap)
     a = bstart[s]
     for r in range(blen[s]):
-        bi[used + r] = bi[a + r]
-        bf[used + r] = bf[a + r]
+        _move(bi, bf, used + r, bi, bf, a + r)
     bstart[s] = used
     bcap[s] = cap
     return bi, bf, used + cap
@@ -216,13 +226,11 @@ def _insert(s, seq, mid, t, sc, k, mode, kmax, theta, bstart, blen, bcap, bi, bf
             if bi[a + r, SEQ] == oldest[s]:
                 lost_oldest = True
             continue
-        bi[a + w] = bi[a + r]
-        bf[a + w] = bf[a + r]
+        _move(bi, bf, a + w, bi, bf, a + r)
         bi[a + w, DC] = d
         w += 1
     for r in range(w - 1, p - 1, -1):
-        bi[a + r + 1] = bi[a + r]
-        bf[a + r + 1] = bf[a + r]
+        _move(bi, bf, a + r + 1, bi, bf, a + r)
     bi[a + p, SEQ] = seq
     bi[a + p, ID] = mid
     bi[a + p, DC] = 0
@@ -255,8 +263,7 @@ def _expire_sub(s, upto, bstart, blen, bi, bf):
     for r in range(blen[s]):
         if bi[a + r, SEQ] > upto:
             if w != r:
-                bi[a + w] = bi[a + r]
-                bf[a + w] = bf[a + r]
+                _move(bi, bf, a + w, bi, bf, a + r)
             w += 1
     blen[s] = w
 
@@ -421,8 +428,7 @@ def _merge_one(s, g_seq, g_id, g_t, g_sc, k, upto, bstart, blen, bcap, bi, bf, u
     bi, bf, used = _reserve(s, w, bstart, blen, bcap, bi, bf, used)
     a = bstart[s]
     for r in range(w):
-        bi[a + r] = tbi[r]
-        bf[a + r] = tbf[r]
+        _move(bi, bf, a + r, tbi, tbf, r)
     blen[s] = w
     return bi, bf, used, lo
 
@@ -722,6 +728,28 @@ def apply_reevals(slots, c_off, c_seq, c_id, c_t, c_sc, c_complete, k, theta, po
 
 
 @numba.njit(cache=True)
+def gather_topk(slots, k, bstart, blen, bi, bf):
+    """The top-k rows of ``slots`` laid end to end: (offsets, ids, seqs, scores)."""
+    n = slots.shape[0]
+    off = np.zeros(n + 1, np.int64)
+    for i in range(n):
+        s = slots[i]
+        off[i + 1] = off[i] + min(k[s], blen[s])
+    ids = np.empty(off[n], np.int64)
+    seqs = np.empty(off[n], np.int64)
+    sc = np.empty(off[n])
+    for i in range(n):
+        s = slots[i]
+        a = bstart[s]
+        o = off[i]
+        for r in range(off[i + 1] - o):
+            ids[o + r] = bi[a + r, ID]
+            seqs[o + r] = bi[a + r, SEQ]
+            sc[o + r] = bf[a + r, SC]
+    return off, ids, seqs, sc
+
+
+@numba.njit(cache=True)
 def changed_topk(touched, k, bstart, blen, bi, snap_off, snap_len, snap):
     """Which touched slots have a top-k (ids, in order) different from their snapshot."""
     out = np.zeros(touched.shape[0], np.bool_)
@@ -752,8 +780,7 @@ def compact(slots, bstart, blen, bcap, bi, bf):
     for s in slots:
         a = bstart[s]
         for r in range(blen[s]):
-            nbi[pos + r] = bi[a + r]
-            nbf[pos + r] = bf[a + r]
+            _move(nbi, nbf, pos + r, bi, bf, a + r)
         bstart[s] = pos
         bcap[s] = max(bcap[s], 4)
         pos += bcap[s]
