@@ -50,13 +50,14 @@ def _msgs(rng, start, n, t0, clustered):
     return out
 
 
-def _run(seed, window, window_seconds, clustered, steps=60, leaf_capacity=4, index=None):
+def _run(seed, window, window_seconds, clustered, steps=60, leaf_capacity=4, index=None, batch_size=7,
+         max_msgs=15):
     """``index``: (fine_from, split_at) of the message index, small to force deep nodes.
     Odd seeds fetch the default candidates (k + 16 at least); even seeds 2k, which small
     windows often cannot fill, so cuts between equal scores and refetches happen."""
     rng = np.random.default_rng(seed)
     cfg = rc.EngineConfig(bounds=(0, 0, 1, 1), window=window, window_seconds=window_seconds,
-                          leaf_capacity=leaf_capacity, batch_size=7,
+                          leaf_capacity=leaf_capacity, batch_size=batch_size,
                           **({} if seed % 2 else {"candidate_extra": 0}))
     eng = rc.Engine(cfg)
     if index is not None:
@@ -76,7 +77,7 @@ def _run(seed, window, window_seconds, clustered, steps=60, leaf_capacity=4, ind
             eng.unsubscribe(gone)
             ref.unsubscribe(gone)
         else:
-            msgs = _msgs(rng, mid, int(rng.integers(1, 15)), t, clustered)
+            msgs = _msgs(rng, mid, int(rng.integers(1, max_msgs)), t, clustered)
             mid += len(msgs)
             t = max(m.t for m in msgs)
             got = eng.publish(msgs)
@@ -336,3 +337,14 @@ def test_index_keys_follow_every_threshold_change(seed):
         assert_engine_exact(eng)
         rekeyed = eng.core.index.rekeyed
     assert rekeyed > 0
+
+
+@pytest.mark.parametrize("seed", range(3))
+@pytest.mark.parametrize("window", [10, 90])
+def test_large_batches_merge_many_candidates_per_buffer(seed, window):
+    """Publish calls of up to 120 messages in one batch: a buffer gets dozens of candidates
+    at once (the sorted merge path), and with window 10 most of the batch expires within it."""
+    _run(500 + seed, window=window, window_seconds=None, clustered=seed == 1, steps=30,
+         batch_size=500, max_msgs=120)
+    _run(510 + seed, window=None, window_seconds=window / 10, clustered=False, steps=30,
+         batch_size=500, max_msgs=120)

@@ -109,3 +109,21 @@ def test_cluster_forms_on_ray(ray_session):
         assert isinstance(cl.flush(updates="arrow"), pa.Table)
     finally:
         cl.shutdown()
+
+
+def test_bench_streams_count_the_same_updates_in_both_forms():
+    """What `rankcast bench cluster` measures with --updates arrow is the same stream."""
+    from rankcast.actors.bench import _drive, _inproc_cluster
+    from rankcast.bench._common import build_workload
+
+    work = build_workload("dense", 500, 300, 0)
+    cfg = rc.EngineConfig(bounds=work.bounds, window=300, vocabulary=work.vocab)
+    counts = {}
+    for form in ("objects", "arrow"):
+        counts["engine", form] = _drive(rc.Engine(cfg), work, 300, 200, 50, pipelined=False, updates=form)["updates"]
+        cl = _inproc_cluster(work, cfg, "prefix", 2, 1, 1, 32, 200)
+        try:
+            counts["cluster", form] = _drive(cl, work, 300, 200, 50, pipelined=False, updates=form)["updates"]
+        finally:
+            cl.shutdown()
+    assert len(set(counts.values())) == 1 and counts["engine", "arrow"] > 0, counts

@@ -17,7 +17,8 @@ Three parts, JSON + PNG:
    the engine (every call's updates as objects) and charges the caller's work to the
    coordinator stage.
 3. **ray**: real wall-clock throughput on this machine of the engine, and of the cluster on
-   Ray with 1 and 2 subscription partitions (Ray's own overhead).
+   Ray with 1 and 2 subscription partitions (Ray's own overhead), each publish returning its
+   updates as one Arrow table by default (``--updates objects`` for Update objects).
 
 Protocol of every run (paper 8.1.1): fill the window, subscribe, then stream ``messages``
 in calls of ``batch`` messages, each returning its updates as the engine's do; figures are
@@ -75,9 +76,10 @@ class _BuildTimer:
 
 
 def _drive(target, work, window: int, messages: int, batch: int, sub_batch: int = 20_000,
-           pipelined: bool = True) -> dict:
+           pipelined: bool = True, updates: str = "objects") -> dict:
     """Fill, subscribe, stream; returns the stream's wall time, CPU time of the calling
-    thread, and the part of it spent building ``Update`` objects."""
+    thread, and the part of it spent building ``Update`` objects. ``updates``: the form each
+    per-call publish returns (``"arrow"``: one table, no Python object per update)."""
     msgs, subs = work.msgs, work.subs
     for a in range(0, window, max(batch, 5000)):
         part = _take(msgs, a, min(window, a + max(batch, 5000)))
@@ -97,8 +99,10 @@ def _drive(target, work, window: int, messages: int, batch: int, sub_batch: int 
             part = _take(msgs, a, min(window + messages, a + batch))
             if pipelined:
                 target.publish(part, wait=False)
-            else:
+            elif updates == "objects":
                 n_updates += len(target.publish(part))
+            else:
+                n_updates += len(target.publish(part, updates=updates).column(0).unique())
         if pipelined:
             n_updates += len(target.flush())
         wall, cpu = time.perf_counter() - t0, time.thread_time() - c0
@@ -175,7 +179,7 @@ def run_cluster_bench(dataset: str = "geonames", subs: int = 20_000, window: int
                       scale=(4, 8, 16, 32, 64), scale_policies=("location", "prefix"), batch: int = 1_000,
                       cluster_batch: int = 1_024, shards: int = 2, ray: bool = True,
                       address: str | None = None, seed: int = 0, out: str | None = "out/bench",
-                      progress=print) -> dict:
+                      progress=print, updates: str = "arrow") -> dict:
     """Run the three parts (see the module docstring); returns the JSON-able result and
     writes ``cluster.json`` / ``cluster.png`` under ``out``."""
     import rankcast as rc
@@ -268,7 +272,7 @@ def run_cluster_bench(dataset: str = "geonames", subs: int = 20_000, window: int
     # 3. Ray overhead, real wall clock on this machine
     if ray:
         res["ray"] = _ray_overhead(work, cfg, window, messages, batch, cluster_batch, address, progress,
-                                   same_topk)
+                                   same_topk, updates)
 
     res["machine"]["loadavg_end"] = os.getloadavg()
     if out:
@@ -279,7 +283,8 @@ def run_cluster_bench(dataset: str = "geonames", subs: int = 20_000, window: int
     return res
 
 
-def _ray_overhead(work, cfg, window, messages, batch, cluster_batch, address, progress, same_topk) -> dict:
+def _ray_overhead(work, cfg, window, messages, batch, cluster_batch, address, progress, same_topk,
+                  updates: str = "arrow") -> dict:
     import ray as _ray
 
     import rankcast as rc
@@ -292,7 +297,8 @@ def _ray_overhead(work, cfg, window, messages, batch, cluster_batch, address, pr
     for label, policy, P in (("1 partition", "hash", 1), ("2 partitions", "hash", 2),
                              ("2 partitions location", "location", 2), ("2 partitions prefix", "prefix", 2)):
         # the engine right before, so that both see the same load on this shared machine
-        e = _drive(rc.Engine(cfg), work, window, messages, batch, pipelined=False)["throughput"]
+        e = _drive(rc.Engine(cfg), work, window, messages, batch, pipelined=False,
+                   updates=updates)["throughput"]
         ccfg = rc.ClusterConfig(engine=cfg, policy=policy, partitions=P, window_shards=1, distributors=1,
                                 aggregators=1, batch_size=cluster_batch, actor_cpus=0.01,
                                 name=f"rankcast-bench-{P}-{policy}")
@@ -300,10 +306,10 @@ def _ray_overhead(work, cfg, window, messages, batch, cluster_batch, address, pr
                               sample=(_take(work.subs, 0, 5000), _take(work.msgs, 0, 5000)))
         try:
             # like the engine: one publish(wait=True) per batch, every call's updates returned
-            r = _drive(cl, work, window, messages, batch, pipelined=False)
+            r = _drive(cl, work, window, messages, batch, pipelined=False, updates=updates)
             st = cl.stats()
             d = _delta(st, r["before"])
-            out[label] = {"policy": policy, "partitions": P, "throughput": r["throughput"],
+            out[label] = {"policy": policy, "partitions": P, "updates_form": updates, "throughput": r["throughput"],
                           "engine_throughput": e, "vs_engine": r["throughput"] / e,
                           "seconds": r["seconds"], "updates": r["updates"], "busy": d["busy_wall"],
                           "topk_equal_engine": same_topk(cl)}
@@ -324,6 +330,8 @@ def add_arguments(p) -> None:
     p.add_argument("--scale-policies", nargs="*", default=["location", "prefix"])
     p.add_argument("--batch", type=int, default=1_000, help="messages per publish call")
     p.add_argument("--no-ray", action="store_true", help="skip the real Ray overhead runs")
+    p.add_argument("--updates", default="arrow", choices=["objects", "arrow"],
+                   help="what each publish returns in the Ray runs (engine and cluster alike)")
     p.add_argument("--address", default=None)
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--out", default="out/bench")
@@ -335,7 +343,7 @@ def main(args) -> int:
                             policies=tuple(args.policies), scale=tuple(args.scale),
                             scale_policies=tuple(args.scale_policies), batch=args.batch,
                             ray=not args.no_ray, address=args.address, seed=args.seed, out=args.out,
-                            progress=lambda m: print(m, file=sys.stderr))
+                            progress=lambda m: print(m, file=sys.stderr), updates=args.updates)
     print(json.dumps(res, indent=2, default=float))
     return 0
 
