@@ -11,7 +11,7 @@ import time
 import numpy as np
 
 from .config import MatchConfig
-from .engine import check_ids_arg, check_updates_form, updates_table
+from .engine import check_ids_arg, check_updates_form, no_gc, updates_table
 from .errors import InvalidInput, UnknownSubscription
 from .indexing.matching import MatchCore
 from .model import Match
@@ -22,7 +22,8 @@ __all__ = ["Matcher", "matches_from_arrays"]
 
 def matches_from_arrays(event_ids, results) -> list[Match]:
     """``rc.Match`` objects from per-event (ids, scores) arrays."""
-    return [Match(int(e), tuple(zip(ids.tolist(), sc.tolist()))) for e, (ids, sc) in zip(event_ids.tolist(), results)]
+    with no_gc():
+        return [Match(e, tuple(zip(ids.tolist(), sc.tolist()))) for e, (ids, sc) in zip(event_ids.tolist(), results)]
 
 
 def _core_class(cfg: MatchConfig):
