@@ -95,7 +95,8 @@ def updates_from_arrays(sub_ids, offsets, msg_ids, scores) -> list[Update]:
 def no_gc():
     """The cyclic garbage collector off while result objects are built: millions of small
     tuples that all survive would make it scan the growing heap again and again (none of
-    them can be part of a cycle). Building Update objects took 2.4x longer with it on."""
+    them can be part of a cycle). Building 59k Update objects of 20 entries took 1.5 to 2.4
+    times longer with it on."""
     enabled = gc.isenabled()
     gc.disable()
     try:
@@ -119,7 +120,7 @@ def updates_table(keys, offsets, item_ids, scores, *, key: str = "subscription_i
     top-k, ``rank`` 1 for the best; a subscription whose top-k became empty has one row with
     ``rank``, ``item`` and ``score`` null. Rows by ``key`` ascending (``by_key``, as the
     Update list is ordered) or in the given order (ranked matching: events in input order),
-    then by rank. Built from the result arrays with numpy only: no Python object per row."""
+    then by rank. Built from the result arrays by one kernel: no Python object per row."""
     keys = np.asarray(keys, np.int64)
     offsets = np.asarray(offsets, np.int64)
     order = np.argsort(keys, kind="stable") if by_key else np.arange(len(keys))

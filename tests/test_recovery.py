@@ -184,7 +184,42 @@ def test_a_checkpoint_not_yet_on_disk_chains_the_logs(tmp_path):
     got = [(d.position, d.updates) for d in cl2.listen(from_position=1, timeout=0)]
     assert got == rec.stream
     man = cl2._coord.local.store.read("MANIFEST")["epoch"]
-    assert man > epoch + 1 and not any(n.endswith(f"-{epoch}") for n in cl2._coord.local.store.list())
+    assert man > epoch + 1 and not any(n.endswith(f"-{epoch}") for n in cl2._coord.local.store.list()
+                                       if n.startswith(("ckpt-", "log-")))
+    cl2.shutdown()
+
+
+def test_deliveries_are_written_once_in_chunks_and_evicted_with_retention(tmp_path):
+    """A checkpoint writes only the deliveries made since the previous one (``deliv-<e>``);
+    chunks whose positions all left the retention are removed; a restart rebuilds the
+    retained deliveries from the chunks and the log: the same stream from the oldest kept
+    position on, and an evicted position refused."""
+    cfg = _ccfg("test-deliv", tmp_path, checkpoint_every=3600, retention=60,
+                options={"runtime": "inproc", "durable": True})
+    calls = random_calls(8, 60, invalid=False)
+    rec, brute = Recorder(cfg.engine), BruteForceEngine(cfg.engine)
+    live: set[int] = set()
+    cl = rc.Cluster.start(cfg, fresh=True)
+    co = cl._coord.local
+    for a in range(0, 50, 10):
+        play({"engine": rec, "cluster": cl, "brute": brute}, calls[a:a + 10], live=live)
+        cl.checkpoint()
+        chunks = [n for n in co.store.list() if n.startswith("deliv-")]
+        assert sorted(chunks) == sorted(rel for rel, _ in co._deliv_chunks)
+        assert all(last > co.evicted_upto for _, last in co._deliv_chunks[1:])
+    assert co.evicted_upto > 0, "the stream outgrew the retention"
+    assert len(co._deliv_chunks) < 5, "evicted chunks are removed"
+    play({"engine": rec, "cluster": cl, "brute": brute}, calls[50:55], live=live)   # only in the log
+    oldest = co.evicted_upto + 1
+    co.store.close_log()
+    cl2 = rc.Cluster.start(cfg)
+    play({"engine": rec, "cluster": cl2, "brute": brute}, calls[55:], live=live)
+    co2 = cl2._coord.local
+    got = [(d.position, d.updates) for d in cl2.listen(from_position=co2.evicted_upto + 1, timeout=0)]
+    assert got == [(p, u) for p, u in rec.stream if p > co2.evicted_upto]
+    assert co2.evicted_upto >= oldest - 1
+    with pytest.raises(rc.InvalidInput, match="no longer kept"):
+        next(iter(cl2.listen(from_position=co2.evicted_upto, timeout=0)))
     cl2.shutdown()
 
 

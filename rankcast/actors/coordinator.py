@@ -181,8 +181,12 @@ def _guarded(fn):
 
 # what a checkpoint keeps of every coordinator (the rest is rebuilt or is about this
 # process); a kind adds its own in KIND_STATE
+# ``deliveries`` is not copied whole at each checkpoint: each checkpoint writes the deliveries
+# made since the previous one as a chunk (``deliv-<epoch>``), and the state lists the chunks
+# that still hold a retained position (``_deliv_chunks``)
 _COORD_STATE = ("policy", "last_seq", "dispatched_pos", "step", "published", "live", "applied_pos",
-                "counters", "deliveries", "evicted_upto", "_group", "_group_t0", "_flush_pos", "_done")
+                "counters", "evicted_upto", "_group", "_group_t0", "_flush_pos", "_done",
+                "_deliv_chunks", "_deliv_saved_upto")
 
 
 class CoordinatorBase:
@@ -230,6 +234,8 @@ class CoordinatorBase:
         # delivery (CONTRACT "Delivery to subscribers"): (position, update arrays) per cut
         self.deliveries: deque[tuple[int, tuple]] = deque()
         self.evicted_upto = 0                     # deliveries at positions <= this are gone
+        self._deliv_chunks: list[tuple[str, int]] = []   # (file, last position) on disk
+        self._deliv_saved_upto = -1               # deliveries up to here are in a chunk
         self._group: set = set()                  # clients with pipelined calls not yet delivered
         self._group_t0 = 0.0
         self._flush_pos: dict = {}                # client -> positions delivering its pipelined calls
@@ -403,12 +409,19 @@ class CoordinatorBase:
         handles = [(h, f"{d}/{role}-{i}") for role, hs in self._snapshot_groups() for i, h in enumerate(hs)]
         self.rt.get([h.snapshot.remote(self.store, rel) for h, rel in handles])
         t_roles = time.perf_counter()
+        writers = []
+        new = [(p, a) for p, a in self.deliveries if p > self._deliv_saved_upto]
+        if new:                               # the deliveries since the last checkpoint
+            writers.append(Writer(self.store, f"deliv-{e}", dumps(new)))
+            self._deliv_chunks.append((f"deliv-{e}", new[-1][0]))
+            self._deliv_saved_upto = new[-1][0]
         state = {k: getattr(self, k) for k in _COORD_STATE + self.KIND_STATE}
         state["metrics"] = dict(self.metrics.values)
-        writer = Writer(self.store, f"{d}/coordinator", dumps(state, shared_config(self.cfg)))
+        writers.append(Writer(self.store, f"{d}/coordinator", dumps(state, shared_config(self.cfg))))
         self.store.open_log(f"log-{e}")
         self._log_epoch, self._n_open = e, 0
-        self._pending = {"epoch": e, "roles": [h for h, _ in handles], "writer": writer, "t0": t0, "polls": None}
+        self._pending = {"epoch": e, "roles": [h for h, _ in handles], "writers": writers, "t0": t0,
+                         "polls": None, "evicted_upto": self.evicted_upto}
         self._ckpt_parts = {"quiesce_and_copies": t_roles - t0, "coordinator_copy": time.perf_counter() - t_roles}
         self._last_ckpt = time.perf_counter()
         if wait:
@@ -418,7 +431,7 @@ class CoordinatorBase:
         """Switch the MANIFEST to the pending checkpoint once all of it is on disk (``block``:
         wait for that) and drop what is older; False when it is not written yet."""
         pend = self._pending
-        e, handles, writer = pend["epoch"], pend["roles"], pend["writer"]
+        e, handles, writers = pend["epoch"], pend["roles"], pend["writers"]
         if block:
             self.rt.get([h.snapshot_written.remote() for h in handles])
         else:
@@ -429,9 +442,10 @@ class CoordinatorBase:
             if len(ready) < len(handles):
                 return False
             done, pend["polls"] = all(self.rt.get(ready)), None
-            if not done or writer.is_alive():
+            if not done or any(w.is_alive() for w in writers):
                 return False
-        writer.done()
+        for w in writers:
+            w.done()
         if not self._config_written:          # the config (its vocabulary: megabytes) once
             self.store.write("CONFIG", self.ccfg)
             self._config_written = True
@@ -439,6 +453,14 @@ class CoordinatorBase:
         for old in self.store.list():
             if old.startswith(("ckpt-", "log-")) and old.split(".")[0].split("-")[-1].isdigit() \
                     and int(old.split(".")[0].split("-")[-1]) < e:
+                self.store.remove(old)
+        # delivery chunks whose every position was evicted when this checkpoint was taken
+        # (the checkpoint's own list still names the others)
+        # and those of a checkpoint abandoned by a recovery
+        self._deliv_chunks = [c for c in self._deliv_chunks if c[1] > pend["evicted_upto"]]
+        keep = {rel for rel, _ in self._deliv_chunks}
+        for old in self.store.list():
+            if old.startswith("deliv-") and old.split(".")[0] not in keep:
                 self.store.remove(old)
         self.epoch, self._pending = e, None
         if self._current is not None:         # the replay after a recovery starts later now
@@ -469,6 +491,9 @@ class CoordinatorBase:
         self.metrics.values.update(state.pop("metrics"))
         for k, v in state.items():
             setattr(self, k, v)
+        if "deliveries" not in state:         # the retained deliveries, from their chunks
+            self.deliveries = deque((p, a) for rel, last in self._deliv_chunks if last > self.evicted_upto
+                                    for p, a in self.store.read(rel) if p > self.evicted_upto)
         self.inflight.clear()
         self.pending_ops = {}
         self._reset_transient()
