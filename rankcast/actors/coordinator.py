@@ -489,9 +489,18 @@ class CoordinatorBase:
         state = self.store.read(f"ckpt-{e}/coordinator", shared_config(self.cfg))
         self._read_seconds = time.perf_counter() - t0
         self.metrics.values.update(state.pop("metrics"))
+        live_evicted = self.evicted_upto
         for k, v in state.items():
             setattr(self, k, v)
-        if "deliveries" not in state:         # the retained deliveries, from their chunks
+        if "deliveries" in state:             # a checkpoint of an older version
+            pass
+        elif reuse is not None:
+            # this coordinator lives (a role died): its deliveries up to the checkpoint are the
+            # chunks' (the replay makes the later ones again); those it evicted since stay gone
+            self.evicted_upto = max(self.evicted_upto, live_evicted)
+            self.deliveries = deque((p, a) for p, a in self.deliveries
+                                    if self.evicted_upto < p <= self._deliv_saved_upto)
+        else:                                 # a restart: the retained deliveries from the chunks
             self.deliveries = deque((p, a) for rel, last in self._deliv_chunks if last > self.evicted_upto
                                     for p, a in self.store.read(rel) if p > self.evicted_upto)
         self.inflight.clear()
