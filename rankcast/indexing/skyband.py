@@ -268,17 +268,21 @@ def _expire_sub(s, upto, bstart, blen, bi, bf):
     blen[s] = w
 
 
+@numba.njit(cache=True, inline="always")
+def _bucket_span(lo, upto, nb):
+    """The bucket positions to walk for the seqs in (lo, upto]: all of them once the span
+    reaches the table's size (a bucket's list is then checked by seq, not by position)."""
+    if upto - lo >= nb:
+        return 0, nb - 1
+    return lo + 1, upto
+
+
 @numba.njit(cache=True)
 def _expire_to(lo, upto, k, theta, bstart, blen, bi, bf, oldest, lnext, lprev, head,
                reeval, epoch, epoch_of, snap_off, snap_len, snap, snap_used, touched, n_touched):
     """Expire every buffered seq in (lo, upto]; flag buffers that fall below k."""
     nb = head.shape[0]
-    if upto - lo >= nb:
-        first = 0
-        last = nb - 1
-    else:
-        first = lo + 1
-        last = upto
+    first, last = _bucket_span(lo, upto, nb)
     for q in range(first, last + 1):
         b = q & (nb - 1)
         s = head[b]
@@ -476,12 +480,7 @@ def process_batch(seqs, ids, ts, expire_upto, cand_off, cand_slot, cand_score,
     n_exp = 0
     if e > expired_upto:
         nb = head.shape[0]
-        if e - expired_upto >= nb:
-            first = 0
-            last = nb - 1
-        else:
-            first = expired_upto + 1
-            last = e
+        first, last = _bucket_span(expired_upto, e, nb)
         for q in range(first, last + 1):
             s = head[q & (nb - 1)]
             while s >= 0:
