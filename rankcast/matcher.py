@@ -17,7 +17,7 @@ from .indexing.matching import MatchCore
 from .model import Match
 from .predicates import AttributeTable, encode_events, encode_expressions
 
-__all__ = ["Matcher", "matches_from_arrays"]
+__all__ = ["Matcher", "matches_from_arrays", "new_core"]
 
 
 def matches_from_arrays(event_ids, results) -> list[Match]:
@@ -26,11 +26,20 @@ def matches_from_arrays(event_ids, results) -> list[Match]:
         return [Match(e, tuple(zip(ids.tolist(), sc.tolist()))) for e, (ids, sc) in zip(event_ids.tolist(), results)]
 
 
-def _core_class(cfg: MatchConfig):
-    if cfg.index == "scan":
-        from .baselines.matching import ScanCore
-        return ScanCore
-    return MatchCore
+def new_core(cfg: MatchConfig, cls=None):
+    """The core serving ``cfg.index`` (``cls`` replaces its class: baselines)."""
+    if cls is None:
+        if cfg.index == "scan":
+            from .baselines.matching import ScanCore
+            cls = ScanCore
+        elif cfg.index == "be-tree":
+            from .indexing.betree import BETreeCore
+            cls = BETreeCore
+        else:
+            cls = MatchCore
+    return cls(cfg.scoring, cfg.index, b=cfg.branching, rebuild_fraction=cfg.rebuild_fraction,
+               rebuild_min=cfg.rebuild_min, leaf_capacity=cfg.leaf_size, alpha=cfg.alpha, beta=cfg.beta,
+               split=cfg.split, build=cfg.build)
 
 
 class Matcher:
@@ -43,9 +52,7 @@ class Matcher:
             raise InvalidInput(f"Matcher: expected a MatchConfig, got {type(cfg).__name__}")
         self.cfg = cfg
         self.attrs = AttributeTable()
-        cls = core or _core_class(cfg)
-        self.core = cls(cfg.scoring, cfg.index, b=cfg.branching, rebuild_fraction=cfg.rebuild_fraction,
-                        rebuild_min=cfg.rebuild_min)
+        self.core = new_core(cfg, core)
         self.live: set[int] = set()
         self.published = 0
         self._seconds = {"subscribe": 0.0, "unsubscribe": 0.0, "publish": 0.0}

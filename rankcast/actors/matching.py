@@ -25,7 +25,6 @@ import numpy as np
 
 from ..config import MATCH_POLICIES, MatchConfig
 from ..errors import InvalidInput
-from ..indexing.matching import MatchCore
 from ..predicates import AttributeTable, EventBatch, ExpressionBatch, encode_events, encode_expressions
 from .coordinator import _NO_UPDATES, CoordinatorBase, _guarded, _select, concat_updates
 from .distributor import Distributor
@@ -150,12 +149,8 @@ class MatchPartition(Recoverable):
         self._resume(resume)
 
     def _new_core(self):
-        c = self.cfg
-        if c.index == "scan":
-            from ..baselines.matching import ScanCore
-            return ScanCore(c.scoring)
-        return MatchCore(c.scoring, c.index, b=c.branching, rebuild_fraction=c.rebuild_fraction,
-                         rebuild_min=c.rebuild_min)
+        from ..matcher import new_core
+        return new_core(self.cfg)
 
     def _state(self) -> dict:
         return {"exprs": self.core.table.batch(), "n_attrs": self.n_attrs, "step": self.step}

@@ -161,10 +161,17 @@ class EngineConfig:
 
 
 SCORINGS = ("static", "relaxed", "weighted")
-MATCH_INDEXES = ("auto", "ir-tree", "sopt-r-tree", "segment-tree", "interval-tree", "r-tree", "scan")
+MATCH_INDEXES = ("auto", "ir-tree", "sopt-r-tree", "segment-tree", "interval-tree", "r-tree", "be-tree", "scan")
 # which index serves which scoring (an unsupported pair is an InvalidInput naming 'index')
 INDEX_SCORINGS = {"auto": SCORINGS, "ir-tree": SCORINGS, "sopt-r-tree": SCORINGS, "segment-tree": SCORINGS,
-                  "interval-tree": SCORINGS, "r-tree": SCORINGS, "scan": SCORINGS}
+                  "interval-tree": SCORINGS, "r-tree": SCORINGS, "be-tree": ("static", "weighted"), "scan": SCORINGS}
+BE_SPLITS = ("exhaustive", "approximate")
+BE_BUILDS = ("dynamic", "batch")
+
+
+def leaf_capacity_for(match_probability: float) -> int:
+    """The BE*-tree's leaf capacity A by the expected match probability (paper Table II)."""
+    return 5 if match_probability < 0.01 else 20 if match_probability < 0.10 else 160
 
 
 @dataclass(frozen=True)
@@ -178,6 +185,15 @@ class MatchConfig:
     branching: int = _MATCH["branching"]                # b of the R-trees (paper Table 1: 50)
     rebuild_fraction: float = _MATCH["rebuild_fraction"]  # static index: delta share that rebuilds it
     rebuild_min: int = _MATCH["rebuild_min"]
+    # BE*-tree (index="be-tree"; paper Table II): leaf capacity A ("auto": by the expected
+    # match probability), minimum split share alpha, expansion growth beta, split algorithm,
+    # and "batch" (BE*-B: a first table bulk-loaded top-down) or "dynamic" construction
+    leaf_capacity: int | str = _MATCH["leaf_capacity"]
+    match_probability: float = _MATCH["match_probability"]
+    alpha: float = _MATCH["alpha"]
+    beta: float = _MATCH["beta"]
+    split: str = _MATCH["split"]
+    build: str = _MATCH["build"]
 
     def __post_init__(self):
         if self.scoring not in SCORINGS:
@@ -195,6 +211,24 @@ class MatchConfig:
         f = self.rebuild_fraction
         if isinstance(f, bool) or not isinstance(f, (int, float)) or not (0 < f <= 1):
             raise InvalidInput(f"MatchConfig: field 'rebuild_fraction': must be in (0, 1], got {f!r}")
+        a = self.leaf_capacity
+        if a != "auto" and (isinstance(a, bool) or not isinstance(a, int) or a < 1):
+            raise InvalidInput(f"MatchConfig: field 'leaf_capacity': must be 'auto' or an integer >= 1, got {a!r}")
+        for name, lo, hi in (("match_probability", 0.0, 1.0), ("alpha", 0.0, 0.5)):
+            v = getattr(self, name)
+            if isinstance(v, bool) or not isinstance(v, (int, float)) or not (lo < v <= hi):
+                raise InvalidInput(f"MatchConfig: field '{name}': must be in ({lo}, {hi}], got {v!r}")
+        b = self.beta
+        if isinstance(b, bool) or not isinstance(b, (int, float)) or not (1.0 <= b < math.inf):
+            raise InvalidInput(f"MatchConfig: field 'beta': must be a finite number >= 1, got {b!r}")
+        for name, allowed in (("split", BE_SPLITS), ("build", BE_BUILDS)):
+            if getattr(self, name) not in allowed:
+                raise InvalidInput(f"MatchConfig: field '{name}': must be one of {allowed}, got {getattr(self, name)!r}")
+
+    @property
+    def leaf_size(self) -> int:
+        """A: ``leaf_capacity``, or by ``match_probability`` under "auto"."""
+        return leaf_capacity_for(self.match_probability) if self.leaf_capacity == "auto" else int(self.leaf_capacity)
 
     def replace(self, **kw) -> "MatchConfig":
         return replace(self, **kw)

@@ -268,7 +268,7 @@ class MatchCore:
     nodes visited and holes met."""
 
     def __init__(self, scoring: str, index: str, *, b: int = 50, rebuild_fraction: float = 0.05,
-                 rebuild_min: int = 1024):
+                 rebuild_min: int = 1024, **_):
         self.mode = MODES[scoring]
         self.index_name = index
         self._index_opts = dict(b=b, rebuild_fraction=rebuild_fraction, rebuild_min=rebuild_min)

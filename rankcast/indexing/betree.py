@@ -1,0 +1,1405 @@
+"""The BE*-tree (Sadoghi & Jacobsen, "Relevance Matters: Capitalizing on Less"): top-k
+matching of Boolean expressions with weights, fully dynamic, as numba kernels over flat
+node tables (``index="be-tree"``, scorings ``weighted`` and ``static``).
+
+Shape (paper Section III; notes ``betree-topk-boolean.md`` section 2). Every predicate is an
+interval on its attribute (Table I, :mod:`rankcast.predicates`); candidates found through the
+intervals are then checked exactly.
+
+- A **c-node** is a bucket: a box over the attributes chosen by partitioning on its root path
+  (``d_1..d_k``, ``d_k`` the *active* dimension), an **l-node** (the expressions whose home it
+  is, a doubly linked list over expression slots) and a **p-directory** (a list of p-nodes).
+  The root is a c-node of depth 0. A c-node is also its **c-directory** node: it has an
+  optional left and right child (same depth, same attributes) that never overlap on the
+  active dimension (descendant repelling), so the c-node's own bucket is the paper's overlap
+  bucket B_O. Each c-node keeps two boxes: its own bucket (the exact MBB of every expression at
+  or below it through its p-directory) and its c-directory subtree (own, L and R).
+- A **p-node** holds one attribute, the root of its c-directory, its rank (the expressions
+  below it: the optimistic popularity ranking of Section V) and an upper-bound summary.
+- Summaries (Section VI): per l-node and per p-node, for ``weighted`` the largest predicate
+  weight per attribute (a sorted attribute list, pooled), so that ``uscore = sum over the
+  event's attributes of event weight * max weight`` bounds every score below; for ``static``
+  the largest score.
+
+Insertion (Algs. 1-3): at a c-node, the expression goes to the p-node of highest rank among
+its attributes not used on the path; in that p-node's c-directory it descends (both children
+intersected: stays in the overlap bucket; one: into it; neither: into the one that grows less,
+or a new one on the missing side) unless the subtree's box would grow more than ``beta``
+times, in which case a new parent bucket holding it is injected above the subtree (bottom-up
+expansion). Where no p-node fits it lands in the l-node; an overflowing l-node (more than
+``A`` = ``leaf_capacity``) is partitioned (root, overlap buckets and split buckets: the most
+popular unused attribute becomes a new p-node, its expressions move to the new c-directory)
+or, in a leaf c-directory node, split into L/O/R (Alg. 5) by the exhaustive split (minimum
+overlap length; every split point of both orderings in O(n log n) with Fenwick trees over
+lower bounds; both sides need ``alpha`` of the bucket) or the approximate one, with the
+space-clustering fallback (halving the bucket). Expressions left with no unused attribute stay
+in their l-node, which may then exceed ``A``. The whole cascade runs from a work list.
+
+Deletion: out of its l-node; that bucket's boxes are recomputed from its own expressions and
+its children's boxes (the inactive dimensions make this possible without going down) and the
+change goes up only while boxes change; p-node ranks drop along the path; the l-node's
+summary is recomputed exactly (p-node summaries stay: a stale maximum is still an upper
+bound). An emptied leaf bucket is unlinked; an underflowing leaf (fewer than ``alpha * A``)
+merges into its parent when the parent is open (merge rule). Dead nodes are reclaimed by a
+rebuild once they outnumber live ones.
+
+Top-k (Alg. 6, with one global best-first heap): the root's l-node is scanned unless its bound
+cannot beat the k-th score, its p-nodes on attributes the event has are pushed with their
+bound; popped in bound order, each p-node's c-directory is searched for the buckets whose
+boxes hold the event's value, whose l-nodes are scanned and whose p-nodes are pushed in turn.
+The search stops once the best bound left is below the k-th score (with the relative slack
+``EPS``; an equal bound is still searched because a smaller id would win the tie).
+
+``build="batch"`` (the paper's BE*-B) puts a whole initial table in the root l-node and
+partitions it top-down once; later calls insert one expression at a time.
+"""
+from __future__ import annotations
+
+import numba
+import numpy as np
+from numba.typed import List
+
+from .matching import MODES, RELAXED, STATIC, DenseEvent, ExpressionTable, holds
+from .scoring import EPS
+
+__all__ = ["BETreeCore", "check_structure"]
+
+# c-node record (int64, NC per node); the summary fields come first in c- and p-nodes alike
+WS, WC, WK = 0, 1, 2
+C_L, C_R, C_PAR, C_PN, C_DEP, C_BOX, C_PF, C_LH, C_LC, C_ALIVE = range(3, 13)
+NC = 13
+# p-node record (int64, NP per node)
+P_ATTR, P_NEXT, P_OWN, P_ROOT, P_CNT, P_ALIVE = range(3, 9)
+NP = 9
+# counters
+(U_C, U_P, U_BOX, U_W, U_SPLIT, U_SPACE, U_PART, U_EXPAND, U_MERGE, U_DEADC, U_DEADP, U_LIVEC,
+ U_LIVEP) = range(13)
+NU = 16
+# the int and float pools (typed lists: kernels grow them in place)
+I_C, I_P, I_WA, I_BA, I_NUM = range(5)
+F_CS, F_PS, F_WM, F_OL, F_OH, F_SL, F_SH = range(7)
+# parameters
+Q_A, Q_ALPHA, Q_BETA, Q_EXH, Q_MODE = range(5)
+# work-list tasks
+T_CLUSTER, T_PARTITION = 0, 1
+# match counters
+M_EVENTS, M_CNODES, M_LNODES, M_EVALS, M_PUSHED, M_POPPED, M_PRUNED = range(7)
+NM = 8
+INF = np.inf
+
+
+# ----------------------------------------------------------------------------- pools
+@numba.njit(cache=True)
+def _grow_i(IL, w, n):
+    a = IL[w]
+    if a.shape[0] < n:
+        b = np.full(max(n, 2 * a.shape[0]), -1, np.int64)
+        b[: a.shape[0]] = a
+        IL[w] = b
+
+
+@numba.njit(cache=True)
+def _grow_f(FL, w, n, fill):
+    a = FL[w]
+    if a.shape[0] < n:
+        b = np.full(max(n, 2 * a.shape[0]), fill, np.float64)
+        b[: a.shape[0]] = a
+        FL[w] = b
+
+
+@numba.njit(cache=True)
+def _new_c(IL, FL, dep, par, pn, src, extra):
+    """A new c-node of depth ``dep`` whose box attributes are those of ``src`` (its first
+    ``dep`` or ``dep - 1`` of them) and then ``extra`` (when >= 0). Boxes start empty."""
+    num = IL[I_NUM]
+    c = num[U_C]
+    num[U_C] = c + 1
+    num[U_LIVEC] += 1
+    _grow_i(IL, I_C, (c + 1) * NC)
+    _grow_f(FL, F_CS, c + 1, -INF)
+    b = num[U_BOX]
+    num[U_BOX] = b + dep
+    _grow_i(IL, I_BA, b + dep)
+    for w in (F_OL, F_SL):
+        _grow_f(FL, w, b + dep, INF)
+    for w in (F_OH, F_SH):
+        _grow_f(FL, w, b + dep, -INF)
+    CI = IL[I_C]
+    BA = IL[I_BA]
+    base = c * NC
+    CI[base + WS] = 0
+    CI[base + WC] = 0
+    CI[base + WK] = 0
+    CI[base + C_L] = -1
+    CI[base + C_R] = -1
+    CI[base + C_PAR] = par
+    CI[base + C_PN] = pn
+    CI[base + C_DEP] = dep
+    CI[base + C_BOX] = b
+    CI[base + C_PF] = -1
+    CI[base + C_LH] = -1
+    CI[base + C_LC] = 0
+    CI[base + C_ALIVE] = 1
+    n_copy = dep if extra < 0 else dep - 1
+    if n_copy > 0:
+        sb = CI[src * NC + C_BOX]
+        for j in range(n_copy):
+            BA[b + j] = BA[sb + j]
+    if extra >= 0:
+        BA[b + dep - 1] = extra
+    FL[F_CS][c] = -INF
+    OL, OH, SL, SH = FL[F_OL], FL[F_OH], FL[F_SL], FL[F_SH]
+    for j in range(b, b + dep):
+        OL[j] = INF
+        OH[j] = -INF
+        SL[j] = INF
+        SH[j] = -INF
+    return c
+
+
+@numba.njit(cache=True)
+def _new_p(IL, FL, owner, attr):
+    num = IL[I_NUM]
+    p = num[U_P]
+    num[U_P] = p + 1
+    num[U_LIVEP] += 1
+    _grow_i(IL, I_P, (p + 1) * NP)
+    _grow_f(FL, F_PS, p + 1, -INF)
+    PI = IL[I_P]
+    base = p * NP
+    PI[base + WS] = 0
+    PI[base + WC] = 0
+    PI[base + WK] = 0
+    PI[base + P_ATTR] = attr
+    PI[base + P_OWN] = owner
+    PI[base + P_CNT] = 0
+    PI[base + P_ALIVE] = 1
+    FL[F_PS][p] = -INF
+    CI = IL[I_C]
+    PI[base + P_NEXT] = CI[owner * NC + C_PF]
+    CI[owner * NC + C_PF] = p
+    root = _new_c(IL, FL, CI[owner * NC + C_DEP] + 1, -1, p, owner, attr)
+    IL[I_P][base + P_ROOT] = root
+    return p
+
+
+# ----------------------------------------------------------------------------- summaries
+@numba.njit(cache=True)
+def _w_add(IL, FL, rec, base, attr, w):
+    """max-merge (attr, w) into the sorted summary of record ``base`` of pool ``rec``."""
+    R = IL[rec]
+    ws, wc, wk = R[base + WS], R[base + WC], R[base + WK]
+    WA = IL[I_WA]
+    lo, hi = ws, ws + wc
+    while lo < hi:
+        mid = (lo + hi) >> 1
+        if WA[mid] < attr:
+            lo = mid + 1
+        else:
+            hi = mid
+    if lo < ws + wc and WA[lo] == attr:
+        WM = FL[F_WM]
+        if WM[lo] < w:
+            WM[lo] = w
+        return
+    if wc == wk:                                   # relocate to the end of the pool, doubled
+        num = IL[I_NUM]
+        nk = max(4, 2 * wk)
+        nb = num[U_W]
+        num[U_W] = nb + nk
+        _grow_i(IL, I_WA, nb + nk)
+        _grow_f(FL, F_WM, nb + nk, 0.0)
+        WA = IL[I_WA]
+        WM = FL[F_WM]
+        for j in range(wc):
+            WA[nb + j] = WA[ws + j]
+            WM[nb + j] = WM[ws + j]
+        lo = nb + (lo - ws)
+        ws = nb
+        R[base + WS] = nb
+        R[base + WK] = nk
+    WA = IL[I_WA]
+    WM = FL[F_WM]
+    j = ws + wc
+    while j > lo:
+        WA[j] = WA[j - 1]
+        WM[j] = WM[j - 1]
+        j -= 1
+    WA[lo] = attr
+    WM[lo] = w
+    R[base + WC] = wc + 1
+
+
+@numba.njit(cache=True)
+def _sum_add(IL, FL, q, rec, node, s, p_start, p_end, p_attr, p_w, score):
+    """Expression ``s`` into the summary of c-node (``rec`` = I_C) or p-node ``node``."""
+    if int(q[Q_MODE]) == STATIC:
+        S = FL[F_CS] if rec == I_C else FL[F_PS]
+        if S[node] < score[s]:
+            S[node] = score[s]
+        return
+    base = node * (NC if rec == I_C else NP)
+    for p in range(p_start[s], p_end[s]):
+        _w_add(IL, FL, rec, base, p_attr[p], p_w[p])
+
+
+@numba.njit(cache=True)
+def _lnode_summary(IL, FL, q, c, NEXT, p_start, p_end, p_attr, p_w, score):
+    """Recompute the l-node summary of ``c`` exactly from its expressions."""
+    CI = IL[I_C]
+    CI[c * NC + WC] = 0
+    FL[F_CS][c] = -INF
+    s = CI[c * NC + C_LH]
+    while s >= 0:
+        _sum_add(IL, FL, q, I_C, c, s, p_start, p_end, p_attr, p_w, score)
+        s = NEXT[s]
+
+
+@numba.njit(cache=True, inline="always")
+def _bound(mode, WA, WM, S, ws, wc, node, ev_attr, e0, e1, has, ew):
+    """Upper bound of every score below a summary for the current event."""
+    if mode == STATIC:
+        return S[node]
+    acc = 0.0
+    n_ev = e1 - e0
+    if wc <= 4 * n_ev:
+        for j in range(ws, ws + wc):
+            a = WA[j]
+            if has[a]:
+                acc += ew[a] * WM[j]
+    else:
+        for i in range(e0, e1):
+            a = ev_attr[i]
+            lo, hi = ws, ws + wc
+            while lo < hi:
+                mid = (lo + hi) >> 1
+                if WA[mid] < a:
+                    lo = mid + 1
+                else:
+                    hi = mid
+            if lo < ws + wc and WA[lo] == a:
+                acc += ew[a] * WM[lo]
+    return acc
+
+
+# ----------------------------------------------------------------------------- l-nodes, boxes
+@numba.njit(cache=True, inline="always")
+def _l_push(CI, HOME, NEXT, PREV, c, s):
+    h = CI[c * NC + C_LH]
+    NEXT[s] = h
+    PREV[s] = -1
+    if h >= 0:
+        PREV[h] = s
+    CI[c * NC + C_LH] = s
+    CI[c * NC + C_LC] += 1
+    HOME[s] = c
+
+
+@numba.njit(cache=True, inline="always")
+def _l_pop(CI, HOME, NEXT, PREV, s):
+    c = HOME[s]
+    pv, nx = PREV[s], NEXT[s]
+    if pv >= 0:
+        NEXT[pv] = nx
+    else:
+        CI[c * NC + C_LH] = nx
+    if nx >= 0:
+        PREV[nx] = pv
+    CI[c * NC + C_LC] -= 1
+    HOME[s] = -1
+    NEXT[s] = -1
+    PREV[s] = -1
+
+
+@numba.njit(cache=True, inline="always")
+def _ival(s, attr, p_start, p_end, p_attr, p_lo, p_hi):
+    for p in range(p_start[s], p_end[s]):
+        if p_attr[p] == attr:
+            return p_lo[p], p_hi[p]
+    return INF, -INF
+
+
+@numba.njit(cache=True)
+def _extend(IL, FL, c, s, own, p_start, p_end, p_attr, p_lo, p_hi):
+    """Grow the subtree box (and the own box when ``own``) of ``c`` by expression ``s``."""
+    CI = IL[I_C]
+    BA = IL[I_BA]
+    OL, OH, SL, SH = FL[F_OL], FL[F_OH], FL[F_SL], FL[F_SH]
+    b = CI[c * NC + C_BOX]
+    for j in range(b, b + CI[c * NC + C_DEP]):
+        lo, hi = _ival(s, BA[j], p_start, p_end, p_attr, p_lo, p_hi)
+        if lo < SL[j]:
+            SL[j] = lo
+        if hi > SH[j]:
+            SH[j] = hi
+        if own:
+            if lo < OL[j]:
+                OL[j] = lo
+            if hi > OH[j]:
+                OH[j] = hi
+
+
+@numba.njit(cache=True)
+def _recompute_own(IL, FL, c, NEXT, p_start, p_end, p_attr, p_lo, p_hi):
+    """Own box of ``c`` from its l-node and its p-nodes' subtree boxes; True if it changed."""
+    CI = IL[I_C]
+    PI = IL[I_P]
+    BA = IL[I_BA]
+    OL, OH, SL, SH = FL[F_OL], FL[F_OH], FL[F_SL], FL[F_SH]
+    b = CI[c * NC + C_BOX]
+    dep = CI[c * NC + C_DEP]
+    changed = False
+    for j in range(dep):
+        at = BA[b + j]
+        lo, hi = INF, -INF
+        s = CI[c * NC + C_LH]
+        while s >= 0:
+            a, z = _ival(s, at, p_start, p_end, p_attr, p_lo, p_hi)
+            lo = min(lo, a)
+            hi = max(hi, z)
+            s = NEXT[s]
+        p = CI[c * NC + C_PF]
+        while p >= 0:
+            r = PI[p * NP + P_ROOT]
+            rb = CI[r * NC + C_BOX] + j
+            lo = min(lo, SL[rb])
+            hi = max(hi, SH[rb])
+            p = PI[p * NP + P_NEXT]
+        if lo != OL[b + j] or hi != OH[b + j]:
+            changed = True
+            OL[b + j] = lo
+            OH[b + j] = hi
+    return changed
+
+
+@numba.njit(cache=True)
+def _recompute_sub(IL, FL, c):
+    CI = IL[I_C]
+    OL, OH, SL, SH = FL[F_OL], FL[F_OH], FL[F_SL], FL[F_SH]
+    b = CI[c * NC + C_BOX]
+    lc, rc = CI[c * NC + C_L], CI[c * NC + C_R]
+    changed = False
+    for j in range(CI[c * NC + C_DEP]):
+        lo, hi = OL[b + j], OH[b + j]
+        for ch in (lc, rc):
+            if ch >= 0:
+                cb = CI[ch * NC + C_BOX] + j
+                lo = min(lo, SL[cb])
+                hi = max(hi, SH[cb])
+        if lo != SL[b + j] or hi != SH[b + j]:
+            changed = True
+            SL[b + j] = lo
+            SH[b + j] = hi
+    return changed
+
+
+@numba.njit(cache=True)
+def _refresh_up(IL, FL, c, own_changed, NEXT, p_start, p_end, p_attr, p_lo, p_hi):
+    """After the own box of ``c`` was recomputed (``own_changed``: it changed, or a child
+    went): subtree boxes up its c-directory, then the owner c-node's own box, and so on up to
+    the root, stopping where nothing changes."""
+    CI = IL[I_C]
+    PI = IL[I_P]
+    node = c
+    while own_changed and node > 0:
+        changed = _recompute_sub(IL, FL, node)
+        while changed and CI[node * NC + C_PAR] >= 0:
+            node = CI[node * NC + C_PAR]
+            changed = _recompute_sub(IL, FL, node)
+        if not changed:
+            return
+        owner = PI[CI[node * NC + C_PN] * NP + P_OWN]
+        own_changed = _recompute_own(IL, FL, owner, NEXT, p_start, p_end, p_attr, p_lo, p_hi)
+        node = owner
+
+
+# ----------------------------------------------------------------------------- splitting
+@numba.njit(cache=True)
+def _fen_add(cnt, mx, i, h):
+    n = cnt.shape[0]
+    i += 1
+    while i <= n:
+        cnt[i - 1] += 1
+        if h > mx[i - 1]:
+            mx[i - 1] = h
+        i += i & (-i)
+
+
+@numba.njit(cache=True)
+def _fen_query(cnt, mx, i):
+    """(count, max) over positions < i."""
+    c = 0
+    m = -INF
+    while i > 0:
+        c += cnt[i - 1]
+        if mx[i - 1] > m:
+            m = mx[i - 1]
+        i -= i & (-i)
+    return c, m
+
+
+@numba.njit(cache=True)
+def _best_split_up(lo, hi, alpha):
+    """The exhaustive split over the ordering by upper bound (left side = first I).
+    Returns (overlap length, overlap count, imbalance, I, threshold) of the best valid I, or
+    overlap = -1 when none is valid. Every I in O(log n) with Fenwick trees over the lower
+    bounds of the suffix (count and max upper bound of those <= threshold)."""
+    n = lo.shape[0]
+    order = np.argsort(hi, kind="mergesort")
+    l_s = lo[order]
+    h_s = hi[order]
+    lo_sorted = np.sort(lo)
+    rank = np.searchsorted(lo_sorted, l_s)              # rank of each element's lower bound
+    cnt = np.zeros(n, np.int64)
+    mx = np.full(n, -INF)
+    suf_min = INF
+    best_ov, best_oc, best_imb, best_i, best_t = -1.0, 0, 0, -1, 0.0
+    for I in range(n - 1, alpha - 1, -1):
+        _fen_add(cnt, mx, rank[I], h_s[I])
+        suf_min = min(suf_min, l_s[I])
+        if I > n - alpha:
+            continue
+        t = h_s[I - 1]
+        r = np.searchsorted(lo_sorted, t, side="right")
+        oc, omax = _fen_query(cnt, mx, r)
+        size = n - I
+        rc = size - oc
+        if rc < alpha:
+            continue
+        ov = 0.0 if oc == 0 else omax - suf_min
+        imb = abs(I - rc)
+        if (best_ov < 0 or ov < best_ov or (ov == best_ov and (oc < best_oc or (oc == best_oc and imb < best_imb)))):
+            best_ov, best_oc, best_imb, best_i, best_t = ov, oc, imb, I, t
+    return best_ov, best_oc, best_imb, best_i, best_t
+
+
+@numba.njit(cache=True)
+def _split(lo, hi, alpha, exhaustive, blo, bhi):
+    """Sides (0 overlap, 1 left, 2 right) of a leaf bucket's expressions, or an empty array
+    when no split separates anything. ``blo, bhi``: the bucket on the active dimension."""
+    n = lo.shape[0]
+    side = np.zeros(n, np.int8)
+    found = False
+    if exhaustive:
+        a = _best_split_up(lo, hi, alpha)
+        b = _best_split_up(-hi, -lo, alpha)              # the mirrored ordering
+        use_b = b[0] >= 0 and (a[0] < 0 or b[0] < a[0] or (b[0] == a[0] and (b[1] < a[1] or (b[1] == a[1] and b[2] < a[2]))))
+        if a[0] >= 0 or b[0] >= 0:
+            found = True
+            if not use_b:
+                # left: the first I by (hi, stable); they all end at or before t
+                order = np.argsort(hi, kind="mergesort")
+                t = a[4]
+                for j in range(n):
+                    e = order[j]
+                    if j < a[3]:
+                        side[e] = 1
+                    elif lo[e] > t:
+                        side[e] = 2
+            else:
+                order = np.argsort(-lo, kind="mergesort")
+                t = -b[4]                                  # right side starts at or after t
+                for j in range(n):
+                    e = order[j]
+                    if j < b[3]:
+                        side[e] = 2
+                    elif hi[e] < t:
+                        side[e] = 1
+    else:
+        # approximate: leftmost by upper bound to the left, rightmost by lower bound to the
+        # right, alternately; what would touch the other side stays in the overlap bucket
+        up = np.argsort(hi, kind="mergesort")
+        dn = np.argsort(-lo, kind="mergesort")
+        done = np.zeros(n, np.bool_)
+        llo, lhi, rlo, rhi = INF, -INF, INF, -INF
+        nl = nr = 0
+        i = j = 0
+        turn = 0
+        left = n
+        while left > 0:
+            if turn == 0:
+                while done[up[i]]:
+                    i += 1
+                e = up[i]
+                if lo[e] <= rhi and hi[e] >= rlo:
+                    side[e] = 0
+                else:
+                    side[e] = 1
+                    nl += 1
+                    llo = min(llo, lo[e])
+                    lhi = max(lhi, hi[e])
+            else:
+                while done[dn[j]]:
+                    j += 1
+                e = dn[j]
+                if lo[e] <= lhi and hi[e] >= llo:
+                    side[e] = 0
+                else:
+                    side[e] = 2
+                    nr += 1
+                    rlo = min(rlo, lo[e])
+                    rhi = max(rhi, hi[e])
+            done[e] = True
+            left -= 1
+            turn = 1 - turn
+        # an element placed left before a later right one overlapped it goes to the middle
+        for e in range(n):
+            if side[e] == 1 and hi[e] >= rlo:
+                side[e] = 0
+                nl -= 1
+            elif side[e] == 2 and lo[e] <= lhi:
+                side[e] = 0
+                nr -= 1
+        found = nl >= alpha and nr >= alpha
+        if not found:
+            side[:] = 0
+    if not found:
+        # space clustering: halve the bucket (the median of the finite bounds if it is unbounded)
+        if np.isfinite(blo) and np.isfinite(bhi):
+            s = 0.5 * (blo + bhi)
+        else:
+            fin = np.concatenate((lo[np.isfinite(lo)], hi[np.isfinite(hi)]))
+            if fin.shape[0] == 0:
+                return np.zeros(0, np.int8)
+            s = np.median(fin)
+        nl = nr = 0
+        for e in range(n):
+            if hi[e] < s:
+                side[e] = 1
+                nl += 1
+            elif lo[e] > s:
+                side[e] = 2
+                nr += 1
+            else:
+                side[e] = 0
+        if nl == 0 and nr == 0:
+            return np.zeros(0, np.int8)
+        return _mark_space(side)
+    return side
+
+
+@numba.njit(cache=True)
+def _mark_space(side):
+    # space splits are reported with side + 3 so that the caller can count them
+    for e in range(side.shape[0]):
+        side[e] += 3
+    return side
+
+
+# ----------------------------------------------------------------------------- insertion
+@numba.njit(cache=True)
+def _attach_child(IL, FL, node, c, which):
+    CI = IL[I_C]
+    CI[node * NC + (C_L if which == 1 else C_R)] = c
+    CI[c * NC + C_PAR] = node
+
+
+@numba.njit(cache=True)
+def _insert_cdir(IL, FL, q, root, s, lo, hi, p_start, p_end, p_attr, p_lo, p_hi):
+    """Alg. 2: the c-directory node under ``root`` where ``s`` (interval [lo, hi] on the
+    active dimension) has its home bucket; boxes on the way are extended."""
+    node = root
+    beta = q[Q_BETA]
+    while True:
+        CI = IL[I_C]
+        SL, SH = FL[F_SL], FL[F_SH]
+        lc, rc = CI[node * NC + C_L], CI[node * NC + C_R]
+        if lc < 0 and rc < 0:
+            _extend(IL, FL, node, s, True, p_start, p_end, p_attr, p_lo, p_hi)
+            return node
+        d = CI[node * NC + C_DEP]
+        j = CI[node * NC + C_BOX] + d - 1
+        slo, shi = SL[j], SH[j]
+        nlo, nhi = min(slo, lo), max(shi, hi)
+        if (nhi - nlo) > beta * (shi - slo):
+            # bottom-up expansion: a new parent bucket holding s above this subtree
+            par, pn = CI[node * NC + C_PAR], CI[node * NC + C_PN]
+            new = _new_c(IL, FL, d, par, pn, node, -1)
+            CI = IL[I_C]
+            if par < 0:
+                IL[I_P][pn * NP + P_ROOT] = new
+            elif CI[par * NC + C_L] == node:
+                CI[par * NC + C_L] = new
+            else:
+                CI[par * NC + C_R] = new
+            _attach_child(IL, FL, new, node, 1 if nhi > shi else 2)
+            SL, SH = FL[F_SL], FL[F_SH]
+            b_new, b_old = CI[new * NC + C_BOX], CI[node * NC + C_BOX]
+            for t in range(d):
+                SL[b_new + t] = SL[b_old + t]
+                SH[b_new + t] = SH[b_old + t]
+            _extend(IL, FL, new, s, True, p_start, p_end, p_attr, p_lo, p_hi)
+            IL[I_NUM][U_EXPAND] += 1
+            return new
+        _extend(IL, FL, node, s, False, p_start, p_end, p_attr, p_lo, p_hi)
+        il = ir = False
+        if lc >= 0:
+            lj = CI[lc * NC + C_BOX] + d - 1
+            il = lo <= SH[lj] and hi >= SL[lj]
+        if rc >= 0:
+            rj = CI[rc * NC + C_BOX] + d - 1
+            ir = lo <= SH[rj] and hi >= SL[rj]
+        if il and ir:
+            _extend(IL, FL, node, s, True, p_start, p_end, p_attr, p_lo, p_hi)
+            return node
+        if il:
+            node = lc
+            continue
+        if ir:
+            node = rc
+            continue
+        if lc >= 0 and rc >= 0:
+            if hi < SL[lj]:
+                node = lc
+            elif lo > SH[rj]:
+                node = rc
+            elif hi - SH[lj] <= SL[rj] - lo:          # in the gap: the side that grows less
+                node = lc
+            else:
+                node = rc
+            continue
+        # one child: s goes to it if on its far side or ... a new child on the missing side
+        ch = lc if lc >= 0 else rc
+        cj = CI[ch * NC + C_BOX] + d - 1
+        missing_right = lc >= 0
+        if (missing_right and hi < SL[cj]) or (not missing_right and lo > SH[cj]):
+            node = ch
+            continue
+        new = _new_c(IL, FL, d, node, CI[node * NC + C_PN], node, -1)
+        _attach_child(IL, FL, node, new, 2 if missing_right else 1)
+        _extend(IL, FL, new, s, True, p_start, p_end, p_attr, p_lo, p_hi)
+        return new
+
+
+@numba.njit(cache=True)
+def _partition(IL, FL, q, c, tasks, n_tasks, HOME, NEXT, PREV, mark, acnt,
+               p_start, p_end, p_attr, p_lo, p_hi, p_w, score):
+    """Alg. 4: while the l-node of ``c`` overflows, its most popular unused attribute becomes
+    a p-node and its expressions move to the new c-directory (clustered next)."""
+    A = int(q[Q_A])
+    CI = IL[I_C]
+    if CI[c * NC + C_LC] <= A:
+        return tasks, n_tasks
+    BA = IL[I_BA]
+    b, dep = CI[c * NC + C_BOX], CI[c * NC + C_DEP]
+    for j in range(b, b + dep):
+        mark[BA[j]] = -2                                     # used on the path
+    # attribute -> expressions of this l-node (CSR over the attributes they have)
+    n_pairs = 0
+    s = CI[c * NC + C_LH]
+    touched = np.empty(16, np.int64)
+    n_t = 0
+    while s >= 0:
+        for p in range(p_start[s], p_end[s]):
+            a = p_attr[p]
+            if mark[a] == -1:
+                if acnt[a] == 0:
+                    if n_t == touched.shape[0]:
+                        touched = np.concatenate((touched, np.empty(n_t, np.int64)))
+                    touched[n_t] = a
+                    n_t += 1
+                acnt[a] += 1
+                n_pairs += 1
+        s = NEXT[s]
+    attrs = np.sort(touched[:n_t])
+    start = np.empty(n_t + 1, np.int64)
+    start[0] = 0
+    pos_of = np.empty(n_t, np.int64)
+    for i in range(n_t):
+        start[i + 1] = start[i] + acnt[attrs[i]]
+    members = np.empty(n_pairs, np.int64)
+    fill = start[:n_t].copy()
+    s = CI[c * NC + C_LH]
+    while s >= 0:
+        for p in range(p_start[s], p_end[s]):
+            a = p_attr[p]
+            if mark[a] == -1:
+                i = np.searchsorted(attrs, a)
+                members[fill[i]] = s
+                fill[i] += 1
+        s = NEXT[s]
+    remaining = np.empty(n_t, np.int64)
+    for i in range(n_t):
+        remaining[i] = acnt[attrs[i]]
+        acnt[attrs[i]] = 0
+        pos_of[i] = i
+    for j in range(b, b + dep):
+        mark[BA[j]] = -1
+    while IL[I_C][c * NC + C_LC] > A:
+        best = -1
+        for i in range(n_t):
+            if remaining[i] > 0 and (best < 0 or remaining[i] > remaining[best]):
+                best = i
+        if best < 0:
+            break                                           # nothing left to partition on
+        a = attrs[best]
+        pnode = _new_p(IL, FL, c, a)
+        IL[I_NUM][U_PART] += 1
+        root = IL[I_P][pnode * NP + P_ROOT]
+        for m in range(start[best], start[best + 1]):
+            s = members[m]
+            if HOME[s] != c:
+                continue
+            CI = IL[I_C]
+            _l_pop(CI, HOME, NEXT, PREV, s)
+            for p in range(p_start[s], p_end[s]):          # s leaves every other attribute's count
+                at = p_attr[p]
+                i = np.searchsorted(attrs, at)
+                if i < n_t and attrs[i] == at:
+                    remaining[i] -= 1
+            lo, hi = _ival(s, a, p_start, p_end, p_attr, p_lo, p_hi)
+            home = _insert_cdir(IL, FL, q, root, s, lo, hi, p_start, p_end, p_attr, p_lo, p_hi)
+            _l_push(IL[I_C], HOME, NEXT, PREV, home, s)
+            _sum_add(IL, FL, q, I_C, home, s, p_start, p_end, p_attr, p_w, score)
+            IL[I_P][pnode * NP + P_CNT] += 1
+            _sum_add(IL, FL, q, I_P, pnode, s, p_start, p_end, p_attr, p_w, score)
+        tasks, n_tasks = _push_task(tasks, n_tasks, root, T_CLUSTER)
+    _lnode_summary(IL, FL, q, c, NEXT, p_start, p_end, p_attr, p_w, score)
+    return tasks, n_tasks
+
+
+@numba.njit(cache=True)
+def _push_task(tasks, n, node, kind):
+    if n == tasks.shape[0]:
+        bigger = np.empty((2 * n + 8, 2), np.int64)
+        bigger[:n] = tasks[:n]
+        tasks = bigger
+    tasks[n, 0] = node
+    tasks[n, 1] = kind
+    return tasks, n + 1
+
+
+@numba.njit(cache=True)
+def _cluster(IL, FL, q, c, tasks, n_tasks, HOME, NEXT, PREV,
+             p_start, p_end, p_attr, p_lo, p_hi, p_w, score):
+    """Alg. 5 on a leaf c-directory node that is not partitioned: split it into L/O/R.
+    Returns (tasks, n_tasks, done); not done: the split separated nothing (partition it)."""
+    CI = IL[I_C]
+    n = CI[c * NC + C_LC]
+    slots = np.empty(n, np.int64)
+    lo = np.empty(n)
+    hi = np.empty(n)
+    d = CI[c * NC + C_DEP]
+    b = CI[c * NC + C_BOX]
+    at = IL[I_BA][b + d - 1]
+    s = CI[c * NC + C_LH]
+    i = 0
+    while s >= 0:
+        slots[i] = s
+        lo[i], hi[i] = _ival(s, at, p_start, p_end, p_attr, p_lo, p_hi)
+        i += 1
+        s = NEXT[s]
+    alpha = max(1, int(np.ceil(q[Q_ALPHA] * n)))
+    side = _split(lo, hi, alpha, q[Q_EXH] > 0, FL[F_OL][b + d - 1], FL[F_OH][b + d - 1])
+    if side.shape[0] == 0:
+        return tasks, n_tasks, False
+    space = side[0] >= 3
+    if space:
+        side -= 3
+        IL[I_NUM][U_SPACE] += 1
+    IL[I_NUM][U_SPLIT] += 1
+    pn = CI[c * NC + C_PN]
+    kids = np.full(3, -1, np.int64)
+    for i in range(n):
+        w = side[i]
+        if w == 0:
+            continue
+        if kids[w] < 0:
+            kids[w] = _new_c(IL, FL, d, c, pn, c, -1)
+            _attach_child(IL, FL, c, kids[w], w)
+        ch = kids[w]
+        CI = IL[I_C]
+        _l_pop(CI, HOME, NEXT, PREV, slots[i])
+        _l_push(CI, HOME, NEXT, PREV, ch, slots[i])
+        _extend(IL, FL, ch, slots[i], True, p_start, p_end, p_attr, p_lo, p_hi)
+        _sum_add(IL, FL, q, I_C, ch, slots[i], p_start, p_end, p_attr, p_w, score)
+    _recompute_own(IL, FL, c, NEXT, p_start, p_end, p_attr, p_lo, p_hi)
+    _lnode_summary(IL, FL, q, c, NEXT, p_start, p_end, p_attr, p_w, score)
+    tasks, n_tasks = _push_task(tasks, n_tasks, c, T_PARTITION)
+    for w in (1, 2):
+        if kids[w] >= 0:
+            tasks, n_tasks = _push_task(tasks, n_tasks, kids[w], T_CLUSTER)
+    return tasks, n_tasks, True
+
+
+@numba.njit(cache=True)
+def _settle(IL, FL, q, c0, kind0, HOME, NEXT, PREV, mark, acnt,
+            p_start, p_end, p_attr, p_lo, p_hi, p_w, score):
+    """Run the partition/cluster cascade from (c0, kind0) until no l-node it reached
+    overflows (or can be cut further)."""
+    tasks = np.empty((16, 2), np.int64)
+    n_tasks = 0
+    tasks, n_tasks = _push_task(tasks, n_tasks, c0, kind0)
+    A = int(q[Q_A])
+    while n_tasks > 0:
+        n_tasks -= 1
+        c, kind = tasks[n_tasks, 0], tasks[n_tasks, 1]
+        CI = IL[I_C]
+        if CI[c * NC + C_LC] <= A:
+            continue
+        leaf = CI[c * NC + C_L] < 0 and CI[c * NC + C_R] < 0 and CI[c * NC + C_PF] < 0
+        if kind == T_CLUSTER and c != 0 and leaf:
+            tasks, n_tasks, done = _cluster(IL, FL, q, c, tasks, n_tasks, HOME, NEXT, PREV,
+                                            p_start, p_end, p_attr, p_lo, p_hi, p_w, score)
+            if done:
+                continue
+        tasks, n_tasks = _partition(IL, FL, q, c, tasks, n_tasks, HOME, NEXT, PREV, mark, acnt,
+                                    p_start, p_end, p_attr, p_lo, p_hi, p_w, score)
+
+
+@numba.njit(cache=True)
+def _insert_many(IL, FL, q, slots, HOME, NEXT, PREV, mark, acnt,
+                 p_start, p_end, p_attr, p_lo, p_hi, p_w, score):
+    """Alg. 1 for each expression slot in turn."""
+    for i in range(slots.shape[0]):
+        s = slots[i]
+        for p in range(p_start[s], p_end[s]):
+            mark[p_attr[p]] = p
+        c = 0
+        while True:
+            CI = IL[I_C]
+            PI = IL[I_P]
+            best = -1
+            bc = -1
+            pn = CI[c * NC + C_PF]
+            while pn >= 0:
+                if mark[PI[pn * NP + P_ATTR]] >= 0 and PI[pn * NP + P_CNT] > bc:
+                    best = pn
+                    bc = PI[pn * NP + P_CNT]
+                pn = PI[pn * NP + P_NEXT]
+            if best < 0:
+                _l_push(CI, HOME, NEXT, PREV, c, s)
+                _sum_add(IL, FL, q, I_C, c, s, p_start, p_end, p_attr, p_w, score)
+                for p in range(p_start[s], p_end[s]):
+                    mark[p_attr[p]] = -1
+                _settle(IL, FL, q, c, T_PARTITION if c == 0 else T_CLUSTER, HOME, NEXT, PREV, mark, acnt,
+                        p_start, p_end, p_attr, p_lo, p_hi, p_w, score)
+                break
+            PI[best * NP + P_CNT] += 1
+            _sum_add(IL, FL, q, I_P, best, s, p_start, p_end, p_attr, p_w, score)
+            row = mark[PI[best * NP + P_ATTR]]
+            c = _insert_cdir(IL, FL, q, PI[best * NP + P_ROOT], s, p_lo[row], p_hi[row],
+                             p_start, p_end, p_attr, p_lo, p_hi)
+    # mark is -1 again for every attribute
+
+
+@numba.njit(cache=True)
+def _bulk_load(IL, FL, q, slots, HOME, NEXT, PREV, mark, acnt,
+               p_start, p_end, p_attr, p_lo, p_hi, p_w, score):
+    """BE*-B: every expression into the root l-node, then one top-down cascade."""
+    CI = IL[I_C]
+    for i in range(slots.shape[0]):
+        _l_push(CI, HOME, NEXT, PREV, 0, slots[i])
+        _sum_add(IL, FL, q, I_C, 0, slots[i], p_start, p_end, p_attr, p_w, score)
+    _settle(IL, FL, q, 0, T_PARTITION, HOME, NEXT, PREV, mark, acnt,
+            p_start, p_end, p_attr, p_lo, p_hi, p_w, score)
+
+
+# ----------------------------------------------------------------------------- deletion
+@numba.njit(cache=True)
+def _unlink_empty(IL, FL, c):
+    """Remove the empty leaf ``c`` (no l-node, no p-directory, no children); returns the
+    c-node whose boxes must be recomputed and whether that is its own box (a p-node's owner)
+    or its subtree box (a c-directory parent)."""
+    CI = IL[I_C]
+    PI = IL[I_P]
+    num = IL[I_NUM]
+    CI[c * NC + C_ALIVE] = 0
+    num[U_DEADC] += 1
+    num[U_LIVEC] -= 1
+    par = CI[c * NC + C_PAR]
+    if par >= 0:
+        if CI[par * NC + C_L] == c:
+            CI[par * NC + C_L] = -1
+        else:
+            CI[par * NC + C_R] = -1
+        return par, False
+    pn = CI[c * NC + C_PN]
+    owner = PI[pn * NP + P_OWN]
+    prev = -1
+    x = CI[owner * NC + C_PF]
+    while x != pn:
+        prev = x
+        x = PI[x * NP + P_NEXT]
+    if prev < 0:
+        CI[owner * NC + C_PF] = PI[pn * NP + P_NEXT]
+    else:
+        PI[prev * NP + P_NEXT] = PI[pn * NP + P_NEXT]
+    PI[pn * NP + P_ALIVE] = 0
+    num[U_DEADP] += 1
+    num[U_LIVEP] -= 1
+    return owner, True
+
+
+@numba.njit(cache=True)
+def _remove_many(IL, FL, q, slots, HOME, NEXT, PREV, p_start, p_end, p_attr, p_lo, p_hi, p_w, score):
+    A = q[Q_A]
+    under = max(1.0, q[Q_ALPHA] * A)
+    for i in range(slots.shape[0]):
+        s = slots[i]
+        CI = IL[I_C]
+        PI = IL[I_P]
+        c = HOME[s]
+        _l_pop(CI, HOME, NEXT, PREV, s)
+        node = c                                      # ranks along the path
+        while node > 0:
+            pn = CI[node * NC + C_PN]
+            PI[pn * NP + P_CNT] -= 1
+            node = PI[pn * NP + P_OWN]
+        _lnode_summary(IL, FL, q, c, NEXT, p_start, p_end, p_attr, p_w, score)
+        if c == 0:
+            continue
+        leaf = CI[c * NC + C_L] < 0 and CI[c * NC + C_R] < 0 and CI[c * NC + C_PF] < 0
+        par = CI[c * NC + C_PAR]
+        n_left = CI[c * NC + C_LC]
+        if leaf and 0 < n_left < under and par >= 0 and CI[par * NC + C_PF] < 0 and CI[par * NC + C_LC] + n_left <= A:
+            # merge rule: the underflowing leaf goes back into its open parent bucket
+            while CI[c * NC + C_LH] >= 0:
+                x = CI[c * NC + C_LH]
+                _l_pop(CI, HOME, NEXT, PREV, x)
+                _l_push(CI, HOME, NEXT, PREV, par, x)
+                _sum_add(IL, FL, q, I_C, par, x, p_start, p_end, p_attr, p_w, score)
+            IL[I_NUM][U_MERGE] += 1
+            n_left = 0
+        if leaf and n_left == 0:
+            _remove_empty_chain(IL, FL, c, NEXT, p_start, p_end, p_attr, p_lo, p_hi)
+            continue
+        changed = _recompute_own(IL, FL, c, NEXT, p_start, p_end, p_attr, p_lo, p_hi)
+        _refresh_up(IL, FL, c, changed, NEXT, p_start, p_end, p_attr, p_lo, p_hi)
+
+
+@numba.njit(cache=True)
+def _remove_empty_chain(IL, FL, c, NEXT, p_start, p_end, p_attr, p_lo, p_hi):
+    """A c-directory node left with nothing (no l-node, p-directory or children) goes too,
+    and so on upwards."""
+    while c > 0:
+        CI = IL[I_C]
+        if (CI[c * NC + C_L] >= 0 or CI[c * NC + C_R] >= 0 or CI[c * NC + C_PF] >= 0
+                or CI[c * NC + C_LC] > 0):
+            return
+        node, _ = _unlink_empty(IL, FL, c)
+        _recompute_own(IL, FL, node, NEXT, p_start, p_end, p_attr, p_lo, p_hi)
+        _refresh_up(IL, FL, node, True, NEXT, p_start, p_end, p_attr, p_lo, p_hi)
+        c = node
+
+
+# ----------------------------------------------------------------------------- top-k
+@numba.njit(cache=True, inline="always")
+def _worse(s1, i1, s2, i2):
+    """(s1, i1) ranks after (s2, i2): lower score, or equal score and larger id."""
+    return s1 < s2 or (s1 == s2 and i1 > i2)
+
+
+@numba.njit(cache=True)
+def _offer(tsc, tid, n, k, sc, eid):
+    """Into the k-min-heap (worst at the root); returns the new size."""
+    if n < k:
+        j = n
+        n += 1
+        while j > 0:
+            par = (j - 1) >> 1
+            if _worse(sc, eid, tsc[par], tid[par]):
+                tsc[j] = tsc[par]
+                tid[j] = tid[par]
+                j = par
+            else:
+                break
+        tsc[j] = sc
+        tid[j] = eid
+        return n
+    if not _worse(tsc[0], tid[0], sc, eid):
+        return n
+    j = 0
+    while True:
+        l = 2 * j + 1
+        if l >= n:
+            break
+        r = l + 1
+        m = l
+        if r < n and _worse(tsc[r], tid[r], tsc[l], tid[l]):
+            m = r
+        if _worse(tsc[m], tid[m], sc, eid):
+            tsc[j] = tsc[m]
+            tid[j] = tid[m]
+            j = m
+        else:
+            break
+    tsc[j] = sc
+    tid[j] = eid
+    return n
+
+
+@numba.njit(cache=True)
+def _hpush(hb, hp, n, b, p):
+    if n == hb.shape[0]:
+        nb = np.empty(2 * n + 16)
+        np_ = np.empty(2 * n + 16, np.int64)
+        nb[:n] = hb[:n]
+        np_[:n] = hp[:n]
+        hb, hp = nb, np_
+    j = n
+    while j > 0:
+        par = (j - 1) >> 1
+        if hb[par] < b:
+            hb[j] = hb[par]
+            hp[j] = hp[par]
+            j = par
+        else:
+            break
+    hb[j] = b
+    hp[j] = p
+    return hb, hp, n + 1
+
+
+@numba.njit(cache=True)
+def _hpop(hb, hp, n):
+    b, p = hb[0], hp[0]
+    n -= 1
+    xb, xp = hb[n], hp[n]
+    j = 0
+    while True:
+        l = 2 * j + 1
+        if l >= n:
+            break
+        m = l
+        if l + 1 < n and hb[l + 1] > hb[l]:
+            m = l + 1
+        if hb[m] > xb:
+            hb[j] = hb[m]
+            hp[j] = hp[m]
+            j = m
+        else:
+            break
+    if n > 0:
+        hb[j] = xb
+        hp[j] = xp
+    return b, p, n
+
+
+@numba.njit(cache=True)
+def _match_many(IL, FL, mode, k, ev_off, ev_attr, ev_val, ev_w, val, has, ew,
+                ids, p_start, p_end, score, p_attr, p_op, p_a, p_b, p_w, set_off, set_vals,
+                NEXT, out_id, out_sc, out_n, cnt):
+    CI = IL[I_C]
+    PI = IL[I_P]
+    WA = IL[I_WA]
+    BA = IL[I_BA]
+    WM = FL[F_WM]
+    CS, PS = FL[F_CS], FL[F_PS]
+    OL, OH, SL, SH = FL[F_OL], FL[F_OH], FL[F_SL], FL[F_SH]
+    tsc = np.empty(k)
+    tid = np.empty(k, np.int64)
+    hb = np.empty(64)
+    hp = np.empty(64, np.int64)
+    stack = np.empty(64, np.int64)
+    for e in range(ev_off.shape[0] - 1):
+        e0, e1 = ev_off[e], ev_off[e + 1]
+        for i in range(e0, e1):
+            a = ev_attr[i]
+            val[a] = ev_val[i]
+            has[a] = True
+            ew[a] = ev_w[i]
+        cnt[M_EVENTS] += 1
+        n = 0
+        nh = 0
+        c = 0                          # the root first, then the popped p-nodes' buckets
+        ns = 0
+        while True:
+            if c >= 0:
+                cnt[M_CNODES] += 1
+                base = c * NC
+                if CI[base + C_LC] > 0:
+                    bnd = _bound(mode, WA, WM, CS, CI[base + WS], CI[base + WC], c, ev_attr, e0, e1, has, ew)
+                    if n == k and tsc[0] > bnd * (1.0 + EPS):
+                        cnt[M_PRUNED] += 1
+                    else:
+                        cnt[M_LNODES] += 1
+                        s = CI[base + C_LH]
+                        while s >= 0:
+                            cnt[M_EVALS] += 1
+                            acc = 0.0
+                            ok = True
+                            for p in range(p_start[s], p_end[s]):
+                                at = p_attr[p]
+                                if not (has[at] and holds(p_op[p], p_a[p], p_b[p], set_vals, set_off[p],
+                                                          set_off[p + 1], val[at])):
+                                    ok = False
+                                    break
+                                acc += p_w[p] * ew[at]
+                            if ok:
+                                sc = score[s] if mode == STATIC else acc
+                                n = _offer(tsc, tid, n, k, sc, ids[s])
+                            s = NEXT[s]
+                pn = CI[base + C_PF]
+                while pn >= 0:
+                    pb = pn * NP
+                    if has[PI[pb + P_ATTR]]:
+                        bnd = _bound(mode, WA, WM, PS, PI[pb + WS], PI[pb + WC], pn, ev_attr, e0, e1, has, ew)
+                        if n == k and tsc[0] > bnd * (1.0 + EPS):
+                            cnt[M_PRUNED] += 1
+                        else:
+                            hb, hp, nh = _hpush(hb, hp, nh, bnd, pn)
+                            cnt[M_PUSHED] += 1
+                    pn = PI[pb + P_NEXT]
+            # next bucket: from the c-directory being searched, else the best p-node left
+            c = -1
+            while ns > 0 and c < 0:
+                ns -= 1
+                x = stack[ns]
+                d = CI[x * NC + C_DEP]
+                j = CI[x * NC + C_BOX] + d - 1
+                v = val[BA[j]]
+                if v < SL[j] or v > SH[j]:
+                    continue
+                for ch in (CI[x * NC + C_L], CI[x * NC + C_R]):
+                    if ch >= 0:
+                        if ns + 2 > stack.shape[0]:
+                            bigger = np.empty(2 * stack.shape[0], np.int64)
+                            bigger[:ns] = stack[:ns]
+                            stack = bigger
+                        stack[ns] = ch
+                        ns += 1
+                if OL[j] <= v and v <= OH[j]:
+                    c = x
+            if c >= 0:
+                continue
+            if nh == 0:
+                break
+            bnd, pn, nh = _hpop(hb, hp, nh)
+            cnt[M_POPPED] += 1
+            if n == k and tsc[0] > bnd * (1.0 + EPS):
+                break
+            stack[0] = PI[pn * NP + P_ROOT]
+            ns = 1
+        # best first
+        order = np.empty(n, np.int64)
+        for i in range(n):
+            order[i] = i
+        for i in range(1, n):
+            x = order[i]
+            j = i - 1
+            while j >= 0 and _worse(tsc[order[j]], tid[order[j]], tsc[x], tid[x]):
+                order[j + 1] = order[j]
+                j -= 1
+            order[j + 1] = x
+        for i in range(n):
+            out_id[e * k + i] = tid[order[i]]
+            out_sc[e * k + i] = tsc[order[i]]
+        out_n[e] = n
+        for i in range(e0, e1):
+            a = ev_attr[i]
+            has[a] = False
+            ew[a] = 1.0
+
+
+# ----------------------------------------------------------------------------- the core
+class BETreeCore:
+    """The BE*-tree behind the interface of :class:`~rankcast.indexing.matching.MatchCore`
+    (see the module docstring). ``leaf_capacity`` is A, ``alpha`` the minimum share of each
+    split side, ``beta`` the growth that triggers bottom-up expansion, ``split``
+    ``"exhaustive"`` or ``"approximate"``, ``build`` ``"dynamic"`` (one expression at a time)
+    or ``"batch"`` (BE*-B: a first table bulk-loaded top-down)."""
+
+    index_name = "be-tree"
+
+    def __init__(self, scoring: str, index: str = "be-tree", *, leaf_capacity: int = 5, alpha: float = 0.1,
+                 beta: float = 4.0, split: str = "exhaustive", build: str = "dynamic", **_):
+        self.mode = MODES[scoring]
+        if self.mode == RELAXED:
+            from ..errors import InvalidInput
+            raise InvalidInput("BETreeCore: field 'scoring': the be-tree serves 'static' and 'weighted', not 'relaxed'")
+        self.table = ExpressionTable()
+        self.ev = DenseEvent(0)
+        self.build = build
+        self.q = np.array([leaf_capacity, alpha, beta, 1.0 if split == "exhaustive" else 0.0, self.mode], np.float64)
+        self.counters = np.zeros(NM, np.int64)
+        self._reset_tree()
+
+    def _reset_tree(self):
+        self.IL = List([np.full(16 * NC, -1, np.int64), np.full(16 * NP, -1, np.int64), np.zeros(64, np.int64),
+                        np.zeros(64, np.int64), np.zeros(NU, np.int64)])
+        self.FL = List([np.full(16, -INF), np.full(16, -INF), np.zeros(64), np.full(64, INF), np.full(64, -INF),
+                        np.full(64, INF), np.full(64, -INF)])
+        _new_c(self.IL, self.FL, 0, -1, -1, 0, -1)                     # the root
+        n = self.table.n_slots
+        self.home = np.full(n, -1, np.int64)
+        self.nxt = np.full(n, -1, np.int64)
+        self.prv = np.full(n, -1, np.int64)
+        self.mark = np.full(len(self.ev.val), -1, np.int64)
+        self.acnt = np.zeros(len(self.ev.val), np.int64)
+
+    def __len__(self) -> int:
+        return self.table.n_live
+
+    # ------------------------------------------------------------------ updates
+    def _grow(self, n_attrs: int) -> None:
+        self.ev.grow(n_attrs)
+        if n_attrs > len(self.mark):
+            extra = n_attrs - len(self.mark)
+            self.mark = np.r_[self.mark, np.full(extra, -1, np.int64)]
+            self.acnt = np.r_[self.acnt, np.zeros(extra, np.int64)]
+        n = self.table.n_slots
+        if n > len(self.home):
+            extra = max(n, 2 * len(self.home)) - len(self.home)
+            self.home = np.r_[self.home, np.full(extra, -1, np.int64)]
+            self.nxt = np.r_[self.nxt, np.full(extra, -1, np.int64)]
+            self.prv = np.r_[self.prv, np.full(extra, -1, np.int64)]
+
+    def _expr_args(self):
+        t = self.table
+        return t.p_start, t.p_end, t.p_attr, t.p_lo, t.p_hi, t.p_w, t.score
+
+    def add(self, batch, n_attrs: int) -> None:
+        slots = self.table.add(batch)
+        self._grow(n_attrs)
+        self._insert(slots)
+
+    def _insert(self, slots: np.ndarray) -> None:
+        fn = _bulk_load if (self.build == "batch" and self.table.n_live == len(slots)) else _insert_many
+        fn(self.IL, self.FL, self.q, slots, self.home, self.nxt, self.prv, self.mark, self.acnt,
+           *self._expr_args())
+
+    def remove(self, ids: np.ndarray) -> None:
+        slots = self.table.remove(np.asarray(ids, np.int64))
+        t = self.table
+        _remove_many(self.IL, self.FL, self.q, slots, self.home, self.nxt, self.prv, t.p_start, t.p_end, t.p_attr,
+                     t.p_lo, t.p_hi, t.p_w, t.score)
+        num = self.IL[I_NUM]
+        keep = t.compact()
+        if keep is not None or num[U_DEADC] > max(1024, 2 * num[U_LIVEC]):
+            self.rebuild()
+
+    def rebuild(self) -> None:
+        """A new tree over the live expressions (dead nodes and slots reclaimed): bulk-loaded
+        under ``build="batch"``, else inserted one by one."""
+        t = self.table
+        t.compact()
+        self._reset_tree()
+        self._grow(len(self.ev.val))
+        self._insert(np.flatnonzero(t.live[: t.n_slots]))
+
+    # ------------------------------------------------------------------ queries
+    def match(self, events, k: int):
+        n = len(events)
+        out_id = np.empty(n * k, np.int64)
+        out_sc = np.empty(n * k)
+        out_n = np.zeros(n, np.int64)
+        t = self.table
+        ev = self.ev
+        _match_many(self.IL, self.FL, self.mode, k, events.off, events.attr, events.val, events.weight,
+                    ev.val, ev.has, ev.ew, t.ids, t.p_start, t.p_end, t.score, t.p_attr, t.p_op, t.p_a, t.p_b,
+                    t.p_w, t.set_off, t.set_vals, self.nxt, out_id, out_sc, out_n, self.counters)
+        return [(out_id[i * k: i * k + out_n[i]], out_sc[i * k: i * k + out_n[i]]) for i in range(n)]
+
+    def stats(self) -> dict:
+        num = self.IL[I_NUM]
+        c = self.counters
+        return {"expressions": len(self), "index": "be-tree", "build": self.build,
+                "cnodes": int(num[U_LIVEC]), "pnodes": int(num[U_LIVEP]), "splits": int(num[U_SPLIT]),
+                "space_splits": int(num[U_SPACE]), "partitions": int(num[U_PART]),
+                "expansions": int(num[U_EXPAND]), "merges": int(num[U_MERGE]), "index_bytes": self.nbytes(),
+                "events": int(c[M_EVENTS]), "nodes": int(c[M_CNODES]), "lnodes_scanned": int(c[M_LNODES]),
+                "random_accesses": int(c[M_EVALS]), "pnodes_pushed": int(c[M_PUSHED]),
+                "pnodes_popped": int(c[M_POPPED]), "pruned": int(c[M_PRUNED])}
+
+    def nbytes(self) -> int:
+        num = self.IL[I_NUM]
+        return int(num[U_C] * NC * 8 + num[U_P] * NP * 8 + num[U_W] * 16 + num[U_BOX] * 40
+                   + 8 * (num[U_C] + num[U_P]) + 3 * 8 * len(self.home))
+
+
+# ----------------------------------------------------------------------------- invariants
+def check_structure(core: BETreeCore) -> None:
+    """Assert the structural invariants (tests, small inputs): every live expression is in
+    exactly one l-node; every bucket's own box is the MBB of the expressions at or below it
+    on each of its dimensions and its subtree box the union with its children; L and R never
+    overlap on the active dimension; an expression in a bucket with children is enclosed by
+    neither child; every summary bounds every expression below it; p-node ranks count the
+    expressions below them."""
+    IL, FL = core.IL, core.FL
+    CI = IL[I_C].reshape(-1, NC)
+    PI = IL[I_P].reshape(-1, NP)
+    BA, WA, num = IL[I_BA], IL[I_WA], IL[I_NUM]
+    CS, PS, WM, OL, OH, SL, SH = (FL[i] for i in range(7))
+    t = core.table
+    live = set(np.flatnonzero(t.live[: t.n_slots]).tolist())
+    mode = core.mode
+
+    def ival(s, a):
+        for p in range(t.p_start[s], t.p_end[s]):
+            if t.p_attr[p] == a:
+                return t.p_lo[p], t.p_hi[p]
+        raise AssertionError(f"slot {s} has no predicate on path attribute {a}")
+
+    def summary(rec, node, Sx):
+        if mode == STATIC:
+            return Sx[node]
+        ws, wc = rec[node, WS], rec[node, WC]
+        return dict(zip(WA[ws: ws + wc].tolist(), WM[ws: ws + wc].tolist()))
+
+    def bounded(summ, exprs):
+        for s in exprs:
+            if mode == STATIC:
+                assert summ >= t.score[s], "static summary below a score"
+            else:
+                for p in range(t.p_start[s], t.p_end[s]):
+                    assert summ.get(int(t.p_attr[p]), -1.0) >= t.p_w[p], "weight summary below a weight"
+
+    seen = []
+
+    def lnode(c):
+        out, s = [], CI[c, C_LH]
+        while s >= 0:
+            assert core.home[s] == c
+            out.append(int(s))
+            s = core.nxt[s]
+        assert len(out) == CI[c, C_LC]
+        return out
+
+    def visit_c(c, path):
+        """Check bucket c (and its c-directory children); returns every slot in its c-directory subtree."""
+        assert CI[c, C_ALIVE] == 1
+        d, b = CI[c, C_DEP], CI[c, C_BOX]
+        assert BA[b: b + d].tolist() == path
+        own = lnode(c)
+        seen.extend(own)
+        bounded(summary(CI, c, CS), own)
+        below = list(own)
+        p = CI[c, C_PF]
+        attrs = set()
+        while p >= 0:
+            assert PI[p, P_ALIVE] == 1 and PI[p, P_OWN] == c
+            a = int(PI[p, P_ATTR])
+            assert a not in path and a not in attrs
+            attrs.add(a)
+            sub = visit_c(int(PI[p, P_ROOT]), path + [a])
+            assert CI[PI[p, P_ROOT], C_PAR] == -1 and CI[PI[p, P_ROOT], C_PN] == p
+            assert PI[p, P_CNT] == len(sub), "p-node rank is not its expression count"
+            bounded(summary(PI, p, PS), sub)
+            below.extend(sub)
+            p = PI[p, P_NEXT]
+        for s in own:       # an l-node holds no expression that a p-node here would take
+            assert not ({int(x) for x in t.p_attr[t.p_start[s]: t.p_end[s]]} & attrs)
+        for j, a in enumerate(path):
+            ivs = [ival(s, a) for s in below]
+            lo = min((x[0] for x in ivs), default=np.inf)
+            hi = max((x[1] for x in ivs), default=-np.inf)
+            assert (OL[b + j], OH[b + j]) == (lo, hi), f"own box of c-node {c} dim {j}: {(OL[b + j], OH[b + j])} != {(lo, hi)}"
+        kids = [int(x) for x in (CI[c, C_L], CI[c, C_R]) if x >= 0]
+        subtree = list(below)
+        for ch in kids:
+            assert CI[ch, C_PAR] == c and CI[ch, C_PN] == CI[c, C_PN] and CI[ch, C_DEP] == d
+            subtree.extend(visit_c(ch, path))
+        for j, a in enumerate(path):
+            ivs = [ival(s, a) for s in subtree]
+            lo = min((x[0] for x in ivs), default=np.inf)
+            hi = max((x[1] for x in ivs), default=-np.inf)
+            assert (SL[b + j], SH[b + j]) == (lo, hi), f"subtree box of c-node {c} dim {j}"
+        if d and CI[c, C_L] >= 0 and CI[c, C_R] >= 0:
+            lb, rb = CI[CI[c, C_L], C_BOX] + d - 1, CI[CI[c, C_R], C_BOX] + d - 1
+            assert SH[lb] < SL[rb] or SL[lb] > SH[lb] or SL[rb] > SH[rb], "L and R overlap"
+        return subtree
+
+    allx = visit_c(0, [])
+    assert sorted(seen) == sorted(live) and len(allx) == len(live), "l-nodes do not hold every live expression once"
+    assert num[U_LIVEC] == int(CI[: num[U_C], C_ALIVE].sum())

@@ -1,0 +1,116 @@
+"""BE*-tree (index="be-tree"): after every call the top-k equals brute force and the tree's
+structural invariants hold (rankcast.indexing.betree.check_structure), for both scorings,
+both split algorithms, dynamic and batch builds, and leaf capacities small enough to force
+deep trees, splits, partitions and expansions; deletion down to an empty tree; churn."""
+from __future__ import annotations
+
+import functools
+
+import numpy as np
+import pytest
+
+import rankcast as rc
+from rankcast.indexing.betree import BETreeCore, check_structure
+from rankcast.testing import assert_matches_exact
+from test_match_oracle import _events, _expressions
+
+
+def _matcher(scoring, **opts):
+    return rc.Matcher(rc.MatchConfig(scoring=scoring, index="be-tree", k=5), core=functools.partial(BETreeCore, **opts))
+
+
+def _drive(m, scoring, seed, steps=25, check=True):
+    rng = np.random.default_rng(seed)
+    live: dict[int, rc.Expression] = {}
+    nid = nev = 0
+    for _ in range(steps):
+        r = rng.random()
+        if r < 0.45 or not live:
+            new = _expressions(rng, nid, int(rng.integers(1, 40)))
+            nid += len(new) + int(rng.integers(0, 3))
+            m.subscribe(new)
+            live.update((e.id, e) for e in new)
+        elif r < 0.65:
+            gone = [int(i) for i in rng.choice(list(live), int(rng.integers(1, max(2, len(live) // 3))), replace=False)]
+            m.unsubscribe(gone)
+            for i in gone:
+                del live[i]
+        if check:
+            check_structure(m.core)
+        evs = _events(rng, nev, 6)
+        nev += len(evs)
+        k = int(rng.choice([1, 3, 5, 40]))
+        assert_matches_exact(m.publish(evs, k=k), list(live.values()), evs, scoring, k)
+    return live, nev
+
+
+@pytest.mark.parametrize("scoring", ["weighted", "static"])
+@pytest.mark.parametrize("leaf_capacity", [1, 2, 5])
+@pytest.mark.parametrize("split,build", [("exhaustive", "dynamic"), ("approximate", "dynamic"), ("exhaustive", "batch")])
+def test_betree_equals_brute_force_and_keeps_its_invariants(scoring, leaf_capacity, split, build):
+    for seed in range(2):
+        m = _matcher(scoring, leaf_capacity=leaf_capacity, split=split, build=build, beta=float([1.5, 4.0][seed]))
+        live, nev = _drive(m, scoring, 100 * leaf_capacity + seed)
+        # deletion down to an empty tree, then a refill
+        m.unsubscribe(list(live))
+        check_structure(m.core)
+        assert all(x.top == () for x in m.publish(_events(np.random.default_rng(seed), nev, 4)))
+        new = _expressions(np.random.default_rng(seed + 50), 5000, 30)
+        m.subscribe(new)
+        check_structure(m.core)
+        evs = _events(np.random.default_rng(seed + 51), nev + 4, 8)
+        assert_matches_exact(m.publish(evs, k=3), new, evs, scoring, 3)
+
+
+def test_deep_tree_uses_every_mechanism():
+    """A = 1 on clustered ranges: partitions, data and space splits, bottom-up expansions and
+    merges all happen, and the answers stay exact."""
+    rng = np.random.default_rng(3)
+    m = _matcher("weighted", leaf_capacity=1, beta=1.2)
+    exprs = []
+    for i in range(400):
+        attrs = rng.choice(6, int(rng.integers(1, 5)), replace=False)
+        preds = []
+        for a in attrs:
+            c = float(rng.choice([0, 50, 100])) + float(rng.integers(0, 5)) * (i / 40)
+            preds.append(rc.Predicate(f"a{a}", "between", (c, c + float(rng.integers(0, 3))), float(rng.integers(0, 3))))
+        exprs.append(rc.Expression(i, preds))
+    for j in range(0, 400, 25):
+        m.subscribe(exprs[j: j + 25])
+    check_structure(m.core)
+    gone = [e.id for e in exprs[::3]]
+    m.unsubscribe(gone)
+    check_structure(m.core)
+    live = [e for e in exprs if e.id % 3]
+    evs = [rc.Event(i, {f"a{a}": float(rng.integers(0, 120)) for a in range(6)}) for i in range(60)]
+    assert_matches_exact(m.publish(evs, k=4), live, evs, "weighted", 4)
+    st = m.core.stats()
+    assert st["partitions"] > 0 and st["splits"] > 0 and st["expansions"] > 0, st
+    assert st["cnodes"] > 10 and st["pnodes"] > 1
+
+
+def test_top_k_prunes_with_the_summaries():
+    """Expressions with small weights are never scanned once k better ones are found."""
+    m = _matcher("weighted", leaf_capacity=2)
+    strong = [rc.Expression(i, [rc.Predicate("x", "between", (0, 10), 5.0)]) for i in range(3)]
+    weak = [rc.Expression(100 + i, [rc.Predicate("y", "between", (i, i + 10), 0.1)]) for i in range(200)]
+    m.subscribe(strong + weak)
+    (got,) = m.publish([rc.Event(1, {"x": 5, "y": 50})], k=3)
+    assert got.top == ((0, 5.0), (1, 5.0), (2, 5.0))
+    st = m.stats()
+    assert st["random_accesses"] < 50 and st["pruned"] + st["pnodes_pushed"] > 0
+
+
+def test_config_validates_be_tree_fields_and_scoring():
+    with pytest.raises(rc.InvalidInput, match="field 'index'"):
+        rc.MatchConfig(scoring="relaxed", index="be-tree")
+    for kw, field in (({"leaf_capacity": 0}, "leaf_capacity"), ({"alpha": 0.7}, "alpha"), ({"beta": 0.5}, "beta"),
+                      ({"split": "fast"}, "split"), ({"build": "lazy"}, "build"), ({"match_probability": 0}, "match_probability")):
+        with pytest.raises(rc.InvalidInput, match=f"field '{field}'"):
+            rc.MatchConfig(index="be-tree", **kw)
+    assert rc.MatchConfig().leaf_size == 5
+    assert rc.MatchConfig(match_probability=0.05).leaf_size == 20
+    assert rc.MatchConfig(match_probability=0.5).leaf_size == 160
+    assert rc.MatchConfig(leaf_capacity=7).leaf_size == 7
+    m = rc.Matcher(rc.MatchConfig(index="be-tree", leaf_capacity=3, build="batch"))
+    assert isinstance(m.core, BETreeCore) and m.core.q[0] == 3 and m.core.build == "batch"
