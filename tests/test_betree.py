@@ -48,8 +48,9 @@ def _drive(m, scoring, seed, steps=25, check=True):
 @pytest.mark.parametrize("leaf_capacity", [1, 2, 5])
 @pytest.mark.parametrize("split,build", [("exhaustive", "dynamic"), ("approximate", "dynamic"), ("exhaustive", "batch")])
 def test_betree_equals_brute_force_and_keeps_its_invariants(scoring, leaf_capacity, split, build):
-    for seed in range(2):
-        m = _matcher(scoring, leaf_capacity=leaf_capacity, split=split, build=build, beta=float([1.5, 4.0][seed]))
+    for seed in range(1):
+        m = _matcher(scoring, leaf_capacity=leaf_capacity, split=split, build=build,
+                     beta=4.0 if leaf_capacity == 2 else 1.5)      # 1.5: bottom-up expansion is frequent
         live, nev = _drive(m, scoring, 100 * leaf_capacity + seed)
         # deletion down to an empty tree, then a refill
         m.unsubscribe(list(live))

@@ -65,6 +65,17 @@ def test_cluster_equals_matcher_after_every_call(scoring, policy, partitions):
         cl.shutdown()
 
 
+@pytest.mark.parametrize("policy", ["hash", "attribute"])
+@pytest.mark.parametrize("scoring", ["static", "weighted"])
+def test_cluster_serves_the_be_tree_like_the_matcher(scoring, policy):
+    mcfg = rc.MatchConfig(scoring=scoring, index="be-tree", k=5, leaf_capacity=2)
+    cl = _cluster(mcfg, policy, 2)
+    try:
+        _drive(cl, rc.Matcher(mcfg), mcfg, seed=11 + len(policy))
+    finally:
+        cl.shutdown()
+
+
 def test_listen_follows_matches_and_filters_by_expression():
     mcfg = rc.MatchConfig(scoring="static", index="ir-tree", k=3)
     cl = _cluster(mcfg, "hash", 2)
@@ -109,12 +120,14 @@ def test_config_refuses_skype_policies_for_matching():
     assert rc.ClusterConfig(engine=rc.EngineConfig(bounds=(0, 0, 1, 1))).policy == "prefix"
 
 
-@pytest.mark.parametrize("role", ["partition", "aggregator", "distributor"])
-def test_recovers_from_a_killed_role_on_ray(ray_session, tmp_path, role):
+@pytest.mark.parametrize("role,index", [("partition", "sopt-r-tree"), ("aggregator", "sopt-r-tree"),
+                                        ("distributor", "sopt-r-tree"), ("partition", "be-tree")])
+def test_recovers_from_a_killed_role_on_ray(ray_session, tmp_path, role, index):
     """SIGKILL one role's process mid-stream: the next calls recover (checkpoint + log) and
     every answer, and the listener's stream, equal the Matcher's."""
-    mcfg = rc.MatchConfig(scoring="relaxed", index="sopt-r-tree", k=4, rebuild_min=4)
-    cl = _cluster(mcfg, "attribute", 2, runtime="ray", name=f"match-kill-{role}", state_dir=str(tmp_path),
+    mcfg = rc.MatchConfig(scoring="relaxed" if index != "be-tree" else "weighted", index=index, k=4, rebuild_min=4,
+                          leaf_capacity=2)
+    cl = _cluster(mcfg, "attribute", 2, runtime="ray", name=f"match-kill-{role}-{index}", state_dir=str(tmp_path),
                   checkpoint_every=0.0)
     try:
         m = rc.Matcher(mcfg)
@@ -142,9 +155,10 @@ def test_recovers_from_a_killed_role_on_ray(ray_session, tmp_path, role):
         cl.shutdown()
 
 
-def test_whole_cluster_restart_resumes_the_expressions(ray_session, tmp_path):
-    mcfg = rc.MatchConfig(scoring="weighted", index="ir-tree", k=4)
-    kw = dict(name="match-restart", state_dir=str(tmp_path))
+@pytest.mark.parametrize("index", ["ir-tree", "be-tree"])
+def test_whole_cluster_restart_resumes_the_expressions(ray_session, tmp_path, index):
+    mcfg = rc.MatchConfig(scoring="weighted", index=index, k=4, leaf_capacity=3)
+    kw = dict(name=f"match-restart-{index}", state_dir=str(tmp_path))
     cl = _cluster(mcfg, "hash", 2, runtime="ray", **kw)
     rng = np.random.default_rng(3)
     exprs = _expressions(rng, 0, 80)

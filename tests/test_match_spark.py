@@ -29,15 +29,16 @@ def _write_jsonl(path, events):
             f.write(json.dumps({"id": e.id, "values": dict(e.values)}) + "\n")
 
 
-def test_load_replay_and_offline_evaluation(spark, ray_session, workload, tmp_path):
+@pytest.mark.parametrize("index", ["sopt-r-tree", "be-tree"])
+def test_load_replay_and_offline_evaluation(spark, ray_session, workload, tmp_path, index):
     exprs, events = workload
     pq.write_table(expressions_table(exprs), tmp_path / "exprs.parquet")
     _write_jsonl(tmp_path / "events.jsonl", events)
-    mcfg = rc.MatchConfig(scoring="weighted", index="sopt-r-tree", k=5)
+    mcfg = rc.MatchConfig(scoring="weighted", index=index, k=5)
     m = rc.Matcher(mcfg)
     m.subscribe(exprs)
     want = m.publish(events)
-    ccfg = rc.ClusterConfig(engine=mcfg, policy="attribute", partitions=2, actor_cpus=0.05, name="match-spark",
+    ccfg = rc.ClusterConfig(engine=mcfg, policy="attribute", partitions=2, actor_cpus=0.05, name=f"match-spark-{index}",
                             state_dir=None)
     cl = rc.Cluster.start(ccfg, sample=exprs[:200])
     try:

@@ -15,6 +15,9 @@ Targets (issue #10, at 1M expressions): SOPT-R-tree fastest and IR-tree within 2
 to 16x over the other structures at d = 1 to 4; segment tree at least 20x the IR-tree's memory;
 build under a minute per attribute; the best index at least 50x faster than scan at d = 4,
 k = 20. Writes ``match.json`` and ``match.png``.
+
+``--paper betree`` runs the BE*-tree paper's experiments instead (Table III families, BE*,
+BE*-B, k-index and scan; :mod:`rankcast.bench.betree`): ``betree.json`` and ``betree.png``.
 """
 from __future__ import annotations
 
@@ -40,6 +43,10 @@ def _floats(s: str) -> list[float]:
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
+    from . import betree
+    p.add_argument("--paper", choices=("ranked", "betree"), default="ranked",
+                   help="ranked: the ranked pub/sub paper's experiments (default); "
+                        "betree: the BE*-tree paper's (rankcast.bench.betree)")
     p.add_argument("--n", type=_ints, default=[100_000, 200_000, 500_000, 1_000_000],
                    help="expressions for the memory experiment (comma-separated)")
     p.add_argument("--n-queries", type=int, default=1000)
@@ -57,6 +64,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
                    help="no segment tree above this many dimensions (the paper: out of memory at 8)")
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--out", default="out/bench")
+    betree.add_arguments(p)
 
 
 def _build_1d(name, w, b):
@@ -233,6 +241,9 @@ def run_match(args) -> dict:
 
 
 def main(args) -> int:
+    if getattr(args, "paper", "ranked") == "betree":
+        from . import betree
+        return betree.main(args)
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
     res = run_match(args)

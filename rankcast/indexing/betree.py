@@ -59,31 +59,35 @@ import numba
 import numpy as np
 from numba.typed import List
 
+from .._arrays import grow
 from .matching import MODES, RELAXED, STATIC, DenseEvent, ExpressionTable, holds
 from .scoring import EPS
 
 __all__ = ["BETreeCore", "check_structure"]
 
-# c-node record (int64, NC per node); the summary fields come first in c- and p-nodes alike
-WS, WC, WK = 0, 1, 2
-C_L, C_R, C_PAR, C_PN, C_DEP, C_BOX, C_PF, C_LH, C_LC, C_ALIVE = range(3, 13)
-NC = 13
+# c-node record (int64, NC per node); the summary fields come first in c- and p-nodes alike:
+# its attribute list (start, count, capacity in the pool) and the most predicates of an
+# expression below it
+WS, WC, WK, NMAX = 0, 1, 2, 3
+C_L, C_R, C_PAR, C_PN, C_DEP, C_BOX, C_LH, C_LC, C_ALIVE, C_DS, C_DC, C_DK = range(4, 16)
+NC = 16   # C_DS/C_DC/C_DK: the p-directory, (attribute, p-node) sorted by attribute, in its pool
 # p-node record (int64, NP per node)
-P_ATTR, P_NEXT, P_OWN, P_ROOT, P_CNT, P_ALIVE = range(3, 9)
+P_ATTR, P_OWN, P_ROOT, P_CNT, P_ALIVE = range(4, 9)
 NP = 9
 # counters
 (U_C, U_P, U_BOX, U_W, U_SPLIT, U_SPACE, U_PART, U_EXPAND, U_MERGE, U_DEADC, U_DEADP, U_LIVEC,
- U_LIVEP) = range(13)
+ U_LIVEP, U_D) = range(14)
 NU = 16
 # the int and float pools (typed lists: kernels grow them in place)
-I_C, I_P, I_WA, I_BA, I_NUM = range(5)
-F_CS, F_PS, F_WM, F_OL, F_OH, F_SL, F_SH = range(7)
+I_C, I_P, I_WA, I_BA, I_NUM, I_DA, I_DP = range(7)
+F_CS, F_PS, F_WM, F_BX = range(4)
+B_OL, B_OH, B_SL, B_SH = range(4)     # a box dimension: own bucket lo, hi; c-directory subtree lo, hi
 # parameters
 Q_A, Q_ALPHA, Q_BETA, Q_EXH, Q_MODE = range(5)
 # work-list tasks
 T_CLUSTER, T_PARTITION = 0, 1
 # match counters
-M_EVENTS, M_CNODES, M_LNODES, M_EVALS, M_PUSHED, M_POPPED, M_PRUNED = range(7)
+M_EVENTS, M_CNODES, M_LNODES, M_EVALS, M_PUSHED, M_POPPED, M_PRUNED, M_CDIR = range(8)
 NM = 8
 INF = np.inf
 
@@ -120,23 +124,23 @@ def _new_c(IL, FL, dep, par, pn, src, extra):
     b = num[U_BOX]
     num[U_BOX] = b + dep
     _grow_i(IL, I_BA, b + dep)
-    for w in (F_OL, F_SL):
-        _grow_f(FL, w, b + dep, INF)
-    for w in (F_OH, F_SH):
-        _grow_f(FL, w, b + dep, -INF)
+    _grow_f(FL, F_BX, 4 * (b + dep), INF)
     CI = IL[I_C]
     BA = IL[I_BA]
     base = c * NC
     CI[base + WS] = 0
     CI[base + WC] = 0
     CI[base + WK] = 0
+    CI[base + NMAX] = 0
     CI[base + C_L] = -1
     CI[base + C_R] = -1
     CI[base + C_PAR] = par
     CI[base + C_PN] = pn
     CI[base + C_DEP] = dep
     CI[base + C_BOX] = b
-    CI[base + C_PF] = -1
+    CI[base + C_DS] = 0
+    CI[base + C_DC] = 0
+    CI[base + C_DK] = 0
     CI[base + C_LH] = -1
     CI[base + C_LC] = 0
     CI[base + C_ALIVE] = 1
@@ -148,12 +152,12 @@ def _new_c(IL, FL, dep, par, pn, src, extra):
     if extra >= 0:
         BA[b + dep - 1] = extra
     FL[F_CS][c] = -INF
-    OL, OH, SL, SH = FL[F_OL], FL[F_OH], FL[F_SL], FL[F_SH]
+    BX = FL[F_BX]
     for j in range(b, b + dep):
-        OL[j] = INF
-        OH[j] = -INF
-        SL[j] = INF
-        SH[j] = -INF
+        BX[4 * j + B_OL] = INF
+        BX[4 * j + B_OH] = -INF
+        BX[4 * j + B_SL] = INF
+        BX[4 * j + B_SH] = -INF
     return c
 
 
@@ -170,14 +174,14 @@ def _new_p(IL, FL, owner, attr):
     PI[base + WS] = 0
     PI[base + WC] = 0
     PI[base + WK] = 0
+    PI[base + NMAX] = 0
     PI[base + P_ATTR] = attr
     PI[base + P_OWN] = owner
     PI[base + P_CNT] = 0
     PI[base + P_ALIVE] = 1
     FL[F_PS][p] = -INF
+    _d_add(IL, owner, attr, p)
     CI = IL[I_C]
-    PI[base + P_NEXT] = CI[owner * NC + C_PF]
-    CI[owner * NC + C_PF] = p
     root = _new_c(IL, FL, CI[owner * NC + C_DEP] + 1, -1, p, owner, attr)
     IL[I_P][base + P_ROOT] = root
     return p
@@ -239,6 +243,9 @@ def _sum_add(IL, FL, q, rec, node, s, p_start, p_end, p_attr, p_w, score):
             S[node] = score[s]
         return
     base = node * (NC if rec == I_C else NP)
+    R = IL[rec]
+    if R[base + NMAX] < p_end[s] - p_start[s]:
+        R[base + NMAX] = p_end[s] - p_start[s]
     for p in range(p_start[s], p_end[s]):
         _w_add(IL, FL, rec, base, p_attr[p], p_w[p])
 
@@ -248,6 +255,7 @@ def _lnode_summary(IL, FL, q, c, NEXT, p_start, p_end, p_attr, p_w, score):
     """Recompute the l-node summary of ``c`` exactly from its expressions."""
     CI = IL[I_C]
     CI[c * NC + WC] = 0
+    CI[c * NC + NMAX] = 0
     FL[F_CS][c] = -INF
     s = CI[c * NC + C_LH]
     while s >= 0:
@@ -256,17 +264,20 @@ def _lnode_summary(IL, FL, q, c, NEXT, p_start, p_end, p_attr, p_w, score):
 
 
 @numba.njit(cache=True, inline="always")
-def _bound(mode, WA, WM, S, ws, wc, node, ev_attr, e0, e1, has, ew):
-    """Upper bound of every score below a summary for the current event."""
+def _bound(mode, WA, WM, S, ws, wc, nmax, node, ev_attr, e0, e1, has, ew, tb):
+    """Upper bound of every score below a summary for the current event: the paper's
+    uscore (the sum over the event's attributes of event weight * largest weight), limited
+    to the ``nmax`` largest of those terms (no expression below has more predicates)."""
     if mode == STATIC:
         return S[node]
-    acc = 0.0
+    m = 0
     n_ev = e1 - e0
     if wc <= 4 * n_ev:
         for j in range(ws, ws + wc):
             a = WA[j]
             if has[a]:
-                acc += ew[a] * WM[j]
+                tb[m] = ew[a] * WM[j]
+                m += 1
     else:
         for i in range(e0, e1):
             a = ev_attr[i]
@@ -278,8 +289,76 @@ def _bound(mode, WA, WM, S, ws, wc, node, ev_attr, e0, e1, has, ew):
                 else:
                     hi = mid
             if lo < ws + wc and WA[lo] == a:
-                acc += ew[a] * WM[lo]
+                tb[m] = ew[a] * WM[lo]
+                m += 1
+    if m > nmax:
+        for i in range(1, m):                  # descending (m is at most the event's size)
+            x = tb[i]
+            j = i - 1
+            while j >= 0 and tb[j] < x:
+                tb[j + 1] = tb[j]
+                j -= 1
+            tb[j + 1] = x
+        m = nmax
+    acc = 0.0
+    for i in range(m):
+        acc += tb[i]
     return acc
+
+
+@numba.njit(cache=True, inline="always")
+def _d_find(DA, ds, dc, attr):
+    """Position of ``attr`` in the p-directory slice ``DA[ds:ds+dc]``, or -1."""
+    lo, hi = ds, ds + dc
+    while lo < hi:
+        mid = (lo + hi) >> 1
+        if DA[mid] < attr:
+            lo = mid + 1
+        else:
+            hi = mid
+    return lo if lo < ds + dc and DA[lo] == attr else -1
+
+
+@numba.njit(cache=True)
+def _d_add(IL, c, attr, p):
+    """(attr, p) into the sorted p-directory of c-node ``c`` (relocated, doubled, when full)."""
+    CI = IL[I_C]
+    ds, dc, dk = CI[c * NC + C_DS], CI[c * NC + C_DC], CI[c * NC + C_DK]
+    if dc == dk:
+        num = IL[I_NUM]
+        nk = max(4, 2 * dk)
+        nb = num[U_D]
+        num[U_D] = nb + nk
+        _grow_i(IL, I_DA, nb + nk)
+        _grow_i(IL, I_DP, nb + nk)
+        DA, DP = IL[I_DA], IL[I_DP]
+        for j in range(dc):
+            DA[nb + j] = DA[ds + j]
+            DP[nb + j] = DP[ds + j]
+        ds = nb
+        CI[c * NC + C_DS] = nb
+        CI[c * NC + C_DK] = nk
+    DA, DP = IL[I_DA], IL[I_DP]
+    j = ds + dc
+    while j > ds and DA[j - 1] > attr:
+        DA[j] = DA[j - 1]
+        DP[j] = DP[j - 1]
+        j -= 1
+    DA[j] = attr
+    DP[j] = p
+    CI[c * NC + C_DC] = dc + 1
+
+
+@numba.njit(cache=True)
+def _d_del(IL, c, attr):
+    CI = IL[I_C]
+    DA, DP = IL[I_DA], IL[I_DP]
+    ds, dc = CI[c * NC + C_DS], CI[c * NC + C_DC]
+    x = _d_find(DA, ds, dc, attr)
+    for j in range(x, ds + dc - 1):
+        DA[j] = DA[j + 1]
+        DP[j] = DP[j + 1]
+    CI[c * NC + C_DC] = dc - 1
 
 
 # ----------------------------------------------------------------------------- l-nodes, boxes
@@ -324,19 +403,19 @@ def _extend(IL, FL, c, s, own, p_start, p_end, p_attr, p_lo, p_hi):
     """Grow the subtree box (and the own box when ``own``) of ``c`` by expression ``s``."""
     CI = IL[I_C]
     BA = IL[I_BA]
-    OL, OH, SL, SH = FL[F_OL], FL[F_OH], FL[F_SL], FL[F_SH]
+    BX = FL[F_BX]
     b = CI[c * NC + C_BOX]
     for j in range(b, b + CI[c * NC + C_DEP]):
         lo, hi = _ival(s, BA[j], p_start, p_end, p_attr, p_lo, p_hi)
-        if lo < SL[j]:
-            SL[j] = lo
-        if hi > SH[j]:
-            SH[j] = hi
+        if lo < BX[4 * j + B_SL]:
+            BX[4 * j + B_SL] = lo
+        if hi > BX[4 * j + B_SH]:
+            BX[4 * j + B_SH] = hi
         if own:
-            if lo < OL[j]:
-                OL[j] = lo
-            if hi > OH[j]:
-                OH[j] = hi
+            if lo < BX[4 * j + B_OL]:
+                BX[4 * j + B_OL] = lo
+            if hi > BX[4 * j + B_OH]:
+                BX[4 * j + B_OH] = hi
 
 
 @numba.njit(cache=True)
@@ -345,7 +424,7 @@ def _recompute_own(IL, FL, c, NEXT, p_start, p_end, p_attr, p_lo, p_hi):
     CI = IL[I_C]
     PI = IL[I_P]
     BA = IL[I_BA]
-    OL, OH, SL, SH = FL[F_OL], FL[F_OH], FL[F_SL], FL[F_SH]
+    BX = FL[F_BX]
     b = CI[c * NC + C_BOX]
     dep = CI[c * NC + C_DEP]
     changed = False
@@ -358,38 +437,38 @@ def _recompute_own(IL, FL, c, NEXT, p_start, p_end, p_attr, p_lo, p_hi):
             lo = min(lo, a)
             hi = max(hi, z)
             s = NEXT[s]
-        p = CI[c * NC + C_PF]
-        while p >= 0:
+        DP = IL[I_DP]
+        for x in range(CI[c * NC + C_DS], CI[c * NC + C_DS] + CI[c * NC + C_DC]):
+            p = DP[x]
             r = PI[p * NP + P_ROOT]
             rb = CI[r * NC + C_BOX] + j
-            lo = min(lo, SL[rb])
-            hi = max(hi, SH[rb])
-            p = PI[p * NP + P_NEXT]
-        if lo != OL[b + j] or hi != OH[b + j]:
+            lo = min(lo, BX[4 * rb + B_SL])
+            hi = max(hi, BX[4 * rb + B_SH])
+        if lo != BX[4 * (b + j) + B_OL] or hi != BX[4 * (b + j) + B_OH]:
             changed = True
-            OL[b + j] = lo
-            OH[b + j] = hi
+            BX[4 * (b + j) + B_OL] = lo
+            BX[4 * (b + j) + B_OH] = hi
     return changed
 
 
 @numba.njit(cache=True)
 def _recompute_sub(IL, FL, c):
     CI = IL[I_C]
-    OL, OH, SL, SH = FL[F_OL], FL[F_OH], FL[F_SL], FL[F_SH]
+    BX = FL[F_BX]
     b = CI[c * NC + C_BOX]
     lc, rc = CI[c * NC + C_L], CI[c * NC + C_R]
     changed = False
     for j in range(CI[c * NC + C_DEP]):
-        lo, hi = OL[b + j], OH[b + j]
+        lo, hi = BX[4 * (b + j) + B_OL], BX[4 * (b + j) + B_OH]
         for ch in (lc, rc):
             if ch >= 0:
                 cb = CI[ch * NC + C_BOX] + j
-                lo = min(lo, SL[cb])
-                hi = max(hi, SH[cb])
-        if lo != SL[b + j] or hi != SH[b + j]:
+                lo = min(lo, BX[4 * cb + B_SL])
+                hi = max(hi, BX[4 * cb + B_SH])
+        if lo != BX[4 * (b + j) + B_SL] or hi != BX[4 * (b + j) + B_SH]:
             changed = True
-            SL[b + j] = lo
-            SH[b + j] = hi
+            BX[4 * (b + j) + B_SL] = lo
+            BX[4 * (b + j) + B_SH] = hi
     return changed
 
 
@@ -602,14 +681,14 @@ def _insert_cdir(IL, FL, q, root, s, lo, hi, p_start, p_end, p_attr, p_lo, p_hi)
     beta = q[Q_BETA]
     while True:
         CI = IL[I_C]
-        SL, SH = FL[F_SL], FL[F_SH]
+        BX = FL[F_BX]
         lc, rc = CI[node * NC + C_L], CI[node * NC + C_R]
         if lc < 0 and rc < 0:
             _extend(IL, FL, node, s, True, p_start, p_end, p_attr, p_lo, p_hi)
             return node
         d = CI[node * NC + C_DEP]
         j = CI[node * NC + C_BOX] + d - 1
-        slo, shi = SL[j], SH[j]
+        slo, shi = BX[4 * j + B_SL], BX[4 * j + B_SH]
         nlo, nhi = min(slo, lo), max(shi, hi)
         if (nhi - nlo) > beta * (shi - slo):
             # bottom-up expansion: a new parent bucket holding s above this subtree
@@ -623,11 +702,11 @@ def _insert_cdir(IL, FL, q, root, s, lo, hi, p_start, p_end, p_attr, p_lo, p_hi)
             else:
                 CI[par * NC + C_R] = new
             _attach_child(IL, FL, new, node, 1 if nhi > shi else 2)
-            SL, SH = FL[F_SL], FL[F_SH]
+            BX = FL[F_BX]
             b_new, b_old = CI[new * NC + C_BOX], CI[node * NC + C_BOX]
             for t in range(d):
-                SL[b_new + t] = SL[b_old + t]
-                SH[b_new + t] = SH[b_old + t]
+                BX[4 * (b_new + t) + B_SL] = BX[4 * (b_old + t) + B_SL]
+                BX[4 * (b_new + t) + B_SH] = BX[4 * (b_old + t) + B_SH]
             _extend(IL, FL, new, s, True, p_start, p_end, p_attr, p_lo, p_hi)
             IL[I_NUM][U_EXPAND] += 1
             return new
@@ -635,10 +714,10 @@ def _insert_cdir(IL, FL, q, root, s, lo, hi, p_start, p_end, p_attr, p_lo, p_hi)
         il = ir = False
         if lc >= 0:
             lj = CI[lc * NC + C_BOX] + d - 1
-            il = lo <= SH[lj] and hi >= SL[lj]
+            il = lo <= BX[4 * lj + B_SH] and hi >= BX[4 * lj + B_SL]
         if rc >= 0:
             rj = CI[rc * NC + C_BOX] + d - 1
-            ir = lo <= SH[rj] and hi >= SL[rj]
+            ir = lo <= BX[4 * rj + B_SH] and hi >= BX[4 * rj + B_SL]
         if il and ir:
             _extend(IL, FL, node, s, True, p_start, p_end, p_attr, p_lo, p_hi)
             return node
@@ -649,11 +728,11 @@ def _insert_cdir(IL, FL, q, root, s, lo, hi, p_start, p_end, p_attr, p_lo, p_hi)
             node = rc
             continue
         if lc >= 0 and rc >= 0:
-            if hi < SL[lj]:
+            if hi < BX[4 * lj + B_SL]:
                 node = lc
-            elif lo > SH[rj]:
+            elif lo > BX[4 * rj + B_SH]:
                 node = rc
-            elif hi - SH[lj] <= SL[rj] - lo:          # in the gap: the side that grows less
+            elif hi - BX[4 * lj + B_SH] <= BX[4 * rj + B_SL] - lo:          # in the gap: the side that grows less
                 node = lc
             else:
                 node = rc
@@ -662,7 +741,7 @@ def _insert_cdir(IL, FL, q, root, s, lo, hi, p_start, p_end, p_attr, p_lo, p_hi)
         ch = lc if lc >= 0 else rc
         cj = CI[ch * NC + C_BOX] + d - 1
         missing_right = lc >= 0
-        if (missing_right and hi < SL[cj]) or (not missing_right and lo > SH[cj]):
+        if (missing_right and hi < BX[4 * cj + B_SL]) or (not missing_right and lo > BX[4 * cj + B_SH]):
             node = ch
             continue
         new = _new_c(IL, FL, d, node, CI[node * NC + C_PN], node, -1)
@@ -790,7 +869,7 @@ def _cluster(IL, FL, q, c, tasks, n_tasks, HOME, NEXT, PREV,
         i += 1
         s = NEXT[s]
     alpha = max(1, int(np.ceil(q[Q_ALPHA] * n)))
-    side = _split(lo, hi, alpha, q[Q_EXH] > 0, FL[F_OL][b + d - 1], FL[F_OH][b + d - 1])
+    side = _split(lo, hi, alpha, q[Q_EXH] > 0, FL[F_BX][4 * (b + d - 1) + B_OL], FL[F_BX][4 * (b + d - 1) + B_OH])
     if side.shape[0] == 0:
         return tasks, n_tasks, False
     space = side[0] >= 3
@@ -837,7 +916,7 @@ def _settle(IL, FL, q, c0, kind0, HOME, NEXT, PREV, mark, acnt,
         CI = IL[I_C]
         if CI[c * NC + C_LC] <= A:
             continue
-        leaf = CI[c * NC + C_L] < 0 and CI[c * NC + C_R] < 0 and CI[c * NC + C_PF] < 0
+        leaf = CI[c * NC + C_L] < 0 and CI[c * NC + C_R] < 0 and CI[c * NC + C_DC] == 0
         if kind == T_CLUSTER and c != 0 and leaf:
             tasks, n_tasks, done = _cluster(IL, FL, q, c, tasks, n_tasks, HOME, NEXT, PREV,
                                             p_start, p_end, p_attr, p_lo, p_hi, p_w, score)
@@ -861,19 +940,28 @@ def _insert_many(IL, FL, q, slots, HOME, NEXT, PREV, mark, acnt,
             PI = IL[I_P]
             best = -1
             bc = -1
-            pn = CI[c * NC + C_PF]
-            while pn >= 0:
-                if mark[PI[pn * NP + P_ATTR]] >= 0 and PI[pn * NP + P_CNT] > bc:
-                    best = pn
-                    bc = PI[pn * NP + P_CNT]
-                pn = PI[pn * NP + P_NEXT]
+            DA, DP = IL[I_DA], IL[I_DP]
+            ds, dc = CI[c * NC + C_DS], CI[c * NC + C_DC]
+            if dc <= 2 * (p_end[s] - p_start[s]):
+                for x in range(ds, ds + dc):
+                    pn = DP[x]
+                    if mark[DA[x]] >= 0 and PI[pn * NP + P_CNT] > bc:
+                        best = pn
+                        bc = PI[pn * NP + P_CNT]
+            else:
+                for p in range(p_start[s], p_end[s]):
+                    x = _d_find(DA, ds, dc, p_attr[p])
+                    if x >= 0 and PI[DP[x] * NP + P_CNT] > bc:
+                        best = DP[x]
+                        bc = PI[best * NP + P_CNT]
             if best < 0:
                 _l_push(CI, HOME, NEXT, PREV, c, s)
                 _sum_add(IL, FL, q, I_C, c, s, p_start, p_end, p_attr, p_w, score)
                 for p in range(p_start[s], p_end[s]):
                     mark[p_attr[p]] = -1
-                _settle(IL, FL, q, c, T_PARTITION if c == 0 else T_CLUSTER, HOME, NEXT, PREV, mark, acnt,
-                        p_start, p_end, p_attr, p_lo, p_hi, p_w, score)
+                if IL[I_C][c * NC + C_LC] > q[Q_A]:
+                    _settle(IL, FL, q, c, T_PARTITION if c == 0 else T_CLUSTER, HOME, NEXT, PREV, mark, acnt,
+                            p_start, p_end, p_attr, p_lo, p_hi, p_w, score)
                 break
             PI[best * NP + P_CNT] += 1
             _sum_add(IL, FL, q, I_P, best, s, p_start, p_end, p_attr, p_w, score)
@@ -916,15 +1004,7 @@ def _unlink_empty(IL, FL, c):
         return par, False
     pn = CI[c * NC + C_PN]
     owner = PI[pn * NP + P_OWN]
-    prev = -1
-    x = CI[owner * NC + C_PF]
-    while x != pn:
-        prev = x
-        x = PI[x * NP + P_NEXT]
-    if prev < 0:
-        CI[owner * NC + C_PF] = PI[pn * NP + P_NEXT]
-    else:
-        PI[prev * NP + P_NEXT] = PI[pn * NP + P_NEXT]
+    _d_del(IL, owner, PI[pn * NP + P_ATTR])
     PI[pn * NP + P_ALIVE] = 0
     num[U_DEADP] += 1
     num[U_LIVEP] -= 1
@@ -949,10 +1029,10 @@ def _remove_many(IL, FL, q, slots, HOME, NEXT, PREV, p_start, p_end, p_attr, p_l
         _lnode_summary(IL, FL, q, c, NEXT, p_start, p_end, p_attr, p_w, score)
         if c == 0:
             continue
-        leaf = CI[c * NC + C_L] < 0 and CI[c * NC + C_R] < 0 and CI[c * NC + C_PF] < 0
+        leaf = CI[c * NC + C_L] < 0 and CI[c * NC + C_R] < 0 and CI[c * NC + C_DC] == 0
         par = CI[c * NC + C_PAR]
         n_left = CI[c * NC + C_LC]
-        if leaf and 0 < n_left < under and par >= 0 and CI[par * NC + C_PF] < 0 and CI[par * NC + C_LC] + n_left <= A:
+        if leaf and 0 < n_left < under and par >= 0 and CI[par * NC + C_DC] == 0 and CI[par * NC + C_LC] + n_left <= A:
             # merge rule: the underflowing leaf goes back into its open parent bucket
             while CI[c * NC + C_LH] >= 0:
                 x = CI[c * NC + C_LH]
@@ -974,7 +1054,7 @@ def _remove_empty_chain(IL, FL, c, NEXT, p_start, p_end, p_attr, p_lo, p_hi):
     and so on upwards."""
     while c > 0:
         CI = IL[I_C]
-        if (CI[c * NC + C_L] >= 0 or CI[c * NC + C_R] >= 0 or CI[c * NC + C_PF] >= 0
+        if (CI[c * NC + C_L] >= 0 or CI[c * NC + C_R] >= 0 or CI[c * NC + C_DC] > 0
                 or CI[c * NC + C_LC] > 0):
             return
         node, _ = _unlink_empty(IL, FL, c)
@@ -1076,22 +1156,41 @@ def _hpop(hb, hp, n):
     return b, p, n
 
 
+@numba.njit(cache=True, inline="always")
+def _consider(mode, PI, WA, WM, PS, pn, ev_attr, e0, e1, has, ew, tb, n, k, tsc, hb, hp, nh, cnt):
+    """Push p-node ``pn`` (on an attribute the event has) unless its bound cannot beat the
+    k-th score."""
+    pb = pn * NP
+    bnd = _bound(mode, WA, WM, PS, PI[pb + WS], PI[pb + WC], PI[pb + NMAX], pn, ev_attr, e0, e1, has, ew, tb)
+    if n == k and tsc[0] > bnd * (1.0 + EPS):
+        cnt[M_PRUNED] += 1
+        return hb, hp, nh
+    cnt[M_PUSHED] += 1
+    return _hpush(hb, hp, nh, bnd, pn)
+
+
 @numba.njit(cache=True)
 def _match_many(IL, FL, mode, k, ev_off, ev_attr, ev_val, ev_w, val, has, ew,
-                ids, p_start, p_end, score, p_attr, p_op, p_a, p_b, p_w, set_off, set_vals,
-                NEXT, out_id, out_sc, out_n, cnt):
+                ids, score, EH, PK, set_vals, NEXT, out_id, out_sc, out_n, cnt):
+    """Top-k of every event (module docstring). Expressions are read from their packed
+    copy: ``EH[2s], EH[2s+1]`` the rows of slot ``s`` in ``PK``, a row being (attribute,
+    operator, a, b, weight, set start, set end, -)."""
     CI = IL[I_C]
     PI = IL[I_P]
     WA = IL[I_WA]
-    BA = IL[I_BA]
+    DA, DP = IL[I_DA], IL[I_DP]
     WM = FL[F_WM]
     CS, PS = FL[F_CS], FL[F_PS]
-    OL, OH, SL, SH = FL[F_OL], FL[F_OH], FL[F_SL], FL[F_SH]
+    BX = FL[F_BX]
     tsc = np.empty(k)
     tid = np.empty(k, np.int64)
     hb = np.empty(64)
     hp = np.empty(64, np.int64)
     stack = np.empty(64, np.int64)
+    max_ev = 1
+    for e in range(ev_off.shape[0] - 1):
+        max_ev = max(max_ev, ev_off[e + 1] - ev_off[e])
+    tb = np.empty(max_ev)
     for e in range(ev_off.shape[0] - 1):
         e0, e1 = ev_off[e], ev_off[e + 1]
         for i in range(e0, e1):
@@ -1104,12 +1203,14 @@ def _match_many(IL, FL, mode, k, ev_off, ev_attr, ev_val, ev_w, val, has, ew,
         nh = 0
         c = 0                          # the root first, then the popped p-nodes' buckets
         ns = 0
+        cur_v = 0.0
         while True:
             if c >= 0:
                 cnt[M_CNODES] += 1
                 base = c * NC
                 if CI[base + C_LC] > 0:
-                    bnd = _bound(mode, WA, WM, CS, CI[base + WS], CI[base + WC], c, ev_attr, e0, e1, has, ew)
+                    bnd = _bound(mode, WA, WM, CS, CI[base + WS], CI[base + WC], CI[base + NMAX], c, ev_attr, e0, e1,
+                                 has, ew, tb)
                     if n == k and tsc[0] > bnd * (1.0 + EPS):
                         cnt[M_PRUNED] += 1
                     else:
@@ -1119,37 +1220,40 @@ def _match_many(IL, FL, mode, k, ev_off, ev_attr, ev_val, ev_w, val, has, ew,
                             cnt[M_EVALS] += 1
                             acc = 0.0
                             ok = True
-                            for p in range(p_start[s], p_end[s]):
-                                at = p_attr[p]
-                                if not (has[at] and holds(p_op[p], p_a[p], p_b[p], set_vals, set_off[p],
-                                                          set_off[p + 1], val[at])):
+                            for r in range(8 * EH[2 * s], 8 * EH[2 * s + 1], 8):
+                                at = int(PK[r])
+                                if not (has[at] and holds(int(PK[r + 1]), PK[r + 2], PK[r + 3], set_vals,
+                                                          int(PK[r + 5]), int(PK[r + 6]), val[at])):
                                     ok = False
                                     break
-                                acc += p_w[p] * ew[at]
+                                acc += PK[r + 4] * ew[at]
                             if ok:
                                 sc = score[s] if mode == STATIC else acc
                                 n = _offer(tsc, tid, n, k, sc, ids[s])
                             s = NEXT[s]
-                pn = CI[base + C_PF]
-                while pn >= 0:
-                    pb = pn * NP
-                    if has[PI[pb + P_ATTR]]:
-                        bnd = _bound(mode, WA, WM, PS, PI[pb + WS], PI[pb + WC], pn, ev_attr, e0, e1, has, ew)
-                        if n == k and tsc[0] > bnd * (1.0 + EPS):
-                            cnt[M_PRUNED] += 1
-                        else:
-                            hb, hp, nh = _hpush(hb, hp, nh, bnd, pn)
-                            cnt[M_PUSHED] += 1
-                    pn = PI[pb + P_NEXT]
+                ds, dc = CI[base + C_DS], CI[base + C_DC]
+                if dc > 0:
+                    if dc <= 2 * (e1 - e0):
+                        for x in range(ds, ds + dc):
+                            if has[DA[x]]:
+                                hb, hp, nh = _consider(mode, PI, WA, WM, PS, DP[x], ev_attr, e0, e1, has, ew, tb,
+                                                       n, k, tsc, hb, hp, nh, cnt)
+                    else:
+                        for i in range(e0, e1):
+                            x = _d_find(DA, ds, dc, ev_attr[i])
+                            if x >= 0:
+                                hb, hp, nh = _consider(mode, PI, WA, WM, PS, DP[x], ev_attr, e0, e1, has, ew, tb,
+                                                       n, k, tsc, hb, hp, nh, cnt)
             # next bucket: from the c-directory being searched, else the best p-node left
             c = -1
             while ns > 0 and c < 0:
                 ns -= 1
                 x = stack[ns]
+                cnt[M_CDIR] += 1
                 d = CI[x * NC + C_DEP]
                 j = CI[x * NC + C_BOX] + d - 1
-                v = val[BA[j]]
-                if v < SL[j] or v > SH[j]:
+                v = cur_v
+                if v < BX[4 * j + B_SL] or v > BX[4 * j + B_SH]:
                     continue
                 for ch in (CI[x * NC + C_L], CI[x * NC + C_R]):
                     if ch >= 0:
@@ -1159,7 +1263,7 @@ def _match_many(IL, FL, mode, k, ev_off, ev_attr, ev_val, ev_w, val, has, ew,
                             stack = bigger
                         stack[ns] = ch
                         ns += 1
-                if OL[j] <= v and v <= OH[j]:
+                if BX[4 * j + B_OL] <= v and v <= BX[4 * j + B_OH]:
                     c = x
             if c >= 0:
                 continue
@@ -1170,6 +1274,7 @@ def _match_many(IL, FL, mode, k, ev_off, ev_attr, ev_val, ev_w, val, has, ew,
             if n == k and tsc[0] > bnd * (1.0 + EPS):
                 break
             stack[0] = PI[pn * NP + P_ROOT]
+            cur_v = val[PI[pn * NP + P_ATTR]]
             ns = 1
         # best first
         order = np.empty(n, np.int64)
@@ -1217,9 +1322,9 @@ class BETreeCore:
 
     def _reset_tree(self):
         self.IL = List([np.full(16 * NC, -1, np.int64), np.full(16 * NP, -1, np.int64), np.zeros(64, np.int64),
-                        np.zeros(64, np.int64), np.zeros(NU, np.int64)])
-        self.FL = List([np.full(16, -INF), np.full(16, -INF), np.zeros(64), np.full(64, INF), np.full(64, -INF),
-                        np.full(64, INF), np.full(64, -INF)])
+                        np.zeros(64, np.int64), np.zeros(NU, np.int64), np.zeros(64, np.int64),
+                        np.zeros(64, np.int64)])
+        self.FL = List([np.full(16, -INF), np.full(16, -INF), np.zeros(64), np.full(256, INF)])
         _new_c(self.IL, self.FL, 0, -1, -1, 0, -1)                     # the root
         n = self.table.n_slots
         self.home = np.full(n, -1, np.int64)
@@ -1227,6 +1332,9 @@ class BETreeCore:
         self.prv = np.full(n, -1, np.int64)
         self.mark = np.full(len(self.ev.val), -1, np.int64)
         self.acnt = np.zeros(len(self.ev.val), np.int64)
+        self.pk = np.zeros((0, 8))
+        self.eh = np.zeros((0, 2), np.int64)
+        self.n_packed = 0
 
     def __len__(self) -> int:
         return self.table.n_live
@@ -1252,7 +1360,28 @@ class BETreeCore:
     def add(self, batch, n_attrs: int) -> None:
         slots = self.table.add(batch)
         self._grow(n_attrs)
+        self._pack(slots)
         self._insert(slots)
+
+    def _pack(self, slots: np.ndarray) -> None:
+        """The packed copy of the expressions ``slots`` (appended; see ``_match_many``)."""
+        t = self.table
+        off, rows = t.pred_rows(slots)
+        n = len(rows)
+        base = self.n_packed
+        self.pk = grow(self.pk, base + n)
+        self.eh = grow(self.eh, t.n_slots)
+        blk = self.pk[base: base + n]
+        blk[:, 0] = t.p_attr[rows]
+        blk[:, 1] = t.p_op[rows]
+        blk[:, 2] = t.p_a[rows]
+        blk[:, 3] = t.p_b[rows]
+        blk[:, 4] = t.p_w[rows]
+        blk[:, 5] = t.set_off[rows]
+        blk[:, 6] = t.set_off[rows + 1]
+        self.eh[slots, 0] = base + off[:-1]
+        self.eh[slots, 1] = base + off[1:]
+        self.n_packed = base + n
 
     def _insert(self, slots: np.ndarray) -> None:
         fn = _bulk_load if (self.build == "batch" and self.table.n_live == len(slots)) else _insert_many
@@ -1276,7 +1405,9 @@ class BETreeCore:
         t.compact()
         self._reset_tree()
         self._grow(len(self.ev.val))
-        self._insert(np.flatnonzero(t.live[: t.n_slots]))
+        live = np.flatnonzero(t.live[: t.n_slots])
+        self._pack(live)
+        self._insert(live)
 
     # ------------------------------------------------------------------ queries
     def match(self, events, k: int):
@@ -1287,8 +1418,8 @@ class BETreeCore:
         t = self.table
         ev = self.ev
         _match_many(self.IL, self.FL, self.mode, k, events.off, events.attr, events.val, events.weight,
-                    ev.val, ev.has, ev.ew, t.ids, t.p_start, t.p_end, t.score, t.p_attr, t.p_op, t.p_a, t.p_b,
-                    t.p_w, t.set_off, t.set_vals, self.nxt, out_id, out_sc, out_n, self.counters)
+                    ev.val, ev.has, ev.ew, t.ids, t.score, self.eh.reshape(-1), self.pk.reshape(-1), t.set_vals, self.nxt, out_id, out_sc,
+                    out_n, self.counters)
         return [(out_id[i * k: i * k + out_n[i]], out_sc[i * k: i * k + out_n[i]]) for i in range(n)]
 
     def stats(self) -> dict:
@@ -1300,11 +1431,12 @@ class BETreeCore:
                 "expansions": int(num[U_EXPAND]), "merges": int(num[U_MERGE]), "index_bytes": self.nbytes(),
                 "events": int(c[M_EVENTS]), "nodes": int(c[M_CNODES]), "lnodes_scanned": int(c[M_LNODES]),
                 "random_accesses": int(c[M_EVALS]), "pnodes_pushed": int(c[M_PUSHED]),
-                "pnodes_popped": int(c[M_POPPED]), "pruned": int(c[M_PRUNED])}
+                "pnodes_popped": int(c[M_POPPED]), "pruned": int(c[M_PRUNED]),
+                "cdir_nodes": int(c[M_CDIR])}
 
     def nbytes(self) -> int:
         num = self.IL[I_NUM]
-        return int(num[U_C] * NC * 8 + num[U_P] * NP * 8 + num[U_W] * 16 + num[U_BOX] * 40
+        return int(num[U_C] * NC * 8 + num[U_P] * NP * 8 + num[U_W] * 16 + num[U_D] * 16 + num[U_BOX] * 40
                    + 8 * (num[U_C] + num[U_P]) + 3 * 8 * len(self.home))
 
 
@@ -1320,7 +1452,7 @@ def check_structure(core: BETreeCore) -> None:
     CI = IL[I_C].reshape(-1, NC)
     PI = IL[I_P].reshape(-1, NP)
     BA, WA, num = IL[I_BA], IL[I_WA], IL[I_NUM]
-    CS, PS, WM, OL, OH, SL, SH = (FL[i] for i in range(7))
+    CS, PS, WM, BX = (FL[i] for i in range(4))
     t = core.table
     live = set(np.flatnonzero(t.live[: t.n_slots]).tolist())
     mode = core.mode
@@ -1365,9 +1497,12 @@ def check_structure(core: BETreeCore) -> None:
         seen.extend(own)
         bounded(summary(CI, c, CS), own)
         below = list(own)
-        p = CI[c, C_PF]
         attrs = set()
-        while p >= 0:
+        ds, dc = CI[c, C_DS], CI[c, C_DC]
+        assert IL[I_DA][ds: ds + dc].tolist() == sorted(set(IL[I_DA][ds: ds + dc].tolist())), "p-directory unsorted"
+        for x in range(ds, ds + dc):
+            p = IL[I_DP][x]
+            assert PI[p, P_ATTR] == IL[I_DA][x]
             assert PI[p, P_ALIVE] == 1 and PI[p, P_OWN] == c
             a = int(PI[p, P_ATTR])
             assert a not in path and a not in attrs
@@ -1377,14 +1512,13 @@ def check_structure(core: BETreeCore) -> None:
             assert PI[p, P_CNT] == len(sub), "p-node rank is not its expression count"
             bounded(summary(PI, p, PS), sub)
             below.extend(sub)
-            p = PI[p, P_NEXT]
         for s in own:       # an l-node holds no expression that a p-node here would take
             assert not ({int(x) for x in t.p_attr[t.p_start[s]: t.p_end[s]]} & attrs)
         for j, a in enumerate(path):
             ivs = [ival(s, a) for s in below]
             lo = min((x[0] for x in ivs), default=np.inf)
             hi = max((x[1] for x in ivs), default=-np.inf)
-            assert (OL[b + j], OH[b + j]) == (lo, hi), f"own box of c-node {c} dim {j}: {(OL[b + j], OH[b + j])} != {(lo, hi)}"
+            assert (BX[4 * (b + j) + B_OL], BX[4 * (b + j) + B_OH]) == (lo, hi), f"own box of c-node {c} dim {j}: {(BX[4 * (b + j) + B_OL], BX[4 * (b + j) + B_OH])} != {(lo, hi)}"
         kids = [int(x) for x in (CI[c, C_L], CI[c, C_R]) if x >= 0]
         subtree = list(below)
         for ch in kids:
@@ -1394,10 +1528,10 @@ def check_structure(core: BETreeCore) -> None:
             ivs = [ival(s, a) for s in subtree]
             lo = min((x[0] for x in ivs), default=np.inf)
             hi = max((x[1] for x in ivs), default=-np.inf)
-            assert (SL[b + j], SH[b + j]) == (lo, hi), f"subtree box of c-node {c} dim {j}"
+            assert (BX[4 * (b + j) + B_SL], BX[4 * (b + j) + B_SH]) == (lo, hi), f"subtree box of c-node {c} dim {j}"
         if d and CI[c, C_L] >= 0 and CI[c, C_R] >= 0:
             lb, rb = CI[CI[c, C_L], C_BOX] + d - 1, CI[CI[c, C_R], C_BOX] + d - 1
-            assert SH[lb] < SL[rb] or SL[lb] > SH[lb] or SL[rb] > SH[rb], "L and R overlap"
+            assert BX[4 * lb + B_SH] < BX[4 * rb + B_SL] or BX[4 * lb + B_SL] > BX[4 * lb + B_SH] or BX[4 * rb + B_SL] > BX[4 * rb + B_SH], "L and R overlap"
         return subtree
 
     allx = visit_c(0, [])
