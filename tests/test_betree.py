@@ -12,7 +12,7 @@ import pytest
 import rankcast as rc
 from rankcast.indexing.betree import BETreeCore, check_structure
 from rankcast.testing import assert_matches_exact
-from test_match_oracle import _events, _expressions
+from tests.test_match_oracle import _events, _expressions
 
 
 def _matcher(scoring, **opts):
