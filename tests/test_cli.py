@@ -110,6 +110,7 @@ def test_demo_small(tmp_path, capsys):
     rm = summary["ranked_matching"]
     assert rm["events"] == 300 and rm["expressions"] == 2000 and rm["events_with_matches"] > 0
     assert rm["cluster_equal_to_matcher"] and rm["spark_agreement"] == 100.0 and rm["recovery_seconds"] > 0
+    assert rm["be_tree"]["equal_to_interval_indexes"] and rm["be_tree"]["cnodes"] > 0
     watched = summary["watched"]
     assert len(watched) == 3
     printed = capsys.readouterr().out
