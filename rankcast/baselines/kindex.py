@@ -53,7 +53,7 @@ import numpy as np
 
 from ..columns import item_error
 from ..errors import InvalidInput
-from ..indexing.matching import MODES, RELAXED, STATIC, DenseEvent, ExpressionTable
+from ..indexing.matching import MODES, RELAXED, STATIC, DenseEvent, ExpressionTable, find_sorted
 from ..indexing.scoring import EPS
 from ..model import OPERATORS
 
@@ -70,21 +70,6 @@ _BIG = np.iinfo(np.int64).max
 _C_LISTS, _C_PARTS, _C_PART_PRUNED, _C_ACCEPT, _C_REJECT, _C_CONJ_PRUNED, _C_SKIPS = range(7)
 _COUNTER_NAMES = ("lists", "partitions", "partitions_pruned", "candidates", "rejected", "conjunctions_pruned",
                   "skips")
-
-
-@numba.njit(cache=True, inline="always")
-def _find(vals, lo, hi, x):
-    """Index of ``x`` in the sorted ``vals[lo:hi]``, -1 when absent."""
-    end = hi
-    while lo < hi:
-        mid = (lo + hi) >> 1
-        if vals[mid] < x:
-            lo = mid + 1
-        else:
-            hi = mid
-    if lo < end and vals[lo] == x:
-        return lo
-    return -1
 
 
 @numba.njit(cache=True, inline="always")
@@ -200,7 +185,7 @@ def _match(ev_off, ev_attr, ev_val, ev_w, k, static, n_dense, n_attrs, max_k, lk
                 if at >= n_attrs:
                     continue
                 g = K * stride + at
-                j = _find(l_val, lk[g], lk[g + 1], ev_val[q])
+                j = find_sorted(l_val, lk[g], lk[g + 1], ev_val[q])
                 if j >= 0:
                     plist[cnt] = j
                     cnt += 1

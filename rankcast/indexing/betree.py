@@ -60,7 +60,7 @@ import numpy as np
 from numba.typed import List
 
 from .._arrays import grow
-from .matching import MODES, RELAXED, STATIC, DenseEvent, ExpressionTable, holds
+from .matching import MODES, RELAXED, STATIC, DenseEvent, ExpressionTable, find_sorted, holds, lower_bound
 from .scoring import EPS
 
 __all__ = ["BETreeCore", "check_structure"]
@@ -194,13 +194,7 @@ def _w_add(IL, FL, rec, base, attr, w):
     R = IL[rec]
     ws, wc, wk = R[base + WS], R[base + WC], R[base + WK]
     WA = IL[I_WA]
-    lo, hi = ws, ws + wc
-    while lo < hi:
-        mid = (lo + hi) >> 1
-        if WA[mid] < attr:
-            lo = mid + 1
-        else:
-            hi = mid
+    lo = lower_bound(WA, ws, ws + wc, attr)
     if lo < ws + wc and WA[lo] == attr:
         WM = FL[F_WM]
         if WM[lo] < w:
@@ -281,15 +275,9 @@ def _bound(mode, WA, WM, S, ws, wc, nmax, node, ev_attr, e0, e1, has, ew, tb):
     else:
         for i in range(e0, e1):
             a = ev_attr[i]
-            lo, hi = ws, ws + wc
-            while lo < hi:
-                mid = (lo + hi) >> 1
-                if WA[mid] < a:
-                    lo = mid + 1
-                else:
-                    hi = mid
-            if lo < ws + wc and WA[lo] == a:
-                tb[m] = ew[a] * WM[lo]
+            x = find_sorted(WA, ws, ws + wc, a)
+            if x >= 0:
+                tb[m] = ew[a] * WM[x]
                 m += 1
     if m > nmax:
         for i in range(1, m):                  # descending (m is at most the event's size)
@@ -304,19 +292,6 @@ def _bound(mode, WA, WM, S, ws, wc, nmax, node, ev_attr, e0, e1, has, ew, tb):
     for i in range(m):
         acc += tb[i]
     return acc
-
-
-@numba.njit(cache=True, inline="always")
-def _d_find(DA, ds, dc, attr):
-    """Position of ``attr`` in the p-directory slice ``DA[ds:ds+dc]``, or -1."""
-    lo, hi = ds, ds + dc
-    while lo < hi:
-        mid = (lo + hi) >> 1
-        if DA[mid] < attr:
-            lo = mid + 1
-        else:
-            hi = mid
-    return lo if lo < ds + dc and DA[lo] == attr else -1
 
 
 @numba.njit(cache=True)
@@ -354,7 +329,7 @@ def _d_del(IL, c, attr):
     CI = IL[I_C]
     DA, DP = IL[I_DA], IL[I_DP]
     ds, dc = CI[c * NC + C_DS], CI[c * NC + C_DC]
-    x = _d_find(DA, ds, dc, attr)
+    x = find_sorted(DA, ds, ds + dc, attr)
     for j in range(x, ds + dc - 1):
         DA[j] = DA[j + 1]
         DP[j] = DP[j + 1]
@@ -950,7 +925,7 @@ def _insert_many(IL, FL, q, slots, HOME, NEXT, PREV, mark, acnt,
                         bc = PI[pn * NP + P_CNT]
             else:
                 for p in range(p_start[s], p_end[s]):
-                    x = _d_find(DA, ds, dc, p_attr[p])
+                    x = find_sorted(DA, ds, ds + dc, p_attr[p])
                     if x >= 0 and PI[DP[x] * NP + P_CNT] > bc:
                         best = DP[x]
                         bc = PI[best * NP + P_CNT]
@@ -1240,7 +1215,7 @@ def _match_many(IL, FL, mode, k, ev_off, ev_attr, ev_val, ev_w, val, has, ew,
                                                        n, k, tsc, hb, hp, nh, cnt)
                     else:
                         for i in range(e0, e1):
-                            x = _d_find(DA, ds, dc, ev_attr[i])
+                            x = find_sorted(DA, ds, ds + dc, ev_attr[i])
                             if x >= 0:
                                 hb, hp, nh = _consider(mode, PI, WA, WM, PS, DP[x], ev_attr, e0, e1, has, ew, tb,
                                                        n, k, tsc, hb, hp, nh, cnt)

@@ -41,16 +41,28 @@ _DRIVER_RANK = np.array([3, 3, 0, 4, 3, 3, 1, 4, 2], np.int64)   # by operator: 
 
 
 @numba.njit(cache=True, inline="always")
-def _member(vals, lo, end, x):
-    """Whether ``x`` is in the sorted ``vals[lo:end]`` (binary search)."""
-    hi = end
+def lower_bound(vals, lo, hi, x):
+    """The first position of the sorted ``vals[lo:hi]`` whose value is >= ``x`` (``hi`` if none)."""
     while lo < hi:
         mid = (lo + hi) >> 1
         if vals[mid] < x:
             lo = mid + 1
         else:
             hi = mid
-    return lo < end and vals[lo] == x
+    return lo
+
+
+@numba.njit(cache=True, inline="always")
+def find_sorted(vals, lo, hi, x):
+    """The position of ``x`` in the sorted ``vals[lo:hi]``, -1 when absent."""
+    i = lower_bound(vals, lo, hi, x)
+    return i if i < hi and vals[i] == x else -1
+
+
+@numba.njit(cache=True, inline="always")
+def _member(vals, lo, end, x):
+    """Whether ``x`` is in the sorted ``vals[lo:end]`` (binary search)."""
+    return find_sorted(vals, lo, end, x) >= 0
 
 
 @numba.njit(cache=True, inline="always")
