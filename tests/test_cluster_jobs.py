@@ -116,6 +116,19 @@ def _start_head(ray_bin, tmp):
     return proc, url, env, None, "the Ray head's job server did not come up"
 
 
+def _submit(ray_bin, url, env, entrypoint: list[str]) -> subprocess.CompletedProcess:
+    """`ray job submit` of ``entrypoint``. The head's job server answers before the node's job
+    agent has registered with it (on a loaded machine, seconds later); until then a submission
+    is refused with "No available agent" and nothing runs, so it is tried again."""
+    deadline = time.time() + 120
+    while True:
+        r = subprocess.run([ray_bin, "job", "submit", "--address", url, "--", *entrypoint],
+                           env=env, capture_output=True, text=True, timeout=600)
+        if r.returncode == 0 or "No available agent" not in r.stdout + r.stderr or time.time() > deadline:
+            return r
+        time.sleep(3)
+
+
 @pytest.fixture
 def ray_head():
     """A separate Ray head (`ray start --head --block` in a temp dir, non-default ports),
@@ -157,11 +170,10 @@ def test_ray_job_submit_rankcast_run(ray_head, tmp_path):
                     "actor_cpus": 0.1, "batch_size": 4}}))
     out_file = tmp_path / "out.json"
     # `rankcast` is the console script of the venv the head runs in (its PATH)
-    r = subprocess.run([ray_bin, "job", "submit", "--address", url, "--",
-                        "rankcast", "run", "--config", str(tmp_path / "cluster.yaml"),
-                        "--subscriptions", str(tmp_path / "subs.parquet"), "--source", str(tmp_path / "msgs.parquet"),
-                        "--batch-rows", "5", "--topk", "1", "2", "3", "--out", str(out_file)],
-                       env=env, capture_output=True, text=True, timeout=600)
+    r = _submit(ray_bin, url, env, ["rankcast", "run", "--config", str(tmp_path / "cluster.yaml"),
+                                    "--subscriptions", str(tmp_path / "subs.parquet"),
+                                    "--source", str(tmp_path / "msgs.parquet"),
+                                    "--batch-rows", "5", "--topk", "1", "2", "3", "--out", str(out_file)])
     assert r.returncode == 0, (r.stdout + r.stderr)[-4000:]
     res = json.loads(out_file.read_text())
     assert res["started"] and res["subscriptions_loaded"] == 3 and res["replay"]["messages"] == 21

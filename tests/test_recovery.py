@@ -270,3 +270,37 @@ def test_a_death_while_a_checkpoint_is_taken_after_a_call(tmp_path):
     got = [(d.position, d.updates) for d in cl.listen(from_position=1, timeout=0)]
     assert got == rec.stream
     cl.shutdown()
+
+
+@pytest.mark.parametrize("fork", ["1", "0"])
+def test_a_snapshot_holds_the_state_at_its_start_and_reports_write_errors(tmp_path, monkeypatch, fork):
+    """A snapshot (by a forked child, or from an in-memory copy by a thread) holds the
+    state as it was when it started, though the role changes it at once; a write that
+    fails is raised by ``done`` with its cause, not lost with the child."""
+    import numpy as np
+
+    from rankcast.actors.recovery import ForkWriter, StateStore, Writer, write_snapshot
+
+    monkeypatch.setenv("RANKCAST_SNAPSHOT_FORK", fork)
+    store = StateStore(str(tmp_path), "snap")
+    state = {"a": np.arange(200_000), "n": 1}
+    w = write_snapshot(store, "ckpt-1/role-0", lambda: state)
+    assert isinstance(w, ForkWriter if fork == "1" else Writer)
+    state["a"][:] = -1                                  # the role goes on at once
+    state["n"] = 2
+    assert w.done() == "ckpt-1/role-0" and not w.is_alive()
+    got = store.read("ckpt-1/role-0")
+    assert got["n"] == 1 and np.array_equal(got["a"], np.arange(200_000))
+
+    class Unpicklable:
+        def __reduce__(self):
+            raise TypeError("cannot pickle this role's socket")
+
+    if fork == "1":                                     # the child fails: done() says why
+        bad = write_snapshot(store, "ckpt-1/role-1", lambda: {"s": Unpicklable()})
+        with pytest.raises(RuntimeError, match="ckpt-1/role-1.*cannot pickle this role's socket"):
+            bad.done()
+    else:                                               # the copy fails in the role itself
+        with pytest.raises(TypeError, match="cannot pickle this role's socket"):
+            write_snapshot(store, "ckpt-1/role-1", lambda: {"s": Unpicklable()})
+    assert not store.exists("ckpt-1/role-1")

@@ -62,7 +62,7 @@ from .distributor import Distributor
 from .metrics import RoleMetrics
 from .partition import PartitionOps, SubscriptionPartition
 from .policies import Policy, Routing, make_policy
-from .recovery import StateStore, Writer, dumps, is_role_death, shared_config
+from .recovery import StateStore, is_role_death, shared_config, write_snapshot
 from .runtime import InprocRuntime, RayRuntime, Runtime
 from .shard import WindowShard
 
@@ -240,8 +240,11 @@ class CoordinatorBase:
         self._group_t0 = 0.0
         self._flush_pos: dict = {}                # client -> positions delivering its pipelined calls
         self._done: OrderedDict = OrderedDict()   # client -> (token, result) of its last call
-        self._init_kind(sample)
         # recovery
+        self._role_specs: dict[str, tuple] = {}   # role -> (class, arguments) of its last build
+        self._standby: dict[str, object] = {}     # role -> a warm process that is no role yet
+        self._standby_warm: dict[str, object] = {}
+        self._init_kind(sample)
         self._depth = 0
         self._current = None                      # log index of the running call's record
         self.recoveries: deque[dict] = deque(maxlen=50)
@@ -265,6 +268,7 @@ class CoordinatorBase:
             self._build_roles(None)
             if self.store is not None:
                 self._checkpoint(wait=True)
+        self._fill_standby()
 
     # ------------------------------------------------------------------ kind hooks
     def _init_kind(self, sample) -> None:
@@ -307,22 +311,42 @@ class CoordinatorBase:
 
         def make(role, cls, i, *args, snapshot=True):
             kw = {"resume": (self.store, f"{ckpt}/{role}-{i}")} if ckpt is not None and snapshot else {}
+            self._role_specs[role] = (cls, args)
             if spare.get(role):
-                h = spare[role].pop()
-                started.append(h.reinit.remote(*args, **kw))
-                labels.append(f"{role}-{i}")
+                h, how = spare[role].pop(), ""
+            elif role in self._standby:               # a warm process instead of a new one
+                h, how = self._standby.pop(role), " (standby)"
+            else:
+                h = self.rt.create(cls, *args, num_cpus=cpus, **kw)
+                started.append(h.pid.remote())
+                labels.append(f"{role}-{i} (new process)")
                 return h
-            h = self.rt.create(cls, *args, num_cpus=cpus, **kw)
-            started.append(h.pid.remote())
-            labels.append(f"{role}-{i} (new process)")
+            started.append(h.reinit.remote(*args, **kw))
+            labels.append(f"{role}-{i}{how}")
             return h
 
         def finish():
-            self._role_seconds = self._wait_timed(started, labels)     # every role is up
-            for hs in spare.values():
-                for h in hs:
-                    self._kill([h])
+            try:
+                self._role_seconds = self._wait_timed(started, labels)     # every role is up
+            finally:
+                for hs in spare.values():
+                    for h in hs:
+                        self._kill([h])
         return make, finish
+
+    def _fill_standby(self) -> None:
+        """Start a standby process for every role that has none (``options["standby"]``,
+        on by default for a durable cluster on Ray): it loads its kernels (:meth:`warm`)
+        while the cluster runs, and the next recovery that needs a new process of that role
+        takes it instead (no process start, no kernel loading in the recovery). Called once
+        the roles serve (after a start, a restart, or a recovery's replay)."""
+        if self.store is None or self.rt.inproc or not self.ccfg.options.get("standby", True):
+            return
+        for role, (cls, args) in self._role_specs.items():
+            if role not in self._standby:
+                h = self.rt.create(cls, *args, num_cpus=self.ccfg.actor_cpus)
+                self._standby[role] = h
+                self._standby_warm[role] = h.warm.remote()
 
     # ------------------------------------------------------------------ roles
     def _wait_timed(self, refs: list, labels: list[str]) -> dict[str, float]:
@@ -412,12 +436,12 @@ class CoordinatorBase:
         writers = []
         new = [(p, a) for p, a in self.deliveries if p > self._deliv_saved_upto]
         if new:                               # the deliveries since the last checkpoint
-            writers.append(Writer(self.store, f"deliv-{e}", dumps(new)))
+            writers.append(write_snapshot(self.store, f"deliv-{e}", lambda: new))
             self._deliv_chunks.append((f"deliv-{e}", new[-1][0]))
             self._deliv_saved_upto = new[-1][0]
         state = {k: getattr(self, k) for k in _COORD_STATE + self.KIND_STATE}
         state["metrics"] = dict(self.metrics.values)
-        writers.append(Writer(self.store, f"{d}/coordinator", dumps(state, shared_config(self.cfg))))
+        writers.append(write_snapshot(self.store, f"{d}/coordinator", lambda: state, shared_config(self.cfg)))
         self.store.open_log(f"log-{e}")
         self._log_epoch, self._n_open = e, 0
         self._pending = {"epoch": e, "roles": [h for h, _ in handles], "writers": writers, "t0": t0,
@@ -477,7 +501,25 @@ class CoordinatorBase:
                 "checkpoint_pending": self._pending is not None,
                 # seconds from the quiesce to the commit (the stream goes on after the copies)
                 "last_checkpoint_seconds": self._ckpt_seconds, "last_checkpoint_parts": self._ckpt_parts,
-                "log_records": self._n_logged, "recoveries": list(self.recoveries)}
+                "log_records": self._n_logged, "recoveries": list(self.recoveries),
+                "standby": self._standby_state()}
+
+    def _standby_state(self) -> dict[str, str]:
+        """role -> 'warm', 'warming' or the error its warm-up raised, for each standby."""
+        out = {}
+        for role, ref in self._standby_warm.items():
+            if role not in self._standby:
+                continue
+            ready, _ = self.rt.wait([ref], num_returns=1, timeout=0)
+            if not ready:
+                out[role] = "warming"
+                continue
+            try:
+                self.rt.get(ref)
+                out[role] = "warm"
+            except Exception as e:       # reported, not raised: the standby may still serve
+                out[role] = f"{type(e).__name__}: {e}"
+        return out
 
     def _load_checkpoint(self, reuse: list | None = None) -> list:
         """Coordinator state and every role from the MANIFEST's checkpoint (in the live role
@@ -530,6 +572,7 @@ class CoordinatorBase:
                 t2 = time.perf_counter()
                 results = [self._apply(r) for r in records]
                 t3 = time.perf_counter()
+                self._fill_standby()              # after the replay: it needs the cores more
                 # no checkpoint here: the log goes on from the same checkpoint
                 phases = {"find_dead": t1 - t0, "restore": t2 - t1, "replay": t3 - t2,
                           "read_coordinator": self._read_seconds, "restore_by_role": self._role_seconds}
@@ -875,7 +918,8 @@ class CoordinatorBase:
                 self.store.close_log()
             else:
                 self.store.destroy()
-        self._kill(self._roles())
+        self._kill(self._roles() + list(self._standby.values()))
+        self._standby = {}
 
 
 class Coordinator(CoordinatorBase):

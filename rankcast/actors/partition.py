@@ -70,6 +70,18 @@ class PartitionOps:
                             cat("add_plen"), cat("plen_ids"), cat("plen"))
 
 
+def warm_spatial(cfg: EngineConfig) -> None:
+    """A few calls of random subscriptions and messages through a throw-away Engine of
+    ``cfg``: the kernels a subscription partition or a window shard runs (subscription
+    index, buffers, window index, re-evaluation) are then loaded in this process."""
+    from ..engine import Engine
+    from .testing import random_calls
+
+    eng = Engine(cfg)
+    for call in random_calls(0, 25, bounds=cfg.bounds, time_window=cfg.time_window, invalid=False):
+        getattr(eng, call.op)(call.arg)
+
+
 class SubscriptionPartition(Recoverable):
     _STATE = ("core", "plen", "ub", "step", "exp_end", "_dropped", "_new_ids")
 
@@ -95,6 +107,9 @@ class SubscriptionPartition(Recoverable):
         self._delay = float(delay)
         self._rng = np.random.default_rng(seed + 104729 * index + 1)
         self._resume(resume)
+
+    def _warm(self) -> None:
+        warm_spatial(self.cfg)
 
     # ------------------------------------------------------------------ the step
     def process(self, step: int, pos_end: int, exp_end: int, ops: PartitionOps | None, payload,

@@ -10,13 +10,16 @@ a local path, or a URI that ``pyarrow.fs`` opens, such as ``file:///mnt/shared/r
     log-<e>           every call accepted since snapshot e was taken, appended before it is
                       applied; the logs of the MANIFEST's epoch and after replay in order
 
-Every role has ``snapshot(store, path)`` (copies the state it resumes from in memory and
-writes it in the background) and takes ``resume=(store, path)`` when built; the coordinator
-snapshots itself last. A checkpoint stalls the stream only for the copies: the next log
-starts at once, and the MANIFEST moves to the new epoch when every write is done. A role that dies
-is rebuilt, with every other role, from the checkpoint, and the coordinator replays the log:
-each call again, with the same delivery cuts, so results, deliveries and the per-client
-results of retried calls come out as they were.
+Every role has ``snapshot(store, path)`` and takes ``resume=(store, path)`` when built; the
+coordinator snapshots itself last. A snapshot is written by a forked child, which sees the
+role's memory as it was at the fork (copy-on-write, as Redis' BGSAVE): a checkpoint stalls
+the stream only for the quiesce and the forks, the next log starts at once, and the
+MANIFEST moves to the new epoch when every write is done (without fork, or with
+``RANKCAST_SNAPSHOT_FORK=0``: an in-memory copy that a thread writes). A role that dies is
+rebuilt, with every other role, from the checkpoint (the live roles in their own processes,
+the dead one in a warm standby process where there is one), and the coordinator replays
+the log: each call again, with the same delivery cuts, so results, deliveries and the
+per-client results of retried calls come out as they were.
 """
 from __future__ import annotations
 
@@ -26,7 +29,7 @@ import pickle
 import struct
 import threading
 
-__all__ = ["StateStore", "Recoverable", "Writer", "dumps", "is_role_death", "shared_config", "LOG_HEADER"]
+__all__ = ["StateStore", "Recoverable", "Writer", "ForkWriter", "write_snapshot", "fork_snapshots", "dumps", "is_role_death", "shared_config", "LOG_HEADER"]
 
 LOG_HEADER = struct.Struct("<Q")      # byte length of the pickled record that follows
 
@@ -65,6 +68,85 @@ class Writer(threading.Thread):
         if self.error is not None:
             raise RuntimeError(f"snapshot {self.rel}: {self.error}") from self.error
         return self.rel
+
+
+def fork_snapshots() -> bool:
+    """Whether snapshots are written by a forked child (``RANKCAST_SNAPSHOT_FORK=0`` turns it
+    off: then the role copies its state in memory and a thread writes the copy)."""
+    return hasattr(os, "fork") and os.environ.get("RANKCAST_SNAPSHOT_FORK", "1") != "0"
+
+
+class ForkWriter:
+    """Writes one snapshot from a forked child process, as Redis' BGSAVE does: the child
+    sees the role's memory as it was at the fork (copy-on-write), pickles the state and
+    writes it, while the role goes on with the stream. The role stalls for the fork (page
+    tables: milliseconds) instead of an in-memory copy of its whole state.
+
+    The child runs only pickling and the store's file writes, and leaves with ``os._exit``
+    (no finalizer, no Ray or log stream of the parent is touched); it reports through a
+    pipe: ``ok``, or the error's text."""
+
+    def __init__(self, store: "StateStore", rel: str, make_obj, shared: dict | None = None):
+        self.rel, self.error = rel, None
+        r, w = os.pipe()
+        pid = os.fork()
+        if pid == 0:                                        # the child
+            code, msg = 0, b"ok"
+            try:
+                os.close(r)
+                store.write_bytes(rel, dumps(make_obj(), shared))
+            except BaseException as e:                      # reported to the parent
+                code, msg = 1, f"{type(e).__name__}: {e}".encode()[:4000]
+            try:
+                os.write(w, msg)
+            finally:
+                os._exit(code)
+        os.close(w)
+        self.pid, self._fd, self._msg = pid, r, b""
+
+    def is_alive(self) -> bool:
+        if self._fd is None:
+            return False
+        import select
+        ready, _, _ = select.select([self._fd], [], [], 0)
+        if not ready:
+            return True
+        self._finish()
+        return False
+
+    def _finish(self) -> None:
+        while self._fd is not None:
+            chunk = os.read(self._fd, 4096)       # blocks until the child writes or exits
+            if chunk:
+                self._msg += chunk
+                continue
+            os.close(self._fd)
+            self._fd = None
+            try:
+                os.waitpid(self.pid, 0)
+            except ChildProcessError:               # reaped elsewhere (SIGCHLD ignored)
+                pass
+            if self._msg != b"ok":
+                self.error = RuntimeError(self._msg.decode(errors="replace") or "the writer process died")
+
+    def join(self) -> None:
+        self._finish()
+
+    def done(self) -> str:
+        """Wait for the child; raise what it reported; returns ``rel``."""
+        self._finish()
+        if self.error is not None:
+            raise RuntimeError(f"snapshot {self.rel}: {self.error}") from self.error
+        return self.rel
+
+
+def write_snapshot(store: "StateStore", rel: str, make_obj, shared: dict | None = None):
+    """Start writing ``make_obj()`` (the state at this moment) to ``rel``: by a forked child
+    where the platform has fork, else from an in-memory copy by a thread. Returns the writer
+    (``is_alive()``, ``join()``, ``done()``)."""
+    if fork_snapshots():
+        return ForkWriter(store, rel, make_obj, shared)
+    return Writer(store, rel, dumps(make_obj(), shared))
 
 
 class StateStore:
@@ -240,11 +322,11 @@ class Recoverable:
     def snapshot(self, store: StateStore, rel: str) -> str:
         """Copy the state to resume from at this (quiesced) position and start writing it to
         ``rel`` in the background (:meth:`snapshot_written` waits); returns ``rel``."""
-        data = dumps({"state": self._state(), "metrics": dict(self.metrics.values)}, self._shared())
         prev = getattr(self, "_writer", None)
         if prev is not None:
             prev.join()            # an older snapshot's write (abandoned or not) finishes first
-        self._writer = Writer(store, rel, data)
+        self._writer = write_snapshot(
+            store, rel, lambda: {"state": self._state(), "metrics": dict(self.metrics.values)}, self._shared())
         return rel
 
     def snapshot_written(self) -> str:
@@ -278,3 +360,13 @@ class Recoverable:
     def pid(self) -> int:
         """The process id of this role (fault-injection tests kill it)."""
         return os.getpid()
+
+    def warm(self) -> int:
+        """Load what this role runs (its compiled kernels, from the cache) without touching
+        its state: a standby process does it once started, so that the recovery that makes
+        it a role does not wait for it. Returns the pid."""
+        self._warm()
+        return os.getpid()
+
+    def _warm(self) -> None:
+        """The role's own warm-up (none by default)."""

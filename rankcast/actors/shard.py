@@ -54,6 +54,10 @@ class WindowShard(Recoverable):
             b = min(len(msgs), a + RESTORE_SLICE)
             self.window.append(msgs.take(np.arange(a, b)), seqs[a:b], None)
 
+    def _warm(self) -> None:
+        from .partition import warm_spatial
+        warm_spatial(self.cfg)
+
     def _jitter(self):
         if self._delay:
             import time

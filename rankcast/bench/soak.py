@@ -13,8 +13,9 @@ Protocol: subscribe ``subs`` subscriptions, fill the window, measure the sustain
 
 Meanwhile a listener (``Cluster.listen``, its own thread) receives every delivery: the
 latency of a call is the time from its submission to the arrival of the delivery holding
-its position; the resident memory of every process of the cluster (coordinator and roles,
-new ones after a recovery included) and of this driver is sampled every second.
+its position; the resident memory of every process of the cluster (coordinator, roles and
+standby processes, new ones after a recovery included; not the short-lived children that
+write snapshots) and of this driver is sampled every second.
 
 Writes ``soak.json`` (throughput, latency p50/p99 of each phase, memory at start and end of
 the soak and its drift, recoveries) and ``soak.png`` (memory and latency over time, kills
@@ -65,12 +66,14 @@ def _cluster_rss_mb() -> float:
     """Resident memory of every process that runs a rankcast role (Ray titles an actor's
     process ``ray::<class>``), replacements after a recovery included."""
     import psutil
-    total = 0
-    for p in psutil.process_iter(["cmdline", "memory_info"]):
+    found = {}
+    for p in psutil.process_iter(["cmdline", "memory_info", "ppid"]):
         cmd = " ".join(p.info["cmdline"] or ())
         if cmd.startswith("ray::") and any(r in cmd for r in ROLES) and p.info["memory_info"]:
-            total += p.info["memory_info"].rss
-    return total / 2**20
+            found[p.pid] = (p.info["ppid"], p.info["memory_info"].rss)
+    # a role's snapshot writer is a forked child with the role's title and pages (shared
+    # copy-on-write): not counted again
+    return sum(rss for ppid, rss in found.values() if ppid not in found) / 2**20
 
 
 def _rss_mb(pid: int) -> float:
