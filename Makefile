@@ -16,7 +16,7 @@ demo: $(STAMP)
 
 test: $(STAMP)
 	$(BIN)/python -m pyflakes rankcast tests
-	$(BIN)/python -m pytest -q
+	$(BIN)/python -m pytest -q --durations=30
 
 bench: $(STAMP)
 	$(BIN)/rankcast bench engine

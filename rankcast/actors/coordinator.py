@@ -139,6 +139,8 @@ def _latest(outs: list[tuple]) -> tuple:
 
 
 MAX_RECOVERIES = 3      # deaths in a row one call survives before it gives up
+NO_HOLD = 1 << 62       # shards keep nothing expired for partial recoveries
+HEAL_SETTLE_SECONDS = 120.0   # a partial recovery waits this long for the steps in flight
 MAX_CLIENTS = 10_000    # clients whose last call's result is kept for their retries
 
 
@@ -244,6 +246,13 @@ class CoordinatorBase:
         self._role_specs: dict[str, tuple] = {}   # role -> (class, arguments) of its last build
         self._standby: dict[str, object] = {}     # role -> a warm process that is no role yet
         self._standby_warm: dict[str, object] = {}
+        self._role_args: dict[tuple[str, int], tuple] = {}   # (role, i) -> (class, arguments)
+        # partial recovery (see _heal): what every step since the committed checkpoint sent
+        self._journal: list = []
+        self._breaks = 0                # changes of the roles' layout (rebalancing) so far
+        self._journal_breaks = 0        # ... when the committed checkpoint was taken
+        self._replaying = False         # a full recovery or a restart is replaying the log
+        self._hold = None               # _hold_point() of the committed checkpoint
         self._init_kind(sample)
         self._depth = 0
         self._current = None                      # log index of the running call's record
@@ -288,6 +297,24 @@ class CoordinatorBase:
     def _reset_transient(self) -> None:
         """Forget what a step in flight or a call in progress left (before a checkpoint loads)."""
 
+    def _hold_point(self):
+        """What the roles must keep for a partial recovery from a checkpoint taken now
+        (the spatial kind: the expiry watermark; its shards keep the messages after it)."""
+        return None
+
+    def _heal(self, cause: BaseException) -> bool:
+        """Partial recovery in place, where the kind supports it; False: a full one is needed."""
+        return False
+
+    def _get_healing(self, make_refs):
+        """``rt.get(make_refs())``, asked again of the rebuilt roles after a partial recovery."""
+        for attempt in range(MAX_RECOVERIES + 1):
+            try:
+                return self.rt.get(make_refs())
+            except Exception as e:
+                if attempt == MAX_RECOVERIES or not self._heal(e):
+                    raise
+
     def _roles(self) -> list:
         return [h for _, hs in self._role_groups() for h in hs]
 
@@ -307,21 +334,18 @@ class CoordinatorBase:
         for role, h in reuse or []:
             spare.setdefault(role, []).append(h)
         started, labels = [], []
-        cpus = self.ccfg.actor_cpus
 
         def make(role, cls, i, *args, snapshot=True):
             kw = {"resume": (self.store, f"{ckpt}/{role}-{i}")} if ckpt is not None and snapshot else {}
             self._role_specs[role] = (cls, args)
+            self._role_args[(role, i)] = (cls, args)
             if spare.get(role):
-                h, how = spare[role].pop(), ""
-            elif role in self._standby:               # a warm process instead of a new one
-                h, how = self._standby.pop(role), " (standby)"
-            else:
-                h = self.rt.create(cls, *args, num_cpus=cpus, **kw)
-                started.append(h.pid.remote())
-                labels.append(f"{role}-{i} (new process)")
+                h = spare[role].pop()
+                started.append(h.reinit.remote(*args, **kw))
+                labels.append(f"{role}-{i}")
                 return h
-            started.append(h.reinit.remote(*args, **kw))
+            h, ref, how = self._spawn(role, cls, args, kw)
+            started.append(ref)
             labels.append(f"{role}-{i}{how}")
             return h
 
@@ -333,6 +357,15 @@ class CoordinatorBase:
                     for h in hs:
                         self._kill([h])
         return make, finish
+
+    def _spawn(self, role: str, cls, args: tuple, kw: dict):
+        """A process for a role: the warm standby's where there is one, else a new one.
+        Returns (handle, a reference that resolves when it is up, how: for the phases)."""
+        if role in self._standby:
+            h = self._standby.pop(role)
+            return h, h.reinit.remote(*args, **kw), " (standby)"
+        h = self.rt.create(cls, *args, num_cpus=self.ccfg.actor_cpus, **kw)
+        return h, h.pid.remote(), " (new process)"
 
     def _fill_standby(self) -> None:
         """Start a standby process for every role that has none (``options["standby"]``,
@@ -420,18 +453,24 @@ class CoordinatorBase:
         return self.epoch
 
     def _checkpoint(self, wait: bool = False) -> None:
-        """Quiesce; every role and the coordinator copy their state in memory and write it
-        under ckpt-<e> in the background; log-<e> starts at once. The checkpoint commits (the
+        """Quiesce; every role and the coordinator start writing their state under ckpt-<e>
+        (forked writers, see ``recovery``); log-<e> starts at once. The checkpoint commits (the
         MANIFEST switches to e: :meth:`_commit_checkpoint`) when every write is done; until
-        then a recovery replays the logs from the MANIFEST's epoch on, log-<e> included."""
+        then a recovery replays the logs from the MANIFEST's epoch on, log-<e> included.
+        ``wait``: until it commits (taken again if a partial recovery abandoned it)."""
         t0 = time.perf_counter()
-        if self._pending is not None:
-            self._commit_checkpoint(block=True)
+        if self._pending is not None and not self._commit_checkpoint(block=True):
+            self._pending = None              # abandoned: a role was rebuilt meanwhile
         self._quiesce()
         e = self._log_epoch + 1
         d = f"ckpt-{e}"
-        handles = [(h, f"{d}/{role}-{i}") for role, hs in self._snapshot_groups() for i, h in enumerate(hs)]
-        self.rt.get([h.snapshot.remote(self.store, rel) for h, rel in handles])
+
+        def snapshots():
+            nonlocal handles
+            handles = [(h, f"{d}/{role}-{i}") for role, hs in self._snapshot_groups() for i, h in enumerate(hs)]
+            return [h.snapshot.remote(self.store, rel) for h, rel in handles]
+        handles: list = []
+        self._get_healing(snapshots)
         t_roles = time.perf_counter()
         writers = []
         new = [(p, a) for p, a in self.deliveries if p > self._deliv_saved_upto]
@@ -445,29 +484,38 @@ class CoordinatorBase:
         self.store.open_log(f"log-{e}")
         self._log_epoch, self._n_open = e, 0
         self._pending = {"epoch": e, "roles": [h for h, _ in handles], "writers": writers, "t0": t0,
-                         "polls": None, "evicted_upto": self.evicted_upto}
+                         "polls": None, "evicted_upto": self.evicted_upto, "journal": len(self._journal),
+                         "breaks": self._breaks, "hold": self._hold_point()}
         self._ckpt_parts = {"quiesce_and_copies": t_roles - t0, "coordinator_copy": time.perf_counter() - t_roles}
         self._last_ckpt = time.perf_counter()
-        if wait:
-            self._commit_checkpoint(block=True)
+        if wait and not self._commit_checkpoint(block=True):
+            self._checkpoint(wait=True)
 
     def _commit_checkpoint(self, block: bool) -> bool:
         """Switch the MANIFEST to the pending checkpoint once all of it is on disk (``block``:
         wait for that) and drop what is older; False when it is not written yet."""
         pend = self._pending
         e, handles, writers = pend["epoch"], pend["roles"], pend["writers"]
-        if block:
-            self.rt.get([h.snapshot_written.remote() for h in handles])
-        else:
-            # poll without waiting: a role answers after the steps queued before the poll
-            if pend["polls"] is None:
-                pend["polls"] = [h.snapshot_done.remote() for h in handles]
-            ready, _ = self.rt.wait(pend["polls"], num_returns=len(handles), timeout=0)
-            if len(ready) < len(handles):
-                return False
-            done, pend["polls"] = all(self.rt.get(ready)), None
-            if not done or any(w.is_alive() for w in writers):
-                return False
+        try:
+            if block:
+                self.rt.get([h.snapshot_written.remote() for h in handles])
+            else:
+                # poll without waiting: a role answers after the steps queued before the poll
+                if pend["polls"] is None:
+                    pend["polls"] = [h.snapshot_done.remote() for h in handles]
+                ready, _ = self.rt.wait(pend["polls"], num_returns=len(handles), timeout=0)
+                if len(ready) < len(handles):
+                    return False
+                done, pend["polls"] = all(self.rt.get(ready)), None
+                if not done or any(w.is_alive() for w in writers):
+                    return False
+        except Exception as exc:
+            # a role died with its snapshot: a partial recovery abandons this checkpoint
+            if not self._heal(exc):
+                raise
+            if self._pending is pend:
+                pend["polls"] = None
+            return False
         for w in writers:
             w.done()
         if not self._config_written:          # the config (its vocabulary: megabytes) once
@@ -487,6 +535,9 @@ class CoordinatorBase:
             if old.startswith("deliv-") and old.split(".")[0] not in keep:
                 self.store.remove(old)
         self.epoch, self._pending = e, None
+        # the steps the new checkpoint holds leave the journal
+        del self._journal[:pend["journal"]]
+        self._journal_breaks, self._hold = pend["breaks"], pend["hold"]
         if self._current is not None:         # the replay after a recovery starts later now
             self._current -= self._n_logged - self._n_open
         self._n_logged = self._n_open
@@ -552,6 +603,7 @@ class CoordinatorBase:
             self._staged, self._stage_lost = None, True
         self.epoch = e
         self._pending = None                  # a checkpoint not committed is abandoned
+        self._journal, self._journal_breaks, self._hold = [], self._breaks, self._hold_point()
         self._build_roles(f"ckpt-{e}", reuse)
         records, x = [], e
         while self.store.exists(f"log-{x}"):
@@ -566,6 +618,7 @@ class CoordinatorBase:
         t0 = time.perf_counter()
         for attempt in range(MAX_RECOVERIES):
             try:
+                self._replaying = True
                 live = self._live_roles()
                 t1 = time.perf_counter()
                 records = self._load_checkpoint(live)
@@ -584,6 +637,8 @@ class CoordinatorBase:
                 if not is_role_death(e):
                     raise
                 cause = e
+            finally:
+                self._replaying = False
         raise RuntimeError(f"rankcast: recovery failed {MAX_RECOVERIES} times") from cause
 
     def _resume_from_store(self) -> None:
@@ -592,6 +647,7 @@ class CoordinatorBase:
         t0 = time.perf_counter()
         check_same_cluster(self.store.read_config(), self.ccfg)
         self._depth += 1
+        self._replaying = True
         try:
             records = self._load_checkpoint()
             for r in records:
@@ -599,6 +655,7 @@ class CoordinatorBase:
             self._checkpoint(wait=True)
         finally:
             self._depth -= 1
+            self._replaying = False
         self.recoveries.append({"cause": "restart", "seconds": time.perf_counter() - t0,
                                 "replayed_calls": len(records), "attempts": 1,
                                 "position": self.last_seq + 1, "time": time.time()})
@@ -950,6 +1007,85 @@ class Coordinator(CoordinatorBase):
     def _reset_transient(self) -> None:
         self.realloc_queue = []
 
+    def _hold_point(self):
+        return self.exp_dispatched
+
+    def _journal_on(self) -> bool:
+        """Whether steps are journaled for partial recoveries: a durable cluster on Ray in
+        direct mode (no aggregator state depends on a partition's past)."""
+        return self.store is not None and self.direct and not self.rt.inproc
+
+    def _heal(self, cause: BaseException) -> bool:
+        """Partial recovery, in place, of dead subscription partitions and window shards
+        (direct mode): the call in progress goes on afterwards as if nothing happened.
+
+        1. Every step in flight ends (the dead roles' calls fail at once); roles that do not
+           answer are dead.
+        2. Each dead role gets a process (the standby's) and its snapshot of the committed
+           checkpoint; the live roles keep their state.
+        3. The journal of the steps since that checkpoint catches them up: a new shard
+           appends every step again; a partition, new or live, gets the steps after the
+           last it applied (a live one first finishes a step that a shard's death held, see
+           ``SubscriptionPartition.resume``); a new partition's updates taken at the cuts
+           already delivered are dropped (the shards answer re-evaluations of past steps by
+           sequence range: they keep what expired since the checkpoint, ``hold``).
+
+        False (nothing done) when a full recovery is needed instead: another role died, the
+        roles' layout changed since the checkpoint (rebalancing), or no journal is kept."""
+        if (not self._journal_on() or self._replaying or self._breaks != self._journal_breaks
+                or not is_role_death(cause)):
+            return False
+        t0 = time.perf_counter()
+        waiting = [r for _, refs, app, _ in self.inflight for r in list(refs) + list(app)]
+        if waiting:
+            self.rt.wait(waiting, num_returns=len(waiting), timeout=HEAL_SETTLE_SECONDS)
+        live = {id(h) for _, h in self._live_roles()}
+        dead = [(role, i) for role, hs in self._role_groups() for i, h in enumerate(hs) if id(h) not in live]
+        if any(role not in ("partition", "shard") for role, _ in dead):
+            return False
+        if self._pending is not None and dead:   # its snapshots are not all there: abandoned
+            self._pending = None
+        t1 = time.perf_counter()
+        ready, labels = [], []
+        for role, i in sorted(dead, key=lambda d: d[0] != "shard"):     # shards first
+            cls, args = self._role_args[(role, i)]
+            h, ref, how = self._spawn(role, cls, args, {"resume": (self.store, f"ckpt-{self.epoch}/{role}-{i}")})
+            (self.shards if role == "shard" else self.parts)[i] = h
+            ready.append(ref)
+            labels.append(f"{role}-{i}{how}")
+        self._role_seconds = self._wait_timed(ready, labels)
+        t2 = time.perf_counter()
+        P = len(self.parts)
+        new_shards = [i for role, i in dead if role == "shard"]
+        new_parts = {i for role, i in dead if role == "partition"}
+        hold = NO_HOLD if self._hold is None else self._hold
+        steps = [x for x in self._journal if x[0] == "step"]
+        for s in new_shards:
+            for _, j, pos_end, exp_end, ops, payloads, appended, refs in steps:
+                appended[s] = self.shards[s].append.remote(j, payloads[P + s], exp_end, hold)
+        applied = dict(enumerate(self.rt.get([pt.resume.remote(self.shards, self.aggs) for pt in self.parts])))
+        sent, replayed = [], 0
+        for x in self._journal:
+            if x[0] == "take":                  # a cut already delivered: its updates again, dropped
+                sent += [self.parts[p].take_updates.remote() for p in new_parts]
+                continue
+            _, j, pos_end, exp_end, ops, payloads, appended, refs = x
+            for p in range(P):
+                if applied[p] < j:
+                    refs[p] = self.parts[p].process.remote(j, pos_end, exp_end, ops.get(p), payloads[p], *appended)
+                    sent.append(refs[p])
+                    replayed += 1
+        self.rt.get(sent + [a for x in steps for a in x[6]])
+        t3 = time.perf_counter()
+        self.recoveries.append({
+            "cause": type(cause).__name__, "mode": "partial", "seconds": t3 - t0,
+            "restored": labels, "replayed_calls": 0, "replayed_steps": replayed, "attempts": 1,
+            "phases": {"find_dead": t1 - t0, "restore": t2 - t1, "replay": t3 - t2,
+                       "restore_by_role": self._role_seconds},
+            "position": self.last_seq + 1, "time": time.time()})
+        self._fill_standby()
+        return True
+
     def _role_groups(self) -> list[tuple[str, list]]:
         return [("distributor", self.dists), ("partition", self.parts), ("shard", self.shards),
                 ("aggregator", self.aggs)]
@@ -1086,7 +1222,7 @@ class Coordinator(CoordinatorBase):
         self._quiesce()
         out: dict[int, list] = {}
         if self.direct:
-            for d in self.rt.get([p.topk_many.remote(ids) for p in self.parts]):
+            for d in self._get_healing(lambda: [p.topk_many.remote(ids) for p in self.parts]):
                 out.update(d)
         else:
             self._ship()
@@ -1141,19 +1277,31 @@ class Coordinator(CoordinatorBase):
             pos_end, exp_end = self.dispatched_pos, self.exp_dispatched
             payloads = [None] * (P + S)
         self.dispatched_pos, self.exp_dispatched = pos_end, exp_end
-        appended = [sh.append.remote(j, payloads[P + s], exp_end) for s, sh in enumerate(self.shards)]
+        journal = self._journal_on()
+        hold = self._hold if journal and self._hold is not None else NO_HOLD
+        appended = [sh.append.remote(j, payloads[P + s], exp_end, hold) for s, sh in enumerate(self.shards)]
         refs = [pt.process.remote(j, pos_end, exp_end, ops.get(p), payloads[p], *appended)
                 for p, pt in enumerate(self.parts)]
         self.inflight.append((j, refs, appended, pos_end))
+        if journal:       # the same lists: a partial recovery replaces the dead roles' references
+            self._journal.append(("step", j, pos_end, exp_end, ops, payloads, appended, refs))
         self.counters["steps"] += 1
         self.metrics.set("queue_depth", len(self.inflight))
 
     def _harvest(self, entry) -> None:
-        """Wait for one step: partitions, shards, and the aggregator updates they sent."""
+        """Wait for one step: partitions, shards, and the aggregator updates they sent. A
+        partition or shard that died is rebuilt in place (:meth:`_heal`) and the step's
+        references, replaced, are waited for again."""
         _, refs, appended, pos = entry
         with self.metrics.waiting():
-            results = self.rt.get(refs)
-            self.rt.get(appended)
+            for attempt in range(MAX_RECOVERIES + 1):
+                try:
+                    results = self.rt.get(refs)
+                    self.rt.get(appended)
+                    break
+                except Exception as e:
+                    if attempt == MAX_RECOVERIES or not self._heal(e):
+                        raise
         self.applied_pos = max(self.applied_pos, pos)
         for res in results:
             if res.get("realloc") is not None:
@@ -1228,8 +1376,25 @@ class Coordinator(CoordinatorBase):
         """(sub_ids, offsets, msg_ids, scores) of the updates since the previous emit; the
         client turns them into ``Update`` objects (arrays cross process boundaries cheaply)."""
         if self.direct:
-            outs = self._stash + self.rt.get([p.take_updates.remote() for p in self.parts])
-            self._stash = []
+            outs, self._stash = self._stash, []
+            todo = list(range(len(self.parts)))
+            for attempt in range(MAX_RECOVERIES + 1):
+                refs = [(p, self.parts[p].take_updates.remote()) for p in todo]
+                todo, err = [], None
+                for p, r in refs:
+                    try:
+                        outs.append(self.rt.get(r))
+                    except Exception as e:       # taken from the others: kept (the stash of a
+                        todo.append(p)           # full recovery is the checkpoint's)
+                        err = e
+                if not todo:
+                    break
+                self._stash = outs
+                if attempt == MAX_RECOVERIES or not self._heal(err):
+                    raise err
+                self._stash = []
+            if self._journal_on():
+                self._journal.append(("take",))
         else:
             self._ship()
             outs = self.rt.get([a.emit.remote() for a in self.aggs])
@@ -1312,6 +1477,7 @@ class Coordinator(CoordinatorBase):
         return MessageBatch.concat(self.rt.get([s.sample.remote(per) for s in self.shards]))
 
     def _split(self, hot: int, msgs: MessageBatch) -> dict:
+        self._breaks += 1         # partial recoveries wait for the next checkpoint
         subs, plen = self.rt.get(self.parts[hot].held.remote())
         new = self.policy.split(hot, subs, msgs)
         self.parts.append(self.rt.create(SubscriptionPartition, self.cfg, new, *self._part_args,
@@ -1331,6 +1497,7 @@ class Coordinator(CoordinatorBase):
         return {"action": "split", "partition": hot, "new_partition": new, "moved": int(len(moving))}
 
     def _refit_ranges(self, msgs: MessageBatch, sample: int) -> dict:
+        self._breaks += 1
         held = self.rt.get([p.held.remote() for p in self.parts])
         subs = SubscriptionBatch.concat([h[0] for h in held])
         plen = np.concatenate([h[1] for h in held])

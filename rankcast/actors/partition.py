@@ -35,7 +35,7 @@ from .aggregator import merge_candidates
 from .metrics import RoleMetrics
 from ..indexing.scoring import EPS
 from .policies import needed_prefix
-from .recovery import Recoverable
+from .recovery import PeerLost, Recoverable, is_role_death
 
 __all__ = ["SubscriptionPartition", "PartitionOps"]
 
@@ -106,6 +106,7 @@ class SubscriptionPartition(Recoverable):
         self.metrics = RoleMetrics("partition", index, cluster, export_metrics)
         self._delay = float(delay)
         self._rng = np.random.default_rng(seed + 104729 * index + 1)
+        self._held = None                           # a step a peer's death interrupted (resume)
         self._resume(resume)
 
     def _warm(self) -> None:
@@ -116,6 +117,7 @@ class SubscriptionPartition(Recoverable):
                 *shards_ready) -> dict:
         if self._delay:
             time.sleep(self._rng.random() * self._delay)
+        self._check_whole()
         with self.metrics.busy(step_histogram=True):
             if step != self.step + 1:
                 raise RuntimeError(f"subscription partition {self.index}: step {step} after {self.step}")
@@ -132,15 +134,45 @@ class SubscriptionPartition(Recoverable):
             expiries = max(0, int(exp_end) - self.exp_end)
             self.exp_end = max(self.exp_end, int(exp_end))
             core.observe_window(window_size, n_msgs, expiries)
-            self._reevaluate(step, int(pos_end), int(exp_end), window_size)
-            if added is not None:
-                core.settle_initial(added)      # initial results are not updates
-            out: dict = {"step": step, "partition": self.index}
-            if self.prefix:
-                out["realloc"] = self._realloc_requests(int(pos_end))
             self.metrics.inc("messages", n_msgs)
-            self.metrics.set("subscriptions", len(core.subs))
+            return self._finish_step(step, int(pos_end), int(exp_end), window_size, added)
+
+    def _finish_step(self, step: int, pos_end: int, exp_end: int, window_size: int, added) -> dict:
+        """The step's re-evaluations and what follows them. A shard (or the aggregator
+        merging for it) that dies meanwhile leaves the step *held* here, consistent: the
+        messages and expiries applied, the re-evaluations still asked for by the core; the
+        partition refuses every call (:class:`PeerLost`) until :meth:`resume` finishes it."""
+        try:
+            self._reevaluate(step, pos_end, exp_end, window_size)
+        except Exception as e:
+            if not is_role_death(e):
+                raise
+            self._held = (step, pos_end, exp_end, window_size, added)
+            raise PeerLost(f"subscription partition {self.index}: a peer died during step {step}") from e
+        core = self.core
+        if added is not None:
+            core.settle_initial(added)      # initial results are not updates
+        out: dict = {"step": step, "partition": self.index}
+        if self.prefix:
+            out["realloc"] = self._realloc_requests(pos_end)
+        self.metrics.set("subscriptions", len(core.subs))
         return out
+
+    def _check_whole(self) -> None:
+        if self._held is not None:
+            raise PeerLost(f"subscription partition {self.index}: step {self._held[0]} is held "
+                           "until a peer that died is replaced (resume)")
+
+    def resume(self, shards: list, aggregators: list) -> int:
+        """After a recovery replaced a peer: take the new handles, finish a held step (its
+        re-evaluations as of its own positions: the shards answer by sequence range) and
+        return the last step applied."""
+        self.shards, self.aggs = list(shards), list(aggregators)
+        if self._held is not None:
+            held, self._held = self._held, None
+            with self.metrics.busy():
+                self._finish_step(*held)
+        return self.step
 
     def _apply_ops(self, ops: PartitionOps) -> np.ndarray | None:
         """Removals, additions, prefix lengths; returns the slots added."""
@@ -221,6 +253,7 @@ class SubscriptionPartition(Recoverable):
     def take_updates(self):
         """Direct mode (every subscription in one partition): (sub_ids, offsets, msg_ids,
         scores) of the top-k lists changed since the previous call (the core's epochs)."""
+        self._check_whole()
         with self.metrics.busy():
             out = self.core.take_updates()
             self.metrics.inc("updates", len(out[0]))
@@ -229,6 +262,7 @@ class SubscriptionPartition(Recoverable):
     def ship(self) -> list:
         """Replicated mode: send the aggregators the local lists changed since the previous
         shipment (and new replicas', and dropped ones); returns the calls' references."""
+        self._check_whole()
         with self.metrics.busy():
             core = self.core
             sub_ids = core.take_updates()[0]
@@ -256,6 +290,7 @@ class SubscriptionPartition(Recoverable):
 
     def topk_many(self, ids) -> dict[int, list[tuple[int, float]]]:
         """Direct mode: the current top-k of the ``ids`` held here."""
+        self._check_whole()
         slots = self.core.find_slots(ids)
         held = [i for i, sl in zip(ids, slots.tolist()) if sl >= 0]
         if not held:
@@ -275,6 +310,7 @@ class SubscriptionPartition(Recoverable):
 
     def held(self) -> tuple[SubscriptionBatch, np.ndarray]:
         """Every subscription held, with the prefix length each is routed by."""
+        self._check_whole()
         live = self.core.subs.live_slots()
         return self.core.subs.batch(live), self.plen[live].copy()
 

@@ -29,7 +29,7 @@ import pickle
 import struct
 import threading
 
-__all__ = ["StateStore", "Recoverable", "Writer", "ForkWriter", "write_snapshot", "fork_snapshots", "dumps", "is_role_death", "shared_config", "LOG_HEADER"]
+__all__ = ["StateStore", "Recoverable", "Writer", "ForkWriter", "write_snapshot", "fork_snapshots", "dumps", "PeerLost", "is_role_death", "shared_config", "LOG_HEADER"]
 
 LOG_HEADER = struct.Struct("<Q")      # byte length of the pickled record that follows
 
@@ -270,6 +270,12 @@ class StateStore:
         return out
 
 
+class PeerLost(RuntimeError):
+    """A role could not finish a step because a role it called died; what it holds is
+    consistent and it finishes the step when the coordinator replaces the dead one (a death
+    for :func:`is_role_death`)."""
+
+
 def is_role_death(exc: BaseException) -> bool:
     """True when ``exc`` (or what it wraps) says an actor or an object it owned is gone:
     the cue for recovery. Errors of the roles' own code are not deaths."""
@@ -277,7 +283,7 @@ def is_role_death(exc: BaseException) -> bool:
         from ray import exceptions as rex
     except ImportError:  # pragma: no cover - ray is a dependency
         return False
-    deaths = tuple(c for c in (getattr(rex, n, None) for n in (
+    deaths = (PeerLost,) + tuple(c for c in (getattr(rex, n, None) for n in (
         "RayActorError", "ActorDiedError", "ActorUnavailableError", "ObjectLostError",
         "OwnerDiedError", "ObjectReconstructionFailedError", "WorkerCrashedError",
         "NodeDiedError", "LocalRayletDiedError")) if c is not None)

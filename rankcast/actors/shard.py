@@ -5,8 +5,10 @@ order (step numbers are checked) and answers re-evaluation questions "as of posi
 the top-K messages with ``after_seq < seq <= b``. Partitions ask only once the shard holds
 step b (the dispatcher passes the shard's append result as an argument of the partition's
 step), and a shard keeps messages ``retain_steps`` steps past their expiry so that a
-partition that lags behind by up to the in-flight bound still gets a complete answer. A
-question older than that raises instead of answering wrongly.
+partition that lags behind by up to the in-flight bound still gets a complete answer, and
+keeps every message expired since the coordinator's last checkpoint (``hold``): a partition
+rebuilt from that checkpoint replays its steps and asks about them again. A question older
+than that raises instead of answering wrongly.
 """
 from __future__ import annotations
 
@@ -63,8 +65,10 @@ class WindowShard(Recoverable):
             import time
             time.sleep(self._rng.random() * self._delay)
 
-    def append(self, step: int, payload, exp_end: int) -> int:
-        """Apply step ``step``: its messages for this shard (or None) and the watermark."""
+    def append(self, step: int, payload, exp_end: int, hold: int = -1) -> int:
+        """Apply step ``step``: its messages for this shard (or None) and the watermark.
+        ``hold``: messages with seq > hold stay even when expired (the coordinator's last
+        checkpoint expired up to there: a partition rebuilt from it asks about them again)."""
         self._jitter()
         with self.metrics.busy():
             if step != self.step + 1:
@@ -77,6 +81,8 @@ class WindowShard(Recoverable):
             self.history.append((step, int(exp_end)))
             # keep what a lagging partition may still ask about
             while self.history and self.history[0][0] <= step - self.retain_steps:
+                if self.history[0][1] > hold:
+                    break
                 _, e = self.history.popleft()
                 if e > self.expired:
                     self.window.expire(e)

@@ -252,6 +252,8 @@ def _report(args, w, sustainable, rate, soak: dict, faults: dict | None) -> dict
                 k["recovery_seconds"] = r["time"] - k["time"]
                 k["replayed_calls"] = r["replayed_calls"]
                 k["phases"] = r.get("phases")
+                k["mode"] = r.get("mode", "full")          # partial: only the dead roles rebuilt
+                k["restored"] = r.get("restored")
             # back to normal: the first call sent after the kill delivered within the target
             ok = np.flatnonzero((f_t >= k["time"]) & (f_lat <= TARGETS["p99_latency_seconds"]))
             if len(ok):
