@@ -313,3 +313,16 @@ def test_a_snapshot_holds_the_state_at_its_start_and_reports_write_errors(tmp_pa
         with pytest.raises(TypeError, match="cannot pickle this role's socket"):
             write_snapshot(store, "ckpt-1/role-1", lambda: {"s": Unpicklable()})
     assert not store.exists("ckpt-1/role-1")
+
+    if fork == "1":                                     # a wedged child is ended, not waited for
+        import time
+
+        import rankcast.actors.recovery as recovery
+
+        monkeypatch.setattr(recovery, "SNAPSHOT_TIMEOUT", 0.5)
+        t0 = time.monotonic()
+        stuck = write_snapshot(store, "ckpt-1/role-2", lambda: time.sleep(60))
+        with pytest.raises(RuntimeError, match="ckpt-1/role-2.*did not finish in 0.5 s"):
+            stuck.done()
+        assert time.monotonic() - t0 < 30 and not stuck.is_alive()
+        assert not store.exists("ckpt-1/role-2")

@@ -629,7 +629,7 @@ class CoordinatorBase:
                 # no checkpoint here: the log goes on from the same checkpoint
                 phases = {"find_dead": t1 - t0, "restore": t2 - t1, "replay": t3 - t2,
                           "read_coordinator": self._read_seconds, "restore_by_role": self._role_seconds}
-                self.recoveries.append({"cause": type(cause).__name__, "seconds": t3 - t0, "phases": phases,
+                self.recoveries.append({"cause": type(cause).__name__, "mode": "full", "seconds": t3 - t0, "phases": phases,
                                         "replayed_calls": len(records), "attempts": attempt + 1,
                                         "position": self.last_seq + 1, "time": time.time()})
                 return results
@@ -656,7 +656,7 @@ class CoordinatorBase:
         finally:
             self._depth -= 1
             self._replaying = False
-        self.recoveries.append({"cause": "restart", "seconds": time.perf_counter() - t0,
+        self.recoveries.append({"cause": "restart", "mode": "full", "seconds": time.perf_counter() - t0,
                                 "replayed_calls": len(records), "attempts": 1,
                                 "position": self.last_seq + 1, "time": time.time()})
 

@@ -16,22 +16,28 @@ role's memory as it was at the fork (copy-on-write, as Redis' BGSAVE): a checkpo
 the stream only for the quiesce and the forks, the next log starts at once, and the
 MANIFEST moves to the new epoch when every write is done (without fork, or with
 ``RANKCAST_SNAPSHOT_FORK=0``: an in-memory copy that a thread writes). A role that dies is
-rebuilt, with every other role, from the checkpoint (the live roles in their own processes,
-the dead one in a warm standby process where there is one), and the coordinator replays
-the log: each call again, with the same delivery cuts, so results, deliveries and the
-per-client results of retried calls come out as they were.
+rebuilt from the checkpoint in a warm standby process where there is one. A dead
+subscription partition or window shard alone is caught up from the coordinator's journal
+of the steps since the checkpoint while the live roles keep their state (partial
+recovery); any other death rebuilds every role from the checkpoint (the live ones in
+their own processes) and the coordinator replays the log: each call again, with the same
+delivery cuts, so results, deliveries and the per-client results of retried calls come
+out as they were.
 """
 from __future__ import annotations
 
 import io
 import os
 import pickle
+import signal
 import struct
 import threading
+import time
 
 __all__ = ["StateStore", "Recoverable", "Writer", "ForkWriter", "write_snapshot", "fork_snapshots", "dumps", "PeerLost", "is_role_death", "shared_config", "LOG_HEADER"]
 
 LOG_HEADER = struct.Struct("<Q")      # byte length of the pickled record that follows
+SNAPSHOT_TIMEOUT = 600.0              # seconds a forked writer may take before it is killed
 
 
 def dumps(obj, shared: dict | None = None):
@@ -115,8 +121,17 @@ class ForkWriter:
         return False
 
     def _finish(self) -> None:
+        import select
+        deadline = time.monotonic() + SNAPSHOT_TIMEOUT
         while self._fd is not None:
-            chunk = os.read(self._fd, 4096)       # blocks until the child writes or exits
+            left = deadline - time.monotonic()
+            ready, _, _ = select.select([self._fd], [], [], max(left, 0.0))
+            if not ready:                           # wedged (a lock held at the fork?): ended
+                os.kill(self.pid, signal.SIGKILL)
+                self._msg = f"the writer process did not finish in {SNAPSHOT_TIMEOUT:g} s".encode()
+                chunk = b""
+            else:
+                chunk = os.read(self._fd, 4096)
             if chunk:
                 self._msg += chunk
                 continue
