@@ -372,12 +372,16 @@ class CoordinatorBase:
         on by default for a durable cluster on Ray): it loads its kernels (:meth:`warm`)
         while the cluster runs, and the next recovery that needs a new process of that role
         takes it instead (no process start, no kernel loading in the recovery). Called once
-        the roles serve (after a start, a restart, or a recovery's replay)."""
+        the roles serve (after a start, a restart, or a recovery's replay).
+
+        A standby asks no logical CPU: it idles until it replaces a dead role, whose CPU
+        it then uses; asking for one would take a slot from the roles and tasks that run
+        (a Spark executor's conversion tasks waited for a CPU that standbys held)."""
         if self.store is None or self.rt.inproc or not self.ccfg.options.get("standby", True):
             return
         for role, (cls, args) in self._role_specs.items():
             if role not in self._standby:
-                h = self.rt.create(cls, *args, num_cpus=self.ccfg.actor_cpus)
+                h = self.rt.create(cls, *args, num_cpus=0)
                 self._standby[role] = h
                 self._standby_warm[role] = h.warm.remote()
 
