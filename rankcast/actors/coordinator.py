@@ -1297,15 +1297,8 @@ class Coordinator(CoordinatorBase):
         partition or shard that died is rebuilt in place (:meth:`_heal`) and the step's
         references, replaced, are waited for again."""
         _, refs, appended, pos = entry
-        with self.metrics.waiting():
-            for attempt in range(MAX_RECOVERIES + 1):
-                try:
-                    results = self.rt.get(refs)
-                    self.rt.get(appended)
-                    break
-                except Exception as e:
-                    if attempt == MAX_RECOVERIES or not self._heal(e):
-                        raise
+        with self.metrics.waiting():        # _heal replaces references in these same lists
+            results = self._get_healing(lambda: refs + appended)[:len(refs)]
         self.applied_pos = max(self.applied_pos, pos)
         for res in results:
             if res.get("realloc") is not None:
