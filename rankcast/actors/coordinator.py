@@ -465,6 +465,16 @@ class CoordinatorBase:
         t0 = time.perf_counter()
         if self._pending is not None and not self._commit_checkpoint(block=True):
             self._pending = None              # abandoned: a role was rebuilt meanwhile
+        # a checkpoint is a delivery cut: the roles then hold no change still to deliver, so
+        # a role restored from it reports what the lost one would have (and a partition can
+        # snapshot its subscriptions instead of its buffers). The cut is logged as the first
+        # record of the new log: a recovery from this checkpoint finds nothing to cut there,
+        # one from the previous checkpoint replays its log and then this cut, where it was
+        # made. (Nobody sees the cut's delivery before that: the coordinator serves one call
+        # at a time.)
+        cut = bool(self._group)
+        if cut:
+            self._cut_group()
         self._quiesce()
         e = self._log_epoch + 1
         d = f"ckpt-{e}"
@@ -487,6 +497,10 @@ class CoordinatorBase:
         writers.append(write_snapshot(self.store, f"{d}/coordinator", lambda: state, shared_config(self.cfg)))
         self.store.open_log(f"log-{e}")
         self._log_epoch, self._n_open = e, 0
+        if cut:
+            self.store.append(("cut", None, None))
+            self._n_logged += 1
+            self._n_open += 1
         self._pending = {"epoch": e, "roles": [h for h, _ in handles], "writers": writers, "t0": t0,
                          "polls": None, "evicted_upto": self.evicted_upto, "journal": len(self._journal),
                          "breaks": self._breaks, "hold": self._hold_point()}
@@ -1026,7 +1040,8 @@ class Coordinator(CoordinatorBase):
         1. Every step in flight ends (the dead roles' calls fail at once); roles that do not
            answer are dead.
         2. Each dead role gets a process (the standby's) and its snapshot of the committed
-           checkpoint; the live roles keep their state.
+           checkpoint (a partition's is its subscriptions: it rebuilds its buffers by one
+           re-evaluation as of the checkpoint, in ``resume``); the live roles keep their state.
         3. The journal of the steps since that checkpoint catches them up: a new shard
            appends every step again; a partition, new or live, gets the steps after the
            last it applied (a live one first finishes a step that a shard's death held, see
@@ -1068,6 +1083,7 @@ class Coordinator(CoordinatorBase):
             for _, j, pos_end, exp_end, ops, payloads, appended, refs in steps:
                 appended[s] = self.shards[s].append.remote(j, payloads[P + s], exp_end, hold)
         applied = dict(enumerate(self.rt.get([pt.resume.remote(self.shards, self.aggs) for pt in self.parts])))
+        t_rebuilt = time.perf_counter()
         sent, replayed = [], 0
         for x in self._journal:
             if x[0] == "take":                  # a cut already delivered: its updates again, dropped
@@ -1084,8 +1100,8 @@ class Coordinator(CoordinatorBase):
         self.recoveries.append({
             "cause": type(cause).__name__, "mode": "partial", "seconds": t3 - t0,
             "restored": labels, "replayed_calls": 0, "replayed_steps": replayed, "attempts": 1,
-            "phases": {"find_dead": t1 - t0, "restore": t2 - t1, "replay": t3 - t2,
-                       "restore_by_role": self._role_seconds},
+            "phases": {"find_dead": t1 - t0, "restore": t2 - t1, "rebuild": t_rebuilt - t2,
+                       "replay": t3 - t_rebuilt, "restore_by_role": self._role_seconds},
             "position": self.last_seq + 1, "time": time.time()})
         self._fill_standby()
         return True
@@ -1123,15 +1139,17 @@ class Coordinator(CoordinatorBase):
         self.shards = [make("shard", WindowShard, s, cfg, s, ccfg.max_in_flight + 2, name, export, delay, seed)
                        for s in range(S)]
         self.aggs = [make("aggregator", Aggregator, a, a, P, name, export) for a in range(A)]
+        # direct: every subscription lives in one partition, whose core reports its updates
+        # (and whose snapshot is its subscriptions: see SubscriptionPartition); replicated:
+        # the aggregators merge the replicas' lists
+        self.direct = (not self.policy.replicates) or ccfg.partitions == 1
         # with one partition there is nothing to reallocate to: no prefix checks
         self._part_args = (self.shards, self.aggs, self.rt, self.policy.prefix and ccfg.partitions > 1,
-                           bool(opts.get("merge_via_aggregator", True)), name, export, delay, seed)
+                           bool(opts.get("merge_via_aggregator", True)), name, export, delay, seed,
+                           self.direct)
         self.parts = [make("partition", SubscriptionPartition, p, cfg, p, *self._part_args) for p in range(P)]
         self.dists = [make("distributor", Distributor, d, self.policy, S, d, name, export, delay, seed,
                            snapshot=False) for d in range(D)]
-        # direct: every subscription lives in one partition, whose core reports its updates;
-        # replicated: the aggregators merge the replicas' lists
-        self.direct = (not self.policy.replicates) or ccfg.partitions == 1
         finish()
 
     def encoder_copy(self) -> Encoder:

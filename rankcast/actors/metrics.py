@@ -31,6 +31,7 @@ _DEFS = {
     "reallocations": ("counter", "prefix reallocation requests"),
     "searches": ("counter", "re-evaluation questions answered by a window shard"),
     "updates": ("counter", "subscription top-k lists changed"),
+    "rebuilds": ("counter", "restores that rebuilt a partition's buffers from its subscriptions"),
     "busy_seconds": ("counter", "seconds spent working"),
     "cpu_seconds": ("counter", "CPU seconds of this role's thread while working"),
     "queue_depth": ("gauge", "steps dispatched and not yet finished"),

@@ -83,12 +83,24 @@ def warm_spatial(cfg: EngineConfig) -> None:
 
 
 class SubscriptionPartition(Recoverable):
-    _STATE = ("core", "plen", "ub", "step", "exp_end", "_dropped", "_new_ids")
+    """See the module docstring. Its snapshot (``rebuild``, direct mode) is its
+    subscriptions at the step it was taken, not its core: a restored partition rebuilds its
+    index, and its buffers by one re-evaluation as of that step's positions before it
+    serves (:meth:`_finish_rebuild`); the shards keep what expired since the checkpoint, so
+    they answer it. Every checkpoint is a delivery cut, so the core then holds no change
+    still to report, and a rebuilt core reports exactly what the lost one would have: a
+    top-k is a function of the window (the buffers beyond it are not observable). The
+    snapshot is then megabytes instead of the buffers and index (hundreds of megabytes at
+    50k subscriptions), which checkpoints copied, compressed and wrote every few seconds,
+    and whose reading dominated a restore. In replicated mode the aggregators merge lists
+    that depend on each replica's past: the whole core is the snapshot there."""
+
+    _STATE = ("core", "plen", "ub", "step", "exp_end", "pos_end", "_dropped", "_new_ids")
 
     def __init__(self, cfg: EngineConfig, index: int, shards: list, aggregators: list, runtime,
                  prefix: bool, merge_via_aggregator: bool = True, cluster: str = "rankcast",
-                 export_metrics: bool = True, delay: float = 0.0, seed: int = 0, start_step: int = 0,
-                 resume=None):
+                 export_metrics: bool = True, delay: float = 0.0, seed: int = 0, rebuild: bool = False,
+                 start_step: int = 0, resume=None):
         self.cfg = cfg
         self.index = index
         self.core = SkypeCore(cfg)
@@ -101,6 +113,9 @@ class SubscriptionPartition(Recoverable):
         self.ub = np.full(1024, -np.inf)            # bound of the terms beyond it (Eq. 18)
         self.step = int(start_step)                 # a partition added later joins at a step
         self.exp_end = -1
+        self.pos_end = -1                           # last position of the last step applied
+        self.rebuild = bool(rebuild)                # snapshots: subscriptions, not the core
+        self._rebuild = None                        # a restore's re-evaluation, still to run
         self._dropped: list[np.ndarray] = []        # since the last shipment to the aggregators
         self._new_ids: list[np.ndarray] = []
         self.metrics = RoleMetrics("partition", index, cluster, export_metrics)
@@ -121,7 +136,7 @@ class SubscriptionPartition(Recoverable):
         with self.metrics.busy(step_histogram=True):
             if step != self.step + 1:
                 raise RuntimeError(f"subscription partition {self.index}: step {step} after {self.step}")
-            self.step = step
+            self.step, self.pos_end = step, int(pos_end)
             core = self.core
             added = self._apply_ops(ops) if ops is not None else None
             n_msgs = 0
@@ -162,12 +177,56 @@ class SubscriptionPartition(Recoverable):
         if self._held is not None:
             raise PeerLost(f"subscription partition {self.index}: step {self._held[0]} is held "
                            "until a peer that died is replaced (resume)")
+        if self._rebuild is not None:
+            self._finish_rebuild()
+
+    # ------------------------------------------------------------------ snapshot and restore
+    def _state(self) -> dict:
+        if not self.rebuild:
+            return super()._state()
+        live = self.core.subs.live_slots()
+        return {"rebuild": True, "subs": self.core.subs.batch(live), "plen": self.plen[live].copy(),
+                "step": self.step, "pos_end": self.pos_end, "exp_end": self.exp_end}
+
+    def _restore(self, state: dict) -> None:
+        if not state.pop("rebuild", False):
+            super()._restore(state)
+            return
+        subs, plen = state.pop("subs"), state.pop("plen")
+        super()._restore(state)
+        if len(subs):
+            slots = self.core.add(subs)
+            self.plen = grow(self.plen, int(slots.max()) + 1)
+            self.ub = grow(self.ub, int(slots.max()) + 1, -np.inf)
+            self._set_plen(slots, plen)
+            self._rebuild = slots
+
+    def _finish_rebuild(self) -> None:
+        """The restored subscriptions' buffers: one re-evaluation as of the snapshot's step
+        (positions ``exp_end < seq <= pos_end``), whose results are the state to go on from,
+        not updates. Run before the partition serves anything (a peer dying meanwhile
+        leaves it to run again, as a held step)."""
+        slots = self._rebuild
+        self._rebuild = None
+        with self.metrics.busy():
+            try:
+                self._reevaluate(self.step, self.pos_end, self.exp_end, self.pos_end - self.exp_end)
+            except Exception as e:
+                if not is_role_death(e):
+                    raise
+                self._rebuild = slots
+                raise PeerLost(f"subscription partition {self.index}: a peer died while it was rebuilt") from e
+            self.core.settle_initial(slots)
+            self.core.discard_updates()
+        self.metrics.inc("rebuilds", 1)
 
     def resume(self, shards: list, aggregators: list) -> int:
-        """After a recovery replaced a peer: take the new handles, finish a held step (its
-        re-evaluations as of its own positions: the shards answer by sequence range) and
-        return the last step applied."""
+        """After a recovery replaced a peer: take the new handles, finish a restore's
+        re-evaluation or a held step (its re-evaluations as of its own positions: the shards
+        answer by sequence range) and return the last step applied."""
         self.shards, self.aggs = list(shards), list(aggregators)
+        if self._rebuild is not None:
+            self._finish_rebuild()
         if self._held is not None:
             held, self._held = self._held, None
             with self.metrics.busy():
