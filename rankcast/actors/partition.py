@@ -210,7 +210,7 @@ class SubscriptionPartition(Recoverable):
         self._rebuild = None
         with self.metrics.busy():
             try:
-                self._reevaluate(self.step, self.pos_end, self.exp_end, self.pos_end - self.exp_end)
+                self._reevaluate(self.step, self.pos_end, self.exp_end, self.pos_end - self.exp_end, floor=False)
             except Exception as e:
                 if not is_role_death(e):
                     raise
@@ -261,14 +261,15 @@ class SubscriptionPartition(Recoverable):
         self.plen[slots] = plen
         self.ub[slots] = prefix_bound(slots, s.toff, s.tlen, s.wtsum, s.alpha, self.plen)
 
-    def _reevaluate(self, step: int, pos_end: int, exp_end: int, window_size: int) -> None:
-        """Re-evaluations as of ``pos_end`` until the core asks for nothing more."""
+    def _reevaluate(self, step: int, pos_end: int, exp_end: int, window_size: int, floor: bool = True) -> None:
+        """Re-evaluations as of ``pos_end`` until the core asks for nothing more (``floor``:
+        see :meth:`_ask_shards`)."""
         core = self.core
         while True:
             slots, req, K = core.reeval_requests()
             if len(slots) == 0:
                 break
-            refs = self._ask_shards(step, req, K, exp_end, pos_end)
+            refs = self._ask_shards(step, req, K, exp_end, pos_end, floor)
             with self.metrics.waiting():
                 if self.via_agg and len(self.shards) > 1:
                     agg = self.aggs[(self.index + step) % len(self.aggs)]
@@ -278,13 +279,15 @@ class SubscriptionPartition(Recoverable):
             more = core.apply_reevals(slots, cands, window_size)
             self.metrics.inc("reevaluations", len(slots) - len(more))
 
-    def _ask_shards(self, step: int, req: SubscriptionBatch, K: np.ndarray, after: int, upto: int) -> list:
+    def _ask_shards(self, step: int, req: SubscriptionBatch, K: np.ndarray, after: int, upto: int,
+                    floor: bool = True) -> list:
         """Every shard's answer (refs). A batch of at least ``FLOOR_FROM`` rows asks one shard
         first (rotating) and gives the others its K-th scores as a floor: what scores under
         it cannot be in the union's top K, so they prune from their first posting on (about a
-        quarter of their work). Smaller batches ask all at once (one round trip)."""
+        quarter of their work). Smaller batches, and any with ``floor=False`` (a rebuild, which
+        the stream waits for: the shards answer side by side), ask all at once."""
         S = len(self.shards)
-        if S == 1 or len(K) < FLOOR_FROM:
+        if S == 1 or len(K) < FLOOR_FROM or not floor:
             return [s.search.remote(step, req, K, after, upto) for s in self.shards]
         first = (self.index + step) % S
         ref = self.shards[first].search.remote(step, req, K, after, upto)

@@ -15,7 +15,11 @@ coordinator snapshots itself last. A snapshot is written by a forked child, whic
 role's memory as it was at the fork (copy-on-write, as Redis' BGSAVE): a checkpoint stalls
 the stream only for the quiesce and the forks, the next log starts at once, and the
 MANIFEST moves to the new epoch when every write is done (without fork, or with
-``RANKCAST_SNAPSHOT_FORK=0``: an in-memory copy that a thread writes). A role that dies is
+``RANKCAST_SNAPSHOT_FORK=0``: an in-memory copy that a thread writes). A checkpoint is a
+delivery cut, so no role holds a change still to deliver at it; a role whose state is a
+function of its inputs and the other roles' state snapshots only its inputs and rebuilds
+the rest on restore (a subscription partition in direct mode: its subscriptions, with its
+buffers re-evaluated as of the checkpoint from the window shards). A role that dies is
 rebuilt from the checkpoint in a warm standby process where there is one. A dead
 subscription partition or window shard alone is caught up from the coordinator's journal
 of the steps since the checkpoint while the live roles keep their state (partial
