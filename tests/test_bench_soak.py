@@ -24,3 +24,5 @@ def test_soak_runs_its_two_phases_and_reports(ray_session, tmp_path):
     assert kill["role"] == "partition" and kill["recovery_seconds"] > 0 and kill["replayed_calls"] >= 0
     assert out["recovery_seconds"] == [kill["recovery_seconds"]]
     assert set(out["met"]) == {"recovery", "memory", "latency"}
+    mem = out["memory_mib"]
+    assert 0 < mem["private_last_quarter"] <= mem["cluster_last_quarter"]

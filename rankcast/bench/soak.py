@@ -62,18 +62,23 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
 ROLES = ("Coordinator", "SubscriptionPartition", "WindowShard", "Aggregator", "Distributor")
 
 
-def _cluster_rss_mb() -> float:
+def _cluster_rss_mb() -> tuple[float, float]:
     """Resident memory of every process that runs a rankcast role (Ray titles an actor's
-    process ``ray::<class>``), replacements after a recovery included."""
+    process ``ray::<class>``), replacements after a recovery included: (all of it, its
+    private part). The private part leaves out resident shared pages, chiefly Ray's object
+    store, which every process maps and which counts in each one's resident memory once it
+    touched those pages (it is bounded by the store's size)."""
     import psutil
     found = {}
     for p in psutil.process_iter(["cmdline", "memory_info", "ppid"]):
         cmd = " ".join(p.info["cmdline"] or ())
-        if cmd.startswith("ray::") and any(r in cmd for r in ROLES) and p.info["memory_info"]:
-            found[p.pid] = (p.info["ppid"], p.info["memory_info"].rss)
+        mi = p.info["memory_info"]
+        if cmd.startswith("ray::") and any(r in cmd for r in ROLES) and mi:
+            found[p.pid] = (p.info["ppid"], mi.rss, mi.rss - getattr(mi, "shared", 0))
     # a role's snapshot writer is a forked child with the role's title and pages (shared
     # copy-on-write): not counted again
-    return sum(rss for ppid, rss in found.values() if ppid not in found) / 2**20
+    roles = [(rss, own) for ppid, rss, own in found.values() if ppid not in found]
+    return sum(r for r, _ in roles) / 2**20, sum(o for _, o in roles) / 2**20
 
 
 def _rss_mb(pid: int) -> float:
@@ -154,7 +159,7 @@ def run_soak(args) -> dict:
             nonlocal at
             listener.arrivals.clear()
             submits: list[tuple[int, float]] = []      # (position at the call's end, submit time)
-            mem: list[tuple[float, float, float]] = []  # (seconds, cluster MiB, driver MiB)
+            mem: list[tuple[float, ...]] = []  # (seconds, cluster MiB, driver MiB, cluster private MiB)
             kill_log: list[dict] = []
             pos = cl.position()
             start = time.time()
@@ -167,7 +172,8 @@ def run_soak(args) -> dict:
                     if now - start >= seconds:
                         break
                     if now >= next_mem:
-                        mem.append((now - start, _cluster_rss_mb(), _rss_mb(os.getpid())))
+                        rss, own = _cluster_rss_mb()
+                        mem.append((now - start, rss, _rss_mb(os.getpid()), own))
                         next_mem += 1.0
                         bar.update(int(now - start) - bar.n)
                     if now >= next_kill:
@@ -236,10 +242,11 @@ def _quantiles(lat: np.ndarray) -> dict:
 
 def _report(args, w, sustainable, rate, soak: dict, faults: dict | None) -> dict:
     sub_t, lat = _latencies(soak["submits"], soak["arrivals"])
-    m = np.array(soak["mem"]) if soak["mem"] else np.zeros((1, 3))
+    m = np.array(soak["mem"]) if soak["mem"] else np.zeros((1, 4))
     warm = m[m[:, 0] >= min(60.0, args.seconds / 4)] if len(m) > 4 else m
     q = max(1, len(warm) // 4)
     first, last = float(warm[:q, 1].mean()), float(warm[-q:, 1].mean())
+    own_first, own_last = float(warm[:q, 3].mean()), float(warm[-q:, 3].mean())
     kill_log, rec_s, fault_lat = [], [], None
     if faults is not None:
         kill_log, recs = faults["kills"], faults["recoveries"]
@@ -268,6 +275,8 @@ def _report(args, w, sustainable, rate, soak: dict, faults: dict | None) -> dict
         "latency_seconds": lq,
         "memory_mib": {"cluster_first_quarter": first, "cluster_last_quarter": last,
                        "drift": (last - first) / first if first else 0.0,
+                       "private_first_quarter": own_first, "private_last_quarter": own_last,
+                       "private_drift": (own_last - own_first) / own_first if own_first else 0.0,
                        "cluster_max": float(m[:, 1].max()), "driver_max": float(m[:, 2].max())},
         "checkpoints_at_soak_end": soak["checkpoints"],   # last_stall: what the stream waited for
         "kills": kill_log, "recovery_seconds": rec_s, "latency_during_kills_seconds": fault_lat,
@@ -289,6 +298,7 @@ def _plot(out, m, soak_lat, faults, path: Path) -> None:
     fig, axes = plt.subplots(rows, 1, figsize=(10, 3.2 * rows))
     a1, a2 = axes[0], axes[1]
     a1.plot(m[:, 0], m[:, 1], label="cluster processes")
+    a1.plot(m[:, 0], m[:, 3], label="cluster processes, private (no shared pages)")
     a1.plot(m[:, 0], m[:, 2], label="driver")
     a1.set_ylabel("resident memory (MiB)")
     a1.set_xlabel("seconds into the soak")
