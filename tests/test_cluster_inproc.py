@@ -68,8 +68,8 @@ def test_shard_floor_keeps_results_exact(policy, time_window, monkeypatch):
     ask = partition.SubscriptionPartition._ask_shards
     seen = {"rows": 0, "floored": 0, "differ": 0}
 
-    def checked(self, step, req, K, after, upto):
-        refs = ask(self, step, req, K, after, upto)
+    def checked(self, step, req, K, after, upto, floor=True):
+        refs = ask(self, step, req, K, after, upto, floor)
         plain = [s.search.remote(step, req, K, after, upto) for s in self.shards]
         a, b = (merge_candidates(self.rt.get(r), K) for r in (refs, plain))
         seen["rows"] += len(K)

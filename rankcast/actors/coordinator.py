@@ -498,9 +498,7 @@ class CoordinatorBase:
         self.store.open_log(f"log-{e}")
         self._log_epoch, self._n_open = e, 0
         if cut:
-            self.store.append(("cut", None, None))
-            self._n_logged += 1
-            self._n_open += 1
+            self._append_log(("cut", None, None))
         self._pending = {"epoch": e, "roles": [h for h, _ in handles], "writers": writers, "t0": t0,
                          "polls": None, "evicted_upto": self.evicted_upto, "journal": len(self._journal),
                          "breaks": self._breaks, "hold": self._hold_point()}
@@ -684,10 +682,15 @@ class CoordinatorBase:
         if self.store is not None:
             if self._current is None:
                 self._current = self._n_logged
-            self.store.append(rec)
-            self._n_logged += 1
-            self._n_open += 1
+            self._append_log(rec)
         return self._apply(rec)
+
+    def _append_log(self, rec: tuple) -> None:
+        """``rec`` to the open log, counted among the records since the committed checkpoint
+        (``_n_logged``) and in the open log (``_n_open``)."""
+        self.store.append(rec)
+        self._n_logged += 1
+        self._n_open += 1
 
     def _apply(self, rec: tuple):
         """Apply one logged call (live, or replayed after a recovery)."""
@@ -813,9 +816,7 @@ class CoordinatorBase:
         rec = ("load", staged, terms, client, token)
         total = sum(len(b) for b in staged)
         if self.store is not None:
-            self.store.append(rec)
-            self._n_logged += 1
-            self._n_open += 1
+            self._append_log(rec)
         try:
             with self.metrics.busy():
                 for progress in self._apply_load(staged, terms):

@@ -195,11 +195,7 @@ class SubscriptionPartition(Recoverable):
         subs, plen = state.pop("subs"), state.pop("plen")
         super()._restore(state)
         if len(subs):
-            slots = self.core.add(subs)
-            self.plen = grow(self.plen, int(slots.max()) + 1)
-            self.ub = grow(self.ub, int(slots.max()) + 1, -np.inf)
-            self._set_plen(slots, plen)
-            self._rebuild = slots
+            self._rebuild = self._add(subs, plen)
 
     def _finish_rebuild(self) -> None:
         """The restored subscriptions' buffers: one re-evaluation as of the snapshot's step
@@ -243,10 +239,7 @@ class SubscriptionPartition(Recoverable):
                 core.remove(dropped)
                 self._dropped.append(dropped)
         if ops.add is not None and len(ops.add):
-            slots = core.add(ops.add)
-            self.plen = grow(self.plen, int(slots.max()) + 1)
-            self.ub = grow(self.ub, int(slots.max()) + 1, -np.inf)
-            self._set_plen(slots, ops.add_plen)
+            slots = self._add(ops.add, ops.add_plen)
             self._new_ids.append(ops.add.ids)
             slots_added = slots
         if ops.plen_ids is not None and len(ops.plen_ids):
@@ -255,6 +248,15 @@ class SubscriptionPartition(Recoverable):
             slots = slots[keep]
             self._set_plen(slots, np.maximum(self.plen[slots], ops.plen[keep]))
         return slots_added
+
+    def _add(self, subs: SubscriptionBatch, plen: np.ndarray) -> np.ndarray:
+        """Subscriptions into the core, routed by prefixes of length ``plen``; their slots
+        (marked for their initial re-evaluation)."""
+        slots = self.core.add(subs)
+        self.plen = grow(self.plen, int(slots.max()) + 1)
+        self.ub = grow(self.ub, int(slots.max()) + 1, -np.inf)
+        self._set_plen(slots, plen)
+        return slots
 
     def _set_plen(self, slots: np.ndarray, plen: np.ndarray) -> None:
         s = self.core.subs

@@ -245,8 +245,14 @@ def _report(args, w, sustainable, rate, soak: dict, faults: dict | None) -> dict
     m = np.array(soak["mem"]) if soak["mem"] else np.zeros((1, 4))
     warm = m[m[:, 0] >= min(60.0, args.seconds / 4)] if len(m) > 4 else m
     q = max(1, len(warm) // 4)
-    first, last = float(warm[:q, 1].mean()), float(warm[-q:, 1].mean())
-    own_first, own_last = float(warm[:q, 3].mean()), float(warm[-q:, 3].mean())
+
+    def quarters(col: int) -> tuple[float, float, float]:
+        """(first quarter's mean, last quarter's mean, drift) of a memory column."""
+        a, b = float(warm[:q, col].mean()), float(warm[-q:, col].mean())
+        return a, b, (b - a) / a if a else 0.0
+
+    first, last, drift = quarters(1)
+    own_first, own_last, own_drift = quarters(3)
     kill_log, rec_s, fault_lat = [], [], None
     if faults is not None:
         kill_log, recs = faults["kills"], faults["recoveries"]
@@ -274,15 +280,15 @@ def _report(args, w, sustainable, rate, soak: dict, faults: dict | None) -> dict
         "sustainable_rate": sustainable, "target_rate": rate, "achieved_rate": soak["sent"] / soak["elapsed"],
         "latency_seconds": lq,
         "memory_mib": {"cluster_first_quarter": first, "cluster_last_quarter": last,
-                       "drift": (last - first) / first if first else 0.0,
+                       "drift": drift,
                        "private_first_quarter": own_first, "private_last_quarter": own_last,
-                       "private_drift": (own_last - own_first) / own_first if own_first else 0.0,
+                       "private_drift": own_drift,
                        "cluster_max": float(m[:, 1].max()), "driver_max": float(m[:, 2].max())},
         "checkpoints_at_soak_end": soak["checkpoints"],   # last_stall: what the stream waited for
         "kills": kill_log, "recovery_seconds": rec_s, "latency_during_kills_seconds": fault_lat,
         "targets": TARGETS,
         "met": {"recovery": bool(rec_s) and max(rec_s) <= TARGETS["recovery_seconds"],
-                "memory": abs((last - first) / first if first else 0.0) <= TARGETS["memory_drift"],
+                "memory": abs(drift) <= TARGETS["memory_drift"],
                 "latency": lq["p99"] <= TARGETS["p99_latency_seconds"]},
     }
     _plot(out, m, (sub_t, lat), faults, Path(args.out) / "soak.png")
