@@ -327,6 +327,56 @@ def test_a_partition_rebuilt_from_its_subscriptions_goes_on_exactly(tmp_path):
     cl2.shutdown()
 
 
+def test_pipelined_calls_reach_a_listener_at_the_interval_through_a_kill(ray_session, tmp_path):
+    """Pipelined calls only, never a flush: their cuts start behind the steps in flight
+    (delivered when done, at the next call or a listener's poll), a partition is killed
+    while cuts are pending, and the last group is cut by the listener's poll alone. Every
+    delivery holds exactly the subscriptions whose top-k differs from the previous
+    delivery's position, each with its top-k at its own position (the engine's)."""
+    # no checkpoint after the first (one would cut too): the partial recovery replays the
+    # journal from it
+    cfg = _ccfg("test-async-cut", tmp_path, policy="hash", checkpoint_every=3600, delivery_interval=0.01,
+                options={"delay": 0.03})     # slow steps: cuts are pending at the kill
+    calls = random_calls(23, 90, invalid=False)
+    subs = [s for c in calls if c.op == "subscribe" for s in c.arg]
+    batches = [c.arg for c in calls if c.op == "publish"]
+    eng = rc.Engine(cfg.engine)
+    cl = rc.Cluster.start(cfg)
+    try:
+        cl.subscribe(subs)
+        eng.subscribe(subs)
+        ids = [s.id for s in subs]
+        start = cl.position()
+        states = {start: {i: tuple(eng.topk(i)) for i in ids}}
+        rng = random.Random(5)
+        kill_at = len(batches) // 2
+        for n, b in enumerate(batches):
+            if n == kill_at:
+                os.kill(rng.choice(cl.pids()["partition"]), signal.SIGKILL)
+            cl.publish(b, wait=False)
+            eng.publish(b)
+            states[eng.stats()["published"]] = {i: tuple(eng.topk(i)) for i in ids}
+            time.sleep(rng.choice([0.0, 0.0, 0.02]))
+        last, before_last = sorted(states)[-1], sorted(states)[-2]
+        assert states[last] != states[before_last]     # the last call, cut by the listener alone
+        got = [(d.position, {u.subscription_id: tuple(u.topk) for u in d.updates})
+               for d in cl.listen(from_position=start + 1, timeout=2.0)]
+        prev = start
+        for pos, ups in got:
+            assert pos > prev and pos in states
+            changed = {i for i in ids if states[pos][i] != states[prev][i]}
+            assert ups.keys() == changed, pos
+            assert all(ups[i] == states[pos][i] for i in ups)
+            prev = pos
+        assert prev == last, "the last call was not delivered"
+        assert len(got) > 5
+        recs = [r for r in cl.stats()["recovery"]["recoveries"] if r["cause"] != "restart"]
+        assert recs and all(r["mode"] == "partial" for r in recs), recs
+        assert cl.topk_many(ids) == {i: list(states[max(states)][i]) for i in ids}
+    finally:
+        cl.shutdown()
+
+
 def test_a_core_restored_from_its_snapshot_goes_on_exactly():
     """What a partition snapshots (its SkypeCore, buffer pools trimmed to the rows handed
     out) restores to a core that goes on with the same results as the one never stopped."""

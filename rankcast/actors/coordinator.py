@@ -241,6 +241,7 @@ class CoordinatorBase:
         self._group: set = set()                  # clients with pipelined calls not yet delivered
         self._group_t0 = 0.0
         self._flush_pos: dict = {}                # client -> positions delivering its pipelined calls
+        self._cuts: deque = deque()               # cuts started, not delivered: (position, handle, clients)
         self._done: OrderedDict = OrderedDict()   # client -> (token, result) of its last call
         # recovery
         self._role_specs: dict[str, tuple] = {}   # role -> (class, arguments) of its last build
@@ -476,6 +477,7 @@ class CoordinatorBase:
         if cut:
             self._cut_group()
         self._quiesce()
+        self._drain_cuts(block=True)
         e = self._log_epoch + 1
         d = f"ckpt-{e}"
 
@@ -613,6 +615,7 @@ class CoordinatorBase:
             self.deliveries = deque((p, a) for rel, last in self._deliv_chunks if last > self.evicted_upto
                                     for p, a in self.store.read(rel) if p > self.evicted_upto)
         self.inflight.clear()
+        self._cuts.clear()                    # their records are in the log: the replay cuts again
         self.pending_ops = {}
         self._reset_transient()
         if self._staged is not None:          # staged parts are not in the log: that load fails
@@ -704,7 +707,7 @@ class CoordinatorBase:
         elif kind == "flush":
             out = self._apply_flush(rec[1])
         elif kind == "cut":
-            out = self._cut_group()
+            out = self._cut_group(wait=False)
         elif kind == "load":
             out = None
             for out in self._apply_load(rec[1], rec[2]):
@@ -873,8 +876,9 @@ class CoordinatorBase:
         with self.metrics.busy():
             batch, extra = self._encode_publish(items, **kw)
         out = self._log_apply(("publish", batch, extra, bool(wait), client, token))
-        if not wait and self._group and time.perf_counter() - self._group_t0 >= self.ccfg.delivery_interval:
-            self._log_apply(("cut", None, None))
+        if not wait:
+            self._cut_if_due()
+        self._drain_cuts(block=False)
         self._after_publish()
         self.counters["publish_seconds"] += time.perf_counter() - t0
         return out
@@ -924,25 +928,70 @@ class CoordinatorBase:
         """Finish every step and deliver what changed since the previous cut, at the
         current stream position (the number of messages published). Returns the arrays."""
         self._quiesce()
+        self._drain_cuts(block=True)        # the cuts started before come first
         out = self._emit()
         if len(out[0]):
             self._deliver(self.last_seq + 1, out)
         return out
 
-    def _cut_group(self):
+    def _cut_group(self, wait: bool = True):
         """Deliver the pipelined calls not yet delivered; each client among them will get
-        the delivery from its flush."""
+        the delivery from its flush. ``wait=False`` (the delivery interval's cut, logged as a
+        ``cut`` record): where the kind can (:meth:`_emit_start`), the cut only starts here,
+        behind the steps in flight, and is delivered once done (:meth:`_drain_cuts`, at the
+        next call or listener poll), so the stream does not stall at every cut. A log replay
+        cuts at once, at the same positions. ``wait``: also every started cut is delivered."""
         if not self._group:
+            if wait:
+                self._drain_cuts(block=True)
             return None
         clients, self._group = self._group, set()
-        out = self._cut()
-        if len(out[0]):
-            for c in clients:
-                got = self._flush_pos.setdefault(c, [])
-                if len(got) >= 64:       # a client that never flushes: only what is kept
-                    got[:] = [p for p in got if p > self.evicted_upto]
-                got.append(self.last_seq + 1)
+        pos = self.last_seq + 1
+        if not wait and not self._replaying:
+            handle = self._emit_start()
+            if handle is not None:
+                self._cuts.append((pos, handle, clients))
+                return None
+        self._delivered(pos, self._cut(), clients)
         return None
+
+    def _cut_if_due(self) -> None:
+        """The pipelined calls' cut, once the oldest of them waited ``delivery_interval``."""
+        if self._group and time.perf_counter() - self._group_t0 >= self.ccfg.delivery_interval:
+            if self.store is not None:
+                self._append_log(("cut", None, None))
+            self._apply(("cut", None, None))
+
+    def _drain_cuts(self, block: bool) -> None:
+        """Deliver the started cuts that are done, in order (``block``: every one)."""
+        while self._cuts:
+            pos, handle, clients = self._cuts[0]
+            out = self._emit_finish(handle, block)
+            if out is None:
+                return
+            self._cuts.popleft()
+            if len(out[0]):
+                self._deliver(pos, out)
+            self._delivered(pos, out, clients)
+
+    def _delivered(self, pos: int, out: tuple, clients) -> None:
+        """The clients of a group's cut at ``pos`` get its delivery from their flush."""
+        if not len(out[0]):
+            return
+        for c in clients:
+            got = self._flush_pos.setdefault(c, [])
+            if len(got) >= 64:       # a client that never flushes: only what is kept
+                got[:] = [p for p in got if p > self.evicted_upto]
+            got.append(pos)
+
+    def _emit_start(self):
+        """Start taking the updates since the previous cut behind the steps in flight, without
+        waiting; a handle for :meth:`_emit_finish`. None: the kind cuts only when quiesced."""
+        return None
+
+    def _emit_finish(self, handle, block: bool):
+        """The update arrays of a started cut; None while not done (``block=False``)."""
+        raise NotImplementedError
 
     def _deliver(self, pos: int, arrays: tuple) -> None:
         if self.deliveries and self.deliveries[-1][0] == pos:      # same position: one delivery
@@ -957,12 +1006,17 @@ class CoordinatorBase:
         position of the call that caused them)."""
         return self.last_seq + 1
 
+    @_guarded
     def deliveries_from(self, from_position: int, ids=None, limit: int = 256):
         """Deliveries at positions >= ``from_position`` (at most ``limit``), restricted to the
         subscriptions ``ids`` (None: all) and skipping those left empty; returns (list of
-        (position, arrays), the position to ask from next)."""
+        (position, arrays), the position to ask from next). A listener's poll also cuts the
+        pipelined calls once they waited ``delivery_interval`` and delivers the started cuts
+        that are done: a stream of pipelined calls reaches listeners without a flush."""
         if isinstance(from_position, bool) or not isinstance(from_position, Integral) or from_position < 0:
             raise InvalidInput(f"listen: field 'from_position': must be a non-negative int, got {from_position!r}")
+        self._cut_if_due()
+        self._drain_cuts(block=False)
         if from_position <= self.evicted_upto:
             raise InvalidInput(f"listen: field 'from_position': position {from_position} is no longer kept "
                                f"(retention {self.ccfg.retention}); the oldest kept is {self.evicted_upto + 1}")
@@ -1057,6 +1111,7 @@ class Coordinator(CoordinatorBase):
             return False
         t0 = time.perf_counter()
         waiting = [r for _, refs, app, _ in self.inflight for r in list(refs) + list(app)]
+        waiting += [r for _, (_, refs), _ in self._cuts for r in refs]
         if waiting:
             self.rt.wait(waiting, num_returns=len(waiting), timeout=HEAL_SETTLE_SECONDS)
         live = {id(h) for _, h in self._live_roles()}
@@ -1087,8 +1142,14 @@ class Coordinator(CoordinatorBase):
         t_rebuilt = time.perf_counter()
         sent, replayed = [], 0
         for x in self._journal:
-            if x[0] == "take":                  # a cut already delivered: its updates again, dropped
-                sent += [self.parts[p].take_updates.remote() for p in new_parts]
+            if x[0] == "take":
+                # a cut: a new partition takes again (dropped where the cut was delivered), and
+                # so does a live one whose take a held step failed (it took nothing)
+                refs = x[1]
+                for p in range(P):
+                    if p in new_parts or self._failed(refs[p]):
+                        refs[p] = self.parts[p].take_updates.remote()
+                        sent.append(refs[p])
                 continue
             _, j, pos_end, exp_end, ops, payloads, appended, refs = x
             for p in range(P):
@@ -1096,6 +1157,8 @@ class Coordinator(CoordinatorBase):
                     refs[p] = self.parts[p].process.remote(j, pos_end, exp_end, ops.get(p), payloads[p], *appended)
                     sent.append(refs[p])
                     replayed += 1
+                elif p not in new_parts and self._failed(refs[p]):     # held, then finished by resume
+                    refs[p] = self.rt.put({"step": j, "partition": p})
         self.rt.get(sent + [a for x in steps for a in x[6]])
         t3 = time.perf_counter()
         self.recoveries.append({
@@ -1106,6 +1169,14 @@ class Coordinator(CoordinatorBase):
             "position": self.last_seq + 1, "time": time.time()})
         self._fill_standby()
         return True
+
+    def _failed(self, ref) -> bool:
+        """Whether a finished role call failed (a partial recovery's settled references)."""
+        try:
+            self.rt.get(ref)
+        except Exception:
+            return True
+        return False
 
     def _role_groups(self) -> list[tuple[str, list]]:
         return [("distributor", self.dists), ("partition", self.parts), ("shard", self.shards),
@@ -1324,7 +1395,9 @@ class Coordinator(CoordinatorBase):
                 self.realloc_queue.append(res["realloc"])
 
     def _quiesce(self) -> None:
-        """Finish every step, then run reallocations until none is asked for."""
+        """Deliver the started cuts, finish every step, then run reallocations until none is
+        asked for."""
+        self._drain_cuts(block=True)
         while True:
             while self.inflight:
                 self._harvest(self.inflight.popleft())
@@ -1392,28 +1465,32 @@ class Coordinator(CoordinatorBase):
         """(sub_ids, offsets, msg_ids, scores) of the updates since the previous emit; the
         client turns them into ``Update`` objects (arrays cross process boundaries cheaply)."""
         if self.direct:
-            outs, self._stash = self._stash, []
-            todo = list(range(len(self.parts)))
-            for attempt in range(MAX_RECOVERIES + 1):
-                refs = [(p, self.parts[p].take_updates.remote()) for p in todo]
-                todo, err = [], None
-                for p, r in refs:
-                    try:
-                        outs.append(self.rt.get(r))
-                    except Exception as e:       # taken from the others: kept (the stash of a
-                        todo.append(p)           # full recovery is the checkpoint's)
-                        err = e
-                if not todo:
-                    break
-                self._stash = outs
-                if attempt == MAX_RECOVERIES or not self._heal(err):
-                    raise err
-                self._stash = []
-            if self._journal_on():
-                self._journal.append(("take",))
-        else:
-            self._ship()
-            outs = self.rt.get([a.emit.remote() for a in self.aggs])
+            return self._emit_finish(self._emit_start(), block=True)
+        self._ship()
+        return self._combine(self.rt.get([a.emit.remote() for a in self.aggs]))
+
+    def _emit_start(self):
+        """Direct mode: every partition's ``take_updates``, submitted behind its steps (Ray
+        runs one submitter's calls in order), and the updates kept from a move (``_stash``).
+        The references are journaled: a partial recovery replaces those of a dead partition,
+        and of a live one whose step a peer's death held (its take failed, taking nothing)."""
+        if not self.direct:
+            return None
+        refs = [p.take_updates.remote() for p in self.parts]
+        if self._journal_on():
+            self._journal.append(("take", refs))
+        stash, self._stash = self._stash, []
+        return stash, refs
+
+    def _emit_finish(self, handle, block: bool):
+        stash, refs = handle
+        if not block and len(self.rt.wait(refs, num_returns=len(refs), timeout=0)[0]) < len(refs):
+            return None
+        with self.metrics.waiting():
+            return self._combine(stash + self._get_healing(lambda: list(refs)))
+
+    def _combine(self, outs: list[tuple]) -> tuple:
+        """One delivery's arrays from the partitions' or aggregators' updates."""
         outs = [o for o in outs if len(o[0])]
         if not outs:
             return _NO_UPDATES

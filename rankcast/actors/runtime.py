@@ -134,6 +134,10 @@ class Runtime:
     def wait(self, refs: list, num_returns: int = 1, timeout: float | None = None):
         raise NotImplementedError
 
+    def put(self, value):
+        """A reference holding ``value``."""
+        raise NotImplementedError
+
     def create(self, cls, *args, name: str | None = None, namespace: str | None = None,
                num_cpus: float = 0.25, detached: bool = False, **kw):
         raise NotImplementedError
@@ -153,6 +157,9 @@ class InprocRuntime(Runtime):
     def wait(self, refs, num_returns=1, timeout=None):
         return list(refs), []
 
+    def put(self, value):
+        return LocalRef(value)
+
     def create(self, cls, *args, name=None, namespace=None, num_cpus=0.25, detached=False, **kw):
         return LocalHandle(cls(*args, **kw))
 
@@ -171,6 +178,10 @@ class RayRuntime(Runtime):
     def wait(self, refs, num_returns=1, timeout=None):
         import ray
         return ray.wait(list(refs), num_returns=min(num_returns, len(refs)), timeout=timeout)
+
+    def put(self, value):
+        import ray
+        return ray.put(value)
 
     def create(self, cls, *args, name=None, namespace=None, num_cpus=0.25, detached=False,
                max_concurrency: int | None = None, **kw):

@@ -62,23 +62,25 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
 ROLES = ("Coordinator", "SubscriptionPartition", "WindowShard", "Aggregator", "Distributor")
 
 
-def _cluster_rss_mb() -> tuple[float, float]:
+def _cluster_rss_mb() -> tuple[float, float, dict[str, float]]:
     """Resident memory of every process that runs a rankcast role (Ray titles an actor's
     process ``ray::<class>``), replacements after a recovery included: (all of it, its
-    private part). The private part leaves out resident shared pages, chiefly Ray's object
-    store, which every process maps and which counts in each one's resident memory once it
-    touched those pages (it is bounded by the store's size)."""
+    private part, the private part by role). The private part leaves out resident shared
+    pages, chiefly Ray's object store, which every process maps and which counts in each
+    one's resident memory once it touched those pages (it is bounded by the store's size)."""
     import psutil
     found = {}
     for p in psutil.process_iter(["cmdline", "memory_info", "ppid"]):
         cmd = " ".join(p.info["cmdline"] or ())
         mi = p.info["memory_info"]
-        if cmd.startswith("ray::") and any(r in cmd for r in ROLES) and mi:
-            found[p.pid] = (p.info["ppid"], mi.rss, mi.rss - getattr(mi, "shared", 0))
+        role = next((r for r in ROLES if r in cmd), None) if cmd.startswith("ray::") else None
+        if role is not None and mi:
+            found[p.pid] = (p.info["ppid"], role, mi.rss, mi.rss - getattr(mi, "shared", 0))
     # a role's snapshot writer is a forked child with the role's title and pages (shared
     # copy-on-write): not counted again
-    roles = [(rss, own) for ppid, rss, own in found.values() if ppid not in found]
-    return sum(r for r, _ in roles) / 2**20, sum(o for _, o in roles) / 2**20
+    roles = [(role, rss, own) for ppid, role, rss, own in found.values() if ppid not in found]
+    by_role = {r: sum(o for role, _, o in roles if role == r) / 2**20 for r in ROLES}
+    return sum(r for _, r, _ in roles) / 2**20, sum(o for _, _, o in roles) / 2**20, by_role
 
 
 def _rss_mb(pid: int) -> float:
@@ -160,6 +162,7 @@ def run_soak(args) -> dict:
             listener.arrivals.clear()
             submits: list[tuple[int, float]] = []      # (position at the call's end, submit time)
             mem: list[tuple[float, ...]] = []  # (seconds, cluster MiB, driver MiB, cluster private MiB)
+            mem_roles: list[dict[str, float]] = []     # private MiB by role, at the same times
             kill_log: list[dict] = []
             pos = cl.position()
             start = time.time()
@@ -172,8 +175,9 @@ def run_soak(args) -> dict:
                     if now - start >= seconds:
                         break
                     if now >= next_mem:
-                        rss, own = _cluster_rss_mb()
+                        rss, own, by_role = _cluster_rss_mb()
                         mem.append((now - start, rss, _rss_mb(os.getpid()), own))
+                        mem_roles.append(by_role)
                         next_mem += 1.0
                         bar.update(int(now - start) - bar.n)
                     if now >= next_kill:
@@ -203,7 +207,7 @@ def run_soak(args) -> dict:
             rec = cl.stats()["recovery"]
             recs = [r for r in rec["recoveries"] if r["cause"] != "restart"]
             return {"sent": sent, "elapsed": elapsed, "submits": submits, "arrivals": list(listener.arrivals),
-                    "mem": mem, "kills": kill_log, "recoveries": recs,
+                    "mem": mem, "mem_roles": mem_roles, "kills": kill_log, "recoveries": recs,
                     "checkpoints": {"taken": rec["checkpoints"], "last_seconds": rec["last_checkpoint_seconds"],
                                     "last_stall": rec["last_checkpoint_parts"]}}
 
@@ -243,6 +247,9 @@ def _quantiles(lat: np.ndarray) -> dict:
 def _report(args, w, sustainable, rate, soak: dict, faults: dict | None) -> dict:
     sub_t, lat = _latencies(soak["submits"], soak["arrivals"])
     m = np.array(soak["mem"]) if soak["mem"] else np.zeros((1, 4))
+    roles = [r for r in ROLES if any(x.get(r) for x in soak["mem_roles"])]
+    by_role = np.array([[x.get(r, 0.0) for r in roles] for x in soak["mem_roles"]]).reshape(len(m), len(roles))
+    m = np.hstack([m, by_role]) if len(by_role) == len(m) else m
     warm = m[m[:, 0] >= min(60.0, args.seconds / 4)] if len(m) > 4 else m
     q = max(1, len(warm) // 4)
 
@@ -253,6 +260,8 @@ def _report(args, w, sustainable, rate, soak: dict, faults: dict | None) -> dict
 
     first, last, drift = quarters(1)
     own_first, own_last, own_drift = quarters(3)
+    role_quarters = {r: dict(zip(("first_quarter", "last_quarter", "drift"), quarters(4 + i)))
+                     for i, r in enumerate(roles) if m.shape[1] > 4 + i}
     kill_log, rec_s, fault_lat = [], [], None
     if faults is not None:
         kill_log, recs = faults["kills"], faults["recoveries"]
@@ -282,7 +291,7 @@ def _report(args, w, sustainable, rate, soak: dict, faults: dict | None) -> dict
         "memory_mib": {"cluster_first_quarter": first, "cluster_last_quarter": last,
                        "drift": drift,
                        "private_first_quarter": own_first, "private_last_quarter": own_last,
-                       "private_drift": own_drift,
+                       "private_drift": own_drift, "private_by_role": role_quarters,
                        "cluster_max": float(m[:, 1].max()), "driver_max": float(m[:, 2].max())},
         "checkpoints_at_soak_end": soak["checkpoints"],   # last_stall: what the stream waited for
         "kills": kill_log, "recovery_seconds": rec_s, "latency_during_kills_seconds": fault_lat,
@@ -306,12 +315,14 @@ def _plot(out, m, soak_lat, faults, path: Path) -> None:
     a1.plot(m[:, 0], m[:, 1], label="cluster processes")
     a1.plot(m[:, 0], m[:, 3], label="cluster processes, private (no shared pages)")
     a1.plot(m[:, 0], m[:, 2], label="driver")
+    for i, r in enumerate(out["memory_mib"]["private_by_role"]):
+        a1.plot(m[:, 0], m[:, 4 + i], lw=0.8, ls="--", label=f"{r}, private")
     a1.set_ylabel("resident memory (MiB)")
     a1.set_xlabel("seconds into the soak")
     a1.set_title(f"rankcast soak: {out['workload']['subscriptions']:,} subscriptions, window {out['window']:,}, "
                  f"{out['achieved_rate']:.0f} msg/s ({out['target_rate'] / out['sustainable_rate']:.0%} of "
                  f"{out['sustainable_rate']:.0f} sustainable), {out['batch']} per call")
-    a1.legend(loc="lower right")
+    a1.legend(loc="lower right", fontsize=7)
 
     def lat_panel(ax, t, lat, title):
         t0 = t[0] if len(t) else 0.0
