@@ -119,6 +119,16 @@ def test_larger_leaves_and_window():
     _run(7, window=150, window_seconds=None, clustered=False, steps=40, leaf_capacity=50)
 
 
+@pytest.mark.parametrize("seed", range(3))
+def test_buffers_compacted_in_place_after_every_call(seed, monkeypatch):
+    """The buffers' pool compacted (in place) whenever it holds any garbage: buffers slide
+    down past each other's old rows and shrink their room, and stay exact."""
+    from rankcast.indexing.core import SkypeCore
+    monkeypatch.setattr(SkypeCore, "COMPACT_FROM", 0)
+    eng = _run(400 + seed, window=60, window_seconds=None, clustered=seed == 1, steps=120)
+    assert eng.core.counters["compactions"] >= 3
+
+
 @settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(seed=st.integers(0, 10_000), window=st.integers(1, 30), clustered=st.booleans())
 def test_property_any_workload(seed, window, clustered):

@@ -45,6 +45,8 @@ class SkypeCore:
     outside; the buffers (``buf``) are the core's own: callers go through ``kth_scores``,
     ``topk_rows``, ``settle_initial`` and ``take_updates``."""
 
+    COMPACT_FROM = 1 << 16      # pool rows from which the buffers' pool is compacted
+
     def __init__(self, cfg: EngineConfig, *, disseminator: Callable | None = None,
                  policy: str = "cskyband"):
         if policy not in POLICIES:
@@ -68,7 +70,7 @@ class SkypeCore:
         self._expiries = 0.0
         self._extra_k: dict[int, int] = {}   # slot -> larger K after an ambiguous cut
         self.counters = dict(messages=0, inserted=0, reevaluations=0, reeval_candidates=0,
-                             verified=0, amp_seconds=0.0, emp_seconds=0.0, updates=0)
+                             verified=0, amp_seconds=0.0, emp_seconds=0.0, updates=0, compactions=0)
 
     # ------------------------------------------------------------------ subscriptions
     def __len__(self) -> int:
@@ -322,10 +324,21 @@ class SkypeCore:
         return out
 
     def _maybe_compact(self) -> None:
+        """Buffers that outgrow their room move to the pool's end, leaving garbage: the pool
+        is compacted in place once half of it is garbage, or once it is nearly full with a
+        quarter garbage (before the next batch would double it: a doubling copies the whole
+        pool at once, seconds of stall and a step in memory that stays)."""
         b, s = self.buf, self.subs
+        if b.used <= self.COMPACT_FROM:
+            return
         live = s.live_slots()
-        if b.used > 1 << 16 and b.used > 2 * int(np.maximum(b.bcap[live], 4).sum()):
-            b.bi, b.bf, b.used = sk.compact(live, b.bstart, b.blen, b.bcap, b.bi, b.bf)
+        held = int(b.bcap[live].sum())
+        garbage = b.used - held
+        if garbage > held or (b.used > 0.85 * len(b.bi) and garbage > b.used // 4):
+            b.used = sk.compact(live, b.bstart, b.blen, b.bcap, b.bi, b.bf)
+            self.counters["compactions"] += 1
+            if len(b.bi) > 4 * b.used:        # the subscriptions shrank: so does the pool
+                b.bi, b.bf = b.bi[: 2 * b.used].copy(), b.bf[: 2 * b.used].copy()
 
 
 def _take_rows(c: CandidateLists, rows: np.ndarray) -> CandidateLists:

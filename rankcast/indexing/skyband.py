@@ -769,18 +769,21 @@ def changed_topk(touched, k, bstart, blen, bi, snap_off, snap_len, snap):
 
 @numba.njit(cache=True)
 def compact(slots, bstart, blen, bcap, bi, bf):
-    """Copy the live buffers of ``slots`` into fresh pools; returns (bi, bf, used)."""
-    total = 0
-    for s in slots:
-        total += max(bcap[s], 4)
-    nbi = np.zeros((max(2 * total, 1024), 3), np.int64)
-    nbf = np.zeros((max(2 * total, 1024), 2))
+    """Slide the buffers of ``slots`` to the front of the pools, in pool order, in place:
+    no second pool, so a compaction costs no transient memory. Each keeps room for half its
+    length again (at least 4 rows), never more than it had, so a buffer never overtakes the
+    next one. Returns the rows used."""
+    order = np.argsort(bstart[slots], kind="mergesort")
     pos = 0
-    for s in slots:
+    for o in order:
+        s = slots[o]
+        if bcap[s] == 0:
+            continue
         a = bstart[s]
-        for r in range(blen[s]):
-            _move(nbi, nbf, pos + r, bi, bf, a + r)
+        n = blen[s]
+        for r in range(n):              # pos <= a: rows move down, in ascending order
+            _move(bi, bf, pos + r, bi, bf, a + r)
         bstart[s] = pos
-        bcap[s] = max(bcap[s], 4)
+        bcap[s] = min(bcap[s], max(n + n // 2 + 2, 4))
         pos += bcap[s]
-    return nbi, nbf, pos
+    return pos
