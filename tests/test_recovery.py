@@ -377,6 +377,70 @@ def test_pipelined_calls_reach_a_listener_at_the_interval_through_a_kill(ray_ses
         cl.shutdown()
 
 
+def test_checkpoints_behind_the_steps_in_flight_through_kills_and_a_restart(ray_session, tmp_path):
+    """Direct mode checkpoints without draining the pipeline: each role's snapshot is queued
+    behind its steps in flight and the cut's take; the cuts still running are delivered, and
+    their deliveries written, before the commit. Pipelined calls only, a checkpoint due at
+    every call, a partition and then a shard killed while checkpoints are pending: every
+    delivery holds exactly the changes at its position. Then every process goes at once,
+    and the cluster restarted from its state holds the same results and deliveries."""
+    import ray
+
+    cfg = _ccfg("test-ckpt-behind", tmp_path, policy="hash", checkpoint_every=0.0, delivery_interval=0.01,
+                options={"delay": 0.03})     # slow steps: snapshots and cuts queue behind them
+    calls = random_calls(31, 90, invalid=False)
+    subs = [s for c in calls if c.op == "subscribe" for s in c.arg]
+    batches = [c.arg for c in calls if c.op == "publish"]
+    eng = rc.Engine(cfg.engine)
+    cl = rc.Cluster.start(cfg)
+    try:
+        cl.subscribe(subs)
+        eng.subscribe(subs)
+        ids = [s.id for s in subs]
+        start = cl.position()
+        states = {start: {i: tuple(eng.topk(i)) for i in ids}}
+        rng = random.Random(9)
+        kills = {len(batches) // 3: "partition", 2 * len(batches) // 3: "shard"}
+        behind = 0
+        for n, b in enumerate(batches):
+            if n in kills:
+                os.kill(rng.choice(cl.pids()[kills[n]]), signal.SIGKILL)
+            cl.publish(b, wait=False)
+            eng.publish(b)
+            states[eng.stats()["published"]] = {i: tuple(eng.topk(i)) for i in ids}
+            rec = cl.stats()["recovery"]
+            behind += bool(rec["checkpoint_pending"] and rec["last_checkpoint_parts"].get("behind"))
+            time.sleep(rng.choice([0.0, 0.0, 0.02]))
+        assert behind > 3, "no checkpoint was pending behind the steps"
+        got = [(d.position, {u.subscription_id: tuple(u.topk) for u in d.updates})
+               for d in cl.listen(from_position=start + 1, timeout=2.0)]
+        prev = start
+        for pos, ups in got:
+            assert pos > prev and pos in states
+            changed = {i for i in ids if states[pos][i] != states[prev][i]}
+            assert ups.keys() == changed, pos
+            assert all(ups[i] == states[pos][i] for i in ups)
+            prev = pos
+        assert prev == max(states) and len(got) > 5
+        rec = cl.stats()["recovery"]
+        recs = [r for r in rec["recoveries"] if r["cause"] != "restart"]
+        assert len(recs) == 2 and all(r["mode"] == "partial" for r in recs), recs
+        assert rec["checkpoints"] > 5
+        final = {i: list(states[max(states)][i]) for i in ids}
+        assert cl.topk_many(ids) == final
+        cl.checkpoint()
+        ray.kill(ray.get_actor(cfg.name, namespace=cfg.namespace), no_restart=True)
+        time.sleep(1.0)
+        cl = rc.Cluster.start(cfg)
+        assert cl.stats()["recovery"]["recoveries"][-1]["cause"] == "restart"
+        assert cl.topk_many(ids) == final
+        again = [(d.position, {u.subscription_id: tuple(u.topk) for u in d.updates})
+                 for d in cl.listen(from_position=start + 1, timeout=0)]
+        assert again == got
+    finally:
+        cl.shutdown()
+
+
 def test_a_core_restored_from_its_snapshot_goes_on_exactly():
     """What a partition snapshots (its SkypeCore, buffer pools trimmed to the rows handed
     out) restores to a core that goes on with the same results as the one never stopped."""

@@ -62,7 +62,7 @@ from .distributor import Distributor
 from .metrics import RoleMetrics
 from .partition import PartitionOps, SubscriptionPartition
 from .policies import Policy, Routing, make_policy
-from .recovery import StateStore, is_role_death, shared_config, write_snapshot
+from .recovery import StateStore, is_role_death, shared_config, write_snapshots
 from .runtime import InprocRuntime, RayRuntime, Runtime
 from .shard import WindowShard
 
@@ -298,6 +298,12 @@ class CoordinatorBase:
     def _reset_transient(self) -> None:
         """Forget what a step in flight or a call in progress left (before a checkpoint loads)."""
 
+    def _snapshot_behind(self) -> bool:
+        """Whether the roles' snapshots may be queued behind the steps in flight (each role
+        takes it after them, in order) instead of after a quiesce: the kind cuts that way
+        too, and no reallocation asked by a step in flight could be lost with it."""
+        return False
+
     def _hold_point(self):
         """What the roles must keep for a partial recovery from a checkpoint taken now
         (the spatial kind: the expiry watermark; its shards keep the messages after it)."""
@@ -458,14 +464,18 @@ class CoordinatorBase:
         return self.epoch
 
     def _checkpoint(self, wait: bool = False) -> None:
-        """Quiesce; every role and the coordinator start writing their state under ckpt-<e>
-        (forked writers, see ``recovery``); log-<e> starts at once. The checkpoint commits (the
+        """Every role and the coordinator start writing their state under ckpt-<e> (forked
+        writers, see ``recovery``); log-<e> starts at once. The checkpoint commits (the
         MANIFEST switches to e: :meth:`_commit_checkpoint`) when every write is done; until
         then a recovery replays the logs from the MANIFEST's epoch on, log-<e> included.
-        ``wait``: until it commits (taken again if a partial recovery abandoned it)."""
+        ``wait``: until it commits (taken again if a partial recovery abandoned it).
+
+        Where the kind can (:meth:`_snapshot_behind`), the roles' snapshots are only queued
+        behind the steps in flight, like an asynchronous cut, and the stream goes on;
+        otherwise the steps are finished first (quiesced)."""
         t0 = time.perf_counter()
         if self._pending is not None and not self._commit_checkpoint(block=True):
-            self._pending = None              # abandoned: a role was rebuilt meanwhile
+            self._abandon_checkpoint()        # a role was rebuilt meanwhile
         # a checkpoint is a delivery cut: the roles then hold no change still to deliver, so
         # a role restored from it reports what the lost one would have (and a partition can
         # snapshot its subscriptions instead of its buffers). The cut is logged as the first
@@ -474,58 +484,95 @@ class CoordinatorBase:
         # made. (Nobody sees the cut's delivery before that: the coordinator serves one call
         # at a time.)
         cut = bool(self._group)
-        if cut:
-            self._cut_group()
-        self._quiesce()
-        self._drain_cuts(block=True)
+        behind = self._snapshot_behind()
+        if behind:
+            # the cut's takes, then the snapshots, run behind the steps in flight; the cuts
+            # still running are delivered before the commit, which writes their deliveries
+            if cut:
+                self._cut_group(wait=False)
+            if self.pending_ops:
+                self._dispatch()
+        else:
+            if cut:
+                self._cut_group()
+            self._quiesce()
+            self._drain_cuts(block=True)
         e = self._log_epoch + 1
         d = f"ckpt-{e}"
-
-        def snapshots():
-            nonlocal handles
-            handles = [(h, f"{d}/{role}-{i}") for role, hs in self._snapshot_groups() for i, h in enumerate(hs)]
-            return [h.snapshot.remote(self.store, rel) for h, rel in handles]
-        handles: list = []
-        self._get_healing(snapshots)
+        handles = [(h, f"{d}/{role}-{i}") for role, hs in self._snapshot_groups() for i, h in enumerate(hs)]
+        snaps = [h.snapshot.remote(self.store, rel) for h, rel in handles]
+        if not behind:
+            self._get_healing(lambda: snaps)
         t_roles = time.perf_counter()
-        writers = []
-        new = [(p, a) for p, a in self.deliveries if p > self._deliv_saved_upto]
-        if new:                               # the deliveries since the last checkpoint
-            writers.append(write_snapshot(self.store, f"deliv-{e}", lambda: new))
-            self._deliv_chunks.append((f"deliv-{e}", new[-1][0]))
-            self._deliv_saved_upto = new[-1][0]
+        files, deliv = [], None
+        pos = self.last_seq + 1               # no delivery made before the commit is later
+        if behind:
+            # the deliveries up to this position (those of the cuts still running included)
+            # are written at the commit; a client gets a running cut's from its flush
+            deliv = (f"deliv-{e}", pos, [(p, a) for p, a in self.deliveries if p > self._deliv_saved_upto],
+                     self._deliv_saved_upto)
+            self._deliv_chunks.append((f"deliv-{e}", pos))
+            self._deliv_saved_upto = pos
+        else:
+            new = [(p, a) for p, a in self.deliveries if p > self._deliv_saved_upto]
+            if new:                           # the deliveries since the last checkpoint
+                files.append((f"deliv-{e}", lambda: new, None))
+                self._deliv_chunks.append((f"deliv-{e}", new[-1][0]))
+                self._deliv_saved_upto = new[-1][0]
         state = {k: getattr(self, k) for k in _COORD_STATE + self.KIND_STATE}
         state["metrics"] = dict(self.metrics.values)
-        writers.append(write_snapshot(self.store, f"{d}/coordinator", lambda: state, shared_config(self.cfg)))
+        if behind and self._cuts:
+            flush_pos = {c: list(ps) for c, ps in self._flush_pos.items()}
+            for p, _, clients in self._cuts:
+                for c in clients:
+                    flush_pos.setdefault(c, []).append(p)
+            state["_flush_pos"] = flush_pos
+        files.append((f"{d}/coordinator", lambda: state, shared_config(self.cfg)))
+        writers = [write_snapshots(self.store, files)]
         self.store.open_log(f"log-{e}")
         self._log_epoch, self._n_open = e, 0
         if cut:
             self._append_log(("cut", None, None))
-        self._pending = {"epoch": e, "roles": [h for h, _ in handles], "writers": writers, "t0": t0,
+        self._pending = {"epoch": e, "roles": [h for h, _ in handles], "snaps": snaps if behind else [],
+                         "writers": writers, "deliv": deliv, "t0": t0,
                          "polls": None, "evicted_upto": self.evicted_upto, "journal": len(self._journal),
                          "breaks": self._breaks, "hold": self._hold_point()}
-        self._ckpt_parts = {"quiesce_and_copies": t_roles - t0, "coordinator_copy": time.perf_counter() - t_roles}
+        self._ckpt_parts = {"quiesce_and_copies": t_roles - t0, "coordinator_copy": time.perf_counter() - t_roles,
+                            "behind": behind}
         self._last_ckpt = time.perf_counter()
         if wait and not self._commit_checkpoint(block=True):
             self._checkpoint(wait=True)
+
+    def _abandon_checkpoint(self) -> None:
+        """Drop the pending checkpoint (a role it snapshots was rebuilt): its deliveries,
+        written only at a commit, go into the next one's chunk."""
+        pend, self._pending = self._pending, None
+        if pend is not None and pend["deliv"] is not None:
+            rel, _, _, saved = pend["deliv"]
+            self._deliv_chunks = [c for c in self._deliv_chunks if c[0] != rel]
+            self._deliv_saved_upto = min(self._deliv_saved_upto, saved)
 
     def _commit_checkpoint(self, block: bool) -> bool:
         """Switch the MANIFEST to the pending checkpoint once all of it is on disk (``block``:
         wait for that) and drop what is older; False when it is not written yet."""
         pend = self._pending
-        e, handles, writers = pend["epoch"], pend["roles"], pend["writers"]
+        e, handles, writers, deliv = pend["epoch"], pend["roles"], pend["writers"], pend["deliv"]
         try:
             if block:
-                self.rt.get([h.snapshot_written.remote() for h in handles])
+                self.rt.get(pend["snaps"] + [h.snapshot_written.remote() for h in handles])
             else:
                 # poll without waiting: a role answers after the steps queued before the poll
                 if pend["polls"] is None:
-                    pend["polls"] = [h.snapshot_done.remote() for h in handles]
-                ready, _ = self.rt.wait(pend["polls"], num_returns=len(handles), timeout=0)
-                if len(ready) < len(handles):
+                    pend["polls"] = pend["snaps"] + [h.snapshot_done.remote() for h in handles]
+                ready, _ = self.rt.wait(pend["polls"], num_returns=len(pend["polls"]), timeout=0)
+                if len(ready) < len(pend["polls"]):
                     return False
                 done, pend["polls"] = all(self.rt.get(ready)), None
                 if not done or any(w.is_alive() for w in writers):
+                    return False
+            if deliv is not None:             # the cuts started before the checkpoint first
+                self._drain_cuts(block)
+                if self._pending is not pend or (self._cuts and self._cuts[0][0] <= deliv[1]):
                     return False
         except Exception as exc:
             # a role died with its snapshot: a partial recovery abandons this checkpoint
@@ -536,6 +583,11 @@ class CoordinatorBase:
             return False
         for w in writers:
             w.done()
+        if deliv is not None:
+            rel, pos, early, saved = deliv
+            chunk = dict(early)
+            chunk.update((p, a) for p, a in self.deliveries if saved < p <= pos)
+            self.store.write(rel, sorted(chunk.items(), key=lambda x: x[0]))
         if not self._config_written:          # the config (its vocabulary: megabytes) once
             self.store.write("CONFIG", self.ccfg)
             self._config_written = True
@@ -1083,6 +1135,10 @@ class Coordinator(CoordinatorBase):
     def _hold_point(self):
         return self.exp_dispatched
 
+    def _snapshot_behind(self) -> bool:
+        # direct mode: every subscription in one partition, no replica to reallocate
+        return self.direct and not self._replaying and not self.realloc_queue
+
     def _journal_on(self) -> bool:
         """Whether steps are journaled for partial recoveries: a durable cluster on Ray in
         direct mode (no aggregator state depends on a partition's past)."""
@@ -1119,7 +1175,7 @@ class Coordinator(CoordinatorBase):
         if any(role not in ("partition", "shard") for role, _ in dead):
             return False
         if self._pending is not None and dead:   # its snapshots are not all there: abandoned
-            self._pending = None
+            self._abandon_checkpoint()
         t1 = time.perf_counter()
         ready, labels = [], []
         for role, i in sorted(dead, key=lambda d: d[0] != "shard"):     # shards first

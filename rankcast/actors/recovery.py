@@ -38,7 +38,7 @@ import struct
 import threading
 import time
 
-__all__ = ["StateStore", "Recoverable", "Writer", "ForkWriter", "write_snapshot", "fork_snapshots", "dumps", "PeerLost", "is_role_death", "shared_config", "LOG_HEADER"]
+__all__ = ["StateStore", "Recoverable", "Writer", "ForkWriter", "write_snapshot", "write_snapshots", "fork_snapshots", "dumps", "PeerLost", "is_role_death", "shared_config", "LOG_HEADER"]
 
 LOG_HEADER = struct.Struct("<Q")      # byte length of the pickled record that follows
 SNAPSHOT_TIMEOUT = 600.0              # seconds a forked writer may take before it is killed
@@ -55,22 +55,36 @@ def dumps(obj, shared: dict | None = None):
     return buf.getbuffer()
 
 
+def _yield_cpu() -> None:
+    """Lower the calling writer (a forked child, or a thread: Linux sets the priority of one
+    thread) to nice 19: a snapshot's pickling and compression take the CPU the stream leaves
+    idle instead of competing with the roles' steps (at nice 0, every checkpoint showed as a
+    latency spike of the stream); it still progresses under a stream that keeps every core busy."""
+    try:
+        os.setpriority(os.PRIO_PROCESS, threading.get_native_id(), 19)
+    except (AttributeError, OSError):         # no per-thread priority here: full speed
+        pass
+
+
 class Writer(threading.Thread):
     """Writes one snapshot's bytes in the background (lz4 and the file system release the
     GIL): the role goes on with the stream while its snapshot reaches the disk."""
 
-    def __init__(self, store: "StateStore", rel: str, data):
-        super().__init__(daemon=True, name=f"rankcast-snapshot {rel}")
-        self.store, self.rel, self.data, self.error = store, rel, data, None
+    def __init__(self, store: "StateStore", files: list[tuple[str, bytes]]):
+        self.rel = ", ".join(rel for rel, _ in files)
+        super().__init__(daemon=True, name=f"rankcast-snapshot {self.rel}")
+        self.store, self.files, self.error = store, files, None
         self.start()
 
     def run(self):
         try:
-            self.store.write_bytes(self.rel, self.data)
+            _yield_cpu()
+            for rel, data in self.files:
+                self.store.write_bytes(rel, data)
         except BaseException as e:   # reported by done()
             self.error = e
         finally:
-            self.data = None
+            self.files = None
 
     def done(self) -> str:
         """Wait for the write; raise what it raised; returns ``rel``."""
@@ -96,15 +110,17 @@ class ForkWriter:
     (no finalizer, no Ray or log stream of the parent is touched); it reports through a
     pipe: ``ok``, or the error's text."""
 
-    def __init__(self, store: "StateStore", rel: str, make_obj, shared: dict | None = None):
-        self.rel, self.error = rel, None
+    def __init__(self, store: "StateStore", files: list[tuple]):
+        self.rel, self.error = ", ".join(f[0] for f in files), None
         r, w = os.pipe()
         pid = os.fork()
         if pid == 0:                                        # the child
             code, msg = 0, b"ok"
             try:
                 os.close(r)
-                store.write_bytes(rel, dumps(make_obj(), shared))
+                _yield_cpu()
+                for rel, make_obj, shared in files:
+                    store.write_bytes(rel, dumps(make_obj(), shared))
             except BaseException as e:                      # reported to the parent
                 code, msg = 1, f"{type(e).__name__}: {e}".encode()[:4000]
             try:
@@ -163,9 +179,15 @@ def write_snapshot(store: "StateStore", rel: str, make_obj, shared: dict | None 
     """Start writing ``make_obj()`` (the state at this moment) to ``rel``: by a forked child
     where the platform has fork, else from an in-memory copy by a thread. Returns the writer
     (``is_alive()``, ``join()``, ``done()``)."""
+    return write_snapshots(store, [(rel, make_obj, shared)])
+
+
+def write_snapshots(store: "StateStore", files: list[tuple]):
+    """:func:`write_snapshot` of several files ``(rel, make_obj, shared)`` by one writer (one
+    fork: the process stalls once for its page tables)."""
     if fork_snapshots():
-        return ForkWriter(store, rel, make_obj, shared)
-    return Writer(store, rel, dumps(make_obj(), shared))
+        return ForkWriter(store, files)
+    return Writer(store, [(rel, dumps(make_obj(), shared)) for rel, make_obj, shared in files])
 
 
 class StateStore:

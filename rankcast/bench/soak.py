@@ -56,6 +56,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--partitions", type=int, default=2)
     p.add_argument("--shards", type=int, default=2)
     p.add_argument("--checkpoint-every", type=float, default=None, help="ClusterConfig.checkpoint_every")
+    p.add_argument("--delivery-interval", type=float, default=None, help="ClusterConfig.delivery_interval")
     p.add_argument("--out", default="out/bench")
 
 
@@ -115,11 +116,11 @@ def run_soak(args) -> dict:
                        args.subs)
     state = tempfile.mkdtemp(prefix="rankcast-soak-")
     cfg = rc.EngineConfig(bounds=w.bounds, window=args.window, vocabulary=w.vocab)
-    extra = {} if args.checkpoint_every is None else {"checkpoint_every": args.checkpoint_every}
+    extra = {k: getattr(args, k) for k in ("checkpoint_every", "delivery_interval") if getattr(args, k) is not None}
     ccfg = rc.ClusterConfig(engine=cfg, policy=args.policy, partitions=args.partitions,
                             window_shards=args.shards, name="rankcast-soak", state_dir=state,
                             monitor_every=0.0, **extra)
-    args.checkpoint_every = ccfg.checkpoint_every
+    args.checkpoint_every, args.delivery_interval = ccfg.checkpoint_every, ccfg.delivery_interval
     if not ray.is_initialized():
         ray.init(**local_ray_options(namespace=ccfg.namespace, log_to_driver=False))
     cl = rc.Cluster.start(ccfg, fresh=True)
@@ -285,7 +286,7 @@ def _report(args, w, sustainable, rate, soak: dict, faults: dict | None) -> dict
     out = {
         "workload": w.describe(), "window": args.window, "partitions": args.partitions,
         "shards": args.shards, "policy": args.policy, "batch": args.batch, "seconds": soak["elapsed"],
-        "checkpoint_every": args.checkpoint_every,
+        "checkpoint_every": args.checkpoint_every, "delivery_interval": args.delivery_interval,
         "sustainable_rate": sustainable, "target_rate": rate, "achieved_rate": soak["sent"] / soak["elapsed"],
         "latency_seconds": lq,
         "memory_mib": {"cluster_first_quarter": first, "cluster_last_quarter": last,
