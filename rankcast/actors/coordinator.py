@@ -528,7 +528,7 @@ class CoordinatorBase:
                     flush_pos.setdefault(c, []).append(p)
             state["_flush_pos"] = flush_pos
         files.append((f"{d}/coordinator", lambda: state, shared_config(self.cfg)))
-        writers = [write_snapshots(self.store, files)]
+        writers = [write_snapshots(self.store, files, fork=False)]   # its own state is megabytes
         self.store.open_log(f"log-{e}")
         self._log_epoch, self._n_open = e, 0
         if cut:

@@ -188,6 +188,9 @@ class SubscriptionPartition(Recoverable):
         return {"rebuild": True, "subs": self.core.subs.batch(live), "plen": self.plen[live].copy(),
                 "step": self.step, "pos_end": self.pos_end, "exp_end": self.exp_end}
 
+    def _snapshot_by_fork(self) -> bool:
+        return not self.rebuild           # the whole core: buffers and index
+
     def _restore(self, state: dict) -> None:
         if not state.pop("rebuild", False):
             super()._restore(state)

@@ -95,8 +95,9 @@ class Writer(threading.Thread):
 
 
 def fork_snapshots() -> bool:
-    """Whether snapshots are written by a forked child (``RANKCAST_SNAPSHOT_FORK=0`` turns it
-    off: then the role copies its state in memory and a thread writes the copy)."""
+    """Whether snapshots of large states may be written by a forked child
+    (``RANKCAST_SNAPSHOT_FORK=0`` turns it off: then every role copies its state in memory
+    and a thread writes the copy)."""
     return hasattr(os, "fork") and os.environ.get("RANKCAST_SNAPSHOT_FORK", "1") != "0"
 
 
@@ -175,17 +176,23 @@ class ForkWriter:
         return self.rel
 
 
-def write_snapshot(store: "StateStore", rel: str, make_obj, shared: dict | None = None):
-    """Start writing ``make_obj()`` (the state at this moment) to ``rel``: by a forked child
-    where the platform has fork, else from an in-memory copy by a thread. Returns the writer
-    (``is_alive()``, ``join()``, ``done()``)."""
-    return write_snapshots(store, [(rel, make_obj, shared)])
+def write_snapshot(store: "StateStore", rel: str, make_obj, shared: dict | None = None, fork: bool = True):
+    """Start writing ``make_obj()`` (the state at this moment) to ``rel``: with ``fork`` (and
+    :func:`fork_snapshots`), by a forked child, else from an in-memory copy by a thread.
+    Returns the writer (``is_alive()``, ``join()``, ``done()``).
+
+    Forking costs the process its page tables and then a copy-on-write fault for every page
+    it writes while the child lives, whatever the state's size: measured in the soak (1 GiB
+    role processes, a checkpoint every 5 s), each checkpoint cost the stream about half a
+    second of capacity and showed as a latency spike, where in-memory copies of the same
+    states (megabytes) did not. So a fork pays only for a state that is most of the process
+    (a replicating partition's whole core)."""
+    return write_snapshots(store, [(rel, make_obj, shared)], fork)
 
 
-def write_snapshots(store: "StateStore", files: list[tuple]):
-    """:func:`write_snapshot` of several files ``(rel, make_obj, shared)`` by one writer (one
-    fork: the process stalls once for its page tables)."""
-    if fork_snapshots():
+def write_snapshots(store: "StateStore", files: list[tuple], fork: bool = True):
+    """:func:`write_snapshot` of several files ``(rel, make_obj, shared)`` by one writer."""
+    if fork and fork_snapshots():
         return ForkWriter(store, files)
     return Writer(store, [(rel, dumps(make_obj(), shared)) for rel, make_obj, shared in files])
 
@@ -373,8 +380,14 @@ class Recoverable:
         if prev is not None:
             prev.join()            # an older snapshot's write (abandoned or not) finishes first
         self._writer = write_snapshot(
-            store, rel, lambda: {"state": self._state(), "metrics": dict(self.metrics.values)}, self._shared())
+            store, rel, lambda: {"state": self._state(), "metrics": dict(self.metrics.values)}, self._shared(),
+            self._snapshot_by_fork())
         return rel
+
+    def _snapshot_by_fork(self) -> bool:
+        """Whether this role's state is most of its process (then a forked child writes it,
+        see :func:`write_snapshot`); by default it is copied in memory."""
+        return False
 
     def snapshot_written(self) -> str:
         """Wait until the last snapshot is on disk (raises if its write failed)."""
