@@ -63,6 +63,9 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--skip-segment-above", type=int, default=4,
                    help="no segment tree above this many dimensions (the paper: out of memory at 8)")
     p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--ta-bound", action="store_true",
+                   help="instead: the fewest sorted accesses any TA needs at --dims-n, d = max(--dims), k, "
+                        "and the speed-up over scan that bounds (rankcast.bench.ta_bound; ta_bound.json)")
     p.add_argument("--out", default="out/bench")
     betree.add_arguments(p)
 
@@ -246,6 +249,12 @@ def main(args) -> int:
         return betree.main(args)
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
+    if args.ta_bound:
+        from .ta_bound import ta_bound
+        res = ta_bound(args.dims_n, max(args.dims), args.k, min(args.n_queries, 50), args.skew_length, seed=args.seed)
+        write_json(res, out / "ta_bound.json")
+        print({k: v for k, v in res.items() if k != "per_query"})
+        return 0
     res = run_match(args)
     write_json(res, out / "match.json")
     _plot(res, out / "match.png")

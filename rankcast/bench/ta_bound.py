@@ -1,0 +1,119 @@
+"""How far any Threshold-Algorithm run can get below ``scan`` on the ranked pub/sub paper's
+workload (issue #10's "best index at least 50x faster than scan at d = 4, k = 20").
+
+For each query of :func:`~rankcast.ingest.match_workloads.zipf_workload` this computes, from
+the data alone (numpy, no index):
+
+- the exact top-k relaxed score ``S_k`` (brute force);
+- per dimension, the stabbed intervals' weights in the indexes' order (weight descending);
+- the fewest sorted accesses with which *any* algorithm that reads the dimensions' lists in
+  order (TA, NRA and their variants, any depth per list, ties resolved in its favour) can
+  know that no unread expression beats the k-th: the smallest total depth ``sum_j t_j``
+  whose threshold ``sum_j w_j[t_j]`` (the next weight not read in each list, 0 past its end)
+  is at most ``S_k``. TA's own round-robin depth is reported beside it.
+
+With the measured cost of one sorted access of the fastest index (a cursor read straight
+through, nothing else done) and of ``scan`` per event, this bounds the speed-up over scan
+that an index-driven TA can reach: ``scan seconds / (accesses x seconds per access)``,
+random accesses left out (they only add). ``rankcast bench match --ta-bound`` runs it and
+writes ``ta_bound.json``.
+"""
+from __future__ import annotations
+
+import time
+
+import numpy as np
+
+__all__ = ["ta_bound"]
+
+
+def _combos(cuts: list[tuple[np.ndarray, np.ndarray]]) -> tuple[np.ndarray, np.ndarray]:
+    """Every choice of one cut per list: (total depth, threshold) arrays."""
+    cost, thr = np.zeros(1, np.int64), np.zeros(1)
+    for idx, val in cuts:
+        cost = (cost[:, None] + idx[None, :]).ravel()
+        thr = (thr[:, None] + val[None, :]).ravel()
+    return cost, thr
+
+
+def _min_total_depth(ws: list[np.ndarray], s_k: float) -> tuple[int, int]:
+    """(fewest total sorted accesses over every depth vector, TA's round-robin total) such
+    that the threshold sum_j next_weight_j <= s_k; ``ws[j]`` sorted descending."""
+    nxt = [np.r_[w, 0.0] for w in ws]          # nxt[j][t]: the first weight not read at depth t
+    lo, hi = 0, max((len(w) for w in ws), default=0)
+    while lo < hi:                              # round-robin: the threshold falls with t
+        mid = (lo + hi) // 2
+        if sum(float(n[min(mid, len(n) - 1)]) for n in nxt) <= s_k:
+            hi = mid
+        else:
+            lo = mid + 1
+    rr = sum(min(lo, len(w)) for w in ws)
+    # any depth vector: only depths where a list's weight drops matter (reading into a group
+    # of equal weights does not lower the threshold); meet in the middle over two halves
+    cuts = []
+    for n in nxt:
+        idx = np.flatnonzero(np.r_[True, n[1:] != n[:-1]])
+        cuts.append((idx.astype(np.int64), n[idx]))
+    h = len(cuts) // 2
+    c1, t1 = _combos(cuts[:h])
+    c2, t2 = _combos(cuts[h:])
+    order = np.argsort(t2, kind="stable")
+    t2s, best2 = t2[order], np.minimum.accumulate(c2[order])
+    at = np.searchsorted(t2s, s_k - t1 + 1e-12, side="right") - 1    # the largest t2 <= s_k - t1
+    ok = at >= 0
+    best = int((c1[ok] + best2[at[ok]]).min()) if ok.any() else rr
+    return min(best, rr), rr
+
+
+def ta_bound(n: int = 1_000_000, d: int = 4, k: int = 20, queries: int = 50, skew_length: float = 0.75,
+             index: str = "sopt-r-tree", seed: int = 0) -> dict:
+    from ..baselines.matching import ScanCore
+    from ..indexing.intervals import make_index
+    from ..ingest.match_workloads import event_batch, expression_batch, zipf_workload
+
+    w = zipf_workload(n, d, queries, skew_length=skew_length, seed=seed)
+    items = np.arange(n, dtype=np.int64)
+    rows = []
+    for qi in range(queries):
+        q = w.queries[qi]
+        stab = (w.lo <= q) & (q <= w.hi)
+        rel = (w.score * stab).sum(axis=1)
+        hit = stab.any(axis=1)
+        sc = np.sort(rel[hit])[::-1]
+        s_k = float(sc[k - 1]) if len(sc) >= k else 0.0
+        ws = [np.sort(w.score[stab[:, j], j])[::-1] for j in range(d)]
+        best, rr = _min_total_depth(ws, s_k)
+        rows.append({"stabbed": [len(x) for x in ws], "s_k": s_k, "min_sorted_accesses": best,
+                     "round_robin_sorted_accesses": rr})
+    # the cost of one sorted access: the index's cursor read straight through
+    idxs = [make_index(index, w.lo[:, j], w.hi[:, j], w.score[:, j], items) for j in range(d)]
+    for j in range(d):
+        idxs[j].open(float(w.queries[0, j])).next(1000)
+    t0 = time.perf_counter()
+    read = 0
+    for qi in range(queries):
+        for j in range(d):
+            got, _ = idxs[j].open(float(w.queries[qi, j])).next(10 ** 9)
+            read += len(got)
+    per_access = (time.perf_counter() - t0) / max(read, 1)
+    del idxs
+    scan = ScanCore("relaxed")
+    scan.add(expression_batch(w), d)
+    ev = event_batch(w)
+    scan.match(ev, k)                           # warm
+    t0 = time.perf_counter()
+    scan.match(ev, k)
+    scan_s = (time.perf_counter() - t0) / queries
+    mins = np.array([r["min_sorted_accesses"] for r in rows], float)
+    rrs = np.array([r["round_robin_sorted_accesses"] for r in rows], float)
+    floor = mins * per_access
+    return {"n": n, "d": d, "k": k, "queries": queries, "skew_length": skew_length, "index": index,
+            "stabbed_per_dimension_mean": float(np.mean([np.mean(r["stabbed"]) for r in rows])),
+            "min_sorted_accesses": {"mean": float(mins.mean()), "median": float(np.median(mins)),
+                                    "min": float(mins.min())},
+            "round_robin_sorted_accesses_mean": float(rrs.mean()),
+            "seconds_per_sorted_access": per_access, "scan_seconds_per_event": scan_s,
+            "floor_seconds_per_event_mean": float(floor.mean()),
+            "max_speedup_over_scan": {"mean_event": scan_s / float(floor.mean()),
+                                      "median_event": scan_s / float(np.median(floor))},
+            "per_query": rows}
