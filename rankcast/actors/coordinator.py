@@ -464,8 +464,9 @@ class CoordinatorBase:
         return self.epoch
 
     def _checkpoint(self, wait: bool = False) -> None:
-        """Every role and the coordinator start writing their state under ckpt-<e> (forked
-        writers, see ``recovery``); log-<e> starts at once. The checkpoint commits (the
+        """Every role and the coordinator start writing their state under ckpt-<e> (copied
+        in memory and written by a thread, or by a forked child: see ``recovery``); log-<e>
+        starts at once. The checkpoint commits (the
         MANIFEST switches to e: :meth:`_commit_checkpoint`) when every write is done; until
         then a recovery replays the logs from the MANIFEST's epoch on, log-<e> included.
         ``wait``: until it commits (taken again if a partial recovery abandoned it).
