@@ -140,8 +140,25 @@ def _new_id_map():
 
 def top_of(ids: np.ndarray, scores: np.ndarray, k: int) -> tuple[np.ndarray, np.ndarray]:
     """The first ``k`` of (ids, scores) by score descending, then id ascending."""
+    n = len(scores)
+    if 0 < k and n > 4 * k + 64:      # only those at least the k-th largest score are sorted
+        keep = scores >= np.partition(scores, n - k)[n - k]
+        ids, scores = ids[keep], scores[keep]
     order = np.lexsort((ids, -scores))[:k]
     return ids[order], scores[order]
+
+
+@numba.njit(cache=True)
+def first_seen(slots, mark):
+    """The slots not marked yet (in order, each once), marking them."""
+    out = np.empty(slots.shape[0], np.int64)
+    m = 0
+    for s in slots:
+        if not mark[s]:
+            mark[s] = True
+            out[m] = s
+            m += 1
+    return out[:m]
 
 
 class ExpressionTable:
@@ -289,6 +306,7 @@ class MatchCore:
         self.driver = np.zeros(0, np.int32)      # per slot: attribute whose index holds it (static, weighted)
         self.attr_count = np.zeros(0, np.int64)  # expressions with a predicate on each attribute
         self.ev = DenseEvent(0)
+        self._mark = np.zeros(0, np.bool_)      # TA: the slots an event has seen (cleared after it)
         self.counters = dict(events=0, sorted_accesses=0, random_accesses=0, nodes=0, holes=0, rounds=0)
 
     def __len__(self) -> int:
@@ -429,37 +447,44 @@ class MatchCore:
         curs = self._cursors(attrs)
         open_ = [True] * len(curs)
         last_w = [0.0] * len(curs)
-        seen = np.zeros(0, np.int64)
+        t = self.table
+        mark = getattr(self, "_mark", None)   # expressions seen by this event: marked slots
+        if mark is None or len(mark) < t.n_slots:
+            mark = self._mark = np.zeros(2 * t.n_slots, np.bool_)
+        marked = []
         top_ids, top_sc = np.zeros(0, np.int64), np.zeros(0)
         n = max(k, 16)
-        t = self.table
-        while True:
-            self.counters["rounds"] += 1
-            new = []
-            for c, cur in enumerate(curs):
-                if not open_[c]:
-                    continue
-                items, w = cur.next(n)
-                self.counters["sorted_accesses"] += len(items)
-                if len(items) < n:
-                    open_[c] = False
-                if len(items):
-                    last_w[c] = float(w[-1])
-                    new.append(items)
-            if new:
-                cand = np.unique(np.concatenate(new))
-                cand = cand[~np.isin(cand, seen, assume_unique=True)]
-                if len(cand):
-                    seen = np.union1d(seen, cand)
-                    ok, sc = t.evaluate(t.slots(cand), RELAXED, self.ev)
-                    self.counters["random_accesses"] += len(cand)
-                    top_ids, top_sc = top_of(np.r_[top_ids, cand[ok]], np.r_[top_sc, sc[ok]], k)
-            if not any(open_):
-                break
-            threshold = sum(last_w[c] for c in range(len(curs)) if open_[c])
-            if len(top_ids) == k and top_sc[-1] > threshold * (1.0 + EPS):
-                break
-            n *= 2
+        try:
+            while True:
+                self.counters["rounds"] += 1
+                new = []
+                for c, cur in enumerate(curs):
+                    if not open_[c]:
+                        continue
+                    items, w = cur.next(n)
+                    self.counters["sorted_accesses"] += len(items)
+                    if len(items) < n:
+                        open_[c] = False
+                    if len(items):
+                        last_w[c] = float(w[-1])
+                        new.append(items)
+                if new:
+                    cand = first_seen(t.slots(np.concatenate(new)), mark)
+                    if len(cand):
+                        marked.append(cand)
+                        cand.sort()          # the table in memory order: far fewer cache misses
+                        ok, sc = t.evaluate(cand, RELAXED, self.ev)
+                        self.counters["random_accesses"] += len(cand)
+                        top_ids, top_sc = top_of(np.r_[top_ids, t.ids[cand[ok]]], np.r_[top_sc, sc[ok]], k)
+                if not any(open_):
+                    break
+                threshold = sum(last_w[c] for c in range(len(curs)) if open_[c])
+                if len(top_ids) == k and top_sc[-1] > threshold * (1.0 + EPS):
+                    break
+                n *= 2
+        finally:
+            for m in marked:
+                mark[m] = False
         self._count(curs)
         return top_ids, top_sc
 
