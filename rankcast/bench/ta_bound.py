@@ -89,21 +89,26 @@ def ta_bound(n: int = 1_000_000, d: int = 4, k: int = 20, queries: int = 50, ske
     idxs = [make_index(index, w.lo[:, j], w.hi[:, j], w.score[:, j], items) for j in range(d)]
     for j in range(d):
         idxs[j].open(float(w.queries[0, j])).next(1000)
-    t0 = time.perf_counter()
-    read = 0
-    for qi in range(queries):
-        for j in range(d):
-            got, _ = idxs[j].open(float(w.queries[qi, j])).next(10 ** 9)
-            read += len(got)
-    per_access = (time.perf_counter() - t0) / max(read, 1)
+    # both timed as the best of three passes (this machine is shared): each at its fastest
+    per_access = np.inf
+    for _ in range(3):
+        t0 = time.perf_counter()
+        read = 0
+        for qi in range(queries):
+            for j in range(d):
+                got, _ = idxs[j].open(float(w.queries[qi, j])).next(10 ** 9)
+                read += len(got)
+        per_access = min(per_access, (time.perf_counter() - t0) / max(read, 1))
     del idxs
     scan = ScanCore("relaxed")
     scan.add(expression_batch(w), d)
     ev = event_batch(w)
     scan.match(ev, k)                           # warm
-    t0 = time.perf_counter()
-    scan.match(ev, k)
-    scan_s = (time.perf_counter() - t0) / queries
+    scan_s = np.inf
+    for _ in range(3):
+        t0 = time.perf_counter()
+        scan.match(ev, k)
+        scan_s = min(scan_s, (time.perf_counter() - t0) / queries)
     mins = np.array([r["min_sorted_accesses"] for r in rows], float)
     rrs = np.array([r["round_robin_sorted_accesses"] for r in rows], float)
     floor = mins * per_access
