@@ -327,6 +327,36 @@ def test_a_partition_rebuilt_from_its_subscriptions_goes_on_exactly(tmp_path):
     cl2.shutdown()
 
 
+def _pipelined_cluster(cfg, seed: int):
+    """A cluster and an engine with the same subscriptions of ``random_calls(seed)``: (cluster,
+    engine, subscription ids, the publish batches, the start position, {position: top-k of
+    every subscription} at the start)."""
+    calls = random_calls(seed, 90, invalid=False)
+    subs = [s for c in calls if c.op == "subscribe" for s in c.arg]
+    eng = rc.Engine(cfg.engine)
+    cl = rc.Cluster.start(cfg)
+    cl.subscribe(subs)
+    eng.subscribe(subs)
+    ids = [s.id for s in subs]
+    start = cl.position()
+    return cl, eng, ids, [c.arg for c in calls if c.op == "publish"], start, \
+        {start: {i: tuple(eng.topk(i)) for i in ids}}
+
+
+def _deliveries_exact(got, states, ids, start) -> int:
+    """Every delivery (position, {id: top-k}) holds exactly the subscriptions whose top-k
+    differs from the previous delivery's position, each with its top-k there; returns the
+    last position delivered."""
+    prev = start
+    for pos, ups in got:
+        assert pos > prev and pos in states
+        changed = {i for i in ids if states[pos][i] != states[prev][i]}
+        assert ups.keys() == changed, pos
+        assert all(ups[i] == states[pos][i] for i in ups)
+        prev = pos
+    return prev
+
+
 def test_pipelined_calls_reach_a_listener_at_the_interval_through_a_kill(ray_session, tmp_path):
     """Pipelined calls only, never a flush: their cuts start behind the steps in flight
     (delivered when done, at the next call or a listener's poll), a partition is killed
@@ -337,17 +367,8 @@ def test_pipelined_calls_reach_a_listener_at_the_interval_through_a_kill(ray_ses
     # journal from it
     cfg = _ccfg("test-async-cut", tmp_path, policy="hash", checkpoint_every=3600, delivery_interval=0.01,
                 options={"delay": 0.03})     # slow steps: cuts are pending at the kill
-    calls = random_calls(23, 90, invalid=False)
-    subs = [s for c in calls if c.op == "subscribe" for s in c.arg]
-    batches = [c.arg for c in calls if c.op == "publish"]
-    eng = rc.Engine(cfg.engine)
-    cl = rc.Cluster.start(cfg)
+    cl, eng, ids, batches, start, states = _pipelined_cluster(cfg, 23)
     try:
-        cl.subscribe(subs)
-        eng.subscribe(subs)
-        ids = [s.id for s in subs]
-        start = cl.position()
-        states = {start: {i: tuple(eng.topk(i)) for i in ids}}
         rng = random.Random(5)
         kill_at = len(batches) // 2
         for n, b in enumerate(batches):
@@ -361,14 +382,7 @@ def test_pipelined_calls_reach_a_listener_at_the_interval_through_a_kill(ray_ses
         assert states[last] != states[before_last]     # the last call, cut by the listener alone
         got = [(d.position, {u.subscription_id: tuple(u.topk) for u in d.updates})
                for d in cl.listen(from_position=start + 1, timeout=2.0)]
-        prev = start
-        for pos, ups in got:
-            assert pos > prev and pos in states
-            changed = {i for i in ids if states[pos][i] != states[prev][i]}
-            assert ups.keys() == changed, pos
-            assert all(ups[i] == states[pos][i] for i in ups)
-            prev = pos
-        assert prev == last, "the last call was not delivered"
+        assert _deliveries_exact(got, states, ids, start) == last, "the last call was not delivered"
         assert len(got) > 5
         recs = [r for r in cl.stats()["recovery"]["recoveries"] if r["cause"] != "restart"]
         assert recs and all(r["mode"] == "partial" for r in recs), recs
@@ -388,17 +402,8 @@ def test_checkpoints_behind_the_steps_in_flight_through_kills_and_a_restart(ray_
 
     cfg = _ccfg("test-ckpt-behind", tmp_path, policy="hash", checkpoint_every=0.0, delivery_interval=0.01,
                 options={"delay": 0.03})     # slow steps: snapshots and cuts queue behind them
-    calls = random_calls(31, 90, invalid=False)
-    subs = [s for c in calls if c.op == "subscribe" for s in c.arg]
-    batches = [c.arg for c in calls if c.op == "publish"]
-    eng = rc.Engine(cfg.engine)
-    cl = rc.Cluster.start(cfg)
+    cl, eng, ids, batches, start, states = _pipelined_cluster(cfg, 31)
     try:
-        cl.subscribe(subs)
-        eng.subscribe(subs)
-        ids = [s.id for s in subs]
-        start = cl.position()
-        states = {start: {i: tuple(eng.topk(i)) for i in ids}}
         rng = random.Random(9)
         kills = {len(batches) // 3: "partition", 2 * len(batches) // 3: "shard"}
         behind = 0
@@ -414,14 +419,7 @@ def test_checkpoints_behind_the_steps_in_flight_through_kills_and_a_restart(ray_
         assert behind > 3, "no checkpoint was pending behind the steps"
         got = [(d.position, {u.subscription_id: tuple(u.topk) for u in d.updates})
                for d in cl.listen(from_position=start + 1, timeout=2.0)]
-        prev = start
-        for pos, ups in got:
-            assert pos > prev and pos in states
-            changed = {i for i in ids if states[pos][i] != states[prev][i]}
-            assert ups.keys() == changed, pos
-            assert all(ups[i] == states[pos][i] for i in ups)
-            prev = pos
-        assert prev == max(states) and len(got) > 5
+        assert _deliveries_exact(got, states, ids, start) == max(states) and len(got) > 5
         rec = cl.stats()["recovery"]
         recs = [r for r in rec["recoveries"] if r["cause"] != "restart"]
         assert len(recs) == 2 and all(r["mode"] == "partial" for r in recs), recs

@@ -374,8 +374,9 @@ class Recoverable:
         return shared_config(getattr(self, "cfg", None))
 
     def snapshot(self, store: StateStore, rel: str) -> str:
-        """Copy the state to resume from at this (quiesced) position and start writing it to
-        ``rel`` in the background (:meth:`snapshot_written` waits); returns ``rel``."""
+        """Copy the state to resume from at this position (after the calls queued before
+        this one) and start writing it to ``rel`` in the background (:meth:`snapshot_written`
+        waits); returns ``rel``."""
         prev = getattr(self, "_writer", None)
         if prev is not None:
             prev.join()            # an older snapshot's write (abandoned or not) finishes first

@@ -25,10 +25,9 @@ from __future__ import annotations
 
 import numba
 import numpy as np
-from numba import types
-from numba.typed import Dict
 
 from .._arrays import runs
+from .idmap import IdMap
 from .intervals import make_index
 from .scoring import EPS
 
@@ -116,28 +115,6 @@ def evaluate(slots, mode, p_start, p_end, score, p_attr, p_op, p_a, p_b, p_w, se
         out_score[i] = score[s] if mode == STATIC else acc
 
 
-@numba.njit(cache=True)
-def _lookup(id2slot, ids, out):
-    for i in range(ids.shape[0]):
-        out[i] = id2slot[ids[i]]
-
-
-@numba.njit(cache=True)
-def _assign(id2slot, ids, slots):
-    for i in range(ids.shape[0]):
-        id2slot[ids[i]] = slots[i]
-
-
-@numba.njit(cache=True)
-def _forget(id2slot, ids):
-    for i in range(ids.shape[0]):
-        del id2slot[ids[i]]
-
-
-def _new_id_map():
-    return Dict.empty(key_type=types.int64, value_type=types.int64)
-
-
 def top_of(ids: np.ndarray, scores: np.ndarray, k: int) -> tuple[np.ndarray, np.ndarray]:
     """The first ``k`` of (ids, scores) by score descending, then id ascending."""
     n = len(scores)
@@ -180,8 +157,15 @@ class ExpressionTable:
         self.p_a = self.p_b = self.p_w = self.p_lo = self.p_hi = np.zeros(0)
         self.set_off = np.zeros(1, np.int64)
         self.set_vals = np.zeros(0)
-        self.id2slot = _new_id_map()
+        self.id2slot = IdMap()
         self.n_live = 0
+
+    def __setstate__(self, state) -> None:
+        self.__dict__.update(state)
+        if not isinstance(self.id2slot, IdMap):      # a snapshot of an older version
+            live = np.flatnonzero(self.live[: self.n_slots])
+            self.id2slot = IdMap(2 * len(live))
+            self.id2slot.put(self.ids[live], live)
 
     def add(self, batch) -> np.ndarray:
         """Append the expressions of an ExpressionBatch; returns their slots."""
@@ -205,7 +189,7 @@ class ExpressionTable:
         self.p_hi = np.concatenate((self.p_hi, batch.hi))
         self.set_off = np.concatenate((self.set_off, self.set_off[-1] + batch.set_off[1:]))
         self.set_vals = np.concatenate((self.set_vals, batch.set_vals))
-        _assign(self.id2slot, batch.ids, slots)
+        self.id2slot.put(batch.ids, slots)
         self.n_slots += n
         self.n_live += n
         return slots
@@ -213,14 +197,12 @@ class ExpressionTable:
     def remove(self, ids: np.ndarray) -> np.ndarray:
         slots = self.slots(ids)
         self.live[slots] = False
-        _forget(self.id2slot, ids)
+        self.id2slot.delete(ids)
         self.n_live -= len(ids)
         return slots
 
     def slots(self, ids: np.ndarray) -> np.ndarray:
-        out = np.empty(len(ids), np.int64)
-        _lookup(self.id2slot, np.ascontiguousarray(ids, np.int64), out)
-        return out
+        return self.id2slot.get(ids)
 
     def pred_rows(self, slots: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         """(offsets, predicate rows) of the expressions in ``slots``, laid end to end."""
@@ -252,8 +234,8 @@ class ExpressionTable:
         self.ids, self.score, self.wsum = self.ids[keep], self.score[keep], self.wsum[keep]
         self.live = np.ones(len(keep), bool)
         self.n_slots = len(keep)
-        self.id2slot = _new_id_map()
-        _assign(self.id2slot, self.ids, np.arange(len(keep), dtype=np.int64))
+        self.id2slot = IdMap(2 * len(keep))
+        self.id2slot.put(self.ids, np.arange(len(keep), dtype=np.int64))
         return keep
 
     def evaluate(self, slots, mode, ev) -> tuple[np.ndarray, np.ndarray]:
@@ -387,6 +369,19 @@ class MatchCore:
                 curs.append(idx.open(float(self.ev.val[a])))
         return curs
 
+    def _sorted_round(self, curs, open_: list[bool], n: int):
+        """One round of sorted access: the next ``n`` rows of every open cursor, as (cursor,
+        items, keys) where any were left; a cursor that gave fewer than ``n`` is closed."""
+        for c, cur in enumerate(curs):
+            if not open_[c]:
+                continue
+            items, keys = cur.next(n)
+            self.counters["sorted_accesses"] += len(items)
+            if len(items) < n:
+                open_[c] = False
+            if len(items):
+                yield c, items, keys
+
     def _count(self, curs) -> None:
         for c in curs:
             self.counters["nodes"] += int(c.counters[0])
@@ -405,20 +400,13 @@ class MatchCore:
         top_ids = top_sc = np.zeros(0)
         while True:
             self.counters["rounds"] += 1
-            for c, cur in enumerate(curs):
-                if not open_[c]:
-                    continue
-                items, keys = cur.next(n)
-                self.counters["sorted_accesses"] += len(items)
-                if len(items) < n:
-                    open_[c] = False
-                if len(items):
-                    last[c] = (float(keys[-1]), int(items[-1]))
-                    slots = t.slots(items)
-                    ok, sc = t.evaluate(slots, self.mode, self.ev)
-                    self.counters["random_accesses"] += len(items)
-                    got_ids.append(items[ok])
-                    got_sc.append(sc[ok])
+            for c, items, keys in self._sorted_round(curs, open_, n):
+                last[c] = (float(keys[-1]), int(items[-1]))
+                slots = t.slots(items)
+                ok, sc = t.evaluate(slots, self.mode, self.ev)
+                self.counters["random_accesses"] += len(items)
+                got_ids.append(items[ok])
+                got_sc.append(sc[ok])
             ids = np.concatenate(got_ids) if got_ids else np.zeros(0, np.int64)
             scs = np.concatenate(got_sc) if got_sc else np.zeros(0)
             top_ids, top_sc = top_of(ids, scs, k)
@@ -458,16 +446,9 @@ class MatchCore:
             while True:
                 self.counters["rounds"] += 1
                 new = []
-                for c, cur in enumerate(curs):
-                    if not open_[c]:
-                        continue
-                    items, w = cur.next(n)
-                    self.counters["sorted_accesses"] += len(items)
-                    if len(items) < n:
-                        open_[c] = False
-                    if len(items):
-                        last_w[c] = float(w[-1])
-                        new.append(items)
+                for c, items, w in self._sorted_round(curs, open_, n):
+                    last_w[c] = float(w[-1])
+                    new.append(items)
                 if new:
                     cand = first_seen(t.slots(np.concatenate(new)), mark)
                     if len(cand):
