@@ -505,36 +505,30 @@ class CoordinatorBase:
         if not behind:
             self._get_healing(lambda: snaps)
         t_roles = time.perf_counter()
-        files, deliv = [], None
-        pos = self.last_seq + 1               # no delivery made before the commit is later
-        if behind:
-            # the deliveries up to this position (those of the cuts still running included)
-            # are written at the commit; a client gets a running cut's from its flush
-            deliv = (f"deliv-{e}", pos, [(p, a) for p, a in self.deliveries if p > self._deliv_saved_upto],
-                     self._deliv_saved_upto)
-            self._deliv_chunks.append((f"deliv-{e}", pos))
-            self._deliv_saved_upto = pos
-        else:
-            new = [(p, a) for p, a in self.deliveries if p > self._deliv_saved_upto]
-            if new:                           # the deliveries since the last checkpoint
-                files.append((f"deliv-{e}", lambda: new, None))
-                self._deliv_chunks.append((f"deliv-{e}", new[-1][0]))
-                self._deliv_saved_upto = new[-1][0]
+        # the deliveries since the last checkpoint, up to this position (those of the cuts
+        # still running included: no delivery made before the commit is later), are written
+        # at the commit; a client gets a running cut's from its flush
+        pos = self.last_seq + 1
+        deliv = (f"deliv-{e}", pos, [(p, a) for p, a in self.deliveries if p > self._deliv_saved_upto],
+                 self._deliv_saved_upto)
+        self._deliv_chunks.append((f"deliv-{e}", pos))
+        self._deliv_saved_upto = pos
         state = {k: getattr(self, k) for k in _COORD_STATE + self.KIND_STATE}
         state["metrics"] = dict(self.metrics.values)
-        if behind and self._cuts:
+        if self._cuts:
             flush_pos = {c: list(ps) for c, ps in self._flush_pos.items()}
             for p, _, clients in self._cuts:
                 for c in clients:
                     flush_pos.setdefault(c, []).append(p)
             state["_flush_pos"] = flush_pos
-        files.append((f"{d}/coordinator", lambda: state, shared_config(self.cfg)))
-        writers = [write_snapshots(self.store, files, fork=False)]   # its own state is megabytes
+        # its own state is megabytes: copied in memory
+        writers = [write_snapshots(self.store, [(f"{d}/coordinator", lambda: state, shared_config(self.cfg))],
+                                   fork=False)]
         self.store.open_log(f"log-{e}")
         self._log_epoch, self._n_open = e, 0
         if cut:
             self._append_log(("cut", None, None))
-        self._pending = {"epoch": e, "roles": [h for h, _ in handles], "snaps": snaps if behind else [],
+        self._pending = {"epoch": e, "roles": [h for h, _ in handles], "snaps": snaps,
                          "writers": writers, "deliv": deliv, "t0": t0,
                          "polls": None, "evicted_upto": self.evicted_upto, "journal": len(self._journal),
                          "breaks": self._breaks, "hold": self._hold_point()}
@@ -548,7 +542,7 @@ class CoordinatorBase:
         """Drop the pending checkpoint (a role it snapshots was rebuilt): its deliveries,
         written only at a commit, go into the next one's chunk."""
         pend, self._pending = self._pending, None
-        if pend is not None and pend["deliv"] is not None:
+        if pend is not None:
             rel, _, _, saved = pend["deliv"]
             self._deliv_chunks = [c for c in self._deliv_chunks if c[0] != rel]
             self._deliv_saved_upto = min(self._deliv_saved_upto, saved)
@@ -571,7 +565,7 @@ class CoordinatorBase:
                 done, pend["polls"] = all(self.rt.get(ready)), None
                 if not done or any(w.is_alive() for w in writers):
                     return False
-            if deliv is not None:             # the cuts started before the checkpoint first
+            if self._cuts:                    # the cuts started before the checkpoint first
                 self._drain_cuts(block)
                 if self._pending is not pend or (self._cuts and self._cuts[0][0] <= deliv[1]):
                     return False
@@ -584,11 +578,10 @@ class CoordinatorBase:
             return False
         for w in writers:
             w.done()
-        if deliv is not None:
-            rel, pos, early, saved = deliv
-            chunk = dict(early)
-            chunk.update((p, a) for p, a in self.deliveries if saved < p <= pos)
-            self.store.write(rel, sorted(chunk.items(), key=lambda x: x[0]))
+        rel, pos, early, saved = deliv
+        chunk = dict(early)
+        chunk.update((p, a) for p, a in self.deliveries if saved < p <= pos)
+        self.store.write(rel, sorted(chunk.items(), key=lambda x: x[0]))
         if not self._config_written:          # the config (its vocabulary: megabytes) once
             self.store.write("CONFIG", self.ccfg)
             self._config_written = True
