@@ -132,3 +132,33 @@ def test_stats_count_accesses_and_index():
     s = m.stats()
     assert s["index"] == "ir-tree" and s["events"] == 20 and s["subscriptions"] == 200
     assert s["sorted_accesses"] > 0 and s["random_accesses"] > 0 and s["nodes"] > 0
+
+
+@pytest.mark.parametrize("index", ["sopt-r-tree", "ir-tree"])
+def test_threshold_algorithm_drops_and_compacts_exactly(index):
+    """relaxed on the paper's workload (ties everywhere: 100 distinct weights): the TA drops
+    candidates whose upper bound is below the k-th score without checking them, and its
+    indexes, which hold slots, are rebuilt when the table compacts; exact after every call."""
+    from rankcast.ingest.match_workloads import zipf_workload
+    w = zipf_workload(1500, 3, 12, seed=3)
+    exprs = w.expressions()
+    m = rc.Matcher(rc.MatchConfig(scoring="relaxed", index=index, k=10))
+    m.subscribe(exprs)
+    live = {e.id: e for e in exprs}
+    rng = np.random.default_rng(4)
+    evs = w.events()
+    added = len(exprs)
+    for step in range(4):
+        got = m.publish(evs, k=10)
+        assert_matches_exact(got, list(live.values()), evs, "relaxed", 10)
+        gone = [int(i) for i in rng.choice(list(live), len(live) // 2, replace=False)]
+        m.unsubscribe(gone)                 # halving the live set compacts the table
+        for i in gone:
+            del live[i]
+        back = [live.get(i) or exprs[i] for i in gone[: len(gone) // 4]]
+        m.subscribe(back)
+        added += len(back)
+        live.update((e.id, e) for e in back)
+    s = m.stats()
+    assert s["dropped"] > 0 and s["random_accesses"] < s["sorted_accesses"]
+    assert m.core.table.n_slots < added       # compacted at least once

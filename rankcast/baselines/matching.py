@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from ..indexing.matching import MatchCore, MODES, ExpressionTable, DenseEvent, top_of
+from ..indexing.matching import MatchCore, MODES, RELAXED, ExpressionTable, DenseEvent, top_of
 
 __all__ = ["ScanCore", "NaiveStabCore"]
 
@@ -70,8 +70,9 @@ class NaiveStabCore(MatchCore):
             cand = np.unique(np.concatenate(items)) if items else np.zeros(0, np.int64)
             self.counters["sorted_accesses"] += sum(len(x) for x in items)
             self.counters["random_accesses"] += len(cand)
-            ok, sc = t.evaluate(t.slots(cand), self.mode, self.ev)
-            out.append(top_of(cand[ok], sc[ok], k))
+            slots = cand if self.mode == RELAXED else t.slots(cand)    # relaxed indexes hold slots
+            ok, sc = t.evaluate(slots, self.mode, self.ev)
+            out.append(top_of(t.ids[slots[ok]], sc[ok], k))
         return out
 
     def _all_cursors(self, attrs):
