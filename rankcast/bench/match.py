@@ -224,7 +224,8 @@ def _plot(res, path: Path) -> None:
         rs = [r for r in res["skew"] if r["index"] == name]
         ax[1, 1].plot([r["skew_length"] for r in rs], [r["seconds_per_query"] * 1e3 for r in rs], "o-", label=name)
     ax[1, 1].set(xlabel="skew_length", ylabel="ms per event", yscale="log", title="4. skew_length, d = 4 (Fig. 9)")
-    ax[1, 1].legend()
+    if res["skew"]:                     # --skews "" leaves the panel empty
+        ax[1, 1].legend()
     fig.tight_layout()
     fig.savefig(path, dpi=110)
     plt.close(fig)
