@@ -54,6 +54,7 @@ import numpy as np
 from ..columns import item_error
 from ..errors import InvalidInput
 from ..indexing.matching import MODES, RELAXED, STATIC, DenseEvent, ExpressionTable, find_sorted
+from ..indexing.matching import offer_topk as _push, ranks_after as _worse
 from ..indexing.scoring import EPS
 from ..model import OPERATORS
 
@@ -98,13 +99,8 @@ def _skip_to(e_slot, pos, end, target):
 
 
 @numba.njit(cache=True, inline="always")
-def _worse(s1, i1, s2, i2):
-    """Whether result (s1, i1) ranks after (s2, i2): lower score, or equal score and larger id."""
-    return s1 < s2 or (s1 == s2 and i1 > i2)
-
-
-@numba.njit(cache=True, inline="always")
 def _sift_down(hs, hi, n, j):
+    """Restore the top-k heap (:func:`~rankcast.indexing.matching.offer_topk`) below ``j``."""
     while True:
         c = 2 * j + 1
         if c >= n:
@@ -117,29 +113,6 @@ def _sift_down(hs, hi, n, j):
             j = c
         else:
             return
-
-
-@numba.njit(cache=True, inline="always")
-def _push(hs, hi, n, k, s, i):
-    """Offer (s, i) to the heap of the k best (root: the worst held); returns the new size."""
-    if n < k:
-        j = n
-        hs[j] = s
-        hi[j] = i
-        while j > 0:
-            p = (j - 1) >> 1
-            if _worse(hs[j], hi[j], hs[p], hi[p]):
-                hs[j], hs[p] = hs[p], hs[j]
-                hi[j], hi[p] = hi[p], hi[j]
-                j = p
-            else:
-                break
-        return n + 1
-    if _worse(hs[0], hi[0], s, i):
-        hs[0] = s
-        hi[0] = i
-        _sift_down(hs, hi, n, 0)
-    return n
 
 
 @numba.njit(cache=True)

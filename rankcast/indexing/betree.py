@@ -61,6 +61,7 @@ from numba.typed import List
 
 from .._arrays import grow
 from .matching import MODES, RELAXED, STATIC, DenseEvent, ExpressionTable, find_sorted, holds, lower_bound
+from .matching import offer_topk as _offer, ranks_after as _worse
 from .scoring import EPS
 
 __all__ = ["BETreeCore", "check_structure"]
@@ -1039,51 +1040,6 @@ def _remove_empty_chain(IL, FL, c, NEXT, p_start, p_end, p_attr, p_lo, p_hi):
 
 
 # ----------------------------------------------------------------------------- top-k
-@numba.njit(cache=True, inline="always")
-def _worse(s1, i1, s2, i2):
-    """(s1, i1) ranks after (s2, i2): lower score, or equal score and larger id."""
-    return s1 < s2 or (s1 == s2 and i1 > i2)
-
-
-@numba.njit(cache=True)
-def _offer(tsc, tid, n, k, sc, eid):
-    """Into the k-min-heap (worst at the root); returns the new size."""
-    if n < k:
-        j = n
-        n += 1
-        while j > 0:
-            par = (j - 1) >> 1
-            if _worse(sc, eid, tsc[par], tid[par]):
-                tsc[j] = tsc[par]
-                tid[j] = tid[par]
-                j = par
-            else:
-                break
-        tsc[j] = sc
-        tid[j] = eid
-        return n
-    if not _worse(tsc[0], tid[0], sc, eid):
-        return n
-    j = 0
-    while True:
-        l = 2 * j + 1
-        if l >= n:
-            break
-        r = l + 1
-        m = l
-        if r < n and _worse(tsc[r], tid[r], tsc[l], tid[l]):
-            m = r
-        if _worse(tsc[m], tid[m], sc, eid):
-            tsc[j] = tsc[m]
-            tid[j] = tid[m]
-            j = m
-        else:
-            break
-    tsc[j] = sc
-    tid[j] = eid
-    return n
-
-
 @numba.njit(cache=True)
 def _hpush(hb, hp, n, b, p):
     if n == hb.shape[0]:

@@ -138,47 +138,49 @@ def top_of(ids: np.ndarray, scores: np.ndarray, k: int) -> tuple[np.ndarray, np.
 
 
 @numba.njit(cache=True, inline="always")
-def _heap_worse(sa, ia, sb, ib):
-    """(sa, ia) ranks below (sb, ib): lower score, or equal score and larger id."""
-    return sa < sb or (sa == sb and ia > ib)
+def ranks_after(s1, i1, s2, i2):
+    """(s1, i1) ranks after (s2, i2): lower score, or equal score and larger id."""
+    return s1 < s2 or (s1 == s2 and i1 > i2)
 
 
 @numba.njit(cache=True)
-def _heap_push(h_score, h_id, size, k, sc, ident):
-    """Offer (sc, ident) to the top-k min-heap ``h_score/h_id[:size]`` (root: the k-th best);
-    returns the new size."""
-    if size < k:
-        i = size
-        size += 1
-    elif _heap_worse(h_score[0], h_id[0], sc, ident):
-        i = 0                                   # replace the root, sift down
-        while True:
-            c = 2 * i + 1
-            if c >= size:
-                break
-            if c + 1 < size and _heap_worse(h_score[c + 1], h_id[c + 1], h_score[c], h_id[c]):
-                c += 1
-            if _heap_worse(h_score[c], h_id[c], sc, ident):
-                h_score[i] = h_score[c]
-                h_id[i] = h_id[c]
-                i = c
+def offer_topk(tsc, tid, n, k, sc, eid):
+    """Offer (sc, eid) to the top-k heap ``tsc/tid[:n]`` (a min-heap in the order of
+    :func:`ranks_after`: the k-th best at the root); returns the new size."""
+    if n < k:
+        j = n
+        n += 1
+        while j > 0:
+            par = (j - 1) >> 1
+            if ranks_after(sc, eid, tsc[par], tid[par]):
+                tsc[j] = tsc[par]
+                tid[j] = tid[par]
+                j = par
             else:
                 break
-        h_score[i] = sc
-        h_id[i] = ident
-        return size
-    else:
-        return size
-    while i > 0:                                # sift up
-        par = (i - 1) >> 1
-        if not _heap_worse(sc, ident, h_score[par], h_id[par]):
+        tsc[j] = sc
+        tid[j] = eid
+        return n
+    if not ranks_after(tsc[0], tid[0], sc, eid):
+        return n
+    j = 0
+    while True:
+        l = 2 * j + 1
+        if l >= n:
             break
-        h_score[i] = h_score[par]
-        h_id[i] = h_id[par]
-        i = par
-    h_score[i] = sc
-    h_id[i] = ident
-    return size
+        r = l + 1
+        m = l
+        if r < n and ranks_after(tsc[r], tid[r], tsc[l], tid[l]):
+            m = r
+        if ranks_after(tsc[m], tid[m], sc, eid):
+            tsc[j] = tsc[m]
+            tid[j] = tid[m]
+            j = m
+        else:
+            break
+    tsc[j] = sc
+    tid[j] = eid
+    return n
 
 
 @numba.njit(cache=True)
@@ -255,7 +257,7 @@ def _ta_check(s, k, h_score, h_id, h_size, ids, p_start, p_end, p_attr, p_op, p_
             ok = True
             sc += p_w[p]
     if ok:
-        h_size = _heap_push(h_score, h_id, h_size, k, sc, ids[s])
+        h_size = offer_topk(h_score, h_id, h_size, k, sc, ids[s])
     return h_size
 
 
