@@ -54,7 +54,7 @@ import numpy as np
 from ..columns import item_error
 from ..errors import InvalidInput
 from ..indexing.matching import MODES, RELAXED, STATIC, DenseEvent, ExpressionTable, find_sorted
-from ..indexing.matching import offer_topk as _push, ranks_after as _worse
+from ..indexing.matching import offer_topk as _push, ranks_after as _worse, sift_down_topk
 from ..indexing.scoring import EPS
 from ..model import OPERATORS
 
@@ -96,23 +96,6 @@ def _skip_to(e_slot, pos, end, target):
         else:
             hi = mid
     return lo
-
-
-@numba.njit(cache=True, inline="always")
-def _sift_down(hs, hi, n, j):
-    """Restore the top-k heap (:func:`~rankcast.indexing.matching.offer_topk`) below ``j``."""
-    while True:
-        c = 2 * j + 1
-        if c >= n:
-            return
-        if c + 1 < n and _worse(hs[c + 1], hi[c + 1], hs[c], hi[c]):
-            c += 1
-        if _worse(hs[c], hi[c], hs[j], hi[j]):
-            hs[j], hs[c] = hs[c], hs[j]
-            hi[j], hi[c] = hi[c], hi[j]
-            j = c
-        else:
-            return
 
 
 @numba.njit(cache=True)
@@ -256,9 +239,7 @@ def _match(ev_off, ev_attr, ev_val, ev_w, k, static, n_dense, n_attrs, max_k, lk
             n -= 1
             out_ids[e, n] = hi[0]
             out_sc[e, n] = hs[0]
-            hs[0] = hs[n]
-            hi[0] = hi[n]
-            _sift_down(hs, hi, n, 0)
+            sift_down_topk(hs, hi, n, hs[n], hi[n])
         for q in range(a0, a1):
             has[ev_attr[q]] = False
             ew[ev_attr[q]] = 1.0

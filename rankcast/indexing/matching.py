@@ -161,17 +161,23 @@ def offer_topk(tsc, tid, n, k, sc, eid):
         tsc[j] = sc
         tid[j] = eid
         return n
-    if not ranks_after(tsc[0], tid[0], sc, eid):
-        return n
+    if ranks_after(tsc[0], tid[0], sc, eid):
+        sift_down_topk(tsc, tid, n, sc, eid)
+    return n
+
+
+@numba.njit(cache=True, inline="always")
+def sift_down_topk(tsc, tid, n, sc, eid):
+    """Put (sc, eid) at the root of the top-k heap ``tsc/tid[:n]`` (:func:`offer_topk`) and
+    sift it down to its place."""
     j = 0
     while True:
         l = 2 * j + 1
         if l >= n:
             break
-        r = l + 1
         m = l
-        if r < n and ranks_after(tsc[r], tid[r], tsc[l], tid[l]):
-            m = r
+        if l + 1 < n and ranks_after(tsc[l + 1], tid[l + 1], tsc[l], tid[l]):
+            m = l + 1
         if ranks_after(tsc[m], tid[m], sc, eid):
             tsc[j] = tsc[m]
             tid[j] = tid[m]
@@ -180,7 +186,6 @@ def offer_topk(tsc, tid, n, k, sc, eid):
             break
     tsc[j] = sc
     tid[j] = eid
-    return n
 
 
 @numba.njit(cache=True)
