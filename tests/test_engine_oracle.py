@@ -304,27 +304,43 @@ def test_floored_shard_search_merges_to_the_whole_window_top_k(seed):
 def _check_igpt_layout(eng):
     """Every clean leaf of the subscription index: each group's keys ascending, each key the
     kScore* of its subscription's current theta, suffix maxima exact, and the leaf's minimum
-    lambda_s at most every member's (what the in-place re-keying must keep)."""
+    lambda_s at most every member's (what the in-place re-keying must keep); the term
+    directory's row of every segment equals the segment table's, and every subscription's
+    row the subscription table's."""
     from rankcast.indexing import igpt as I
     from rankcast.indexing.scoring import alpha_star, kscore_star, lambda_s
 
     idx, s = eng.core.index, eng.core.subs
     idx.flush()
+    ent = idx.ent
+    # each subscription's row (what _match reads) equals the subscription table
+    live = s.live_slots()
+    row = idx.row[live]
+    for f, col in (("alpha", s.alpha), ("theta", s.theta), ("toff", s.toff), ("tlen", s.tlen)):
+        assert row[f].tolist() == col[live].tolist(), f
+    box = idx.nbox[idx.sleaf[live]]
+    din = np.minimum.reduce([s.x[live] - box[:, 0], box[:, 2] - s.x[live], s.y[live] - box[:, 1], box[:, 3] - s.y[live]])
+    assert row["sdin"].tolist() == din.tolist()
     for L in np.flatnonzero(idx.nchild[: idx.n_nodes] < 0).tolist():
         for g in range(idx.n_g0[L], idx.n_g0[L] + idx.n_ng[L]):
             a, b = idx.gI[g, I.G_START], idx.gI[g, I.G_END]
+            # the term directory's copy of the segment row, where its position says
+            t, pos = idx.gI[g, I.G_TERM], idx.gI[g, I.G_DIRPOS]
+            assert pos < idx.td[t, I.D_LEN]
+            assert idx.td_pool[idx.td[t, I.D_START] + pos].tolist() == [g, L, a, b]
             p = a
             while p < b:
-                gend = idx.eI[p, I.E_GEND]
-                subs = idx.eI[p:gend, I.E_SUB]
-                keys = idx.eF[p:gend, I.E_KEY]
+                gend = ent["gend"][p]
+                subs = ent["sub"][p:gend]
+                keys = ent["key"][p:gend]
                 assert all(x <= y for x, y in zip(keys[:-1], keys[1:]))   # -inf for alpha = 1
                 want = [kscore_star(float(s.theta[u]), float(s.alpha[u])) for u in subs.tolist()]
                 assert keys.tolist() == want
-                raw = np.array([s.maxwt[s.toff[u] + q] for u, q in zip(subs, idx.eI[p:gend, I.E_POS])])
-                assert idx.eF[p:gend, I.E_SMAXWT].tolist() == np.maximum.accumulate(raw[::-1])[::-1].tolist()
+                raw = np.array([s.maxwt[s.toff[u] + q] for u, q in zip(subs, ent["pos"][p:gend])])
+                assert ent["smaxwt"][p:gend].tolist() == np.maximum.accumulate(raw[::-1])[::-1].tolist()
                 ast = np.array([alpha_star(float(s.alpha[u])) for u in subs.tolist()])
-                assert idx.eF[p:gend, I.E_SASTAR].tolist() == np.maximum.accumulate(ast[::-1])[::-1].tolist()
+                assert ent["sastar"][p:gend].tolist() == np.maximum.accumulate(ast[::-1])[::-1].tolist()
+                assert ent["gend"][p:gend].tolist() == [gend] * (gend - p)
                 for u in subs.tolist():
                     assert idx.nminls[L] <= lambda_s(float(s.theta[u]), float(s.alpha[u]))
                 p = gend
@@ -352,6 +368,34 @@ def test_index_keys_follow_every_threshold_change(seed):
         assert_engine_exact(eng)
         rekeyed = eng.core.index.rekeyed
     assert rekeyed > 0
+
+
+def test_index_rows_follow_the_term_pool_moves():
+    """Subscriptions of many terms come and go until the subscription table compacts its term
+    pool (every subscription's term run moves); the index's per-subscription rows follow."""
+    rng = np.random.default_rng(77)
+    words = [f"v{i}" for i in range(300)]
+    eng = rc.Engine(rc.EngineConfig(bounds=(0, 0, 1, 1), window=30, leaf_capacity=6, batch_size=5))
+    sid = mid = 0
+    live: list[int] = []
+    for step in range(12):
+        subs = [rc.Subscription(sid + i, float(rng.random()), float(rng.random()), k=int(rng.integers(1, 5)),
+                                alpha=float(rng.random()),
+                                text=" ".join(rng.choice(words[:8] if rng.random() < 0.5 else words, 40)))
+                for i in range(30)]
+        sid += len(subs)
+        eng.subscribe(subs)
+        live += [x.id for x in subs]
+        gone = rng.choice(live, 20, replace=False).tolist()
+        eng.unsubscribe(gone)
+        live = [x for x in live if x not in set(gone)]
+        msgs = [rc.Message(mid + i, float(rng.random()), float(rng.random()),
+                           text=" ".join(rng.choice(words[:8], 5))) for i in range(10)]
+        mid += len(msgs)
+        eng.publish(msgs)
+        _check_igpt_layout(eng)
+        assert_engine_exact(eng)
+    assert eng.core.subs.moves > 0
 
 
 @pytest.mark.parametrize("seed", range(3))

@@ -137,8 +137,13 @@ def run_method(work, key: str, window: int, messages: int, batch: int, show: boo
         for part in stream:
             t0 = time.perf_counter()
             out = eng.publish(part, updates=form)
-            n_updates += len(out) if form == "objects" else len(out.column("subscription_id").unique())
             wall += time.perf_counter() - t0
+            # counting is the bench's work: outside the timed call
+            if form == "objects":
+                n_updates += len(out)
+            else:                           # rows come grouped by subscription id
+                col = out.column("subscription_id").to_numpy()
+                n_updates += int(np.count_nonzero(np.diff(col))) + (len(col) > 0)
             buffers.append(eng.core.stats()["avg_buffer"])
             bar.update(len(part))
     s1 = eng.core.stats()

@@ -57,6 +57,9 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--dims-n", type=int, default=1_000_000, help="expressions for experiments 3 and 4")
     p.add_argument("--skews", type=_floats, default=[0.25, 0.75, 1.5])
     p.add_argument("--skew-length", type=float, default=0.75)
+    p.add_argument("--lengths", type=int, default=100,
+                   help="support of the half-length Zipf: ranks 1..L, half-length rank / (2 L) (the paper "
+                        "leaves it open; more ranks, fewer tied scores)")
     p.add_argument("--getnext", type=_ints, default=[1, 10, 100, 1000, 10000])
     p.add_argument("--indexes", default=",".join(INDEXES))
     p.add_argument("--scan-queries", type=int, default=50, help="queries timed for scan (it is slow)")
@@ -82,7 +85,7 @@ def _memory(args, names) -> list[dict]:
     from ..ingest.match_workloads import zipf_workload
     rows = []
     for n in args.n:
-        w = zipf_workload(n, 1, 10, skew_length=args.skew_length, seed=args.seed)
+        w = zipf_workload(n, 1, 10, skew_length=args.skew_length, lengths=args.lengths, seed=args.seed)
         raw = 4 * 8 * n          # lo, hi, score, item
         for name in names:
             idx, secs = _build_1d(name, w, args.b)
@@ -96,7 +99,7 @@ def _memory(args, names) -> list[dict]:
 def _getnext(args, names) -> list[dict]:
     from ..ingest.match_workloads import zipf_workload
     n = max(args.n)
-    w = zipf_workload(n, 1, args.n_queries, skew_length=args.skew_length, seed=args.seed)
+    w = zipf_workload(n, 1, args.n_queries, skew_length=args.skew_length, lengths=args.lengths, seed=args.seed)
     rows = []
     for name in names:
         idx, _ = _build_1d(name, w, args.b)
@@ -146,7 +149,7 @@ def _dims(args, names, dims, skews) -> list[dict]:
     rows = []
     for d in dims:
         for skew in skews:
-            w = zipf_workload(args.dims_n, d, args.n_queries, skew_length=skew, seed=args.seed)
+            w = zipf_workload(args.dims_n, d, args.n_queries, skew_length=skew, lengths=args.lengths, seed=args.seed)
             q = min(args.n_queries, 1000)
             ref = None
             for name in names:
@@ -252,7 +255,8 @@ def main(args) -> int:
     out.mkdir(parents=True, exist_ok=True)
     if args.ta_bound:
         from .ta_bound import ta_bound
-        res = ta_bound(args.dims_n, max(args.dims), args.k, min(args.n_queries, 50), args.skew_length, seed=args.seed)
+        res = ta_bound(args.dims_n, max(args.dims), args.k, min(args.n_queries, 50), args.skew_length,
+                       lengths=args.lengths, seed=args.seed)
         write_json(res, out / "ta_bound.json")
         print({k: v for k, v in res.items() if k != "per_query"})
         return 0

@@ -66,12 +66,12 @@ def _min_total_depth(ws: list[np.ndarray], s_k: float) -> tuple[int, int]:
 
 
 def ta_bound(n: int = 1_000_000, d: int = 4, k: int = 20, queries: int = 50, skew_length: float = 0.75,
-             index: str = "sopt-r-tree", seed: int = 0) -> dict:
+             index: str = "sopt-r-tree", lengths: int = 100, seed: int = 0) -> dict:
     from ..baselines.matching import ScanCore
     from ..indexing.intervals import make_index
     from ..ingest.match_workloads import event_batch, expression_batch, zipf_workload
 
-    w = zipf_workload(n, d, queries, skew_length=skew_length, seed=seed)
+    w = zipf_workload(n, d, queries, skew_length=skew_length, lengths=lengths, seed=seed)
     items = np.arange(n, dtype=np.int64)
     rows = []
     for qi in range(queries):
@@ -112,7 +112,8 @@ def ta_bound(n: int = 1_000_000, d: int = 4, k: int = 20, queries: int = 50, ske
     mins = np.array([r["min_sorted_accesses"] for r in rows], float)
     rrs = np.array([r["round_robin_sorted_accesses"] for r in rows], float)
     floor = mins * per_access
-    return {"n": n, "d": d, "k": k, "queries": queries, "skew_length": skew_length, "index": index,
+    return {"n": n, "d": d, "k": k, "queries": queries, "skew_length": skew_length,
+            "lengths": lengths, "index": index,
             "stabbed_per_dimension_mean": float(np.mean([np.mean(r["stabbed"]) for r in rows])),
             "min_sorted_accesses": {"mean": float(mins.mean()), "median": float(np.median(mins)),
                                     "min": float(mins.min())},

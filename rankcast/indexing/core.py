@@ -251,8 +251,10 @@ class SkypeCore:
     def _end_epoch(self) -> np.ndarray:
         """The slots whose top-k changed in this epoch; the next epoch starts."""
         b, s = self.buf, self.subs
-        touched = np.unique(np.concatenate(b.touched)) if b.touched else np.zeros(0, np.int64)
-        touched = touched[s.alive[touched]]
+        mark = np.zeros(s.n, np.bool_)       # a mark per slot: sorted and distinct, no sort
+        for t in b.touched:
+            mark[t] = True
+        touched = np.flatnonzero(mark & s.alive[: s.n])
         changed = touched[sk.changed_topk(touched, s.k, b.bstart, b.blen, b.bi, b.snap_off,
                                           b.snap_len, b.snap)]
         b.touched = []

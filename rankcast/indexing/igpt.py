@@ -49,12 +49,24 @@ from .subtable import SubTable
 __all__ = ["IGPT"]
 
 # entry columns
-E_SUB, E_POS, E_GEND = 0, 1, 2
-E_KEY, E_ASTAR, E_SMAXWT, E_SASTAR = 0, 1, 2, 3
+# one entry (a subscription in a segment's group) per cache line: the bounds of the suffix
+# it starts (group pruning and the early-termination search read them), its group's end,
+# and the subscription and term position the entry check reads
+ENTRY = np.dtype([("key", np.float64), ("smaxwt", np.float64), ("sastar", np.float64), ("astar", np.float64),
+                  ("sub", np.int64), ("pos", np.int64), ("gend", np.int64)], align=True)
 # segment columns
 G_LEAF, G_TERM, G_START, G_END, G_DIRPOS = 0, 1, 2, 3, 4
-# term directory columns
+# term directory columns; its pool lists a term's segments as rows (segment, leaf, entries)
+# so that a message reads them in sequence, without a visit to the segment table
 D_START, D_LEN, D_CAP = 0, 1, 2
+P_SEG, P_LEAF, P_START, P_END = 0, 1, 2, 3
+# one cache line per subscription for the entry loop of _match: what its tests read (alpha,
+# theta, the inner distance to its leaf's border, its term run: kept equal to the subscription
+# table's by add, thresholds_changed, flush and, after the table moves its term pool, match)
+# and the per-message accumulator (valid while stamp is the message's)
+ROW = np.dtype([("alpha", np.float64), ("theta", np.float64), ("sdin", np.float64), ("toff", np.int64),
+                ("tlen", np.int64), ("stamp", np.int64), ("acc", np.float64), ("pprev", np.int32),
+                ("jprev", np.int32)], align=True)
 
 
 @numba.njit(cache=True, inline="always")
@@ -123,10 +135,10 @@ def _members(L, nhead, snext, count):
 @numba.njit(cache=True)
 def _rebuild(leaves, fresh, nchild, nhead, snext, ncount, n_e0, n_ne, n_g0, n_ng, nminls,
              toff, tlen, terms, maxwt, alpha, theta, group_bounds,
-             eI, eF, e_used, gI, g_used, td, td_pool, td_used):
+             ent, e_used, gI, g_used, td, td_pool, td_used):
     """Rebuild the inverted file of each leaf in ``leaves`` (see module docstring).
 
-    Capacity of eI/eF/gI is ensured by the caller; td_pool grows here.
+    Capacity of ent/gI is ensured by the caller; td_pool grows here.
     Returns (e_used, g_used, td_pool, td_used)."""
     for L in leaves:
         if not fresh:
@@ -134,8 +146,9 @@ def _rebuild(leaves, fresh, nchild, nhead, snext, ncount, n_e0, n_ne, n_g0, n_ng
                 t = gI[g, G_TERM]
                 pos = gI[g, G_DIRPOS]
                 last_i = td[t, D_START] + td[t, D_LEN] - 1
-                last = td_pool[last_i]
-                td_pool[td[t, D_START] + pos] = last
+                last = td_pool[last_i, P_SEG]
+                for c in range(4):
+                    td_pool[td[t, D_START] + pos, c] = td_pool[last_i, c]
                 gI[last, G_DIRPOS] = pos
                 td[t, D_LEN] -= 1
         n_ng[L] = 0
@@ -177,11 +190,11 @@ def _rebuild(leaves, fresh, nchild, nhead, snext, ncount, n_e0, n_ne, n_g0, n_ng
         for r in range(ne):
             q = order[r]
             s = e_sub[q]
-            eI[base + r, E_SUB] = s
-            eI[base + r, E_POS] = e_pos[q]
-            eF[base + r, E_KEY] = e_key[q]
-            eF[base + r, E_ASTAR] = alpha_star(alpha[s])
-            eF[base + r, E_SMAXWT] = maxwt[toff[s] + e_pos[q]]
+            ent[base + r].sub = s
+            ent[base + r].pos = e_pos[q]
+            ent[base + r].key = e_key[q]
+            ent[base + r].astar = alpha_star(alpha[s])
+            ent[base + r].smaxwt = maxwt[toff[s] + e_pos[q]]
         # segments (term runs) and groups (group runs inside them)
         r = 0
         while r < ne:
@@ -200,16 +213,21 @@ def _rebuild(leaves, fresh, nchild, nhead, snext, ncount, n_e0, n_ne, n_g0, n_ng
             if td[t, D_LEN] == td[t, D_CAP]:
                 cap = 2 * td[t, D_CAP] + 2
                 if td_used + cap > td_pool.shape[0]:
-                    nb = np.empty(max(2 * td_pool.shape[0], td_used + cap), np.int64)
+                    nb = np.empty((max(2 * td_pool.shape[0], td_used + cap), 4), np.int64)
                     nb[:td_used] = td_pool[:td_used]
                     td_pool = nb
                 for u in range(td[t, D_LEN]):
-                    td_pool[td_used + u] = td_pool[td[t, D_START] + u]
+                    for c in range(4):
+                        td_pool[td_used + u, c] = td_pool[td[t, D_START] + u, c]
                 td[t, D_START] = td_used
                 td[t, D_CAP] = cap
                 td_used += cap
             gI[g, G_DIRPOS] = td[t, D_LEN]
-            td_pool[td[t, D_START] + td[t, D_LEN]] = g
+            row = td[t, D_START] + td[t, D_LEN]
+            td_pool[row, P_SEG] = g
+            td_pool[row, P_LEAF] = L
+            td_pool[row, P_START] = base + r
+            td_pool[row, P_END] = base + r2
             td[t, D_LEN] += 1
             # groups
             u = r
@@ -221,11 +239,11 @@ def _rebuild(leaves, fresh, nchild, nhead, snext, ncount, n_e0, n_ne, n_g0, n_ng
                 mw = 0.0
                 ma = 0.0
                 for v in range(u2 - 1, u - 1, -1):
-                    mw = max(mw, eF[base + v, E_SMAXWT])
-                    ma = max(ma, eF[base + v, E_ASTAR])
-                    eF[base + v, E_SMAXWT] = mw
-                    eF[base + v, E_SASTAR] = ma
-                    eI[base + v, E_GEND] = base + u2
+                    mw = max(mw, ent[base + v].smaxwt)
+                    ma = max(ma, ent[base + v].astar)
+                    ent[base + v].smaxwt = mw
+                    ent[base + v].sastar = ma
+                    ent[base + v].gend = base + u2
                 u = u2
             r = r2
         e_used = base + ne
@@ -233,16 +251,21 @@ def _rebuild(leaves, fresh, nchild, nhead, snext, ncount, n_e0, n_ne, n_g0, n_ng
 
 
 @numba.njit(cache=True, inline="always")
-def _move_entry(eI, eF, d, r):
-    for c in range(3):
-        eI[d, c] = eI[r, c]
-    for c in range(4):
-        eF[d, c] = eF[r, c]
+def _move_entry(ent, d, r):
+    a = ent[d]
+    b = ent[r]
+    a.key = b.key
+    a.smaxwt = b.smaxwt
+    a.sastar = b.sastar
+    a.astar = b.astar
+    a.sub = b.sub
+    a.pos = b.pos
+    a.gend = b.gend
 
 
 @numba.njit(cache=True)
 def _rekey(slots, skip_leaf, sleaf, n_g0, n_ng, nminls, toff, tlen, terms, maxwt, alpha, theta,
-           built_theta, eI, eF, gI):
+           built_theta, ent, gI):
     """Give the entries of ``slots`` the key of their current theta in place: each entry
     moves inside its group to keep the keys ascending, and the group's suffix maxima are
     recomputed. Leaves flagged in ``skip_leaf`` (about to be rebuilt) are left alone.
@@ -262,37 +285,37 @@ def _rekey(slots, skip_leaf, sleaf, n_g0, n_ng, nminls, toff, tlen, terms, maxwt
             for g in range(n_g0[L], n_g0[L] + n_ng[L]):
                 if gI[g, G_TERM] == t:
                     for q in range(gI[g, G_START], gI[g, G_END]):
-                        if eI[q, E_SUB] == s and eI[q, E_POS] == p:
+                        if ent[q].sub == s and ent[q].pos == p:
                             e = q
                             break
                     g0 = gI[g, G_START]
                     break
             if e < 0:
                 continue
-            gend = eI[e, E_GEND]
+            gend = ent[e].gend
             gstart = e
-            while gstart > g0 and eI[gstart - 1, E_GEND] == gend:
+            while gstart > g0 and ent[gstart - 1].gend == gend:
                 gstart -= 1
-            astar = eF[e, E_ASTAR]
-            while e > gstart and eF[e - 1, E_KEY] > key:
-                _move_entry(eI, eF, e, e - 1)
+            astar = ent[e].astar
+            while e > gstart and ent[e - 1].key > key:
+                _move_entry(ent, e, e - 1)
                 e -= 1
-            while e + 1 < gend and eF[e + 1, E_KEY] < key:
-                _move_entry(eI, eF, e, e + 1)
+            while e + 1 < gend and ent[e + 1].key < key:
+                _move_entry(ent, e, e + 1)
                 e += 1
-            eI[e, E_SUB] = s
-            eI[e, E_POS] = p
-            eI[e, E_GEND] = gend
-            eF[e, E_KEY] = key
-            eF[e, E_ASTAR] = astar
+            ent[e].sub = s
+            ent[e].pos = p
+            ent[e].gend = gend
+            ent[e].key = key
+            ent[e].astar = astar
             mw = 0.0
             ma = 0.0
             for v in range(gend - 1, gstart - 1, -1):
-                u = eI[v, E_SUB]
-                mw = max(mw, maxwt[toff[u] + eI[v, E_POS]])
-                ma = max(ma, eF[v, E_ASTAR])
-                eF[v, E_SMAXWT] = mw
-                eF[v, E_SASTAR] = ma
+                u = ent[v].sub
+                mw = max(mw, maxwt[toff[u] + ent[v].pos])
+                ma = max(ma, ent[v].astar)
+                ent[v].smaxwt = mw
+                ent[v].sastar = ma
             moved += 1
         built_theta[s] = theta[s]
     return moved
@@ -310,11 +333,13 @@ def _group_skip(smaxwt, key, sastar, m_wtsum, ss_out):
 
 @numba.njit(cache=True)
 def _match(m_off, m_terms, m_w, m_x, m_y, max_dist,
-           s_x, s_y, s_alpha, s_theta, s_toff, s_tlen, p_terms, p_w, p_wtsum, p_maxwt, sdin,
-           nbox, nminls, eI, eF, gI, td, td_pool, n_dir,
-           acc, stamp_of, jprev, pprev, leaf_stamp, leaf_dout, leaf_skip, stamp0):
-    """Algorithm 1 over a batch. Returns (msg_idx, slots, scores, counters, stamp) with
-    counters = [segments visited, cells pruned, groups pruned, entries checked, verified]."""
+           s_x, s_y, p_terms, p_w, p_wtsum, p_maxwt, row,
+           nbox, nminls, ent, td, td_pool, n_dir,
+           leaf_stamp, leaf_dout, leaf_skip, stamp0):
+    """Algorithm 1 over a batch. ``row``: one :data:`ROW` record per slot (what an entry's
+    tests read, and the per-message accumulator). Returns (msg_idx, slots, scores, counters,
+    stamp) with counters = [segments visited, cells pruned, groups pruned, entries checked,
+    verified]."""
     cap = 1024
     o_m = np.empty(cap, np.int64)
     o_s = np.empty(cap, np.int64)
@@ -344,9 +369,8 @@ def _match(m_off, m_terms, m_w, m_x, m_y, max_dist,
             if t >= n_dir:
                 continue
             d0 = td[t, D_START]
-            for d in range(td[t, D_LEN]):
-                g = td_pool[d0 + d]
-                L = gI[g, G_LEAF]
+            for d in range(d0, d0 + td[t, D_LEN]):
+                L = td_pool[d, P_LEAF]
                 if leaf_stamp[L] != stamp:
                     leaf_stamp[L] = stamp
                     dout = _mindist(mx, my, nbox[L])
@@ -359,11 +383,11 @@ def _match(m_off, m_terms, m_w, m_x, m_y, max_dist,
                     continue
                 dout = leaf_dout[L]
                 ss_out = ssim_ub_out(dout, max_dist)
-                p = gI[g, G_START]
-                end = gI[g, G_END]
+                p = td_pool[d, P_START]
+                end = td_pool[d, P_END]
                 while p < end:
-                    gend = eI[p, E_GEND]
-                    if _group_skip(eF[p, E_SMAXWT], eF[p, E_KEY], eF[p, E_SASTAR], m_wtsum[j], ss_out):
+                    gend = ent[p].gend
+                    if _group_skip(ent[p].smaxwt, ent[p].key, ent[p].sastar, m_wtsum[j], ss_out):
                         p = gend   # Theorem 5.3
                         cnt[2] += 1
                         continue
@@ -371,29 +395,29 @@ def _match(m_off, m_terms, m_w, m_x, m_y, max_dist,
                     hi = gend
                     while lo < hi:
                         mid = (lo + hi) // 2
-                        if _group_skip(eF[mid, E_SMAXWT], eF[mid, E_KEY], eF[mid, E_SASTAR], m_wtsum[j], ss_out):
+                        if _group_skip(ent[mid].smaxwt, ent[mid].key, ent[mid].sastar, m_wtsum[j], ss_out):
                             hi = mid
                         else:
                             lo = mid + 1
                     cnt[3] += lo - p
                     for e in range(p, lo):
-                        s = eI[e, E_SUB]
-                        first = stamp_of[s] != stamp
-                        if not first and acc[s] == -math.inf:
+                        s = ent[e].sub
+                        r = row[s]
+                        first = r.stamp != stamp
+                        if not first and r.acc == -math.inf:
                             continue
-                        pos = eI[e, E_POS]
-                        base = s_toff[s]
-                        n_s = s_tlen[s]
-                        al = s_alpha[s]
-                        th = s_theta[s]
-                        ss = ssim_ub(sdin[s], dout, max_dist)
+                        pos = ent[e].pos
+                        base = r.toff
+                        al = r.alpha
+                        th = r.theta
+                        ss = ssim_ub(r.sdin, dout, max_dist)
                         if first:
                             # Theorem 5.1 (as TSimUB from this term on: both prefixes' bound)
                             ub = tsim_ub(p_wtsum[base + pos], p_maxwt[base + pos], m_wtsum[j], m_maxwt[j])
                             if below(al * ss + (1.0 - al) * ub, th):
                                 continue
-                            stamp_of[s] = stamp
-                            acc[s] = 0.0
+                            r.stamp = stamp
+                            r.acc = 0.0
                             if n_t == touched.shape[0]:
                                 nt = np.empty(2 * n_t, np.int64)
                                 nt[:n_t] = touched
@@ -404,47 +428,50 @@ def _match(m_off, m_terms, m_w, m_x, m_y, max_dist,
                             # shared terms skipped since the last accumulated one (group
                             # pruning / early termination ignore the accumulated score): add
                             # them exactly, so that acc is complete before this term
-                            u = pprev[s] + 1
-                            v = jprev[s] + 1
+                            u = r.pprev + 1
+                            v = r.jprev + 1
+                            a_s = r.acc
                             while u < pos and v < j:
                                 tu = p_terms[base + u]
                                 if tu == mt[v]:
-                                    acc[s] += p_w[base + u] * mw[v]
+                                    a_s += p_w[base + u] * mw[v]
                                     u += 1
                                     v += 1
                                 elif tu < mt[v]:
                                     u += 1
                                 else:
                                     v += 1
+                            r.acc = a_s
                             # Theorem 5.2: what is accumulated plus this term and the unseen ones
-                            ub = acc[s] + tsim_ub(p_wtsum[base + pos], p_maxwt[base + pos], m_wtsum[j], m_maxwt[j])
+                            ub = a_s + tsim_ub(p_wtsum[base + pos], p_maxwt[base + pos], m_wtsum[j], m_maxwt[j])
                             if below(al * ss + (1.0 - al) * ub, th):
-                                acc[s] = -math.inf
+                                r.acc = -math.inf
                                 continue
-                        acc[s] += p_w[base + pos] * mw[j]
-                        pprev[s] = pos
-                        jprev[s] = j
+                        r.acc += p_w[base + pos] * mw[j]
+                        r.pprev = pos
+                        r.jprev = j
                     p = gend
         # verification
         for u in range(n_t):
             s = touched[u]
-            if acc[s] == -math.inf:
+            r = row[s]
+            if r.acc == -math.inf:
                 continue
-            base = s_toff[s]
-            n_s = s_tlen[s]
-            pp = pprev[s] + 1
-            jj = jprev[s] + 1
-            ub = acc[s]
+            base = r.toff
+            n_s = r.tlen
+            pp = r.pprev + 1
+            jj = r.jprev + 1
+            ub = r.acc
             if pp < n_s and jj < q:
                 ub += tsim_ub(p_wtsum[base + pp], p_maxwt[base + pp], m_wtsum[jj], m_maxwt[jj])
-            al = s_alpha[s]
+            al = r.alpha
             L_ss = 1.0  # spatial part checked exactly below
-            if below(al * L_ss + (1.0 - al) * ub, s_theta[s]):
+            if below(al * L_ss + (1.0 - al) * ub, r.theta):
                 continue
             cnt[4] += 1
             sc = score(s_x[s], s_y[s], al, p_terms[base:base + n_s], p_w[base:base + n_s],
                        mx, my, mt, mw, max_dist)
-            if sc == NO_MATCH or sc < s_theta[s]:
+            if sc == NO_MATCH or sc < r.theta:
                 continue
             if n_out == o_m.shape[0]:
                 nm = np.empty(2 * n_out, np.int64)
@@ -491,20 +518,16 @@ class IGPT:
         self.sleaf = np.full(0, -1, np.int64)
         self.snext = np.full(0, -1, np.int64)
         self.sprev = np.full(0, -1, np.int64)
-        self.sdin = np.zeros(0)
-        self.acc = np.zeros(0)
-        self.stamp_of = np.zeros(0, np.int64)
-        self.jprev = np.zeros(0, np.int64)
-        self.pprev = np.zeros(0, np.int64)
+        self.row = np.zeros(0, ROW)
+        self._moves = 0                          # the subscription table's pool moves seen
         self.stamp = 0
         # pools
-        self.eI = np.zeros((1024, 3), np.int64)
-        self.eF = np.zeros((1024, 4))
+        self.ent = np.zeros(1024, ENTRY)
         self.e_used = 0
         self.gI = np.zeros((1024, 5), np.int64)
         self.g_used = 0
         self.td = np.zeros((1024, 3), np.int64)
-        self.td_pool = np.zeros(4096, np.int64)
+        self.td_pool = np.zeros((4096, 4), np.int64)
         self.td_used = 0
         self.leaf_stamp = np.zeros(16, np.int64)
         self.leaf_dout = np.zeros(16)
@@ -522,11 +545,7 @@ class IGPT:
             self.sleaf = grow(self.sleaf, n, -1)
             self.snext = grow(self.snext, n, -1)
             self.sprev = grow(self.sprev, n, -1)
-            self.sdin = grow(self.sdin, n)
-            self.acc = grow(self.acc, n)
-            self.stamp_of = grow(self.stamp_of, n)
-            self.jprev = grow(self.jprev, n)
-            self.pprev = grow(self.pprev, n)
+            self.row = grow(self.row, n)
             self.built_theta = grow(self.built_theta, n)
 
     def _grow_nodes(self, n):
@@ -544,9 +563,21 @@ class IGPT:
         self._maybe_regroup(slots)
         leaves = _locate(s.x[slots], s.y[slots], self.nbox, self.nchild)
         _link(slots, leaves, s.x, s.y, self.nbox, self.ncount, self.nhead, self.sleaf, self.snext,
-              self.sprev, self.sdin)
+              self.sprev, self.row["sdin"])
+        self._sync_toff()
+        row = self.row
+        row["alpha"][slots] = s.alpha[slots]
+        row["theta"][slots] = s.theta[slots]
+        row["toff"][slots] = s.toff[slots]
+        row["tlen"][slots] = s.tlen[slots]
         self.dirty.update(np.unique(leaves).tolist())
         self._split()
+
+    def _sync_toff(self) -> None:
+        s = self.subs
+        if s.moves != self._moves:               # the term pool moved: every toff changed
+            self.row["toff"][: s.n] = s.toff[: s.n]
+            self._moves = s.moves
 
     def remove(self, slots: np.ndarray) -> None:
         leaves = self.sleaf[slots].copy()
@@ -558,6 +589,7 @@ class IGPT:
         if not len(slots):
             return
         slots = np.asarray(slots, np.int64)
+        self.row["theta"][slots] = self.subs.theta[slots]
         slots = slots[self.subs.theta[slots] != self.built_theta[slots]]
         if not len(slots):
             return
@@ -567,17 +599,17 @@ class IGPT:
         s = self.subs
         self.rekeyed += int(_rekey(slots, skip, self.sleaf, self.n_g0, self.n_ng, self.nminls, s.toff,
                                    s.tlen, s.terms, s.maxwt, s.alpha, s.theta, self.built_theta,
-                                   self.eI, self.eF, self.gI))
+                                   self.ent, self.gI))
 
     def match(self, msgs):
         self.flush()
         s = self.subs
+        self._sync_toff()
         midx, slots, scores, cnt, self.stamp = _match(
             msgs.offsets, msgs.term_ids, msgs.weights, msgs.x, msgs.y, self.max_dist,
-            s.x, s.y, s.alpha, s.theta, s.toff, s.tlen, s.terms, s.w, s.wtsum, s.maxwt, self.sdin,
-            self.nbox, self.nminls, self.eI, self.eF, self.gI, self.td, self.td_pool, len(self.td),
-            self.acc, self.stamp_of, self.jprev, self.pprev, self.leaf_stamp, self.leaf_dout,
-            self.leaf_skip, self.stamp)
+            s.x, s.y, s.terms, s.w, s.wtsum, s.maxwt, self.row,
+            self.nbox, self.nminls, self.ent, self.td, self.td_pool, len(self.td),
+            self.leaf_stamp, self.leaf_dout, self.leaf_skip, self.stamp)
         self.counts += cnt
         return midx, slots, scores
 
@@ -618,7 +650,7 @@ class IGPT:
             self.nchild[L] = first
             leaves = _locate(s.x[mem], s.y[mem], self.nbox, self.nchild)
             _link(mem, leaves, s.x, s.y, self.nbox, self.ncount, self.nhead, self.sleaf, self.snext,
-                  self.sprev, self.sdin)
+                  self.sprev, self.row["sdin"])
             self.dirty.update(range(first, first + 4))
             for c in range(first, first + 4):
                 if self.ncount[c] > self.capacity and self.ndepth[c] < self.max_depth:
@@ -643,19 +675,19 @@ class IGPT:
         leaves = np.fromiter(sorted(self.dirty), np.int64, len(self.dirty))
         need = int(sum(int(s.tlen[_members(L, self.nhead, self.snext, self.ncount[L])].sum())
                        for L in leaves.tolist() if self.nchild[L] < 0))
-        self.eI = grow(self.eI, self.e_used + need)
-        self.eF = grow(self.eF, self.e_used + need)
+        self.ent = grow(self.ent, self.e_used + need)
         self.gI = grow(self.gI, self.g_used + need)
         max_term = int(s.terms[: s.pool_used].max()) if s.pool_used else 0
         self.td = grow(self.td, max_term + 1)
         self.e_used, self.g_used, self.td_pool, self.td_used = _rebuild(
             leaves, fresh, self.nchild, self.nhead, self.snext, self.ncount, self.n_e0, self.n_ne,
             self.n_g0, self.n_ng, self.nminls, s.toff, s.tlen, s.terms, s.maxwt, s.alpha, s.theta,
-            self.group_bounds, self.eI, self.eF, self.e_used, self.gI, self.g_used, self.td,
+            self.group_bounds, self.ent, self.e_used, self.gI, self.g_used, self.td,
             self.td_pool, self.td_used)
         for L in leaves.tolist():
             if self.nchild[L] < 0 and self.ncount[L]:
                 mem = _members(L, self.nhead, self.snext, self.ncount[L])
                 self.built_theta[mem] = s.theta[mem]
+                self.row["theta"][mem] = s.theta[mem]
         self.rebuilds += len(leaves)
         self.dirty.clear()

@@ -58,6 +58,7 @@ class SubTable:
         self.pool_used = 0
         self.pool_live = 0
         self.n = 0                         # slots ever used (high-water mark)
+        self.moves = 0                     # term pool compactions (each moves every toff)
         self.free: list[int] = []
         self.slot_of: dict[int, int] = {}
 
@@ -132,6 +133,7 @@ class SubTable:
         self.terms, self.w, self.wtsum, self.maxwt = arrays
         self.pool_used = pos
         self.pool_live = pos
+        self.moves += 1
 
     def row(self, slot: int) -> tuple[np.ndarray, np.ndarray]:
         a, l = self.toff[slot], self.tlen[slot]
