@@ -21,7 +21,7 @@ from .indexing.window import MessageWindow, WindowClock
 from .model import Update
 
 __all__ = ["Engine", "check_ids_arg", "check_not_live", "check_message_state", "updates_from_arrays",
-           "updates_table", "check_updates_form", "UPDATE_FORMS", "no_gc"]
+           "updates_table", "columns_table", "check_updates_form", "UPDATE_FORMS", "no_gc"]
 
 # what publish returns: Update objects (default), one Arrow table, or nothing (read topk later)
 UPDATE_FORMS = ("objects", "arrow", "none")
@@ -124,8 +124,14 @@ def updates_table(keys, offsets, item_ids, scores, *, key: str = "subscription_i
     keys = np.asarray(keys, np.int64)
     offsets = np.asarray(offsets, np.int64)
     order = np.argsort(keys, kind="stable") if by_key else np.arange(len(keys))
-    k_col, rank, i_col, s_col, empty = _expand(keys, offsets, np.asarray(item_ids, np.int64),
-                                               np.asarray(scores, np.float64), order)
+    return columns_table(*_expand(keys, offsets, np.asarray(item_ids, np.int64), np.asarray(scores, np.float64),
+                                  order), key=key, item=item)
+
+
+def columns_table(k_col, rank, i_col, s_col, empty, *, key: str = "subscription_id",
+                  item: str = "message_id") -> pa.Table:
+    """The update table of :func:`updates_table` from its columns (``empty``: the rows of an
+    empty top-k, null in ``rank``, ``item`` and ``score``)."""
     mask = empty if empty.any() else None
     return pa.table({
         key: pa.array(k_col, pa.int64()),
@@ -224,13 +230,15 @@ class Engine:
             self.window.append(part, s, expire_upto)
             if hasattr(self.core, "observe_window"):   # cost model input (paper 6.3)
                 self.core.observe_window(len(self.window), len(part), before + len(part) - len(self.window))
-            self.core.process(part, s, expire_upto)
+            self.core.process(part, s, expire_upto, last=a + step >= n)
         self.last_seq = int(seqs[-1])
         self.published += n
         self._reevaluate()
         if form == "none" and hasattr(self.core, "discard_updates"):
             self.core.discard_updates()
             return None
+        if form == "arrow" and hasattr(self.core, "take_update_columns"):
+            return columns_table(*self.core.take_update_columns())
         arrays = self.core.take_updates()
         if form == "arrow":
             return updates_table(*arrays)

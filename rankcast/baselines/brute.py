@@ -473,7 +473,7 @@ class BruteForceCore:
         self.lo, self.hi, self.lg_lo, self.lg_hi = 0, hi - lo, 0, ghi - glo
 
     # ------------------------------------------------------------------ stream
-    def process(self, msgs: MessageBatch, seqs, expire_upto) -> None:
+    def process(self, msgs: MessageBatch, seqs, expire_upto, last: bool = False) -> None:
         """Arrivals of a batch, then every expiry up to the batch's last watermark.
 
         The final lists are exact whatever the interleaving: a list whose member expired is

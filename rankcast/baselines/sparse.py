@@ -182,7 +182,7 @@ class SparseCore:
         self._stats["recomputed"] += len(slots)
 
     # ------------------------------------------------------------------ stream
-    def process(self, msgs: MessageBatch, seqs, expire_upto) -> None:
+    def process(self, msgs: MessageBatch, seqs, expire_upto, last: bool = False) -> None:
         t0 = time.perf_counter()
         seqs = np.asarray(seqs, np.int64)
         B = self._batch_matrix(msgs)

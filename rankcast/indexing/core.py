@@ -119,8 +119,11 @@ class SkypeCore:
             self._extra_k.pop(s, None)
 
     # ------------------------------------------------------------------ messages
-    def process(self, msgs: MessageBatch, seqs: np.ndarray, expire_upto: np.ndarray) -> None:
-        """Disseminate a batch and maintain the buffers (arrivals and expiries, in order)."""
+    def process(self, msgs: MessageBatch, seqs: np.ndarray, expire_upto: np.ndarray, last: bool = False) -> None:
+        """Disseminate a batch and maintain the buffers (arrivals and expiries, in order).
+        ``last``: the caller ends the epoch after this batch and its re-evaluations (the
+        engine's last part of a publish call), so the buffers keep no snapshot of top-k lists
+        that the batch changes (``skyband.process_batch``)."""
         t0 = time.perf_counter()
         midx, slots, scores = self.index.match(msgs)
         cand_off = np.zeros(len(msgs) + 1, np.int64)
@@ -132,7 +135,7 @@ class SkypeCore:
                 seqs, msgs.ids, msgs.t, expire_upto, cand_off, slots, scores,
                 s.k, s.theta, s.alive, b.expired_upto,
                 b.bstart, b.blen, b.bcap, b.bi, b.bf, b.used, b.oldest, b.lnext, b.lprev, b.head,
-                b.reeval, b.epoch, b.epoch_of, b.snap_off, b.snap_len, b.snap, b.snap_used)
+                b.reeval, b.epoch, b.epoch_of, b.snap_off, b.snap_len, b.snap, b.snap_used, last)
         else:                           # kmax raises theta as it goes: message by message
             out = sk.process(
                 seqs, msgs.ids, msgs.t, expire_upto, cand_off, slots, scores,
@@ -243,6 +246,16 @@ class SkypeCore:
         """(sub_ids, offsets, msg_ids, scores) of the subscriptions whose top-k changed since
         the previous call, in slot order."""
         return self._gather(self._end_epoch())
+
+    def take_update_columns(self):
+        """``take_updates`` as the columns of an update table (rankcast.engine.updates_table),
+        read from the buffers in subscription id order without the intermediate lists:
+        (subscription ids, rank, message ids, scores, empty)."""
+        slots = self._end_epoch()
+        sids = self.subs.ids[slots]
+        order = np.argsort(sids, kind="stable")
+        b = self.buf
+        return sk.expand_topk(slots[order], sids[order], self.subs.k, b.bstart, b.blen, b.bi, b.bf)
 
     def discard_updates(self) -> None:
         """``take_updates`` for a caller that does not want them (publish ``updates="none"``)."""

@@ -190,6 +190,17 @@ def _snapshot(s, k, epoch, epoch_of, snap_off, snap_len, snap, snap_used, bstart
 
 
 @numba.njit(cache=True)
+def _mark_changed(s, epoch, epoch_of, snap_len, touched, n_touched):
+    """s's top-k changed in this epoch, for good (``process_batch``, ``last``): ``snap_len``
+    -1 stands for a snapshot that differs from any list."""
+    epoch_of[s] = epoch
+    snap_len[s] = -1
+    touched = _grow1(touched, n_touched + 1)
+    touched[n_touched] = s
+    return touched, n_touched + 1
+
+
+@numba.njit(cache=True)
 def _reserve(s, need, bstart, blen, bcap, bi, bf, used):
     """Make room for ``need`` rows in s's buffer (moving it to the pool's end if needed)."""
     if need <= bcap[s]:
@@ -370,14 +381,15 @@ def _sort_new(g_seq, g_sc, order):
 
 
 @numba.njit(cache=True)
-def _merge_one(s, g_seq, g_id, g_t, g_sc, k, upto, bstart, blen, bcap, bi, bf, used,
+def _merge_one(s, g_seq, g_id, g_t, g_sc, k, upto, bstart, blen, bi, bf,
                order, fen, dcn, tbi, tbf):
     """Merge the batch's candidates of s (g_*, in seq order, all newer than the buffer) into
     its buffer in one pass: the k-skyband of (buffer + candidates) with exact dominance
     counters, less the rows with seq <= ``upto`` (expired). A buffered row's counter grows by
     the candidates that score at least as high (all are newer); a candidate's counter is the
     number of newer candidates of the batch that score at least as high.
-    Returns (bi, bf, used, oldest seq kept or -1)."""
+    The rows are built in ``tbi`` / ``tbf``; returns (their count, oldest seq kept or -1), and
+    :func:`_install` puts them in the buffer."""
     m = g_seq.shape[0]
     _sort_new(g_seq, g_sc, order)
     # dominance counts among the candidates: in (score desc, seq desc) order, the rows seen
@@ -429,19 +441,37 @@ def _merge_one(s, g_seq, g_id, g_t, g_sc, k, upto, bstart, blen, bcap, bi, bf, u
         if lo < 0 or sq < lo:
             lo = sq
         w += 1
+    return w, lo
+
+
+@numba.njit(cache=True)
+def _install(s, w, bstart, blen, bcap, bi, bf, used, tbi, tbf):
+    """s's buffer := the first ``w`` rows of tbi / tbf."""
     bi, bf, used = _reserve(s, w, bstart, blen, bcap, bi, bf, used)
     a = bstart[s]
     for r in range(w):
         _move(bi, bf, a + r, tbi, tbf, r)
     blen[s] = w
-    return bi, bf, used, lo
+    return bi, bf, used
+
+
+@numba.njit(cache=True, inline="always")
+def _same_topk(kk, n_old, old_ids, a, n_new, new_ids, b):
+    """Whether the first min(kk, n) ids of two row runs are the same sequence."""
+    m = min(kk, n_old)
+    if m != min(kk, n_new):
+        return False
+    for r in range(m):
+        if old_ids[a + r, ID] != new_ids[b + r, ID]:
+            return False
+    return True
 
 
 @numba.njit(cache=True)
 def process_batch(seqs, ids, ts, expire_upto, cand_off, cand_slot, cand_score,
                   k, theta, alive, expired_upto,
                   bstart, blen, bcap, bi, bf, used, oldest, lnext, lprev, head, reeval,
-                  epoch, epoch_of, snap_off, snap_len, snap, snap_used):
+                  epoch, epoch_of, snap_off, snap_len, snap, snap_used, last):
     """``process`` for the k-skyband mode, by micro-batch. Only the state at the batch's end
     is observable (updates compare it with the epoch's snapshot), and it is the
     message-by-message result: the k-skyband of the buffer plus the batch's candidates, less
@@ -451,6 +481,17 @@ def process_batch(seqs, ids, ts, expire_upto, cand_off, cand_slot, cand_score,
     order the per-slot arrays and, after a compaction, the pools are read in sequence), its
     candidates merged in one pass (``_merge_one``). A buffer below k rows afterwards (theta > 0)
     waits for re-evaluation; one that dipped below k and was refilled by the batch is exact.
+
+    ``last``: nothing but this batch's re-evaluations touches the buffers again before the
+    epoch ends (the engine's last part of a publish call). A buffer first touched in the epoch
+    then keeps no snapshot of its top-k: the visit compares the old rows with the new ones
+    itself and marks a change (``snap_len`` -1); an unchanged one is left as it is (a later
+    touch finds the same top-k to snapshot). A change found so is final, whatever a
+    re-evaluation does next: either a top-k row expired (it cannot come back), or a candidate
+    of the batch entered the first k rows, and fewer than k window messages rank above it (the
+    k-skyband holds every message >= theta that k others do not dominate; what a
+    re-evaluation adds scores below theta), so it stays in the top-k, which never held it.
+    Open buffers (theta = 0) are snapshotted as before, so that ``raise_open`` sees them.
 
     Returns what ``process`` returns (no theta is raised in this mode)."""
     touched = np.zeros(64, np.int64)
@@ -463,12 +504,14 @@ def process_batch(seqs, ids, ts, expire_upto, cand_off, cand_slot, cand_score,
     # 1. candidates per subscription
     cnt = np.zeros(nslots, np.int64)
     dist = np.empty(cand_off[nm], np.int64)
+    keep = np.zeros(cand_off[nm], np.bool_)
     n_distinct = 0
     n_cand = 0
     for c in range(cand_off[nm]):
         s = cand_slot[c]
         if not alive[s] or cand_score[c] < theta[s]:
             continue
+        keep[c] = True
         if cnt[s] == 0:
             dist[n_distinct] = s
             n_distinct += 1
@@ -518,9 +561,9 @@ def process_batch(seqs, ids, ts, expire_upto, cand_off, cand_slot, cand_score,
     g_sc = np.empty(n_cand)
     for i in range(nm):
         for c in range(cand_off[i], cand_off[i + 1]):
-            s = cand_slot[c]
-            if not alive[s] or cand_score[c] < theta[s]:
+            if not keep[c]:
                 continue
+            s = cand_slot[c]
             p = gstart[s]
             g_seq[p] = seqs[i]
             g_id[p] = ids[i]
@@ -538,20 +581,33 @@ def process_batch(seqs, ids, ts, expire_upto, cand_off, cand_slot, cand_score,
     for v in range(n_visit):
         s = visit[v]
         g1 = gstart[s]                      # the end of s's group after the scatter
-        snap, snap_used, touched, n_touched = _snapshot(
-            s, k, epoch, epoch_of, snap_off, snap_len, snap, snap_used, bstart, blen, bi,
-            touched, n_touched)
+        n = blen[s]
+        # compare instead of snapshot: first touch in a last part, an opened buffer aside
+        compare = last and epoch_of[s] != epoch and theta[s] > 0.0
+        if not compare:
+            snap, snap_used, touched, n_touched = _snapshot(
+                s, k, epoch, epoch_of, snap_off, snap_len, snap, snap_used, bstart, blen, bi,
+                touched, n_touched)
         old = oldest[s]
-        ops += blen[s] + g1 - g0              # rows visited (the cost model's unit)
+        ops += n + g1 - g0                  # rows visited (the cost model's unit)
         if g1 > g0:
-            tbi = _grow2(tbi, blen[s] + g1 - g0)
-            tbf = _grow2(tbf, blen[s] + g1 - g0)
-            bi, bf, used, lo = _merge_one(s, g_seq[g0:g1], g_id[g0:g1], g_t[g0:g1], g_sc[g0:g1],
-                                          k[s], e, bstart, blen, bcap, bi, bf, used,
-                                          order, fen, dcn, tbi, tbf)
+            tbi = _grow2(tbi, n + g1 - g0)
+            tbf = _grow2(tbf, n + g1 - g0)
+            w, lo = _merge_one(s, g_seq[g0:g1], g_id[g0:g1], g_t[g0:g1], g_sc[g0:g1],
+                               k[s], e, bstart, blen, bi, bf, order, fen, dcn, tbi, tbf)
+            if compare and not _same_topk(k[s], n, bi, bstart[s], w, tbi, 0):
+                touched, n_touched = _mark_changed(s, epoch, epoch_of, snap_len, touched, n_touched)
+            bi, bf, used = _install(s, w, bstart, blen, bcap, bi, bf, used, tbi, tbf)
             if lo != old:
                 _relink(s, bstart, blen, bi, oldest, lnext, lprev, head)
         else:
+            if compare:
+                # the top-k changes iff one of its rows expires
+                a = bstart[s]
+                for r in range(min(k[s], n)):
+                    if bi[a + r, SEQ] <= e:
+                        touched, n_touched = _mark_changed(s, epoch, epoch_of, snap_len, touched, n_touched)
+                        break
             _expire_sub(s, e, bstart, blen, bi, bf)
             _relink(s, bstart, blen, bi, oldest, lnext, lprev, head)
         if blen[s] < k[s] and theta[s] > 0.0:
@@ -749,13 +805,46 @@ def gather_topk(slots, k, bstart, blen, bi, bf):
 
 
 @numba.njit(cache=True)
+def expand_topk(slots, keys, k, bstart, blen, bi, bf):
+    """The top-k of ``slots`` as update rows (key, rank from 1, id, score, empty), read
+    straight from the buffers; an empty top-k is one row flagged ``empty``."""
+    n = slots.shape[0]
+    total = 0
+    for i in range(n):
+        s = slots[i]
+        total += max(min(k[s], blen[s]), 1)
+    key = np.empty(total, np.int64)
+    rank = np.zeros(total, np.int32)
+    ids = np.zeros(total, np.int64)
+    sc = np.zeros(total)
+    empty = np.zeros(total, np.bool_)
+    w = 0
+    for i in range(n):
+        s = slots[i]
+        m = min(k[s], blen[s])
+        if m == 0:
+            key[w] = keys[i]
+            empty[w] = True
+            w += 1
+            continue
+        a = bstart[s]
+        for r in range(m):
+            key[w] = keys[i]
+            rank[w] = r + 1
+            ids[w] = bi[a + r, ID]
+            sc[w] = bf[a + r, SC]
+            w += 1
+    return key, rank, ids, sc, empty
+
+
+@numba.njit(cache=True)
 def changed_topk(touched, k, bstart, blen, bi, snap_off, snap_len, snap):
     """Which touched slots have a top-k (ids, in order) different from their snapshot."""
     out = np.zeros(touched.shape[0], np.bool_)
     for i in range(touched.shape[0]):
         s = touched[i]
         m = min(k[s], blen[s])
-        if m != snap_len[s]:
+        if m != snap_len[s]:                # also a change marked without a snapshot (-1)
             out[i] = True
             continue
         a = bstart[s]
