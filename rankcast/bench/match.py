@@ -89,8 +89,11 @@ def _memory(args, names) -> list[dict]:
         raw = 4 * 8 * n          # lo, hi, score, item
         for name in names:
             idx, secs = _build_1d(name, w, args.b)
-            rows.append({"n": n, "index": name, "bytes": int(idx.nbytes()), "raw_bytes": raw,
-                         "build_seconds": secs})
+            row = {"n": n, "index": name, "bytes": int(idx.nbytes()), "raw_bytes": raw, "build_seconds": secs}
+            stored = getattr(getattr(idx, "base", idx), "rows", None)
+            if stored is not None:      # the segment tree: canonical-cover entries per interval
+                row["entries_per_interval"] = len(stored) / n
+            rows.append(row)
             print(f"memory n={n:>8} {name:<14} {idx.nbytes() / 2**20:9.1f} MiB  build {secs:6.2f} s", flush=True)
             del idx
     return rows
