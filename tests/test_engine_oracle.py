@@ -50,6 +50,31 @@ def _msgs(rng, start, n, t0, clustered):
     return out
 
 
+def assert_buffers_are_skybands(eng):
+    """The buffer invariant (rankcast.indexing.skyband): each buffer holds exactly the
+    k-skyband of the window messages scoring at least its theta, each row with its exact
+    dominance counter (the newer messages that score at least as high)."""
+    from rankcast.testing import brute_topk
+    win, seqs = eng.window.snapshot(), eng.window.seqs()
+    core, subs = eng.core, eng.core.subs
+    seq_of = dict(zip(win.ids.tolist(), np.asarray(seqs).tolist()))
+    for s in subs.live_slots().tolist():
+        sid, k = int(subs.ids[s]), int(subs.k[s])
+        st, sw = subs.row(s)
+        scored = brute_topk((float(subs.x[s]), float(subs.y[s]), float(subs.alpha[s]), len(win), st, sw),
+                            win, seqs, eng.cfg.max_dist)
+        theta = float(subs.theta[s])
+        rows = [(seq_of[m], m, sc) for m, sc in scored if sc >= theta]
+        want = set()
+        for q, m, sc in rows:
+            dc = sum(1 for q2, _, sc2 in rows if q2 > q and sc2 >= sc)
+            if dc < k:
+                want.add((q, m, dc))
+        bi, bf, _ = core.buffer(sid)
+        got = {(int(r[0]), int(r[1]), int(r[2])) for r in bi}
+        assert got == want, (sid, sorted(got - want), sorted(want - got))
+
+
 def _run(seed, window, window_seconds, clustered, steps=60, leaf_capacity=4, index=None, batch_size=7,
          max_msgs=15):
     """``index``: (fine_from, split_at) of the message index, small to force deep nodes.
@@ -86,6 +111,7 @@ def _run(seed, window, window_seconds, clustered, steps=60, leaf_capacity=4, ind
             for a, b in zip(got, want):
                 assert [m for m, _ in a.topk] == [m for m, _ in b.topk]
         assert_engine_exact(eng)
+        assert_buffers_are_skybands(eng)
     return eng
 
 

@@ -388,8 +388,12 @@ def _merge_one(s, g_seq, g_id, g_t, g_sc, k, upto, bstart, blen, bi, bf,
     counters, less the rows with seq <= ``upto`` (expired). A buffered row's counter grows by
     the candidates that score at least as high (all are newer); a candidate's counter is the
     number of newer candidates of the batch that score at least as high.
-    The rows are built in ``tbi`` / ``tbf``; returns (their count, oldest seq kept or -1), and
-    :func:`_install` puts them in the buffer."""
+    The rows that differ from the buffer's are built in ``tbi`` / ``tbf``: the new buffer is
+    its first ``p0`` rows as they are (no candidate ranks above them, none of them is dropped,
+    so neither their place nor their counter changes), then tbi's rows. ``q0`` is the first
+    row whose message differs (a candidate kept there or a buffered row dropped; a candidate
+    dropped before it only raises counters). Returns (row count w, oldest seq kept or -1, p0,
+    q0); :func:`_install` puts the rows in the buffer."""
     m = g_seq.shape[0]
     _sort_new(g_seq, g_sc, order)
     # dominance counts among the candidates: in (score desc, seq desc) order, the rows seen
@@ -414,57 +418,64 @@ def _merge_one(s, g_seq, g_id, g_t, g_sc, k, upto, bstart, blen, bi, bf,
     i = 0
     j = 0
     lo = -1
+    p0 = -1                                 # the first row that differs (-1: none yet)
+    q0 = -1                                 # the first row of another message
     while i < n or j < m:
         # equal scores: the candidate first (it is newer than every buffered row)
         if j < m and (i >= n or g_sc[order[j]] >= bf[a + i, SC]):
             p = order[j]
             j += 1
+            if p0 < 0:
+                p0 = w                      # kept or not, it raises the counters below it
             if dcn[p] >= k or g_seq[p] <= upto:
                 continue
+            if q0 < 0:
+                q0 = w
             sq = g_seq[p]
-            tbi[w, SEQ] = sq
-            tbi[w, ID] = g_id[p]
-            tbi[w, DC] = dcn[p]
-            tbf[w, T] = g_t[p]
-            tbf[w, SC] = g_sc[p]
+            o = w - p0
+            tbi[o, SEQ] = sq
+            tbi[o, ID] = g_id[p]
+            tbi[o, DC] = dcn[p]
+            tbf[o, T] = g_t[p]
+            tbf[o, SC] = g_sc[p]
         else:
             d = bi[a + i, DC] + j
             sq = bi[a + i, SEQ]
             i += 1
             if d >= k or sq <= upto:
+                if p0 < 0:
+                    p0 = w
+                if q0 < 0:
+                    q0 = w
                 continue
-            tbi[w, SEQ] = sq
-            tbi[w, ID] = bi[a + i - 1, ID]
-            tbi[w, DC] = d
-            tbf[w, T] = bf[a + i - 1, T]
-            tbf[w, SC] = bf[a + i - 1, SC]
+            if p0 >= 0:
+                o = w - p0
+                tbi[o, SEQ] = sq
+                tbi[o, ID] = bi[a + i - 1, ID]
+                tbi[o, DC] = d
+                tbf[o, T] = bf[a + i - 1, T]
+                tbf[o, SC] = bf[a + i - 1, SC]
+            # else: j == 0 and w == i - 1: the row stays where it is, as it is
         if lo < 0 or sq < lo:
             lo = sq
         w += 1
-    return w, lo
+    if p0 < 0:
+        p0 = w
+    if q0 < 0:
+        q0 = w
+    return w, lo, p0, q0
 
 
 @numba.njit(cache=True)
-def _install(s, w, bstart, blen, bcap, bi, bf, used, tbi, tbf):
-    """s's buffer := the first ``w`` rows of tbi / tbf."""
+def _install(s, w, p0, bstart, blen, bcap, bi, bf, used, tbi, tbf):
+    """s's buffer := its first ``p0`` rows, then the first ``w - p0`` rows of tbi / tbf
+    (``_merge_one``)."""
     bi, bf, used = _reserve(s, w, bstart, blen, bcap, bi, bf, used)
-    a = bstart[s]
-    for r in range(w):
+    a = bstart[s] + p0
+    for r in range(w - p0):
         _move(bi, bf, a + r, tbi, tbf, r)
     blen[s] = w
     return bi, bf, used
-
-
-@numba.njit(cache=True, inline="always")
-def _same_topk(kk, n_old, old_ids, a, n_new, new_ids, b):
-    """Whether the first min(kk, n) ids of two row runs are the same sequence."""
-    m = min(kk, n_old)
-    if m != min(kk, n_new):
-        return False
-    for r in range(m):
-        if old_ids[a + r, ID] != new_ids[b + r, ID]:
-            return False
-    return True
 
 
 @numba.njit(cache=True)
@@ -593,11 +604,12 @@ def process_batch(seqs, ids, ts, expire_upto, cand_off, cand_slot, cand_score,
         if g1 > g0:
             tbi = _grow2(tbi, n + g1 - g0)
             tbf = _grow2(tbf, n + g1 - g0)
-            w, lo = _merge_one(s, g_seq[g0:g1], g_id[g0:g1], g_t[g0:g1], g_sc[g0:g1],
-                               k[s], e, bstart, blen, bi, bf, order, fen, dcn, tbi, tbf)
-            if compare and not _same_topk(k[s], n, bi, bstart[s], w, tbi, 0):
+            w, lo, p0, q0 = _merge_one(s, g_seq[g0:g1], g_id[g0:g1], g_t[g0:g1], g_sc[g0:g1],
+                                       k[s], e, bstart, blen, bi, bf, order, fen, dcn, tbi, tbf)
+            # the top-k's messages are the same iff they all come before q0 (or none changed)
+            if compare and q0 < k[s] and not (q0 == n and w == n):
                 touched, n_touched = _mark_changed(s, epoch, epoch_of, snap_len, touched, n_touched)
-            bi, bf, used = _install(s, w, bstart, blen, bcap, bi, bf, used, tbi, tbf)
+            bi, bf, used = _install(s, w, p0, bstart, blen, bcap, bi, bf, used, tbi, tbf)
             if lo != old:
                 _relink(s, bstart, blen, bi, oldest, lnext, lprev, head)
         else:
