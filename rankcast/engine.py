@@ -8,11 +8,10 @@ from itertools import islice
 from numbers import Integral
 from typing import Callable, Iterable, Sized
 
-import numba
 import numpy as np
 import pyarrow as pa
 
-from ._arrays import runs
+from ._arrays import expand_runs, runs
 from .columns import Encoder, MessageBatch, item_error, plain, too_many
 from .config import EngineConfig, limits
 from .errors import InvalidInput, UnknownSubscription
@@ -120,12 +119,15 @@ def updates_table(keys, offsets, item_ids, scores, *, key: str = "subscription_i
     top-k, ``rank`` 1 for the best; a subscription whose top-k became empty has one row with
     ``rank``, ``item`` and ``score`` null. Rows by ``key`` ascending (``by_key``, as the
     Update list is ordered) or in the given order (ranked matching: events in input order),
-    then by rank. Built from the result arrays by one kernel: no Python object per row."""
+    then by rank. Built from the result arrays by one kernel (``expand_runs``): no Python
+    object per row."""
     keys = np.asarray(keys, np.int64)
     offsets = np.asarray(offsets, np.int64)
     order = np.argsort(keys, kind="stable") if by_key else np.arange(len(keys))
-    return columns_table(*_expand(keys, offsets, np.asarray(item_ids, np.int64), np.asarray(scores, np.float64),
-                                  order), key=key, item=item)
+    cols = expand_runs(keys[order], offsets[:-1][order], np.diff(offsets)[order],
+                       np.asarray(item_ids, np.int64).reshape(-1, 1), 0,
+                       np.asarray(scores, np.float64).reshape(-1, 1), 0)
+    return columns_table(*cols, key=key, item=item)
 
 
 def columns_table(k_col, rank, i_col, s_col, empty, *, key: str = "subscription_id",
@@ -139,38 +141,6 @@ def columns_table(k_col, rank, i_col, s_col, empty, *, key: str = "subscription_
         item: pa.array(i_col, pa.int64(), mask=mask),
         "score": pa.array(s_col, pa.float64(), mask=mask),
     })
-
-
-@numba.njit(cache=True)
-def _expand(keys, offsets, items, scores, order):
-    """The columns of :func:`updates_table`: lists in ``order``, one row per entry, one
-    (masked) row for an empty list."""
-    n = order.shape[0]
-    total = 0
-    for i in range(n):
-        total += max(offsets[order[i] + 1] - offsets[order[i]], 1)
-    k_col = np.empty(total, np.int64)
-    rank = np.zeros(total, np.int32)
-    i_col = np.zeros(total, np.int64)
-    s_col = np.zeros(total)
-    empty = np.zeros(total, np.bool_)
-    w = 0
-    for i in range(n):
-        j = order[i]
-        a = offsets[j]
-        m = offsets[j + 1] - a
-        if m == 0:
-            k_col[w] = keys[j]
-            empty[w] = True
-            w += 1
-            continue
-        for r in range(m):
-            k_col[w] = keys[j]
-            rank[w] = r + 1
-            i_col[w] = items[a + r]
-            s_col[w] = scores[a + r]
-            w += 1
-    return k_col, rank, i_col, s_col, empty
 
 
 def _empty_result(form: str):

@@ -19,7 +19,7 @@ from typing import Callable
 
 import numpy as np
 
-from .._arrays import runs
+from .._arrays import expand_runs, runs
 from ..columns import MessageBatch, SubscriptionBatch
 from ..config import EngineConfig
 from ..errors import UnknownSubscription
@@ -252,10 +252,11 @@ class SkypeCore:
         read from the buffers in subscription id order without the intermediate lists:
         (subscription ids, rank, message ids, scores, empty)."""
         slots = self._end_epoch()
-        sids = self.subs.ids[slots]
-        order = np.argsort(sids, kind="stable")
+        order = np.argsort(self.subs.ids[slots], kind="stable")
+        slots = slots[order]
         b = self.buf
-        return sk.expand_topk(slots[order], sids[order], self.subs.k, b.bstart, b.blen, b.bi, b.bf)
+        lens = np.minimum(self.subs.k[slots], b.blen[slots])
+        return expand_runs(self.subs.ids[slots], b.bstart[slots], lens, b.bi, sk.ID, b.bf, sk.SC)
 
     def discard_updates(self) -> None:
         """``take_updates`` for a caller that does not want them (publish ``updates="none"``)."""

@@ -823,39 +823,6 @@ def gather_topk(slots, k, bstart, blen, bi, bf):
 
 
 @numba.njit(cache=True)
-def expand_topk(slots, keys, k, bstart, blen, bi, bf):
-    """The top-k of ``slots`` as update rows (key, rank from 1, id, score, empty), read
-    straight from the buffers; an empty top-k is one row flagged ``empty``."""
-    n = slots.shape[0]
-    total = 0
-    for i in range(n):
-        s = slots[i]
-        total += max(min(k[s], blen[s]), 1)
-    key = np.empty(total, np.int64)
-    rank = np.zeros(total, np.int32)
-    ids = np.zeros(total, np.int64)
-    sc = np.zeros(total)
-    empty = np.zeros(total, np.bool_)
-    w = 0
-    for i in range(n):
-        s = slots[i]
-        m = min(k[s], blen[s])
-        if m == 0:
-            key[w] = keys[i]
-            empty[w] = True
-            w += 1
-            continue
-        a = bstart[s]
-        for r in range(m):
-            key[w] = keys[i]
-            rank[w] = r + 1
-            ids[w] = bi[a + r, ID]
-            sc[w] = bf[a + r, SC]
-            w += 1
-    return key, rank, ids, sc, empty
-
-
-@numba.njit(cache=True)
 def changed_topk(touched, k, bstart, blen, bi, snap_off, snap_len, snap):
     """Which touched slots have a top-k (ids, in order) different from their snapshot."""
     out = np.zeros(touched.shape[0], np.bool_)
