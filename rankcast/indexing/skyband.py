@@ -501,9 +501,10 @@ def process_batch(seqs, ids, ts, expire_upto, cand_off, cand_slot, cand_score,
 
     ``last``: nothing but this batch's re-evaluations touches the buffers again before the
     epoch ends (the engine's last part of a publish call). A buffer first touched in the epoch
-    then keeps no snapshot of its top-k: the visit compares the old rows with the new ones
-    itself and marks a change (``snap_len`` -1); an unchanged one is left as it is (a later
-    touch finds the same top-k to snapshot). A change found so is final, whatever a
+    then keeps no snapshot of its top-k: the merge says where the first changed message sits
+    (``q0``, or a top-k row expiring for a buffer without candidates), and a changed list is
+    marked (``snap_len`` -1); an unchanged one is left as it is (a later touch finds the same
+    top-k to snapshot). A change found so is final, whatever a
     re-evaluation does next: either a top-k row expired (it cannot come back), or a candidate
     of the batch entered the first k rows, and fewer than k window messages rank above it (the
     k-skyband holds every message >= theta that k others do not dominate; what a
