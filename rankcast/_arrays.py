@@ -5,7 +5,7 @@ from __future__ import annotations
 import numba
 import numpy as np
 
-__all__ = ["grow", "runs", "concat_offsets", "expand_runs"]
+__all__ = ["grow", "grown", "runs", "concat_offsets", "expand_runs"]
 
 
 def grow(arr: np.ndarray, n: int, fill=0) -> np.ndarray:
@@ -14,6 +14,15 @@ def grow(arr: np.ndarray, n: int, fill=0) -> np.ndarray:
     if n <= arr.shape[0]:
         return arr
     new = np.full((max(n, 2 * arr.shape[0], 16),) + arr.shape[1:], fill, dtype=arr.dtype)
+    new[: arr.shape[0]] = arr
+    return new
+
+
+@numba.njit(cache=True)
+def grown(arr, cap):
+    """:func:`grow` for numba kernels: ``arr`` copied into a new 1-d array of its dtype with
+    ``cap`` rows (the rows past ``arr``'s are left unset)."""
+    new = np.empty(cap, arr.dtype)
     new[: arr.shape[0]] = arr
     return new
 

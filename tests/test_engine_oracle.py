@@ -76,8 +76,10 @@ def assert_buffers_are_skybands(eng):
 
 
 def _run(seed, window, window_seconds, clustered, steps=60, leaf_capacity=4, index=None, batch_size=7,
-         max_msgs=15):
+         max_msgs=15, cand_cap=None):
     """``index``: (fine_from, split_at) of the message index, small to force deep nodes.
+    ``cand_cap``: the room for candidates the subscription index's walk starts every
+    publish call with (small: the walk overflows and is redone with more).
     Odd seeds fetch the default candidates (k + 16 at least); even seeds 2k, which small
     windows often cannot fill, so cuts between equal scores and refetches happen."""
     rng = np.random.default_rng(seed)
@@ -105,6 +107,8 @@ def _run(seed, window, window_seconds, clustered, steps=60, leaf_capacity=4, ind
             msgs = _msgs(rng, mid, int(rng.integers(1, max_msgs)), t, clustered)
             mid += len(msgs)
             t = max(m.t for m in msgs)
+            if cand_cap is not None:
+                eng.core.index._cand_cap = cand_cap
             got = eng.publish(msgs)
             want = ref.publish(msgs)
             assert [u.subscription_id for u in got] == [u.subscription_id for u in want], step
@@ -367,6 +371,13 @@ def _check_igpt_layout(eng):
                 ast = np.array([alpha_star(float(s.alpha[u])) for u in subs.tolist()])
                 assert ent["sastar"][p:gend].tolist() == np.maximum.accumulate(ast[::-1])[::-1].tolist()
                 assert ent["gend"][p:gend].tolist() == [gend] * (gend - p)
+                # what the entry's own Theorem 5.1 test reads is its subscription's
+                assert ent["alpha"][p:gend].tolist() == s.alpha[subs].tolist()
+                assert ent["theta"][p:gend].tolist() == s.theta[subs].tolist()
+                assert ent["sdin"][p:gend].tolist() == idx.row["sdin"][subs].tolist()
+                at = s.toff[subs] + ent["pos"][p:gend]
+                assert ent["wts"][p:gend].tolist() == s.wtsum[at].tolist()
+                assert ent["mxw"][p:gend].tolist() == s.maxwt[at].tolist()
                 for u in subs.tolist():
                     assert idx.nminls[L] <= lambda_s(float(s.theta[u]), float(s.alpha[u]))
                 p = gend
@@ -422,6 +433,16 @@ def test_index_rows_follow_the_term_pool_moves():
         _check_igpt_layout(eng)
         assert_engine_exact(eng)
     assert eng.core.subs.moves > 0
+
+
+@pytest.mark.parametrize("seed", range(2))
+def test_index_walk_redone_when_candidates_overflow(seed):
+    """The subscription index answers a batch in one walk with room for a fixed number of
+    candidates; with room for one it overflows in almost every call and is redone with
+    twice the room, and the results stay exact."""
+    eng = _run(600 + seed, window=40, window_seconds=None, clustered=seed == 1, steps=40,
+               batch_size=60, max_msgs=60, cand_cap=1)
+    assert eng.core.index._cand_cap > 1
 
 
 @pytest.mark.parametrize("seed", range(3))

@@ -9,6 +9,7 @@ from __future__ import annotations
 import numba
 import numpy as np
 
+from .._arrays import grown
 from ..indexing.scoring import score
 from ..indexing.subtable import SubTable
 
@@ -62,22 +63,6 @@ def term_postings(subs: SubTable):
 
 
 @numba.njit(cache=True)
-def _grown_i(arr, cap):
-    """``arr`` copied into a new int64 array of length ``cap``."""
-    new = np.empty(cap, np.int64)
-    new[: arr.shape[0]] = arr
-    return new
-
-
-@numba.njit(cache=True)
-def _grown_f(arr, cap):
-    """``arr`` copied into a new float64 array of length ``cap``."""
-    new = np.empty(cap, np.float64)
-    new[: arr.shape[0]] = arr
-    return new
-
-
-@numba.njit(cache=True)
 def verify_append(s, i, a, b, sx, sy, alpha, theta, toff, tlen, s_terms, s_w,
                   m_x, m_y, m_terms, m_w, max_dist, out_m, out_s, out_v, r):
     """The verification step of the baselines: the exact score of subscription ``s`` for
@@ -89,9 +74,9 @@ def verify_append(s, i, a, b, sx, sy, alpha, theta, toff, tlen, s_terms, s_w,
                m_x[i], m_y[i], m_terms[a:b], m_w[a:b], max_dist)
     if sc >= theta[s]:
         if r == out_m.shape[0]:
-            out_m = _grown_i(out_m, 2 * r)
-            out_s = _grown_i(out_s, 2 * r)
-            out_v = _grown_f(out_v, 2 * r)
+            out_m = grown(out_m, 2 * r)
+            out_s = grown(out_s, 2 * r)
+            out_v = grown(out_v, 2 * r)
         out_m[r] = i
         out_s[r] = s
         out_v[r] = sc

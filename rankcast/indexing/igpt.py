@@ -11,7 +11,12 @@ Dissemination (Algorithm 1, TAAT over the message's terms) per segment: cell pru
 6), group pruning (Theorem 5.3), early termination by binary search (Theorem 5.4), then per
 subscription location-aware prefix filtering with max-weight refinement (Theorem 5.1, with
 inner + outer spatial bounds, Definition 8) and the unseen-keyword bound (Theorem 5.2), and
-finally exact verification. s.theta replaces kScore (Remark in 6.2).
+finally exact verification. s.theta replaces kScore (Remark in 6.2). A batch of messages is
+answered in one walk of the index: term by term in increasing order, each segment read once
+for all the batch's messages that hold its term (each message still meets its terms in
+increasing order), with the per-(message, subscription) accumulators in a hash table. An entry
+holds what its own Theorem 5.1 test reads, so the ~99% of entries that fail it are decided
+from the segment alone.
 
 One correction to the paper: Theorem 5.2 adds the score accumulated *so far* to the bound of
 the unseen keywords, but a subscription already in the candidate map can be skipped for one
@@ -49,10 +54,13 @@ from .subtable import SubTable
 __all__ = ["IGPT"]
 
 # entry columns
-# one entry (a subscription in a segment's group) per cache line: the bounds of the suffix
-# it starts (group pruning and the early-termination search read them), its group's end,
-# and the subscription and term position the entry check reads
-ENTRY = np.dtype([("key", np.float64), ("smaxwt", np.float64), ("sastar", np.float64), ("astar", np.float64),
+# one entry (a subscription in a segment's group): the bounds of the suffix it starts (group
+# pruning and the early-termination search read them), its group's end, the subscription
+# and term position, and what the entry's own Theorem 5.1 test reads (alpha, theta, the
+# inner distance to its leaf's border, wtsum and maxwt from its term on), so that an entry
+# that fails it costs no visit to the subscription's row
+ENTRY = np.dtype([("key", np.float64), ("smaxwt", np.float64), ("sastar", np.float64), ("alpha", np.float64),
+                  ("theta", np.float64), ("sdin", np.float64), ("wts", np.float64), ("mxw", np.float64),
                   ("sub", np.int64), ("pos", np.int64), ("gend", np.int64)], align=True)
 # segment columns
 G_LEAF, G_TERM, G_START, G_END, G_DIRPOS = 0, 1, 2, 3, 4
@@ -60,20 +68,12 @@ G_LEAF, G_TERM, G_START, G_END, G_DIRPOS = 0, 1, 2, 3, 4
 # so that a message reads them in sequence, without a visit to the segment table
 D_START, D_LEN, D_CAP = 0, 1, 2
 P_SEG, P_LEAF, P_START, P_END = 0, 1, 2, 3
-# one cache line per subscription for the entry loop of _match: what its tests read (alpha,
-# theta, the inner distance to its leaf's border, its term run: kept equal to the subscription
-# table's by add, thresholds_changed, flush and, after the table moves its term pool, match)
-# and the per-message accumulator (valid while stamp is the message's)
+# one record per subscription for what a candidate's accumulation and verification read
+# (alpha, theta, its term run: kept equal to the subscription table's by add,
+# thresholds_changed, flush and, after the table moves its term pool, match) and the inner
+# distance to its leaf's border (set when it is linked into a leaf)
 ROW = np.dtype([("alpha", np.float64), ("theta", np.float64), ("sdin", np.float64), ("toff", np.int64),
-                ("tlen", np.int64), ("stamp", np.int64), ("acc", np.float64), ("pprev", np.int32),
-                ("jprev", np.int32)], align=True)
-
-
-@numba.njit(cache=True, inline="always")
-def _mindist(px, py, box):
-    dx = max(box[0] - px, 0.0, px - box[2])
-    dy = max(box[1] - py, 0.0, py - box[3])
-    return math.sqrt(dx * dx + dy * dy)
+                ("tlen", np.int64)], align=True)
 
 
 @numba.njit(cache=True)
@@ -134,7 +134,7 @@ def _members(L, nhead, snext, count):
 
 @numba.njit(cache=True)
 def _rebuild(leaves, fresh, nchild, nhead, snext, ncount, n_e0, n_ne, n_g0, n_ng, nminls,
-             toff, tlen, terms, maxwt, alpha, theta, group_bounds,
+             toff, tlen, terms, wtsum, maxwt, alpha, theta, sdin, group_bounds,
              ent, e_used, gI, g_used, td, td_pool, td_used):
     """Rebuild the inverted file of each leaf in ``leaves`` (see module docstring).
 
@@ -193,7 +193,11 @@ def _rebuild(leaves, fresh, nchild, nhead, snext, ncount, n_e0, n_ne, n_g0, n_ng
             ent[base + r].sub = s
             ent[base + r].pos = e_pos[q]
             ent[base + r].key = e_key[q]
-            ent[base + r].astar = alpha_star(alpha[s])
+            ent[base + r].alpha = alpha[s]
+            ent[base + r].theta = theta[s]
+            ent[base + r].sdin = sdin[s]
+            ent[base + r].wts = wtsum[toff[s] + e_pos[q]]
+            ent[base + r].mxw = maxwt[toff[s] + e_pos[q]]
             ent[base + r].smaxwt = maxwt[toff[s] + e_pos[q]]
         # segments (term runs) and groups (group runs inside them)
         r = 0
@@ -240,7 +244,7 @@ def _rebuild(leaves, fresh, nchild, nhead, snext, ncount, n_e0, n_ne, n_g0, n_ng
                 ma = 0.0
                 for v in range(u2 - 1, u - 1, -1):
                     mw = max(mw, ent[base + v].smaxwt)
-                    ma = max(ma, ent[base + v].astar)
+                    ma = max(ma, alpha_star(ent[base + v].alpha))
                     ent[base + v].smaxwt = mw
                     ent[base + v].sastar = ma
                     ent[base + v].gend = base + u2
@@ -257,7 +261,11 @@ def _move_entry(ent, d, r):
     a.key = b.key
     a.smaxwt = b.smaxwt
     a.sastar = b.sastar
-    a.astar = b.astar
+    a.alpha = b.alpha
+    a.theta = b.theta
+    a.sdin = b.sdin
+    a.wts = b.wts
+    a.mxw = b.mxw
     a.sub = b.sub
     a.pos = b.pos
     a.gend = b.gend
@@ -296,7 +304,9 @@ def _rekey(slots, skip_leaf, sleaf, n_g0, n_ng, nminls, toff, tlen, terms, maxwt
             gstart = e
             while gstart > g0 and ent[gstart - 1].gend == gend:
                 gstart -= 1
-            astar = ent[e].astar
+            e_sdin = ent[e].sdin
+            e_wts = ent[e].wts
+            e_mxw = ent[e].mxw
             while e > gstart and ent[e - 1].key > key:
                 _move_entry(ent, e, e - 1)
                 e -= 1
@@ -307,13 +317,17 @@ def _rekey(slots, skip_leaf, sleaf, n_g0, n_ng, nminls, toff, tlen, terms, maxwt
             ent[e].pos = p
             ent[e].gend = gend
             ent[e].key = key
-            ent[e].astar = astar
+            ent[e].alpha = a
+            ent[e].theta = theta[s]
+            ent[e].sdin = e_sdin
+            ent[e].wts = e_wts
+            ent[e].mxw = e_mxw
             mw = 0.0
             ma = 0.0
             for v in range(gend - 1, gstart - 1, -1):
                 u = ent[v].sub
                 mw = max(mw, maxwt[toff[u] + ent[v].pos])
-                ma = max(ma, ent[v].astar)
+                ma = max(ma, alpha_star(ent[v].alpha))
                 ent[v].smaxwt = mw
                 ent[v].sastar = ma
             moved += 1
@@ -331,63 +345,66 @@ def _group_skip(smaxwt, key, sastar, m_wtsum, ss_out):
     return lhs < rhs - EPS * (1.0 + abs(key) + sastar)
 
 
+@numba.njit(cache=True, inline="always")
+def _probe(hkey, key):
+    """Slot of ``key`` in the open-addressing table ``hkey`` (size a power of two), or the
+    empty slot (-1) where it would go."""
+    mask = hkey.shape[0] - 1
+    h = (key * -7046029254386353131) >> 20     # Fibonacci hashing (int64 wraps)
+    h = (h ^ (h >> 29)) & mask
+    while hkey[h] != -1 and hkey[h] != key:
+        h = (h + 1) & mask
+    return h
+
+
 @numba.njit(cache=True)
-def _match(m_off, m_terms, m_w, m_x, m_y, max_dist,
-           s_x, s_y, p_terms, p_w, p_wtsum, p_maxwt, row,
-           nbox, nminls, ent, td, td_pool, n_dir,
-           leaf_stamp, leaf_dout, leaf_skip, stamp0):
-    """Algorithm 1 over a batch. ``row``: one :data:`ROW` record per slot (what an entry's
-    tests read, and the per-message accumulator). Returns (msg_idx, slots, scores, counters,
-    stamp) with counters = [segments visited, cells pruned, groups pruned, entries checked,
-    verified]."""
-    cap = 1024
-    o_m = np.empty(cap, np.int64)
-    o_s = np.empty(cap, np.int64)
-    o_sc = np.empty(cap)
-    n_out = 0
-    cnt = np.zeros(5, np.int64)
-    stamp = stamp0
-    touched = np.empty(1024, np.int64)
-    for i in range(m_off.shape[0] - 1):
-        stamp += 1
-        a = m_off[i]
-        q = m_off[i + 1] - a
-        if q == 0:
+def _walk(m_off, m_terms, m_w, m_x, m_y, max_dist, p_terms, p_w, row, nbox, nminls, ent, td,
+          td_pool, n_dir, m_ws, occ_msg, order, hkey, hval, c_msg, c_sub, c_acc, c_pp, c_jp, cnt):
+    """The index walk of :func:`_match` into candidate arrays of fixed size (a kernel of its
+    own so that no array is reassigned inside its loops, which would cost numba a reference
+    count update per iteration). Returns the number of candidates, or -1 when they do not
+    fit (the caller retries with room for twice as many)."""
+    n_occ = order.shape[0]
+    n_slots = row.shape[0]
+    c_cap = c_msg.shape[0]
+    n_c = 0
+    k = 0
+    while k < n_occ:
+        t = m_terms[order[k]]
+        k2 = k + 1
+        while k2 < n_occ and m_terms[order[k2]] == t:
+            k2 += 1
+        if t >= n_dir:
+            k = k2
             continue
-        mt = m_terms[a:a + q]
-        mw = m_w[a:a + q]
-        mx = m_x[i]
-        my = m_y[i]
-        m_wtsum = np.zeros(q + 1)
-        m_maxwt = np.zeros(q + 1)
-        for j in range(q - 1, -1, -1):
-            m_wtsum[j] = m_wtsum[j + 1] + mw[j]
-            m_maxwt[j] = max(m_maxwt[j + 1], mw[j])
-        n_t = 0
-        for j in range(q):
-            t = mt[j]
-            if t >= n_dir:
-                continue
-            d0 = td[t, D_START]
-            for d in range(d0, d0 + td[t, D_LEN]):
-                L = td_pool[d, P_LEAF]
-                if leaf_stamp[L] != stamp:
-                    leaf_stamp[L] = stamp
-                    dout = _mindist(mx, my, nbox[L])
-                    leaf_dout[L] = dout
-                    # Lemma 6: even TSim = 1 cannot lift any subscription of the cell
-                    leaf_skip[L] = below(ssim_ub_out(dout, max_dist), nminls[L])
+        d0 = td[t, D_START]
+        for d in range(d0, d0 + td[t, D_LEN]):
+            L = td_pool[d, P_LEAF]
+            bx0 = nbox[L, 0]
+            by0 = nbox[L, 1]
+            bx1 = nbox[L, 2]
+            by1 = nbox[L, 3]
+            mls = nminls[L]
+            p0 = td_pool[d, P_START]
+            end = td_pool[d, P_END]
+            for kk in range(k, k2):
+                u = order[kk]
+                i = occ_msg[u]
                 cnt[0] += 1
-                if leaf_skip[L]:
+                dx = max(bx0 - m_x[i], 0.0, m_x[i] - bx1)     # MinDist(m, cell)
+                dy = max(by0 - m_y[i], 0.0, m_y[i] - by1)
+                dout = math.sqrt(dx * dx + dy * dy)
+                ss_out = ssim_ub_out(dout, max_dist)
+                # Lemma 6: even TSim = 1 cannot lift any subscription of the cell
+                if below(ss_out, mls):
                     cnt[1] += 1
                     continue
-                dout = leaf_dout[L]
-                ss_out = ssim_ub_out(dout, max_dist)
-                p = td_pool[d, P_START]
-                end = td_pool[d, P_END]
+                wsum = m_ws[u]
+                wmax = m_ws[u + m_ws.shape[0] // 2]
+                p = p0
                 while p < end:
                     gend = ent[p].gend
-                    if _group_skip(ent[p].smaxwt, ent[p].key, ent[p].sastar, m_wtsum[j], ss_out):
+                    if _group_skip(ent[p].smaxwt, ent[p].key, ent[p].sastar, wsum, ss_out):
                         p = gend   # Theorem 5.3
                         cnt[2] += 1
                         continue
@@ -395,97 +412,172 @@ def _match(m_off, m_terms, m_w, m_x, m_y, max_dist,
                     hi = gend
                     while lo < hi:
                         mid = (lo + hi) // 2
-                        if _group_skip(ent[mid].smaxwt, ent[mid].key, ent[mid].sastar, m_wtsum[j], ss_out):
+                        if _group_skip(ent[mid].smaxwt, ent[mid].key, ent[mid].sastar, wsum, ss_out):
                             hi = mid
                         else:
                             lo = mid + 1
                     cnt[3] += lo - p
                     for e in range(p, lo):
-                        s = ent[e].sub
-                        r = row[s]
-                        first = r.stamp != stamp
-                        if not first and r.acc == -math.inf:
+                        en = ent[e]
+                        al = en.alpha
+                        th = en.theta
+                        ss = ssim_ub(en.sdin, dout, max_dist)
+                        # Theorem 5.1 (as TSimUB from this term on: both prefixes' bound):
+                        # a first meeting ends here; a later one just skips the term, which
+                        # the next meeting's merge (or verification's bound) adds back
+                        ub = tsim_ub(en.wts, en.mxw, wsum, wmax)
+                        if below(al * ss + (1.0 - al) * ub, th):
                             continue
-                        pos = ent[e].pos
-                        base = r.toff
-                        al = r.alpha
-                        th = r.theta
-                        ss = ssim_ub(r.sdin, dout, max_dist)
-                        if first:
-                            # Theorem 5.1 (as TSimUB from this term on: both prefixes' bound)
-                            ub = tsim_ub(p_wtsum[base + pos], p_maxwt[base + pos], m_wtsum[j], m_maxwt[j])
-                            if below(al * ss + (1.0 - al) * ub, th):
-                                continue
-                            r.stamp = stamp
-                            r.acc = 0.0
-                            if n_t == touched.shape[0]:
-                                nt = np.empty(2 * n_t, np.int64)
-                                nt[:n_t] = touched
-                                touched = nt
-                            touched[n_t] = s
-                            n_t += 1
+                        s = en.sub
+                        pos = en.pos
+                        j = u - m_off[i]
+                        key = i * n_slots + s
+                        h = _probe(hkey, key)
+                        base = row[s].toff
+                        if hkey[h] == -1:
+                            if n_c == c_cap:
+                                return -1
+                            hkey[h] = key
+                            hval[h] = n_c
+                            c = n_c
+                            n_c += 1
+                            c_msg[c] = i
+                            c_sub[c] = s
+                            a_s = 0.0
                         else:
+                            c = hval[h]
+                            a_s = c_acc[c]
+                            if a_s == -math.inf:
+                                continue
                             # shared terms skipped since the last accumulated one (group
-                            # pruning / early termination ignore the accumulated score): add
-                            # them exactly, so that acc is complete before this term
-                            u = r.pprev + 1
-                            v = r.jprev + 1
-                            a_s = r.acc
-                            while u < pos and v < j:
-                                tu = p_terms[base + u]
-                                if tu == mt[v]:
-                                    a_s += p_w[base + u] * mw[v]
-                                    u += 1
+                            # pruning, early termination and the entry test ignore the
+                            # accumulated score): add them exactly, so that the sum is
+                            # complete before this term
+                            uu = c_pp[c] + 1
+                            v = c_jp[c] + 1
+                            am = m_off[i]
+                            while uu < pos and v < j:
+                                tu = p_terms[base + uu]
+                                tm = m_terms[am + v]
+                                if tu == tm:
+                                    a_s += p_w[base + uu] * m_w[am + v]
+                                    uu += 1
                                     v += 1
-                                elif tu < mt[v]:
-                                    u += 1
+                                elif tu < tm:
+                                    uu += 1
                                 else:
                                     v += 1
-                            r.acc = a_s
                             # Theorem 5.2: what is accumulated plus this term and the unseen ones
-                            ub = a_s + tsim_ub(p_wtsum[base + pos], p_maxwt[base + pos], m_wtsum[j], m_maxwt[j])
-                            if below(al * ss + (1.0 - al) * ub, th):
-                                r.acc = -math.inf
+                            if below(al * ss + (1.0 - al) * (a_s + ub), th):
+                                c_acc[c] = -math.inf
                                 continue
-                        r.acc += p_w[base + pos] * mw[j]
-                        r.pprev = pos
-                        r.jprev = j
+                        c_acc[c] = a_s + p_w[base + pos] * m_w[u]
+                        c_pp[c] = pos
+                        c_jp[c] = j
                     p = gend
-        # verification
-        for u in range(n_t):
-            s = touched[u]
-            r = row[s]
-            if r.acc == -math.inf:
-                continue
-            base = r.toff
-            n_s = r.tlen
-            pp = r.pprev + 1
-            jj = r.jprev + 1
-            ub = r.acc
-            if pp < n_s and jj < q:
-                ub += tsim_ub(p_wtsum[base + pp], p_maxwt[base + pp], m_wtsum[jj], m_maxwt[jj])
-            al = r.alpha
-            L_ss = 1.0  # spatial part checked exactly below
-            if below(al * L_ss + (1.0 - al) * ub, r.theta):
-                continue
-            cnt[4] += 1
-            sc = score(s_x[s], s_y[s], al, p_terms[base:base + n_s], p_w[base:base + n_s],
-                       mx, my, mt, mw, max_dist)
-            if sc == NO_MATCH or sc < r.theta:
-                continue
-            if n_out == o_m.shape[0]:
-                nm = np.empty(2 * n_out, np.int64)
-                ns = np.empty(2 * n_out, np.int64)
-                nsc = np.empty(2 * n_out)
-                nm[:n_out] = o_m
-                ns[:n_out] = o_s
-                nsc[:n_out] = o_sc
-                o_m, o_s, o_sc = nm, ns, nsc
-            o_m[n_out] = i
-            o_s[n_out] = s
-            o_sc[n_out] = sc
-            n_out += 1
-    return o_m[:n_out], o_s[:n_out], o_sc[:n_out], cnt, stamp
+        k = k2
+    return n_c
+
+
+@numba.njit(cache=True)
+def _match(m_off, m_terms, m_w, m_x, m_y, max_dist,
+           s_x, s_y, p_terms, p_w, p_wtsum, p_maxwt, row,
+           nbox, nminls, ent, td, td_pool, n_dir, cap):
+    """Algorithm 1 over a batch, in one walk of the index: the batch's term occurrences are
+    taken in increasing term order and each segment of a term is read once for every message
+    that holds the term, so every message still meets its own terms in increasing order (as
+    TAAT needs) while a segment's entries stay in cache for all of them. Each candidate
+    (message, subscription) has an accumulator in a hash table; an entry first passes its
+    own Theorem 5.1 test (the bound of its term and the unseen ones, from what the entry
+    holds) before the table is looked at.
+
+    ``row``: one :data:`ROW` record per slot; ``cap``: room for this many candidates (doubled
+    until they fit). Returns (msg_idx, slots, scores, counters, cap) with counters =
+    [segments visited, cells pruned, groups pruned, entries checked, verified]; candidates
+    come grouped by message, each message's in the order of its walk."""
+    n_m = m_off.shape[0] - 1
+    if n_m <= 0:
+        return np.empty(0, np.int64), np.empty(0, np.int64), np.empty(0), np.zeros(5, np.int64), cap
+    u0 = m_off[0]
+    u1 = m_off[n_m]
+    # per occurrence: its message and the message's wtsum / maxwt from it on (Eq. 3, 4),
+    # wtsum in the first half of m_ws and maxwt in the second (one slot past the end: 0)
+    m_ws = np.zeros(2 * (u1 + 1))
+    h2 = u1 + 1
+    occ_msg = np.empty(u1, np.int64)
+    for i in range(n_m):
+        ws = 0.0
+        mx = 0.0
+        for u in range(m_off[i + 1] - 1, m_off[i] - 1, -1):
+            ws += m_w[u]
+            mx = max(mx, m_w[u])
+            m_ws[u] = ws
+            m_ws[h2 + u] = mx
+            occ_msg[u] = i
+    order = np.argsort(m_terms[u0:u1], kind="mergesort") + u0
+    while True:
+        hsize = 16
+        while hsize < 2 * cap:
+            hsize *= 2
+        hkey = np.full(hsize, -1, np.int64)
+        hval = np.empty(hsize, np.int64)
+        c_msg = np.empty(cap, np.int64)
+        c_sub = np.empty(cap, np.int64)
+        c_acc = np.empty(cap)
+        c_pp = np.empty(cap, np.int64)
+        c_jp = np.empty(cap, np.int64)
+        cnt = np.zeros(5, np.int64)
+        n_c = _walk(m_off, m_terms, m_w, m_x, m_y, max_dist, p_terms, p_w, row, nbox, nminls, ent,
+                    td, td_pool, n_dir, m_ws, occ_msg, order, hkey, hval, c_msg, c_sub, c_acc, c_pp,
+                    c_jp, cnt)
+        if n_c >= 0:
+            break
+        cap *= 2
+    # verification, message by message (a counting sort keeps each message's walk order)
+    first = np.zeros(n_m + 1, np.int64)
+    for c in range(n_c):
+        first[c_msg[c] + 1] += 1
+    for i in range(n_m):
+        first[i + 1] += first[i]
+    by_msg = np.empty(n_c, np.int64)
+    fill = first[:n_m].copy()
+    for c in range(n_c):
+        by_msg[fill[c_msg[c]]] = c
+        fill[c_msg[c]] += 1
+    o_m = np.empty(n_c, np.int64)
+    o_s = np.empty(n_c, np.int64)
+    o_sc = np.empty(n_c)
+    n_out = 0
+    for x in range(n_c):
+        c = by_msg[x]
+        if c_acc[c] == -math.inf:
+            continue
+        i = c_msg[c]
+        s = c_sub[c]
+        r = row[s]
+        base = r.toff
+        n_s = r.tlen
+        am = m_off[i]
+        q = m_off[i + 1] - am
+        pp = c_pp[c] + 1
+        jj = c_jp[c] + 1
+        ub = c_acc[c]
+        if pp < n_s and jj < q:
+            ub += tsim_ub(p_wtsum[base + pp], p_maxwt[base + pp], m_ws[am + jj], m_ws[h2 + am + jj])
+        al = r.alpha
+        L_ss = 1.0  # spatial part checked exactly below
+        if below(al * L_ss + (1.0 - al) * ub, r.theta):
+            continue
+        cnt[4] += 1
+        sc = score(s_x[s], s_y[s], al, p_terms[base:base + n_s], p_w[base:base + n_s],
+                   m_x[i], m_y[i], m_terms[am:am + q], m_w[am:am + q], max_dist)
+        if sc == NO_MATCH or sc < r.theta:
+            continue
+        o_m[n_out] = i
+        o_s[n_out] = s
+        o_sc[n_out] = sc
+        n_out += 1
+    return o_m[:n_out], o_s[:n_out], o_sc[:n_out], cnt, cap
 
 
 class IGPT:
@@ -520,7 +612,7 @@ class IGPT:
         self.sprev = np.full(0, -1, np.int64)
         self.row = np.zeros(0, ROW)
         self._moves = 0                          # the subscription table's pool moves seen
-        self.stamp = 0
+        self._cand_cap = 1024                    # candidates a batch's walk has room for
         # pools
         self.ent = np.zeros(1024, ENTRY)
         self.e_used = 0
@@ -529,9 +621,6 @@ class IGPT:
         self.td = np.zeros((1024, 3), np.int64)
         self.td_pool = np.zeros((4096, 4), np.int64)
         self.td_used = 0
-        self.leaf_stamp = np.zeros(16, np.int64)
-        self.leaf_dout = np.zeros(16)
-        self.leaf_skip = np.zeros(16, np.bool_)
         self.dirty: set[int] = set()
         self.built_theta = np.zeros(0)           # theta of each slot's stored keys
         self.rekeyed = 0                         # entries re-keyed in place
@@ -552,8 +641,7 @@ class IGPT:
         if n <= len(self.nchild):
             return
         for name, fill in (("nbox", 0), ("nchild", -1), ("ndepth", 0), ("ncount", 0), ("nhead", -1),
-                           ("n_e0", 0), ("n_ne", 0), ("n_g0", 0), ("n_ng", 0), ("nminls", np.inf),
-                           ("leaf_stamp", 0), ("leaf_dout", 0), ("leaf_skip", False)):
+                           ("n_e0", 0), ("n_ne", 0), ("n_g0", 0), ("n_ng", 0), ("nminls", np.inf)):
             setattr(self, name, grow(getattr(self, name), n, fill))
 
     # ------------------------------------------------------------------ interface
@@ -605,11 +693,10 @@ class IGPT:
         self.flush()
         s = self.subs
         self._sync_toff()
-        midx, slots, scores, cnt, self.stamp = _match(
+        midx, slots, scores, cnt, self._cand_cap = _match(
             msgs.offsets, msgs.term_ids, msgs.weights, msgs.x, msgs.y, self.max_dist,
             s.x, s.y, s.terms, s.w, s.wtsum, s.maxwt, self.row,
-            self.nbox, self.nminls, self.ent, self.td, self.td_pool, len(self.td),
-            self.leaf_stamp, self.leaf_dout, self.leaf_skip, self.stamp)
+            self.nbox, self.nminls, self.ent, self.td, self.td_pool, len(self.td), self._cand_cap)
         self.counts += cnt
         return midx, slots, scores
 
@@ -681,8 +768,8 @@ class IGPT:
         self.td = grow(self.td, max_term + 1)
         self.e_used, self.g_used, self.td_pool, self.td_used = _rebuild(
             leaves, fresh, self.nchild, self.nhead, self.snext, self.ncount, self.n_e0, self.n_ne,
-            self.n_g0, self.n_ng, self.nminls, s.toff, s.tlen, s.terms, s.maxwt, s.alpha, s.theta,
-            self.group_bounds, self.ent, self.e_used, self.gI, self.g_used, self.td,
+            self.n_g0, self.n_ng, self.nminls, s.toff, s.tlen, s.terms, s.wtsum, s.maxwt, s.alpha, s.theta,
+            self.row["sdin"], self.group_bounds, self.ent, self.e_used, self.gI, self.g_used, self.td,
             self.td_pool, self.td_used)
         for L in leaves.tolist():
             if self.nchild[L] < 0 and self.ncount[L]:
