@@ -261,7 +261,8 @@ class CIQ:
                       self.max_dist, self._mint)
         self._stats["mint_refreshed"] += len(slots)
 
-    def _ensure(self) -> None:
+    def flush(self) -> None:
+        """Rebuild the index if subscriptions came or went (match does it first)."""
         if not self._dirty:
             return
         t = self.subs
@@ -279,7 +280,7 @@ class CIQ:
 
     def match(self, msgs: MessageBatch):
         """(msg_idx, slots, scores): every live pair sharing a term with score >= theta."""
-        self._ensure()
+        self.flush()
         keys, off, e_slot, e_cov, e_w = self._index
         t = self.subs
         mi, sl, sc, verified, scanned = _ciq_match(

@@ -145,7 +145,8 @@ class IPT:
     def thresholds_changed(self, slots) -> None:
         """Nothing is precomputed from theta: the bounds read subs.theta at match time."""
 
-    def _ensure(self) -> None:
+    def flush(self) -> None:
+        """Bring the posting lists up to date (match does it first)."""
         if self._dirty:
             self._lists = term_postings(self.subs)
             self._dirty = False
@@ -157,7 +158,7 @@ class IPT:
 
     def match(self, msgs: MessageBatch):
         """(msg_idx, slots, scores): every live pair sharing a term with score >= theta."""
-        self._ensure()
+        self.flush()
         p_off, p_slot, p_pos = self._lists
         t = self.subs
         mi, sl, sc, verified, scanned = _ipt_match(
