@@ -315,11 +315,11 @@ class ObjectTable:
         if not missing and dead <= max(1024, self.live):
             return
         keep = np.flatnonzero(np.isfinite(self.ys[: self.n]))
-        need = out < 0
-        xs = np.concatenate([self.xs[keep], qx[need]])
-        ids = np.concatenate([self.ids[keep], qid[need]])
-        ys = np.concatenate([self.ys[keep], np.full(int(need.sum()), np.inf)])
-        order = np.lexsort((ids, xs))
+        # live slots first: a live position asked again keeps its value (the first of equals)
+        xs = np.concatenate([self.xs[keep], qx])
+        ids = np.concatenate([self.ids[keep], qid])
+        ys = np.concatenate([self.ys[keep], np.full(len(qx), np.inf)])
+        order = np.lexsort((np.arange(len(xs)), ids, xs))
         xs, ids, ys = xs[order], ids[order], ys[order]
         uniq = np.ones(len(xs), bool)       # a position asked twice gets one slot
         if len(xs) > 1:

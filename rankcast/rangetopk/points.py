@@ -15,7 +15,7 @@ from __future__ import annotations
 import numba
 import numpy as np
 
-__all__ = ["PointIndex", "snap", "any_in_box_outside", "build_kd"]
+__all__ = ["PointIndex", "snap", "any_in_box_outside", "build_kd", "count_in_boxes", "receipts"]
 
 LEAF_SIZE = 32
 
@@ -191,3 +191,44 @@ class PointIndex:
     def arrays(self):
         """(box, start, end, lo, hi, leaves): what the kernels take."""
         return self.box, self.start, self.end, self.lo, self.hi, self.leaves
+
+
+@numba.njit(cache=True)
+def count_in_boxes(box, start, end, lo, hi, leaves, q, out):
+    """``out[j]`` = how many points lie in the closed box ``q[j, :4]`` (receipts of a message
+    batch, without delivering it)."""
+    stack = np.empty(64, np.int64)
+    for j in range(q.shape[0]):
+        a0 = q[j, 0]
+        a1 = q[j, 1]
+        b0 = q[j, 2]
+        b1 = q[j, 3]
+        c = 0
+        sp = 1
+        stack[0] = 1
+        while sp > 0:
+            sp -= 1
+            v = stack[sp]
+            if box[v, 0] > a1 or box[v, 1] < a0 or box[v, 2] > b1 or box[v, 3] < b0:
+                continue
+            if box[v, 0] >= a0 and box[v, 1] <= a1 and box[v, 2] >= b0 and box[v, 3] <= b1:
+                c += end[v] - start[v]
+                continue
+            if v >= leaves:
+                for t in range(start[v], end[v]):
+                    if a0 <= lo[t] <= a1 and b0 <= hi[t] <= b1:
+                        c += 1
+                continue
+            stack[sp] = 2 * v
+            stack[sp + 1] = 2 * v + 1
+            sp += 2
+        out[j] = c
+
+
+def receipts(points: PointIndex, f: np.ndarray) -> np.ndarray:
+    """Receipts of each message box (float64[n, >= 4]) on ``points``."""
+    out = np.zeros(len(f), np.int64)
+    if len(f):
+        count_in_boxes(points.box, points.start, points.end, points.lo, points.hi, points.leaves,
+                       np.ascontiguousarray(f[:, :4]), out)
+    return out

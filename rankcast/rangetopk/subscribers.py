@@ -66,39 +66,20 @@ def apply_protocol(j, obj, y, topn, topid, topy, k):
     return True
 
 
-@numba.njit(cache=True)
-def _receive(j, m, obj, y, topn, topid, topy, k, touched, epoch, log_row, log_n, log_id, log_y, nlog,
-             trace, tr, ntr):
-    """One receipt: log the row's state before its first change in the call, apply."""
+@numba.njit(cache=True, inline="always")
+def _receive(j, obj, y, topn, topid, topy, k, touched, epoch, log_row, log_n, log_id, log_y, nlog):
+    """One receipt: log the row's list before its first receipt in the call (the log holds a
+    row for each subscription at most), then apply the protocol."""
     if touched[j] != epoch:
         touched[j] = epoch
-        if nlog == log_row.shape[0]:
-            cap = 2 * nlog + 64
-            a = np.empty(cap, np.int64)
-            b = np.empty(cap, np.int64)
-            c = np.empty((cap, k), np.int64)
-            d = np.empty((cap, k))
-            a[:nlog] = log_row[:nlog]
-            b[:nlog] = log_n[:nlog]
-            c[:nlog] = log_id[:nlog]
-            d[:nlog] = log_y[:nlog]
-            log_row, log_n, log_id, log_y = a, b, c, d
-        log_row[nlog] = j
-        log_n[nlog] = topn[j]
+        e = nlog[0]
+        log_row[e] = j
+        log_n[e] = topn[j]
         for t in range(topn[j]):
-            log_id[nlog, t] = topid[j, t]
-            log_y[nlog, t] = topy[j, t]
-        nlog += 1
-    if trace:
-        if ntr == tr.shape[0]:
-            nt = np.empty((2 * ntr + 64, 2), np.int64)
-            nt[:ntr] = tr[:ntr]
-            tr = nt
-        tr[ntr, 0] = j
-        tr[ntr, 1] = m
-        ntr += 1
+            log_id[e, t] = topid[j, t]
+            log_y[e, t] = topy[j, t]
+        nlog[0] = e + 1
     apply_protocol(j, obj, y, topn, topid, topy, k)
-    return log_row, log_n, log_id, log_y, nlog, tr, ntr
 
 
 @numba.njit(cache=True)
@@ -106,19 +87,26 @@ def deliver(mf, mi, rows, box, start, end, lo, hi, leaves, topn, topid, topy, k,
             log_row, log_n, log_id, log_y, nlog, recv, trace):
     """Deliver messages in order: message ``m`` (box ``mf[m, :4]``, value ``mf[m, 4]``, object
     ``mi[m, 0]``) reaches the rows in its box, or row ``rows[m]`` when that is >= 0 (unicast);
-    ``recv[m]`` counts its receipts. Returns the grown log (rows' states before their first
-    change, for :meth:`SubscriberStore.changes`) and, with ``trace``, every (row, message)."""
-    tr = np.empty((64 if trace else 0, 2), np.int64)
+    ``recv[m]`` counts its receipts. The log (capacity: one entry per row) gets each touched
+    row's list before the call; with ``trace``, returns every (row, message) receipt."""
+    tr = np.empty((1024 if trace else 0, 2), np.int64)
     ntr = 0
     stack = np.empty(64, np.int64)
     for m in range(mf.shape[0]):
         obj = mi[m, 0]
         y = mf[m, 4]
         if rows[m] >= 0:
-            log_row, log_n, log_id, log_y, nlog, tr, ntr = _receive(
-                rows[m], m, obj, y, topn, topid, topy, k, touched, epoch, log_row, log_n, log_id, log_y, nlog,
-                trace, tr, ntr)
+            j = rows[m]
+            _receive(j, obj, y, topn, topid, topy, k, touched, epoch, log_row, log_n, log_id, log_y, nlog)
             recv[m] += 1
+            if trace:
+                if ntr == tr.shape[0]:
+                    nt = np.empty((2 * ntr, 2), np.int64)
+                    nt[:ntr] = tr[:ntr]
+                    tr = nt
+                tr[ntr, 0] = j
+                tr[ntr, 1] = m
+                ntr += 1
             continue
         a0 = mf[m, 0]
         a1 = mf[m, 1]
@@ -135,15 +123,22 @@ def deliver(mf, mi, rows, box, start, end, lo, hi, leaves, topn, topid, topy, k,
             if full or v >= leaves:
                 for t in range(start[v], end[v]):
                     if full or (a0 <= lo[t] <= a1 and b0 <= hi[t] <= b1):
-                        log_row, log_n, log_id, log_y, nlog, tr, ntr = _receive(
-                            t, m, obj, y, topn, topid, topy, k, touched, epoch, log_row, log_n, log_id, log_y,
-                            nlog, trace, tr, ntr)
+                        _receive(t, obj, y, topn, topid, topy, k, touched, epoch, log_row, log_n, log_id, log_y,
+                                 nlog)
                         recv[m] += 1
+                        if trace:
+                            if ntr == tr.shape[0]:
+                                nt = np.empty((2 * ntr, 2), np.int64)
+                                nt[:ntr] = tr[:ntr]
+                                tr = nt
+                            tr[ntr, 0] = t
+                            tr[ntr, 1] = m
+                            ntr += 1
                 continue
             stack[sp] = 2 * v
             stack[sp + 1] = 2 * v + 1
             sp += 2
-    return log_row, log_n, log_id, log_y, nlog, tr[:ntr]
+    return tr[:ntr]
 
 
 @numba.njit(cache=True)
@@ -183,6 +178,7 @@ class SubscriberStore:
         self.topy = np.ascontiguousarray(topy[o], np.float64)
         self.touched = np.zeros(len(o), np.int64)
         self.epoch = 0
+        self._log = None        # rows' lists before a call: one entry per row at most
         self.row_of = IdMap(2 * len(o) + 16)
         if len(o):
             self.row_of.put(self.sid, np.arange(len(o), dtype=np.int64))
@@ -236,15 +232,17 @@ class SubscriberStore:
         if uni.any():
             rows[uni] = self.rows(mi[uni, 2])
         recv = np.zeros(len(mi), np.int64)
-        k = self.k
-        cap = 1024
-        log = (np.empty(cap, np.int64), np.empty(cap, np.int64), np.empty((cap, k), np.int64), np.empty((cap, k)))
+        if self._log is None or len(self._log[0]) < len(self.sid):
+            m = len(self.sid)
+            self._log = (np.empty(m, np.int64), np.empty(m, np.int64), np.empty((m, self.k), np.int64),
+                         np.empty((m, self.k)))
+        nlog = np.zeros(1, np.int64)
         p = self.points
-        log_row, log_n, log_id, log_y, nlog, tr = deliver(
-            np.ascontiguousarray(mf), np.ascontiguousarray(mi), rows, p.box, p.start, p.end, p.lo, p.hi, p.leaves,
-            self.topn, self.topid, self.topy, k, self.touched, self.epoch, *log, 0, recv, trace)
-        out = np.empty(nlog, np.int64)
-        c = _changed(log_row, log_n, log_id, log_y, nlog, self.topn, self.topid, self.topy, out)
+        tr = deliver(np.ascontiguousarray(mf), np.ascontiguousarray(mi), rows, p.box, p.start, p.end, p.lo, p.hi,
+                     p.leaves, self.topn, self.topid, self.topy, self.k, self.touched, self.epoch, *self._log, nlog,
+                     recv, trace)
+        out = np.empty(int(nlog[0]), np.int64)
+        c = _changed(*self._log, int(nlog[0]), self.topn, self.topid, self.topy, out)
         changed = out[:c]
         changed = changed[np.argsort(self.sid[changed], kind="stable")]
         return changed, recv, (tr if trace else None)
