@@ -73,14 +73,14 @@ class _World:
         self.ox = rng.random(n)
         self.oy = rng.random(n)
         self.oid = np.arange(n, dtype=np.int64)
+        self.ev_id = rng.integers(0, n, events).astype(np.int64)     # the same stream for every m
+        self.ev_y = rng.random(events)
         lr = np.sort(rng.random((m, 2)), axis=1)
         self.lo, self.hi = lr[:, 0].copy(), lr[:, 1].copy()
         self.sid = np.arange(m, dtype=np.int64)
         t0 = time.perf_counter()
         self.points = PointIndex(self.lo, self.hi, self.sid)
         self.build_seconds = time.perf_counter() - t0
-        self.ev_id = rng.integers(0, n, events).astype(np.int64)
-        self.ev_y = rng.random(events)
 
     def server(self, k: int, method: str, eps: float, mode: str = "online"):
         from ..rangetopk.objects import ObjectTable
