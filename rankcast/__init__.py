@@ -4,16 +4,19 @@ The public names of the contract (``../shared/design/CONTRACT.md``)."""
 from ._jitcache import configure as _configure_numba_cache
 
 _configure_numba_cache()  # first: numba's cache directory, before numba loads
-from .config import ClusterConfig, EngineConfig, MatchConfig
+from .config import ClusterConfig, EngineConfig, MatchConfig, RangeConfig
 from .engine import Engine
 from .errors import InvalidInput, UnknownSubscription
 from .matcher import Matcher
-from .model import Delivery, Event, Expression, Match, Message, Predicate, Subscription, Update
+from .model import (Delivery, Event, Expression, Match, Message, ObjectUpdate, Predicate, RangeSubscription,
+                    Subscription, Update)
+from .rangetopk import RangeEngine
 from .text import Vocabulary
 
 __all__ = ["Subscription", "Message", "Update", "Delivery", "InvalidInput", "UnknownSubscription",
            "EngineConfig", "Engine", "Vocabulary", "ClusterConfig", "Cluster",
-           "Predicate", "Expression", "Event", "Match", "MatchConfig", "Matcher"]
+           "Predicate", "Expression", "Event", "Match", "MatchConfig", "Matcher",
+           "RangeSubscription", "ObjectUpdate", "RangeConfig", "RangeEngine"]
 
 
 def __getattr__(name):

@@ -8,7 +8,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any, Mapping, Sequence
 
-__all__ = ["Subscription", "Message", "Update", "Delivery", "Predicate", "Expression", "Event", "Match"]
+__all__ = ["Subscription", "Message", "Update", "Delivery", "Predicate", "Expression", "Event", "Match",
+           "RangeSubscription", "ObjectUpdate"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -101,3 +102,26 @@ class Match:
 
     event_id: int
     top: tuple[tuple[int, float], ...]
+
+
+# ----------------------------------------------------------------------------- range top-k
+
+
+@dataclass(frozen=True, slots=True)
+class RangeSubscription:
+    """A range top-k subscription: the k live objects of lowest ``y`` with ``lo <= x <= hi``
+    (closed range; equal y: the smaller object id first)."""
+
+    id: int
+    lo: float
+    hi: float
+
+
+@dataclass(frozen=True, slots=True)
+class ObjectUpdate:
+    """An object event: a new id inserts (x, y); a live id changes y (and moves to ``x`` if
+    given); ``y=None`` deletes it."""
+
+    id: int
+    x: float | None = None
+    y: float | None = None

@@ -13,7 +13,7 @@ import yaml
 from ..errors import InvalidInput
 from ..text import Vocabulary
 
-__all__ = ["EngineConfig", "MatchConfig", "ClusterConfig", "SCORINGS", "MATCH_INDEXES", "MATCH_POLICIES", "Limits", "defaults", "limits", "POLICIES", "local_ray_options"]
+__all__ = ["EngineConfig", "MatchConfig", "RangeConfig", "RANGE_METHODS", "ClusterConfig", "SCORINGS", "MATCH_INDEXES", "MATCH_POLICIES", "Limits", "defaults", "limits", "POLICIES", "local_ray_options"]
 
 _DEFAULTS_FILE = Path(__file__).with_name("defaults.yaml")
 POLICIES = ("hash", "location", "keyword", "prefix", "spatial-first", "keyword-first")
@@ -89,6 +89,7 @@ def local_ray_options(**extra) -> dict[str, Any]:
 _ENGINE = defaults()["engine"]
 _CLUSTER = defaults()["cluster"]
 _MATCH = defaults()["match"]
+_RANGE = defaults()["range"]
 with open(_DEFAULTS_FILE) as _f:
     _LIMITS = yaml.safe_load(_f)["limits"]     # environment overrides apply in limits()
 
@@ -231,6 +232,41 @@ class MatchConfig:
         return leaf_capacity_for(self.match_probability) if self.leaf_capacity == "auto" else int(self.leaf_capacity)
 
     def replace(self, **kw) -> "MatchConfig":
+        return replace(self, **kw)
+
+
+RANGE_METHODS = ("paint-dense", "paint-sparse", "unicast")
+
+
+@dataclass(frozen=True)
+class RangeConfig:
+    """Configuration of the range top-k kind (CONTRACT v2, "Range top-k"): ``k``, the message
+    ``method`` (Paint-Dense, Paint-Sparse or the Unicast baseline), ``epsilon`` (> 0: the
+    approximate Paint(epsilon) messages, results still exact) and ``batch`` (Paint-Batch per
+    publish call; Unicast then coalesces)."""
+
+    k: int = _RANGE["k"]
+    method: str = _RANGE["method"]
+    epsilon: float = _RANGE["epsilon"]
+    batch: bool = _RANGE["batch"]
+    leaf_size: int = _RANGE["leaf_size"]       # points per leaf of the subscription k-d tree
+
+    def __post_init__(self):
+        for name in ("k", "leaf_size"):
+            v = getattr(self, name)
+            if isinstance(v, bool) or not isinstance(v, int) or v < 1:
+                raise InvalidInput(f"RangeConfig: field '{name}': must be an integer >= 1, got {v!r}")
+        if self.method not in RANGE_METHODS:
+            raise InvalidInput(f"RangeConfig: field 'method': must be one of {RANGE_METHODS}, got {self.method!r}")
+        e = self.epsilon
+        if isinstance(e, bool) or not isinstance(e, (int, float)) or not (0.0 <= e <= 1.0):
+            raise InvalidInput(f"RangeConfig: field 'epsilon': must be a number in [0, 1], got {e!r}")
+        if self.method == "unicast" and e != 0:
+            raise InvalidInput("RangeConfig: field 'epsilon': the unicast method sends exact messages only")
+        if not isinstance(self.batch, bool):
+            raise InvalidInput(f"RangeConfig: field 'batch': must be True or False, got {self.batch!r}")
+
+    def replace(self, **kw) -> "RangeConfig":
         return replace(self, **kw)
 
 

@@ -1,0 +1,316 @@
+"""``rankcast bench range``: the range top-k paper's measures (Section V), every method side
+by side on one workload, and the throughput of ``rc.RangeEngine``.
+
+Workload (the paper's default): ``--objects`` objects with x and y uniform in [0, 1); an event
+picks an object uniformly and draws its new y uniformly; subscriptions uniform in the (l, r)
+half-plane l <= r of [0, 1]^2.
+
+1. **k** (``--k``, at the largest ``--m``): per event, messages generated and server bytes
+   (Paint: 48 bytes a box message, Unicast: 24 a subscription-addressed one), messages received
+   by subscriptions (Table I), server time and data-structure calls (Table III), for Unicast,
+   Paint-Dense, Paint-Sparse and their epsilon variants (``--epsilons``; redundancy, Table II);
+2. **m** (``--m``, at ``--k-m``): the same against the number of subscriptions (Fig. 11);
+3. **batch** (``--batch-events`` events, repeats included, on Paint-Sparse): Paint-Batch
+   against Online and Coalesce (Fig. 16): messages generated, received, min_y calls;
+4. **throughput**: updates per second through ``rc.RangeEngine`` (default config: Paint-Sparse,
+   Paint-Batch) at ``--tp-m`` subscriptions, ``--tp-k``, publish calls of ``--tp-call`` updates,
+   with the Update objects built (``objects``) and without (``none``).
+
+Targets (issue #13): server traffic per event >= 30x below Unicast for Paint-Dense and >= 100x
+for Paint-Sparse at the largest m; Paint-Sparse's received per event in line with Table I;
+>= 20,000 updates/s at 1M subscriptions, k = 10. Experiments 1-3 run the server and count
+receipts on the subscription k-d tree (no lists needed); 4 runs the whole engine. Writes
+``range.json`` and ``range.png`` under ``--out``.
+"""
+from __future__ import annotations
+
+import argparse
+import time
+from pathlib import Path
+
+import numpy as np
+
+from ._common import peak_rss_mb, write_json
+
+__all__ = ["add_arguments", "main", "run_range", "TABLE_I"]
+
+# Paint-Sparse's messages received per event, m = 2M, n = 10k (paper Table I)
+TABLE_I = {1: 444.14, 2: 939.76, 5: 2211.14, 10: 4190.21, 15: 6082.94, 20: 7904.26}
+
+
+def _ints(s: str) -> list[int]:
+    return [int(float(x)) for x in s.split(",") if x]
+
+
+def _floats(s: str) -> list[float]:
+    return [float(x) for x in s.split(",") if x]
+
+
+def add_arguments(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--m", type=_ints, default=[200_000, 1_000_000, 2_000_000],
+                   help="subscriptions (comma-separated; experiment 1 runs at the largest)")
+    p.add_argument("--k", type=_ints, default=[1, 2, 5, 10, 15, 20])
+    p.add_argument("--k-m", type=int, default=10, help="k of experiment 2")
+    p.add_argument("--objects", type=int, default=10_000)
+    p.add_argument("--events", type=int, default=2000, help="events per configuration (experiments 1-2)")
+    p.add_argument("--epsilons", type=_floats, default=[0.25, 0.5, 1.0])
+    p.add_argument("--batch-events", type=int, default=20_000)
+    p.add_argument("--batch-k", type=_ints, default=[5, 10, 20])
+    p.add_argument("--tp-m", type=int, default=1_000_000)
+    p.add_argument("--tp-k", type=int, default=10)
+    p.add_argument("--tp-call", type=int, default=2000, help="updates per publish call (throughput)")
+    p.add_argument("--tp-updates", type=int, default=100_000, help="updates timed (throughput)")
+    p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--out", default="out/bench")
+
+
+class _World:
+    """One workload: objects, subscriptions (their k-d tree) and an event stream."""
+
+    def __init__(self, n: int, m: int, events: int, seed: int):
+        from ..rangetopk.points import PointIndex
+        rng = np.random.default_rng(seed)
+        self.ox = rng.random(n)
+        self.oy = rng.random(n)
+        self.oid = np.arange(n, dtype=np.int64)
+        self.ev_id = rng.integers(0, n, events).astype(np.int64)     # the same stream for every m
+        self.ev_y = rng.random(events)
+        lr = np.sort(rng.random((m, 2)), axis=1)
+        self.lo, self.hi = lr[:, 0].copy(), lr[:, 1].copy()
+        self.sid = np.arange(m, dtype=np.int64)
+        t0 = time.perf_counter()
+        self.points = PointIndex(self.lo, self.hi, self.sid)
+        self.build_seconds = time.perf_counter() - t0
+
+    def server(self, k: int, method: str, eps: float, mode: str = "online"):
+        from ..rangetopk.objects import ObjectTable
+        from ..rangetopk.server import RangeServer
+        s = RangeServer(k, method, eps, mode)
+        order = np.lexsort((self.oid, self.ox))
+        s.objects = ObjectTable.from_state({"xs": self.ox[order], "ids": self.oid[order], "ys": self.oy[order]})
+        s.set_subscriptions(None if method == "paint-dense" else self.points)
+        return s
+
+
+def _measure(world: _World, k: int, method: str, eps: float, mode: str = "online",
+             ids=None, ys=None) -> dict:
+    """One method on the world's stream: per-event figures."""
+    from ..rangetopk.paint import COUNTER_NAMES
+    from ..rangetopk.points import receipts
+    ids = world.ev_id if ids is None else ids
+    ys = world.ev_y if ys is None else ys
+    s = world.server(k, method, eps, mode)
+    s.process(ids[:10], np.full(10, np.nan), ys[:10])          # compiled / loaded outside the timing
+    s = world.server(k, method, eps, mode)
+    t0 = time.perf_counter()
+    msgs = s.process(ids, np.full(len(ids), np.nan), ys)
+    secs = time.perf_counter() - t0
+    n = len(ids)
+    if method == "unicast":
+        recv = np.ones(len(msgs), np.int64)
+    else:
+        recv = receipts(world.points, msgs.f)
+    per_event_bytes = np.bincount(msgs.i[:, 1], minlength=n) * (24 if method == "unicast" else 48)
+    calls = dict(zip(COUNTER_NAMES, (s.counters / n).tolist()))
+    return {"k": k, "m": len(world.lo), "method": method, "epsilon": eps, "mode": mode, "events": n,
+            "generated_per_event": len(msgs) / n, "bytes_per_event": msgs.nbytes_on_wire / n,
+            "max_bytes_per_event": int(per_event_bytes.max()) if n else 0,
+            "received_per_event": float(recv.sum()) / n, "empty_messages": int(np.count_nonzero(recv == 0)),
+            "server_seconds_per_event": secs / n, "calls_per_event": calls}
+
+
+def _methods(eps_list):
+    yield "unicast", 0.0
+    yield "paint-dense", 0.0
+    yield "paint-sparse", 0.0
+    for e in eps_list:
+        yield "paint-dense", e
+        yield "paint-sparse", e
+
+
+def _label(r) -> str:
+    return r["method"] + (f"({r['epsilon']:g})" if r["epsilon"] else "")
+
+
+def _sweep(world, ks, eps_list, tag) -> list[dict]:
+    rows = []
+    for k in ks:
+        exact = None
+        for method, eps in _methods(eps_list):
+            r = _measure(world, k, method, eps)
+            if exact is None:
+                exact = r["received_per_event"]
+            r["redundancy"] = r["received_per_event"] / exact - 1 if exact else 0.0
+            r["experiment"] = tag
+            rows.append(r)
+            print(f"{tag} m={r['m']:>8} k={k:>2} {_label(r):<20} gen {r['generated_per_event']:9.1f} "
+                  f"bytes {r['bytes_per_event']:10.0f} recv {r['received_per_event']:9.1f} "
+                  f"server {r['server_seconds_per_event'] * 1e6:8.1f} us", flush=True)
+    return rows
+
+
+def _batch(world: _World, ks, n_events: int, seed: int) -> list[dict]:
+    rng = np.random.default_rng(seed + 1)
+    n = len(world.ox)
+    ids = rng.integers(0, n, n_events).astype(np.int64)
+    ys = rng.random(n_events)
+    rows = []
+    for k in ks:
+        for mode in ("online", "coalesce", "batch"):
+            r = _measure(world, k, "paint-sparse", 0.0, mode, ids, ys)
+            r["experiment"] = "batch"
+            r["total_generated"] = r["generated_per_event"] * n_events
+            r["total_received"] = r["received_per_event"] * n_events
+            r["total_min_y"] = r["calls_per_event"]["min_y"] * n_events
+            rows.append(r)
+            print(f"batch k={k:>2} {mode:<9} generated {r['total_generated']:10.0f} received "
+                  f"{r['total_received']:11.0f} min_y {r['total_min_y']:9.0f}", flush=True)
+    return rows
+
+
+def _throughput(args) -> dict:
+    import rankcast as rc
+    rng = np.random.default_rng(args.seed + 2)
+    n = args.objects
+    m = args.tp_m
+    out = {"m": m, "k": args.tp_k, "objects": n, "call": args.tp_call}
+    res = {}
+    eng = rc.RangeEngine(rc.RangeConfig(k=args.tp_k))
+    lr = np.sort(rng.random((m, 2)), axis=1)
+    t0 = time.perf_counter()
+    eng.subscribe({"id": np.arange(m), "lo": lr[:, 0], "hi": lr[:, 1]})
+    out["subscribe_seconds"] = time.perf_counter() - t0
+    eng.publish({"id": np.arange(n), "x": rng.random(n), "y": rng.random(n)}, updates="none")
+    calls = max(1, args.tp_updates // args.tp_call)
+    for form in ("none", "objects"):
+        warm = {"id": rng.choice(n, args.tp_call, replace=False), "y": rng.random(args.tp_call)}
+        eng.publish(warm, updates=form)
+        s0 = eng.stats()
+        changed = 0
+        t0 = time.perf_counter()
+        for _ in range(calls):
+            batch = {"id": rng.choice(n, args.tp_call, replace=False), "y": rng.random(args.tp_call)}
+            got = eng.publish(batch, updates=form)
+            if got is not None:
+                changed += len(got)
+        secs = time.perf_counter() - t0
+        s1 = eng.stats()
+        upd = calls * args.tp_call
+        res[form] = {"updates": upd, "seconds": secs, "updates_per_second": upd / secs,
+                     "server_seconds": s1["server_seconds"] - s0["server_seconds"],
+                     "deliver_seconds": s1["seconds"]["deliver"] - s0["seconds"]["deliver"],
+                     "received_per_update": (s1["messages_received"] - s0["messages_received"]) / upd,
+                     "generated_per_update": (s1["messages_generated"] - s0["messages_generated"]) / upd,
+                     "updates_returned": changed}
+        print(f"throughput m={m} k={args.tp_k} updates={form:<7} {upd / secs:10.0f} updates/s "
+              f"(server {res[form]['server_seconds']:.2f} s, delivery {res[form]['deliver_seconds']:.2f} s "
+              f"of {secs:.2f} s)", flush=True)
+    out["forms"] = res
+    return out
+
+
+def _targets(res) -> dict:
+    t = {}
+    big = [r for r in res["k"] if r["k"] == max(r2["k"] for r2 in res["k"])] if res["k"] else []
+    by = {_label(r): r for r in big}
+    if "unicast" in by:
+        u = by["unicast"]["bytes_per_event"]
+        for name, goal in (("paint-dense", 30), ("paint-sparse", 100)):
+            if name in by:
+                ratio = u / max(by[name]["bytes_per_event"], 1e-9)
+                t[f"unicast_over_{name}_bytes"] = {"value": ratio, "target": f">= {goal}", "met": ratio >= goal,
+                                                   "m": by[name]["m"], "k": by[name]["k"]}
+    sp = [r for r in res["k"] if r["method"] == "paint-sparse" and not r["epsilon"]]
+    if sp:
+        t["received_per_event_vs_table_I"] = {
+            str(r["k"]): {"value": r["received_per_event"], "paper_m2M": TABLE_I.get(r["k"]),
+                          "paper_scaled_to_m": TABLE_I[r["k"]] * r["m"] / 2e6 if r["k"] in TABLE_I else None}
+            for r in sp}
+    exact = {}
+    for r in res["k"]:
+        if not r["epsilon"]:
+            exact.setdefault(r["k"], set()).add(round(r["received_per_event"], 9))
+    t["exact_methods_receive_the_same"] = all(len(v) == 1 for v in exact.values())
+    if res.get("throughput"):
+        tp = res["throughput"]["forms"]
+        best = tp.get("objects", tp.get("none"))
+        t["updates_per_second"] = {"value": best["updates_per_second"], "target": ">= 20000",
+                                   "met": best["updates_per_second"] >= 20000,
+                                   "without_update_objects": tp.get("none", {}).get("updates_per_second")}
+    if res["batch"]:
+        ok = True
+        for k in {r["k"] for r in res["batch"]}:
+            rr = {r["mode"]: r for r in res["batch"] if r["k"] == k}
+            ok &= rr["batch"]["received_per_event"] <= rr["online"]["received_per_event"]
+        t["batch_received_at_most_online"] = ok
+    return t
+
+
+def _plot(res, path: Path) -> None:
+    import matplotlib
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+    fig, ax = plt.subplots(2, 2, figsize=(13, 9))
+    rows = res["k"]
+    for lab in dict.fromkeys(_label(r) for r in rows):
+        rs = [r for r in rows if _label(r) == lab]
+        ax[0, 0].plot([r["k"] for r in rs], [r["bytes_per_event"] for r in rs], "o-", label=lab)
+    m = rows[0]["m"] if rows else 0
+    ax[0, 0].set(xlabel="k", ylabel="server bytes per event", yscale="log", title=f"1. server traffic, m = {m:,} (Fig. 12)")
+    ax[0, 0].legend(fontsize=7)
+    for lab in dict.fromkeys(_label(r) for r in res["m"]):
+        rs = [r for r in res["m"] if _label(r) == lab]
+        ax[0, 1].plot([r["m"] for r in rs], [r["bytes_per_event"] for r in rs], "o-", label=lab)
+    ax[0, 1].set(xlabel="subscriptions m", ylabel="server bytes per event", xscale="log", yscale="log",
+                 title="2. server traffic against m (Fig. 11)")
+    if res["m"]:
+        ax[0, 1].legend(fontsize=7)
+    sp = [r for r in rows if r["method"] == "paint-sparse" and not r["epsilon"]]
+    ax[1, 0].plot([r["k"] for r in sp], [r["received_per_event"] for r in sp], "o-", label=f"measured, m = {m:,}")
+    ax[1, 0].plot(list(TABLE_I), [v * m / 2e6 for v in TABLE_I.values()], "s--", label="Table I scaled to m")
+    ax[1, 0].set(xlabel="k", ylabel="messages received per event", title="received per event (Table I)")
+    ax[1, 0].legend()
+    b = res["batch"]
+    ks = sorted({r["k"] for r in b})
+    for j, mode in enumerate(("online", "coalesce", "batch")):
+        vals = [next(r["total_received"] for r in b if r["k"] == k and r["mode"] == mode) for k in ks]
+        ax[1, 1].bar(np.arange(len(ks)) + 0.27 * (j - 1), vals, 0.27, label=mode)
+    ax[1, 1].set_xticks(np.arange(len(ks)), [str(k) for k in ks])
+    ax[1, 1].set(xlabel="k", ylabel="messages received (whole sequence)", yscale="log",
+                 title="3. Paint-Batch against Online and Coalesce (Fig. 16b)")
+    if b:
+        ax[1, 1].legend()
+    fig.tight_layout()
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
+
+
+def run_range(args) -> dict:
+    t0 = time.perf_counter()
+    res = {"config": {k: v for k, v in vars(args).items() if k != "func"}}
+    ms = sorted(args.m)
+    big = _World(args.objects, ms[-1], args.events, args.seed)
+    res["kd_build_seconds"] = big.build_seconds
+    res["k"] = _sweep(big, args.k, args.epsilons, "k")
+    res["m"] = []
+    for m in ms:
+        w = big if m == ms[-1] else _World(args.objects, m, args.events, args.seed)
+        res["m"] += _sweep(w, [args.k_m], [1.0], "m")
+    res["batch"] = _batch(big, args.batch_k, args.batch_events, args.seed) if args.batch_events else []
+    del big
+    res["throughput"] = _throughput(args) if args.tp_updates else None
+    res["targets"] = _targets(res)
+    res["peak_rss_mb"] = peak_rss_mb()
+    res["seconds"] = time.perf_counter() - t0
+    return res
+
+
+def main(args) -> int:
+    out = Path(args.out)
+    out.mkdir(parents=True, exist_ok=True)
+    res = run_range(args)
+    write_json(res, out / "range.json")
+    _plot(res, out / "range.png")
+    print({k: v for k, v in res["targets"].items() if k != "received_per_event_vs_table_I"})
+    print(f"wrote {out / 'range.json'} and {out / 'range.png'}")
+    return 0

@@ -1,0 +1,234 @@
+"""An index over subscription points (lo, hi) of the (l, r) subscription space: a static k-d
+tree, rebuilt when the subscription set changes, whose nodes keep the bounding box of their
+points. It answers the paper's ``snap(G)`` (the smallest box holding the subscriptions inside
+box G, Paint-Sparse), an emptiness test, and the delivery of a message box to every
+subscription inside it (which the subscriber side runs).
+
+Layout: the points in tree order (``order`` gives each one's position in the input), an
+implicit complete tree of ``2 * leaves`` nodes (root 1, children 2v and 2v + 1, leaves from
+``leaves`` on), node v holding the points ``start[v] .. end[v] - 1`` and their box
+``box[v] = (lo_min, lo_max, hi_min, hi_max)`` (an empty node: +inf, -inf, +inf, -inf).
+Boxes of queries are closed: lo in [a0, a1] and hi in [b0, b1].
+"""
+from __future__ import annotations
+
+import numba
+import numpy as np
+
+__all__ = ["PointIndex", "snap", "any_in_box_outside", "build_kd", "count_in_boxes", "receipts"]
+
+LEAF_SIZE = 32
+
+
+@numba.njit(cache=True)
+def build_kd(lo, hi, leaves):
+    """A k-d tree over points (lo, hi) with ``leaves`` leaves (a power of two): returns
+    (order int64[m], start int64[2 * leaves], end int64[2 * leaves], box float64[2 * leaves, 4]).
+    Each node splits its points at the median of the axis of larger extent."""
+    m = lo.shape[0]
+    order = np.arange(m)
+    start = np.zeros(2 * leaves, np.int64)
+    end = np.zeros(2 * leaves, np.int64)
+    start[1] = 0
+    end[1] = m
+    keys = np.empty(m)
+    for v in range(1, leaves):
+        a = start[v]
+        b = end[v]
+        mid = a + (b - a) // 2
+        if b - a > 1:
+            l0 = np.inf
+            l1 = -np.inf
+            h0 = np.inf
+            h1 = -np.inf
+            for t in range(a, b):
+                i = order[t]
+                l0 = min(l0, lo[i])
+                l1 = max(l1, lo[i])
+                h0 = min(h0, hi[i])
+                h1 = max(h1, hi[i])
+            use_lo = (l1 - l0) >= (h1 - h0)
+            for t in range(a, b):
+                keys[t] = lo[order[t]] if use_lo else hi[order[t]]
+            idx = np.argsort(keys[a:b], kind="mergesort")
+            seg = order[a:b].copy()
+            for t in range(b - a):
+                order[a + t] = seg[idx[t]]
+        start[2 * v] = a
+        end[2 * v] = mid
+        start[2 * v + 1] = mid
+        end[2 * v + 1] = b
+    box = np.empty((2 * leaves, 4))
+    for v in range(leaves, 2 * leaves):
+        box[v, 0] = np.inf
+        box[v, 1] = -np.inf
+        box[v, 2] = np.inf
+        box[v, 3] = -np.inf
+        for t in range(start[v], end[v]):
+            i = order[t]
+            box[v, 0] = min(box[v, 0], lo[i])
+            box[v, 1] = max(box[v, 1], lo[i])
+            box[v, 2] = min(box[v, 2], hi[i])
+            box[v, 3] = max(box[v, 3], hi[i])
+    for v in range(leaves - 1, 0, -1):
+        box[v, 0] = min(box[2 * v, 0], box[2 * v + 1, 0])
+        box[v, 1] = max(box[2 * v, 1], box[2 * v + 1, 1])
+        box[v, 2] = min(box[2 * v, 2], box[2 * v + 1, 2])
+        box[v, 3] = max(box[2 * v, 3], box[2 * v + 1, 3])
+    return order, start, end, box
+
+
+@numba.njit(cache=True, inline="always")
+def _disjoint(box, v, a0, a1, b0, b1):
+    return box[v, 0] > a1 or box[v, 1] < a0 or box[v, 2] > b1 or box[v, 3] < b0
+
+
+@numba.njit(cache=True, inline="always")
+def _inside(box, v, a0, a1, b0, b1):
+    return box[v, 0] >= a0 and box[v, 1] <= a1 and box[v, 2] >= b0 and box[v, 3] <= b1
+
+
+@numba.njit(cache=True)
+def snap(box, start, end, lo, hi, leaves, a0, a1, b0, b1, out):
+    """snap(G) of the paper for the closed box G = [a0, a1] x [b0, b1]: the smallest box
+    holding every point inside G, into ``out`` (float64[4]); returns False when G holds none.
+    A node is opened only if its points can widen the answer. ``lo``, ``hi``: the points in
+    tree order."""
+    out[0] = np.inf
+    out[1] = -np.inf
+    out[2] = np.inf
+    out[3] = -np.inf
+    if a0 > a1 or b0 > b1:
+        return False
+    stack = np.empty(64, np.int64)
+    sp = 0
+    stack[sp] = 1
+    sp += 1
+    while sp > 0:
+        sp -= 1
+        v = stack[sp]
+        if _disjoint(box, v, a0, a1, b0, b1):
+            continue
+        if box[v, 0] >= out[0] and box[v, 1] <= out[1] and box[v, 2] >= out[2] and box[v, 3] <= out[3]:
+            continue                    # nothing in it can widen the answer
+        if _inside(box, v, a0, a1, b0, b1):
+            out[0] = min(out[0], box[v, 0])
+            out[1] = max(out[1], box[v, 1])
+            out[2] = min(out[2], box[v, 2])
+            out[3] = max(out[3], box[v, 3])
+            continue
+        if v >= leaves:
+            for t in range(start[v], end[v]):
+                if a0 <= lo[t] <= a1 and b0 <= hi[t] <= b1:
+                    out[0] = min(out[0], lo[t])
+                    out[1] = max(out[1], lo[t])
+                    out[2] = min(out[2], hi[t])
+                    out[3] = max(out[3], hi[t])
+            continue
+        stack[sp] = 2 * v
+        stack[sp + 1] = 2 * v + 1
+        sp += 2
+    return out[0] <= out[1]
+
+
+@numba.njit(cache=True, inline="always")
+def _in(x0, x1, y0, y1, l, r):
+    return x0 <= l <= x1 and y0 <= r <= y1
+
+
+@numba.njit(cache=True)
+def any_in_box_outside(box, start, end, lo, hi, leaves, m, g, s):
+    """Whether some point lies in the closed box ``m`` (float64[4]) but in neither ``g`` nor
+    ``s`` (the emptiness test of Paint-Sparse's greedy merge, paper footnote 7)."""
+    stack = np.empty(64, np.int64)
+    sp = 0
+    stack[sp] = 1
+    sp += 1
+    while sp > 0:
+        sp -= 1
+        v = stack[sp]
+        if _disjoint(box, v, m[0], m[1], m[2], m[3]):
+            continue
+        if _inside(box, v, g[0], g[1], g[2], g[3]) or _inside(box, v, s[0], s[1], s[2], s[3]):
+            continue
+        if v >= leaves:
+            for t in range(start[v], end[v]):
+                if _in(m[0], m[1], m[2], m[3], lo[t], hi[t]) and not _in(g[0], g[1], g[2], g[3], lo[t], hi[t]) \
+                        and not _in(s[0], s[1], s[2], s[3], lo[t], hi[t]):
+                    return True
+            continue
+        stack[sp] = 2 * v
+        stack[sp + 1] = 2 * v + 1
+        sp += 2
+    return False
+
+
+class PointIndex:
+    """The k-d tree over subscription points (see the module docstring). ``lo``, ``hi`` and
+    ``key`` (the subscription ids) are kept in tree order."""
+
+    def __init__(self, lo: np.ndarray, hi: np.ndarray, key: np.ndarray, leaf_size: int = LEAF_SIZE):
+        m = len(lo)
+        leaves = 1
+        while leaves * leaf_size < m:
+            leaves *= 2
+        order, start, end, box = build_kd(np.ascontiguousarray(lo, np.float64),
+                                          np.ascontiguousarray(hi, np.float64), leaves)
+        self.leaves = leaves
+        self.order = order
+        self.start, self.end, self.box = start, end, box
+        self.lo = np.ascontiguousarray(lo[order], np.float64)
+        self.hi = np.ascontiguousarray(hi[order], np.float64)
+        self.key = np.ascontiguousarray(np.asarray(key, np.int64)[order])
+
+    def __len__(self) -> int:
+        return len(self.lo)
+
+    @property
+    def nbytes(self) -> int:
+        return sum(a.nbytes for a in (self.order, self.start, self.end, self.box, self.lo, self.hi, self.key))
+
+    def arrays(self):
+        """(box, start, end, lo, hi, leaves): what the kernels take."""
+        return self.box, self.start, self.end, self.lo, self.hi, self.leaves
+
+
+@numba.njit(cache=True)
+def count_in_boxes(box, start, end, lo, hi, leaves, q, out):
+    """``out[j]`` = how many points lie in the closed box ``q[j, :4]`` (receipts of a message
+    batch, without delivering it)."""
+    stack = np.empty(64, np.int64)
+    for j in range(q.shape[0]):
+        a0 = q[j, 0]
+        a1 = q[j, 1]
+        b0 = q[j, 2]
+        b1 = q[j, 3]
+        c = 0
+        sp = 1
+        stack[0] = 1
+        while sp > 0:
+            sp -= 1
+            v = stack[sp]
+            if box[v, 0] > a1 or box[v, 1] < a0 or box[v, 2] > b1 or box[v, 3] < b0:
+                continue
+            if box[v, 0] >= a0 and box[v, 1] <= a1 and box[v, 2] >= b0 and box[v, 3] <= b1:
+                c += end[v] - start[v]
+                continue
+            if v >= leaves:
+                for t in range(start[v], end[v]):
+                    if a0 <= lo[t] <= a1 and b0 <= hi[t] <= b1:
+                        c += 1
+                continue
+            stack[sp] = 2 * v
+            stack[sp + 1] = 2 * v + 1
+            sp += 2
+        out[j] = c
+
+
+def receipts(points: PointIndex, f: np.ndarray) -> np.ndarray:
+    """Receipts of each message box (float64[n, >= 4]) on ``points``."""
+    out = np.zeros(len(f), np.int64)
+    if len(f):
+        count_in_boxes(points.box, points.start, points.end, points.lo, points.hi, points.leaves,
+                       np.ascontiguousarray(f[:, :4]), out)
+    return out

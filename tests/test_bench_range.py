@@ -1,0 +1,37 @@
+"""``rankcast bench range`` on a tiny workload: it writes range.json and range.png, and its
+figures agree with each other (exact methods reach the same subscriptions, bytes follow the
+message counts, Paint-Batch receives no more than Online)."""
+from __future__ import annotations
+
+import json
+
+from rankcast.cli import main
+
+
+def test_bench_range_writes_consistent_json_and_png(tmp_path):
+    rc = main(["bench", "range", "--m", "3000,6000", "--k", "2,5", "--objects", "300", "--events", "150",
+               "--epsilons", "1", "--batch-events", "600", "--batch-k", "3", "--tp-m", "4000", "--tp-k", "5",
+               "--tp-call", "100", "--tp-updates", "300", "--out", str(tmp_path)])
+    assert rc == 0
+    res = json.loads((tmp_path / "range.json").read_text())
+    assert (tmp_path / "range.png").stat().st_size > 10_000
+    t = res["targets"]
+    assert t["exact_methods_receive_the_same"] and t["batch_received_at_most_online"]
+    for r in res["k"] + res["m"]:
+        per = 24 if r["method"] == "unicast" else 48
+        assert abs(r["bytes_per_event"] - per * r["generated_per_event"]) < 1e-6
+        assert r["m"] in (3000, 6000) and r["received_per_event"] > 0
+        if r["method"] == "paint-sparse":
+            assert r["empty_messages"] == 0
+        if r["method"] == "unicast":
+            assert r["generated_per_event"] == r["received_per_event"]
+        if r["epsilon"]:
+            assert r["redundancy"] >= 0
+        else:
+            assert abs(r["redundancy"]) < 1e-12
+    assert {r["m"] for r in res["k"]} == {6000} and {r["k"] for r in res["m"]} == {10}
+    assert set(t["received_per_event_vs_table_I"]) == {"2", "5"}
+    assert "unicast_over_paint-dense_bytes" in t and "unicast_over_paint-sparse_bytes" in t
+    tp = res["throughput"]["forms"]
+    assert tp["objects"]["updates"] == 300 and tp["none"]["updates_per_second"] > 0
+    assert tp["objects"]["updates_returned"] > 0
