@@ -11,6 +11,7 @@ from typing import Iterator
 
 import numpy as np
 
+from ..config import limits
 from ..columns import Encoder, MessageBatch, SubscriptionBatch
 from ..text import Vocabulary
 
@@ -67,23 +68,34 @@ def build_workload(name: str, n_messages: int, n_subscriptions: int, seed: int =
         limit = min(n_messages, _geonames_size())
     bounds, mtab, stab, vocab = datasets.dataset(name, limit, n_subscriptions, seed)
     enc = Encoder(bounds, vocab)
-    subs, pend = enc.encode_subscriptions(stab)
-    enc.commit(pend)
-    msgs, pend = enc.encode_messages(mtab, time_window=False)
-    enc.commit(pend)
+    subs, msgs = _encode_in_parts(enc, stab, mtab)
     if enc.terms.extra:
         # terms outside the fitted vocabulary: give them a place in it (df 0) so that the
         # engines, which share this vocabulary, accept the encoded batches as they are
         extra = sorted(enc.terms.extra, key=enc.terms.extra.get)
         vocab = Vocabulary(vocab.terms + extra, vocab.dfs.tolist() + [0] * len(extra), vocab.n_docs)
-        enc = Encoder(bounds, vocab)
-        subs, _ = enc.encode_subscriptions(stab)
-        msgs, _ = enc.encode_messages(mtab, time_window=False)
+        subs, msgs = _encode_in_parts(Encoder(bounds, vocab), stab, mtab)
     texts = mtab.column("text").to_pylist() if keep_texts else None
     msgs = _cycle(msgs, n_messages)
     if texts is not None and len(texts) < n_messages:
         texts = [texts[i % len(texts)] for i in range(n_messages)]
     return Workload(name, bounds, vocab, subs, msgs, texts)
+
+
+def _encode_in_parts(enc, stab, mtab):
+    """(subscriptions, messages) of the two tables, encoded in parts of the per-call limit
+    (a paper-scale stream is longer than one call may be) and committed part by part."""
+    step = limits().max_items
+    out = []
+    for tab, encode in ((stab, enc.encode_subscriptions),
+                        (mtab, lambda t: enc.encode_messages(t, time_window=False))):
+        parts = []
+        for a in range(0, max(len(tab), 1), step):
+            batch, pend = encode(tab.slice(a, step))
+            enc.commit(pend)
+            parts.append(batch)
+        out.append(parts[0] if len(parts) == 1 else type(parts[0]).concat(parts))
+    return out
 
 
 def _geonames_size() -> int:
