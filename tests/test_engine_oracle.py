@@ -76,10 +76,12 @@ def assert_buffers_are_skybands(eng):
 
 
 def _run(seed, window, window_seconds, clustered, steps=60, leaf_capacity=4, index=None, batch_size=7,
-         max_msgs=15, cand_cap=None):
+         max_msgs=15, cand_cap=None, flat_upto=None):
     """``index``: (fine_from, split_at) of the message index, small to force deep nodes.
     ``cand_cap``: the room for candidates the subscription index's walk starts every
     publish call with (small: the walk overflows and is redone with more).
+    ``flat_upto``: the longest segment the walk reads entry by entry (0: group pruning and
+    early termination everywhere).
     Odd seeds fetch the default candidates (k + 16 at least); even seeds 2k, which small
     windows often cannot fill, so cuts between equal scores and refetches happen."""
     rng = np.random.default_rng(seed)
@@ -89,6 +91,8 @@ def _run(seed, window, window_seconds, clustered, steps=60, leaf_capacity=4, ind
     eng = rc.Engine(cfg)
     if index is not None:
         eng.window.fine_from, eng.window.split_at = index
+    if flat_upto is not None:
+        eng.core.index.flat_upto = flat_upto
     ref = rc.Engine(cfg, core=BruteForceCore)
     sid, mid, t = 0, 0, 0.0
     for step in range(steps):
@@ -338,7 +342,7 @@ def _check_igpt_layout(eng):
     directory's row of every segment equals the segment table's, and every subscription's
     row the subscription table's."""
     from rankcast.indexing import igpt as I
-    from rankcast.indexing.scoring import alpha_star, kscore_star, lambda_s
+    from rankcast.indexing.scoring import EPS, alpha_star, kscore_star, lambda_s
 
     idx, s = eng.core.index, eng.core.subs
     idx.flush()
@@ -371,13 +375,15 @@ def _check_igpt_layout(eng):
                 ast = np.array([alpha_star(float(s.alpha[u])) for u in subs.tolist()])
                 assert ent["sastar"][p:gend].tolist() == np.maximum.accumulate(ast[::-1])[::-1].tolist()
                 assert ent["gend"][p:gend].tolist() == [gend] * (gend - p)
-                # what the entry's own Theorem 5.1 test reads is its subscription's
-                assert ent["alpha"][p:gend].tolist() == s.alpha[subs].tolist()
-                assert ent["theta"][p:gend].tolist() == s.theta[subs].tolist()
-                assert ent["sdin"][p:gend].tolist() == idx.row["sdin"][subs].tolist()
+                # the parts of the entry's own Theorem 5.1 test are its subscription's
+                al, th, md = s.alpha[subs], s.theta[subs], idx.max_dist
                 at = s.toff[subs] + ent["pos"][p:gend]
-                assert ent["wts"][p:gend].tolist() == s.wtsum[at].tolist()
-                assert ent["mxw"][p:gend].tolist() == s.maxwt[at].tolist()
+                assert ent["alpha"][p:gend].tolist() == al.tolist()
+                assert ent["sa"][p:gend].tolist() == (al * (1.0 - idx.row["sdin"][subs] / md)).tolist()
+                assert ent["sb"][p:gend].tolist() == (al / md).tolist()
+                assert ent["tc"][p:gend].tolist() == ((1.0 - al) * s.wtsum[at]).tolist()
+                assert ent["tw"][p:gend].tolist() == ((1.0 - al) * s.maxwt[at]).tolist()
+                assert ent["thb"][p:gend].tolist() == (th - EPS * (1.0 + np.abs(th))).tolist()
                 for u in subs.tolist():
                     assert idx.nminls[L] <= lambda_s(float(s.theta[u]), float(s.alpha[u]))
                 p = gend
@@ -433,6 +439,17 @@ def test_index_rows_follow_the_term_pool_moves():
         _check_igpt_layout(eng)
         assert_engine_exact(eng)
     assert eng.core.subs.moves > 0
+
+
+@pytest.mark.parametrize("seed", range(3))
+def test_group_pruning_everywhere(seed):
+    """Segments longer than the flat limit go through the groups (Theorem 5.3) and the
+    early-termination search (Theorem 5.4); with the limit at 0 every segment does, on
+    leaves large enough to hold long groups."""
+    eng = _run(700 + seed, window=60, window_seconds=None, clustered=seed == 1, steps=50,
+               leaf_capacity=64, batch_size=30, max_msgs=30, flat_upto=0)
+    st = eng.core.index.stats()
+    assert st["groups_pruned"] > 0 and st["entries_checked"] > 0
 
 
 @pytest.mark.parametrize("seed", range(2))
