@@ -346,7 +346,7 @@ def _check_igpt_layout(eng):
 
     idx, s = eng.core.index, eng.core.subs
     idx.flush()
-    ent = idx.ent
+    ent, hot = idx.ent, idx.hot
     # each subscription's row (what _match reads) equals the subscription table
     live = s.live_slots()
     row = idx.row[live]
@@ -378,12 +378,12 @@ def _check_igpt_layout(eng):
                 # the parts of the entry's own Theorem 5.1 test are its subscription's
                 al, th, md = s.alpha[subs], s.theta[subs], idx.max_dist
                 at = s.toff[subs] + ent["pos"][p:gend]
-                assert ent["alpha"][p:gend].tolist() == al.tolist()
-                assert ent["sa"][p:gend].tolist() == (al * (1.0 - idx.row["sdin"][subs] / md)).tolist()
-                assert ent["sb"][p:gend].tolist() == (al / md).tolist()
-                assert ent["tc"][p:gend].tolist() == ((1.0 - al) * s.wtsum[at]).tolist()
-                assert ent["tw"][p:gend].tolist() == ((1.0 - al) * s.maxwt[at]).tolist()
-                assert ent["thb"][p:gend].tolist() == (th - EPS * (1.0 + np.abs(th))).tolist()
+                assert hot["alpha"][p:gend].tolist() == al.tolist()
+                assert hot["sa"][p:gend].tolist() == (al * (1.0 - idx.row["sdin"][subs] / md)).tolist()
+                assert hot["sb"][p:gend].tolist() == (al / md).tolist()
+                assert hot["tc"][p:gend].tolist() == ((1.0 - al) * s.wtsum[at]).tolist()
+                assert hot["tw"][p:gend].tolist() == ((1.0 - al) * s.maxwt[at]).tolist()
+                assert hot["thb"][p:gend].tolist() == (th - EPS * (1.0 + np.abs(th))).tolist()
                 for u in subs.tolist():
                     assert idx.nminls[L] <= lambda_s(float(s.theta[u]), float(s.alpha[u]))
                 p = gend

@@ -54,14 +54,14 @@ from .subtable import SubTable
 
 __all__ = ["IGPT"]
 
-# entry columns
-# one entry (a subscription in a segment's group): the bounds of the suffix it starts (group
-# pruning and the early-termination search read them), its group's end, the subscription
-# and term position, and its own Theorem 5.1 bound in parts (see _entry_bound), so that an
-# entry that fails it costs no visit to the subscription's row
-ENTRY = np.dtype([("key", np.float64), ("smaxwt", np.float64), ("sastar", np.float64), ("alpha", np.float64),
-                  ("sa", np.float64), ("sb", np.float64), ("tc", np.float64), ("tw", np.float64),
-                  ("thb", np.float64), ("sub", np.int64), ("pos", np.int64), ("gend", np.int64)], align=True)
+# entry columns, in two tables of equal rows: ENTRY what group pruning, early termination
+# and a passing entry read (the bounds of the suffix it starts, its group's end, the
+# subscription and term position), HOT the entry's own Theorem 5.1 bound in parts (see
+# _entry_bound), which is all that the ~99% of entries that fail it read
+ENTRY = np.dtype([("key", np.float64), ("smaxwt", np.float64), ("sastar", np.float64), ("sub", np.int64),
+                  ("pos", np.int64), ("gend", np.int64)], align=True)
+HOT = np.dtype([("alpha", np.float64), ("sa", np.float64), ("sb", np.float64), ("tc", np.float64),
+                ("tw", np.float64), ("thb", np.float64)], align=True)
 # segments of at most this many entries are read entry by entry (each entry's own test is
 # cheaper than a group test plus the early-termination search when groups are short; on the
 # TWEETS-like stream at 300k subscriptions 128 beat 8 and 32 by 1.16x and 1.04x)
@@ -155,10 +155,10 @@ def _entry_bound(en, alpha, theta, sdin, wts, mxw, max_dist):
 @numba.njit(cache=True)
 def _rebuild(leaves, fresh, nchild, nhead, snext, ncount, n_e0, n_ne, n_g0, n_ng, nminls,
              toff, tlen, terms, wtsum, maxwt, alpha, theta, sdin, max_dist, group_bounds,
-             ent, e_used, gI, g_used, td, td_pool, td_used):
+             ent, hot, e_used, gI, g_used, td, td_pool, td_used):
     """Rebuild the inverted file of each leaf in ``leaves`` (see module docstring).
 
-    Capacity of ent/gI is ensured by the caller; td_pool grows here.
+    Capacity of ent/hot/gI is ensured by the caller; td_pool grows here.
     Returns (e_used, g_used, td_pool, td_used)."""
     for L in leaves:
         if not fresh:
@@ -213,7 +213,7 @@ def _rebuild(leaves, fresh, nchild, nhead, snext, ncount, n_e0, n_ne, n_g0, n_ng
             ent[base + r].sub = s
             ent[base + r].pos = e_pos[q]
             ent[base + r].key = e_key[q]
-            _entry_bound(ent[base + r], alpha[s], theta[s], sdin[s], wtsum[toff[s] + e_pos[q]],
+            _entry_bound(hot[base + r], alpha[s], theta[s], sdin[s], wtsum[toff[s] + e_pos[q]],
                          maxwt[toff[s] + e_pos[q]], max_dist)
             ent[base + r].smaxwt = maxwt[toff[s] + e_pos[q]]
         # segments (term runs) and groups (group runs inside them)
@@ -261,7 +261,7 @@ def _rebuild(leaves, fresh, nchild, nhead, snext, ncount, n_e0, n_ne, n_g0, n_ng
                 ma = 0.0
                 for v in range(u2 - 1, u - 1, -1):
                     mw = max(mw, ent[base + v].smaxwt)
-                    ma = max(ma, alpha_star(ent[base + v].alpha))
+                    ma = max(ma, alpha_star(hot[base + v].alpha))
                     ent[base + v].smaxwt = mw
                     ent[base + v].sastar = ma
                     ent[base + v].gend = base + u2
@@ -272,26 +272,28 @@ def _rebuild(leaves, fresh, nchild, nhead, snext, ncount, n_e0, n_ne, n_g0, n_ng
 
 
 @numba.njit(cache=True, inline="always")
-def _move_entry(ent, d, r):
+def _move_entry(ent, hot, d, r):
     a = ent[d]
     b = ent[r]
     a.key = b.key
     a.smaxwt = b.smaxwt
     a.sastar = b.sastar
-    a.alpha = b.alpha
-    a.sa = b.sa
-    a.sb = b.sb
-    a.tc = b.tc
-    a.tw = b.tw
-    a.thb = b.thb
     a.sub = b.sub
     a.pos = b.pos
     a.gend = b.gend
+    h = hot[d]
+    g = hot[r]
+    h.alpha = g.alpha
+    h.sa = g.sa
+    h.sb = g.sb
+    h.tc = g.tc
+    h.tw = g.tw
+    h.thb = g.thb
 
 
 @numba.njit(cache=True)
 def _rekey(slots, skip_leaf, sleaf, n_g0, n_ng, nminls, toff, tlen, terms, maxwt, alpha, theta,
-           built_theta, ent, gI):
+           built_theta, ent, hot, gI):
     """Give the entries of ``slots`` the key of their current theta in place: each entry
     moves inside its group to keep the keys ascending, and the group's suffix maxima are
     recomputed. Leaves flagged in ``skip_leaf`` (about to be rebuilt) are left alone.
@@ -322,32 +324,32 @@ def _rekey(slots, skip_leaf, sleaf, n_g0, n_ng, nminls, toff, tlen, terms, maxwt
             gstart = e
             while gstart > g0 and ent[gstart - 1].gend == gend:
                 gstart -= 1
-            e_sa = ent[e].sa
-            e_sb = ent[e].sb
-            e_tc = ent[e].tc
-            e_tw = ent[e].tw
+            e_sa = hot[e].sa
+            e_sb = hot[e].sb
+            e_tc = hot[e].tc
+            e_tw = hot[e].tw
             while e > gstart and ent[e - 1].key > key:
-                _move_entry(ent, e, e - 1)
+                _move_entry(ent, hot, e, e - 1)
                 e -= 1
             while e + 1 < gend and ent[e + 1].key < key:
-                _move_entry(ent, e, e + 1)
+                _move_entry(ent, hot, e, e + 1)
                 e += 1
             ent[e].sub = s
             ent[e].pos = p
             ent[e].gend = gend
             ent[e].key = key
-            ent[e].alpha = a
-            ent[e].sa = e_sa
-            ent[e].sb = e_sb
-            ent[e].tc = e_tc
-            ent[e].tw = e_tw
-            ent[e].thb = theta[s] - EPS * (1.0 + abs(theta[s]))   # as _entry_bound
+            hot[e].alpha = a
+            hot[e].sa = e_sa
+            hot[e].sb = e_sb
+            hot[e].tc = e_tc
+            hot[e].tw = e_tw
+            hot[e].thb = theta[s] - EPS * (1.0 + abs(theta[s]))   # as _entry_bound
             mw = 0.0
             ma = 0.0
             for v in range(gend - 1, gstart - 1, -1):
                 u = ent[v].sub
                 mw = max(mw, maxwt[toff[u] + ent[v].pos])
-                ma = max(ma, alpha_star(ent[v].alpha))
+                ma = max(ma, alpha_star(hot[v].alpha))
                 ent[v].smaxwt = mw
                 ent[v].sastar = ma
             moved += 1
@@ -378,9 +380,9 @@ def _probe(hkey, key):
 
 
 @numba.njit(cache=True)
-def _walk(m_off, m_terms, m_w, m_x, m_y, max_dist, p_terms, p_w, p_wtsum, p_maxwt, row, nbox, nminls, ent, td,
-          td_pool, n_dir, flat_upto, m_ws, occ_msg, order, hkey, hval, c_msg, c_sub, c_acc, c_pp, c_jp,
-          cnt):
+def _walk(m_off, m_terms, m_w, m_x, m_y, max_dist, p_terms, p_w, p_wtsum, p_maxwt, row, nbox, nminls,
+          ent, hot, td, td_pool, n_dir, flat_upto, m_ws, occ_msg, order, hkey, hval, c_msg, c_sub, c_acc,
+          c_pp, c_jp, cnt):
     """The index walk of :func:`_match` into candidate arrays of fixed size (a kernel of its
     own so that no array is reassigned inside its loops, which would cost numba a reference
     count update per iteration). Returns the number of candidates, or -1 when they do not
@@ -445,7 +447,7 @@ def _walk(m_off, m_terms, m_w, m_x, m_y, max_dist, p_terms, p_w, p_wtsum, p_maxw
                                 lo = mid + 1
                     cnt[3] += lo - p
                     for e in range(p, lo):
-                        en = ent[e]
+                        en = hot[e]
                         # Theorem 5.1 (as TSimUB from this term on: both prefixes' bound),
                         # from the entry alone: a first meeting ends here; a later one just
                         # skips the term, which the next meeting's merge (or verification's
@@ -453,8 +455,8 @@ def _walk(m_off, m_terms, m_w, m_x, m_y, max_dist, p_terms, p_w, p_wtsum, p_maxw
                         sp = en.alpha if inside else en.sa - en.sb * dout
                         if sp + min(en.tc * wmax, en.tw * wsum) < en.thb:
                             continue
-                        s = en.sub
-                        pos = en.pos
+                        s = ent[e].sub
+                        pos = ent[e].pos
                         r = row[s]
                         base = r.toff
                         al = r.alpha
@@ -514,7 +516,7 @@ def _walk(m_off, m_terms, m_w, m_x, m_y, max_dist, p_terms, p_w, p_wtsum, p_maxw
 @numba.njit(cache=True)
 def _match(m_off, m_terms, m_w, m_x, m_y, max_dist,
            s_x, s_y, p_terms, p_w, p_wtsum, p_maxwt, row,
-           nbox, nminls, ent, td, td_pool, n_dir, flat_upto, cap):
+           nbox, nminls, ent, hot, td, td_pool, n_dir, flat_upto, cap):
     """Algorithm 1 over a batch, in one walk of the index: the batch's term occurrences are
     taken in increasing term order and each segment of a term is read once for every message
     that holds the term, so every message still meets its own terms in increasing order (as
@@ -559,9 +561,9 @@ def _match(m_off, m_terms, m_w, m_x, m_y, max_dist,
         c_pp = np.empty(cap, np.int64)
         c_jp = np.empty(cap, np.int64)
         cnt = np.zeros(5, np.int64)
-        n_c = _walk(m_off, m_terms, m_w, m_x, m_y, max_dist, p_terms, p_w, p_wtsum, p_maxwt, row, nbox, nminls, ent,
-                    td, td_pool, n_dir, flat_upto, m_ws, occ_msg, order, hkey, hval, c_msg, c_sub, c_acc, c_pp,
-                    c_jp, cnt)
+        n_c = _walk(m_off, m_terms, m_w, m_x, m_y, max_dist, p_terms, p_w, p_wtsum, p_maxwt, row, nbox,
+                    nminls, ent, hot, td, td_pool, n_dir, flat_upto, m_ws, occ_msg, order, hkey, hval,
+                    c_msg, c_sub, c_acc, c_pp, c_jp, cnt)
         if n_c >= 0:
             break
         cap *= 2
@@ -648,6 +650,7 @@ class IGPT:
         self.flat_upto = FLAT                    # segments read entry by entry up to this size
         # pools
         self.ent = np.zeros(1024, ENTRY)
+        self.hot = np.zeros(1024, HOT)
         self.e_used = 0
         self.gI = np.zeros((1024, 5), np.int64)
         self.g_used = 0
@@ -720,7 +723,7 @@ class IGPT:
         s = self.subs
         self.rekeyed += int(_rekey(slots, skip, self.sleaf, self.n_g0, self.n_ng, self.nminls, s.toff,
                                    s.tlen, s.terms, s.maxwt, s.alpha, s.theta, self.built_theta,
-                                   self.ent, self.gI))
+                                   self.ent, self.hot, self.gI))
 
     def match(self, msgs):
         self.flush()
@@ -729,7 +732,7 @@ class IGPT:
         midx, slots, scores, cnt, self._cand_cap = _match(
             msgs.offsets, msgs.term_ids, msgs.weights, msgs.x, msgs.y, self.max_dist,
             s.x, s.y, s.terms, s.w, s.wtsum, s.maxwt, self.row,
-            self.nbox, self.nminls, self.ent, self.td, self.td_pool, len(self.td), self.flat_upto,
+            self.nbox, self.nminls, self.ent, self.hot, self.td, self.td_pool, len(self.td), self.flat_upto,
             self._cand_cap)
         self.counts += cnt
         return midx, slots, scores
@@ -797,14 +800,15 @@ class IGPT:
         need = int(sum(int(s.tlen[_members(L, self.nhead, self.snext, self.ncount[L])].sum())
                        for L in leaves.tolist() if self.nchild[L] < 0))
         self.ent = grow(self.ent, self.e_used + need)
+        self.hot = grow(self.hot, self.e_used + need)
         self.gI = grow(self.gI, self.g_used + need)
         max_term = int(s.terms[: s.pool_used].max()) if s.pool_used else 0
         self.td = grow(self.td, max_term + 1)
         self.e_used, self.g_used, self.td_pool, self.td_used = _rebuild(
             leaves, fresh, self.nchild, self.nhead, self.snext, self.ncount, self.n_e0, self.n_ne,
             self.n_g0, self.n_ng, self.nminls, s.toff, s.tlen, s.terms, s.wtsum, s.maxwt, s.alpha, s.theta,
-            self.row["sdin"], self.max_dist, self.group_bounds, self.ent, self.e_used, self.gI, self.g_used, self.td,
-            self.td_pool, self.td_used)
+            self.row["sdin"], self.max_dist, self.group_bounds, self.ent, self.hot, self.e_used, self.gI,
+            self.g_used, self.td, self.td_pool, self.td_used)
         for L in leaves.tolist():
             if self.nchild[L] < 0 and self.ncount[L]:
                 mem = _members(L, self.nhead, self.snext, self.ncount[L])
