@@ -143,70 +143,127 @@ def by_leaf(p_leaf, p_code, leaves):
     return off, codes
 
 
+@numba.njit(cache=True, inline="always")
+def _apply_block(ly, lid, ny, nid, nrow, k, obj, y, take, pos, rank):
+    """:func:`apply_protocol` on the rows ``t < nrow`` of a block with ``take[t]``, all at once.
+    The block holds lists column-wise (``ly[c, t]``, ``lid[c, t]``: entry c of row t), padded
+    with y = +inf to k entries; the new lists go to ``ny``, ``nid``. The protocol is the k
+    lowest of (list without ``obj``) plus ``(y, obj)`` (a +inf value only pads: a delete), so
+    each new entry c is the new object or old entry c - 1, c or c + 1: every step is one
+    branch-free pass over the rows, which the compiler vectorises."""
+    for t in range(nrow):
+        pos[t] = k
+        rank[t] = 0
+    for c in range(k - 1, -1, -1):              # obj's entry, k if it has none
+        for t in range(nrow):
+            hit = (lid[c, t] == obj) & (ly[c, t] < np.inf)
+            pos[t] = c if hit else pos[t]
+    for c in range(k):                          # where (y, obj) goes among the others
+        for t in range(nrow):
+            yc = ly[c, t]
+            before = (yc < y) | ((yc == y) & (lid[c, t] < obj))
+            rank[t] += before & (c != pos[t])
+    for c in range(k):
+        cm = max(c - 1, 0)
+        cp = min(c + 1, k - 1)
+        for t in range(nrow):
+            i = c - (c >= rank[t])
+            src = i + (i >= pos[t])             # entry i of the list without obj
+            y_m = ly[cm, t]
+            y_0 = ly[c, t]
+            y_p = ly[cp, t]
+            d_m = lid[cm, t]
+            d_0 = lid[c, t]
+            d_p = lid[cp, t]
+            oy = y_m if src < c else (y_0 if src == c else (y_p if src < k else np.inf))
+            oid = d_m if src < c else (d_0 if src == c else d_p)
+            new = c == rank[t]
+            vy = y if new else oy
+            vid = obj if new else oid
+            ny[c, t] = vy if take[t] else y_0
+            nid[c, t] = vid if take[t] else d_0
+
+
 @numba.njit(cache=True)
 def apply_leaves(mf, mi, rows, off, codes, start, end, lo, hi, leaves, topn, topid, topy, k, recv,
                  changed, trace):
     """Step 3: every leaf's messages applied to its rows, leaf after leaf (the lists are read
     and written once, in storage order; a row sees its messages in batch order). A leaf's lists
-    are copied before its first message and compared after its last: ``changed[t]`` is set for
-    the rows whose list differs (ids, order or a y). ``recv[m]`` counts message ``m``'s
-    receipts. Returns how many rows changed and, with ``trace``, every (row, message) receipt."""
+    are copied into a padded column-wise block, each message applied to all its rows at once
+    (:func:`_apply_block`), and the rows whose list differs (ids, order or a y) written back
+    with ``changed[t]`` set. ``recv[m]`` counts message ``m``'s receipts. Returns how many rows
+    changed and, with ``trace``, every (row, message) receipt."""
     cap = 1024 if trace else 0
     tr = np.empty((cap, 2), np.int64)
     ntr = 0
-    size = 0
+    size = 1
     for v in range(leaves, 2 * leaves):
         size = max(size, end[v] - start[v])
-    old_n = np.empty(size, np.int64)
-    old_id = np.empty((size, k), np.int64)
-    old_y = np.empty((size, k))
+    ly = np.empty((k, size))
+    lid = np.empty((k, size), np.int64)
+    ny = np.empty((k, size))
+    nid = np.empty((k, size), np.int64)
+    take = np.zeros(size, np.bool_)
+    pos = np.empty(size, np.int64)
+    rank = np.empty(size, np.int64)
     nchanged = 0
     for j in range(leaves):
         if off[j] == off[j + 1]:
             continue
         a = start[leaves + j]
-        b = end[leaves + j]
-        for t in range(a, b):
-            old_n[t - a] = topn[t]
-            for c in range(topn[t]):
-                old_id[t - a, c] = topid[t, c]
-                old_y[t - a, c] = topy[t, c]
+        nrow = end[leaves + j] - a
+        for t in range(nrow):
+            for c in range(k):
+                ly[c, t] = topy[a + t, c] if c < topn[a + t] else np.inf
+                lid[c, t] = topid[a + t, c] if c < topn[a + t] else 0
         for e in range(off[j], off[j + 1]):
             m = codes[e] >> 2
             mode = codes[e] & 3
-            obj = mi[m, 0]
-            y = mf[m, 4]
-            t0 = a
-            t1 = b
-            if mode == 2:
-                t0 = rows[m]
-                t1 = t0 + 1
             a0 = mf[m, 0]
             a1 = mf[m, 1]
             b0 = mf[m, 2]
             b1 = mf[m, 3]
-            for t in range(t0, t1):
-                if mode == 0 and not (a0 <= lo[t] <= a1 and b0 <= hi[t] <= b1):
-                    continue
-                apply_protocol(t, obj, y, topn, topid, topy, k)
-                recv[m] += 1
-                if trace:
-                    if ntr == tr.shape[0]:
-                        nt = np.empty((2 * ntr, 2), np.int64)
-                        nt[:ntr] = tr[:ntr]
-                        tr = nt
-                    tr[ntr, 0] = t
-                    tr[ntr, 1] = m
-                    ntr += 1
-        for t in range(a, b):
-            same = topn[t] == old_n[t - a]
+            got = 0
+            for t in range(nrow):
+                if mode == 1:
+                    take[t] = True
+                elif mode == 2:
+                    take[t] = a + t == rows[m]
+                else:
+                    take[t] = a0 <= lo[a + t] <= a1 and b0 <= hi[a + t] <= b1
+                got += take[t]
+            if got == 0:
+                continue
+            recv[m] += got
+            _apply_block(ly, lid, ny, nid, nrow, k, mi[m, 0], mf[m, 4], take, pos, rank)
+            ly, ny = ny, ly
+            lid, nid = nid, lid
+            if trace:
+                for t in range(nrow):
+                    if take[t]:
+                        if ntr == tr.shape[0]:
+                            nt = np.empty((2 * ntr, 2), np.int64)
+                            nt[:ntr] = tr[:ntr]
+                            tr = nt
+                        tr[ntr, 0] = a + t
+                        tr[ntr, 1] = m
+                        ntr += 1
+        for t in range(nrow):
+            n = 0
+            while n < k and ly[n, t] < np.inf:
+                n += 1
+            same = n == topn[a + t]
             if same:
-                for c in range(topn[t]):
-                    if topid[t, c] != old_id[t - a, c] or topy[t, c] != old_y[t - a, c]:
+                for c in range(n):
+                    if topid[a + t, c] != lid[c, t] or topy[a + t, c] != ly[c, t]:
                         same = False
                         break
             if not same:
-                changed[t] = True
+                topn[a + t] = n
+                for c in range(n):
+                    topid[a + t, c] = lid[c, t]
+                    topy[a + t, c] = ly[c, t]
+                changed[a + t] = True
                 nchanged += 1
     return nchanged, tr[:ntr]
 
