@@ -41,7 +41,7 @@ class RangeEngine:
         self.trace = trace
         self.last: dict | None = None
         self._totals = {"updates": 0, "events": 0, "messages_generated": 0, "messages_delivered": 0,
-                        "messages_received": 0, "bytes_generated": 0}
+                        "messages_received": 0, "bytes_generated": 0, "subscriptions_changed": 0}
         self._seconds = {"subscribe": 0.0, "unsubscribe": 0.0, "publish": 0.0, "deliver": 0.0}
 
     # ------------------------------------------------------------------ subscriptions
@@ -95,6 +95,7 @@ class RangeEngine:
         tot["messages_delivered"] += int(np.count_nonzero(recv))
         tot["messages_received"] += int(recv.sum())
         tot["bytes_generated"] += msgs.nbytes_on_wire
+        tot["subscriptions_changed"] += len(rows)
         if self.trace:
             self.last = {"messages": msgs, "receipts": recv, "trace": tr, "rows_sid": self.subs.sid}
         out = self._updates(rows, form)
