@@ -2,8 +2,9 @@
 by side on one workload, and the throughput of ``rc.RangeEngine``.
 
 Workload (the paper's default): ``--objects`` objects with x and y uniform in [0, 1); an event
-picks an object uniformly and draws its new y uniformly; subscriptions uniform in the (l, r)
-half-plane l <= r of [0, 1]^2.
+picks an object uniformly, raises or lowers its y with probability 1/2 each and draws the new y
+uniformly on that side (``--event-model paper``; ``uniform``: new y uniform); subscriptions
+uniform in the (l, r) half-plane l <= r of [0, 1]^2.
 
 1. **k** (``--k``, at the largest ``--m``): per event, messages generated and server bytes
    (Paint: 48 bytes a box message, Unicast: 24 a subscription-addressed one), messages received
@@ -62,21 +63,42 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--tp-call", type=_ints, default=[2000, 10000],
                    help="updates per publish call (throughput; comma-separated, at most --objects)")
     p.add_argument("--tp-updates", type=int, default=100_000, help="updates timed (throughput)")
+    p.add_argument("--event-model", choices=("paper", "uniform"), default="paper",
+                   help="paper: y up or down with probability 1/2, new y uniform on that side; "
+                        "uniform: new y uniform")
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--out", default="out/bench")
+
+
+def events_stream(y0: np.ndarray, events: int, rng, model: str = "paper") -> tuple[np.ndarray, np.ndarray]:
+    """(object, new y) of each event. ``paper`` (Section V): an object picked uniformly, its
+    y raised or lowered with probability 1/2 each, the new y uniform over the values on that
+    side of its current one (in [0, 1)); ``uniform``: the new y uniform in [0, 1)."""
+    n = len(y0)
+    ids = rng.integers(0, n, events).astype(np.int64)
+    u = rng.random(events)
+    if model == "uniform":
+        return ids, u
+    up = rng.random(events) < 0.5
+    cur = y0.copy()
+    ys = np.empty(events)
+    for e in range(events):
+        c = cur[ids[e]]
+        ys[e] = c + u[e] * (1.0 - c) if up[e] else u[e] * c
+        cur[ids[e]] = ys[e]
+    return ids, ys
 
 
 class _World:
     """One workload: objects, subscriptions (their k-d tree) and an event stream."""
 
-    def __init__(self, n: int, m: int, events: int, seed: int):
+    def __init__(self, n: int, m: int, events: int, seed: int, model: str = "paper"):
         from ..rangetopk.points import PointIndex
         rng = np.random.default_rng(seed)
         self.ox = rng.random(n)
         self.oy = rng.random(n)
         self.oid = np.arange(n, dtype=np.int64)
-        self.ev_id = rng.integers(0, n, events).astype(np.int64)     # the same stream for every m
-        self.ev_y = rng.random(events)
+        self.ev_id, self.ev_y = events_stream(self.oy, events, rng, model)   # the same for every m
         lr = np.sort(rng.random((m, 2)), axis=1)
         self.lo, self.hi = lr[:, 0].copy(), lr[:, 1].copy()
         self.sid = np.arange(m, dtype=np.int64)
@@ -117,7 +139,9 @@ def _measure(world: _World, k: int, method: str, eps: float, mode: str = "online
     return {"k": k, "m": len(world.lo), "method": method, "epsilon": eps, "mode": mode, "events": n,
             "generated_per_event": len(msgs) / n, "bytes_per_event": msgs.nbytes_on_wire / n,
             "max_bytes_per_event": int(per_event_bytes.max()) if n else 0,
-            "received_per_event": float(recv.sum()) / n, "empty_messages": int(np.count_nonzero(recv == 0)),
+            "received_per_event": float(recv.sum()) / n,
+            "received_per_event_stderr": float(np.bincount(msgs.i[:, 1], weights=recv, minlength=n).std() / np.sqrt(n))
+            if n else 0.0, "empty_messages": int(np.count_nonzero(recv == 0)),
             "server_seconds_per_event": secs / n, "calls_per_event": calls}
 
 
@@ -151,11 +175,9 @@ def _sweep(world, ks, eps_list, tag) -> list[dict]:
     return rows
 
 
-def _batch(world: _World, ks, n_events: int, seed: int) -> list[dict]:
+def _batch(world: _World, ks, n_events: int, seed: int, model: str) -> list[dict]:
     rng = np.random.default_rng(seed + 1)
-    n = len(world.ox)
-    ids = rng.integers(0, n, n_events).astype(np.int64)
-    ys = rng.random(n_events)
+    ids, ys = events_stream(world.oy, n_events, rng, model)
     rows = []
     for k in ks:
         for mode in ("online", "coalesce", "batch"):
@@ -172,8 +194,8 @@ def _batch(world: _World, ks, n_events: int, seed: int) -> list[dict]:
 
 def _throughput(args) -> dict:
     """Updates per second through publish, for each call size and updates form. A call
-    updates distinct objects (an id may appear once per call), drawn uniformly, new y uniform
-    (the paper's events)."""
+    updates distinct objects (an id may appear once per call), drawn uniformly, new values
+    as ``--event-model`` says (default: the paper's events)."""
     import rankcast as rc
     rng = np.random.default_rng(args.seed + 2)
     n = args.objects
@@ -185,18 +207,29 @@ def _throughput(args) -> dict:
     t0 = time.perf_counter()
     eng.subscribe({"id": np.arange(m), "lo": lr[:, 0], "hi": lr[:, 1]})
     out["subscribe_seconds"] = time.perf_counter() - t0
-    eng.publish({"id": np.arange(n), "x": rng.random(n), "y": rng.random(n)}, updates="none")
+    cur = rng.random(n)
+    eng.publish({"id": np.arange(n), "x": rng.random(n), "y": cur}, updates="none")
+
+    def batch(call):            # distinct objects, new values by --event-model
+        ids = rng.choice(n, call, replace=False)
+        if args.event_model == "uniform":
+            ys = rng.random(call)
+        else:
+            u = rng.random(call)
+            c = cur[ids]
+            ys = np.where(rng.random(call) < 0.5, c + u * (1.0 - c), u * c)
+        cur[ids] = ys
+        return {"id": ids, "y": ys}
+
     for call in args.tp_call:
         call = min(call, n)
         calls = max(1, args.tp_updates // call)
         for form in ("none", "arrow", "objects"):
-            warm = {"id": rng.choice(n, call, replace=False), "y": rng.random(call)}
-            eng.publish(warm, updates=form)
+            eng.publish(batch(call), updates=form)
             s0 = eng.stats()
             t0 = time.perf_counter()
             for _ in range(calls):
-                batch = {"id": rng.choice(n, call, replace=False), "y": rng.random(call)}
-                eng.publish(batch, updates=form)
+                eng.publish(batch(call), updates=form)
             secs = time.perf_counter() - t0
             s1 = eng.stats()
             upd = calls * call
@@ -232,7 +265,8 @@ def _targets(res) -> dict:
     sp = [r for r in res["k"] if r["method"] == "paint-sparse" and not r["epsilon"]]
     if sp:
         t["received_per_event_vs_table_I"] = {
-            str(r["k"]): {"value": r["received_per_event"], "paper_m2M": TABLE_I.get(r["k"]),
+            str(r["k"]): {"value": r["received_per_event"], "stderr": r["received_per_event_stderr"],
+                          "events": r["events"], "paper_m2M": TABLE_I.get(r["k"]),
                           "paper_scaled_to_m": TABLE_I[r["k"]] * r["m"] / 2e6 if r["k"] in TABLE_I else None}
             for r in sp}
     exact = {}
@@ -296,14 +330,14 @@ def run_range(args) -> dict:
     t0 = time.perf_counter()
     res = {"config": {k: v for k, v in vars(args).items() if k != "func"}}
     ms = sorted(args.m)
-    big = _World(args.objects, ms[-1], args.events, args.seed)
+    big = _World(args.objects, ms[-1], args.events, args.seed, args.event_model)
     res["kd_build_seconds"] = big.build_seconds
     res["k"] = _sweep(big, args.k, args.epsilons, "k")
     res["m"] = []
     for m in ms:
-        w = big if m == ms[-1] else _World(args.objects, m, args.events, args.seed)
+        w = big if m == ms[-1] else _World(args.objects, m, args.events, args.seed, args.event_model)
         res["m"] += _sweep(w, [args.k_m], [1.0], "m")
-    res["batch"] = _batch(big, args.batch_k, args.batch_events, args.seed) if args.batch_events else []
+    res["batch"] = _batch(big, args.batch_k, args.batch_events, args.seed, args.event_model) if args.batch_events else []
     del big
     res["throughput"] = _throughput(args) if args.tp_updates else None
     res["targets"] = _targets(res)
