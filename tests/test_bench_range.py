@@ -11,7 +11,7 @@ from rankcast.cli import main
 def test_bench_range_writes_consistent_json_and_png(tmp_path):
     rc = main(["bench", "range", "--m", "3000,6000", "--k", "2,5", "--objects", "300", "--events", "150",
                "--epsilons", "1", "--batch-events", "600", "--batch-k", "3", "--tp-m", "4000", "--tp-k", "5",
-               "--tp-call", "100", "--tp-updates", "300", "--out", str(tmp_path)])
+               "--tp-call", "100,200", "--tp-updates", "300", "--out", str(tmp_path)])
     assert rc == 0
     res = json.loads((tmp_path / "range.json").read_text())
     assert (tmp_path / "range.png").stat().st_size > 10_000
@@ -33,5 +33,6 @@ def test_bench_range_writes_consistent_json_and_png(tmp_path):
     assert set(t["received_per_event_vs_table_I"]) == {"2", "5"}
     assert "unicast_over_paint-dense_bytes" in t and "unicast_over_paint-sparse_bytes" in t
     tp = res["throughput"]["forms"]
-    assert tp["objects"]["updates"] == 300 and tp["none"]["updates_per_second"] > 0
-    assert tp["objects"]["updates_returned"] > 0
+    assert set(tp) == {f"{c}/{f}" for c in (100, 200) for f in ("none", "arrow", "objects")}
+    assert tp["100/objects"]["updates"] == 300 and tp["200/none"]["updates_per_second"] > 0
+    assert all(r["changed_per_call"] > 0 for r in tp.values())

@@ -2,8 +2,9 @@
 by side on one workload, and the throughput of ``rc.RangeEngine``.
 
 Workload (the paper's default): ``--objects`` objects with x and y uniform in [0, 1); an event
-picks an object uniformly and draws its new y uniformly; subscriptions uniform in the (l, r)
-half-plane l <= r of [0, 1]^2.
+picks an object uniformly, raises or lowers its y with probability 1/2 each and draws the new y
+uniformly on that side (``--event-model paper``; ``uniform``: new y uniform); subscriptions
+uniform in the (l, r) half-plane l <= r of [0, 1]^2.
 
 1. **k** (``--k``, at the largest ``--m``): per event, messages generated and server bytes
    (Paint: 48 bytes a box message, Unicast: 24 a subscription-addressed one), messages received
@@ -13,8 +14,9 @@ half-plane l <= r of [0, 1]^2.
 3. **batch** (``--batch-events`` events, repeats included, on Paint-Sparse): Paint-Batch
    against Online and Coalesce (Fig. 16): messages generated, received, min_y calls;
 4. **throughput**: updates per second through ``rc.RangeEngine`` (default config: Paint-Sparse,
-   Paint-Batch) at ``--tp-m`` subscriptions, ``--tp-k``, publish calls of ``--tp-call`` updates,
-   with the Update objects built (``objects``) and without (``none``).
+   Paint-Batch) at ``--tp-m`` subscriptions, ``--tp-k``, publish calls of ``--tp-call`` updates
+   of distinct objects, with the Update objects built (``objects``), the Arrow table
+   (``arrow``) and nothing (``none``); per update: server, delivery and updates-form time.
 
 Targets (issue #13): server traffic per event >= 30x below Unicast for Paint-Dense and >= 100x
 for Paint-Sparse at the largest m; Paint-Sparse's received per event in line with Table I;
@@ -58,23 +60,45 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--batch-k", type=_ints, default=[5, 10, 20])
     p.add_argument("--tp-m", type=int, default=1_000_000)
     p.add_argument("--tp-k", type=int, default=10)
-    p.add_argument("--tp-call", type=int, default=2000, help="updates per publish call (throughput)")
+    p.add_argument("--tp-call", type=_ints, default=[2000, 10000],
+                   help="updates per publish call (throughput; comma-separated, at most --objects)")
     p.add_argument("--tp-updates", type=int, default=100_000, help="updates timed (throughput)")
+    p.add_argument("--event-model", choices=("paper", "uniform"), default="paper",
+                   help="paper: y up or down with probability 1/2, new y uniform on that side; "
+                        "uniform: new y uniform")
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--out", default="out/bench")
+
+
+def events_stream(y0: np.ndarray, events: int, rng, model: str = "paper") -> tuple[np.ndarray, np.ndarray]:
+    """(object, new y) of each event. ``paper`` (Section V): an object picked uniformly, its
+    y raised or lowered with probability 1/2 each, the new y uniform over the values on that
+    side of its current one (in [0, 1)); ``uniform``: the new y uniform in [0, 1)."""
+    n = len(y0)
+    ids = rng.integers(0, n, events).astype(np.int64)
+    u = rng.random(events)
+    if model == "uniform":
+        return ids, u
+    up = rng.random(events) < 0.5
+    cur = y0.copy()
+    ys = np.empty(events)
+    for e in range(events):
+        c = cur[ids[e]]
+        ys[e] = c + u[e] * (1.0 - c) if up[e] else u[e] * c
+        cur[ids[e]] = ys[e]
+    return ids, ys
 
 
 class _World:
     """One workload: objects, subscriptions (their k-d tree) and an event stream."""
 
-    def __init__(self, n: int, m: int, events: int, seed: int):
+    def __init__(self, n: int, m: int, events: int, seed: int, model: str = "paper"):
         from ..rangetopk.points import PointIndex
         rng = np.random.default_rng(seed)
         self.ox = rng.random(n)
         self.oy = rng.random(n)
         self.oid = np.arange(n, dtype=np.int64)
-        self.ev_id = rng.integers(0, n, events).astype(np.int64)     # the same stream for every m
-        self.ev_y = rng.random(events)
+        self.ev_id, self.ev_y = events_stream(self.oy, events, rng, model)   # the same for every m
         lr = np.sort(rng.random((m, 2)), axis=1)
         self.lo, self.hi = lr[:, 0].copy(), lr[:, 1].copy()
         self.sid = np.arange(m, dtype=np.int64)
@@ -115,7 +139,9 @@ def _measure(world: _World, k: int, method: str, eps: float, mode: str = "online
     return {"k": k, "m": len(world.lo), "method": method, "epsilon": eps, "mode": mode, "events": n,
             "generated_per_event": len(msgs) / n, "bytes_per_event": msgs.nbytes_on_wire / n,
             "max_bytes_per_event": int(per_event_bytes.max()) if n else 0,
-            "received_per_event": float(recv.sum()) / n, "empty_messages": int(np.count_nonzero(recv == 0)),
+            "received_per_event": float(recv.sum()) / n,
+            "received_per_event_stderr": float(np.bincount(msgs.i[:, 1], weights=recv, minlength=n).std() / np.sqrt(n))
+            if n else 0.0, "empty_messages": int(np.count_nonzero(recv == 0)),
             "server_seconds_per_event": secs / n, "calls_per_event": calls}
 
 
@@ -149,11 +175,9 @@ def _sweep(world, ks, eps_list, tag) -> list[dict]:
     return rows
 
 
-def _batch(world: _World, ks, n_events: int, seed: int) -> list[dict]:
+def _batch(world: _World, ks, n_events: int, seed: int, model: str) -> list[dict]:
     rng = np.random.default_rng(seed + 1)
-    n = len(world.ox)
-    ids = rng.integers(0, n, n_events).astype(np.int64)
-    ys = rng.random(n_events)
+    ids, ys = events_stream(world.oy, n_events, rng, model)
     rows = []
     for k in ks:
         for mode in ("online", "coalesce", "batch"):
@@ -169,42 +193,60 @@ def _batch(world: _World, ks, n_events: int, seed: int) -> list[dict]:
 
 
 def _throughput(args) -> dict:
+    """Updates per second through publish, for each call size and updates form. A call
+    updates distinct objects (an id may appear once per call), drawn uniformly, new values
+    as ``--event-model`` says (default: the paper's events)."""
     import rankcast as rc
     rng = np.random.default_rng(args.seed + 2)
     n = args.objects
     m = args.tp_m
-    out = {"m": m, "k": args.tp_k, "objects": n, "call": args.tp_call}
+    out = {"m": m, "k": args.tp_k, "objects": n, "calls": args.tp_call}
     res = {}
     eng = rc.RangeEngine(rc.RangeConfig(k=args.tp_k))
     lr = np.sort(rng.random((m, 2)), axis=1)
     t0 = time.perf_counter()
     eng.subscribe({"id": np.arange(m), "lo": lr[:, 0], "hi": lr[:, 1]})
     out["subscribe_seconds"] = time.perf_counter() - t0
-    eng.publish({"id": np.arange(n), "x": rng.random(n), "y": rng.random(n)}, updates="none")
-    calls = max(1, args.tp_updates // args.tp_call)
-    for form in ("none", "objects"):
-        warm = {"id": rng.choice(n, args.tp_call, replace=False), "y": rng.random(args.tp_call)}
-        eng.publish(warm, updates=form)
-        s0 = eng.stats()
-        changed = 0
-        t0 = time.perf_counter()
-        for _ in range(calls):
-            batch = {"id": rng.choice(n, args.tp_call, replace=False), "y": rng.random(args.tp_call)}
-            got = eng.publish(batch, updates=form)
-            if got is not None:
-                changed += len(got)
-        secs = time.perf_counter() - t0
-        s1 = eng.stats()
-        upd = calls * args.tp_call
-        res[form] = {"updates": upd, "seconds": secs, "updates_per_second": upd / secs,
-                     "server_seconds": s1["server_seconds"] - s0["server_seconds"],
-                     "deliver_seconds": s1["seconds"]["deliver"] - s0["seconds"]["deliver"],
-                     "received_per_update": (s1["messages_received"] - s0["messages_received"]) / upd,
-                     "generated_per_update": (s1["messages_generated"] - s0["messages_generated"]) / upd,
-                     "updates_returned": changed}
-        print(f"throughput m={m} k={args.tp_k} updates={form:<7} {upd / secs:10.0f} updates/s "
-              f"(server {res[form]['server_seconds']:.2f} s, delivery {res[form]['deliver_seconds']:.2f} s "
-              f"of {secs:.2f} s)", flush=True)
+    cur = rng.random(n)
+    eng.publish({"id": np.arange(n), "x": rng.random(n), "y": cur}, updates="none")
+
+    def batch(call):            # distinct objects, new values by --event-model
+        ids = rng.choice(n, call, replace=False)
+        if args.event_model == "uniform":
+            ys = rng.random(call)
+        else:
+            u = rng.random(call)
+            c = cur[ids]
+            ys = np.where(rng.random(call) < 0.5, c + u * (1.0 - c), u * c)
+        cur[ids] = ys
+        return {"id": ids, "y": ys}
+
+    for call in args.tp_call:
+        call = min(call, n)
+        calls = max(1, args.tp_updates // call)
+        for form in ("none", "arrow", "objects"):
+            eng.publish(batch(call), updates=form)
+            s0 = eng.stats()
+            t0 = time.perf_counter()
+            for _ in range(calls):
+                eng.publish(batch(call), updates=form)
+            secs = time.perf_counter() - t0
+            s1 = eng.stats()
+            upd = calls * call
+            pub = s1["seconds"]["publish"] - s0["seconds"]["publish"]
+            srv = s1["server_seconds"] - s0["server_seconds"]
+            dlv = s1["seconds"]["deliver"] - s0["seconds"]["deliver"]
+            r = {"call": call, "form": form, "updates": upd, "seconds": secs, "updates_per_second": upd / secs,
+                 "server_us_per_update": srv / upd * 1e6, "deliver_us_per_update": dlv / upd * 1e6,
+                 "updates_form_us_per_update": (pub - srv - dlv) / upd * 1e6,
+                 "received_per_update": (s1["messages_received"] - s0["messages_received"]) / upd,
+                 "generated_per_update": (s1["messages_generated"] - s0["messages_generated"]) / upd,
+                 "changed_per_call": (s1["subscriptions_changed"] - s0["subscriptions_changed"]) / calls}
+            res[f"{call}/{form}"] = r
+            print(f"throughput m={m} k={args.tp_k} call={call} updates={form:<7} {upd / secs:8.0f} updates/s "
+                  f"(per update: server {r['server_us_per_update']:.1f} us, delivery {r['deliver_us_per_update']:.1f} "
+                  f"us, updates form {r['updates_form_us_per_update']:.1f} us; {r['received_per_update']:.0f} "
+                  f"receipts; {r['changed_per_call']:.0f} subscriptions changed per call)", flush=True)
     out["forms"] = res
     return out
 
@@ -223,7 +265,8 @@ def _targets(res) -> dict:
     sp = [r for r in res["k"] if r["method"] == "paint-sparse" and not r["epsilon"]]
     if sp:
         t["received_per_event_vs_table_I"] = {
-            str(r["k"]): {"value": r["received_per_event"], "paper_m2M": TABLE_I.get(r["k"]),
+            str(r["k"]): {"value": r["received_per_event"], "stderr": r["received_per_event_stderr"],
+                          "events": r["events"], "paper_m2M": TABLE_I.get(r["k"]),
                           "paper_scaled_to_m": TABLE_I[r["k"]] * r["m"] / 2e6 if r["k"] in TABLE_I else None}
             for r in sp}
     exact = {}
@@ -232,11 +275,9 @@ def _targets(res) -> dict:
             exact.setdefault(r["k"], set()).add(round(r["received_per_event"], 9))
     t["exact_methods_receive_the_same"] = all(len(v) == 1 for v in exact.values())
     if res.get("throughput"):
-        tp = res["throughput"]["forms"]
-        best = tp.get("objects", tp.get("none"))
-        t["updates_per_second"] = {"value": best["updates_per_second"], "target": ">= 20000",
-                                   "met": best["updates_per_second"] >= 20000,
-                                   "without_update_objects": tp.get("none", {}).get("updates_per_second")}
+        t["updates_per_second"] = {key: {"value": r["updates_per_second"], "target": ">= 20000",
+                                         "met": r["updates_per_second"] >= 20000}
+                                   for key, r in res["throughput"]["forms"].items()}
     if res["batch"]:
         ok = True
         for k in {r["k"] for r in res["batch"]}:
@@ -289,14 +330,14 @@ def run_range(args) -> dict:
     t0 = time.perf_counter()
     res = {"config": {k: v for k, v in vars(args).items() if k != "func"}}
     ms = sorted(args.m)
-    big = _World(args.objects, ms[-1], args.events, args.seed)
+    big = _World(args.objects, ms[-1], args.events, args.seed, args.event_model)
     res["kd_build_seconds"] = big.build_seconds
     res["k"] = _sweep(big, args.k, args.epsilons, "k")
     res["m"] = []
     for m in ms:
-        w = big if m == ms[-1] else _World(args.objects, m, args.events, args.seed)
+        w = big if m == ms[-1] else _World(args.objects, m, args.events, args.seed, args.event_model)
         res["m"] += _sweep(w, [args.k_m], [1.0], "m")
-    res["batch"] = _batch(big, args.batch_k, args.batch_events, args.seed) if args.batch_events else []
+    res["batch"] = _batch(big, args.batch_k, args.batch_events, args.seed, args.event_model) if args.batch_events else []
     del big
     res["throughput"] = _throughput(args) if args.tp_updates else None
     res["targets"] = _targets(res)

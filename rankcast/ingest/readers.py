@@ -45,6 +45,8 @@ __all__ = ["read_subscriptions", "read_messages", "read_table", "to_spark", "gue
 TERMS_TYPE = pa.map_(pa.string(), pa.float64())
 SUBSCRIPTION_COLUMNS = ("id", "x", "y", "k", "alpha", "text", "terms")
 MESSAGE_COLUMNS = ("id", "x", "y", "text", "terms", "t")
+RANGE_SUBSCRIPTION_COLUMNS = ("id", "lo", "hi")          # the range top-k kind (range_tables.py)
+OBJECT_UPDATE_COLUMNS = ("id", "x", "y")
 _INT32_MAX = 2**31 - 1
 _INT64_MAX = 2**63 - 1
 _UNBOUNDED = (-math.inf, -math.inf, math.inf, math.inf)
@@ -143,7 +145,8 @@ def read_table(source, kind: str, spark=None) -> pa.Table:
         if not path.exists():
             raise InvalidInput(f"{kind} table: no such file or folder: {s}")
         suf = _suffix(path)
-        names = SUBSCRIPTION_COLUMNS if kind == "subscription" else MESSAGE_COLUMNS
+        names = {"subscription": SUBSCRIPTION_COLUMNS, "range subscription": RANGE_SUBSCRIPTION_COLUMNS,
+                 "object update": OBJECT_UPDATE_COLUMNS}.get(kind, MESSAGE_COLUMNS)
         if kind in MATCH_KINDS and suf not in (".parquet", ".pq") and not path.is_dir():
             if suf in (".jsonl", ".ndjson", ".json"):
                 return read_match_jsonl(path, kind)
@@ -192,7 +195,7 @@ def _from_python(cols: dict[str, list], kind: str) -> pa.Table:
             except OverflowError:
                 pos = next(p for p, v in enumerate(values) if v is not None and abs(int(v)) > _INT64_MAX)
                 raise fail(pos, name, values[pos], "an int64") from None
-        elif name in ("x", "y", "alpha", "t"):
+        elif name in ("x", "y", "alpha", "t", "lo", "hi"):
             for pos, v in enumerate(values):
                 if v is not None and (isinstance(v, bool) or not isinstance(v, (int, float, np.number))):
                     raise fail(pos, name, v, "a real number")

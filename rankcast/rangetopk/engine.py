@@ -12,7 +12,8 @@ import time
 import numpy as np
 
 from ..config import RangeConfig
-from ..engine import check_ids_arg, check_updates_form, updates_from_arrays, updates_table
+from .._arrays import expand_runs
+from ..engine import check_ids_arg, check_updates_form, columns_table, updates_from_arrays
 from ..errors import InvalidInput, UnknownSubscription
 from ..columns import item_error
 from .inputs import check_update_state, encode_subscriptions, encode_updates
@@ -40,7 +41,7 @@ class RangeEngine:
         self.trace = trace
         self.last: dict | None = None
         self._totals = {"updates": 0, "events": 0, "messages_generated": 0, "messages_delivered": 0,
-                        "messages_received": 0, "bytes_generated": 0}
+                        "messages_received": 0, "bytes_generated": 0, "subscriptions_changed": 0}
         self._seconds = {"subscribe": 0.0, "unsubscribe": 0.0, "publish": 0.0, "deliver": 0.0}
 
     # ------------------------------------------------------------------ subscriptions
@@ -94,6 +95,7 @@ class RangeEngine:
         tot["messages_delivered"] += int(np.count_nonzero(recv))
         tot["messages_received"] += int(recv.sum())
         tot["bytes_generated"] += msgs.nbytes_on_wire
+        tot["subscriptions_changed"] += len(rows)
         if self.trace:
             self.last = {"messages": msgs, "receipts": recv, "trace": tr, "rows_sid": self.subs.sid}
         out = self._updates(rows, form)
@@ -101,18 +103,20 @@ class RangeEngine:
         return out
 
     def _updates(self, rows: np.ndarray, form: str):
-        s = self.subs
+        """The call's updates from the changed rows (by subscription id): their lists laid out
+        as update rows by one kernel (``expand_runs``, reading each list in place)."""
         if form == "none":
             return None
-        n = s.topn[rows]
-        off = np.zeros(len(rows) + 1, np.int64)
-        np.cumsum(n, out=off[1:])
-        mask = np.arange(s.k)[None, :] < n[:, None]
-        oid = s.topid[rows][mask]
-        oy = s.topy[rows][mask]
+        s = self.subs
+        cols = expand_runs(s.sid[rows], rows * s.k, s.topn[rows], s.topid.reshape(-1, 1), 0,
+                           s.topy.reshape(-1, 1), 0)
         if form == "arrow":
-            return updates_table(s.sid[rows], off, oid, oy, item="object_id")
-        return updates_from_arrays(s.sid[rows], off, oid, oy)
+            return columns_table(*cols, key="subscription_id", item="object_id")
+        _, _, oid, oy, empty = cols
+        off = np.zeros(len(rows) + 1, np.int64)
+        np.cumsum(s.topn[rows], out=off[1:])
+        full = ~empty
+        return updates_from_arrays(s.sid[rows], off, oid[full], oy[full])
 
     # ------------------------------------------------------------------ reading
     def topk(self, sub_id) -> list[tuple[int, float]]:

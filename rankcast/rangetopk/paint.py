@@ -28,7 +28,7 @@ import numba
 import numpy as np
 
 from .objects import below, first_k, range_min, set_value
-from .points import any_in_box_outside, snap
+from .points import any_in_box_outside, extreme, snap
 
 __all__ = ["NEW", "EXPOSED", "UNICAST", "C_FIRST_K", "C_MIN_Y", "C_SNAP", "C_EMPTY", "C_EXPOSED",
            "C_DROPPED", "N_COUNTERS", "COUNTER_NAMES", "run_length", "paint_online", "paint_batch"]
@@ -314,17 +314,26 @@ def sweep(p, obj, yn, ev, tree, size, ys, ids, xs, n, k, L, a, R, b, c, sparse, 
     while True:
         if sparse:          # l*, r*: the span of the subscriptions still in IR^z(i)
             ng = tile(p, xs, n, k, L, a, R, b, True, L, 0, R, 0, L, 0, R, 0, False, gb)
+            # columns are west to east with l ranges in that order and r reaches growing:
+            # the least lo is in the first column holding a point, the greatest hi is looked
+            # for east to west until a column cannot reach above it
             nl = np.inf
-            nr = -np.inf
-            box = scratch[1]
             for j in range(ng):
+                if max(gb[j, 0], lstar) >= nl:
+                    break
                 cnt[C_SNAP] += 1
-                if snap(pbox, pstart, pend, plo, phi, leaves, max(gb[j, 0], lstar), gb[j, 1], gb[j, 2],
-                        min(gb[j, 3], rstar), box):
-                    nl = min(nl, box[0])
-                    nr = max(nr, box[3])
-            if nl > nr:
+                nl = extreme(pbox, pstart, pend, plo, phi, leaves, max(gb[j, 0], lstar), gb[j, 1], gb[j, 2],
+                             min(gb[j, 3], rstar), 0, nl)
+            if nl == np.inf:
                 break
+            nr = np.inf
+            for j in range(ng - 1, -1, -1):
+                if -min(gb[j, 3], rstar) >= nr:
+                    continue
+                cnt[C_SNAP] += 1
+                nr = extreme(pbox, pstart, pend, plo, phi, leaves, max(gb[j, 0], lstar), gb[j, 1], gb[j, 2],
+                             min(gb[j, 3], rstar), 3, nr)
+            nr = -nr
             lstar = nl
             rstar = nr
             sl = np.searchsorted(xs[:n], lstar, side="left")

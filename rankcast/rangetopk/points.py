@@ -15,7 +15,7 @@ from __future__ import annotations
 import numba
 import numpy as np
 
-__all__ = ["PointIndex", "snap", "any_in_box_outside", "build_kd", "count_in_boxes", "receipts"]
+__all__ = ["PointIndex", "snap", "extreme", "any_in_box_outside", "build_kd", "count_in_boxes", "receipts"]
 
 LEAF_SIZE = 32
 
@@ -129,6 +129,42 @@ def snap(box, start, end, lo, hi, leaves, a0, a1, b0, b1, out):
         stack[sp + 1] = 2 * v + 1
         sp += 2
     return out[0] <= out[1]
+
+
+@numba.njit(cache=True)
+def extreme(box, start, end, lo, hi, leaves, a0, a1, b0, b1, col, best):
+    """One side of snap(G): the least lo (``col`` 0) or, negated, the greatest hi (``col`` 3) of
+    the points in the closed box G = [a0, a1] x [b0, b1], if below ``best`` (else ``best``). A
+    node is opened only if its bound on that side beats the best so far, which is why this is
+    far cheaper than a whole snap."""
+    if a0 > a1 or b0 > b1:
+        return best
+    stack = np.empty(64, np.int64)
+    sp = 1
+    stack[0] = 1
+    while sp > 0:
+        sp -= 1
+        v = stack[sp]
+        if _disjoint(box, v, a0, a1, b0, b1):
+            continue
+        bound = box[v, 0] if col == 0 else -box[v, 3]
+        if bound >= best:
+            continue
+        if _inside(box, v, a0, a1, b0, b1):
+            best = bound
+            continue
+        if v >= leaves:
+            for t in range(start[v], end[v]):
+                if a0 <= lo[t] <= a1 and b0 <= hi[t] <= b1:
+                    best = min(best, lo[t] if col == 0 else -hi[t])
+            continue
+        c0 = box[2 * v, 0] if col == 0 else -box[2 * v, 3]
+        c1 = box[2 * v + 1, 0] if col == 0 else -box[2 * v + 1, 3]
+        first = 2 * v if c0 <= c1 else 2 * v + 1      # the more promising child popped first
+        stack[sp] = 4 * v + 1 - first
+        stack[sp + 1] = first
+        sp += 2
+    return best
 
 
 @numba.njit(cache=True, inline="always")

@@ -9,19 +9,23 @@ unicast message: the one subscription it names). Each applies, in message order:
 
 lists ordered by (y, id). Ordering (footnote 6) is the server's: an object's new value comes
 before the replacement it makes room for. The store keeps the rows in the order of its k-d
-tree (:class:`~.points.PointIndex`), so that a box's subscriptions are mostly contiguous, and
-records the first change of each row in a call so that :meth:`SubscriberStore.changes` returns
-exactly the subscriptions whose top-k (ids, order or a listed y) differs after the call.
+tree (:class:`~.points.PointIndex`), so that a box's subscriptions are contiguous runs of
+leaves. A batch is delivered row-major: the (leaf, message) pairs are found and grouped by
+leaf, then each leaf's rows get their messages in batch order while they are in cache, so the
+lists are streamed once per call whatever the number of receipts; a leaf's lists are copied
+before and compared after, which gives exactly the subscriptions whose top-k (ids, order or a
+listed y) differs after the call.
 """
 from __future__ import annotations
 
 import numba
 import numpy as np
 
+from .._arrays import grown
 from ..indexing.idmap import IdMap, _get
 from .points import PointIndex
 
-__all__ = ["SubscriberStore", "deliver", "apply_protocol"]
+__all__ = ["SubscriberStore", "apply_protocol", "leaf_pairs", "by_leaf", "apply_leaves", "take_changed"]
 
 
 @numba.njit(cache=True, inline="always")
@@ -29,7 +33,7 @@ def _before(y1, o1, y2, o2):
     return y1 < y2 or (y1 == y2 and o1 < o2)
 
 
-@numba.njit(cache=True)
+@numba.njit(cache=True, inline="always")
 def apply_protocol(j, obj, y, topn, topid, topy, k):
     """The subscriber protocol on row ``j``; returns whether the list changed."""
     n = topn[j]
@@ -66,47 +70,26 @@ def apply_protocol(j, obj, y, topn, topid, topy, k):
     return True
 
 
-@numba.njit(cache=True, inline="always")
-def _receive(j, obj, y, topn, topid, topy, k, touched, epoch, log_row, log_n, log_id, log_y, nlog):
-    """One receipt: log the row's list before its first receipt in the call (the log holds a
-    row for each subscription at most), then apply the protocol."""
-    if touched[j] != epoch:
-        touched[j] = epoch
-        e = nlog[0]
-        log_row[e] = j
-        log_n[e] = topn[j]
-        for t in range(topn[j]):
-            log_id[e, t] = topid[j, t]
-            log_y[e, t] = topy[j, t]
-        nlog[0] = e + 1
-    apply_protocol(j, obj, y, topn, topid, topy, k)
-
-
 @numba.njit(cache=True)
-def deliver(mf, mi, rows, box, start, end, lo, hi, leaves, topn, topid, topy, k, touched, epoch,
-            log_row, log_n, log_id, log_y, nlog, recv, trace):
-    """Deliver messages in order: message ``m`` (box ``mf[m, :4]``, value ``mf[m, 4]``, object
-    ``mi[m, 0]``) reaches the rows in its box, or row ``rows[m]`` when that is >= 0 (unicast);
-    ``recv[m]`` counts its receipts. The log (capacity: one entry per row) gets each touched
-    row's list before the call; with ``trace``, returns every (row, message) receipt."""
-    tr = np.empty((1024 if trace else 0, 2), np.int64)
-    ntr = 0
+def leaf_pairs(mf, uleaf, box, leaves):
+    """Step 1 of a delivery: which leaves of the k-d tree each message reaches. Returns
+    (leaf int64[p], code int64[p]) in message order, ``code = 4 * message + mode``: mode 0 a
+    leaf its box crosses (its rows are tested), 1 a leaf inside its box (every row receives
+    it), 2 the leaf ``uleaf[m]`` of a unicast message's row (``uleaf[m] >= 0``)."""
+    cap = 1024
+    p_leaf = np.empty(cap, np.int64)
+    p_code = np.empty(cap, np.int64)
+    n = 0
     stack = np.empty(64, np.int64)
     for m in range(mf.shape[0]):
-        obj = mi[m, 0]
-        y = mf[m, 4]
-        if rows[m] >= 0:
-            j = rows[m]
-            _receive(j, obj, y, topn, topid, topy, k, touched, epoch, log_row, log_n, log_id, log_y, nlog)
-            recv[m] += 1
-            if trace:
-                if ntr == tr.shape[0]:
-                    nt = np.empty((2 * ntr, 2), np.int64)
-                    nt[:ntr] = tr[:ntr]
-                    tr = nt
-                tr[ntr, 0] = j
-                tr[ntr, 1] = m
-                ntr += 1
+        if uleaf[m] >= 0:
+            if n == cap:
+                cap *= 2
+                p_leaf = grown(p_leaf, cap)
+                p_code = grown(p_code, cap)
+            p_leaf[n] = uleaf[m]
+            p_code[n] = 4 * m + 2
+            n += 1
             continue
         a0 = mf[m, 0]
         a1 = mf[m, 1]
@@ -121,42 +104,181 @@ def deliver(mf, mi, rows, box, start, end, lo, hi, leaves, topn, topid, topy, k,
                 continue
             full = box[v, 0] >= a0 and box[v, 1] <= a1 and box[v, 2] >= b0 and box[v, 3] <= b1
             if full or v >= leaves:
-                for t in range(start[v], end[v]):
-                    if full or (a0 <= lo[t] <= a1 and b0 <= hi[t] <= b1):
-                        _receive(t, obj, y, topn, topid, topy, k, touched, epoch, log_row, log_n, log_id, log_y,
-                                 nlog)
-                        recv[m] += 1
-                        if trace:
-                            if ntr == tr.shape[0]:
-                                nt = np.empty((2 * ntr, 2), np.int64)
-                                nt[:ntr] = tr[:ntr]
-                                tr = nt
-                            tr[ntr, 0] = t
-                            tr[ntr, 1] = m
-                            ntr += 1
+                first = v
+                last = v
+                while first < leaves:           # the leaves under v
+                    first = 2 * first
+                    last = 2 * last + 1
+                if n + last - first + 1 > cap:
+                    cap = 2 * (n + last - first + 1)
+                    p_leaf = grown(p_leaf, cap)
+                    p_code = grown(p_code, cap)
+                for f in range(first, last + 1):
+                    p_leaf[n] = f
+                    p_code[n] = 4 * m + (1 if full else 0)
+                    n += 1
                 continue
             stack[sp] = 2 * v
             stack[sp + 1] = 2 * v + 1
             sp += 2
-    return tr[:ntr]
+    return p_leaf[:n], p_code[:n]
 
 
 @numba.njit(cache=True)
-def _changed(log_row, log_n, log_id, log_y, nlog, topn, topid, topy, out):
-    """The logged rows whose list differs from the logged one, into ``out``; returns how many."""
+def by_leaf(p_leaf, p_code, leaves):
+    """Step 2: the pairs of :func:`leaf_pairs` grouped by leaf, message order kept within a
+    leaf (a stable counting sort). Returns (offsets int64[leaves + 1]: leaf ``leaves + j`` owns
+    ``codes[offsets[j]:offsets[j + 1]]``, codes)."""
+    off = np.zeros(leaves + 1, np.int64)
+    for e in range(p_leaf.shape[0]):
+        off[p_leaf[e] - leaves + 1] += 1
+    for j in range(leaves):
+        off[j + 1] += off[j]
+    pos = off[:-1].copy()
+    codes = np.empty(p_leaf.shape[0], np.int64)
+    for e in range(p_leaf.shape[0]):
+        j = p_leaf[e] - leaves
+        codes[pos[j]] = p_code[e]
+        pos[j] += 1
+    return off, codes
+
+
+@numba.njit(cache=True, inline="always")
+def _apply_block(ly, lid, ny, nid, nrow, k, obj, y, take, pos, rank):
+    """:func:`apply_protocol` on the rows ``t < nrow`` of a block with ``take[t]``, all at once.
+    The block holds lists column-wise (``ly[c, t]``, ``lid[c, t]``: entry c of row t), padded
+    with y = +inf to k entries; the new lists go to ``ny``, ``nid``. The protocol is the k
+    lowest of (list without ``obj``) plus ``(y, obj)`` (a +inf value only pads: a delete), so
+    each new entry c is the new object or old entry c - 1, c or c + 1: every step is one
+    branch-free pass over the rows, which the compiler vectorises."""
+    for t in range(nrow):
+        pos[t] = k
+        rank[t] = 0
+    for c in range(k - 1, -1, -1):              # obj's entry, k if it has none
+        for t in range(nrow):
+            hit = (lid[c, t] == obj) & (ly[c, t] < np.inf)
+            pos[t] = c if hit else pos[t]
+    for c in range(k):                          # where (y, obj) goes among the others
+        for t in range(nrow):
+            yc = ly[c, t]
+            before = (yc < y) | ((yc == y) & (lid[c, t] < obj))
+            rank[t] += before & (c != pos[t])
+    for c in range(k):
+        cm = max(c - 1, 0)
+        cp = min(c + 1, k - 1)
+        for t in range(nrow):
+            i = c - (c >= rank[t])
+            src = i + (i >= pos[t])             # entry i of the list without obj
+            y_m = ly[cm, t]
+            y_0 = ly[c, t]
+            y_p = ly[cp, t]
+            d_m = lid[cm, t]
+            d_0 = lid[c, t]
+            d_p = lid[cp, t]
+            oy = y_m if src < c else (y_0 if src == c else (y_p if src < k else np.inf))
+            oid = d_m if src < c else (d_0 if src == c else d_p)
+            new = c == rank[t]
+            vy = y if new else oy
+            vid = obj if new else oid
+            ny[c, t] = vy if take[t] else y_0
+            nid[c, t] = vid if take[t] else d_0
+
+
+@numba.njit(cache=True)
+def apply_leaves(mf, mi, rows, off, codes, start, end, lo, hi, leaves, topn, topid, topy, k, recv,
+                 changed, trace):
+    """Step 3: every leaf's messages applied to its rows, leaf after leaf (the lists are read
+    and written once, in storage order; a row sees its messages in batch order). A leaf's lists
+    are copied into a padded column-wise block, each message applied to all its rows at once
+    (:func:`_apply_block`), and the rows whose list differs (ids, order or a y) written back
+    with ``changed[t]`` set. ``recv[m]`` counts message ``m``'s receipts. Returns how many rows
+    changed and, with ``trace``, every (row, message) receipt."""
+    cap = 1024 if trace else 0
+    tr = np.empty((cap, 2), np.int64)
+    ntr = 0
+    size = 1
+    for v in range(leaves, 2 * leaves):
+        size = max(size, end[v] - start[v])
+    ly = np.empty((k, size))
+    lid = np.empty((k, size), np.int64)
+    ny = np.empty((k, size))
+    nid = np.empty((k, size), np.int64)
+    take = np.zeros(size, np.bool_)
+    pos = np.empty(size, np.int64)
+    rank = np.empty(size, np.int64)
+    nchanged = 0
+    for j in range(leaves):
+        if off[j] == off[j + 1]:
+            continue
+        a = start[leaves + j]
+        nrow = end[leaves + j] - a
+        for t in range(nrow):
+            for c in range(k):
+                ly[c, t] = topy[a + t, c] if c < topn[a + t] else np.inf
+                lid[c, t] = topid[a + t, c] if c < topn[a + t] else 0
+        for e in range(off[j], off[j + 1]):
+            m = codes[e] >> 2
+            mode = codes[e] & 3
+            a0 = mf[m, 0]
+            a1 = mf[m, 1]
+            b0 = mf[m, 2]
+            b1 = mf[m, 3]
+            got = 0
+            for t in range(nrow):
+                if mode == 1:
+                    take[t] = True
+                elif mode == 2:
+                    take[t] = a + t == rows[m]
+                else:
+                    take[t] = a0 <= lo[a + t] <= a1 and b0 <= hi[a + t] <= b1
+                got += take[t]
+            if got == 0:
+                continue
+            recv[m] += got
+            _apply_block(ly, lid, ny, nid, nrow, k, mi[m, 0], mf[m, 4], take, pos, rank)
+            ly, ny = ny, ly
+            lid, nid = nid, lid
+            if trace:
+                for t in range(nrow):
+                    if take[t]:
+                        if ntr == tr.shape[0]:
+                            nt = np.empty((2 * ntr, 2), np.int64)
+                            nt[:ntr] = tr[:ntr]
+                            tr = nt
+                        tr[ntr, 0] = a + t
+                        tr[ntr, 1] = m
+                        ntr += 1
+        for t in range(nrow):
+            n = 0
+            while n < k and ly[n, t] < np.inf:
+                n += 1
+            same = n == topn[a + t]
+            if same:
+                for c in range(n):
+                    if topid[a + t, c] != lid[c, t] or topy[a + t, c] != ly[c, t]:
+                        same = False
+                        break
+            if not same:
+                topn[a + t] = n
+                for c in range(n):
+                    topid[a + t, c] = lid[c, t]
+                    topy[a + t, c] = ly[c, t]
+                changed[a + t] = True
+                nchanged += 1
+    return nchanged, tr[:ntr]
+
+
+@numba.njit(cache=True)
+def take_changed(by_sid, changed, count):
+    """The changed rows in subscription id order (``by_sid``: every row, by id), flags reset."""
+    out = np.empty(count, np.int64)
     c = 0
-    for e in range(nlog):
-        j = log_row[e]
-        same = topn[j] == log_n[e]
-        if same:
-            for t in range(topn[j]):
-                if topid[j, t] != log_id[e, t] or topy[j, t] != log_y[e, t]:
-                    same = False
-                    break
-        if not same:
-            out[c] = j
+    for r in by_sid:
+        if changed[r]:
+            out[c] = r
             c += 1
-    return c
+            changed[r] = False
+    return out
 
 
 class SubscriberStore:
@@ -176,9 +298,8 @@ class SubscriberStore:
         self.topn = np.ascontiguousarray(topn[o], np.int64)
         self.topid = np.ascontiguousarray(topid[o], np.int64)
         self.topy = np.ascontiguousarray(topy[o], np.float64)
-        self.touched = np.zeros(len(o), np.int64)
-        self.epoch = 0
-        self._log = None        # rows' lists before a call: one entry per row at most
+        self.by_sid = np.argsort(self.sid, kind="stable")      # rows by subscription id
+        self.changed = np.zeros(len(o), np.bool_)
         self.row_of = IdMap(2 * len(o) + 16)
         if len(o):
             self.row_of.put(self.sid, np.arange(len(o), dtype=np.int64))
@@ -197,7 +318,8 @@ class SubscriberStore:
     @property
     def nbytes(self) -> int:
         return (self.points.nbytes + self.topn.nbytes + self.topid.nbytes + self.topy.nbytes
-                + self.touched.nbytes + self.row_of.keys.nbytes * 2 + self.row_of.state.nbytes)
+                + self.by_sid.nbytes + self.changed.nbytes + self.row_of.keys.nbytes * 2
+                + self.row_of.state.nbytes)
 
     def rows(self, sub_ids: np.ndarray) -> np.ndarray:
         """The row of each subscription id, -1 where it is not subscribed."""
@@ -223,28 +345,27 @@ class SubscriberStore:
         return list(zip(self.topid[row, :n].tolist(), self.topy[row, :n].tolist()))
 
     def deliver(self, mf: np.ndarray, mi: np.ndarray, trace: bool = False):
-        """Apply a call's messages in order; returns (rows whose list changed, receipts per
-        message, and with ``trace`` the (row, message) receipts). Rows are sorted by
-        subscription id."""
-        self.epoch += 1
+        """Apply a call's messages, each row's in batch order; returns (rows whose list changed,
+        by subscription id; receipts per message; with ``trace`` the (row, message) receipts in
+        message order). Three kernels: the leaves each message reaches, those pairs grouped by
+        leaf, then leaf after leaf its messages applied to its rows (the lists are streamed
+        once, and a leaf's rows are in cache while its messages are applied)."""
+        p = self.points
+        uleaf = np.full(len(mi), -1, np.int64)
         rows = np.full(len(mi), -1, np.int64)
         uni = mi[:, 2] >= 0 if len(mi) else np.zeros(0, bool)
         if uni.any():
             rows[uni] = self.rows(mi[uni, 2])
+            uleaf[uni] = np.searchsorted(p.start[p.leaves:], rows[uni], side="right") - 1 + p.leaves
         recv = np.zeros(len(mi), np.int64)
-        if self._log is None or len(self._log[0]) < len(self.sid):
-            m = len(self.sid)
-            self._log = (np.empty(m, np.int64), np.empty(m, np.int64), np.empty((m, self.k), np.int64),
-                         np.empty((m, self.k)))
-        nlog = np.zeros(1, np.int64)
-        p = self.points
-        tr = deliver(np.ascontiguousarray(mf), np.ascontiguousarray(mi), rows, p.box, p.start, p.end, p.lo, p.hi,
-                     p.leaves, self.topn, self.topid, self.topy, self.k, self.touched, self.epoch, *self._log, nlog,
-                     recv, trace)
-        out = np.empty(int(nlog[0]), np.int64)
-        c = _changed(*self._log, int(nlog[0]), self.topn, self.topid, self.topy, out)
-        changed = out[:c]
-        changed = changed[np.argsort(self.sid[changed], kind="stable")]
+        mf = np.ascontiguousarray(mf)
+        p_leaf, p_code = leaf_pairs(mf, uleaf, p.box, p.leaves)
+        off, codes = by_leaf(p_leaf, p_code, p.leaves)
+        count, tr = apply_leaves(mf, np.ascontiguousarray(mi), rows, off, codes, p.start, p.end, p.lo, p.hi,
+                                 p.leaves, self.topn, self.topid, self.topy, self.k, recv, self.changed, trace)
+        changed = take_changed(self.by_sid, self.changed, count)
+        if trace:
+            tr = tr[np.lexsort((tr[:, 0], tr[:, 1]))]
         return changed, recv, (tr if trace else None)
 
     def state(self) -> dict:

@@ -1,0 +1,99 @@
+"""Tables of the range top-k kind (CONTRACT "Tables for the new kinds").
+
+Range subscription table: ``id`` int64, ``lo``, ``hi`` double (a closed range of x, finite,
+``lo <= hi``, ids unique). Object update table: ``id`` int64, ``x``, ``y`` double, null (or
+NaN) where not given: a new id needs both, a live id with only ``y`` changes its value, with
+``x`` too moves it, and ``y`` null deletes it. An update table is a sequence: an id may come
+back (each call of ``rc.RangeEngine.publish`` takes distinct ids, so a replay cuts it there).
+
+Sources as for the other tables (:func:`rankcast.ingest.readers.read_table`): Parquet file
+or folder, CSV, JSONL, pandas / Spark DataFrame, pyarrow Table. Other columns are dropped. A
+bad row raises :class:`~rankcast.InvalidInput` naming the row (position and id), the column
+and the reason, prefixed with the file and line or row when the source is a file; a table is
+read whole or not at all. Whether an update fits the engine's state (a delete needs a live
+id, a new id x and y) is the engine's check, when the update is published.
+"""
+from __future__ import annotations
+
+import numpy as np
+import pyarrow as pa
+
+from ..columns import _check_unique, shift_position
+from ..config import limits
+from ..errors import InvalidInput
+from .readers import _INT64_MAX, _Checker, locate, read_table
+
+__all__ = ["read_range_subscriptions", "read_object_updates", "RANGE_SUBSCRIPTION_SCHEMA",
+           "OBJECT_UPDATE_SCHEMA", "RANGE_KINDS"]
+
+SUB, UPD = "range subscription", "object update"
+RANGE_KINDS = (SUB, UPD)
+RANGE_SUBSCRIPTION_SCHEMA = pa.schema([("id", pa.int64()), ("lo", pa.float64()), ("hi", pa.float64())])
+OBJECT_UPDATE_SCHEMA = pa.schema([("id", pa.int64()), ("x", pa.float64()), ("y", pa.float64())])
+
+
+def _conform(table: pa.Table, kind: str) -> pa.Table:
+    names = set(table.column_names)
+    need = ("id", "lo", "hi") if kind == SUB else ("id",)
+    for n in need:
+        if n not in names:
+            raise InvalidInput(f"{kind} table: missing column '{n}' (columns: {sorted(names)})")
+    if kind == UPD and not {"x", "y"} & names:
+        raise InvalidInput(f"{kind} table: needs an 'x' or a 'y' column (columns: {sorted(names)})")
+    ck = _Checker(table, kind)
+    ids = ck.integer("id", pa.int64(), hi=_INT64_MAX)
+    ck.ids = ids.to_numpy()
+    if kind == SUB:
+        cols = {"id": ids, "lo": ck.real("lo"), "hi": ck.real("hi")}
+    else:
+        n = table.num_rows
+        cols = {"id": ids}
+        for c in ("x", "y"):
+            cols[c] = ck.real(c, nullable=True) if c in names else pa.chunked_array([pa.nulls(n, pa.float64())])
+    return pa.table({k: v.combine_chunks() for k, v in cols.items()})
+
+
+def _validate(table: pa.Table, kind: str) -> None:
+    """The engine's value checks (:mod:`rankcast.rangetopk.inputs`) over the table, in parts
+    of at most ``max_items`` rows, positions counted from the table's first row."""
+    from ..rangetopk.inputs import encode_subscriptions
+    step = limits().max_items
+    if kind == SUB:
+        for a in range(0, table.num_rows, step):
+            try:
+                encode_subscriptions(table.slice(a, step))
+            except InvalidInput as e:
+                raise shift_position(e, a) from None
+        if table.num_rows > step:
+            _check_unique(kind, table.column("id").to_numpy())
+        return
+    ck = _Checker(table, kind)
+    ck.ids = table.column("id").to_numpy()
+    for c in ("x", "y"):
+        v = table.column(c).to_numpy(zero_copy_only=False)
+        bad = np.isinf(v)
+        if bad.any():
+            pos = int(np.flatnonzero(bad)[0])
+            raise ck.fail(pos, c, f"must be finite or null, got {float(v[pos])!r}")
+
+
+def _read(source, kind: str, spark, validate: bool) -> pa.Table:
+    try:
+        table = _conform(read_table(source, kind, spark), kind)
+        if validate and table.num_rows:
+            _validate(table, kind)
+    except InvalidInput as e:
+        raise locate(source, e) from None
+    return table
+
+
+def read_range_subscriptions(source, spark=None, *, validate: bool = True) -> pa.Table:
+    """The range subscription table in ``source`` (columns ``id, lo, hi``) as pyarrow, checked
+    (see the module docstring); ``validate=False`` keeps only the schema checks."""
+    return _read(source, SUB, spark, validate)
+
+
+def read_object_updates(source, spark=None, *, validate: bool = True) -> pa.Table:
+    """The object update table in ``source`` (columns ``id, x, y``, null: not given) as
+    pyarrow, checked (see the module docstring)."""
+    return _read(source, UPD, spark, validate)
