@@ -63,8 +63,8 @@ def test_cluster_on_ray_equals_engine(ray_session, policy, P, S, D, A, time_wind
 
 
 def test_named_cluster_lifecycle(ray_session):
-    """start refuses a second cluster of the same name; attach finds it; errors arrive as
-    the contract's exceptions; shutdown removes it."""
+    """start refuses a second cluster of the same name; warm loads every role's kernels;
+    attach finds it; errors arrive as the contract's exceptions; shutdown removes it."""
     cfg = rc.EngineConfig(bounds=BOUNDS, window=10)
     ccfg = rc.ClusterConfig(engine=cfg, policy="hash", partitions=2, window_shards=1, actor_cpus=0.05,
                             name="test-lifecycle", namespace="rankcast-test-ns")
@@ -72,6 +72,8 @@ def test_named_cluster_lifecycle(ray_session):
     try:
         with pytest.raises(RuntimeError, match="already runs"):
             rc.Cluster.start(ccfg)
+        # warm: every role's process answers, after loading its kernels, with its pid
+        assert cl.warm() == cl.pids()
         other = rc.Cluster.attach("test-lifecycle", namespace="rankcast-test-ns")
         other.subscribe([rc.Subscription(1, 1.0, 1.0, terms={"a": 1.0}, k=2)])
         assert cl.publish([rc.Message(7, 1.0, 1.0, terms={"a": 1.0})]) == \

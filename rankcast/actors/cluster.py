@@ -271,6 +271,12 @@ class Cluster:
         """Snapshot every role now (otherwise every ``checkpoint_every`` seconds)."""
         return self._call("checkpoint")
 
+    def warm(self) -> dict[str, list[int]]:
+        """Every role loads its compiled kernels now (a subscription partition or window
+        shard otherwise does it in its first steps, which then take seconds instead of
+        milliseconds). Returns the process ids by role."""
+        return self._call("warm")
+
     def pids(self) -> dict[str, list[int]]:
         """Process ids of the roles (fault-injection tests)."""
         return self._call("pids")

@@ -437,6 +437,14 @@ class CoordinatorBase:
         return out
 
     @_guarded
+    def warm(self) -> dict[str, list[int]]:
+        """Every role loads what it runs (its compiled kernels, from numba's cache) now, so
+        that the first steps of a stream do not wait for it. Returns the pids by role."""
+        out = {"coordinator": [os.getpid()]}
+        for role, hs in self._role_groups():
+            out[role] = self.rt.get([h.warm.remote() for h in hs])
+        return out
+
     def pids(self) -> dict[str, list[int]]:
         """Process ids by role (fault-injection tests kill them)."""
         out = {"coordinator": [os.getpid()]}
