@@ -61,7 +61,7 @@ def _num_row(op: int, a: float, b: float, vals: np.ndarray):
         return RNG, oa + 1, ORD_MAX, ()
     if op == BETWEEN:
         return RNG, oa, int(ordinals(b)), ()
-    v = np.unique(ordinals(vals))
+    v = np.unique(ordinals(vals)) if op != NE else np.array([oa])
     if op == IN:
         if int(v[-1]) - int(v[0]) == len(v) - 1:
             return RNG, int(v[0]), int(v[-1]), ()
