@@ -1,4 +1,4 @@
-"""The ``rankcast`` command line: ``demo``, ``bench {engine,cluster,ingest,soak,match,range}``, and the
+"""The ``rankcast`` command line: ``demo``, ``bench {engine,cluster,ingest,soak,match,range,covering}``, and the
 commands of :mod:`rankcast.ingest.commands` and :mod:`rankcast.actors.commands` (each
 exposes ``register(subparsers)``). Heavy modules (Ray, Spark) load only when a command
 that needs them runs.
@@ -57,16 +57,17 @@ def _add_demo(sub) -> None:
 
 
 def _add_bench(sub) -> None:
-    from .bench import cluster, engine, ingest, match, rangetopk, soak
+    from .bench import cluster, covering, engine, ingest, match, rangetopk, soak
 
     p = sub.add_parser("bench", help="paper-style benchmarks (JSON + PNG)")
-    bsub = p.add_subparsers(dest="bench", metavar="{engine,cluster,ingest,soak,match,range}", required=True)
+    bsub = p.add_subparsers(dest="bench", metavar="{engine,cluster,ingest,soak,match,range,covering}", required=True)
     for name, mod, text in (("engine", engine, "Skype against the baselines, one process (paper 8.1)"),
                             ("cluster", cluster, "DSkype roles on Ray (paper 8.2)"),
                             ("ingest", ingest, "Spark bulk load and replay through RayDP"),
                             ("soak", soak, "a long stream at a set rate with kills: latency, memory, recovery"),
                             ("match", match, "ranked matching: the scored interval indexes (ranked pub/sub paper, 5)"),
-                            ("range", rangetopk, "range top-k: Paint against Unicast, Paint-Batch, throughput (Paint paper, V)")):
+                            ("range", rangetopk, "range top-k: Paint against Unicast, Paint-Batch, throughput (Paint paper, V)"),
+                            ("covering", covering, "subscription covering: G_k over the k-d tree, Z-order and naive indexes (covering paper, V)")):
         q = bsub.add_parser(name, help=text, description=mod.__doc__,
                             formatter_class=argparse.RawDescriptionHelpFormatter)
         mod.add_arguments(q)
