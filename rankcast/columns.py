@@ -173,10 +173,14 @@ def _is_spark_df(obj) -> bool:
     return type(obj).__module__.startswith("pyspark.sql") and hasattr(obj, "toPandas")
 
 
-def _raw_columns(items, kind: str, cls, max_items: int) -> dict[str, list | np.ndarray]:
-    """Columns of ``items`` as lists or arrays, refused with more than ``max_items`` rows
-    before they are built (an iterator is read up to the limit only)."""
-    names = _SUB_FIELDS if cls is Subscription else _MSG_FIELDS
+def _raw_columns(items, kind: str, cls, max_items: int, names: tuple[str, ...] | None = None,
+                 lists: tuple[str, ...] = ("text", "terms")) -> dict[str, list | np.ndarray]:
+    """Columns ``names`` (by default those of ``cls``) of ``items`` (objects of ``cls``, or a
+    table: a mapping of columns, pandas, Spark or Arrow) as lists or arrays (``lists``: the
+    columns kept as Python lists), refused with more than ``max_items`` rows before they
+    are built (an iterator is read up to the limit only)."""
+    if names is None:
+        names = _SUB_FIELDS if cls is Subscription else _MSG_FIELDS
     if _is_spark_df(items):
         items = items.limit(max_items + 1).toPandas()
     if isinstance(items, Mapping):
@@ -190,16 +194,16 @@ def _raw_columns(items, kind: str, cls, max_items: int) -> dict[str, list | np.n
     try:
         import pyarrow as pa
         if isinstance(items, (pa.Table, pa.RecordBatch)):
-            return {n: (items.column(n).to_pylist() if n in ("text", "terms")
+            return {n: (items.column(n).to_pylist() if n in lists
                         else items.column(n).to_numpy(zero_copy_only=False))
                     for n in names if n in items.schema.names}
     except ImportError:  # pragma: no cover - pyarrow is a dependency
         pass
     if type(items).__module__.startswith("pandas") and hasattr(items, "columns"):
-        return {n: (list(items[n]) if n in ("text", "terms") else items[n].to_numpy())
+        return {n: (list(items[n]) if n in lists else items[n].to_numpy())
                 for n in names if n in items.columns}
     if isinstance(items, Mapping):
-        return {n: (list(items[n]) if n in ("text", "terms") else np.asarray(items[n]))
+        return {n: (list(items[n]) if n in lists else np.asarray(items[n]))
                 for n in names if n in items}
     if isinstance(items, (str, bytes)) or not isinstance(items, Iterable):
         raise InvalidInput(f"expected an iterable of {cls.__name__} or a table, "

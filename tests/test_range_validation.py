@@ -33,7 +33,7 @@ BAD_SUBS = [
     (S(2**63, 0.0, 1.0), "field 'id': must be an int64"),
     (S(1, 0.0, 1.0), "(id=1): field 'id': already subscribed"),
     (S(4, 0.0, 1.0), "(id=4): field 'id': duplicate id within the call"),
-    ("nope", "expected rankcast.RangeSubscription"),
+    ("nope", "expected RangeSubscription"),
 ]
 
 
@@ -60,7 +60,7 @@ BAD_UPDATES = [
     (U(11, None, False), "field 'y': must be a real number"),
     (U(10, None, 0.0), "(id=10): field 'id': duplicate id within the call"),
     (U(1.5, 1.0, 1.0), "field 'id': must be an int64"),
-    (("id", 3), "expected rankcast.ObjectUpdate"),
+    (("id", 3), "expected ObjectUpdate"),
 ]
 
 

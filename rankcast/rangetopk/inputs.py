@@ -9,13 +9,11 @@ DataFrame) ``id, lo, hi`` / ``id, x, y`` where a missing x or y is null (NaN).
 from __future__ import annotations
 
 import math
-from itertools import islice
 from numbers import Integral, Real
-from typing import Iterable, Mapping, Sized
 
 import numpy as np
 
-from ..columns import INT64_MAX, INT64_MIN, item_error, plain, too_many
+from ..columns import INT64_MAX, INT64_MIN, _raw_columns, item_error, plain
 from ..config import limits
 from ..errors import InvalidInput
 from ..model import ObjectUpdate, RangeSubscription
@@ -27,33 +25,8 @@ SUB, UPD = "range subscription", "object update"
 
 def _columns(items, kind: str, cls, names: tuple[str, ...]) -> tuple[dict, bool]:
     """Columns of ``items`` and whether they came as columns (nulls allowed as NaN)."""
-    max_items = limits().max_items
-    if isinstance(items, Sized) and not isinstance(items, (str, bytes)) and len(items) > max_items:
-        raise too_many(kind, len(items), max_items)
-    try:
-        import pyarrow as pa
-        if isinstance(items, (pa.Table, pa.RecordBatch)):
-            return {n: items.column(n).to_numpy(zero_copy_only=False) for n in names
-                    if n in items.schema.names}, True
-    except ImportError:  # pragma: no cover - pyarrow is a dependency
-        pass
-    if type(items).__module__.startswith("pandas") and hasattr(items, "columns"):
-        return {n: items[n].to_numpy() for n in names if n in items.columns}, True
-    if isinstance(items, Mapping):
-        return {n: np.asarray(items[n]) for n in names if n in items}, True
-    if isinstance(items, (str, bytes)) or not isinstance(items, Iterable):
-        raise InvalidInput(f"expected an iterable of {cls.__name__} or a table, got {type(items).__name__}")
-    items = list(islice(items, max_items + 1))
-    if len(items) > max_items:
-        raise too_many(kind, None, max_items)
-    cols: dict[str, list] = {n: [] for n in names}
-    for pos, it in enumerate(items):
-        if not isinstance(it, cls):
-            raise InvalidInput(f"{kind} #{pos} (id={getattr(it, 'id', None)!r}): expected "
-                               f"rankcast.{cls.__name__}, got {type(it).__name__}")
-        for n in names:
-            cols[n].append(getattr(it, n))
-    return cols, False
+    cols = _raw_columns(items, kind, cls, limits().max_items, names, lists=())
+    return cols, not all(isinstance(v, list) for v in cols.values()) or not cols
 
 
 def _ids(kind: str, col) -> np.ndarray:
