@@ -177,3 +177,36 @@ def test_batch_at_most_one_message_per_subscriber_and_object_and_no_more_than_on
         fewer += rb < ro
         assert all(msgs.i[m, 3] in (NEW, EXPOSED) for m in range(len(msgs)))
     assert fewer > 0
+
+
+@pytest.mark.parametrize("k", [1, 3, 5])
+def test_vectorised_block_protocol_equals_the_row_protocol(k):
+    """Delivery applies a message to a whole leaf's lists at once, column-wise and branch
+    free (``_apply_block``); every row must end exactly as the paper's protocol applied to
+    that row alone (``apply_protocol``): inserts, re-ranks, deletes (y = +inf), lists short
+    of k, ties on y broken by id, and rows the message does not reach."""
+    from rankcast.rangetopk.subscribers import _apply_block, apply_protocol
+
+    rng = np.random.default_rng(k)
+    nrow = 200
+    for _ in range(30):
+        topn = rng.integers(0, k + 1, nrow)
+        topid = np.full((nrow, k), -1, np.int64)
+        topy = np.full((nrow, k), np.inf)
+        for j in range(nrow):
+            ids = rng.choice(12, topn[j], replace=False)
+            ys = rng.integers(0, 6, topn[j]).astype(float)
+            o = np.lexsort((ids, ys))
+            topid[j, : topn[j]], topy[j, : topn[j]] = ids[o], ys[o]
+        obj = int(rng.integers(0, 12))
+        y = float(rng.integers(0, 6)) if rng.random() < 0.8 else np.inf
+        take = rng.random(nrow) < 0.7
+        ly, lid = topy.T.copy(), topid.T.copy()
+        ny, nid = np.empty_like(ly), np.empty_like(lid)
+        _apply_block(ly, lid, ny, nid, nrow, k, obj, y, take, np.empty(nrow, np.int64), np.empty(nrow, np.int64))
+        for j in range(nrow):
+            n, ids, ys = topn[j:j + 1].copy(), topid[j:j + 1].copy(), topy[j:j + 1].copy()
+            if take[j]:
+                apply_protocol(0, obj, y, n, ids, ys, k)
+            got = [(float(a), int(b)) for a, b in zip(ny[:, j], nid[:, j]) if a < np.inf]
+            assert got == [(float(a), int(b)) for a, b in zip(ys[0, : n[0]], ids[0, : n[0]])], (j, obj, y)
