@@ -13,7 +13,7 @@ from numbers import Integral, Real
 
 import numpy as np
 
-from ..columns import INT64_MAX, INT64_MIN, _raw_columns, item_error, plain
+from ..columns import INT64_MAX, INT64_MIN, _check_unique, _raw_columns, item_error, plain
 from ..config import limits
 from ..errors import InvalidInput
 from ..model import ObjectUpdate, RangeSubscription
@@ -68,17 +68,6 @@ def _reals(kind: str, ids, col, field: str, *, optional: bool, nulls: bool) -> n
     return out
 
 
-def _unique(kind: str, ids: np.ndarray) -> None:
-    if len(ids) < 2:
-        return
-    order = np.argsort(ids, kind="stable")
-    s = ids[order]
-    dup = np.flatnonzero(s[1:] == s[:-1])
-    if len(dup):
-        pos = int(order[dup[0] + 1])
-        raise item_error(kind, pos, int(ids[pos]), "id", "duplicate id within the call")
-
-
 def encode_subscriptions(items) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """(ids, lo, hi) of a subscribe call, every field checked (live ids are the engine's)."""
     cols, _ = _columns(items, SUB, RangeSubscription, ("id", "lo", "hi"))
@@ -93,7 +82,7 @@ def encode_subscriptions(items) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         pos = int(np.flatnonzero(bad)[0])
         raise item_error(SUB, pos, int(ids[pos]), "hi", f"must be >= lo, got lo={plain(lo[pos])!r} > "
                                                         f"hi={plain(hi[pos])!r}")
-    _unique(SUB, ids)
+    _check_unique(SUB, ids)
     return ids, lo, hi
 
 
@@ -107,7 +96,7 @@ def encode_updates(items) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     n = len(ids)
     x = _reals(UPD, ids, cols["x"], "x", optional=True, nulls=as_columns) if "x" in cols else np.full(n, np.nan)
     y = _reals(UPD, ids, cols["y"], "y", optional=True, nulls=as_columns) if "y" in cols else np.full(n, np.nan)
-    _unique(UPD, ids)
+    _check_unique(UPD, ids)
     y = np.where(np.isnan(y), np.inf, y)
     return ids, x, y
 

@@ -204,6 +204,19 @@ def _insert(lst, cnt, k, pos, q):
     return cnt + 1 if cnt < k else k
 
 
+@numba.njit(cache=True, inline="always")
+def _gap_min(tree, size, ys, ids, n, prev, nxt, sl, sr, best):
+    """``best`` or the lowest slot strictly between ``prev`` and ``nxt`` within ``sl .. sr``,
+    whichever comes first in (y, id, slot) order (the dummy ``n``: none yet)."""
+    lo = max(prev + 1, sl)
+    hi = min(nxt, sr + 1)
+    if lo < hi:
+        c = range_min(tree, size, ys, ids, lo, hi, n)
+        if c != n and (best == n or (ys[c] < ys[best] or (ys[c] == ys[best] and (ids[c] < ids[best] or (ids[c] == ids[best] and c < best))))):
+            best = c
+    return best
+
+
 @numba.njit(cache=True)
 def next_exposed(tree, size, ys, ids, n, p, L, a, R, b, k, sl, sr):
     """min_y(II(i), z): the lowest slot strictly inside (l_k, r_k) other than i and the list
@@ -214,12 +227,7 @@ def next_exposed(tree, size, ys, ids, n, p, L, a, R, b, k, sl, sr):
     top_l = a - 2 if a == k else a - 1
     for j in range(top_l, -2, -1):          # L entries westmost first, then p
         nxt = L[j] if j >= 0 else p
-        lo = max(prev + 1, sl)
-        hi = min(nxt, sr + 1)
-        if lo < hi:
-            c = range_min(tree, size, ys, ids, lo, hi, n)
-            if c != n and (best == n or (ys[c] < ys[best] or (ys[c] == ys[best] and (ids[c] < ids[best] or (ids[c] == ids[best] and c < best))))):
-                best = c
+        best = _gap_min(tree, size, ys, ids, n, prev, nxt, sl, sr, best)
         prev = nxt
     last_r = b - 1 if b == k else b
     for j in range(0, last_r + 1):          # R entries, then r_k (or +inf)
@@ -227,12 +235,7 @@ def next_exposed(tree, size, ys, ids, n, p, L, a, R, b, k, sl, sr):
             nxt = R[j]
         else:
             nxt = R[k - 1] if b == k else n
-        lo = max(prev + 1, sl)
-        hi = min(nxt, sr + 1)
-        if lo < hi:
-            c = range_min(tree, size, ys, ids, lo, hi, n)
-            if c != n and (best == n or (ys[c] < ys[best] or (ys[c] == ys[best] and (ids[c] < ids[best] or (ids[c] == ids[best] and c < best))))):
-                best = c
+        best = _gap_min(tree, size, ys, ids, n, prev, nxt, sl, sr, best)
         prev = nxt
     return best
 
