@@ -103,8 +103,10 @@ def _drive(target, work, window: int, messages: int, batch: int, sub_batch: int 
                 n_updates += len(target.publish(part))
             else:
                 n_updates += len(target.publish(part, updates=updates).column(0).unique())
-        if pipelined:
+        if pipelined and updates == "objects":
             n_updates += len(target.flush())
+        elif pipelined:
+            n_updates += len(target.flush(updates=updates).column(0).unique())
         wall, cpu = time.perf_counter() - t0, time.thread_time() - c0
     return {"seconds": wall, "cpu_seconds": cpu, "build_seconds": bt.seconds,
             "throughput": messages / wall, "updates": n_updates, "before": before}
@@ -285,6 +287,12 @@ def run_cluster_bench(dataset: str = "geonames", subs: int = 20_000, window: int
 
 def _ray_overhead(work, cfg, window, messages, batch, cluster_batch, address, progress, same_topk,
                   updates: str = "arrow") -> dict:
+    """Each cluster twice, against the engine measured right before it: ``per_call`` publishes
+    like the engine (``publish(wait=True)`` per batch, every call's updates returned in the
+    ``updates`` form), so every call pays the roles' round trips; ``streamed`` publishes the
+    same batches with ``wait=False`` and takes the updates with one ``flush`` at the end (every
+    call's changes are still computed and delivered to listeners at the cuts; the flush
+    returns each subscription's latest list), so the roles work side by side."""
     import ray as _ray
 
     import rankcast as rc
@@ -296,27 +304,27 @@ def _ray_overhead(work, cfg, window, messages, batch, cluster_batch, address, pr
     out = {}
     for label, policy, P in (("1 partition", "hash", 1), ("2 partitions", "hash", 2),
                              ("2 partitions location", "location", 2), ("2 partitions prefix", "prefix", 2)):
-        # the engine right before, so that both see the same load on this shared machine
-        e = _drive(rc.Engine(cfg), work, window, messages, batch, pipelined=False,
-                   updates=updates)["throughput"]
-        ccfg = rc.ClusterConfig(engine=cfg, policy=policy, partitions=P, window_shards=1, distributors=1,
-                                aggregators=1, batch_size=cluster_batch, actor_cpus=0.01,
-                                name=f"rankcast-bench-{P}-{policy}")
-        cl = rc.Cluster.start(ccfg, address=address, fresh=True,
-                              sample=(_take(work.subs, 0, 5000), _take(work.msgs, 0, 5000)))
-        try:
-            cl.warm()      # kernels loaded before the timings, as the engine's already are
-            # like the engine: one publish(wait=True) per batch, every call's updates returned
-            r = _drive(cl, work, window, messages, batch, pipelined=False, updates=updates)
-            st = cl.stats()
-            d = _delta(st, r["before"])
-            out[label] = {"policy": policy, "partitions": P, "updates_form": updates, "throughput": r["throughput"],
-                          "engine_throughput": e, "vs_engine": r["throughput"] / e,
-                          "seconds": r["seconds"], "updates": r["updates"], "busy": d["busy_wall"],
-                          "topk_equal_engine": same_topk(cl)}
-            progress(f"ray {label}: {r['throughput']:.0f} msg/s (engine just before: {e:.0f})")
-        finally:
-            cl.shutdown()
+        row = out[label] = {"policy": policy, "partitions": P, "updates_form": updates}
+        for mode in ("per_call", "streamed"):
+            # the engine right before, so that both see the same load on this shared machine
+            e = _drive(rc.Engine(cfg), work, window, messages, batch, pipelined=False,
+                       updates=updates)["throughput"]
+            ccfg = rc.ClusterConfig(engine=cfg, policy=policy, partitions=P, window_shards=1, distributors=1,
+                                    aggregators=1, batch_size=cluster_batch, actor_cpus=0.01,
+                                    name=f"rankcast-bench-{P}-{policy}")
+            cl = rc.Cluster.start(ccfg, address=address, fresh=True,
+                                  sample=(_take(work.subs, 0, 5000), _take(work.msgs, 0, 5000)))
+            try:
+                cl.warm()      # kernels loaded before the timings, as the engine's already are
+                r = _drive(cl, work, window, messages, batch, pipelined=mode == "streamed", updates=updates)
+                d = _delta(cl.stats(), r["before"])
+                row[mode] = {"throughput": r["throughput"], "engine_throughput": e,
+                             "vs_engine": r["throughput"] / e, "seconds": r["seconds"], "updates": r["updates"],
+                             "busy": d["busy_wall"], "topk_equal_engine": same_topk(cl)}
+                progress(f"ray {label}, {mode}: {r['throughput']:.0f} msg/s (engine just before: {e:.0f})")
+            finally:
+                cl.shutdown()
+        row["vs_engine"] = row["per_call"]["vs_engine"]
     return out
 
 
@@ -377,7 +385,12 @@ def _plot(res: dict, path: Path) -> None:
     ax[1].legend()
     ax[1].set_title("scale-out from measured busy time")
     labels = list(res.get("ray", {}))
-    ax[2].bar(labels, [v["vs_engine"] for v in res.get("ray", {}).values()])
+    x = np.arange(len(labels))
+    for dx, mode in ((-0.2, "per_call"), (0.2, "streamed")):
+        ax[2].bar(x + dx, [v[mode]["vs_engine"] for v in res.get("ray", {}).values()], 0.4,
+                  label=mode.replace("_", " "))
+    ax[2].set_xticks(x, labels)
+    ax[2].legend()
     ax[2].axhline(1.0, color="k", lw=0.8)
     ax[2].set_ylabel("throughput / engine's (measured just before)")
     ax[2].set_title("Ray on this machine (real, 2 cores)")

@@ -980,13 +980,24 @@ class CoordinatorBase:
 
     def _cut(self) -> tuple:
         """Finish every step and deliver what changed since the previous cut, at the
-        current stream position (the number of messages published). Returns the arrays."""
+        current stream position (the number of messages published). Returns the arrays.
+        Where the kind can (:meth:`_emit_start`) and nothing is left to dispatch, the
+        updates are asked for behind the steps in flight before waiting for them: each
+        role answers right after its last step instead of a round trip later."""
+        handle = None
+        if self._nothing_to_dispatch():
+            self._drain_cuts(block=True)    # the cuts started before come first
+            handle = self._emit_start()
         self._quiesce()
-        self._drain_cuts(block=True)        # the cuts started before come first
-        out = self._emit()
+        self._drain_cuts(block=True)
+        out = self._emit() if handle is None else self._emit_finish(handle, block=True)
         if len(out[0]):
             self._deliver(self.last_seq + 1, out)
         return out
+
+    def _nothing_to_dispatch(self) -> bool:
+        """Whether finishing the steps in flight dispatches no more of them."""
+        return not self.pending_ops
 
     def _cut_group(self, wait: bool = True):
         """Deliver the pipelined calls not yet delivered; each client among them will get
@@ -1212,7 +1223,7 @@ class Coordinator(CoordinatorBase):
             _, j, pos_end, exp_end, ops, payloads, appended, refs = x
             for p in range(P):
                 if applied[p] < j:
-                    refs[p] = self.parts[p].process.remote(j, pos_end, exp_end, ops.get(p), payloads[p], *appended)
+                    refs[p] = self.parts[p].process.remote(j, pos_end, exp_end, ops.get(p), payloads[p], list(appended))
                     sent.append(refs[p])
                     replayed += 1
                 elif p not in new_parts and self._failed(refs[p]):     # held, then finished by resume
@@ -1432,7 +1443,7 @@ class Coordinator(CoordinatorBase):
         journal = self._journal_on()
         hold = self._hold if journal and self._hold is not None else NO_HOLD
         appended = [sh.append.remote(j, payloads[P + s], exp_end, hold) for s, sh in enumerate(self.shards)]
-        refs = [pt.process.remote(j, pos_end, exp_end, ops.get(p), payloads[p], *appended)
+        refs = [pt.process.remote(j, pos_end, exp_end, ops.get(p), payloads[p], list(appended))
                 for p, pt in enumerate(self.parts)]
         self.inflight.append((j, refs, appended, pos_end))
         if journal:       # the same lists: a partial recovery replaces the dead roles' references
@@ -1463,6 +1474,9 @@ class Coordinator(CoordinatorBase):
             if not self.realloc_queue and not self.pending_ops:
                 return
             self._dispatch()
+
+    def _nothing_to_dispatch(self) -> bool:
+        return not self.pending_ops and not self.realloc_queue
 
     def _plan_reallocs(self) -> None:
         """Turn reallocation requests into control operations of the step about to start."""

@@ -122,6 +122,7 @@ class SubscriptionPartition(Recoverable):
         self._delay = float(delay)
         self._rng = np.random.default_rng(seed + 104729 * index + 1)
         self._held = None                           # a step a peer's death interrupted (resume)
+        self._shards_ready = None                   # this step's shard appends, not yet waited for
         self._resume(resume)
 
     def _warm(self) -> None:
@@ -129,7 +130,11 @@ class SubscriptionPartition(Recoverable):
 
     # ------------------------------------------------------------------ the step
     def process(self, step: int, pos_end: int, exp_end: int, ops: PartitionOps | None, payload,
-                *shards_ready) -> dict:
+                shards_ready: list | None = None) -> dict:
+        """Apply step ``step``: control operations, its messages and the watermark, then its
+        re-evaluations. ``shards_ready``: the shards' ``append`` references of this step, in a
+        list so that the call starts without them: the matching runs side by side with the
+        shards' appends, and only the first question to a shard waits for them."""
         if self._delay:
             time.sleep(self._rng.random() * self._delay)
         self._check_whole()
@@ -137,6 +142,7 @@ class SubscriptionPartition(Recoverable):
             if step != self.step + 1:
                 raise RuntimeError(f"subscription partition {self.index}: step {step} after {self.step}")
             self.step, self.pos_end = step, int(pos_end)
+            self._shards_ready = shards_ready
             core = self.core
             added = self._apply_ops(ops) if ops is not None else None
             n_msgs = 0
@@ -224,6 +230,7 @@ class SubscriptionPartition(Recoverable):
         re-evaluation or a held step (its re-evaluations as of its own positions: the shards
         answer by sequence range) and return the last step applied."""
         self.shards, self.aggs = list(shards), list(aggregators)
+        self._shards_ready = None           # stale: the recovery re-sent the shards' appends first
         if self._rebuild is not None:
             self._finish_rebuild()
         if self._held is not None:
@@ -274,6 +281,10 @@ class SubscriptionPartition(Recoverable):
             slots, req, K = core.reeval_requests()
             if len(slots) == 0:
                 break
+            if self._shards_ready:
+                with self.metrics.waiting():
+                    self.rt.get(list(self._shards_ready))
+                self._shards_ready = None
             refs = self._ask_shards(step, req, K, exp_end, pos_end, floor)
             with self.metrics.waiting():
                 if self.via_agg and len(self.shards) > 1:

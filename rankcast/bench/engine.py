@@ -13,7 +13,9 @@ messages in publish batches and measure
   which includes the time its re-evaluation questions spend in the message index, as the
   Engine measures and reports it; the removal of expired rows from buffers happens in the
   same kernel pass as the insertions and is counted in AMP), in microseconds;
-- throughput (messages per second of wall time inside ``Engine.publish``), the message
+- throughput (messages per second of wall time inside ``Engine.publish``) and per core
+  (``cpu_throughput``: per second of the process's CPU time in those calls, which other
+  load on a shared machine does not inflate), the message
   index upkeep shared by every method (``window_index_us``), what else publish spends
   (``other_us``: validation, update lists), peak RSS, the average buffer size over the stream,
   and the candidates verified per true update (pairs whose exact score was computed by the
@@ -153,11 +155,13 @@ def run_method(work, key: str, window: int, messages: int, batch: int, show: boo
     n_updates = 0
     buffers = []
     wall = 0.0                     # publish calls only: the buffer sampling stays outside
+    cpu = 0.0                      # their CPU time (every thread of this process): per core
     with progress(messages, f"{METHODS[key]}: stream", show) as bar:
         for part in stream:
-            t0 = time.perf_counter()
+            t0, c0 = time.perf_counter(), time.process_time()
             out = eng.publish(part, updates=form)
             wall += time.perf_counter() - t0
+            cpu += time.process_time() - c0
             # counting is the bench's work: outside the timed call
             if form == "objects":
                 n_updates += len(out)
@@ -187,6 +191,7 @@ def run_method(work, key: str, window: int, messages: int, batch: int, show: boo
         "total_us": 1e6 * wall / messages,
         "other_us": 1e6 * (wall - amp - emp - (append.seconds - append0)) / messages,
         "throughput": messages / wall,
+        "cpu_throughput": messages / cpu if cpu > 0 else None,   # per core: messages per CPU second
         "peak_rss_mb": peak,
         "rss_growth_mb": peak - base_rss,
         "avg_buffer": float(np.mean(buffers)) if buffers else 0.0,
@@ -268,6 +273,7 @@ def summarise(results: dict) -> dict:
         r["time_sparse_over_igpt"] = ratio("sparse", "total_us")
         ia = res.get("igpt-arrow")
         r["igpt_arrow_throughput"] = ia["throughput"] if ia and "error" not in ia else None
+        r["igpt_arrow_cpu_throughput"] = ia.get("cpu_throughput") if ia and "error" not in ia else None
         r["igpt_throughput"] = ig["throughput"]
         r["igpt_peak_rss_mb"] = ig["peak_rss_mb"]
         r["igpt_avg_buffer"] = ig["avg_buffer"]
