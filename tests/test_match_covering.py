@@ -1,0 +1,221 @@
+"""Covering routing in the ranked-matching cluster (issue 12): the distribution role routes
+each event only to the partitions whose forwarded (uncovered) expressions it matches.
+
+Oracles: brute-force matching (which partitions hold an expression an event matches) and
+rc.Matcher (every call's answer). Workload: nested and identical expressions (real covering,
+re-forwards on unsubscription) mixed with the matching oracle's random ones (strings, in,
+!=, missing attributes), churn between events, several clients on several distributors."""
+from __future__ import annotations
+
+import copy
+
+import numpy as np
+import pytest
+
+import rankcast as rc
+from rankcast.actors.covering_routing import MatchDistributor, owner_of
+from rankcast.actors.matching import MatchPolicy
+from rankcast.covering.testing import matches
+from rankcast.predicates import AttributeTable, encode_events, encode_expressions
+from rankcast.testing import assert_matches_exact
+from tests.test_match_oracle import _events, _expressions
+
+
+def _nested(rng, start, n, pool):
+    """Expressions that cover one another: ranges on a coarse grid, narrowed copies of live
+    ones (an extra predicate or a tighter range), identical copies, and random ones."""
+    out = []
+    for i in range(n):
+        eid = start + i
+        r = rng.random()
+        if pool and r < 0.3:                    # a narrower copy of a live expression
+            par = pool[int(rng.integers(len(pool)))]
+            preds = list(par.predicates)
+            if rng.random() < 0.5:
+                preds.append(rc.Predicate("age", "between", tuple(sorted(rng.integers(0, 9, 2) / 2))))
+                preds = list({p.attr: p for p in preds}.values())
+            out.append(rc.Expression(eid, preds, score=float(rng.choice([0.0, 1.0, 2.0]))))
+        elif pool and r < 0.4:                  # identical
+            par = pool[int(rng.integers(len(pool)))]
+            out.append(rc.Expression(eid, list(par.predicates), score=float(rng.choice([0.0, 1.0]))))
+        elif r < 0.8:
+            lo = int(rng.integers(0, 18))
+            hi = lo + int(rng.integers(0, 20 - lo))
+            preds = [rc.Predicate("x", "between", (lo, hi))]
+            if rng.random() < 0.5:
+                preds.append(rc.Predicate("y", "<=", int(rng.integers(0, 20))))
+            out.append(rc.Expression(eid, preds, score=float(rng.choice([0.0, 0.5, 1.0]))))
+        else:
+            out.append(_expressions(rng, eid, 1)[0])
+        pool = pool + [out[-1]]
+    return out
+
+
+def _mixed_events(rng, start, n):
+    evs = _events(rng, start, n)
+    out = []
+    for e in evs:
+        vals = dict(e.values)
+        if rng.random() < 0.8:
+            vals["x"] = float(rng.integers(0, 21))
+        if rng.random() < 0.6:
+            vals["y"] = float(rng.integers(0, 21))
+        out.append(rc.Event(e.id, vals, weights=e.weights))
+    return out
+
+
+# ----------------------------------------------------------------------------- the role alone
+
+@pytest.mark.parametrize("D", [1, 3])
+@pytest.mark.parametrize("policy", ["hash", "attribute"])
+def test_routing_reaches_exactly_the_partitions_holding_a_match(policy, D):
+    """Distributors alone, updates spread as the coordinator spreads them: after every
+    subscribe or unsubscribe, every event reaches exactly the partitions holding an
+    expression it matches, on every distributor, and each table is no larger than the
+    expressions (smaller once expressions cover one another)."""
+    rng = np.random.default_rng(17 + D)
+    P = 4
+    attrs = AttributeTable()
+    sample = _nested(rng, 0, 60, [])
+    pol = MatchPolicy(policy, P).fit(encode_expressions(sample, AttributeTable())[0])
+    dists = [MatchDistributor(pol, d, D, export_metrics=False) for d in range(D)]
+    live: dict[int, tuple] = {}               # id -> (expression, partition, owner)
+    nid = 0
+    for step in range(40):
+        if step < 8 or rng.random() < 0.6 or len(live) < 5:
+            new = _nested(rng, nid, int(rng.integers(1, 25)), [e for e, _, _ in live.values()])
+            nid += len(new)
+            batch, pend = encode_expressions(new, attrs)
+            attrs.commit(pend)
+            parts = pol.place(batch)
+            o = int(rng.integers(D))
+            upd = dists[o].subscribe_exprs(batch, parts, list(attrs.kinds))
+            live.update((e.id, (e, int(p), o)) for e, p in zip(new, parts.tolist()))
+        else:
+            gone = rng.choice(sorted(live), int(rng.integers(1, max(2, len(live) // 3))), replace=False)
+            o = live[int(gone[0])][2]
+            gone = np.array([i for i in gone.tolist() if live[i][2] == o], np.int64)
+            parts = np.array([live[i][1] for i in gone.tolist()], np.int64)
+            upd = dists[o].unsubscribe_exprs(gone, parts)
+            for i in gone.tolist():
+                del live[i]
+        for d in range(D):
+            if d != o:
+                dists[d].apply_remote(upd)
+        evs = _mixed_events(rng, 0, 12)
+        eb, pend = encode_events(evs, attrs)
+        attrs.commit(pend)
+        want = [sorted({p for e, p, _ in live.values() if matches(e, ev.values)}) for ev in evs]
+        for dist in dists:
+            routing = dist.table.route(eb)
+            assert [routing.row(i).tolist() for i in range(len(evs))] == want
+        sizes = {len(d.table) for d in dists}
+        assert len(sizes) == 1 and sizes.pop() <= len(live)
+        assert len(dists[0].table) == sum(len(c.forwarded()) for d in dists for c in d.covs.values())
+    assert len(dists[0].table) < len(live)
+
+
+# ----------------------------------------------------------------------------- the cluster
+
+def _cluster(mcfg, policy, partitions, distributors=1, **kw):
+    opts = {"runtime": "inproc", **kw.pop("options", {})}
+    ccfg = rc.ClusterConfig(engine=mcfg, policy=policy, partitions=partitions, distributors=distributors,
+                            actor_cpus=0.05, batch_size=4, name=kw.pop("name", "cover-test"), options=opts, **kw)
+    return rc.Cluster.start(ccfg, sample=_nested(np.random.default_rng(99), 0, 60, []), fresh=True)
+
+
+def _clients(cl, n):
+    """``n`` handles on one cluster, each its own client, client ``c``'s subscriptions
+    owned by distributor ``c`` (the one its token hashes to)."""
+    out = []
+    for c in range(n):
+        h = copy.copy(cl) if c else cl
+        h._client = next(f"client-{c}-{j}" for j in range(1000) if owner_of(f"client-{c}-{j}", n) == c)
+        out.append(h)
+    return out
+
+
+def _drive(cl, m, mcfg, seed, steps=16, clients=1):
+    rng = np.random.default_rng(seed)
+    hs = _clients(cl, clients)
+    live: dict[int, rc.Expression] = {}
+    nid = nev = 0
+    for step in range(steps):
+        h = hs[int(rng.integers(len(hs)))]
+        r = rng.random()
+        if r < 0.45 or len(live) < 4:
+            new = _nested(rng, nid, int(rng.integers(1, 30)), list(live.values()))
+            nid += len(new) + 1
+            h.subscribe(new)
+            m.subscribe(new)
+            live.update((e.id, e) for e in new)
+        elif r < 0.7:
+            gone = [int(i) for i in rng.choice(list(live), int(rng.integers(1, max(2, len(live) // 3))), replace=False)]
+            h.unsubscribe(gone)
+            m.unsubscribe(gone)
+            for i in gone:
+                del live[i]
+        evs = _mixed_events(rng, nev, int(rng.integers(1, 11)))
+        nev += len(evs)
+        k = int(rng.choice([1, 3, 1000]))
+        if rng.random() < 0.3:
+            assert h.publish(evs, wait=False, k=k) is None
+            got = h.flush()
+        else:
+            got = h.publish(evs, k=k)
+        assert got == m.publish(evs, k=k)
+        assert_matches_exact(got, list(live.values()), evs, mcfg.scoring, k)
+    return live
+
+
+@pytest.mark.parametrize("distributors", [1, 2, 3])
+@pytest.mark.parametrize("partitions", [1, 2, 3, 4])
+@pytest.mark.parametrize("policy", ["hash", "attribute"])
+@pytest.mark.parametrize("scoring", ["static", "weighted"])
+def test_covering_cluster_equals_matcher_after_every_call(scoring, policy, partitions, distributors):
+    mcfg = rc.MatchConfig(scoring=scoring, index="sopt-r-tree", k=5, rebuild_min=4, rebuild_fraction=0.3)
+    cl = _cluster(mcfg, policy, partitions, distributors)
+    try:
+        live = _drive(cl, rc.Matcher(mcfg), mcfg, seed=partitions * 7 + len(policy) + distributors,
+                      clients=distributors)
+        st = cl.stats()
+        cov = st["covering"]
+        assert st["routing"]["events"] == "covering" and cov["expressions"] == len(live)
+        assert cov["routing_table"] < len(live)                # expressions cover one another here
+        assert cov["control_messages"] < cov["control_messages_without_covering"]
+        assert 0 < st["partitions_reached_per_event"] <= partitions
+        if distributors > 1:
+            assert cov["saved_between_distributors"] > 0
+            assert sum(1 for n in cov["owned_by_distributor"] if n) > 1     # clients on several owners
+    finally:
+        cl.shutdown()
+
+
+def test_relaxed_broadcasts_and_the_switch():
+    """relaxed scoring keeps broadcasting (covering is conjunctive); covering can be turned
+    off for static/weighted; a bad value names the field."""
+    rel = rc.MatchConfig(scoring="relaxed", index="ir-tree", k=3)
+    cl = _cluster(rel, "attribute", 3)
+    try:
+        _drive(cl, rc.Matcher(rel), rel, seed=4, steps=6)
+        st = cl.stats()
+        assert st["covering"] is None and st["partitions_reached_per_event"] == 3.0
+    finally:
+        cl.shutdown()
+    st_cfg = rc.MatchConfig(scoring="static", index="ir-tree", k=3)
+    cl = _cluster(st_cfg, "attribute", 3, options={"covering": False})
+    try:
+        _drive(cl, rc.Matcher(st_cfg), st_cfg, seed=4, steps=6)
+        assert cl.stats()["covering"] is None
+    finally:
+        cl.shutdown()
+    with pytest.raises(rc.InvalidInput, match="options.covering"):
+        _cluster(rel, "hash", 2, options={"covering": True})
+    with pytest.raises(rc.InvalidInput, match="options.covering"):
+        _cluster(st_cfg, "hash", 2, options={"covering": "yes"})
+
+
+def test_owner_of_is_stable():
+    assert owner_of(None, 3) == 0 and owner_of("abc", 1) == 0
+    assert {owner_of(f"c{i}", 3) for i in range(30)} == {0, 1, 2}
+    assert owner_of("abc", 3) == owner_of("abc", 3)
