@@ -13,7 +13,7 @@ import numpy as np
 import pytest
 
 import rankcast as rc
-from rankcast.actors.covering_routing import MatchDistributor, owner_of
+from rankcast.actors.covering_routing import MatchDistributor, client_of, owner_of
 from rankcast.actors.matching import MatchPolicy
 from rankcast.covering.testing import matches
 from rankcast.predicates import AttributeTable, encode_events, encode_expressions
@@ -99,9 +99,12 @@ def test_routing_reaches_exactly_the_partitions_holding_a_match(policy, D):
             upd = dists[o].unsubscribe_exprs(gone, parts)
             for i in gone.tolist():
                 del live[i]
-        for d in range(D):
-            if d != o:
-                dists[d].apply_remote(upd)
+        todo = [(o, upd)]                     # as the coordinator spreads them, answers included
+        while todo:
+            o, upd = todo.pop(0)
+            for d in range(D):
+                if d != o and (got := dists[d].apply_remote(upd)) is not None:
+                    todo.append((d, got))
         evs = _mixed_events(rng, 0, 12)
         eb, pend = encode_events(evs, attrs)
         attrs.commit(pend)
@@ -111,7 +114,7 @@ def test_routing_reaches_exactly_the_partitions_holding_a_match(policy, D):
             assert [routing.row(i).tolist() for i in range(len(evs))] == want
         sizes = {len(d.table) for d in dists}
         assert len(sizes) == 1 and sizes.pop() <= len(live)
-        assert len(dists[0].table) == sum(len(c.forwarded()) for d in dists for c in d.covs.values())
+        assert len(dists[0].table) == sum(len(sd.entries) for d in dists for sd in d.sides.values())
     assert len(dists[0].table) < len(live)
 
 
@@ -130,7 +133,7 @@ def _clients(cl, n):
     out = []
     for c in range(n):
         h = copy.copy(cl) if c else cl
-        h._client = next(f"client-{c}-{j}" for j in range(1000) if owner_of(f"client-{c}-{j}", n) == c)
+        h._client = client_of(c, n)
         out.append(h)
     return out
 
@@ -222,12 +225,12 @@ def test_owner_of_is_stable():
 
 
 def _tables(cl):
-    """Every distributor's routing keys and per-partition forwarded ids."""
+    """Every distributor's routing keys and per-partition forwarded nodes."""
     out = []
     for d in cl._coord.local.dists:
         t = d.local.table.t
         out.append((sorted(t.ids[t.live[: t.n_slots]].tolist()),
-                    {p: c.forwarded().tolist() for p, c in d.local.covs.items()}))
+                    {p: sd.cov.forwarded().tolist() for p, sd in d.local.sides.items()}))
     return out
 
 
@@ -291,3 +294,40 @@ def test_a_killed_distributor_resumes_its_routing_on_ray(ray_session, tmp_path):
         assert st["covering"]["routing_table"] < len(live)
     finally:
         cl.shutdown()
+
+
+def test_a_cover_another_distributor_sends_is_not_forwarded_again():
+    """The paper between routers: distributor 1's narrow expression is covered by a broad one
+    distributor 0 already sends, so it is not forwarded; when the broad one leaves, it is
+    re-forwarded (an answer to 0's un-forward) before any event is routed. An identical
+    expression is covered the same way."""
+    P = 1
+    pol = MatchPolicy("hash", P)
+    attrs = AttributeTable()
+    dists = [MatchDistributor(pol, d, 2, export_metrics=False) for d in range(2)]
+
+    def enc(exprs):
+        b, pend = encode_expressions(exprs, attrs)
+        attrs.commit(pend)
+        return b, np.zeros(len(b), np.int64), list(attrs.kinds)
+
+    def spread(o, upd):
+        answers = [x for x in [dists[1 - o].apply_remote(upd)] if x is not None]
+        for a in answers:
+            assert dists[o].apply_remote(a) is None
+        return answers
+
+    broad = rc.Expression(1, [rc.Predicate("x", "between", (0, 10))])
+    assert spread(0, dists[0].subscribe_exprs(*enc([broad]))) == []
+    up = dists[1].subscribe_exprs(*enc([rc.Expression(2, [rc.Predicate("x", "between", (2, 3))]),
+                                        rc.Expression(3, [rc.Predicate("x", "between", (0, 10))])]))
+    assert up.n_messages() == 0 and dists[1].counts["forward"] == 0
+    spread(1, up)
+    assert [len(d.table) for d in dists] == [1, 1]
+    answers = spread(0, dists[0].unsubscribe_exprs(np.array([1]), np.zeros(1, np.int64)))
+    assert len(answers) == 1 and len(answers[0].add_parts) == 1 and dists[1].counts["reforward"] == 1
+    assert [len(d.table) for d in dists] == [1, 1]                # 3 (covering 2) in both tables
+    eb, pend = encode_events([rc.Event(1, {"x": 2.5}), rc.Event(2, {"x": 11})], attrs)
+    for d in dists:
+        r = d.table.route(eb)
+        assert r.row(0).tolist() == [0] and r.row(1).tolist() == []

@@ -356,10 +356,17 @@ class MatchCoordinator(CoordinatorBase):
             self._spread(o, self.dists[o].subscribe_exprs.remote(batch, parts, list(self.attrs.kinds)))
 
     def _spread(self, o: int, upd) -> None:
-        """Owner ``o``'s routing update ``upd`` (a reference) to every other distributor; the
-        step's distributor then routes by tables that all hold it."""
-        refs = [d.apply_remote.remote(upd) for i, d in enumerate(self.dists) if i != o]
-        self.rt.get(refs + [upd])
+        """Distributor ``o``'s routing update ``upd`` (a reference) to every other one, and
+        their answers (re-forwards of what its un-forwards uncovered) in turn, until none is
+        left; every table then holds every entry before the next step is routed."""
+        self.rt.get(upd)
+        todo = [(o, upd)]
+        while todo:
+            o, upd = todo.pop(0)
+            refs = [(i, d.apply_remote.remote(upd)) for i, d in enumerate(self.dists) if i != o]
+            for (i, ref), got in zip(refs, self.rt.get([r for _, r in refs])):
+                if got is not None:
+                    todo.append((i, ref))
 
     def _baseline(self, ids) -> None:
         """Expressions have no standing results: nothing to settle."""
