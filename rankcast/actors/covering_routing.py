@@ -390,6 +390,10 @@ class MatchDistributor(Distributor):
     def subscribe_exprs(self, batch: ExpressionBatch, parts: np.ndarray, kinds: list) -> RouteUpdate:
         """Own the expressions of ``batch`` (placed on ``parts``); returns the update for the
         other distributors (already applied to this one's table)."""
+        with self.metrics.busy():
+            return self._subscribe_exprs(batch, parts, kinds)
+
+    def _subscribe_exprs(self, batch, parts, kinds) -> RouteUpdate:
         t0 = time.perf_counter()
         self.kinds = list(kinds)
         out: dict = {"add": [], "remove": []}
@@ -411,6 +415,10 @@ class MatchDistributor(Distributor):
 
     def unsubscribe_exprs(self, ids: np.ndarray, parts: np.ndarray) -> RouteUpdate:
         """Drop own expressions; returns the re-forwards, then the un-forwards."""
+        with self.metrics.busy():
+            return self._unsubscribe_exprs(ids, parts)
+
+    def _unsubscribe_exprs(self, ids, parts) -> RouteUpdate:
         t0 = time.perf_counter()
         out: dict = {"add": [], "remove": []}
         gone = []
@@ -435,6 +443,10 @@ class MatchDistributor(Distributor):
         """Another distributor's update: into the table, and into the coverings (its entries
         cover expressions here; removing them re-queries what they covered). Returns this
         distributor's own update in answer (re-forwards), or None."""
+        with self.metrics.busy():
+            return self._apply_remote(upd)
+
+    def _apply_remote(self, upd) -> RouteUpdate | None:
         t0 = time.perf_counter()
         self.table.apply(upd)
         self.counts["remote_updates"] += 1
