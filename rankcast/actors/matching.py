@@ -289,6 +289,7 @@ class MatchCoordinator(CoordinatorBase):
         self.covering = covering_enabled(self.cfg.scoring, ccfg.options)
         self.owner: dict[int, int] = {}         # expression id -> its distributor (covering routing)
         self._client_now = None
+        self._routing: list = []                # routing updates spread, not waited for yet
         if sample is not None:
             exprs = sample[0] if isinstance(sample, tuple) else sample
             batch, _ = encode_expressions(exprs, AttributeTable())     # ids as a fresh table gives them
@@ -310,7 +311,7 @@ class MatchCoordinator(CoordinatorBase):
         return super()._apply(rec)
 
     def _reset_transient(self) -> None:
-        self._results, self._k = [], {}
+        self._results, self._k, self._routing = [], {}, []
 
     def _build_roles(self, ckpt, reuse=None) -> None:
         ccfg, cfg, opts = self.ccfg, self.rt.share(self.cfg), self.ccfg.options
@@ -353,20 +354,27 @@ class MatchCoordinator(CoordinatorBase):
         if self.covering:
             o = owner_of(self._client_now, len(self.dists))
             self.owner.update(zip(batch.ids.tolist(), [o] * len(batch)))
+            self._settle_routing()      # a distributor's updates reach the others in the order it made them
             self._spread(o, self.dists[o].subscribe_exprs.remote(batch, parts, list(self.attrs.kinds)))
 
     def _spread(self, o: int, upd) -> None:
-        """Distributor ``o``'s routing update ``upd`` (a reference) to every other one, and
-        their answers (re-forwards of what its un-forwards uncovered) in turn, until none is
-        left; every table then holds every entry before the next step is routed."""
-        self.rt.get(upd)
-        todo = [(o, upd)]
-        while todo:
-            o, upd = todo.pop(0)
-            refs = [(i, d.apply_remote.remote(upd)) for i, d in enumerate(self.dists) if i != o]
+        """Distributor ``o``'s routing update ``upd`` (a reference) to every other one. Not
+        waited for here (on Ray the distributors work while the partitions take the step's
+        operations): a distributor runs the calls of the coordinator in order, so the next
+        step it routes comes after them; :meth:`_settle_routing` waits at the quiesce and
+        spreads the answers (re-forwards of what an un-forward uncovered) in turn."""
+        self._routing.append((o, upd, [(i, d.apply_remote.remote(upd)) for i, d in enumerate(self.dists) if i != o]))
+
+    def _settle_routing(self) -> None:
+        """Wait for the routing updates spread, spreading every answer, until none is left:
+        every table then holds every entry (before the call returns, so before any event of a
+        later call is routed)."""
+        while self._routing:
+            o, upd, refs = self._routing.pop(0)
+            self.rt.get(upd)
             for (i, ref), got in zip(refs, self.rt.get([r for _, r in refs])):
                 if got is not None:
-                    todo.append((i, ref))
+                    self._spread(i, ref)
 
     def _baseline(self, ids) -> None:
         """Expressions have no standing results: nothing to settle."""
@@ -380,6 +388,7 @@ class MatchCoordinator(CoordinatorBase):
             owners = np.fromiter((self.owner.pop(i) for i in arr.tolist()), np.int64, len(arr))
             for o in np.unique(owners).tolist():
                 m = owners == o
+                self._settle_routing()
                 self._spread(o, self.dists[o].unsubscribe_exprs.remote(arr[m], parts[m]))
         self._dispatch()
         self._quiesce()
@@ -461,6 +470,7 @@ class MatchCoordinator(CoordinatorBase):
     def _quiesce(self) -> None:
         while self.inflight:
             self._harvest(self.inflight.popleft())
+        self._settle_routing()
         self.metrics.set("queue_depth", 0)
 
     def _emit(self) -> tuple:
