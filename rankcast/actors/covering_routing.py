@@ -339,9 +339,14 @@ class MatchDistributor(Distributor):
         return {}
 
     def _warm(self) -> None:
+        """The route kernel and the covering's kernels, on a throwaway table and covering."""
+        from ..model import Expression, Predicate
         t = RouteTable(1)
         t.route(EventBatch(np.zeros(0, np.int64), np.zeros(1, np.int64), np.zeros(0, np.int32), np.zeros(0),
                            np.zeros(0)))
+        c = Covering(1, self.covering_index)
+        c.subscribe([Expression(1, [Predicate("x", "<=", 1.0)]), Expression(2, [Predicate("x", "<=", 0.0)])])
+        c.unsubscribe([1])
 
     # ---- the coverings ------------------------------------------------------------------
     def _side(self, p: int) -> _Side:
