@@ -30,3 +30,22 @@ def test_bench_covering_writes_consistent_json_and_png(tmp_path):
     assert {r["dims"] for r in cmp} == {6, 16} and {r["index"] for r in cmp} == {"kd-tree", "z-order", "naive"}
     t = res["targets"]
     assert "naive_over_kd" in t["dims=16"] and "kd_10x_naive_at_16" in t and "k1_cheapest" in t
+
+
+def test_bench_covering_cluster_family(tmp_path):
+    """``--cluster``: the same calls with covering routing and broadcasting, two distributors;
+    the answers equal rc.Matcher's and the figures agree with each other."""
+    rc = main(["bench", "covering", "--cluster", "--cluster-expressions", "1500", "--cluster-events", "120",
+               "--cluster-partitions", "4", "--cluster-distributors", "2", "--cluster-batch", "500",
+               "--cluster-groups", "20", "--out", str(tmp_path)])
+    assert rc == 0
+    res = json.loads((tmp_path / "covering_cluster.json").read_text())
+    assert (tmp_path / "covering_cluster.png").stat().st_size > 10_000
+    t = res["targets"]
+    assert t["identical_to_matcher"] and t["expressions"] == 1500 - 150
+    assert 0 < t["routing_table"] < t["expressions"] and 0 < t["partitions_reached_per_event"] < 4
+    assert t["control_messages"] < t["control_messages_without_covering"]
+    assert t["sent_between_distributors_without_covering"] == t["control_messages_without_covering"]
+    on, off = res["runs"]
+    assert on["covering"] and not off["covering"] and off["stats"]["covering"] is None
+    assert sum(on["stats"]["covering"]["owned_by_distributor"]) == t["expressions"]

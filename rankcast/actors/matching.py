@@ -3,15 +3,18 @@
 - distribution (:class:`~rankcast.actors.distributor.Distributor` with a :class:`MatchPolicy`):
   places expressions on subscription partitions (``hash``, or ``attribute``: ranges of the
   attribute the expressions use most, split at quantiles like the location policy's KD
-  leaves) and sends every event to every partition (routing by covering comes with the
-  covering issue);
+  leaves) and, for ``static`` and ``weighted`` scoring, sends each event only to the
+  partitions holding an expression it matches (covering routing,
+  :mod:`~rankcast.actors.covering_routing`; ``options["covering"]``, on by default); ``relaxed``
+  scoring, or covering off, sends every event to every partition;
 - subscription partition (:class:`MatchPartition`): a
   :class:`~rankcast.indexing.matching.MatchCore` over its expressions, answering each event
   with its local top-k;
 - aggregation (:class:`MatchAggregator`): merges the partitions' lists of each event into its
   global top-k (the k best of the union: every expression lives in exactly one partition).
 
-Recovery: a partition snapshots its live expressions as columns and rebuilds its indexes
+Recovery: with covering routing, every distributor snapshots its coverings and routing
+table (:class:`~rankcast.actors.covering_routing.MatchDistributor`). A partition snapshots its live expressions as columns and rebuilds its indexes
 from them when resumed (ARCHITECTURE: "A kind that cannot snapshot a structure rebuilds it
 from its subscriptions"); the aggregator holds no state between steps.
 """
@@ -27,6 +30,7 @@ from ..config import MATCH_POLICIES, MatchConfig
 from ..errors import InvalidInput
 from ..predicates import AttributeTable, EventBatch, ExpressionBatch, encode_events, encode_expressions
 from .coordinator import _NO_UPDATES, CoordinatorBase, _guarded, _select, concat_updates
+from .covering_routing import MatchDistributor, covering_enabled, owner_of
 from .distributor import Distributor
 from .metrics import RoleMetrics
 from .policies import Routing
@@ -56,6 +60,55 @@ def merge_topk(parts: list[tuple], k: int) -> tuple:
     off = np.zeros(n + 1, np.int64)
     np.cumsum(np.bincount(rows_ev[keep], minlength=n), out=off[1:])
     return ev, off, ids[keep], sc[keep]
+
+
+def merge_routed(parts: list, rows: list[np.ndarray], ev: np.ndarray, k: int) -> tuple:
+    """:func:`merge_topk` when each partition saw only some events of the step: ``rows[p]``
+    are the positions (in ``ev``, the step's event ids) of the events partition ``p`` got, in
+    its order; ``parts[p]`` its answer or None. Every event of the step gets a (maybe empty) list."""
+    n = len(ev)
+    got = [(p, r) for p, r in zip(parts, rows) if p is not None and len(r)]
+    if not got:
+        return ev, np.zeros(n + 1, np.int64), np.zeros(0, np.int64), np.zeros(0)
+    rows_ev = np.concatenate([r[np.repeat(np.arange(len(r)), np.diff(p[1]))] for p, r in got])
+    ids = np.concatenate([p[2] for p, _ in got])
+    sc = np.concatenate([p[3] for p, _ in got])
+    order = np.lexsort((ids, -sc, rows_ev))
+    rows_ev, ids, sc = rows_ev[order], ids[order], sc[order]
+    start = np.searchsorted(rows_ev, np.arange(n))
+    rank = np.arange(len(rows_ev)) - start[rows_ev]
+    keep = rank < k
+    off = np.zeros(n + 1, np.int64)
+    np.cumsum(np.bincount(rows_ev[keep], minlength=n), out=off[1:])
+    return ev, off, ids[keep], sc[keep]
+
+
+def covering_stats(per_dist: list[dict], n_live: int, n_parts: int) -> dict:
+    """The cluster's figures of covering routing from its distributors' counters.
+
+    ``routing_table``: entries of one distributor's table (all hold the same) against
+    ``expressions``; ``partitions_reached_per_event`` against ``broadcast`` (the partitions);
+    ``control_messages``: forwards, re-forwards and un-forwards that entered a routing table,
+    each sent to every other distributor (``sent_between_distributors``); ``without_covering``:
+    the same for forwarding every subscription and unsubscription as it comes."""
+    D = len(per_dist)
+    tot = {k: sum(d[k] for d in per_dist) for k in ("subscribed", "unsubscribed", "forward", "reforward",
+                                                      "unforward", "events", "partitions_reached")}
+    msgs = tot["forward"] + tot["reforward"] + tot["unforward"]
+    plain = tot["subscribed"] + tot["unsubscribed"]
+    return {"expressions": n_live, "routing_table": per_dist[0]["routing_table"],
+            "routing_table_by_partition": per_dist[0]["routing_table_by_partition"],
+            "partitions_reached_per_event": tot["partitions_reached"] / tot["events"] if tot["events"] else 0.0,
+            "broadcast": float(n_parts), "events_routed": tot["events"],
+            "control_messages": msgs, "forward": tot["forward"], "reforward": tot["reforward"],
+            "unforward": tot["unforward"], "control_messages_without_covering": plain,
+            "sent_between_distributors": msgs * (D - 1),
+            "sent_between_distributors_without_covering": plain * (D - 1),
+            "saved_between_distributors": (plain - msgs) * (D - 1),
+            "owned_by_distributor": [d["owned"] for d in per_dist],
+            "route_seconds": [d["route_seconds"] for d in per_dist],
+            "covering_seconds": [d["covering_seconds"] for d in per_dist],
+            "entries_checked": sum(d["entries_checked"] for d in per_dist)}
 
 
 def results_arrays(event_ids: np.ndarray, results: list[tuple[np.ndarray, np.ndarray]]) -> tuple:
@@ -207,6 +260,11 @@ class MatchAggregator(Recoverable):
                 return None
             return merge_topk(parts, int(k))
 
+    def merge_routed(self, k: int, event_ids: np.ndarray, rows: list, *parts):
+        """Covering routing: each partition answered only the events routed to it."""
+        with self.metrics.busy():
+            return merge_routed(list(parts), rows, event_ids, int(k))
+
     def stats(self) -> dict:
         out = self.metrics.snapshot()
         out.update(index=self.index)
@@ -221,13 +279,17 @@ class MatchCoordinator(CoordinatorBase):
     every partition answers the events' local top-k and an aggregator merges them. The stream
     position counts events published; a delivery holds one Match per event of its calls."""
 
-    KIND_STATE = ("attrs",)
+    KIND_STATE = ("attrs", "owner")
     ITEM = "expression"
 
     def _init_kind(self, sample) -> None:
         ccfg = self.ccfg
         self.attrs = AttributeTable()
         self.policy = MatchPolicy(ccfg.policy, ccfg.partitions, ccfg.options)
+        self.covering = covering_enabled(self.cfg.scoring, ccfg.options)
+        self.owner: dict[int, int] = {}         # expression id -> its distributor (covering routing)
+        self._client_now = None
+        self._routing: list = []                # routing updates spread, not waited for yet
         if sample is not None:
             exprs = sample[0] if isinstance(sample, tuple) else sample
             batch, _ = encode_expressions(exprs, AttributeTable())     # ids as a fresh table gives them
@@ -239,10 +301,17 @@ class MatchCoordinator(CoordinatorBase):
         return [("distributor", self.dists), ("partition", self.parts), ("aggregator", self.aggs)]
 
     def _snapshot_groups(self):
+        if self.covering:
+            return [("partition", self.parts), ("distributor", self.dists)]
         return [("partition", self.parts)]
 
+    def _apply(self, rec: tuple):
+        """The calling client names the distributor that owns what it subscribes."""
+        self._client_now = rec[-2] if rec[0] in ("subscribe", "load") else None
+        return super()._apply(rec)
+
     def _reset_transient(self) -> None:
-        self._results, self._k = [], {}
+        self._results, self._k, self._routing = [], {}, []
 
     def _build_roles(self, ckpt, reuse=None) -> None:
         ccfg, cfg, opts = self.ccfg, self.rt.share(self.cfg), self.ccfg.options
@@ -253,8 +322,14 @@ class MatchCoordinator(CoordinatorBase):
         self.parts = [make("partition", MatchPartition, p, cfg, p, name, export, delay, seed) for p in range(P)]
         self.aggs = [make("aggregator", MatchAggregator, a, a, P, name, export, snapshot=False)
                      for a in range(ccfg.aggregators)]
-        self.dists = [make("distributor", Distributor, d, self.policy, 0, d, name, export, delay, seed,
-                           snapshot=False) for d in range(ccfg.distributors)]
+        D = ccfg.distributors
+        if self.covering:
+            cidx = str(opts.get("covering_index", "kd-tree"))
+            self.dists = [make("distributor", MatchDistributor, d, self.policy, d, D, name, export, delay, seed,
+                               cidx) for d in range(D)]
+        else:
+            self.dists = [make("distributor", Distributor, d, self.policy, 0, d, name, export, delay, seed,
+                               snapshot=False) for d in range(D)]
         finish()
 
     # bulk-load encoding hooks
@@ -276,6 +351,30 @@ class MatchCoordinator(CoordinatorBase):
         self.live.update(zip(batch.ids.tolist(), parts.tolist()))
         for p in np.unique(parts).tolist():
             self._add_ops(p, MatchOps(add=batch.take(parts == p)))
+        if self.covering:
+            o = owner_of(self._client_now, len(self.dists))
+            self.owner.update(zip(batch.ids.tolist(), [o] * len(batch)))
+            self._settle_routing()      # a distributor's updates reach the others in the order it made them
+            self._spread(o, self.dists[o].subscribe_exprs.remote(batch, parts, list(self.attrs.kinds)))
+
+    def _spread(self, o: int, upd) -> None:
+        """Distributor ``o``'s routing update ``upd`` (a reference) to every other one. Not
+        waited for here (on Ray the distributors work while the partitions take the step's
+        operations): a distributor runs the calls of the coordinator in order, so the next
+        step it routes comes after them; :meth:`_settle_routing` waits at the quiesce and
+        spreads the answers (re-forwards of what an un-forward uncovered) in turn."""
+        self._routing.append((o, upd, [(i, d.apply_remote.remote(upd)) for i, d in enumerate(self.dists) if i != o]))
+
+    def _settle_routing(self) -> None:
+        """Wait for the routing updates spread, spreading every answer, until none is left:
+        every table then holds every entry (before the call returns, so before any event of a
+        later call is routed)."""
+        while self._routing:
+            o, upd, refs = self._routing.pop(0)
+            self.rt.get(upd)
+            for (i, ref), got in zip(refs, self.rt.get([r for _, r in refs])):
+                if got is not None:
+                    self._spread(i, ref)
 
     def _baseline(self, ids) -> None:
         """Expressions have no standing results: nothing to settle."""
@@ -285,6 +384,12 @@ class MatchCoordinator(CoordinatorBase):
         parts = np.fromiter((self.live.pop(i) for i in arr.tolist()), np.int64, len(arr))
         for p in np.unique(parts).tolist():
             self._add_ops(p, MatchOps(remove=arr[parts == p]))
+        if self.covering:
+            owners = np.fromiter((self.owner.pop(i) for i in arr.tolist()), np.int64, len(arr))
+            for o in np.unique(owners).tolist():
+                m = owners == o
+                self._settle_routing()
+                self._spread(o, self.dists[o].unsubscribe_exprs.remote(arr[m], parts[m]))
         self._dispatch()
         self._quiesce()
         self.counters["calls"] += 1
@@ -334,11 +439,19 @@ class MatchCoordinator(CoordinatorBase):
         merged = None
         if events is not None and len(events):
             d = self.dists[j % len(self.dists)]
-            payloads = d.route.options(num_returns=P).remote(j, events, seqs, seqs)
-            if P == 1:
-                payloads = [payloads]
+            if self.covering:
+                outs = d.route_rows.options(num_returns=P + 1).remote(j, events, seqs)
+                payloads, rows = outs[:P], outs[P]
+            else:
+                payloads = d.route.options(num_returns=P).remote(j, events, seqs, seqs)
+                if P == 1:
+                    payloads = [payloads]
             refs = [pt.process.remote(j, n_attrs, k, ops.get(p), payloads[p]) for p, pt in enumerate(self.parts)]
-            merged = self.aggs[j % len(self.aggs)].merge.remote(k, *refs)
+            agg = self.aggs[j % len(self.aggs)]
+            if self.covering:
+                merged = agg.merge_routed.remote(k, events.ids, rows, *refs)
+            else:
+                merged = agg.merge.remote(k, *refs)
             self.dispatched_pos = int(seqs[-1])
         else:
             refs = [pt.process.remote(j, n_attrs, 1, ops.get(p), None) for p, pt in enumerate(self.parts)]
@@ -357,6 +470,7 @@ class MatchCoordinator(CoordinatorBase):
     def _quiesce(self) -> None:
         while self.inflight:
             self._harvest(self.inflight.popleft())
+        self._settle_routing()
         self.metrics.set("queue_depth", 0)
 
     def _emit(self) -> tuple:
@@ -384,12 +498,18 @@ class MatchCoordinator(CoordinatorBase):
         coord.update(self.counters)
         secs = self.counters["publish_seconds"]
         core_keys = ("sorted_accesses", "random_accesses", "nodes", "holes")
+        routing, reached, cov = self.policy.describe(), float(len(self.parts)), None
+        if self.covering:
+            cov = covering_stats([d["covering"] for d in dists], len(self.live), len(self.parts))
+            routing["events"] = "covering"
+            reached = cov["partitions_reached_per_event"]
         return {
             "kind": "ranked-matching", "scoring": self.cfg.scoring, "index": self.cfg.index,
             "subscriptions": len(self.live), "published": self.published, "attributes": len(self.attrs),
             "policy": self.policy.name, "partitions": len(self.parts), "distributors": len(self.dists),
-            "aggregators": len(self.aggs), "routing": self.policy.describe(),
-            "partitions_reached_per_event": float(len(self.parts)),
+            "aggregators": len(self.aggs), "routing": routing,
+            "partitions_reached_per_event": reached,
+            "covering": cov,
             "throughput": self.published / secs if secs > 0 else 0.0,
             **{k: sum(p.get(f"core_{k}", 0) for p in parts) for k in core_keys},
             "busy_seconds": {"coordinator": coord["busy_seconds"],

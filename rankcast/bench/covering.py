@@ -16,6 +16,9 @@ Runtime is the kernel's: one call applies every command (subscribe and unsubscri
 G_k and the index), compiled beforehand. Targets (issue #12): in 16 dimensions the k-d tree at
 least 10x faster than naive and 2x faster than Z-order; k = 1 cheapest overall (Theorem 1).
 Writes ``covering.json`` and ``covering.png`` under ``--out``.
+
+``--cluster``: covering routing in the ranked-matching cluster instead
+(:mod:`rankcast.bench.covering_cluster`).
 """
 from __future__ import annotations
 
@@ -58,6 +61,8 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--repeat", type=int, default=2, help="runs of each experiment-1 cell (the fastest is kept)")
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--out", default="out/bench")
+    from .covering_cluster import add_arguments as cluster_arguments
+    cluster_arguments(p)
 
 
 def workload(n: int, attrs: int, p: float, bits: int, seed: int):
@@ -239,6 +244,9 @@ def run_covering(args) -> dict:
 
 
 def main(args) -> int:
+    if getattr(args, "cluster", False):
+        from .covering_cluster import main_cluster
+        return main_cluster(args)
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
     res = run_covering(args)

@@ -166,6 +166,7 @@ class Covering:
 
     def _run(self, ops: list) -> list[tuple[str, int]]:
         if not ops:
+            self.last_log = (np.zeros(0, np.int64), np.zeros(0, np.int64))
             return []
         kinds = np.array([o[0] for o in ops], np.int64)
         nodes = np.array([o[1] for o in ops], np.int64)
@@ -183,6 +184,9 @@ class Covering:
             log_kind = np.concatenate([log_kind, np.zeros(len(log_kind) + self.graph.cap, np.int64)])
             log_node = np.concatenate([log_node, np.zeros(len(log_node) + self.graph.cap, np.int64)])
         self.kernel_seconds += time.perf_counter() - t0
+        # the raw log, by node: a node outlives the id it is forwarded under when identical
+        # members remain, so a caller keying its routing entries by node reads this
+        self.last_log = (log_kind[:used].copy(), log_node[:used].copy())
         return [(MESSAGE_KINDS[int(c)], int(self.rep[n])) for c, n in zip(log_kind[:used], log_node[:used])]
 
     def _after(self, freed: list) -> None:
@@ -205,6 +209,30 @@ class Covering:
         rows = canonical_rows(batch, self.attrs.kinds)
         grew = self.store.grow_attrs(len(self.attrs))
         if grew:
+            self.rebuild()
+        self._ensure(len(batch))
+        ops: list = []
+        for eid, r in zip(batch.ids.tolist(), rows):
+            self._add(eid, r, ops, lambda slot, r=r: self.store.put(slot, r))
+        msgs = self._run(ops)
+        self._after([])
+        return msgs
+
+    def subscribe_batch(self, batch, kinds) -> list[tuple[str, int]]:
+        """Add expressions already encoded (an :class:`~rankcast.predicates.ExpressionBatch`)
+        under another attribute table whose types are ``kinds`` (``AttributeTable.kinds``; its
+        ids and string codes are used as they are): the distribution role's path, which gets
+        the coordinator's encoding. Attributes this covering has not seen get placeholder
+        names ``#<id>`` (kept by :meth:`state`). Ids must not be live here."""
+        for pos, eid in enumerate(batch.ids.tolist()):
+            if eid in self.node_of:
+                raise InvalidInput(f"expression #{pos} (id={eid}): field 'id': already subscribed")
+        for a in range(len(self.attrs.kinds), len(kinds)):
+            self.attrs.ids[f"#{a}"] = a
+            self.attrs.kinds.append(int(kinds[a]))
+            self.attrs.codes.append({})
+        rows = canonical_rows(batch, self.attrs.kinds)
+        if self.store.grow_attrs(len(self.attrs)):
             self.rebuild()
         self._ensure(len(batch))
         ops: list = []

@@ -46,9 +46,9 @@ def ordinals(x) -> np.ndarray:
     return np.where(b >= 0, b, -(b & _SIGN_OFF))
 
 
-def _num_row(op: int, a: float, b: float, vals: np.ndarray):
-    """(kind, lo, hi, values) of a predicate on a numeric attribute."""
-    oa = int(ordinals(a))
+def _num_row(op: int, oa: int, ob: int, vals: np.ndarray):
+    """(kind, lo, hi, values) of a predicate on a numeric attribute (``oa``, ``ob``: the
+    ordinals of its operands)."""
     if op == LT:
         return RNG, -ORD_MAX, oa - 1, ()
     if op == LE:
@@ -60,7 +60,7 @@ def _num_row(op: int, a: float, b: float, vals: np.ndarray):
     if op == GT:
         return RNG, oa + 1, ORD_MAX, ()
     if op == BETWEEN:
-        return RNG, oa, int(ordinals(b)), ()
+        return RNG, oa, ob, ()
     v = np.unique(ordinals(vals)) if op != NE else np.array([oa])
     if op == IN:
         if int(v[-1]) - int(v[0]) == len(v) - 1:
@@ -94,13 +94,15 @@ def canonical_rows(batch, kinds) -> list[tuple]:
     ``((attr, kind, lo, hi, values), ...)`` sorted by attribute, or ``()`` when it is void.
     ``kinds``: the attribute types (``AttributeTable.kinds``)."""
     out = []
+    oa = ordinals(np.where(np.isfinite(batch.a), batch.a, 0.0)).tolist()    # strings' codes are finite too
+    ob = ordinals(np.where(np.isfinite(batch.b), batch.b, 0.0)).tolist()
     for i in range(len(batch)):
         rows, void = [], False
         for p in range(int(batch.pred_off[i]), int(batch.pred_off[i + 1])):
             at, op = int(batch.attr[p]), int(batch.op[p])
             vals = batch.set_vals[batch.set_off[p]:batch.set_off[p + 1]]
             if kinds[at] == NUM:
-                row = _num_row(op, float(batch.a[p]), float(batch.b[p]), vals)
+                row = _num_row(op, oa[p], ob[p], vals)
             else:
                 row = _str_row(op, float(batch.a[p]), vals)
             if row[1] > row[2]:
