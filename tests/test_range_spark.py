@@ -114,3 +114,27 @@ def test_cli_load_replay_evaluate_range_topk(spark, ray_session, workload, capsy
     assert code == 0 and rep["agreement"] == 100.0 and rep["target"] == "range-engine" and rep["k"] == 6
     assert rep["subscriptions"] == 100
     assert np.isfinite(rep["seconds"])
+
+
+def test_final_objects_and_calls_of_a_stream():
+    """What the offline evaluation and the replay read from an update table: the live
+    objects after it (moves, deletes, re-inserts elsewhere, value-only changes) and its cut
+    into calls of distinct ids, equal to applying it update by update."""
+    import pyarrow as pa
+
+    from rankcast.ingest.range_tables import final_objects
+    from tests.test_range_cluster import _updates
+    rng = np.random.default_rng(8)
+    objs: dict = {}
+    rows, nxt = [], 0
+    for _ in range(60):
+        ups, nxt = _updates(rng, objs, nxt)
+        rows += [(u.id, u.x, u.y) for u in ups]
+    table = pa.table({"id": [r[0] for r in rows], "x": [r[1] for r in rows], "y": [r[2] for r in rows]})
+    fin = final_objects(table)
+    assert dict(zip(fin.column("id").to_pylist(), zip(fin.column("x").to_pylist(), fin.column("y").to_pylist()))) == objs
+    runs = distinct_runs(table.column("id").to_numpy())
+    assert runs[0][0] == 0 and runs[-1][1] == len(rows) and all(a[1] == b[0] for a, b in zip(runs, runs[1:]))
+    ids = table.column("id").to_pylist()
+    assert all(len(set(ids[a:b])) == b - a for a, b in runs)
+    assert all(ids[b] in ids[a:b] for a, b in runs[:-1])           # each cut where an id repeats
