@@ -253,3 +253,35 @@ def test_recovers_from_killed_roles_on_ray(ray_session, tmp_path, role):
         assert cl.stats()["messages_generated"] == rec.eng.stats()["messages_generated"]
     finally:
         cl.shutdown()
+
+
+def test_pipelined_calls_reach_a_listener_without_flush():
+    """publish(wait=False) calls are cut at the delivery interval by a listener's poll: the
+    listener sees, per subscription, the engine's latest list, at increasing positions."""
+    import time
+
+    rcfg = rc.RangeConfig(k=2, method="unicast")
+    cl = _cluster(rcfg, 3, delivery_interval=0.05)
+    eng = rc.RangeEngine(rcfg)
+    try:
+        rng = np.random.default_rng(6)
+        subs = _subs(rng, 0, 40)
+        cl.subscribe(subs)
+        eng.subscribe(subs)
+        start = cl.position()
+        objs: dict = {}
+        nxt = 0
+        latest: dict = {}
+        for _ in range(5):
+            ups, nxt = _updates(rng, objs, nxt)
+            assert cl.publish(ups, wait=False) is None
+            latest.update((u.subscription_id, tuple(u.topk)) for u in eng.publish(ups))
+        time.sleep(0.1)
+        seen = list(cl.listen(from_position=start + 1, timeout=0.3))
+        assert seen and [d.position for d in seen] == sorted({d.position for d in seen})
+        got: dict = {}
+        for d in seen:
+            got.update((u.subscription_id, tuple(u.topk)) for u in d.updates)
+        assert got == latest
+    finally:
+        cl.shutdown()
