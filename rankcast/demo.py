@@ -10,9 +10,11 @@ Steps, run in order (``--steps`` picks some; later issues add the cluster and Sp
    publish batches with a progress bar; a few watched subscriptions print their live top-k;
 3. ``spark``, ``cluster``, ``evaluate`` - the same on DSkype (Ray), loaded and checked in Spark;
 4. ``match`` - ranked matching (CONTRACT v2) on GeoNames events, Matcher and cluster;
-5. ``report`` - throughput, final top-k lists with place names, ``out/demo.json`` and
+5. ``range`` - range top-k (Paint) on GeoNames places (x = longitude, y = minus population),
+   RangeEngine and cluster, checked against brute force;
+6. ``report`` - throughput, final top-k lists with place names, ``out/demo.json`` and
    ``out/demo.png`` (throughput over the stream, a map of the watched subscriptions
-   with their top-k places, and the ranked-matching panel).
+   with their top-k places, the ranked-matching panel and the range top-k panel).
 """
 from __future__ import annotations
 
@@ -369,6 +371,89 @@ def step_match(ctx: DemoContext) -> None:
     ctx.series["match_sizes"] = sizes
 
 
+# ----------------------------------------------------------------------------- range top-k
+def step_range(ctx: DemoContext) -> None:
+    """Range top-k (Paint) on real data: GeoNames places as objects (x = longitude, y = minus
+    the population: a range's top-k are its most populous places) and ranges of longitude;
+    rc.RangeEngine and a 2-partition cluster (ranges bulk-loaded, the update stream of
+    population changes, deletes and re-inserts replayed) side by side, both checked against
+    brute force on the final objects."""
+    import rankcast as rc
+    from .ingest.evaluate import brute_range_topk, sorted_objects
+    from .ingest.range_tables import distinct_runs
+    from .ingest.range_workloads import geonames_names, geonames_range_workload
+
+    a = ctx.args
+    t0 = time.perf_counter()
+    subs, ups = geonames_range_workload(a.range_objects, a.range_subs, a.range_updates, seed=a.seed + 11)
+    rcfg = rc.RangeConfig(k=10, method="paint-sparse")
+    eng = rc.RangeEngine(rcfg)
+    runs = distinct_runs(ups.column("id").to_numpy())
+    t1 = time.perf_counter()
+    eng.subscribe(subs)
+    for x, y in runs:
+        eng.publish(ups.slice(x, y - x), updates="none")
+    t2 = time.perf_counter()
+    es = eng.stats()
+    ctx.log(f"[range] rc.RangeEngine ({rcfg.method}, k={rcfg.k}): {subs.num_rows} longitude ranges, "
+            f"{ups.num_rows} GeoNames object updates in {len(runs)} calls in {t2 - t1:.1f} s "
+            f"({ups.num_rows / (t2 - t1):.0f} updates/s); {es['generated_per_update']:.2f} messages generated, "
+            f"{es['received_per_update']:.2f} received per update")
+    ccfg = rc.ClusterConfig(engine=rcfg, policy="kd", partitions=2, name="rankcast-demo-range", state_dir=None)
+    cl = rc.Cluster.start(ccfg, sample=subs.slice(0, 1000), fresh=True)
+    try:
+        cl.warm()
+        t3 = time.perf_counter()
+        n = cl.load_subscriptions(subs, batch_rows=5000, progress=False)
+        t4 = time.perf_counter()
+        # one read batch: the replay cuts the stream into the engine's calls (same messages)
+        res = cl.replay(ups, batch_rows=min(ups.num_rows, 100_000), progress=False)
+        ids = subs.column("id").to_numpy()
+        live = cl.topk_many(ids.tolist())
+        st = cl.stats()
+    finally:
+        cl.shutdown()
+    same = all(live[i] == eng.topk(i) for i in ids.tolist())
+    objs = sorted_objects(ups)
+    sub, oid, oy = brute_range_topk(objs, ids, subs.column("lo").to_numpy(), subs.column("hi").to_numpy(), rcfg.k)
+    brute: dict[int, list] = {int(i): [] for i in ids.tolist()}
+    for s_, o_, y_ in zip(sub.tolist(), oid.tolist(), oy.tolist()):
+        brute[s_].append((o_, y_))
+    exact = all(eng.topk(i) == brute[i] for i in brute)
+    same &= st["messages_generated"] == es["messages_generated"] and st["messages_received"] == es["messages_received"]
+    ctx.log(f"[range] cluster (kd policy, 2 partitions): {n} ranges bulk-loaded in {t4 - t3:.1f} s, "
+            f"{res['messages']} updates replayed in {res['seconds']:.1f} s; "
+            f"{st['partitions_reached_per_update']:.2f} partitions reached and {st['received_per_update']:.2f} "
+            f"messages received per update; every top-k and message count equal to the engine's: {same}, every top-k "
+            f"equal to brute force: {exact}")
+    if not (same and exact):
+        raise SystemExit("rankcast demo: range top-k lists differ (cluster, engine or brute force)")
+    rng = np.random.default_rng(a.seed)
+    lo, hi = subs.column("lo").to_numpy(), subs.column("hi").to_numpy()
+    wide = np.flatnonzero(hi - lo > 3.0)
+    pick = sorted(rng.choice(wide if len(wide) >= 3 else np.arange(len(ids)), 3, replace=False).tolist())
+    names = geonames_names([o for j in pick for o, _ in brute[int(ids[j])]])
+    watched = [{"id": int(ids[j]), "lo": float(lo[j]), "hi": float(hi[j]),
+                "topk": [{"id": o, "name": names.get(o, (str(o), ""))[0], "country": names.get(o, ("", ""))[1],
+                          "population": -y} for o, y in brute[int(ids[j])]]}
+               for j in pick]
+    for w in watched:
+        ctx.log(f"[range] longitudes [{w['lo']:.2f}, {w['hi']:.2f}]: " +
+                ", ".join(f"{r['name']} [{r['country']}] {r['population']:.0f}" for r in w["topk"][:a.rows]))
+    ctx.summary["range_topk"] = {
+        "objects": int(es["objects"]), "ranges": subs.num_rows, "updates": ups.num_rows, "calls": len(runs),
+        "k": rcfg.k, "method": rcfg.method,
+        "engine_updates_per_second": round(ups.num_rows / (t2 - t1), 1),
+        "cluster_updates_per_second": round(res["messages"] / res["seconds"], 1),
+        "cluster_load_seconds": round(t4 - t3, 2), "cluster_equal_to_engine": same, "exact_against_brute_force": exact,
+        "engine": {k: es[k] for k in ("generated_per_update", "received_per_update", "bytes_per_update")},
+        "cluster": {k: st[k] for k in ("generated_per_update", "partitions_reached_per_update",
+                                       "received_per_update", "messages_generated", "messages_sent")},
+        "watched": watched, "seconds": round(time.perf_counter() - t0, 2),
+    }
+    ctx.data["range_objects"] = objs
+
+
 # ----------------------------------------------------------------------------- step 7: report
 def step_report(ctx: DemoContext) -> None:
     eng = ctx.engine
@@ -404,9 +489,12 @@ def _plot(ctx: DemoContext, shown: list[dict], path: Path) -> None:
     import matplotlib.pyplot as plt
 
     rm = ctx.summary.get("ranked_matching")
-    fig, axes = plt.subplots(1, 3 if rm else 2, figsize=(23 if rm else 16, 6),
-                             gridspec_kw={"width_ratios": [1, 1.6, 1] if rm else [1, 1.6]})
+    rt = ctx.summary.get("range_topk")
+    ratios = [1, 1.6] + ([1] if rm else []) + ([1.3] if rt else [])
+    fig, axes = plt.subplots(1, len(ratios), figsize=(7 * len(ratios) + 2, 6), gridspec_kw={"width_ratios": ratios})
     ax1, ax2 = axes[0], axes[1]
+    if rt:
+        _plot_range(axes[-1], rt, ctx.data.get("range_objects"), plt)
     if rm:
         ax3 = axes[2]
         names = ["rc.Matcher", "cluster (2 partitions,\nwith a recovery)"]
@@ -459,6 +547,35 @@ def _plot(ctx: DemoContext, shown: list[dict], path: Path) -> None:
     plt.close(fig)
 
 
+def _plot_range(ax, rt: dict, objs, plt) -> None:
+    """The range top-k panel: the places (longitude, population), the watched ranges as
+    bands and their top-k places."""
+    if objs is not None:
+        x, pop = objs.column("x").to_numpy(), -objs.column("y").to_numpy()
+        keep = pop > 0
+        step = max(1, int(keep.sum()) // 30_000)
+        ax.scatter(x[keep][::step], pop[keep][::step], s=0.3, c="lightgray", rasterized=True)
+    colors = plt.rcParams["axes.prop_cycle"].by_key()["color"]
+    for c, w in enumerate(rt["watched"]):
+        col = colors[c % len(colors)]
+        ax.axvspan(w["lo"], w["hi"], color=col, alpha=0.15)
+        pts = [(r["id"], r["population"]) for r in w["topk"]]
+        if objs is not None and pts:
+            ids = objs.column("id").to_numpy()
+            at = np.isin(ids, [p[0] for p in pts])
+            where = dict(zip(ids[at].tolist(), objs.column("x").to_numpy()[at].tolist()))
+            lon = [where[p[0]] for p in pts]
+            ax.scatter(lon, [max(p[1], 1.0) for p in pts], s=18, color=col,
+                       label=f"[{w['lo']:.1f}, {w['hi']:.1f}]: {w['topk'][0]['name'] if w['topk'] else '-'}, ...")
+    ax.set_yscale("log")
+    ax.set_xlabel("longitude (x)")
+    ax.set_ylabel("population (y = minus population)")
+    ax.set_title(f"range top-{rt['k']} (Paint-Sparse): {rt['ranges']} longitude ranges, {rt['updates']} updates\n"
+                 f"engine {rt['engine_updates_per_second']:.0f} upd/s, cluster {rt['cluster_updates_per_second']:.0f} "
+                 f"upd/s; exact: {rt['exact_against_brute_force'] and rt['cluster_equal_to_engine']}", fontsize=9)
+    ax.legend(fontsize=7, loc="lower left")
+
+
 STEPS: list[Step] = [
     Step("data", step_data, "GeoNames messages, vocabulary and subscriptions"),
     Step("engine", step_engine, "stream through rankcast.Engine"),
@@ -466,6 +583,7 @@ STEPS: list[Step] = [
     Step("cluster", step_cluster, "DSkype on Ray: bulk load from Spark, replay, compare with the engine"),
     Step("evaluate", step_evaluate, "sampled offline evaluation in Spark against the live cluster"),
     Step("match", step_match, "ranked matching on GeoNames: Matcher and cluster, Spark load and evaluation"),
+    Step("range", step_range, "range top-k (Paint) on GeoNames: RangeEngine and cluster, checked by brute force"),
     Step("report", step_report, "top-k lists, out/demo.json and out/demo.png"),
 ]
 
@@ -483,6 +601,9 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--sample", type=int, default=100, help="subscriptions checked by the offline evaluation")
     p.add_argument("--match-events", type=int, default=3000, help="GeoNames events of the ranked-matching step")
     p.add_argument("--match-exprs", type=int, default=10_000, help="expressions of the ranked-matching step")
+    p.add_argument("--range-objects", type=int, default=20_000, help="GeoNames places of the range top-k step")
+    p.add_argument("--range-subs", type=int, default=5_000, help="longitude ranges of the range top-k step")
+    p.add_argument("--range-updates", type=int, default=10_000, help="object updates after the inserts")
     p.add_argument("--out", default="out", help="folder for demo.json and demo.png")
     p.add_argument("--steps", default=",".join(s.name for s in STEPS),
                    help=f"comma-separated steps to run, of {','.join(s.name for s in STEPS)}")

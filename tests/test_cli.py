@@ -100,7 +100,8 @@ def test_bench_engine_rejects_unknown_methods(tmp_path, capsys):
 
 def test_demo_small(tmp_path, capsys):
     rc = cli.main(["demo", "--messages", "3000", "--subs", "600", "--window", "1000",
-                   "--batch", "500", "--match-events", "300", "--match-exprs", "2000", "--out", str(tmp_path)])
+                   "--batch", "500", "--match-events", "300", "--match-exprs", "2000", "--range-objects", "3000",
+                   "--range-subs", "500", "--range-updates", "2000", "--out", str(tmp_path)])
     assert rc == 0
     summary = json.loads((tmp_path / "demo.json").read_text())
     assert (tmp_path / "demo.png").stat().st_size > 0
@@ -111,9 +112,17 @@ def test_demo_small(tmp_path, capsys):
     assert rm["events"] == 300 and rm["expressions"] == 2000 and rm["events_with_matches"] > 0
     assert rm["cluster_equal_to_matcher"] and rm["spark_agreement"] == 100.0 and rm["recovery_seconds"] > 0
     assert rm["be_tree"]["equal_to_interval_indexes"] and rm["be_tree"]["cnodes"] > 0
+    rt = summary["range_topk"]
+    assert rt["objects"] > 2500 and rt["ranges"] == 500 and rt["updates"] == 5000 and rt["calls"] > 1
+    assert rt["cluster_equal_to_engine"] and rt["exact_against_brute_force"]
+    assert rt["cluster"]["messages_generated"] > 0 and 0 < rt["cluster"]["partitions_reached_per_update"]
+    assert len(rt["watched"]) == 3 and all(len(w["topk"]) == 10 for w in rt["watched"])
     watched = summary["watched"]
     assert len(watched) == 3
     printed = capsys.readouterr().out
+    for w in rt["watched"]:
+        pops = [r["population"] for r in w["topk"]]
+        assert pops == sorted(pops, reverse=True) and w["topk"][0]["name"] in printed
     for w in watched:
         assert w["keywords"] and len(w["topk"]) <= w["k"]
         scores = [r["score"] for r in w["topk"]]

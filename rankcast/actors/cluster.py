@@ -19,8 +19,9 @@ import uuid
 from typing import Any, Iterable, Iterator
 
 import numpy as np
+import pyarrow as pa
 
-from ..config import ClusterConfig, MatchConfig, local_ray_options
+from ..config import ClusterConfig, MatchConfig, RangeConfig, local_ray_options
 from ..engine import check_updates_form, updates_from_arrays, updates_table
 from ..matcher import matches_from_arrays
 from ..columns import shift_position
@@ -201,6 +202,14 @@ class Cluster:
             self._ccfg = self._call("config")
         return isinstance(self._ccfg.engine, MatchConfig)
 
+    @property
+    def ranged(self) -> bool:
+        """Whether this cluster serves range top-k (``rc.RangeSubscription`` and
+        ``rc.ObjectUpdate`` in, ``rc.Update`` of (object_id, y) out)."""
+        if self._ccfg is None:
+            self._ccfg = self._call("config")
+        return isinstance(self._ccfg.engine, RangeConfig)
+
     def _objects(self, arrays, form: str = "objects"):
         """Update objects (or Match objects, for ranked matching) from result arrays; or
         their Arrow table (``form="arrow"``), or None (``"none"``)."""
@@ -209,7 +218,7 @@ class Cluster:
         if form == "arrow":
             if self.matching:
                 return updates_table(*arrays, key="event_id", item="expression_id", by_key=False)
-            return updates_table(*arrays)
+            return updates_table(*arrays, item="object_id") if self.ranged else updates_table(*arrays)
         if self.matching:
             ev, off, ids, sc = arrays
             return matches_from_arrays(ev, [(ids[off[i]:off[i + 1]], sc[off[i]:off[i + 1]]) for i in range(len(ev))])
@@ -318,8 +327,8 @@ class Cluster:
         self._calls += 1
         token = self._calls
         try:
-            enc = None if self._inproc or self.matching else self._call("encoder_copy")
-            kind = "expression" if self.matching else "subscription"
+            enc = None if self._inproc or self.matching or self.ranged else self._call("encoder_copy")
+            kind = "expression" if self.matching else "range subscription" if self.ranged else "subscription"
             for i, table in enumerate(iter_batches(source, batch_rows, spark=spark, kind=kind,
                                                    progress=progress, desc="load: validate")):
                 refs.append(self._method("stage_batch").remote(_pre_encoded(enc, table) if i % 2 else table))
@@ -364,17 +373,19 @@ class Cluster:
         base = None
         with tqdm(unit="msg", desc="replay: applied", disable=not progress, leave=False,
                   dynamic_ncols=True) as bar:
-            for table in iter_batches(source, batch_rows, spark=spark, kind="event" if self.matching else "message",
-                                      progress=progress,
+            kind = "event" if self.matching else "object update" if self.ranged else "message"
+            for table in iter_batches(source, batch_rows, spark=spark, kind=kind, progress=progress,
                                       desc="replay: read"):
-                try:
-                    published, applied = self._change("publish", table, False)
-                except InvalidInput as e:      # named by its position in the whole table
-                    raise shift_position(e, n) from None
-                n += table.num_rows
-                if base is None:
-                    base = published - table.num_rows      # the stream position this replay began at
-                bar.update(min(n, max(0, applied - base)) - bar.n)
+                for a, b in _calls_of(table, self.ranged):
+                    part = table.slice(a, b - a) if (a, b) != (0, table.num_rows) else table
+                    try:
+                        published, applied = self._change("publish", part, False)
+                    except InvalidInput as e:      # named by its position in the whole table
+                        raise shift_position(e, n) from None
+                    n += part.num_rows
+                    if base is None:
+                        base = published - part.num_rows      # the stream position this replay began at
+                    bar.update(min(n, max(0, applied - base)) - bar.n)
                 if rate:
                     ahead = n / rate - (time.perf_counter() - t0)
                     if ahead > 0:
@@ -382,6 +393,20 @@ class Cluster:
             updates = len(self._change("flush")[0])
             bar.update(n - bar.n)
         return {"messages": n, "seconds": time.perf_counter() - t0, "updates": updates}
+
+
+def _calls_of(table, ranged: bool) -> list[tuple[int, int]]:
+    """The row ranges of ``table`` that a replay publishes as one call each: the whole table,
+    or for a range top-k stream (an id may come back; a call takes distinct ids) its runs of
+    distinct ids."""
+    if not ranged or "id" not in table.column_names:
+        return [(0, table.num_rows)]
+    from ..ingest.range_tables import distinct_runs
+    ids = table.column("id")
+    try:
+        return distinct_runs(ids.to_numpy()) or [(0, 0)]
+    except (TypeError, ValueError, pa.ArrowException):   # not int ids: the call names the bad row
+        return [(0, table.num_rows)]
 
 
 def _pre_encoded(enc, table):

@@ -101,11 +101,15 @@ def check_same_cluster(stored: ClusterConfig, given: ClusterConfig) -> None:
 
 
 def coordinator_class(ccfg: ClusterConfig):
-    """The coordinator of the kind of ``ccfg.engine`` (spatial-keyword or ranked matching)."""
-    from ..config import MatchConfig
+    """The coordinator of the kind of ``ccfg.engine`` (spatial-keyword, ranked matching or
+    range top-k)."""
+    from ..config import MatchConfig, RangeConfig
     if isinstance(ccfg.engine, MatchConfig):
         from .matching import MatchCoordinator
         return MatchCoordinator
+    if isinstance(ccfg.engine, RangeConfig):
+        from .rangekind import RangeCoordinator
+        return RangeCoordinator
     return Coordinator
 
 

@@ -13,11 +13,12 @@ import yaml
 from ..errors import InvalidInput
 from ..text import Vocabulary
 
-__all__ = ["EngineConfig", "MatchConfig", "RangeConfig", "RANGE_METHODS", "ClusterConfig", "SCORINGS", "MATCH_INDEXES", "MATCH_POLICIES", "Limits", "defaults", "limits", "POLICIES", "local_ray_options"]
+__all__ = ["EngineConfig", "MatchConfig", "RangeConfig", "RANGE_METHODS", "ClusterConfig", "SCORINGS", "MATCH_INDEXES", "MATCH_POLICIES", "RANGE_POLICIES", "Limits", "defaults", "limits", "POLICIES", "local_ray_options"]
 
 _DEFAULTS_FILE = Path(__file__).with_name("defaults.yaml")
 POLICIES = ("hash", "location", "keyword", "prefix", "spatial-first", "keyword-first")
 MATCH_POLICIES = ("hash", "attribute")      # ranked matching: placement of expressions
+RANGE_POLICIES = ("kd", "hash")             # range top-k: regions of the (lo, hi) plane
 
 
 def defaults() -> dict[str, Any]:
@@ -301,16 +302,19 @@ class ClusterConfig:
     options: dict = field(default_factory=dict)        # policy-specific tuning (l1, l2, sample sizes)
 
     def __post_init__(self):
-        if not isinstance(self.engine, (EngineConfig, MatchConfig)):
-            raise InvalidInput("ClusterConfig: field 'engine': must be an EngineConfig (spatial-keyword) or a "
-                               "MatchConfig (ranked matching)")
+        if not isinstance(self.engine, (EngineConfig, MatchConfig, RangeConfig)):
+            raise InvalidInput("ClusterConfig: field 'engine': must be an EngineConfig (spatial-keyword), a "
+                               "MatchConfig (ranked matching) or a RangeConfig (range top-k)")
         matching = isinstance(self.engine, MatchConfig)
-        allowed = MATCH_POLICIES if matching else POLICIES
+        ranged = isinstance(self.engine, RangeConfig)
+        allowed = MATCH_POLICIES if matching else RANGE_POLICIES if ranged else POLICIES
         if self.policy is None:
-            object.__setattr__(self, "policy", _CLUSTER["match_policy" if matching else "policy"])
+            object.__setattr__(self, "policy", _CLUSTER["match_policy" if matching else "range_policy" if ranged
+                                                        else "policy"])
         if self.policy not in allowed:
             raise InvalidInput(f"ClusterConfig: field 'policy': must be one of {allowed}"
-                               f"{' for ranked matching' if matching else ''}, got {self.policy!r}")
+                               f"{' for ranked matching' if matching else ' for range top-k' if ranged else ''}"
+                               f", got {self.policy!r}")
         for name in ("partitions", "window_shards", "distributors", "aggregators", "batch_size", "max_in_flight"):
             v = getattr(self, name)
             if isinstance(v, bool) or not isinstance(v, int) or v < 1:

@@ -18,6 +18,7 @@ from ..columns import _is_spark_df
 from ..config import limits
 from ..errors import InvalidInput
 from .match_tables import MATCH_KINDS
+from .range_tables import RANGE_KINDS, conform_range
 from .readers import _conform, _suffix, guess_kind, locate, read_table
 
 __all__ = ["iter_batches", "count_rows", "rate_limiter", "RateLimiter"]
@@ -100,7 +101,8 @@ def iter_batches(source, batch_rows: int, spark=None, *, kind: str | None = None
 
     ``source``: a Parquet file or folder, a CSV or JSONL file, a Spark DataFrame (through
     ``ray.data.from_spark``), a pyarrow Table or a pandas DataFrame. CSV and JSONL are typed
-    as ``kind`` tables ("subscription" or "message"; guessed from the columns if None).
+    as ``kind`` tables ("subscription" or "message", guessed from the columns if None; the
+    range top-k kind's "range subscription" and "object update").
     ``spark`` is needed only for remote paths. A row that CSV or JSONL typing rejects is
     named with its line in the file.
     """
@@ -125,8 +127,8 @@ def iter_batches(source, batch_rows: int, spark=None, *, kind: str | None = None
         table = read_table(source, kind or "row", spark)
         if isinstance(source, (str, os.PathLike)) and _suffix(Path(str(source))) not in (".parquet", ".pq") \
                 and kind not in MATCH_KINDS:
-            try:
-                table = _conform(table, kind or guess_kind(table))   # CSV/JSONL cells are strings
+            try:   # CSV/JSONL cells are strings
+                table = conform_range(table, kind) if kind in RANGE_KINDS else _conform(table, kind or guess_kind(table))
             except InvalidInput as e:
                 raise locate(source, e) from None
         total = table.num_rows

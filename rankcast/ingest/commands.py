@@ -19,7 +19,8 @@ from pathlib import Path
 from ..cli import CommandError
 from ..errors import InvalidInput
 
-__all__ = ["register", "cmd_load", "cmd_replay", "cmd_evaluate", "cmd_evaluate_matching", "open_source",
+__all__ = ["register", "cmd_load", "cmd_replay", "cmd_evaluate", "cmd_evaluate_matching", "cmd_evaluate_range",
+           "open_source",
            "load_file", "replay_file"]
 
 
@@ -32,15 +33,17 @@ def _cluster_args(p: argparse.ArgumentParser) -> None:
 def register(subparsers) -> None:
     """Add ``load``, ``replay`` and ``evaluate`` to an argparse subparsers object."""
     p = subparsers.add_parser("load", help="bulk-load a table into a running cluster")
-    p.add_argument("what", choices=["subscriptions", "expressions"],
-                   help="what the table holds (expressions: a ranked-matching cluster)")
+    p.add_argument("what", choices=["subscriptions", "expressions", "ranges"],
+                   help="what the table holds (expressions: a ranked-matching cluster; ranges: range "
+                        "subscriptions, a range top-k cluster)")
     p.add_argument("path", help="Parquet file or folder, CSV or JSONL file")
     p.add_argument("--batch-rows", type=int, default=100_000)
     _cluster_args(p)
     p.set_defaults(func=cmd_load)
 
-    p = subparsers.add_parser("replay", help="publish a message (or, to a ranked-matching cluster, an event) "
-                                             "table into a running cluster, in order")
+    p = subparsers.add_parser("replay", help="publish a message (or, to a ranked-matching cluster, an event; to "
+                                             "a range top-k cluster, an object update) table into a running "
+                                             "cluster, in order")
     p.add_argument("path", help="Parquet file or folder, CSV or JSONL file")
     p.add_argument("--rate", type=float, default=None, help="messages per second (default: as fast as it takes)")
     p.add_argument("--batch-rows", type=int, default=10_000)
@@ -59,6 +62,8 @@ def register(subparsers) -> None:
     src.add_argument("--dataset", choices=["geonames", "tweets", "yelp", "dense"], help="generate the workload")
     src.add_argument("--expressions", help="ranked matching: expression table path (Parquet or JSONL)")
     src.add_argument("--events", help="ranked matching: event table path (Parquet or JSONL), in order")
+    src.add_argument("--ranges", help="range top-k: range subscription table path")
+    src.add_argument("--updates", help="range top-k: object update table path (the published stream, in order)")
     src.add_argument("--n-messages", type=int, default=20_000)
     src.add_argument("--n-subscriptions", type=int, default=5_000)
     src.add_argument("--seed", type=int, default=0)
@@ -71,6 +76,7 @@ def register(subparsers) -> None:
     eng.add_argument("--k", type=int, default=None, help="ranked matching: expressions per event "
                      "(default: MatchConfig's, or the cluster's)")
     eng.add_argument("--index", default="auto", help="ranked matching: the Matcher's index")
+    eng.add_argument("--method", default=None, help="range top-k: the RangeEngine's method (default: RangeConfig's)")
     p.add_argument("--live", action="store_true", help="evaluate the running cluster --cluster")
     _cluster_args(p)
     p.add_argument("--sample", type=int, default=1000, help="subscriptions checked (0: all)")
@@ -109,12 +115,17 @@ def open_source(path: str, kind: str):
         return s
     if kind in ("expression", "event"):
         return s            # typed while it streams: a bad row is named with its line
+    from .range_tables import RANGE_KINDS, conform_range, is_object_update_table
     try:
         if kind == "message or event":
             table = read_table(s, "message")
             if "values" in table.column_names:
                 return s    # an event table (ranked matching)
+            if is_object_update_table(table):
+                return conform_range(table, "object update")     # range top-k
             return _conform(table, "message")
+        if kind in RANGE_KINDS:
+            return conform_range(read_table(s, kind), kind)
         return _conform(read_table(s, kind), kind)
     except InvalidInput as e:
         raise locate(s, e) from None
@@ -152,17 +163,28 @@ def _print(summary: dict, out: Path | None = None) -> None:
         out.write_text(text + "\n")
 
 
-def _check_kind(cl, matching: bool, what: str) -> None:
-    if cl.matching != matching:
-        has = "ranked matching (expressions and events)" if cl.matching else "spatial-keyword subscriptions"
+def _kind(cl) -> str:
+    return "matching" if cl.matching else "range" if cl.ranged else "spatial"
+
+
+def _check_kind(cl, matching: bool | str, what: str) -> None:
+    want = matching if isinstance(matching, str) else "matching" if matching else "spatial"
+    if _kind(cl) != want:
+        has = {"matching": "ranked matching (expressions and events)",
+               "range": "range top-k (range subscriptions and object updates)",
+               "spatial": "spatial-keyword subscriptions"}[_kind(cl)]
         raise CommandError(f"cluster {cl.name!r} serves {has}: it takes no {what}")
 
 
+_LOAD_KINDS = {"expressions": ("expression", "matching"), "ranges": ("range subscription", "range"),
+               "subscriptions": ("subscription", "spatial")}
+
+
 def cmd_load(args) -> int:
-    matching = args.what == "expressions"
-    source = open_source(args.path, "expression" if matching else "subscription")  # fails before the cluster
+    kind, serves = _LOAD_KINDS[args.what]
+    source = open_source(args.path, kind)  # fails before the cluster
     cl = _attach(args)
-    _check_kind(cl, matching, args.what)
+    _check_kind(cl, serves, args.what)
     t0 = time.perf_counter()
     n = load_file(cl, args.path, source, args.batch_rows)
     dt = time.perf_counter() - t0
@@ -173,8 +195,12 @@ def cmd_load(args) -> int:
 def cmd_replay(args) -> int:
     source = open_source(args.path, "message or event")    # a bad file fails before the cluster is reached
     cl = _attach(args)
-    if cl.matching and not isinstance(source, str):
-        _check_kind(cl, False, "messages")
+    import pyarrow as pa
+
+    from .range_tables import is_object_update_table
+    if isinstance(source, pa.Table):     # a CSV or JSONL file typed here: messages or object updates
+        _check_kind(cl, "range" if is_object_update_table(source) else "spatial",
+                    "object updates" if is_object_update_table(source) else "messages")
     res = replay_file(cl, args.path, source, args.rate, args.batch_rows)
     secs = res.get("seconds") or 0.0
     res["throughput"] = round(res["messages"] / secs, 1) if secs else None
@@ -257,9 +283,50 @@ def cmd_evaluate_matching(args) -> int:
     return 0 if report["agreement"] == 100.0 else 1
 
 
+def cmd_evaluate_range(args) -> int:
+    """Range top-k: every (or ``--sample``) range subscription's top-k from the live cluster
+    (``--live``: it must have received exactly these tables) or from an ``rc.RangeEngine``
+    fed them, against the brute-force evaluation in Spark."""
+    from .. import RangeConfig, RangeEngine
+    from .evaluate import compare_ranges, exact_range_topk_spark
+    from .range_tables import distinct_runs, read_object_updates, read_range_subscriptions
+    from .session import get_spark
+
+    if not (args.ranges and args.updates):
+        raise CommandError("range top-k: give both --ranges and --updates")
+    subs = read_range_subscriptions(args.ranges)          # bad tables fail before Spark starts
+    ups = read_object_updates(args.updates)
+    spark = get_spark()
+    t0 = time.perf_counter()
+    if args.live:
+        target = _attach(args)
+        _check_kind(target, "range", "range subscriptions")
+        rcfg = target.config().engine
+        published = target.stats()["published"]
+        if published != ups.num_rows:
+            raise CommandError(f"the cluster published {published} object updates, the table has "
+                               f"{ups.num_rows}: it must have received exactly this stream")
+    else:
+        kw = {k: v for k, v in (("k", args.k), ("method", args.method)) if v}
+        rcfg = RangeConfig(**kw)
+        target = RangeEngine(rcfg)
+        _in_parts(target.subscribe, subs, 100_000, args.ranges)
+        for a, b in distinct_runs(ups.column("id").to_numpy()):
+            _in_parts(target.publish, ups.slice(a, b - a), 100_000, args.updates)
+    exact = exact_range_topk_spark(subs, ups, rcfg.k, spark, sample=args.sample or None, seed=args.seed)
+    report = compare_ranges(exact, target)
+    report.update(kind="range", method=rcfg.method, epsilon=rcfg.epsilon, k=rcfg.k,
+                  target="cluster" if args.live else "range-engine", updates=ups.num_rows,
+                  seconds=round(time.perf_counter() - t0, 3))
+    _print(report, args.out)
+    return 0 if report["agreement"] == 100.0 else 1
+
+
 def cmd_evaluate(args) -> int:
     if args.expressions or args.events:
         return cmd_evaluate_matching(args)
+    if args.ranges or args.updates:
+        return cmd_evaluate_range(args)
     from tqdm.auto import tqdm
 
     from .evaluate import offline_evaluation

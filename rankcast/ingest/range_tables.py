@@ -24,7 +24,8 @@ from ..errors import InvalidInput
 from .readers import _INT64_MAX, _Checker, locate, read_table
 
 __all__ = ["read_range_subscriptions", "read_object_updates", "RANGE_SUBSCRIPTION_SCHEMA",
-           "OBJECT_UPDATE_SCHEMA", "RANGE_KINDS"]
+           "OBJECT_UPDATE_SCHEMA", "RANGE_KINDS", "distinct_runs", "final_objects", "conform_range",
+           "is_object_update_table"]
 
 SUB, UPD = "range subscription", "object update"
 RANGE_KINDS = (SUB, UPD)
@@ -97,3 +98,57 @@ def read_object_updates(source, spark=None, *, validate: bool = True) -> pa.Tabl
     """The object update table in ``source`` (columns ``id, x, y``, null: not given) as
     pyarrow, checked (see the module docstring)."""
     return _read(source, UPD, spark, validate)
+
+
+def conform_range(table: pa.Table, kind: str) -> pa.Table:
+    """``table`` typed as a ``kind`` table (a CSV's or JSONL's cells), without the value checks."""
+    return _conform(table, kind)
+
+
+def is_object_update_table(table: pa.Table) -> bool:
+    """An object update table (``id`` and ``x`` / ``y``, no text, terms or values): what a
+    replay of a range top-k stream reads."""
+    names = set(table.column_names)
+    return "id" in names and bool({"x", "y"} & names) and not {"text", "terms", "values", "lo", "hi"} & names
+
+
+def distinct_runs(ids: np.ndarray) -> list[tuple[int, int]]:
+    """Cut a sequence of ids into consecutive runs without a repeated id: [(start, stop)], each
+    as long as it can be (one publish call takes distinct ids; a replay publishes each run)."""
+    ids = np.asarray(ids, np.int64)
+    n = len(ids)
+    if not n:
+        return []
+    if len(np.unique(ids)) == n:
+        return [(0, n)]
+    out, start, seen = [], 0, set()
+    for j, i in enumerate(ids.tolist()):
+        if i in seen:
+            out.append((start, j))
+            start, seen = j, set()
+        seen.add(i)
+    out.append((start, n))
+    return out
+
+
+def final_objects(updates: pa.Table) -> pa.Table:
+    """The live objects (``id, x, y``) after an object update table applied in order (a valid
+    stream): an object lives when its last row gives a y; its y is that row's, its x the last
+    x given for it (an insert, a move, or the re-insert after a delete)."""
+    t = conform_range(updates, UPD) if set(updates.column_names) != {"id", "x", "y"} else updates
+    ids = t.column("id").to_numpy()
+    x = t.column("x").to_numpy(zero_copy_only=False).astype(np.float64)
+    y = t.column("y").to_numpy(zero_copy_only=False).astype(np.float64)
+    n = len(ids)
+    rev = np.arange(n)[::-1]
+    uniq, last = np.unique(ids[rev], return_index=True)
+    last = rev[last]                                  # each id's last row
+    has_x = ~np.isnan(x)
+    rx = rev[has_x[rev]]
+    ux, lx = np.unique(ids[rx], return_index=True)
+    xs = np.full(len(uniq), np.nan)
+    xs[np.searchsorted(uniq, ux)] = x[rx[lx]]
+    ys = y[last]
+    live = ~np.isnan(ys)
+    return pa.table({"id": pa.array(uniq[live], pa.int64()), "x": pa.array(xs[live], pa.float64()),
+                     "y": pa.array(ys[live], pa.float64())})

@@ -531,6 +531,8 @@ def to_spark(source, spark, kind: str = "row"):
             return _spark_read(spark, s)
     table = read_table(source, kind, spark)
     if isinstance(source, (str, os.PathLike)) and kind not in MATCH_KINDS:
-        table = _conform(table, kind if kind != "row" else guess_kind(table))
+        from .range_tables import RANGE_KINDS, conform_range
+        table = conform_range(table, kind) if kind in RANGE_KINDS else \
+            _conform(table, kind if kind != "row" else guess_kind(table))
     return spark.createDataFrame(table.to_pandas(maps_as_pydicts="strict"),
                                  schema=from_arrow_schema(table.schema))
