@@ -190,6 +190,9 @@ def test_listen_arrow_and_bad_input():
         assert cl.stats()["subscriptions"] == 2 and cl.stats()["objects"] == 2
         with pytest.raises(rc.InvalidInput, match="for range top-k"):
             rc.ClusterConfig(engine=rcfg, policy="prefix")
+        for name in ("distributors", "aggregators"):
+            with pytest.raises(rc.InvalidInput, match=f"field '{name}': range top-k runs one Paint server"):
+                rc.ClusterConfig(engine=rcfg, **{name: 2})
     finally:
         cl.shutdown()
 

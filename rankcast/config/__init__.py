@@ -319,6 +319,12 @@ class ClusterConfig:
             v = getattr(self, name)
             if isinstance(v, bool) or not isinstance(v, int) or v < 1:
                 raise InvalidInput(f"ClusterConfig: field '{name}': must be an integer >= 1, got {v!r}")
+        if ranged:
+            for name in ("distributors", "aggregators"):
+                if getattr(self, name) != 1:
+                    raise InvalidInput(f"ClusterConfig: field '{name}': range top-k runs one Paint server and "
+                                       f"no aggregator (the objects are one sequence): must be 1, got "
+                                       f"{getattr(self, name)!r}")
         if not (0 < self.actor_cpus <= 64):
             raise InvalidInput("ClusterConfig: field 'actor_cpus': must be in (0, 64]")
         for name, low in (("monitor_every", 0.0), ("rebalance_threshold", 1.0)):

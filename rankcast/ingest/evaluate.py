@@ -591,23 +591,22 @@ def compare_ranges(expected: Mapping[int, Sequence], actual, *, tol: float = 0.0
     """Agreement of live range top-k lists (``actual``: a mapping, or anything with
     ``topk_many`` or ``topk``) with :func:`exact_range_topk_spark`'s, strict: ties are
     broken by object id (CONTRACT "Range top-k")."""
+    from ..errors import UnknownSubscription
+
+    def one_by_one(target) -> dict:
+        got = {}
+        for sid in expected:
+            try:
+                got[sid] = target.topk(sid)
+            except UnknownSubscription:
+                pass
+        return got
+
     if hasattr(actual, "topk_many"):
-        from ..errors import UnknownSubscription
         try:
             actual = actual.topk_many(list(expected))
         except UnknownSubscription:         # some are gone: those are missing, one by one
-            target, actual = actual, {}
-            for sid in expected:
-                try:
-                    actual[sid] = target.topk(sid)
-                except UnknownSubscription:
-                    pass
+            actual = one_by_one(actual)
     elif hasattr(actual, "topk"):
-        from ..errors import UnknownSubscription
-        target, actual = actual, {}
-        for sid in expected:
-            try:
-                actual[sid] = target.topk(sid)
-            except UnknownSubscription:
-                pass
+        actual = one_by_one(actual)
     return compare(expected, actual, tol=tol, max_listed=max_listed, strict=True)
