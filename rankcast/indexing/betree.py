@@ -50,6 +50,16 @@ boxes hold the event's value, whose l-nodes are scanned and whose p-nodes are pu
 The search stops once the best bound left is below the k-th score (with the relative slack
 ``EPS``; an equal bound is still searched because a smaller id would win the tie).
 
+Match view: matching does not walk the node tables. Every c-node has a hot row (its active
+dimension's own and subtree bounds, its c-directory children, the offset of its block; one
+cache line, all the c-directory search reads) and a contiguous block in one float arena (its
+p-directory, its l-node summary, then its l-node's expressions as packed predicate rows), every
+p-node a small block (summary, root, attribute). Updates mark the nodes they change (a dirty
+list); before the next match the changed nodes' blocks are rewritten at the end of the arena,
+or everything anew in depth-first order when most nodes changed (a build) or the arena is half
+garbage. A visited bucket is thus one sequential read instead of a pointer chase per
+expression.
+
 ``build="batch"`` (the paper's BE*-B) puts a whole initial table in the root l-node and
 partitions it top-down once; later calls insert one expression at a time.
 """
@@ -86,7 +96,7 @@ V_SL, V_SH, V_OL, V_OH, V_L, V_R, V_B = range(7)
 NV = 8
 B_OL, B_OH, B_SL, B_SH = range(4)     # a box dimension: own bucket lo, hi; c-directory subtree lo, hi
 # parameters
-Q_A, Q_ALPHA, Q_BETA, Q_EXH, Q_MODE = range(5)
+Q_A, Q_ALPHA, Q_BETA, Q_EXH, Q_MODE, Q_VSHARE, Q_VSLACK = range(7)
 # work-list tasks
 T_CLUSTER, T_PARTITION = 0, 1
 # match counters
@@ -1265,10 +1275,12 @@ def _full_view(IL, FL, mode, NEXT, p_start, p_end, p_attr, p_op, p_a, p_b, p_w, 
 
 
 @numba.njit(cache=True)
-def _refresh_view(IL, FL, mode, NEXT, p_start, p_end, p_attr, p_op, p_a, p_b, p_w, set_off):
+def _refresh_view(IL, FL, q, mode, NEXT, p_start, p_end, p_attr, p_op, p_a, p_b, p_w, set_off):
     """Rewrite the view of every node changed since the last refresh (at the end of the
     arena); everything anew, in depth-first order, when that is most of the tree or the
-    arena is more than half garbage."""
+    arena is more than half garbage (``q[Q_VSHARE]``: the share of live nodes changed above
+    which everything is rewritten; ``q[Q_VSLACK]``: arena floats of garbage tolerated beyond
+    half)."""
     num = IL[I_NUM]
     nd = num[U_NDIRTY]
     if nd == 0:
@@ -1304,7 +1316,7 @@ def _refresh_view(IL, FL, mode, NEXT, p_start, p_end, p_attr, p_op, p_a, p_b, p_
                 need += 4 + (0 if mode == STATIC else 2 * PI[node * NP + WC])
     num[U_NDIRTY] = 0
     live = num[U_ARLIVE] - freed + need
-    if 4 * nd > num[U_LIVEC] + num[U_LIVEP] or num[U_AR] + need > 2 * live + 65536:
+    if nd > q[Q_VSHARE] * (num[U_LIVEC] + num[U_LIVEP]) or num[U_AR] + need > 2 * live + q[Q_VSLACK]:
         _full_view(IL, FL, mode, NEXT, p_start, p_end, p_attr, p_op, p_a, p_b, p_w, set_off)
         return
     _grow_f(FL, F_AR, num[U_AR] + need, 0.0)
@@ -1521,12 +1533,15 @@ class BETreeCore:
     (see the module docstring). ``leaf_capacity`` is A, ``alpha`` the minimum share of each
     split side, ``beta`` the growth that triggers bottom-up expansion, ``split``
     ``"exhaustive"`` or ``"approximate"``, ``build`` ``"dynamic"`` (one expression at a time)
-    or ``"batch"`` (BE*-B: a first table bulk-loaded top-down)."""
+    or ``"batch"`` (BE*-B: a first table bulk-loaded top-down); ``view_full_share`` and
+    ``view_slack`` when the match view is rewritten whole rather than node by node
+    (``_refresh_view``; tests set them to exercise both ways)."""
 
     index_name = "be-tree"
 
     def __init__(self, scoring: str, index: str = "be-tree", *, leaf_capacity: int = 5, alpha: float = 0.1,
-                 beta: float = 4.0, split: str = "exhaustive", build: str = "dynamic", **_):
+                 beta: float = 4.0, split: str = "exhaustive", build: str = "dynamic", view_full_share: float = 0.25,
+                 view_slack: int = 65536, **_):
         self.mode = MODES[scoring]
         if self.mode == RELAXED:
             from ..errors import InvalidInput
@@ -1534,7 +1549,8 @@ class BETreeCore:
         self.table = ExpressionTable()
         self.ev = DenseEvent(0)
         self.build = build
-        self.q = np.array([leaf_capacity, alpha, beta, 1.0 if split == "exhaustive" else 0.0, self.mode], np.float64)
+        self.q = np.array([leaf_capacity, alpha, beta, 1.0 if split == "exhaustive" else 0.0, self.mode,
+                           view_full_share, view_slack], np.float64)
         self.counters = np.zeros(NM, np.int64)
         self._reset_tree()
 
@@ -1583,7 +1599,7 @@ class BETreeCore:
         """Bring the match view up to date with the tree (the nodes changed since the last
         call; see ``_refresh_view``)."""
         t = self.table
-        _refresh_view(self.IL, self.FL, self.mode, self.nxt, t.p_start, t.p_end, t.p_attr, t.p_op, t.p_a, t.p_b,
+        _refresh_view(self.IL, self.FL, self.q, self.mode, self.nxt, t.p_start, t.p_end, t.p_attr, t.p_op, t.p_a, t.p_b,
                       t.p_w, t.set_off)
 
     def _insert(self, slots: np.ndarray) -> None:
