@@ -49,8 +49,11 @@ def _drive(m, scoring, seed, steps=25, check=True):
 @pytest.mark.parametrize("split,build", [("exhaustive", "dynamic"), ("approximate", "dynamic"), ("exhaustive", "batch")])
 def test_betree_equals_brute_force_and_keeps_its_invariants(scoring, leaf_capacity, split, build):
     for seed in range(1):
+        # the match view: rewritten node by node (leaf capacity 1: with garbage repacks, 2: never
+        # whole) or whole on most changes (5)
+        view = {1: dict(view_full_share=2.0, view_slack=0), 2: dict(view_full_share=2.0)}.get(leaf_capacity, {})
         m = _matcher(scoring, leaf_capacity=leaf_capacity, split=split, build=build,
-                     beta=4.0 if leaf_capacity == 2 else 1.5)      # 1.5: bottom-up expansion is frequent
+                     beta=4.0 if leaf_capacity == 2 else 1.5, **view)      # 1.5: bottom-up expansion is frequent
         live, nev = _drive(m, scoring, 100 * leaf_capacity + seed)
         # deletion down to an empty tree, then a refill
         m.unsubscribe(list(live))

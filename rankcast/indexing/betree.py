@@ -50,6 +50,16 @@ boxes hold the event's value, whose l-nodes are scanned and whose p-nodes are pu
 The search stops once the best bound left is below the k-th score (with the relative slack
 ``EPS``; an equal bound is still searched because a smaller id would win the tie).
 
+Match view: matching does not walk the node tables. Every c-node has a hot row (its active
+dimension's own and subtree bounds, its c-directory children, the offset of its block; one
+cache line, all the c-directory search reads) and a contiguous block in one float arena (its
+p-directory, its l-node summary, then its l-node's expressions as packed predicate rows), every
+p-node a small block (summary, root, attribute). Updates mark the nodes they change (a dirty
+list); before the next match the changed nodes' blocks are rewritten at the end of the arena,
+or everything anew in depth-first order when most nodes changed (a build) or the arena is half
+garbage. A visited bucket is thus one sequential read instead of a pointer chase per
+expression.
+
 ``build="batch"`` (the paper's BE*-B) puts a whole initial table in the root l-node and
 partitions it top-down once; later calls insert one expression at a time.
 """
@@ -59,8 +69,7 @@ import numba
 import numpy as np
 from numba.typed import List
 
-from .._arrays import grow
-from .matching import MODES, RELAXED, STATIC, DenseEvent, ExpressionTable, find_sorted, holds, lower_bound
+from .matching import IN, MODES, NIN, RELAXED, STATIC, DenseEvent, ExpressionTable, find_sorted, holds, lower_bound
 from .matching import offer_topk as _offer, ranks_after as _worse
 from .scoring import EPS
 
@@ -70,21 +79,24 @@ __all__ = ["BETreeCore", "check_structure"]
 # its attribute list (start, count, capacity in the pool) and the most predicates of an
 # expression below it
 WS, WC, WK, NMAX = 0, 1, 2, 3
-C_L, C_R, C_PAR, C_PN, C_DEP, C_BOX, C_LH, C_LC, C_ALIVE, C_DS, C_DC, C_DK = range(4, 16)
-NC = 16   # C_DS/C_DC/C_DK: the p-directory, (attribute, p-node) sorted by attribute, in its pool
+C_L, C_R, C_PAR, C_PN, C_DEP, C_BOX, C_LH, C_LC, C_ALIVE, C_DS, C_DC, C_DK, C_DIRTY = range(4, 17)
+NC = 17   # C_DS/C_DC/C_DK: the p-directory, (attribute, p-node) sorted by attribute, in its pool
 # p-node record (int64, NP per node)
-P_ATTR, P_OWN, P_ROOT, P_CNT, P_ALIVE = range(4, 9)
-NP = 9
+P_ATTR, P_OWN, P_ROOT, P_CNT, P_ALIVE, P_DIRTY = range(4, 10)
+NP = 10
 # counters
 (U_C, U_P, U_BOX, U_W, U_SPLIT, U_SPACE, U_PART, U_EXPAND, U_MERGE, U_DEADC, U_DEADP, U_LIVEC,
- U_LIVEP, U_D) = range(14)
-NU = 16
+ U_LIVEP, U_D, U_NDIRTY, U_AR, U_ARLIVE) = range(17)
+NU = 20
 # the int and float pools (typed lists: kernels grow them in place)
-I_C, I_P, I_WA, I_BA, I_NUM, I_DA, I_DP = range(7)
-F_CS, F_PS, F_WM, F_BX = range(4)
+I_C, I_P, I_WA, I_BA, I_NUM, I_DA, I_DP, I_DIRTY, I_PV = range(9)
+F_CS, F_PS, F_WM, F_BX, F_HV, F_AR = range(6)
+# the match view (module docstring, "Match view"): a hot row per c-node in F_HV ...
+V_SL, V_SH, V_OL, V_OH, V_L, V_R, V_B = range(7)
+NV = 8
 B_OL, B_OH, B_SL, B_SH = range(4)     # a box dimension: own bucket lo, hi; c-directory subtree lo, hi
 # parameters
-Q_A, Q_ALPHA, Q_BETA, Q_EXH, Q_MODE = range(5)
+Q_A, Q_ALPHA, Q_BETA, Q_EXH, Q_MODE, Q_VSHARE, Q_VSLACK = range(7)
 # work-list tasks
 T_CLUSTER, T_PARTITION = 0, 1
 # match counters
@@ -110,6 +122,33 @@ def _grow_f(FL, w, n, fill):
         b = np.full(max(n, 2 * a.shape[0]), fill, np.float64)
         b[: a.shape[0]] = a
         FL[w] = b
+
+
+@numba.njit(cache=True)
+def _dirty(IL, x):
+    num = IL[I_NUM]
+    n = num[U_NDIRTY]
+    _grow_i(IL, I_DIRTY, n + 1)
+    IL[I_DIRTY][n] = x
+    num[U_NDIRTY] = n + 1
+
+
+@numba.njit(cache=True)
+def _touch_c(IL, c):
+    """c-node ``c`` changed (box, children, l-node, summary or p-directory): its match view
+    is rewritten before the next match."""
+    CI = IL[I_C]
+    if CI[c * NC + C_DIRTY] == 0:
+        CI[c * NC + C_DIRTY] = 1
+        _dirty(IL, 2 * c)
+
+
+@numba.njit(cache=True)
+def _touch_p(IL, p):
+    PI = IL[I_P]
+    if PI[p * NP + P_DIRTY] == 0:
+        PI[p * NP + P_DIRTY] = 1
+        _dirty(IL, 2 * p + 1)
 
 
 @numba.njit(cache=True)
@@ -145,6 +184,7 @@ def _new_c(IL, FL, dep, par, pn, src, extra):
     CI[base + C_LH] = -1
     CI[base + C_LC] = 0
     CI[base + C_ALIVE] = 1
+    CI[base + C_DIRTY] = 0
     n_copy = dep if extra < 0 else dep - 1
     if n_copy > 0:
         sb = CI[src * NC + C_BOX]
@@ -159,6 +199,7 @@ def _new_c(IL, FL, dep, par, pn, src, extra):
         BX[4 * j + B_OH] = -INF
         BX[4 * j + B_SL] = INF
         BX[4 * j + B_SH] = -INF
+    _touch_c(IL, c)
     return c
 
 
@@ -180,7 +221,9 @@ def _new_p(IL, FL, owner, attr):
     PI[base + P_OWN] = owner
     PI[base + P_CNT] = 0
     PI[base + P_ALIVE] = 1
+    PI[base + P_DIRTY] = 0
     FL[F_PS][p] = -INF
+    _touch_p(IL, p)
     _d_add(IL, owner, attr, p)
     CI = IL[I_C]
     root = _new_c(IL, FL, CI[owner * NC + C_DEP] + 1, -1, p, owner, attr)
@@ -192,6 +235,10 @@ def _new_p(IL, FL, owner, attr):
 @numba.njit(cache=True)
 def _w_add(IL, FL, rec, base, attr, w):
     """max-merge (attr, w) into the sorted summary of record ``base`` of pool ``rec``."""
+    if rec == I_C:
+        _touch_c(IL, base // NC)
+    else:
+        _touch_p(IL, base // NP)
     R = IL[rec]
     ws, wc, wk = R[base + WS], R[base + WC], R[base + WK]
     WA = IL[I_WA]
@@ -236,6 +283,10 @@ def _sum_add(IL, FL, q, rec, node, s, p_start, p_end, p_attr, p_w, score):
         S = FL[F_CS] if rec == I_C else FL[F_PS]
         if S[node] < score[s]:
             S[node] = score[s]
+            if rec == I_C:
+                _touch_c(IL, node)
+            else:
+                _touch_p(IL, node)
         return
     base = node * (NC if rec == I_C else NP)
     R = IL[rec]
@@ -248,6 +299,7 @@ def _sum_add(IL, FL, q, rec, node, s, p_start, p_end, p_attr, p_w, score):
 @numba.njit(cache=True)
 def _lnode_summary(IL, FL, q, c, NEXT, p_start, p_end, p_attr, p_w, score):
     """Recompute the l-node summary of ``c`` exactly from its expressions."""
+    _touch_c(IL, c)
     CI = IL[I_C]
     CI[c * NC + WC] = 0
     CI[c * NC + NMAX] = 0
@@ -258,46 +310,10 @@ def _lnode_summary(IL, FL, q, c, NEXT, p_start, p_end, p_attr, p_w, score):
         s = NEXT[s]
 
 
-@numba.njit(cache=True, inline="always")
-def _bound(mode, WA, WM, S, ws, wc, nmax, node, ev_attr, e0, e1, has, ew, tb):
-    """Upper bound of every score below a summary for the current event: the paper's
-    uscore (the sum over the event's attributes of event weight * largest weight), limited
-    to the ``nmax`` largest of those terms (no expression below has more predicates)."""
-    if mode == STATIC:
-        return S[node]
-    m = 0
-    n_ev = e1 - e0
-    if wc <= 4 * n_ev:
-        for j in range(ws, ws + wc):
-            a = WA[j]
-            if has[a]:
-                tb[m] = ew[a] * WM[j]
-                m += 1
-    else:
-        for i in range(e0, e1):
-            a = ev_attr[i]
-            x = find_sorted(WA, ws, ws + wc, a)
-            if x >= 0:
-                tb[m] = ew[a] * WM[x]
-                m += 1
-    if m > nmax:
-        for i in range(1, m):                  # descending (m is at most the event's size)
-            x = tb[i]
-            j = i - 1
-            while j >= 0 and tb[j] < x:
-                tb[j + 1] = tb[j]
-                j -= 1
-            tb[j + 1] = x
-        m = nmax
-    acc = 0.0
-    for i in range(m):
-        acc += tb[i]
-    return acc
-
-
 @numba.njit(cache=True)
 def _d_add(IL, c, attr, p):
     """(attr, p) into the sorted p-directory of c-node ``c`` (relocated, doubled, when full)."""
+    _touch_c(IL, c)
     CI = IL[I_C]
     ds, dc, dk = CI[c * NC + C_DS], CI[c * NC + C_DC], CI[c * NC + C_DK]
     if dc == dk:
@@ -327,6 +343,7 @@ def _d_add(IL, c, attr, p):
 
 @numba.njit(cache=True)
 def _d_del(IL, c, attr):
+    _touch_c(IL, c)
     CI = IL[I_C]
     DA, DP = IL[I_DA], IL[I_DP]
     ds, dc = CI[c * NC + C_DS], CI[c * NC + C_DC]
@@ -339,7 +356,9 @@ def _d_del(IL, c, attr):
 
 # ----------------------------------------------------------------------------- l-nodes, boxes
 @numba.njit(cache=True, inline="always")
-def _l_push(CI, HOME, NEXT, PREV, c, s):
+def _l_push(IL, HOME, NEXT, PREV, c, s):
+    _touch_c(IL, c)
+    CI = IL[I_C]
     h = CI[c * NC + C_LH]
     NEXT[s] = h
     PREV[s] = -1
@@ -351,8 +370,10 @@ def _l_push(CI, HOME, NEXT, PREV, c, s):
 
 
 @numba.njit(cache=True, inline="always")
-def _l_pop(CI, HOME, NEXT, PREV, s):
+def _l_pop(IL, HOME, NEXT, PREV, s):
     c = HOME[s]
+    _touch_c(IL, c)
+    CI = IL[I_C]
     pv, nx = PREV[s], NEXT[s]
     if pv >= 0:
         NEXT[pv] = nx
@@ -377,6 +398,7 @@ def _ival(s, attr, p_start, p_end, p_attr, p_lo, p_hi):
 @numba.njit(cache=True)
 def _extend(IL, FL, c, s, own, p_start, p_end, p_attr, p_lo, p_hi):
     """Grow the subtree box (and the own box when ``own``) of ``c`` by expression ``s``."""
+    _touch_c(IL, c)
     CI = IL[I_C]
     BA = IL[I_BA]
     BX = FL[F_BX]
@@ -397,6 +419,7 @@ def _extend(IL, FL, c, s, own, p_start, p_end, p_attr, p_lo, p_hi):
 @numba.njit(cache=True)
 def _recompute_own(IL, FL, c, NEXT, p_start, p_end, p_attr, p_lo, p_hi):
     """Own box of ``c`` from its l-node and its p-nodes' subtree boxes; True if it changed."""
+    _touch_c(IL, c)
     CI = IL[I_C]
     PI = IL[I_P]
     BA = IL[I_BA]
@@ -429,6 +452,7 @@ def _recompute_own(IL, FL, c, NEXT, p_start, p_end, p_attr, p_lo, p_hi):
 
 @numba.njit(cache=True)
 def _recompute_sub(IL, FL, c):
+    _touch_c(IL, c)
     CI = IL[I_C]
     BX = FL[F_BX]
     b = CI[c * NC + C_BOX]
@@ -644,6 +668,8 @@ def _mark_space(side):
 # ----------------------------------------------------------------------------- insertion
 @numba.njit(cache=True)
 def _attach_child(IL, FL, node, c, which):
+    _touch_c(IL, node)
+    _touch_c(IL, c)
     CI = IL[I_C]
     CI[node * NC + (C_L if which == 1 else C_R)] = c
     CI[c * NC + C_PAR] = node
@@ -673,6 +699,11 @@ def _insert_cdir(IL, FL, q, root, s, lo, hi, p_start, p_end, p_attr, p_lo, p_hi)
             CI = IL[I_C]
             if par < 0:
                 IL[I_P][pn * NP + P_ROOT] = new
+                _touch_p(IL, pn)
+            else:
+                _touch_c(IL, par)
+            if par < 0:
+                pass
             elif CI[par * NC + C_L] == node:
                 CI[par * NC + C_L] = new
             else:
@@ -796,7 +827,7 @@ def _partition(IL, FL, q, c, tasks, n_tasks, HOME, NEXT, PREV, mark, acnt,
             if HOME[s] != c:
                 continue
             CI = IL[I_C]
-            _l_pop(CI, HOME, NEXT, PREV, s)
+            _l_pop(IL, HOME, NEXT, PREV, s)
             for p in range(p_start[s], p_end[s]):          # s leaves every other attribute's count
                 at = p_attr[p]
                 i = np.searchsorted(attrs, at)
@@ -804,7 +835,7 @@ def _partition(IL, FL, q, c, tasks, n_tasks, HOME, NEXT, PREV, mark, acnt,
                     remaining[i] -= 1
             lo, hi = _ival(s, a, p_start, p_end, p_attr, p_lo, p_hi)
             home = _insert_cdir(IL, FL, q, root, s, lo, hi, p_start, p_end, p_attr, p_lo, p_hi)
-            _l_push(IL[I_C], HOME, NEXT, PREV, home, s)
+            _l_push(IL, HOME, NEXT, PREV, home, s)
             _sum_add(IL, FL, q, I_C, home, s, p_start, p_end, p_attr, p_w, score)
             IL[I_P][pnode * NP + P_CNT] += 1
             _sum_add(IL, FL, q, I_P, pnode, s, p_start, p_end, p_attr, p_w, score)
@@ -864,8 +895,8 @@ def _cluster(IL, FL, q, c, tasks, n_tasks, HOME, NEXT, PREV,
             _attach_child(IL, FL, c, kids[w], w)
         ch = kids[w]
         CI = IL[I_C]
-        _l_pop(CI, HOME, NEXT, PREV, slots[i])
-        _l_push(CI, HOME, NEXT, PREV, ch, slots[i])
+        _l_pop(IL, HOME, NEXT, PREV, slots[i])
+        _l_push(IL, HOME, NEXT, PREV, ch, slots[i])
         _extend(IL, FL, ch, slots[i], True, p_start, p_end, p_attr, p_lo, p_hi)
         _sum_add(IL, FL, q, I_C, ch, slots[i], p_start, p_end, p_attr, p_w, score)
     _recompute_own(IL, FL, c, NEXT, p_start, p_end, p_attr, p_lo, p_hi)
@@ -931,7 +962,7 @@ def _insert_many(IL, FL, q, slots, HOME, NEXT, PREV, mark, acnt,
                         best = DP[x]
                         bc = PI[best * NP + P_CNT]
             if best < 0:
-                _l_push(CI, HOME, NEXT, PREV, c, s)
+                _l_push(IL, HOME, NEXT, PREV, c, s)
                 _sum_add(IL, FL, q, I_C, c, s, p_start, p_end, p_attr, p_w, score)
                 for p in range(p_start[s], p_end[s]):
                     mark[p_attr[p]] = -1
@@ -951,9 +982,8 @@ def _insert_many(IL, FL, q, slots, HOME, NEXT, PREV, mark, acnt,
 def _bulk_load(IL, FL, q, slots, HOME, NEXT, PREV, mark, acnt,
                p_start, p_end, p_attr, p_lo, p_hi, p_w, score):
     """BE*-B: every expression into the root l-node, then one top-down cascade."""
-    CI = IL[I_C]
     for i in range(slots.shape[0]):
-        _l_push(CI, HOME, NEXT, PREV, 0, slots[i])
+        _l_push(IL, HOME, NEXT, PREV, 0, slots[i])
         _sum_add(IL, FL, q, I_C, 0, slots[i], p_start, p_end, p_attr, p_w, score)
     _settle(IL, FL, q, 0, T_PARTITION, HOME, NEXT, PREV, mark, acnt,
             p_start, p_end, p_attr, p_lo, p_hi, p_w, score)
@@ -965,6 +995,7 @@ def _unlink_empty(IL, FL, c):
     """Remove the empty leaf ``c`` (no l-node, no p-directory, no children); returns the
     c-node whose boxes must be recomputed and whether that is its own box (a p-node's owner)
     or its subtree box (a c-directory parent)."""
+    _touch_c(IL, c)
     CI = IL[I_C]
     PI = IL[I_P]
     num = IL[I_NUM]
@@ -973,6 +1004,8 @@ def _unlink_empty(IL, FL, c):
     num[U_LIVEC] -= 1
     par = CI[c * NC + C_PAR]
     if par >= 0:
+        _touch_c(IL, par)
+        CI = IL[I_C]
         if CI[par * NC + C_L] == c:
             CI[par * NC + C_L] = -1
         else:
@@ -982,6 +1015,7 @@ def _unlink_empty(IL, FL, c):
     owner = PI[pn * NP + P_OWN]
     _d_del(IL, owner, PI[pn * NP + P_ATTR])
     PI[pn * NP + P_ALIVE] = 0
+    _touch_p(IL, pn)
     num[U_DEADP] += 1
     num[U_LIVEP] -= 1
     return owner, True
@@ -996,7 +1030,7 @@ def _remove_many(IL, FL, q, slots, HOME, NEXT, PREV, p_start, p_end, p_attr, p_l
         CI = IL[I_C]
         PI = IL[I_P]
         c = HOME[s]
-        _l_pop(CI, HOME, NEXT, PREV, s)
+        _l_pop(IL, HOME, NEXT, PREV, s)
         node = c                                      # ranks along the path
         while node > 0:
             pn = CI[node * NC + C_PN]
@@ -1012,8 +1046,8 @@ def _remove_many(IL, FL, q, slots, HOME, NEXT, PREV, p_start, p_end, p_attr, p_l
             # merge rule: the underflowing leaf goes back into its open parent bucket
             while CI[c * NC + C_LH] >= 0:
                 x = CI[c * NC + C_LH]
-                _l_pop(CI, HOME, NEXT, PREV, x)
-                _l_push(CI, HOME, NEXT, PREV, par, x)
+                _l_pop(IL, HOME, NEXT, PREV, x)
+                _l_push(IL, HOME, NEXT, PREV, par, x)
                 _sum_add(IL, FL, q, I_C, par, x, p_start, p_end, p_attr, p_w, score)
             IL[I_NUM][U_MERGE] += 1
             n_left = 0
@@ -1087,12 +1121,265 @@ def _hpop(hb, hp, n):
     return b, p, n
 
 
+# ----------------------------------------------------------------------------- the match view
+@numba.njit(cache=True)
+def _size_c(IL, c, mode, NEXT, p_start, p_end):
+    """Floats of the view block of c-node ``c`` (``_write_c``)."""
+    CI = IL[I_C]
+    base = c * NC
+    n = 4 + 2 * CI[base + C_DC] + (0 if mode == STATIC else 2 * CI[base + WC])
+    s = CI[base + C_LH]
+    while s >= 0:
+        n += 2 + 4 * (p_end[s] - p_start[s])
+        s = NEXT[s]
+    return n
+
+
+@numba.njit(cache=True)
+def _write_c(IL, FL, c, pos, mode, NEXT, p_start, p_end, p_attr, p_op, p_a, p_b, p_w, set_off):
+    """The hot row of c-node ``c`` and its block at ``pos`` (returns the end): header
+    (summary size, most predicates or static bound, p-directory size, expression floats),
+    the p-directory (attribute, p-node), the summary (attribute, weight), then per expression
+    (predicates, slot) and its predicate rows (attribute * 16 + operator, a or set start, b or
+    set end, weight)."""
+    CI = IL[I_C]
+    HV = FL[F_HV]
+    AR = FL[F_AR]
+    BX = FL[F_BX]
+    base = c * NC
+    h = c * NV
+    dep = CI[base + C_DEP]
+    if dep > 0:
+        j = CI[base + C_BOX] + dep - 1
+        HV[h + V_SL] = BX[4 * j + B_SL]
+        HV[h + V_SH] = BX[4 * j + B_SH]
+        HV[h + V_OL] = BX[4 * j + B_OL]
+        HV[h + V_OH] = BX[4 * j + B_OH]
+    else:
+        HV[h + V_SL] = -INF
+        HV[h + V_SH] = INF
+        HV[h + V_OL] = -INF
+        HV[h + V_OH] = INF
+    HV[h + V_L] = CI[base + C_L]
+    HV[h + V_R] = CI[base + C_R]
+    HV[h + V_B] = pos
+    nd, ds = CI[base + C_DC], CI[base + C_DS]
+    nsum = 0 if mode == STATIC else CI[base + WC]
+    AR[pos] = nsum
+    AR[pos + 1] = FL[F_CS][c] if mode == STATIC else CI[base + NMAX]
+    AR[pos + 2] = nd
+    w = pos + 4
+    DA, DP = IL[I_DA], IL[I_DP]
+    for x in range(ds, ds + nd):
+        AR[w] = DA[x]
+        AR[w + 1] = DP[x]
+        w += 2
+    WA = IL[I_WA]
+    WM = FL[F_WM]
+    ws = CI[base + WS]
+    for x in range(ws, ws + nsum):
+        AR[w] = WA[x]
+        AR[w + 1] = WM[x]
+        w += 2
+    e0 = w
+    s = CI[base + C_LH]
+    while s >= 0:
+        AR[w] = p_end[s] - p_start[s]
+        AR[w + 1] = s
+        w += 2
+        for p in range(p_start[s], p_end[s]):
+            op = p_op[p]
+            AR[w] = p_attr[p] * 16 + op
+            if op == IN or op == NIN:
+                AR[w + 1] = set_off[p]
+                AR[w + 2] = set_off[p + 1]
+            else:
+                AR[w + 1] = p_a[p]
+                AR[w + 2] = p_b[p]
+            AR[w + 3] = p_w[p]
+            w += 4
+        s = NEXT[s]
+    AR[pos + 3] = w - e0
+    return w
+
+
+@numba.njit(cache=True)
+def _write_p(IL, FL, p, pos, mode):
+    """The block of p-node ``p`` at ``pos``: (summary size, most predicates or static bound,
+    root c-node, attribute), then its summary (attribute, weight)."""
+    PI = IL[I_P]
+    AR = FL[F_AR]
+    base = p * NP
+    IL[I_PV][p] = pos
+    nsum = 0 if mode == STATIC else PI[base + WC]
+    AR[pos] = nsum
+    AR[pos + 1] = FL[F_PS][p] if mode == STATIC else PI[base + NMAX]
+    AR[pos + 2] = PI[base + P_ROOT]
+    AR[pos + 3] = PI[base + P_ATTR]
+    w = pos + 4
+    WA = IL[I_WA]
+    WM = FL[F_WM]
+    ws = PI[base + WS]
+    for x in range(ws, ws + nsum):
+        AR[w] = WA[x]
+        AR[w + 1] = WM[x]
+        w += 2
+    return w
+
+
+@numba.njit(cache=True)
+def _full_view(IL, FL, mode, NEXT, p_start, p_end, p_attr, p_op, p_a, p_b, p_w, set_off):
+    """Every live node's view anew, blocks in depth-first order (a c-node, its p-nodes, then
+    their c-directories and its children)."""
+    num = IL[I_NUM]
+    nc, npn = num[U_C], num[U_P]
+    CI = IL[I_C]
+    PI = IL[I_P]
+    HV = FL[F_HV]
+    PV = IL[I_PV]
+    total = 0
+    for c in range(nc):
+        HV[c * NV + V_B] = -1.0
+        if CI[c * NC + C_ALIVE] == 1:
+            total += _size_c(IL, c, mode, NEXT, p_start, p_end)
+    for p in range(npn):
+        PV[p] = -1
+        if PI[p * NP + P_ALIVE] == 1:
+            total += 4 + (0 if mode == STATIC else 2 * PI[p * NP + WC])
+    FL[F_AR] = np.empty(max(total, 64))
+    stack = np.empty(64, np.int64)
+    stack[0] = 0
+    ns = 1
+    pos = 0
+    DP = IL[I_DP]
+    while ns > 0:
+        ns -= 1
+        c = stack[ns]
+        pos = _write_c(IL, FL, c, pos, mode, NEXT, p_start, p_end, p_attr, p_op, p_a, p_b, p_w, set_off)
+        ds, dc = CI[c * NC + C_DS], CI[c * NC + C_DC]
+        if ns + dc + 2 > stack.shape[0]:
+            bigger = np.empty(2 * (ns + dc + 2), np.int64)
+            bigger[:ns] = stack[:ns]
+            stack = bigger
+        for ch in (CI[c * NC + C_R], CI[c * NC + C_L]):
+            if ch >= 0:
+                stack[ns] = ch
+                ns += 1
+        for x in range(ds + dc - 1, ds - 1, -1):
+            p = DP[x]
+            pos = _write_p(IL, FL, p, pos, mode)
+            stack[ns] = PI[p * NP + P_ROOT]
+            ns += 1
+    num[U_AR] = pos
+    num[U_ARLIVE] = pos
+
+
+@numba.njit(cache=True)
+def _refresh_view(IL, FL, q, mode, NEXT, p_start, p_end, p_attr, p_op, p_a, p_b, p_w, set_off):
+    """Rewrite the view of every node changed since the last refresh (at the end of the
+    arena); everything anew, in depth-first order, when that is most of the tree or the
+    arena is more than half garbage (``q[Q_VSHARE]``: the share of live nodes changed above
+    which everything is rewritten; ``q[Q_VSLACK]``: arena floats of garbage tolerated beyond
+    half)."""
+    num = IL[I_NUM]
+    nd = num[U_NDIRTY]
+    if nd == 0:
+        return
+    _grow_f(FL, F_HV, num[U_C] * NV, -1.0)
+    _grow_i(IL, I_PV, num[U_P])
+    CI = IL[I_C]
+    PI = IL[I_P]
+    HV = FL[F_HV]
+    PV = IL[I_PV]
+    AR = FL[F_AR]
+    DL = IL[I_DIRTY]
+    freed = 0
+    need = 0
+    for i in range(nd):
+        x = DL[i]
+        node = x >> 1
+        if x & 1 == 0:
+            CI[node * NC + C_DIRTY] = 0
+            b = int(HV[node * NV + V_B])
+            if b >= 0:
+                freed += 4 + 2 * int(AR[b + 2]) + 2 * int(AR[b]) + int(AR[b + 3])
+                HV[node * NV + V_B] = -1.0
+            if CI[node * NC + C_ALIVE] == 1:
+                need += _size_c(IL, node, mode, NEXT, p_start, p_end)
+        else:
+            PI[node * NP + P_DIRTY] = 0
+            b = PV[node]
+            if b >= 0:
+                freed += 4 + 2 * int(AR[b])
+                PV[node] = -1
+            if PI[node * NP + P_ALIVE] == 1:
+                need += 4 + (0 if mode == STATIC else 2 * PI[node * NP + WC])
+    num[U_NDIRTY] = 0
+    live = num[U_ARLIVE] - freed + need
+    if nd > q[Q_VSHARE] * (num[U_LIVEC] + num[U_LIVEP]) or num[U_AR] + need > 2 * live + q[Q_VSLACK]:
+        _full_view(IL, FL, mode, NEXT, p_start, p_end, p_attr, p_op, p_a, p_b, p_w, set_off)
+        return
+    _grow_f(FL, F_AR, num[U_AR] + need, 0.0)
+    pos = num[U_AR]
+    for i in range(nd):
+        x = DL[i]
+        node = x >> 1
+        if x & 1 == 0:
+            if CI[node * NC + C_ALIVE] == 1:
+                pos = _write_c(IL, FL, node, pos, mode, NEXT, p_start, p_end, p_attr, p_op, p_a, p_b, p_w, set_off)
+        elif PI[node * NP + P_ALIVE] == 1:
+            pos = _write_p(IL, FL, node, pos, mode)
+    num[U_AR] = pos
+    num[U_ARLIVE] = live
+
+
 @numba.njit(cache=True, inline="always")
-def _consider(mode, PI, WA, WM, PS, pn, ev_attr, e0, e1, has, ew, tb, n, k, tsc, hb, hp, nh, cnt):
+def _vbound(mode, AR, at, nsum, nmx, ev_attr, e0, e1, has, ew, tb):
+    """``_bound`` over a summary of ``nsum`` (attribute, weight) pairs at ``AR[at:]``."""
+    if mode == STATIC:
+        return nmx
+    m = 0
+    if nsum <= 4 * (e1 - e0):
+        for j in range(at, at + 2 * nsum, 2):
+            a = int(AR[j])
+            if has[a]:
+                tb[m] = ew[a] * AR[j + 1]
+                m += 1
+    else:
+        for i in range(e0, e1):
+            a = ev_attr[i]
+            lo, hi = 0, nsum
+            while lo < hi:
+                mid = (lo + hi) >> 1
+                if AR[at + 2 * mid] < a:
+                    lo = mid + 1
+                else:
+                    hi = mid
+            if lo < nsum and AR[at + 2 * lo] == a:
+                tb[m] = ew[a] * AR[at + 2 * lo + 1]
+                m += 1
+    nmax = int(nmx)
+    if m > nmax:
+        for i in range(1, m):                  # descending (m is at most the event's size)
+            x = tb[i]
+            j = i - 1
+            while j >= 0 and tb[j] < x:
+                tb[j + 1] = tb[j]
+                j -= 1
+            tb[j + 1] = x
+        m = nmax
+    acc = 0.0
+    for i in range(m):
+        acc += tb[i]
+    return acc
+
+
+@numba.njit(cache=True, inline="always")
+def _consider(mode, AR, PV, pn, ev_attr, e0, e1, has, ew, tb, n, k, tsc, hb, hp, nh, cnt):
     """Push p-node ``pn`` (on an attribute the event has) unless its bound cannot beat the
     k-th score."""
-    pb = pn * NP
-    bnd = _bound(mode, WA, WM, PS, PI[pb + WS], PI[pb + WC], PI[pb + NMAX], pn, ev_attr, e0, e1, has, ew, tb)
+    pb = PV[pn]
+    bnd = _vbound(mode, AR, pb + 4, int(AR[pb]), AR[pb + 1], ev_attr, e0, e1, has, ew, tb)
     if n == k and tsc[0] > bnd * (1.0 + EPS):
         cnt[M_PRUNED] += 1
         return hb, hp, nh
@@ -1101,18 +1388,11 @@ def _consider(mode, PI, WA, WM, PS, pn, ev_attr, e0, e1, has, ew, tb, n, k, tsc,
 
 
 @numba.njit(cache=True)
-def _match_many(IL, FL, mode, k, ev_off, ev_attr, ev_val, ev_w, val, has, ew,
-                ids, score, EH, PK, set_vals, NEXT, out_id, out_sc, out_n, cnt):
-    """Top-k of every event (module docstring). Expressions are read from their packed
-    copy: ``EH[2s], EH[2s+1]`` the rows of slot ``s`` in ``PK``, a row being (attribute,
-    operator, a, b, weight, set start, set end, -)."""
-    CI = IL[I_C]
-    PI = IL[I_P]
-    WA = IL[I_WA]
-    DA, DP = IL[I_DA], IL[I_DP]
-    WM = FL[F_WM]
-    CS, PS = FL[F_CS], FL[F_PS]
-    BX = FL[F_BX]
+def _match_many(HV, AR, PV, mode, k, ev_off, ev_attr, ev_val, ev_w, val, has, ew,
+                ids, score, set_vals, out_id, out_sc, out_n, cnt):
+    """Top-k of every event (module docstring) over the match view: the c-directory search
+    reads one hot row per node, a visited bucket one contiguous block (its p-directory,
+    summary and expressions), a p-node one small block."""
     tsc = np.empty(k)
     tid = np.empty(k, np.int64)
     hb = np.empty(64)
@@ -1138,55 +1418,73 @@ def _match_many(IL, FL, mode, k, ev_off, ev_attr, ev_val, ev_w, val, has, ew,
         while True:
             if c >= 0:
                 cnt[M_CNODES] += 1
-                base = c * NC
-                if CI[base + C_LC] > 0:
-                    bnd = _bound(mode, WA, WM, CS, CI[base + WS], CI[base + WC], CI[base + NMAX], c, ev_attr, e0, e1,
-                                 has, ew, tb)
+                b = int(HV[c * NV + V_B])
+                nsum, nd, elen = int(AR[b]), int(AR[b + 2]), int(AR[b + 3])
+                dir0 = b + 4
+                r = dir0 + 2 * nd + 2 * nsum
+                if elen > 0:
+                    bnd = _vbound(mode, AR, dir0 + 2 * nd, nsum, AR[b + 1], ev_attr, e0, e1, has, ew, tb)
                     if n == k and tsc[0] > bnd * (1.0 + EPS):
                         cnt[M_PRUNED] += 1
                     else:
                         cnt[M_LNODES] += 1
-                        s = CI[base + C_LH]
-                        while s >= 0:
+                        end = r + elen
+                        while r < end:
                             cnt[M_EVALS] += 1
+                            slot = int(AR[r + 1])
+                            q = r + 2
+                            r = q + 4 * int(AR[r])
                             acc = 0.0
                             ok = True
-                            for r in range(8 * EH[2 * s], 8 * EH[2 * s + 1], 8):
-                                at = int(PK[r])
-                                if not (has[at] and holds(int(PK[r + 1]), PK[r + 2], PK[r + 3], set_vals,
-                                                          int(PK[r + 5]), int(PK[r + 6]), val[at])):
+                            while q < r:
+                                code = int(AR[q])
+                                at = code >> 4
+                                if not has[at]:
                                     ok = False
                                     break
-                                acc += PK[r + 4] * ew[at]
+                                op = code & 15
+                                if op == IN or op == NIN:
+                                    h = holds(op, 0.0, 0.0, set_vals, int(AR[q + 1]), int(AR[q + 2]), val[at])
+                                else:
+                                    h = holds(op, AR[q + 1], AR[q + 2], set_vals, 0, 0, val[at])
+                                if not h:
+                                    ok = False
+                                    break
+                                acc += AR[q + 3] * ew[at]
+                                q += 4
                             if ok:
-                                sc = score[s] if mode == STATIC else acc
-                                n = _offer(tsc, tid, n, k, sc, ids[s])
-                            s = NEXT[s]
-                ds, dc = CI[base + C_DS], CI[base + C_DC]
-                if dc > 0:
-                    if dc <= 2 * (e1 - e0):
-                        for x in range(ds, ds + dc):
-                            if has[DA[x]]:
-                                hb, hp, nh = _consider(mode, PI, WA, WM, PS, DP[x], ev_attr, e0, e1, has, ew, tb,
+                                sc = score[slot] if mode == STATIC else acc
+                                n = _offer(tsc, tid, n, k, sc, ids[slot])
+                if nd > 0:
+                    if nd <= 2 * (e1 - e0):
+                        for x in range(dir0, dir0 + 2 * nd, 2):
+                            if has[int(AR[x])]:
+                                hb, hp, nh = _consider(mode, AR, PV, int(AR[x + 1]), ev_attr, e0, e1, has, ew, tb,
                                                        n, k, tsc, hb, hp, nh, cnt)
                     else:
                         for i in range(e0, e1):
-                            x = find_sorted(DA, ds, ds + dc, ev_attr[i])
-                            if x >= 0:
-                                hb, hp, nh = _consider(mode, PI, WA, WM, PS, DP[x], ev_attr, e0, e1, has, ew, tb,
-                                                       n, k, tsc, hb, hp, nh, cnt)
+                            a = ev_attr[i]
+                            lo, hi = 0, nd
+                            while lo < hi:
+                                mid = (lo + hi) >> 1
+                                if AR[dir0 + 2 * mid] < a:
+                                    lo = mid + 1
+                                else:
+                                    hi = mid
+                            if lo < nd and AR[dir0 + 2 * lo] == a:
+                                hb, hp, nh = _consider(mode, AR, PV, int(AR[dir0 + 2 * lo + 1]), ev_attr, e0, e1,
+                                                       has, ew, tb, n, k, tsc, hb, hp, nh, cnt)
             # next bucket: from the c-directory being searched, else the best p-node left
             c = -1
             while ns > 0 and c < 0:
                 ns -= 1
                 x = stack[ns]
                 cnt[M_CDIR] += 1
-                d = CI[x * NC + C_DEP]
-                j = CI[x * NC + C_BOX] + d - 1
+                h = x * NV
                 v = cur_v
-                if v < BX[4 * j + B_SL] or v > BX[4 * j + B_SH]:
+                if v < HV[h + V_SL] or v > HV[h + V_SH]:
                     continue
-                for ch in (CI[x * NC + C_L], CI[x * NC + C_R]):
+                for ch in (int(HV[h + V_L]), int(HV[h + V_R])):
                     if ch >= 0:
                         if ns + 2 > stack.shape[0]:
                             bigger = np.empty(2 * stack.shape[0], np.int64)
@@ -1194,7 +1492,7 @@ def _match_many(IL, FL, mode, k, ev_off, ev_attr, ev_val, ev_w, val, has, ew,
                             stack = bigger
                         stack[ns] = ch
                         ns += 1
-                if BX[4 * j + B_OL] <= v and v <= BX[4 * j + B_OH]:
+                if HV[h + V_OL] <= v and v <= HV[h + V_OH]:
                     c = x
             if c >= 0:
                 continue
@@ -1204,8 +1502,9 @@ def _match_many(IL, FL, mode, k, ev_off, ev_attr, ev_val, ev_w, val, has, ew,
             cnt[M_POPPED] += 1
             if n == k and tsc[0] > bnd * (1.0 + EPS):
                 break
-            stack[0] = PI[pn * NP + P_ROOT]
-            cur_v = val[PI[pn * NP + P_ATTR]]
+            pb = PV[pn]
+            stack[0] = int(AR[pb + 2])
+            cur_v = val[int(AR[pb + 3])]
             ns = 1
         # best first
         order = np.empty(n, np.int64)
@@ -1234,12 +1533,15 @@ class BETreeCore:
     (see the module docstring). ``leaf_capacity`` is A, ``alpha`` the minimum share of each
     split side, ``beta`` the growth that triggers bottom-up expansion, ``split``
     ``"exhaustive"`` or ``"approximate"``, ``build`` ``"dynamic"`` (one expression at a time)
-    or ``"batch"`` (BE*-B: a first table bulk-loaded top-down)."""
+    or ``"batch"`` (BE*-B: a first table bulk-loaded top-down); ``view_full_share`` and
+    ``view_slack`` when the match view is rewritten whole rather than node by node
+    (``_refresh_view``; tests set them to exercise both ways)."""
 
     index_name = "be-tree"
 
     def __init__(self, scoring: str, index: str = "be-tree", *, leaf_capacity: int = 5, alpha: float = 0.1,
-                 beta: float = 4.0, split: str = "exhaustive", build: str = "dynamic", **_):
+                 beta: float = 4.0, split: str = "exhaustive", build: str = "dynamic", view_full_share: float = 0.25,
+                 view_slack: int = 65536, **_):
         self.mode = MODES[scoring]
         if self.mode == RELAXED:
             from ..errors import InvalidInput
@@ -1247,15 +1549,17 @@ class BETreeCore:
         self.table = ExpressionTable()
         self.ev = DenseEvent(0)
         self.build = build
-        self.q = np.array([leaf_capacity, alpha, beta, 1.0 if split == "exhaustive" else 0.0, self.mode], np.float64)
+        self.q = np.array([leaf_capacity, alpha, beta, 1.0 if split == "exhaustive" else 0.0, self.mode,
+                           view_full_share, view_slack], np.float64)
         self.counters = np.zeros(NM, np.int64)
         self._reset_tree()
 
     def _reset_tree(self):
         self.IL = List([np.full(16 * NC, -1, np.int64), np.full(16 * NP, -1, np.int64), np.zeros(64, np.int64),
                         np.zeros(64, np.int64), np.zeros(NU, np.int64), np.zeros(64, np.int64),
-                        np.zeros(64, np.int64)])
-        self.FL = List([np.full(16, -INF), np.full(16, -INF), np.zeros(64), np.full(256, INF)])
+                        np.zeros(64, np.int64), np.zeros(64, np.int64), np.full(16, -1, np.int64)])
+        self.FL = List([np.full(16, -INF), np.full(16, -INF), np.zeros(64), np.full(256, INF),
+                        np.full(16 * NV, -1.0), np.zeros(64)])
         _new_c(self.IL, self.FL, 0, -1, -1, 0, -1)                     # the root
         n = self.table.n_slots
         self.home = np.full(n, -1, np.int64)
@@ -1263,9 +1567,6 @@ class BETreeCore:
         self.prv = np.full(n, -1, np.int64)
         self.mark = np.full(len(self.ev.val), -1, np.int64)
         self.acnt = np.zeros(len(self.ev.val), np.int64)
-        self.pk = np.zeros((0, 8))
-        self.eh = np.zeros((0, 2), np.int64)
-        self.n_packed = 0
 
     def __len__(self) -> int:
         return self.table.n_live
@@ -1291,28 +1592,15 @@ class BETreeCore:
     def add(self, batch, n_attrs: int) -> None:
         slots = self.table.add(batch)
         self._grow(n_attrs)
-        self._pack(slots)
         self._insert(slots)
+        self._refresh()
 
-    def _pack(self, slots: np.ndarray) -> None:
-        """The packed copy of the expressions ``slots`` (appended; see ``_match_many``)."""
+    def _refresh(self) -> None:
+        """Bring the match view up to date with the tree (the nodes changed since the last
+        call; see ``_refresh_view``)."""
         t = self.table
-        off, rows = t.pred_rows(slots)
-        n = len(rows)
-        base = self.n_packed
-        self.pk = grow(self.pk, base + n)
-        self.eh = grow(self.eh, t.n_slots)
-        blk = self.pk[base: base + n]
-        blk[:, 0] = t.p_attr[rows]
-        blk[:, 1] = t.p_op[rows]
-        blk[:, 2] = t.p_a[rows]
-        blk[:, 3] = t.p_b[rows]
-        blk[:, 4] = t.p_w[rows]
-        blk[:, 5] = t.set_off[rows]
-        blk[:, 6] = t.set_off[rows + 1]
-        self.eh[slots, 0] = base + off[:-1]
-        self.eh[slots, 1] = base + off[1:]
-        self.n_packed = base + n
+        _refresh_view(self.IL, self.FL, self.q, self.mode, self.nxt, t.p_start, t.p_end, t.p_attr, t.p_op, t.p_a, t.p_b,
+                      t.p_w, t.set_off)
 
     def _insert(self, slots: np.ndarray) -> None:
         fn = _bulk_load if (self.build == "batch" and self.table.n_live == len(slots)) else _insert_many
@@ -1328,6 +1616,8 @@ class BETreeCore:
         keep = t.compact()
         if keep is not None or num[U_DEADC] > max(1024, 2 * num[U_LIVEC]):
             self.rebuild()
+        else:
+            self._refresh()
 
     def rebuild(self) -> None:
         """A new tree over the live expressions (dead nodes and slots reclaimed): bulk-loaded
@@ -1337,8 +1627,8 @@ class BETreeCore:
         self._reset_tree()
         self._grow(len(self.ev.val))
         live = np.flatnonzero(t.live[: t.n_slots])
-        self._pack(live)
         self._insert(live)
+        self._refresh()
 
     # ------------------------------------------------------------------ queries
     def match(self, events, k: int):
@@ -1348,9 +1638,10 @@ class BETreeCore:
         out_n = np.zeros(n, np.int64)
         t = self.table
         ev = self.ev
-        _match_many(self.IL, self.FL, self.mode, k, events.off, events.attr, events.val, events.weight,
-                    ev.val, ev.has, ev.ew, t.ids, t.score, self.eh.reshape(-1), self.pk.reshape(-1), t.set_vals, self.nxt, out_id, out_sc,
-                    out_n, self.counters)
+        self._refresh()
+        _match_many(self.FL[F_HV], self.FL[F_AR], self.IL[I_PV], self.mode, k, events.off, events.attr, events.val,
+                    events.weight, ev.val, ev.has, ev.ew, t.ids, t.score, t.set_vals, out_id, out_sc, out_n,
+                    self.counters)
         return [(out_id[i * k: i * k + out_n[i]], out_sc[i * k: i * k + out_n[i]]) for i in range(n)]
 
     def stats(self) -> dict:
@@ -1368,7 +1659,8 @@ class BETreeCore:
     def nbytes(self) -> int:
         num = self.IL[I_NUM]
         return int(num[U_C] * NC * 8 + num[U_P] * NP * 8 + num[U_W] * 16 + num[U_D] * 16 + num[U_BOX] * 40
-                   + 8 * (num[U_C] + num[U_P]) + 3 * 8 * len(self.home))
+                   + 8 * (num[U_C] + num[U_P]) + 3 * 8 * len(self.home)
+                   + self.FL[F_HV].nbytes + self.FL[F_AR].nbytes + self.IL[I_PV].nbytes + self.IL[I_DIRTY].nbytes)
 
 
 # ----------------------------------------------------------------------------- invariants
@@ -1378,7 +1670,10 @@ def check_structure(core: BETreeCore) -> None:
     on each of its dimensions and its subtree box the union with its children; L and R never
     overlap on the active dimension; an expression in a bucket with children is enclosed by
     neither child; every summary bounds every expression below it; p-node ranks count the
-    expressions below them."""
+    expressions below them; the match view is up to date: every live c-node's hot row holds
+    its active-dimension boxes and children, its block its summary, p-directory and exactly
+    its l-node's expressions (packed predicate rows), every live p-node's block its summary,
+    root and attribute."""
     IL, FL = core.IL, core.FL
     CI = IL[I_C].reshape(-1, NC)
     PI = IL[I_P].reshape(-1, NP)
@@ -1419,9 +1714,48 @@ def check_structure(core: BETreeCore) -> None:
         assert len(out) == CI[c, C_LC]
         return out
 
+    HV, AR, PV = FL[F_HV], FL[F_AR], IL[I_PV]
+    assert num[U_NDIRTY] == 0, "match view not refreshed"
+
+    def sum_rows(rec, node):
+        if mode == STATIC:
+            return []
+        ws, wc = rec[node, WS], rec[node, WC]
+        return [float(x) for a, w in zip(WA[ws: ws + wc], WM[ws: ws + wc]) for x in (a, w)]
+
+    def view_c(c):
+        h = HV[c * NV: (c + 1) * NV]
+        d = CI[c, C_DEP]
+        if d:
+            j = CI[c, C_BOX] + d - 1
+            assert list(h[V_SL: V_OH + 1]) == [BX[4 * j + B_SL], BX[4 * j + B_SH], BX[4 * j + B_OL], BX[4 * j + B_OH]], \
+                f"hot row of c-node {c}: boxes"
+        assert (h[V_L], h[V_R]) == (CI[c, C_L], CI[c, C_R]), f"hot row of c-node {c}: children"
+        ds, dc = CI[c, C_DS], CI[c, C_DC]
+        dirs = [float(x) for a, p in zip(IL[I_DA][ds: ds + dc], IL[I_DP][ds: ds + dc]) for x in (a, p)]
+        exprs = []
+        for s in lnode(c):
+            exprs += [t.p_end[s] - t.p_start[s], s]
+            for p in range(t.p_start[s], t.p_end[s]):
+                op = int(t.p_op[p])
+                setop = op in (IN, NIN)
+                exprs += [int(t.p_attr[p]) * 16 + op, t.set_off[p] if setop else t.p_a[p],
+                          t.set_off[p + 1] if setop else t.p_b[p], t.p_w[p]]
+        sm = sum_rows(CI, c)
+        want = [len(sm) // 2, CS[c] if mode == STATIC else CI[c, NMAX], dc, len(exprs)] + dirs + sm + exprs
+        b = int(h[V_B])
+        assert b >= 0 and AR[b: b + len(want)].tolist() == [float(x) for x in want], f"view block of c-node {c}"
+
+    def view_p(p):
+        sm = sum_rows(PI, p)
+        want = [len(sm) // 2, PS[p] if mode == STATIC else PI[p, NMAX], PI[p, P_ROOT], PI[p, P_ATTR]] + sm
+        b = int(PV[p])
+        assert b >= 0 and AR[b: b + len(want)].tolist() == [float(x) for x in want], f"view block of p-node {p}"
+
     def visit_c(c, path):
         """Check bucket c (and its c-directory children); returns every slot in its c-directory subtree."""
         assert CI[c, C_ALIVE] == 1
+        view_c(c)
         d, b = CI[c, C_DEP], CI[c, C_BOX]
         assert BA[b: b + d].tolist() == path
         own = lnode(c)
@@ -1435,6 +1769,7 @@ def check_structure(core: BETreeCore) -> None:
             p = IL[I_DP][x]
             assert PI[p, P_ATTR] == IL[I_DA][x]
             assert PI[p, P_ALIVE] == 1 and PI[p, P_OWN] == c
+            view_p(p)
             a = int(PI[p, P_ATTR])
             assert a not in path and a not in attrs
             attrs.add(a)
