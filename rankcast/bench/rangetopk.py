@@ -66,6 +66,10 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--event-model", choices=("paper", "uniform"), default="paper",
                    help="paper: y up or down with probability 1/2, new y uniform on that side; "
                         "uniform: new y uniform")
+    p.add_argument("--warmup-events", type=int, default=0,
+                   help="events applied to the objects before the measured ones (experiments 1-3): "
+                        "the paper model's values drift from uniform towards its stationary law, "
+                        "which changes the ranks its new values land at (received per event)")
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--out", default="out/bench")
 
@@ -92,13 +96,20 @@ def events_stream(y0: np.ndarray, events: int, rng, model: str = "paper") -> tup
 class _World:
     """One workload: objects, subscriptions (their k-d tree) and an event stream."""
 
-    def __init__(self, n: int, m: int, events: int, seed: int, model: str = "paper"):
+    def __init__(self, n: int, m: int, events: int, seed: int, model: str = "paper", warmup: int = 0):
         from ..rangetopk.points import PointIndex
         rng = np.random.default_rng(seed)
         self.ox = rng.random(n)
         self.oy = rng.random(n)
         self.oid = np.arange(n, dtype=np.int64)
-        self.ev_id, self.ev_y = events_stream(self.oy, events, rng, model)   # the same for every m
+        ids, ys = events_stream(self.oy, warmup + events, rng, model)   # the same for every m
+        if warmup:
+            last = np.zeros(n, bool)
+            for e in range(warmup - 1, -1, -1):
+                if not last[ids[e]]:
+                    last[ids[e]] = True
+                    self.oy[ids[e]] = ys[e]
+        self.ev_id, self.ev_y = ids[warmup:], ys[warmup:]
         lr = np.sort(rng.random((m, 2)), axis=1)
         self.lo, self.hi = lr[:, 0].copy(), lr[:, 1].copy()
         self.sid = np.arange(m, dtype=np.int64)
@@ -330,12 +341,13 @@ def run_range(args) -> dict:
     t0 = time.perf_counter()
     res = {"config": {k: v for k, v in vars(args).items() if k != "func"}}
     ms = sorted(args.m)
-    big = _World(args.objects, ms[-1], args.events, args.seed, args.event_model)
+    big = _World(args.objects, ms[-1], args.events, args.seed, args.event_model, args.warmup_events)
     res["kd_build_seconds"] = big.build_seconds
     res["k"] = _sweep(big, args.k, args.epsilons, "k")
     res["m"] = []
     for m in ms:
-        w = big if m == ms[-1] else _World(args.objects, m, args.events, args.seed, args.event_model)
+        w = big if m == ms[-1] else _World(args.objects, m, args.events, args.seed, args.event_model,
+                                           args.warmup_events)
         res["m"] += _sweep(w, [args.k_m], [1.0], "m")
     res["batch"] = _batch(big, args.batch_k, args.batch_events, args.seed, args.event_model) if args.batch_events else []
     del big

@@ -154,15 +154,14 @@ def _apply_block(ly, lid, ny, nid, nrow, k, obj, y, take, pos, rank):
     for t in range(nrow):
         pos[t] = k
         rank[t] = 0
-    for c in range(k - 1, -1, -1):              # obj's entry, k if it has none
-        for t in range(nrow):
-            hit = (lid[c, t] == obj) & (ly[c, t] < np.inf)
+    for c in range(k):                          # obj's entry (k if none) and where (y, obj)
+        for t in range(nrow):                   # goes among the others, in one pass: a list
+            yc = ly[c, t]                       # holds an object at most once, so the entry
+            dc = lid[c, t]                      # c is obj's iff it is a hit
+            hit = (dc == obj) & (yc < np.inf)
             pos[t] = c if hit else pos[t]
-    for c in range(k):                          # where (y, obj) goes among the others
-        for t in range(nrow):
-            yc = ly[c, t]
-            before = (yc < y) | ((yc == y) & (lid[c, t] < obj))
-            rank[t] += before & (c != pos[t])
+            before = (yc < y) | ((yc == y) & (dc < obj))
+            rank[t] += before & ~hit
     for c in range(k):
         cm = max(c - 1, 0)
         cp = min(c + 1, k - 1)
