@@ -52,6 +52,9 @@ class Oracle:
         return got
 
     def check(self):
+        st = self.eng.subs              # the store's invariant delivery relies on: entries past a
+        pad = np.arange(st.k)[None, :] >= st.topn[:, None]     # list's end are (+inf, 0)
+        assert np.all(st.topy[pad] == np.inf) and np.all(st.topid[pad] == 0)
         after = {s: brute_topk(self.objs, lo, hi, self.k) for s, (lo, hi) in self.subs.items()}
         for s, want in after.items():
             assert self.eng.topk(s) == want, (s, self.subs[s])

@@ -210,3 +210,23 @@ def test_vectorised_block_protocol_equals_the_row_protocol(k):
                 apply_protocol(0, obj, y, n, ids, ys, k)
             got = [(float(a), int(b)) for a, b in zip(ny[:, j], nid[:, j]) if a < np.inf]
             assert got == [(float(a), int(b)) for a, b in zip(ys[0, : n[0]], ids[0, : n[0]])], (j, obj, y)
+
+
+def test_store_pads_restored_lists_past_their_end():
+    """Delivery copies rows blindly and relies on entries past a list's end being (+inf, 0):
+    a state whose rows hold leftovers there (restored, or from a caller) is padded, so the
+    leftovers never come back as list entries."""
+    from rankcast.rangetopk.subscribers import SubscriberStore
+    k = 3
+    st = {"sid": np.arange(4), "lo": np.array([0.0, 1.0, 2.0, 3.0]), "hi": np.array([5.0, 6.0, 7.0, 8.0]),
+          "topn": np.array([1, 0, 2, 1]), "topid": np.full((4, k), 7), "topy": np.full((4, k), 0.25)}
+    st["topid"][:, 0] = 1
+    st["topy"][:, 0] = 0.1
+    s = SubscriberStore.from_state(st, k)
+    mf = np.array([[-1.0, 9.0, -1.0, 9.0, 0.5]])           # every subscription, object 5 at y 0.5
+    mi = np.array([[5, 0, -1, 0]])
+    changed, recv, _ = s.deliver(mf, mi)
+    assert recv.tolist() == [4] and len(changed) == 4
+    rows = s.rows(np.arange(4))
+    assert [s.topk(r) for r in rows] == [[(1, 0.1), (5, 0.5)], [(5, 0.5)], [(1, 0.1), (7, 0.25), (5, 0.5)],
+                                         [(1, 0.1), (5, 0.5)]]

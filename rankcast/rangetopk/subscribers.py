@@ -211,10 +211,10 @@ def apply_leaves(mf, mi, rows, off, codes, start, end, lo, hi, leaves, topn, top
             continue
         a = start[leaves + j]
         nrow = end[leaves + j] - a
-        for t in range(nrow):
-            for c in range(k):
-                ly[c, t] = topy[a + t, c] if c < topn[a + t] else np.inf
-                lid[c, t] = topid[a + t, c] if c < topn[a + t] else 0
+        for t in range(nrow):                   # lists are padded with (+inf, 0) (the store's
+            for c in range(k):                  # invariant): a plain transposed copy
+                ly[c, t] = topy[a + t, c]
+                lid[c, t] = topid[a + t, c]
         for e in range(off[j], off[j + 1]):
             m = codes[e] >> 2
             mode = codes[e] & 3
@@ -247,21 +247,21 @@ def apply_leaves(mf, mi, rows, off, codes, start, end, lo, hi, leaves, topn, top
                         tr[ntr, 0] = a + t
                         tr[ntr, 1] = m
                         ntr += 1
-        for t in range(nrow):
+        for t in range(nrow):                   # padded lists: equal lists iff equal rows
+            diff = False
             n = 0
-            while n < k and ly[n, t] < np.inf:
-                n += 1
-            same = n == topn[a + t]
-            if same:
-                for c in range(n):
-                    if topid[a + t, c] != lid[c, t] or topy[a + t, c] != ly[c, t]:
-                        same = False
-                        break
-            if not same:
+            for c in range(k):
+                yc = ly[c, t]
+                fin = yc < np.inf
+                n += fin
+                dc = lid[c, t] if fin else 0
+                diff |= (topid[a + t, c] != dc) | (topy[a + t, c] != yc)
+            if diff:
                 topn[a + t] = n
-                for c in range(n):
-                    topid[a + t, c] = lid[c, t]
-                    topy[a + t, c] = ly[c, t]
+                for c in range(k):
+                    yc = ly[c, t]
+                    topy[a + t, c] = yc
+                    topid[a + t, c] = lid[c, t] if yc < np.inf else 0
                 changed[a + t] = True
                 nchanged += 1
     return nchanged, tr[:ntr]
@@ -295,8 +295,11 @@ class SubscriberStore:
         o = self.points.order
         self.sid = self.points.key
         self.topn = np.ascontiguousarray(topn[o], np.int64)
-        self.topid = np.ascontiguousarray(topid[o], np.int64)
-        self.topy = np.ascontiguousarray(topy[o], np.float64)
+        self.topid = np.array(topid[o], np.int64, order="C")
+        self.topy = np.array(topy[o], np.float64, order="C")
+        pad = np.arange(self.k)[None, :] >= self.topn[:, None]   # invariant: entries past a list's
+        self.topid[pad] = 0                                         # end are (+inf, 0), which lets
+        self.topy[pad] = np.inf                                     # delivery copy rows blindly
         self.by_sid = np.argsort(self.sid, kind="stable")      # rows by subscription id
         self.changed = np.zeros(len(o), np.bool_)
         self.row_of = IdMap(2 * len(o) + 16)
