@@ -223,14 +223,20 @@ def apply_leaves(mf, mi, rows, off, codes, start, end, lo, hi, leaves, topn, top
             b0 = mf[m, 2]
             b1 = mf[m, 3]
             got = 0
-            for t in range(nrow):
-                if mode == 1:
+            if mode == 1:
+                for t in range(nrow):
                     take[t] = True
-                elif mode == 2:
+                got = nrow
+            elif mode == 2:
+                for t in range(nrow):
                     take[t] = a + t == rows[m]
-                else:
-                    take[t] = a0 <= lo[a + t] <= a1 and b0 <= hi[a + t] <= b1
-                got += take[t]
+                    got += take[t]
+            else:                               # branch-free: the compiler vectorises it
+                for t in range(nrow):
+                    lt = lo[a + t]
+                    ht = hi[a + t]
+                    take[t] = (a0 <= lt) & (lt <= a1) & (b0 <= ht) & (ht <= b1)
+                    got += take[t]
             if got == 0:
                 continue
             recv[m] += got
