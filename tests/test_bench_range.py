@@ -36,3 +36,20 @@ def test_bench_range_writes_consistent_json_and_png(tmp_path):
     assert set(tp) == {f"{c}/{f}" for c in (100, 200) for f in ("none", "arrow", "objects")}
     assert tp["100/objects"]["updates"] == 300 and tp["200/none"]["updates_per_second"] > 0
     assert all(r["changed_per_call"] > 0 for r in tp.values())
+
+
+def test_warmup_events_leave_each_object_at_its_last_warmed_value():
+    """``--warmup-events W``: the first W events of the stream are applied to the objects
+    (each ends at its last value among them) and the measured events are the stream after."""
+    import numpy as np
+    from rankcast.bench.rangetopk import _World, events_stream
+    w0 = _World(50, 10, 400, 3)
+    w = _World(50, 10, 100, 3, warmup=300)
+    rng = np.random.default_rng(3)
+    rng.random(50)
+    y = rng.random(50)
+    ids, ys = events_stream(y, 400, rng)
+    for i, v in zip(ids[:300], ys[:300]):
+        y[i] = v
+    assert np.array_equal(w.oy, y) and np.array_equal(w.ev_id, ids[300:]) and np.array_equal(w.ev_y, ys[300:])
+    assert np.array_equal(w0.ev_id, ids) and np.array_equal(w0.ox, w.ox)
