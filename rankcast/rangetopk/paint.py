@@ -241,7 +241,7 @@ def next_exposed(tree, size, ys, ids, n, p, L, a, R, b, k, sl, sr):
 
 
 @numba.njit(cache=True)
-def emit(gb, ng, c, sparse, obj, y, ev, kind, mf, mi, nm, pbox, pstart, pend, plo, phi, leaves, cnt, scratch, stk):
+def emit(gb, ng, c, sparse, obj, y, ev, kind, mf, mi, nm, pbox, pstart, pend, plo, phi, leaves, cnt, scratch):
     """Turn one object's ordered boxes into messages: drop empty boxes, MEBs of runs of ``c``
     (epsilon), and for Paint-Sparse snap each box and merge greedily while the merged box holds
     no subscription outside the parts (paper III-B). Returns (mf, mi, nm)."""
@@ -281,7 +281,7 @@ def emit(gb, ng, c, sparse, obj, y, ev, kind, mf, mi, nm, pbox, pstart, pend, pl
     have = False
     for j in range(ng):
         cnt[C_SNAP] += 1
-        if not snap(pbox, pstart, pend, plo, phi, leaves, gb[j, 0], gb[j, 1], gb[j, 2], gb[j, 3], s, stk):
+        if not snap(pbox, pstart, pend, plo, phi, leaves, gb[j, 0], gb[j, 1], gb[j, 2], gb[j, 3], s):
             continue
         if not have:
             g[:] = s
@@ -292,7 +292,7 @@ def emit(gb, ng, c, sparse, obj, y, ev, kind, mf, mi, nm, pbox, pstart, pend, pl
         meb[2] = min(g[2], s[2])
         meb[3] = max(g[3], s[3])
         cnt[C_EMPTY] += 1
-        if not any_in_box_outside(pbox, pstart, pend, plo, phi, leaves, meb, g, s, stk):
+        if not any_in_box_outside(pbox, pstart, pend, plo, phi, leaves, meb, g, s):
             g[:] = meb
         else:
             mf, mi, nm = _push(mf, mi, nm, g[0], g[1], g[2], g[3], y, obj, ev, -1, kind)
@@ -304,7 +304,7 @@ def emit(gb, ng, c, sparse, obj, y, ev, kind, mf, mi, nm, pbox, pstart, pend, pl
 
 @numba.njit(cache=True)
 def sweep(p, obj, yn, ev, tree, size, ys, ids, xs, n, k, L, a, R, b, c, sparse, drop,
-          mf, mi, nm, pbox, pstart, pend, plo, phi, leaves, cnt, gb, scratch, stk):
+          mf, mi, nm, pbox, pstart, pend, plo, phi, leaves, cnt, gb, scratch):
     """The sweep of a rank-lowering update of slot ``p`` (value already set to its new value
     ``yn``) from the level of its lists ``L``/``R`` (its old value) up to ``yn``: each exposed
     object's gained cells are painted with its value, unless ``drop[h]`` (Paint-Batch: an
@@ -326,7 +326,7 @@ def sweep(p, obj, yn, ev, tree, size, ys, ids, xs, n, k, L, a, R, b, c, sparse, 
                     break
                 cnt[C_SNAP] += 1
                 nl = extreme(pbox, pstart, pend, plo, phi, leaves, max(gb[j, 0], lstar), gb[j, 1], gb[j, 2],
-                             min(gb[j, 3], rstar), 0, nl, stk)
+                             min(gb[j, 3], rstar), 0, nl)
             if nl == np.inf:
                 break
             nr = np.inf
@@ -335,7 +335,7 @@ def sweep(p, obj, yn, ev, tree, size, ys, ids, xs, n, k, L, a, R, b, c, sparse, 
                     continue
                 cnt[C_SNAP] += 1
                 nr = extreme(pbox, pstart, pend, plo, phi, leaves, max(gb[j, 0], lstar), gb[j, 1], gb[j, 2],
-                             min(gb[j, 3], rstar), 3, nr, stk)
+                             min(gb[j, 3], rstar), 3, nr)
             nr = -nr
             lstar = nl
             rstar = nr
@@ -355,7 +355,7 @@ def sweep(p, obj, yn, ev, tree, size, ys, ids, xs, n, k, L, a, R, b, c, sparse, 
                     gb[j, 0] = max(gb[j, 0], lstar)
                     gb[j, 3] = min(gb[j, 3], rstar)
             mf, mi, nm = emit(gb, ng, c, sparse, ids[h], ys[h], ev, EXPOSED, mf, mi, nm,
-                              pbox, pstart, pend, plo, phi, leaves, cnt, scratch, stk)
+                              pbox, pstart, pend, plo, phi, leaves, cnt, scratch)
         if h > p:
             pos = 0
             while pos < b and R[pos] < h:
@@ -382,7 +382,6 @@ def paint_online(ev_slot, ev_yold, ev_ynew, ev_idx, tree, size, ys, ids, xs, n, 
     R = np.empty(k + 1, np.int64)
     gb = np.empty((3 * k + 4, 4))
     scratch = np.empty((3, 4))
-    stk = np.empty(64, np.int64)                # the k-d tree walks' stack
     drop = np.zeros(n + 1, np.bool_)
     for j in range(ev_slot.shape[0]):
         p = ev_slot[j]
@@ -398,7 +397,7 @@ def paint_online(ev_slot, ev_yold, ev_ynew, ev_idx, tree, size, ys, ids, xs, n, 
             cnt[C_FIRST_K] += 2
             ng = tile(p, xs, n, k, L, a, R, b, True, L, 0, R, 0, L, 0, R, 0, False, gb)
             mf, mi, nm = emit(gb, ng, c, sparse, obj, yn, ev_idx[j], NEW, mf, mi, nm,
-                              pbox, pstart, pend, plo, phi, leaves, cnt, scratch, stk)
+                              pbox, pstart, pend, plo, phi, leaves, cnt, scratch)
         else:                                       # rank-lowering: IR_old(i), then the sweep
             a = first_k(tree, size, ys, ids, p, yo, obj, p, k, True, L)
             b = first_k(tree, size, ys, ids, p, yo, obj, p, k, False, R)
@@ -406,9 +405,9 @@ def paint_online(ev_slot, ev_yold, ev_ynew, ev_idx, tree, size, ys, ids, xs, n, 
             set_value(tree, size, ys, ids, p, yn)
             ng = tile(p, xs, n, k, L, a, R, b, True, L, 0, R, 0, L, 0, R, 0, False, gb)
             mf, mi, nm = emit(gb, ng, c, sparse, obj, yn, ev_idx[j], NEW, mf, mi, nm,
-                              pbox, pstart, pend, plo, phi, leaves, cnt, scratch, stk)
+                              pbox, pstart, pend, plo, phi, leaves, cnt, scratch)
             mf, mi, nm = sweep(p, obj, yn, ev_idx[j], tree, size, ys, ids, xs, n, k, L, a, R, b, c, sparse,
-                               drop, mf, mi, nm, pbox, pstart, pend, plo, phi, leaves, cnt, gb, scratch, stk)
+                               drop, mf, mi, nm, pbox, pstart, pend, plo, phi, leaves, cnt, gb, scratch)
     return mf[:nm], mi[:nm]
 
 
@@ -433,7 +432,6 @@ def paint_batch(dn_slot, dn_ynew, dn_idx, up_slot, up_yold, up_ynew, up_idx, tre
     RB = np.empty(k + 1, np.int64)
     gb = np.empty((3 * k + 4, 4))
     scratch = np.empty((3, 4))
-    stk = np.empty(64, np.int64)                # the k-d tree walks' stack
     ys0 = ys.copy()                       # T before the call
     tree0 = tree.copy()
     ysf = ys.copy()                       # T after the call
@@ -466,14 +464,14 @@ def paint_batch(dn_slot, dn_ynew, dn_idx, up_slot, up_yold, up_ynew, up_idx, tre
         cnt[C_FIRST_K] += 6 if use_f else 4
         ng = tile(p, xs, n, k, LF, aF, RF, bF, use_f, LA, aA, RA, bA, LB, aB, RB, bB, True, gb)
         mf, mi, nm = emit(gb, ng, c, sparse, obj, yn, up_idx[j], NEW, mf, mi, nm,
-                          pbox, pstart, pend, plo, phi, leaves, cnt, scratch, stk)
+                          pbox, pstart, pend, plo, phi, leaves, cnt, scratch)
         a = first_k(tree, size, ys, ids, p, yo, obj, p, k, True, LA)
         b = first_k(tree, size, ys, ids, p, yo, obj, p, k, False, RA)
         cnt[C_FIRST_K] += 2
         set_value(tree, size, ys, ids, p, yn)
         drop[p] = False
         mf, mi, nm = sweep(p, obj, yn, up_idx[j], tree, size, ys, ids, xs, n, k, LA, a, RA, b, c, sparse,
-                           drop, mf, mi, nm, pbox, pstart, pend, plo, phi, leaves, cnt, gb, scratch, stk)
+                           drop, mf, mi, nm, pbox, pstart, pend, plo, phi, leaves, cnt, gb, scratch)
     for j in range(dn_slot.shape[0]):     # step 4: E-down on the final state
         p = dn_slot[j]
         yn = dn_ynew[j]
@@ -483,5 +481,5 @@ def paint_batch(dn_slot, dn_ynew, dn_idx, up_slot, up_yold, up_ynew, up_idx, tre
         cnt[C_FIRST_K] += 2
         ng = tile(p, xs, n, k, LF, a, RF, b, True, LF, 0, RF, 0, LF, 0, RF, 0, False, gb)
         mf, mi, nm = emit(gb, ng, c, sparse, obj, yn, dn_idx[j], NEW, mf, mi, nm,
-                          pbox, pstart, pend, plo, phi, leaves, cnt, scratch, stk)
+                          pbox, pstart, pend, plo, phi, leaves, cnt, scratch)
     return mf[:nm], mi[:nm]

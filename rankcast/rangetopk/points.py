@@ -89,17 +89,18 @@ def _inside(box, v, a0, a1, b0, b1):
 
 
 @numba.njit(cache=True)
-def snap(box, start, end, lo, hi, leaves, a0, a1, b0, b1, out, stack):
+def snap(box, start, end, lo, hi, leaves, a0, a1, b0, b1, out):
     """snap(G) of the paper for the closed box G = [a0, a1] x [b0, b1]: the smallest box
     holding every point inside G, into ``out`` (float64[4]); returns False when G holds none.
     A node is opened only if its points can widen the answer. ``lo``, ``hi``: the points in
-    tree order; ``stack``: int64[64] scratch."""
+    tree order."""
     out[0] = np.inf
     out[1] = -np.inf
     out[2] = np.inf
     out[3] = -np.inf
     if a0 > a1 or b0 > b1:
         return False
+    stack = np.empty(64, np.int64)
     sp = 0
     stack[sp] = 1
     sp += 1
@@ -131,13 +132,14 @@ def snap(box, start, end, lo, hi, leaves, a0, a1, b0, b1, out, stack):
 
 
 @numba.njit(cache=True)
-def extreme(box, start, end, lo, hi, leaves, a0, a1, b0, b1, col, best, stack):
+def extreme(box, start, end, lo, hi, leaves, a0, a1, b0, b1, col, best):
     """One side of snap(G): the least lo (``col`` 0) or, negated, the greatest hi (``col`` 3) of
     the points in the closed box G = [a0, a1] x [b0, b1], if below ``best`` (else ``best``). A
     node is opened only if its bound on that side beats the best so far, which is why this is
-    far cheaper than a whole snap. ``stack``: int64[64] scratch."""
+    far cheaper than a whole snap."""
     if a0 > a1 or b0 > b1:
         return best
+    stack = np.empty(64, np.int64)
     sp = 1
     stack[0] = 1
     while sp > 0:
@@ -171,10 +173,10 @@ def _in(x0, x1, y0, y1, l, r):
 
 
 @numba.njit(cache=True)
-def any_in_box_outside(box, start, end, lo, hi, leaves, m, g, s, stack):
+def any_in_box_outside(box, start, end, lo, hi, leaves, m, g, s):
     """Whether some point lies in the closed box ``m`` (float64[4]) but in neither ``g`` nor
-    ``s`` (the emptiness test of Paint-Sparse's greedy merge, paper footnote 7); ``stack``:
-    int64[64] scratch."""
+    ``s`` (the emptiness test of Paint-Sparse's greedy merge, paper footnote 7)."""
+    stack = np.empty(64, np.int64)
     sp = 0
     stack[sp] = 1
     sp += 1
