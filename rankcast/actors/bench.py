@@ -18,7 +18,9 @@ Three parts, JSON + PNG:
    coordinator stage.
 3. **ray**: real wall-clock throughput on this machine of the engine, and of the cluster on
    Ray with 1 and 2 subscription partitions (Ray's own overhead), each publish returning its
-   updates as one Arrow table by default (``--updates objects`` for Update objects).
+   updates as one Arrow table by default (``--updates objects`` for Update objects); every
+   cluster twice, per call (``publish(wait=True)`` per batch, like the engine) and streamed
+   (``publish(wait=False)``, one ``flush``), each against the engine measured right before.
 
 Protocol of every run (paper 8.1.1): fill the window, subscribe, then stream ``messages``
 in calls of ``batch`` messages, each returning its updates as the engine's do; figures are
