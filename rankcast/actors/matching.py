@@ -41,6 +41,19 @@ __all__ = ["MatchPolicy", "MatchOps", "MatchPartition", "MatchAggregator", "Matc
 
 
 
+def _best_per_event(rows_ev: np.ndarray, ids: np.ndarray, sc: np.ndarray, n: int, k: int) -> tuple:
+    """(offsets, expr_ids, scores) of the ``k`` best rows (score desc, id asc) of each of the
+    ``n`` events, from rows in any order (``rows_ev``: each row's event position)."""
+    order = np.lexsort((ids, -sc, rows_ev))
+    rows_ev, ids, sc = rows_ev[order], ids[order], sc[order]
+    start = np.searchsorted(rows_ev, np.arange(n))
+    rank = np.arange(len(rows_ev)) - start[rows_ev]
+    keep = rank < k
+    off = np.zeros(n + 1, np.int64)
+    np.cumsum(np.bincount(rows_ev[keep], minlength=n), out=off[1:])
+    return off, ids[keep], sc[keep]
+
+
 def merge_topk(parts: list[tuple], k: int) -> tuple:
     """Per event, the ``k`` best (score desc, id asc) of the union of the partial lists.
 
@@ -52,14 +65,7 @@ def merge_topk(parts: list[tuple], k: int) -> tuple:
     rows_ev = np.concatenate([np.repeat(np.arange(n), np.diff(p[1])) for p in parts])
     ids = np.concatenate([p[2] for p in parts])
     sc = np.concatenate([p[3] for p in parts])
-    order = np.lexsort((ids, -sc, rows_ev))
-    rows_ev, ids, sc = rows_ev[order], ids[order], sc[order]
-    start = np.searchsorted(rows_ev, np.arange(n))
-    rank = np.arange(len(rows_ev)) - start[rows_ev]
-    keep = rank < k
-    off = np.zeros(n + 1, np.int64)
-    np.cumsum(np.bincount(rows_ev[keep], minlength=n), out=off[1:])
-    return ev, off, ids[keep], sc[keep]
+    return (ev,) + _best_per_event(rows_ev, ids, sc, n, k)
 
 
 def merge_routed(parts: list, rows: list[np.ndarray], ev: np.ndarray, k: int) -> tuple:
@@ -73,14 +79,7 @@ def merge_routed(parts: list, rows: list[np.ndarray], ev: np.ndarray, k: int) ->
     rows_ev = np.concatenate([r[np.repeat(np.arange(len(r)), np.diff(p[1]))] for p, r in got])
     ids = np.concatenate([p[2] for p, _ in got])
     sc = np.concatenate([p[3] for p, _ in got])
-    order = np.lexsort((ids, -sc, rows_ev))
-    rows_ev, ids, sc = rows_ev[order], ids[order], sc[order]
-    start = np.searchsorted(rows_ev, np.arange(n))
-    rank = np.arange(len(rows_ev)) - start[rows_ev]
-    keep = rank < k
-    off = np.zeros(n + 1, np.int64)
-    np.cumsum(np.bincount(rows_ev[keep], minlength=n), out=off[1:])
-    return ev, off, ids[keep], sc[keep]
+    return (ev,) + _best_per_event(rows_ev, ids, sc, n, k)
 
 
 def covering_stats(per_dist: list[dict], n_live: int, n_parts: int) -> dict:

@@ -202,21 +202,9 @@ class Covering:
         """Add expressions (``rc.Expression`` or mappings, in order); returns the control
         messages. Atomic: invalid input or a live id raises before anything changes."""
         batch, pend = encode_expressions(expressions, self.attrs)
-        for pos, eid in enumerate(batch.ids.tolist()):
-            if eid in self.node_of:
-                raise InvalidInput(f"expression #{pos} (id={eid}): field 'id': already subscribed")
+        self._check_new(batch)
         self.attrs.commit(pend)
-        rows = canonical_rows(batch, self.attrs.kinds)
-        grew = self.store.grow_attrs(len(self.attrs))
-        if grew:
-            self.rebuild()
-        self._ensure(len(batch))
-        ops: list = []
-        for eid, r in zip(batch.ids.tolist(), rows):
-            self._add(eid, r, ops, lambda slot, r=r: self.store.put(slot, r))
-        msgs = self._run(ops)
-        self._after([])
-        return msgs
+        return self._insert(batch)
 
     def subscribe_batch(self, batch, kinds) -> list[tuple[str, int]]:
         """Add expressions already encoded (an :class:`~rankcast.predicates.ExpressionBatch`)
@@ -224,13 +212,20 @@ class Covering:
         ids and string codes are used as they are): the distribution role's path, which gets
         the coordinator's encoding. Attributes this covering has not seen get placeholder
         names ``#<id>`` (kept by :meth:`state`). Ids must not be live here."""
-        for pos, eid in enumerate(batch.ids.tolist()):
-            if eid in self.node_of:
-                raise InvalidInput(f"expression #{pos} (id={eid}): field 'id': already subscribed")
+        self._check_new(batch)
         for a in range(len(self.attrs.kinds), len(kinds)):
             self.attrs.ids[f"#{a}"] = a
             self.attrs.kinds.append(int(kinds[a]))
             self.attrs.codes.append({})
+        return self._insert(batch)
+
+    def _check_new(self, batch) -> None:
+        for pos, eid in enumerate(batch.ids.tolist()):
+            if eid in self.node_of:
+                raise InvalidInput(f"expression #{pos} (id={eid}): field 'id': already subscribed")
+
+    def _insert(self, batch) -> list[tuple[str, int]]:
+        """The encoded, checked expressions into the store and the graph; the control messages."""
         rows = canonical_rows(batch, self.attrs.kinds)
         if self.store.grow_attrs(len(self.attrs)):
             self.rebuild()
