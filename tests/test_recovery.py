@@ -471,6 +471,10 @@ def test_a_death_while_a_checkpoint_is_taken_after_a_call(tmp_path):
     co = cl._coord.local
     play({"engine": rec, "cluster": cl, "brute": brute}, calls[:15], live=live)
     co._checkpoint()                                    # pending; it commits at the next call's end
+    pend = co._pending                                  # (its writes, at nice 19, finished first:
+    co.rt.get(pend["snaps"] + [h.snapshot_written.remote() for h in pend["roles"]])
+    for w in pend["writers"]:                           # under load they could outlast the calls)
+        w.done()
     co.ccfg = co.ccfg.replace(checkpoint_every=0.0)    # ... which then takes the next one
     quiesce, died = co._quiesce, []
 
