@@ -9,7 +9,9 @@ uniform in the (l, r) half-plane l <= r of [0, 1]^2.
 1. **k** (``--k``, at the largest ``--m``): per event, messages generated and server bytes
    (Paint: 48 bytes a box message, Unicast: 24 a subscription-addressed one), messages received
    by subscriptions (Table I), server time and data-structure calls (Table III), for Unicast,
-   Paint-Dense, Paint-Sparse and their epsilon variants (``--epsilons``; redundancy, Table II);
+   Paint-Dense, Paint-Sparse and their epsilon variants (``--epsilons``; redundancy, Table II),
+   bytes also with the paper's sizes (``paper_bytes_per_event``: 24 a Paint message, 16 a
+   Unicast one, 4 bytes per field, read off its figures: see :mod:`rankcast.rangetopk.server`);
 2. **m** (``--m``, at ``--k-m``): the same against the number of subscriptions (Fig. 11);
 3. **batch** (``--batch-events`` events, repeats included, on Paint-Sparse): Paint-Batch
    against Online and Coalesce (Fig. 16): messages generated, received, min_y calls;
@@ -61,7 +63,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--m", type=_ints, default=[200_000, 1_000_000, 2_000_000],
                    help="subscriptions (comma-separated; experiment 1 runs at the largest)")
     p.add_argument("--k", type=_ints, default=[1, 2, 5, 10, 15, 20])
-    p.add_argument("--k-m", type=int, default=10, help="k of experiment 2")
+    p.add_argument("--k-m", type=int, default=10, help="k of experiment 2 (0: experiment 2 not run)")
     p.add_argument("--objects", type=int, default=10_000)
     p.add_argument("--events", type=int, default=2000, help="events per configuration (experiments 1-2)")
     p.add_argument("--epsilons", type=_floats, default=[0.25, 0.5, 1.0])
@@ -137,32 +139,49 @@ class _World:
 
 
 def _measure(world: _World, k: int, method: str, eps: float, mode: str = "online",
-             ids=None, ys=None) -> dict:
-    """One method on the world's stream: per-event figures."""
-    from ..rangetopk.paint import COUNTER_NAMES
+             ids=None, ys=None, chunk: int = 1000) -> dict:
+    """One method on the world's stream: per-event figures. Online processing handles one
+    update at a time, so the stream goes to the server ``chunk`` events per call (the same
+    messages as one call) and each chunk's messages are counted and dropped: Unicast's
+    per-subscriber messages are never all held at once (tens of GB at m = 5M)."""
+    from ..rangetopk.paint import COUNTER_NAMES, UNICAST
     from ..rangetopk.points import receipts
+    from ..rangetopk.server import PAINT_BYTES, PAPER_PAINT_BYTES, PAPER_UNICAST_BYTES, UNICAST_BYTES
     ids = world.ev_id if ids is None else ids
     ys = world.ev_y if ys is None else ys
     s = world.server(k, method, eps, mode)
     s.process(ids[:10], np.full(10, np.nan), ys[:10])          # compiled / loaded outside the timing
     s = world.server(k, method, eps, mode)
-    t0 = time.perf_counter()
-    msgs = s.process(ids, np.full(len(ids), np.nan), ys)
-    secs = time.perf_counter() - t0
     n = len(ids)
-    if method == "unicast":
-        recv = np.ones(len(msgs), np.int64)
-    else:
-        recv = receipts(world.points, msgs.f)
-    per_event_bytes = np.bincount(msgs.i[:, 1], minlength=n) * (24 if method == "unicast" else 48)
+    step = chunk if mode == "online" else max(n, 1)
+    gen = np.zeros(n, np.int64)         # per event: messages generated, of them unicast, received
+    uni = np.zeros(n, np.int64)
+    got = np.zeros(n, np.int64)
+    empty = 0
+    secs = 0.0
+    for c0 in range(0, n, step):
+        c1 = min(n, c0 + step)
+        t0 = time.perf_counter()
+        msgs = s.process(ids[c0:c1], np.full(c1 - c0, np.nan), ys[c0:c1])
+        secs += time.perf_counter() - t0
+        recv = np.ones(len(msgs), np.int64) if method == "unicast" else receipts(world.points, msgs.f)
+        ev = msgs.i[:, 1] + c0
+        gen += np.bincount(ev, minlength=n)
+        uni += np.bincount(ev[msgs.i[:, 3] == UNICAST], minlength=n)
+        got += np.bincount(ev, weights=recv, minlength=n).astype(np.int64)
+        empty += int(np.count_nonzero(recv == 0))
+        del msgs, recv
+    ev_bytes = uni * UNICAST_BYTES + (gen - uni) * PAINT_BYTES
+    ev_paper = uni * PAPER_UNICAST_BYTES + (gen - uni) * PAPER_PAINT_BYTES
     calls = dict(zip(COUNTER_NAMES, (s.counters / n).tolist()))
     return {"k": k, "m": len(world.lo), "method": method, "epsilon": eps, "mode": mode, "events": n,
-            "generated_per_event": len(msgs) / n, "bytes_per_event": msgs.nbytes_on_wire / n,
-            "max_bytes_per_event": int(per_event_bytes.max()) if n else 0,
-            "received_per_event": float(recv.sum()) / n,
-            "received_per_event_stderr": float(np.bincount(msgs.i[:, 1], weights=recv, minlength=n).std() / np.sqrt(n))
-            if n else 0.0, "empty_messages": int(np.count_nonzero(recv == 0)),
-            "server_seconds_per_event": secs / n, "calls_per_event": calls}
+            "generated_per_event": float(gen.sum()) / n, "bytes_per_event": float(ev_bytes.sum()) / n,
+            "max_bytes_per_event": int(ev_bytes.max()) if n else 0,
+            "paper_bytes_per_event": float(ev_paper.sum()) / n,
+            "paper_max_bytes_per_event": int(ev_paper.max()) if n else 0,
+            "received_per_event": float(got.sum()) / n,
+            "received_per_event_stderr": float(got.std() / np.sqrt(n)) if n else 0.0,
+            "empty_messages": empty, "server_seconds_per_event": secs / n, "calls_per_event": calls}
 
 
 def _methods(eps_list):
@@ -276,12 +295,14 @@ def _targets(res) -> dict:
     big = [r for r in res["k"] if r["k"] == max(r2["k"] for r2 in res["k"])] if res["k"] else []
     by = {_label(r): r for r in big}
     if "unicast" in by:
-        u = by["unicast"]["bytes_per_event"]
-        for name, goal in (("paint-dense", 30), ("paint-sparse", 100)):
-            if name in by:
-                ratio = u / max(by[name]["bytes_per_event"], 1e-9)
-                t[f"unicast_over_{name}_bytes"] = {"value": ratio, "target": f">= {goal}", "met": ratio >= goal,
-                                                   "m": by[name]["m"], "k": by[name]["k"]}
+        for key, suffix in (("bytes_per_event", ""), ("paper_bytes_per_event", "_paper_sizes")):
+            u = by["unicast"][key]
+            for name, goal in (("paint-dense", 30), ("paint-sparse", 100)):
+                if name in by:
+                    ratio = u / max(by[name][key], 1e-9)
+                    t[f"unicast_over_{name}_bytes{suffix}"] = {"value": ratio, "target": f">= {goal}",
+                                                               "met": ratio >= goal, "m": by[name]["m"],
+                                                               "k": by[name]["k"]}
     sp = [r for r in res["k"] if r["method"] == "paint-sparse" and not r["epsilon"]]
     if sp:
         t["received_per_event_vs_table_I"] = {
@@ -357,7 +378,7 @@ def run_range(args) -> dict:
     for m in ms:
         w = big if m == ms[-1] else _World(args.objects, m, args.events, args.seed, args.event_model,
                                            args.warmup_events)
-        res["m"] += _sweep(w, [args.k_m], [1.0], "m")
+        res["m"] += _sweep(w, [args.k_m], [1.0], "m") if args.k_m else []
     res["batch"] = _batch(big, args.batch_k, args.batch_events, args.seed, args.event_model) if args.batch_events else []
     del big
     res["throughput"] = _throughput(args) if args.tp_updates else None

@@ -24,7 +24,8 @@ from .objects import ObjectTable
 from .paint import COUNTER_NAMES, MF, MI, N_COUNTERS, UNICAST, paint_batch, paint_online, run_length
 from .points import PointIndex
 
-__all__ = ["RangeServer", "Messages", "METHODS", "MODES", "PAINT_BYTES", "UNICAST_BYTES"]
+__all__ = ["RangeServer", "Messages", "METHODS", "MODES", "PAINT_BYTES", "UNICAST_BYTES", "PAPER_PAINT_BYTES",
+           "PAPER_UNICAST_BYTES"]
 
 METHODS = ("paint-dense", "paint-sparse", "unicast")
 MODES = ("online", "coalesce", "batch")
@@ -32,6 +33,14 @@ MODES = ("online", "coalesce", "batch")
 # a subscription id + object id + y
 PAINT_BYTES = 48
 UNICAST_BYTES = 24
+# the paper's sizes (Section V), 4 bytes per field, read off its figures: a Unicast message is
+# 16 bytes (its maximum at m = 5M, 39,998,000 bytes, is 16 x 2,499,875, about the m / 2
+# subscriptions holding the middle x; its mean, 316,158 bytes, is 16 x 2.5 x Table I's 7,904
+# receipts at m = 2M, k = 20), a Paint message Msg(l_I, r_I, l_O, r_O, x, y) 24 (Paint-Dense's
+# 3,501 bytes at k = 20 is 24 x 146 messages; the bench's Paint-Dense sends 138-148 per event
+# at k = 20, n = 10k)
+PAPER_PAINT_BYTES = 24
+PAPER_UNICAST_BYTES = 16
 
 
 @dataclass
