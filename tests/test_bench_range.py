@@ -69,3 +69,19 @@ def test_measure_in_chunks_equals_one_call():
                     "received_per_event", "received_per_event_stderr", "empty_messages", "calls_per_event"):
             assert a[key] == b[key], (method, key)
         assert a["received_per_event"] > 0
+
+
+def test_unicast_derived_from_receipts_equals_unicast_run():
+    """``--unicast-m-max``: above it Unicast's traffic is Paint-Sparse's receipts times its
+    message size; where both exist they are equal, per event (the maximum) and on average."""
+    from rankcast.bench.rangetopk import _World, _sweep
+    w = _World(300, 4000, 200, 7)
+    ran = {r["k"]: r for r in _sweep(w, [3, 6], [], "k") if r["method"] == "unicast"}
+    der = {r["k"]: r for r in _sweep(w, [3, 6], [], "k", unicast_m_max=1000) if r["method"] == "unicast"}
+    assert set(ran) == set(der) == {3, 6}
+    for k in ran:
+        assert der[k]["derived_from"] == "paint-sparse receipts" and "derived_from" not in ran[k]
+        for key in ("generated_per_event", "bytes_per_event", "max_bytes_per_event", "paper_bytes_per_event",
+                    "paper_max_bytes_per_event", "received_per_event"):
+            assert abs(der[k][key] - ran[k][key]) < 1e-9 * max(1, ran[k][key]), (k, key)
+        assert ran[k]["generated_per_event"] > 0

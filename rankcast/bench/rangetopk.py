@@ -74,6 +74,9 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--tp-call", type=_ints, default=[2000, 10000],
                    help="updates per publish call (throughput; comma-separated, at most --objects)")
     p.add_argument("--tp-updates", type=int, default=100_000, help="updates timed (throughput)")
+    p.add_argument("--unicast-m-max", type=int, default=None,
+                   help="run Unicast's server only up to this m; above, its traffic is Paint-Sparse's "
+                        "receipts times its message size (one message per receipt), marked derived_from")
     p.add_argument("--event-model", choices=("paper", "uniform"), default="paper",
                    help="paper: y up or down with probability 1/2, new y uniform on that side; "
                         "uniform: new y uniform")
@@ -181,7 +184,26 @@ def _measure(world: _World, k: int, method: str, eps: float, mode: str = "online
             "paper_max_bytes_per_event": int(ev_paper.max()) if n else 0,
             "received_per_event": float(got.sum()) / n,
             "received_per_event_stderr": float(got.std() / np.sqrt(n)) if n else 0.0,
-            "empty_messages": empty, "server_seconds_per_event": secs / n, "calls_per_event": calls}
+            "empty_messages": empty, "server_seconds_per_event": secs / n, "calls_per_event": calls,
+            "_received": got}
+
+
+def _unicast_from(r: dict) -> dict:
+    """Unicast's traffic without running it: it sends one message per receipt (the affected
+    subscriptions and their replacements), which every exact method reaches alike (the bench
+    checks it wherever Unicast runs), so its figures per event are an exact Paint method's
+    receipts times its message size. No server time or calls (it did not run)."""
+    from ..rangetopk.server import PAPER_UNICAST_BYTES, UNICAST_BYTES
+    got = r["_received"]
+    n = max(len(got), 1)
+    return {"k": r["k"], "m": r["m"], "method": "unicast", "epsilon": 0.0, "mode": "online", "events": len(got),
+            "derived_from": f"{r['method']} receipts", "generated_per_event": r["received_per_event"],
+            "bytes_per_event": float(got.sum()) * UNICAST_BYTES / n,
+            "max_bytes_per_event": int(got.max()) * UNICAST_BYTES if len(got) else 0,
+            "paper_bytes_per_event": float(got.sum()) * PAPER_UNICAST_BYTES / n,
+            "paper_max_bytes_per_event": int(got.max()) * PAPER_UNICAST_BYTES if len(got) else 0,
+            "received_per_event": r["received_per_event"], "received_per_event_stderr": r["received_per_event_stderr"],
+            "empty_messages": 0, "server_seconds_per_event": None, "calls_per_event": None}
 
 
 def _methods(eps_list):
@@ -197,21 +219,38 @@ def _label(r) -> str:
     return r["method"] + (f"({r['epsilon']:g})" if r["epsilon"] else "")
 
 
-def _sweep(world, ks, eps_list, tag) -> list[dict]:
+def _sweep(world, ks, eps_list, tag, unicast_m_max=None) -> list[dict]:
+    """Every method at each k. Unicast runs where m <= ``unicast_m_max`` (None: always);
+    above, its figures are derived from Paint-Sparse's receipts (:func:`_unicast_from`)."""
     rows = []
+    derive = unicast_m_max is not None and len(world.lo) > unicast_m_max
     for k in ks:
         exact = None
         for method, eps in _methods(eps_list):
+            if method == "unicast" and derive:
+                continue
             r = _measure(world, k, method, eps)
+            got = r.pop("_received")
             if exact is None:
                 exact = r["received_per_event"]
             r["redundancy"] = r["received_per_event"] / exact - 1 if exact else 0.0
             r["experiment"] = tag
             rows.append(r)
-            print(f"{tag} m={r['m']:>8} k={k:>2} {_label(r):<20} gen {r['generated_per_event']:9.1f} "
-                  f"bytes {r['bytes_per_event']:10.0f} recv {r['received_per_event']:9.1f} "
-                  f"server {r['server_seconds_per_event'] * 1e6:8.1f} us", flush=True)
+            _print(tag, r)
+            if derive and method == "paint-sparse" and not eps:
+                u = _unicast_from({**r, "_received": got})
+                u["redundancy"] = 0.0
+                u["experiment"] = tag
+                rows.append(u)
+                _print(tag, u)
     return rows
+
+
+def _print(tag, r) -> None:
+    srv = r["server_seconds_per_event"]
+    print(f"{tag} m={r['m']:>8} k={r['k']:>2} {_label(r):<20} gen {r['generated_per_event']:9.1f} "
+          f"bytes {r['bytes_per_event']:10.0f} recv {r['received_per_event']:9.1f} "
+          + (f"server {srv * 1e6:8.1f} us" if srv is not None else "(derived from receipts)"), flush=True)
 
 
 def _batch(world: _World, ks, n_events: int, seed: int, model: str) -> list[dict]:
@@ -221,6 +260,7 @@ def _batch(world: _World, ks, n_events: int, seed: int, model: str) -> list[dict
     for k in ks:
         for mode in ("online", "coalesce", "batch"):
             r = _measure(world, k, "paint-sparse", 0.0, mode, ids, ys)
+            r.pop("_received")
             r["experiment"] = "batch"
             r["total_generated"] = r["generated_per_event"] * n_events
             r["total_received"] = r["received_per_event"] * n_events
@@ -373,12 +413,12 @@ def run_range(args) -> dict:
     ms = sorted(args.m)
     big = _World(args.objects, ms[-1], args.events, args.seed, args.event_model, args.warmup_events)
     res["kd_build_seconds"] = big.build_seconds
-    res["k"] = _sweep(big, args.k, args.epsilons, "k")
+    res["k"] = _sweep(big, args.k, args.epsilons, "k", args.unicast_m_max)
     res["m"] = []
     for m in ms:
         w = big if m == ms[-1] else _World(args.objects, m, args.events, args.seed, args.event_model,
                                            args.warmup_events)
-        res["m"] += _sweep(w, [args.k_m], [1.0], "m") if args.k_m else []
+        res["m"] += _sweep(w, [args.k_m], [1.0], "m", args.unicast_m_max) if args.k_m else []
     res["batch"] = _batch(big, args.batch_k, args.batch_events, args.seed, args.event_model) if args.batch_events else []
     del big
     res["throughput"] = _throughput(args) if args.tp_updates else None

@@ -40,6 +40,7 @@ UNICAST_BYTES = 24
 # 3,501 bytes at k = 20 is 24 x 146 messages; the bench's Paint-Dense sends 138-148 per event
 # at k = 20, n = 10k)
 PAPER_PAINT_BYTES = 24
+LOCAL_CAP = 128
 PAPER_UNICAST_BYTES = 16
 
 
@@ -107,6 +108,9 @@ class RangeServer:
         self.points: PointIndex | None = None
         self.counters = np.zeros(N_COUNTERS, np.int64)
         self.seconds = 0.0
+        # Paint-Sparse's queries around an update are answered from a copy of the points there
+        # when they are at most this many (:func:`~.points.localize`); 0: always the k-d tree
+        self.local_cap = LOCAL_CAP
 
     @property
     def run(self) -> int:
@@ -188,10 +192,11 @@ class RangeServer:
             d = np.flatnonzero(dn)
             mf, mi = paint_batch(slot[d], yn[d], idx[d], slot[u], yo[u], yn[u], idx[u], o.tree, o.size, o.ys,
                                  o.ids, o.xs, o.n, self.k, self.run, sparse, pts.box, pts.start, pts.end,
-                                 pts.lo, pts.hi, pts.leaves, cnt)
+                                 pts.lo, pts.hi, pts.leaves, cnt, self.local_cap)
         else:
             mf, mi = paint_online(slot, yo, yn, idx, o.tree, o.size, o.ys, o.ids, o.xs, o.n, self.k, self.run,
-                                  sparse, pts.box, pts.start, pts.end, pts.lo, pts.hi, pts.leaves, cnt)
+                                  sparse, pts.box, pts.start, pts.end, pts.lo, pts.hi, pts.leaves, cnt,
+                                  self.local_cap)
         self._commit_slots(slot, yn)
         self.counters += cnt
         self.seconds += time.perf_counter() - t0

@@ -144,13 +144,15 @@ def by_leaf(p_leaf, p_code, leaves):
 
 
 @numba.njit(cache=True, inline="always")
-def _apply_block(ly, lid, ny, nid, nrow, k, obj, y, take, pos, rank):
-    """:func:`apply_protocol` on the rows ``t < nrow`` of a block with ``take[t]``, all at once.
-    The block holds lists column-wise (``ly[c, t]``, ``lid[c, t]``: entry c of row t), padded
-    with y = +inf to k entries; the new lists go to ``ny``, ``nid``. The protocol is the k
-    lowest of (list without ``obj``) plus ``(y, obj)`` (a +inf value only pads: a delete), so
-    each new entry c is the new object or old entry c - 1, c or c + 1: every step is one
-    branch-free pass over the rows, which the compiler vectorises."""
+def _apply_block(ly, lid, nrow, k, obj, y, take, pos, rank, py, pid):
+    """:func:`apply_protocol` on the rows ``t < nrow`` of a block with ``take[t]``, all at once,
+    in place. The block holds lists column-wise (``ly[c, t]``, ``lid[c, t]``: entry c of row
+    t), padded with y = +inf to k entries. The protocol is the k lowest of (list without
+    ``obj``) plus ``(y, obj)`` (a +inf value only pads: a delete), so each new entry c is the
+    new object or old entry c - 1, c or c + 1, and entries before both obj's old entry and its
+    new rank stay: every step is one branch-free pass over the rows (vectorised by the
+    compiler), from the first column that changes in a taking row (``py``, ``pid``: the old
+    entry c - 1 of each row, kept while column c - 1 is overwritten)."""
     for t in range(nrow):
         pos[t] = k
         rank[t] = 0
@@ -162,16 +164,22 @@ def _apply_block(ly, lid, ny, nid, nrow, k, obj, y, take, pos, rank):
             pos[t] = c if hit else pos[t]
             before = (yc < y) | ((yc == y) & (dc < obj))
             rank[t] += before & ~hit
-    for c in range(k):
-        cm = max(c - 1, 0)
+    first = k
+    for t in range(nrow):
+        first = min(first, min(pos[t], rank[t]) if take[t] else k)
+    if first > 0:
+        for t in range(nrow):
+            py[t] = ly[first - 1, t]
+            pid[t] = lid[first - 1, t]
+    for c in range(first, k):
         cp = min(c + 1, k - 1)
         for t in range(nrow):
             i = c - (c >= rank[t])
             src = i + (i >= pos[t])             # entry i of the list without obj
-            y_m = ly[cm, t]
+            y_m = py[t]
             y_0 = ly[c, t]
             y_p = ly[cp, t]
-            d_m = lid[cm, t]
+            d_m = pid[t]
             d_0 = lid[c, t]
             d_p = lid[cp, t]
             oy = y_m if src < c else (y_0 if src == c else (y_p if src < k else np.inf))
@@ -179,8 +187,10 @@ def _apply_block(ly, lid, ny, nid, nrow, k, obj, y, take, pos, rank):
             new = c == rank[t]
             vy = y if new else oy
             vid = obj if new else oid
-            ny[c, t] = vy if take[t] else y_0
-            nid[c, t] = vid if take[t] else d_0
+            py[t] = y_0
+            pid[t] = d_0
+            ly[c, t] = vy if take[t] else y_0
+            lid[c, t] = vid if take[t] else d_0
 
 
 @numba.njit(cache=True)
@@ -198,19 +208,23 @@ def apply_leaves(mf, mi, rows, off, codes, start, end, lo, hi, leaves, topn, top
     size = 1
     for v in range(leaves, 2 * leaves):
         size = max(size, end[v] - start[v])
-    ly = np.empty((k, size))
-    lid = np.empty((k, size), np.int64)
-    ny = np.empty((k, size))
-    nid = np.empty((k, size), np.int64)
+    size = (size + 7) // 8 * 8                  # blocks of whole vectors: rows past a leaf's
+    ly = np.full((k, size), np.inf)             # end never take a message
+    lid = np.zeros((k, size), np.int64)
     take = np.zeros(size, np.bool_)
     pos = np.empty(size, np.int64)
     rank = np.empty(size, np.int64)
+    py = np.empty(size)
+    pid = np.empty(size, np.int64)
     nchanged = 0
     for j in range(leaves):
         if off[j] == off[j + 1]:
             continue
         a = start[leaves + j]
         nrow = end[leaves + j] - a
+        nvec = (nrow + 7) // 8 * 8
+        for t in range(nrow, nvec):
+            take[t] = False
         for t in range(nrow):                   # lists are padded with (+inf, 0) (the store's
             for c in range(k):                  # invariant): a plain transposed copy
                 ly[c, t] = topy[a + t, c]
@@ -240,9 +254,7 @@ def apply_leaves(mf, mi, rows, off, codes, start, end, lo, hi, leaves, topn, top
             if got == 0:
                 continue
             recv[m] += got
-            _apply_block(ly, lid, ny, nid, nrow, k, mi[m, 0], mf[m, 4], take, pos, rank)
-            ly, ny = ny, ly
-            lid, nid = nid, lid
+            _apply_block(ly, lid, nvec, k, mi[m, 0], mf[m, 4], take, pos, rank, py, pid)
             if trace:
                 for t in range(nrow):
                     if take[t]:
