@@ -33,15 +33,19 @@ MODES = ("online", "coalesce", "batch")
 # a subscription id + object id + y
 PAINT_BYTES = 48
 UNICAST_BYTES = 24
-# the paper's sizes (Section V), 4 bytes per field, read off its figures: a Unicast message is
-# 16 bytes (its maximum at m = 5M, 39,998,000 bytes, is 16 x 2,499,875, about the m / 2
-# subscriptions holding the middle x; its mean, 316,158 bytes, is 16 x 2.5 x Table I's 7,904
-# receipts at m = 2M, k = 20), a Paint message Msg(l_I, r_I, l_O, r_O, x, y) 24 (Paint-Dense's
-# 3,501 bytes at k = 20 is 24 x 146 messages; the bench's Paint-Dense sends 138-148 per event
-# at k = 20, n = 10k)
+# the paper's sizes (Section V), 4 bytes per field, read off its figures: a Paint message
+# Msg(l_I, r_I, l_O, r_O, x, y) is 24 bytes (Paint-Dense's 3,501 bytes per event at m = 5M,
+# k = 20 is 24 x 146 messages; the bench's Paint-Dense sends 138-148 per event at k = 20,
+# n = 10k), a Unicast one 16 (a subscription id and an object: its mean, 316,158 bytes, is
+# 16 x 19,760 = 16 x 2.5 x Table I's 7,904 receipts at m = 2M; its maximum, 39,998,000 bytes,
+# is 16 x 2,499,875, about the m / 2 subscriptions around the middle x: there the paper seems
+# to count one message per affected subscription, where this Unicast sends one that loses the
+# object two, its new value and the replacement)
 PAPER_PAINT_BYTES = 24
-LOCAL_CAP = 128
 PAPER_UNICAST_BYTES = 16
+# Paint-Sparse's queries around an update go to a local copy of the points there when they
+# are at most this many (:func:`~.points.localize`)
+LOCAL_CAP = 128
 
 
 @dataclass
