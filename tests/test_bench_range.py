@@ -66,7 +66,8 @@ def test_measure_in_chunks_equals_one_call():
         a = _measure(w, 4, method, 0.0, chunk=37)
         b = _measure(w, 4, method, 0.0, chunk=10 ** 9)
         for key in ("generated_per_event", "bytes_per_event", "max_bytes_per_event", "paper_bytes_per_event",
-                    "received_per_event", "received_per_event_stderr", "empty_messages", "calls_per_event"):
+                    "received_per_event", "received_per_event_stderr", "affected_per_event", "empty_messages",
+                    "calls_per_event"):
             assert a[key] == b[key], (method, key)
         assert a["received_per_event"] > 0
 
@@ -82,6 +83,6 @@ def test_unicast_derived_from_receipts_equals_unicast_run():
     for k in ran:
         assert der[k]["derived_from"] == "paint-sparse receipts" and "derived_from" not in ran[k]
         for key in ("generated_per_event", "bytes_per_event", "max_bytes_per_event", "paper_bytes_per_event",
-                    "paper_max_bytes_per_event", "received_per_event"):
+                    "paper_max_bytes_per_event", "received_per_event", "affected_per_event"):
             assert abs(der[k][key] - ran[k][key]) < 1e-9 * max(1, ran[k][key]), (k, key)
-        assert ran[k]["generated_per_event"] > 0
+        assert 0 < ran[k]["affected_per_event"] < ran[k]["received_per_event"]

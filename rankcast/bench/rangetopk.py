@@ -11,7 +11,12 @@ uniform in the (l, r) half-plane l <= r of [0, 1]^2.
    by subscriptions (Table I), server time and data-structure calls (Table III), for Unicast,
    Paint-Dense, Paint-Sparse and their epsilon variants (``--epsilons``; redundancy, Table II),
    bytes also with the paper's sizes (``paper_bytes_per_event``: 24 a Paint message, 16 a
-   Unicast one, 4 bytes per field, read off its figures: see :mod:`rankcast.rangetopk.server`);
+   Unicast one, 4 bytes per field, read off its figures: see :mod:`rankcast.rangetopk.server`),
+   and ``affected_per_event``, the receipts of the updated object's own value (exact methods:
+   the subscriptions whose list the event changes; the others receive a replacement as well);
+   the targets' Unicast/Paint byte ratios with 8-byte fields, with the paper's sizes, and with
+   the paper's sizes counting one Unicast message per affected subscription (its maximum at
+   m = 5M reads so);
 2. **m** (``--m``, at ``--k-m``): the same against the number of subscriptions (Fig. 11);
 3. **batch** (``--batch-events`` events, repeats included, on Paint-Sparse): Paint-Batch
    against Online and Coalesce (Fig. 16): messages generated, received, min_y calls;
@@ -160,6 +165,7 @@ def _measure(world: _World, k: int, method: str, eps: float, mode: str = "online
     gen = np.zeros(n, np.int64)         # per event: messages generated, of them unicast, received
     uni = np.zeros(n, np.int64)
     got = np.zeros(n, np.int64)
+    aff = np.zeros(n, np.int64)         # receipts of the updated object's own value
     empty = 0
     secs = 0.0
     for c0 in range(0, n, step):
@@ -172,6 +178,8 @@ def _measure(world: _World, k: int, method: str, eps: float, mode: str = "online
         gen += np.bincount(ev, minlength=n)
         uni += np.bincount(ev[msgs.i[:, 3] == UNICAST], minlength=n)
         got += np.bincount(ev, weights=recv, minlength=n).astype(np.int64)
+        own = msgs.i[:, 0] == ids[ev]
+        aff += np.bincount(ev[own], weights=recv[own], minlength=n).astype(np.int64)
         empty += int(np.count_nonzero(recv == 0))
         del msgs, recv
     ev_bytes = uni * UNICAST_BYTES + (gen - uni) * PAINT_BYTES
@@ -183,9 +191,10 @@ def _measure(world: _World, k: int, method: str, eps: float, mode: str = "online
             "paper_bytes_per_event": float(ev_paper.sum()) / n,
             "paper_max_bytes_per_event": int(ev_paper.max()) if n else 0,
             "received_per_event": float(got.sum()) / n,
+            "affected_per_event": float(aff.sum()) / n,
             "received_per_event_stderr": float(got.std() / np.sqrt(n)) if n else 0.0,
             "empty_messages": empty, "server_seconds_per_event": secs / n, "calls_per_event": calls,
-            "_received": got}
+            "_received": got, "_affected": aff}
 
 
 def _unicast_from(r: dict) -> dict:
@@ -195,6 +204,7 @@ def _unicast_from(r: dict) -> dict:
     receipts times its message size. No server time or calls (it did not run)."""
     from ..rangetopk.server import PAPER_UNICAST_BYTES, UNICAST_BYTES
     got = r["_received"]
+    aff = r["_affected"]
     n = max(len(got), 1)
     return {"k": r["k"], "m": r["m"], "method": "unicast", "epsilon": 0.0, "mode": "online", "events": len(got),
             "derived_from": f"{r['method']} receipts", "generated_per_event": r["received_per_event"],
@@ -203,7 +213,7 @@ def _unicast_from(r: dict) -> dict:
             "paper_bytes_per_event": float(got.sum()) * PAPER_UNICAST_BYTES / n,
             "paper_max_bytes_per_event": int(got.max()) * PAPER_UNICAST_BYTES if len(got) else 0,
             "received_per_event": r["received_per_event"], "received_per_event_stderr": r["received_per_event_stderr"],
-            "empty_messages": 0, "server_seconds_per_event": None, "calls_per_event": None}
+            "affected_per_event": r["affected_per_event"], "empty_messages": 0, "server_seconds_per_event": None, "calls_per_event": None}
 
 
 def _methods(eps_list):
@@ -231,6 +241,7 @@ def _sweep(world, ks, eps_list, tag, unicast_m_max=None) -> list[dict]:
                 continue
             r = _measure(world, k, method, eps)
             got = r.pop("_received")
+            aff = r.pop("_affected")
             if exact is None:
                 exact = r["received_per_event"]
             r["redundancy"] = r["received_per_event"] / exact - 1 if exact else 0.0
@@ -238,7 +249,7 @@ def _sweep(world, ks, eps_list, tag, unicast_m_max=None) -> list[dict]:
             rows.append(r)
             _print(tag, r)
             if derive and method == "paint-sparse" and not eps:
-                u = _unicast_from({**r, "_received": got})
+                u = _unicast_from({**r, "_received": got, "_affected": aff})
                 u["redundancy"] = 0.0
                 u["experiment"] = tag
                 rows.append(u)
@@ -261,6 +272,7 @@ def _batch(world: _World, ks, n_events: int, seed: int, model: str) -> list[dict
         for mode in ("online", "coalesce", "batch"):
             r = _measure(world, k, "paint-sparse", 0.0, mode, ids, ys)
             r.pop("_received")
+            r.pop("_affected")
             r["experiment"] = "batch"
             r["total_generated"] = r["generated_per_event"] * n_events
             r["total_received"] = r["received_per_event"] * n_events
@@ -335,8 +347,11 @@ def _targets(res) -> dict:
     big = [r for r in res["k"] if r["k"] == max(r2["k"] for r2 in res["k"])] if res["k"] else []
     by = {_label(r): r for r in big}
     if "unicast" in by:
-        for key, suffix in (("bytes_per_event", ""), ("paper_bytes_per_event", "_paper_sizes")):
-            u = by["unicast"][key]
+        from ..rangetopk.server import PAPER_UNICAST_BYTES
+        one = by["unicast"]["affected_per_event"] * PAPER_UNICAST_BYTES     # one message per affected
+        for key, suffix in (("bytes_per_event", ""), ("paper_bytes_per_event", "_paper_sizes"),
+                            ("paper_bytes_per_event", "_paper_sizes_one_per_subscription")):
+            u = one if suffix.endswith("subscription") else by["unicast"][key]
             for name, goal in (("paint-dense", 30), ("paint-sparse", 100)):
                 if name in by:
                     ratio = u / max(by[name][key], 1e-9)
