@@ -38,6 +38,7 @@ def test_bench_range_writes_consistent_json_and_png(tmp_path):
     tp = res["throughput"]["forms"]
     assert set(tp) == {f"{c}/{f}" for c in (100, 200) for f in ("none", "arrow", "objects")}
     assert tp["100/objects"]["updates"] == 300 and tp["200/none"]["updates_per_second"] > 0
+    assert tp["200/none"]["updates_per_cpu_second"] > 0
     assert all(r["changed_per_call"] > 0 for r in tp.values())
 
 
