@@ -188,8 +188,8 @@ def test_vectorised_block_protocol_equals_the_row_protocol(k):
     from rankcast.rangetopk.subscribers import _apply_block, apply_protocol
 
     rng = np.random.default_rng(k)
-    nrow = 200
-    for _ in range(30):
+    for rep in range(60):
+        nrow = 200 if rep % 2 else 8        # few rows: the block's first changed column varies
         topn = rng.integers(0, k + 1, nrow)
         topid = np.full((nrow, k), -1, np.int64)
         topy = np.full((nrow, k), np.inf)
@@ -200,10 +200,10 @@ def test_vectorised_block_protocol_equals_the_row_protocol(k):
             topid[j, : topn[j]], topy[j, : topn[j]] = ids[o], ys[o]
         obj = int(rng.integers(0, 12))
         y = float(rng.integers(0, 6)) if rng.random() < 0.8 else np.inf
-        take = rng.random(nrow) < 0.7
-        ly, lid = topy.T.copy(), topid.T.copy()
-        ny, nid = np.empty_like(ly), np.empty_like(lid)
-        _apply_block(ly, lid, ny, nid, nrow, k, obj, y, take, np.empty(nrow, np.int64), np.empty(nrow, np.int64))
+        take = rng.random(nrow) < rng.choice([0.05, 0.3, 0.7])
+        ny, nid = topy.T.copy(), topid.T.copy()           # changed in place
+        _apply_block(ny, nid, nrow, k, obj, y, take, np.empty(nrow, np.int64), np.empty(nrow, np.int64),
+                     np.empty(nrow), np.empty(nrow, np.int64))
         for j in range(nrow):
             n, ids, ys = topn[j:j + 1].copy(), topid[j:j + 1].copy(), topy[j:j + 1].copy()
             if take[j]:
@@ -230,3 +230,76 @@ def test_store_pads_restored_lists_past_their_end():
     rows = s.rows(np.arange(4))
     assert [s.topk(r) for r in rows] == [[(1, 0.1), (5, 0.5)], [(5, 0.5)], [(1, 0.1), (7, 0.25), (5, 0.5)],
                                          [(1, 0.1), (5, 0.5)]]
+
+
+def test_local_copy_queries_equal_the_tree():
+    """snap, extreme and the emptiness test answered from a local copy of the points of a box
+    Q equal the k-d tree's for boxes inside Q; a copy asked for more points than it holds
+    leaves every query to the tree."""
+    from rankcast.rangetopk.points import (PointIndex, any_in_box_outside, any_outside_at, extreme,
+                                           extreme_at, local_copy, localize, snap, snap_at)
+    rng = np.random.default_rng(11)
+    lr = np.sort(rng.integers(0, 60, (3000, 2)).astype(float), axis=1)   # repeats and ties
+    p = PointIndex(lr[:, 0], lr[:, 1], np.arange(3000), 8)
+    kd = p.arrays()
+    used = 0
+    for cap in (4, 400, 4000):
+        for _ in range(150):
+            q = np.sort(rng.integers(0, 60, 2)).astype(float)
+            r = np.sort(rng.integers(0, 60, 2)).astype(float)
+            lq, lpt = local_copy(cap)
+            localize(*kd, q[0], q[1], r[0], r[1], lq, lpt)
+            inside = np.count_nonzero((lr[:, 0] >= q[0]) & (lr[:, 0] <= q[1]) & (lr[:, 1] >= r[0]) & (lr[:, 1] <= r[1]))
+            assert lq[4] == (inside if inside <= cap else -1)
+            used += lq[4] >= 0
+            for _ in range(5):
+                b = np.sort(rng.uniform(q[0] - 3, q[1] + 3, 2))      # inside Q or not, on the
+                c = np.sort(rng.uniform(r[0] - 3, r[1] + 3, 2))      # points' grid or not
+                if rng.random() < 0.5:
+                    b, c = np.round(b), np.round(c)
+                o1, o2 = np.empty(4), np.empty(4)
+                assert snap(*kd, b[0], b[1], c[0], c[1], o1) == snap_at(*kd, lq, lpt, b[0], b[1], c[0], c[1], o2)
+                assert np.array_equal(o1, o2)
+                for col in (0, 3):
+                    best = rng.choice([np.inf, 30.0, -30.0])
+                    assert extreme(*kd, b[0], b[1], c[0], c[1], col, best) == \
+                        extreme_at(*kd, lq, lpt, b[0], b[1], c[0], c[1], col, best)
+                m = np.array([b[0], b[1], c[0], c[1]])
+                g = np.array([b[0], (b[0] + b[1]) / 2, c[0], c[1]])
+                s = np.array([(b[0] + b[1]) / 2, b[1], c[0], (c[0] + c[1]) / 2])
+                assert any_in_box_outside(*kd, m, g, s) == any_outside_at(*kd, lq, lpt, m, g, s)
+    assert used > 100
+
+
+@pytest.mark.parametrize("batch", [False, True])
+def test_sparse_messages_do_not_depend_on_the_local_copy(batch):
+    """Paint-Sparse sends the same messages whether its queries go to the k-d tree only
+    (``local_cap`` 0) or mostly to local copies."""
+    from rankcast.rangetopk.server import RangeServer
+    from rankcast.rangetopk.points import PointIndex
+    rng = np.random.default_rng(5)
+    lr = np.sort(rng.random((20000, 2)), axis=1)
+    pts = PointIndex(lr[:, 0], lr[:, 1], np.arange(20000), 16)
+    n = 400
+    x0, y0 = rng.random(n), rng.random(n)
+    calls = [(rng.integers(0, n, 60), rng.random(60), rng.random(60), rng.random(60)) for _ in range(6)]
+    out = []
+    for cap in (0, 64, 100000):
+        s = RangeServer(4, "paint-sparse", 0.0, "batch" if batch else "online")
+        s.local_cap = cap
+        s.process(np.arange(n), x0, y0)
+        s.set_subscriptions(pts)
+        msgs = []
+        for ids, ys, xs, u in calls:        # value changes, moves, deletes, re-inserts
+            ids = np.unique(ids) if batch else ids
+            c = len(ids)
+            ys = np.where(u[:c] < 0.1, np.inf, ys[:c])
+            xs = np.where(u[:c] > 0.7, xs[:c], s.object_state(ids)[1])    # moves and stays
+            m = s.process(ids, xs, ys)
+            msgs.append((m.f.copy(), m.i.copy()))
+        out.append((msgs, s.counters.copy()))
+    for msgs, cnt in out[1:]:
+        assert np.array_equal(cnt, out[0][1])
+        for (f0, i0), (f1, i1) in zip(out[0][0], msgs):
+            assert np.array_equal(f0, f1) and np.array_equal(i0, i1)
+    assert sum(len(i) for _, i in out[0][0]) > 100

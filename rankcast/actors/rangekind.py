@@ -349,8 +349,9 @@ class RangePartition(Recoverable):
             off = np.zeros(len(rows) + 1, np.int64)
             np.cumsum(n, out=off[1:])
             col = np.arange(int(off[-1])) - np.repeat(off[:-1], n)
-            r = np.repeat(rows, n)
-            return s.sid[rows], off, s.topid[r, col], s.topy[r, col]
+            r = np.repeat(np.arange(len(rows)), n)
+            ids, ys = s.lists(rows)
+            return s.sid[rows], off, ids[r, col], ys[r, col]
 
     def topk_many(self, ids: list[int]) -> dict[int, list[tuple[int, float]]]:
         rows = self.store.rows(np.asarray(ids, np.int64))

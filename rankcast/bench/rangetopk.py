@@ -9,14 +9,23 @@ uniform in the (l, r) half-plane l <= r of [0, 1]^2.
 1. **k** (``--k``, at the largest ``--m``): per event, messages generated and server bytes
    (Paint: 48 bytes a box message, Unicast: 24 a subscription-addressed one), messages received
    by subscriptions (Table I), server time and data-structure calls (Table III), for Unicast,
-   Paint-Dense, Paint-Sparse and their epsilon variants (``--epsilons``; redundancy, Table II);
+   Paint-Dense, Paint-Sparse and their epsilon variants (``--epsilons``; redundancy, Table II),
+   bytes also with the paper's sizes (``paper_bytes_per_event``: 24 a Paint message, 16 a
+   Unicast one, 4 bytes per field, read off its figures: see :mod:`rankcast.rangetopk.server`),
+   and ``affected_per_event``, the receipts of the updated object's own value (exact methods:
+   the subscriptions whose list the event changes; the others receive a replacement as well);
+   the targets' Unicast/Paint byte ratios with 8-byte fields, with the paper's sizes, and with
+   the paper's sizes counting one Unicast message per affected subscription (its maximum at
+   m = 5M reads so);
 2. **m** (``--m``, at ``--k-m``): the same against the number of subscriptions (Fig. 11);
 3. **batch** (``--batch-events`` events, repeats included, on Paint-Sparse): Paint-Batch
    against Online and Coalesce (Fig. 16): messages generated, received, min_y calls;
 4. **throughput**: updates per second through ``rc.RangeEngine`` (default config: Paint-Sparse,
    Paint-Batch) at ``--tp-m`` subscriptions, ``--tp-k``, publish calls of ``--tp-call`` updates
    of distinct objects, with the Update objects built (``objects``), the Arrow table
-   (``arrow``) and nothing (``none``); per update: server, delivery and updates-form time.
+   (``arrow``) and nothing (``none``); per update: server, delivery and updates-form time;
+   updates per second of wall clock (the target) and per CPU second of the calling thread
+   (every kernel is single-threaded: the figure a shared machine does not distort).
 
 Table I depends on where the events start: the paper's events from y uniform at random drift
 the values towards the stream's stationary law, under which a raising event lands among the
@@ -61,7 +70,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--m", type=_ints, default=[200_000, 1_000_000, 2_000_000],
                    help="subscriptions (comma-separated; experiment 1 runs at the largest)")
     p.add_argument("--k", type=_ints, default=[1, 2, 5, 10, 15, 20])
-    p.add_argument("--k-m", type=int, default=10, help="k of experiment 2")
+    p.add_argument("--k-m", type=int, default=10, help="k of experiment 2 (0: experiment 2 not run)")
     p.add_argument("--objects", type=int, default=10_000)
     p.add_argument("--events", type=int, default=2000, help="events per configuration (experiments 1-2)")
     p.add_argument("--epsilons", type=_floats, default=[0.25, 0.5, 1.0])
@@ -72,6 +81,9 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--tp-call", type=_ints, default=[2000, 10000],
                    help="updates per publish call (throughput; comma-separated, at most --objects)")
     p.add_argument("--tp-updates", type=int, default=100_000, help="updates timed (throughput)")
+    p.add_argument("--unicast-m-max", type=int, default=None,
+                   help="run Unicast's server only up to this m; above, its traffic is Paint-Sparse's "
+                        "receipts times its message size (one message per receipt), marked derived_from")
     p.add_argument("--event-model", choices=("paper", "uniform"), default="paper",
                    help="paper: y up or down with probability 1/2, new y uniform on that side; "
                         "uniform: new y uniform")
@@ -137,32 +149,73 @@ class _World:
 
 
 def _measure(world: _World, k: int, method: str, eps: float, mode: str = "online",
-             ids=None, ys=None) -> dict:
-    """One method on the world's stream: per-event figures."""
-    from ..rangetopk.paint import COUNTER_NAMES
+             ids=None, ys=None, chunk: int = 1000) -> dict:
+    """One method on the world's stream: per-event figures. Online processing handles one
+    update at a time, so the stream goes to the server ``chunk`` events per call (the same
+    messages as one call) and each chunk's messages are counted and dropped: Unicast's
+    per-subscriber messages are never all held at once (tens of GB at m = 5M)."""
+    from ..rangetopk.paint import COUNTER_NAMES, UNICAST
     from ..rangetopk.points import receipts
+    from ..rangetopk.server import PAINT_BYTES, PAPER_PAINT_BYTES, PAPER_UNICAST_BYTES, UNICAST_BYTES
     ids = world.ev_id if ids is None else ids
     ys = world.ev_y if ys is None else ys
     s = world.server(k, method, eps, mode)
     s.process(ids[:10], np.full(10, np.nan), ys[:10])          # compiled / loaded outside the timing
     s = world.server(k, method, eps, mode)
-    t0 = time.perf_counter()
-    msgs = s.process(ids, np.full(len(ids), np.nan), ys)
-    secs = time.perf_counter() - t0
     n = len(ids)
-    if method == "unicast":
-        recv = np.ones(len(msgs), np.int64)
-    else:
-        recv = receipts(world.points, msgs.f)
-    per_event_bytes = np.bincount(msgs.i[:, 1], minlength=n) * (24 if method == "unicast" else 48)
+    step = chunk if mode == "online" else max(n, 1)
+    gen = np.zeros(n, np.int64)         # per event: messages generated, of them unicast, received
+    uni = np.zeros(n, np.int64)
+    got = np.zeros(n, np.int64)
+    aff = np.zeros(n, np.int64)         # receipts of the updated object's own value
+    empty = 0
+    secs = 0.0
+    for c0 in range(0, n, step):
+        c1 = min(n, c0 + step)
+        t0 = time.perf_counter()
+        msgs = s.process(ids[c0:c1], np.full(c1 - c0, np.nan), ys[c0:c1])
+        secs += time.perf_counter() - t0
+        recv = np.ones(len(msgs), np.int64) if method == "unicast" else receipts(world.points, msgs.f)
+        ev = msgs.i[:, 1] + c0
+        gen += np.bincount(ev, minlength=n)
+        uni += np.bincount(ev[msgs.i[:, 3] == UNICAST], minlength=n)
+        got += np.bincount(ev, weights=recv, minlength=n).astype(np.int64)
+        own = msgs.i[:, 0] == ids[ev]
+        aff += np.bincount(ev[own], weights=recv[own], minlength=n).astype(np.int64)
+        empty += int(np.count_nonzero(recv == 0))
+        del msgs, recv
+    ev_bytes = uni * UNICAST_BYTES + (gen - uni) * PAINT_BYTES
+    ev_paper = uni * PAPER_UNICAST_BYTES + (gen - uni) * PAPER_PAINT_BYTES
     calls = dict(zip(COUNTER_NAMES, (s.counters / n).tolist()))
     return {"k": k, "m": len(world.lo), "method": method, "epsilon": eps, "mode": mode, "events": n,
-            "generated_per_event": len(msgs) / n, "bytes_per_event": msgs.nbytes_on_wire / n,
-            "max_bytes_per_event": int(per_event_bytes.max()) if n else 0,
-            "received_per_event": float(recv.sum()) / n,
-            "received_per_event_stderr": float(np.bincount(msgs.i[:, 1], weights=recv, minlength=n).std() / np.sqrt(n))
-            if n else 0.0, "empty_messages": int(np.count_nonzero(recv == 0)),
-            "server_seconds_per_event": secs / n, "calls_per_event": calls}
+            "generated_per_event": float(gen.sum()) / n, "bytes_per_event": float(ev_bytes.sum()) / n,
+            "max_bytes_per_event": int(ev_bytes.max()) if n else 0,
+            "paper_bytes_per_event": float(ev_paper.sum()) / n,
+            "paper_max_bytes_per_event": int(ev_paper.max()) if n else 0,
+            "received_per_event": float(got.sum()) / n,
+            "affected_per_event": float(aff.sum()) / n,
+            "received_per_event_stderr": float(got.std() / np.sqrt(n)) if n else 0.0,
+            "empty_messages": empty, "server_seconds_per_event": secs / n, "calls_per_event": calls,
+            "_received": got, "_affected": aff}
+
+
+def _unicast_from(r: dict) -> dict:
+    """Unicast's traffic without running it: it sends one message per receipt (the affected
+    subscriptions and their replacements), which every exact method reaches alike (the bench
+    checks it wherever Unicast runs), so its figures per event are an exact Paint method's
+    receipts times its message size. No server time or calls (it did not run)."""
+    from ..rangetopk.server import PAPER_UNICAST_BYTES, UNICAST_BYTES
+    got = r["_received"]
+    aff = r["_affected"]
+    n = max(len(got), 1)
+    return {"k": r["k"], "m": r["m"], "method": "unicast", "epsilon": 0.0, "mode": "online", "events": len(got),
+            "derived_from": f"{r['method']} receipts", "generated_per_event": r["received_per_event"],
+            "bytes_per_event": float(got.sum()) * UNICAST_BYTES / n,
+            "max_bytes_per_event": int(got.max()) * UNICAST_BYTES if len(got) else 0,
+            "paper_bytes_per_event": float(got.sum()) * PAPER_UNICAST_BYTES / n,
+            "paper_max_bytes_per_event": int(got.max()) * PAPER_UNICAST_BYTES if len(got) else 0,
+            "received_per_event": r["received_per_event"], "received_per_event_stderr": r["received_per_event_stderr"],
+            "affected_per_event": r["affected_per_event"], "empty_messages": 0, "server_seconds_per_event": None, "calls_per_event": None}
 
 
 def _methods(eps_list):
@@ -178,21 +231,39 @@ def _label(r) -> str:
     return r["method"] + (f"({r['epsilon']:g})" if r["epsilon"] else "")
 
 
-def _sweep(world, ks, eps_list, tag) -> list[dict]:
+def _sweep(world, ks, eps_list, tag, unicast_m_max=None) -> list[dict]:
+    """Every method at each k. Unicast runs where m <= ``unicast_m_max`` (None: always);
+    above, its figures are derived from Paint-Sparse's receipts (:func:`_unicast_from`)."""
     rows = []
+    derive = unicast_m_max is not None and len(world.lo) > unicast_m_max
     for k in ks:
         exact = None
         for method, eps in _methods(eps_list):
+            if method == "unicast" and derive:
+                continue
             r = _measure(world, k, method, eps)
+            got = r.pop("_received")
+            aff = r.pop("_affected")
             if exact is None:
                 exact = r["received_per_event"]
             r["redundancy"] = r["received_per_event"] / exact - 1 if exact else 0.0
             r["experiment"] = tag
             rows.append(r)
-            print(f"{tag} m={r['m']:>8} k={k:>2} {_label(r):<20} gen {r['generated_per_event']:9.1f} "
-                  f"bytes {r['bytes_per_event']:10.0f} recv {r['received_per_event']:9.1f} "
-                  f"server {r['server_seconds_per_event'] * 1e6:8.1f} us", flush=True)
+            _print(tag, r)
+            if derive and method == "paint-sparse" and not eps:
+                u = _unicast_from({**r, "_received": got, "_affected": aff})
+                u["redundancy"] = 0.0
+                u["experiment"] = tag
+                rows.append(u)
+                _print(tag, u)
     return rows
+
+
+def _print(tag, r) -> None:
+    srv = r["server_seconds_per_event"]
+    print(f"{tag} m={r['m']:>8} k={r['k']:>2} {_label(r):<20} gen {r['generated_per_event']:9.1f} "
+          f"bytes {r['bytes_per_event']:10.0f} recv {r['received_per_event']:9.1f} "
+          + (f"server {srv * 1e6:8.1f} us" if srv is not None else "(derived from receipts)"), flush=True)
 
 
 def _batch(world: _World, ks, n_events: int, seed: int, model: str) -> list[dict]:
@@ -202,6 +273,8 @@ def _batch(world: _World, ks, n_events: int, seed: int, model: str) -> list[dict
     for k in ks:
         for mode in ("online", "coalesce", "batch"):
             r = _measure(world, k, "paint-sparse", 0.0, mode, ids, ys)
+            r.pop("_received")
+            r.pop("_affected")
             r["experiment"] = "batch"
             r["total_generated"] = r["generated_per_event"] * n_events
             r["total_received"] = r["received_per_event"] * n_events
@@ -248,8 +321,10 @@ def _throughput(args) -> dict:
             eng.publish(batch(call), updates=form)
             s0 = eng.stats()
             t0 = time.perf_counter()
+            c0 = time.thread_time()
             for _ in range(calls):
                 eng.publish(batch(call), updates=form)
+            cpu = time.thread_time() - c0
             secs = time.perf_counter() - t0
             s1 = eng.stats()
             upd = calls * call
@@ -257,6 +332,7 @@ def _throughput(args) -> dict:
             srv = s1["server_seconds"] - s0["server_seconds"]
             dlv = s1["seconds"]["deliver"] - s0["seconds"]["deliver"]
             r = {"call": call, "form": form, "updates": upd, "seconds": secs, "updates_per_second": upd / secs,
+                 "updates_per_cpu_second": upd / max(cpu, 1e-9),
                  "server_us_per_update": srv / upd * 1e6, "deliver_us_per_update": dlv / upd * 1e6,
                  "updates_form_us_per_update": (pub - srv - dlv) / upd * 1e6,
                  "received_per_update": (s1["messages_received"] - s0["messages_received"]) / upd,
@@ -264,6 +340,7 @@ def _throughput(args) -> dict:
                  "changed_per_call": (s1["subscriptions_changed"] - s0["subscriptions_changed"]) / calls}
             res[f"{call}/{form}"] = r
             print(f"throughput m={m} k={args.tp_k} call={call} updates={form:<7} {upd / secs:8.0f} updates/s "
+                  f"({upd / max(cpu, 1e-9):.0f} per CPU second) "
                   f"(per update: server {r['server_us_per_update']:.1f} us, delivery {r['deliver_us_per_update']:.1f} "
                   f"us, updates form {r['updates_form_us_per_update']:.1f} us; {r['received_per_update']:.0f} "
                   f"receipts; {r['changed_per_call']:.0f} subscriptions changed per call)", flush=True)
@@ -276,12 +353,17 @@ def _targets(res) -> dict:
     big = [r for r in res["k"] if r["k"] == max(r2["k"] for r2 in res["k"])] if res["k"] else []
     by = {_label(r): r for r in big}
     if "unicast" in by:
-        u = by["unicast"]["bytes_per_event"]
-        for name, goal in (("paint-dense", 30), ("paint-sparse", 100)):
-            if name in by:
-                ratio = u / max(by[name]["bytes_per_event"], 1e-9)
-                t[f"unicast_over_{name}_bytes"] = {"value": ratio, "target": f">= {goal}", "met": ratio >= goal,
-                                                   "m": by[name]["m"], "k": by[name]["k"]}
+        from ..rangetopk.server import PAPER_UNICAST_BYTES
+        one = by["unicast"]["affected_per_event"] * PAPER_UNICAST_BYTES     # one message per affected
+        for key, suffix in (("bytes_per_event", ""), ("paper_bytes_per_event", "_paper_sizes"),
+                            ("paper_bytes_per_event", "_paper_sizes_one_per_subscription")):
+            u = one if suffix.endswith("subscription") else by["unicast"][key]
+            for name, goal in (("paint-dense", 30), ("paint-sparse", 100)):
+                if name in by:
+                    ratio = u / max(by[name][key], 1e-9)
+                    t[f"unicast_over_{name}_bytes{suffix}"] = {"value": ratio, "target": f">= {goal}",
+                                                               "met": ratio >= goal, "m": by[name]["m"],
+                                                               "k": by[name]["k"]}
     sp = [r for r in res["k"] if r["method"] == "paint-sparse" and not r["epsilon"]]
     if sp:
         t["received_per_event_vs_table_I"] = {
@@ -352,12 +434,12 @@ def run_range(args) -> dict:
     ms = sorted(args.m)
     big = _World(args.objects, ms[-1], args.events, args.seed, args.event_model, args.warmup_events)
     res["kd_build_seconds"] = big.build_seconds
-    res["k"] = _sweep(big, args.k, args.epsilons, "k")
+    res["k"] = _sweep(big, args.k, args.epsilons, "k", args.unicast_m_max)
     res["m"] = []
     for m in ms:
         w = big if m == ms[-1] else _World(args.objects, m, args.events, args.seed, args.event_model,
                                            args.warmup_events)
-        res["m"] += _sweep(w, [args.k_m], [1.0], "m")
+        res["m"] += _sweep(w, [args.k_m], [1.0], "m", args.unicast_m_max) if args.k_m else []
     res["batch"] = _batch(big, args.batch_k, args.batch_events, args.seed, args.event_model) if args.batch_events else []
     del big
     res["throughput"] = _throughput(args) if args.tp_updates else None

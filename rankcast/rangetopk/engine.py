@@ -103,13 +103,14 @@ class RangeEngine:
         return out
 
     def _updates(self, rows: np.ndarray, form: str):
-        """The call's updates from the changed rows (by subscription id): their lists laid out
-        as update rows by one kernel (``expand_runs``, reading each list in place)."""
+        """The call's updates from the changed rows (by subscription id): their lists read from
+        the store's leaf blocks and laid out as update rows by one kernel (``expand_runs``)."""
         if form == "none":
             return None
         s = self.subs
-        cols = expand_runs(s.sid[rows], rows * s.k, s.topn[rows], s.topid.reshape(-1, 1), 0,
-                           s.topy.reshape(-1, 1), 0)
+        ids, ys = s.lists(rows)
+        cols = expand_runs(s.sid[rows], np.arange(len(rows), dtype=np.int64) * s.k, s.topn[rows],
+                           ids.reshape(-1, 1), 0, ys.reshape(-1, 1), 0)
         if form == "arrow":
             return columns_table(*cols, key="subscription_id", item="object_id")
         _, _, oid, oy, empty = cols

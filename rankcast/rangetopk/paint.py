@@ -28,7 +28,7 @@ import numba
 import numpy as np
 
 from .objects import below, first_k, range_min, set_value
-from .points import any_in_box_outside, extreme, snap
+from .points import any_outside_at, extreme_at, localize, snap_at
 
 __all__ = ["NEW", "EXPOSED", "UNICAST", "C_FIRST_K", "C_MIN_Y", "C_SNAP", "C_EMPTY", "C_EXPOSED",
            "C_DROPPED", "N_COUNTERS", "COUNTER_NAMES", "run_length", "paint_online", "paint_batch"]
@@ -241,10 +241,27 @@ def next_exposed(tree, size, ys, ids, n, p, L, a, R, b, k, sl, sr):
 
 
 @numba.njit(cache=True)
-def emit(gb, ng, c, sparse, obj, y, ev, kind, mf, mi, nm, pbox, pstart, pend, plo, phi, leaves, cnt, scratch):
+def _localize_boxes(gb, ng, pbox, pstart, pend, plo, phi, leaves, lq, lpt):
+    """The local copy made to cover the boxes ``gb[:ng]`` (their MEB)."""
+    q0 = gb[0, 0]
+    q1 = gb[0, 1]
+    q2 = gb[0, 2]
+    q3 = gb[0, 3]
+    for j in range(1, ng):
+        q0 = min(q0, gb[j, 0])
+        q1 = max(q1, gb[j, 1])
+        q2 = min(q2, gb[j, 2])
+        q3 = max(q3, gb[j, 3])
+    localize(pbox, pstart, pend, plo, phi, leaves, q0, q1, q2, q3, lq, lpt)
+
+
+@numba.njit(cache=True)
+def emit(gb, ng, c, sparse, obj, y, ev, kind, mf, mi, nm, pbox, pstart, pend, plo, phi, leaves, lq, lpt, cnt,
+         scratch):
     """Turn one object's ordered boxes into messages: drop empty boxes, MEBs of runs of ``c``
     (epsilon), and for Paint-Sparse snap each box and merge greedily while the merged box holds
-    no subscription outside the parts (paper III-B). Returns (mf, mi, nm)."""
+    no subscription outside the parts (paper III-B), on the local copy ``lq``, ``lpt`` of the
+    points around the boxes where it is small (:func:`~.points.localize`). Returns (mf, mi, nm)."""
     w = 0
     for j in range(ng):                         # empty boxes: equal x values, nothing between
         if gb[j, 0] <= gb[j, 1] and gb[j, 2] <= gb[j, 3]:
@@ -275,13 +292,16 @@ def emit(gb, ng, c, sparse, obj, y, ev, kind, mf, mi, nm, pbox, pstart, pend, pl
         for j in range(ng):
             mf, mi, nm = _push(mf, mi, nm, gb[j, 0], gb[j, 1], gb[j, 2], gb[j, 3], y, obj, ev, -1, kind)
         return mf, mi, nm
+    if ng == 0:
+        return mf, mi, nm
+    _localize_boxes(gb, ng, pbox, pstart, pend, plo, phi, leaves, lq, lpt)
     g = scratch[0]
     s = scratch[1]
     meb = scratch[2]
     have = False
     for j in range(ng):
         cnt[C_SNAP] += 1
-        if not snap(pbox, pstart, pend, plo, phi, leaves, gb[j, 0], gb[j, 1], gb[j, 2], gb[j, 3], s):
+        if not snap_at(pbox, pstart, pend, plo, phi, leaves, lq, lpt, gb[j, 0], gb[j, 1], gb[j, 2], gb[j, 3], s):
             continue
         if not have:
             g[:] = s
@@ -292,7 +312,7 @@ def emit(gb, ng, c, sparse, obj, y, ev, kind, mf, mi, nm, pbox, pstart, pend, pl
         meb[2] = min(g[2], s[2])
         meb[3] = max(g[3], s[3])
         cnt[C_EMPTY] += 1
-        if not any_in_box_outside(pbox, pstart, pend, plo, phi, leaves, meb, g, s):
+        if not any_outside_at(pbox, pstart, pend, plo, phi, leaves, lq, lpt, meb, g, s):
             g[:] = meb
         else:
             mf, mi, nm = _push(mf, mi, nm, g[0], g[1], g[2], g[3], y, obj, ev, -1, kind)
@@ -304,7 +324,7 @@ def emit(gb, ng, c, sparse, obj, y, ev, kind, mf, mi, nm, pbox, pstart, pend, pl
 
 @numba.njit(cache=True)
 def sweep(p, obj, yn, ev, tree, size, ys, ids, xs, n, k, L, a, R, b, c, sparse, drop,
-          mf, mi, nm, pbox, pstart, pend, plo, phi, leaves, cnt, gb, scratch):
+          mf, mi, nm, pbox, pstart, pend, plo, phi, leaves, lq, lpt, cnt, gb, scratch):
     """The sweep of a rank-lowering update of slot ``p`` (value already set to its new value
     ``yn``) from the level of its lists ``L``/``R`` (its old value) up to ``yn``: each exposed
     object's gained cells are painted with its value, unless ``drop[h]`` (Paint-Batch: an
@@ -320,13 +340,15 @@ def sweep(p, obj, yn, ev, tree, size, ys, ids, xs, n, k, L, a, R, b, c, sparse, 
             # columns are west to east with l ranges in that order and r reaches growing:
             # the least lo is in the first column holding a point, the greatest hi is looked
             # for east to west until a column cannot reach above it
+            if ng:                  # IR only shrinks: its first box covers the sweep
+                _localize_boxes(gb, ng, pbox, pstart, pend, plo, phi, leaves, lq, lpt)
             nl = np.inf
             for j in range(ng):
                 if max(gb[j, 0], lstar) >= nl:
                     break
                 cnt[C_SNAP] += 1
-                nl = extreme(pbox, pstart, pend, plo, phi, leaves, max(gb[j, 0], lstar), gb[j, 1], gb[j, 2],
-                             min(gb[j, 3], rstar), 0, nl)
+                nl = extreme_at(pbox, pstart, pend, plo, phi, leaves, lq, lpt, max(gb[j, 0], lstar), gb[j, 1],
+                                gb[j, 2], min(gb[j, 3], rstar), 0, nl)
             if nl == np.inf:
                 break
             nr = np.inf
@@ -334,8 +356,8 @@ def sweep(p, obj, yn, ev, tree, size, ys, ids, xs, n, k, L, a, R, b, c, sparse, 
                 if -min(gb[j, 3], rstar) >= nr:
                     continue
                 cnt[C_SNAP] += 1
-                nr = extreme(pbox, pstart, pend, plo, phi, leaves, max(gb[j, 0], lstar), gb[j, 1], gb[j, 2],
-                             min(gb[j, 3], rstar), 3, nr)
+                nr = extreme_at(pbox, pstart, pend, plo, phi, leaves, lq, lpt, max(gb[j, 0], lstar), gb[j, 1],
+                                gb[j, 2], min(gb[j, 3], rstar), 3, nr)
             nr = -nr
             lstar = nl
             rstar = nr
@@ -355,7 +377,7 @@ def sweep(p, obj, yn, ev, tree, size, ys, ids, xs, n, k, L, a, R, b, c, sparse, 
                     gb[j, 0] = max(gb[j, 0], lstar)
                     gb[j, 3] = min(gb[j, 3], rstar)
             mf, mi, nm = emit(gb, ng, c, sparse, ids[h], ys[h], ev, EXPOSED, mf, mi, nm,
-                              pbox, pstart, pend, plo, phi, leaves, cnt, scratch)
+                              pbox, pstart, pend, plo, phi, leaves, lq, lpt, cnt, scratch)
         if h > p:
             pos = 0
             while pos < b and R[pos] < h:
@@ -371,7 +393,7 @@ def sweep(p, obj, yn, ev, tree, size, ys, ids, xs, n, k, L, a, R, b, c, sparse, 
 
 @numba.njit(cache=True)
 def paint_online(ev_slot, ev_yold, ev_ynew, ev_idx, tree, size, ys, ids, xs, n, k, c, sparse,
-                 pbox, pstart, pend, plo, phi, leaves, cnt):
+                 pbox, pstart, pend, plo, phi, leaves, cnt, cap):
     """Paint-Dense / Paint-Sparse, one update at a time (and, on coalesced updates, Coalesce):
     update ``j`` moves slot ``ev_slot[j]`` from ``ev_yold[j]`` to ``ev_ynew[j]`` (+inf: no
     object) and is applied to the tree. Returns the messages (float64[nm, 5], int64[nm, 4])."""
@@ -382,6 +404,8 @@ def paint_online(ev_slot, ev_yold, ev_ynew, ev_idx, tree, size, ys, ids, xs, n, 
     R = np.empty(k + 1, np.int64)
     gb = np.empty((3 * k + 4, 4))
     scratch = np.empty((3, 4))
+    lq = np.array([np.inf, -np.inf, np.inf, -np.inf, -1.0])     # the local copy of points (``cap``)
+    lpt = np.empty((2, cap))
     drop = np.zeros(n + 1, np.bool_)
     for j in range(ev_slot.shape[0]):
         p = ev_slot[j]
@@ -397,7 +421,7 @@ def paint_online(ev_slot, ev_yold, ev_ynew, ev_idx, tree, size, ys, ids, xs, n, 
             cnt[C_FIRST_K] += 2
             ng = tile(p, xs, n, k, L, a, R, b, True, L, 0, R, 0, L, 0, R, 0, False, gb)
             mf, mi, nm = emit(gb, ng, c, sparse, obj, yn, ev_idx[j], NEW, mf, mi, nm,
-                              pbox, pstart, pend, plo, phi, leaves, cnt, scratch)
+                              pbox, pstart, pend, plo, phi, leaves, lq, lpt, cnt, scratch)
         else:                                       # rank-lowering: IR_old(i), then the sweep
             a = first_k(tree, size, ys, ids, p, yo, obj, p, k, True, L)
             b = first_k(tree, size, ys, ids, p, yo, obj, p, k, False, R)
@@ -405,15 +429,16 @@ def paint_online(ev_slot, ev_yold, ev_ynew, ev_idx, tree, size, ys, ids, xs, n, 
             set_value(tree, size, ys, ids, p, yn)
             ng = tile(p, xs, n, k, L, a, R, b, True, L, 0, R, 0, L, 0, R, 0, False, gb)
             mf, mi, nm = emit(gb, ng, c, sparse, obj, yn, ev_idx[j], NEW, mf, mi, nm,
-                              pbox, pstart, pend, plo, phi, leaves, cnt, scratch)
+                              pbox, pstart, pend, plo, phi, leaves, lq, lpt, cnt, scratch)
             mf, mi, nm = sweep(p, obj, yn, ev_idx[j], tree, size, ys, ids, xs, n, k, L, a, R, b, c, sparse,
-                               drop, mf, mi, nm, pbox, pstart, pend, plo, phi, leaves, cnt, gb, scratch)
+                               drop, mf, mi, nm, pbox, pstart, pend, plo, phi, leaves, lq, lpt, cnt, gb,
+                               scratch)
     return mf[:nm], mi[:nm]
 
 
 @numba.njit(cache=True)
 def paint_batch(dn_slot, dn_ynew, dn_idx, up_slot, up_yold, up_ynew, up_idx, tree, size, ys, ids, xs, n,
-                k, c, sparse, pbox, pstart, pend, plo, phi, leaves, cnt):
+                k, c, sparse, pbox, pstart, pend, plo, phi, leaves, cnt, cap):
     """Paint-Batch (paper IV-A) over coalesced updates (one per slot): ``dn_*`` lower a value
     (E-down), ``up_*`` raise it (E-up), the latter sorted by descending new value (y, id,
     slot). Steps: E-down applied silently; each E-up update painted in order with the sweep's
@@ -432,6 +457,8 @@ def paint_batch(dn_slot, dn_ynew, dn_idx, up_slot, up_yold, up_ynew, up_idx, tre
     RB = np.empty(k + 1, np.int64)
     gb = np.empty((3 * k + 4, 4))
     scratch = np.empty((3, 4))
+    lq = np.array([np.inf, -np.inf, np.inf, -np.inf, -1.0])     # the local copy of points (``cap``)
+    lpt = np.empty((2, cap))
     ys0 = ys.copy()                       # T before the call
     tree0 = tree.copy()
     ysf = ys.copy()                       # T after the call
@@ -464,14 +491,14 @@ def paint_batch(dn_slot, dn_ynew, dn_idx, up_slot, up_yold, up_ynew, up_idx, tre
         cnt[C_FIRST_K] += 6 if use_f else 4
         ng = tile(p, xs, n, k, LF, aF, RF, bF, use_f, LA, aA, RA, bA, LB, aB, RB, bB, True, gb)
         mf, mi, nm = emit(gb, ng, c, sparse, obj, yn, up_idx[j], NEW, mf, mi, nm,
-                          pbox, pstart, pend, plo, phi, leaves, cnt, scratch)
+                          pbox, pstart, pend, plo, phi, leaves, lq, lpt, cnt, scratch)
         a = first_k(tree, size, ys, ids, p, yo, obj, p, k, True, LA)
         b = first_k(tree, size, ys, ids, p, yo, obj, p, k, False, RA)
         cnt[C_FIRST_K] += 2
         set_value(tree, size, ys, ids, p, yn)
         drop[p] = False
         mf, mi, nm = sweep(p, obj, yn, up_idx[j], tree, size, ys, ids, xs, n, k, LA, a, RA, b, c, sparse,
-                           drop, mf, mi, nm, pbox, pstart, pend, plo, phi, leaves, cnt, gb, scratch)
+                           drop, mf, mi, nm, pbox, pstart, pend, plo, phi, leaves, lq, lpt, cnt, gb, scratch)
     for j in range(dn_slot.shape[0]):     # step 4: E-down on the final state
         p = dn_slot[j]
         yn = dn_ynew[j]
@@ -481,5 +508,5 @@ def paint_batch(dn_slot, dn_ynew, dn_idx, up_slot, up_yold, up_ynew, up_idx, tre
         cnt[C_FIRST_K] += 2
         ng = tile(p, xs, n, k, LF, a, RF, b, True, LF, 0, RF, 0, LF, 0, RF, 0, False, gb)
         mf, mi, nm = emit(gb, ng, c, sparse, obj, yn, dn_idx[j], NEW, mf, mi, nm,
-                          pbox, pstart, pend, plo, phi, leaves, cnt, scratch)
+                          pbox, pstart, pend, plo, phi, leaves, lq, lpt, cnt, scratch)
     return mf[:nm], mi[:nm]

@@ -15,7 +15,8 @@ from __future__ import annotations
 import numba
 import numpy as np
 
-__all__ = ["PointIndex", "snap", "extreme", "any_in_box_outside", "build_kd", "count_in_boxes", "receipts"]
+__all__ = ["PointIndex", "snap", "extreme", "any_in_box_outside", "build_kd", "count_in_boxes", "receipts",
+           "localize", "snap_at", "extreme_at", "any_outside_at", "local_copy"]
 
 LEAF_SIZE = 32
 
@@ -197,6 +198,120 @@ def any_in_box_outside(box, start, end, lo, hi, leaves, m, g, s):
         stack[sp + 1] = 2 * v + 1
         sp += 2
     return False
+
+
+# --------------------------------------------------------------------------- local copies
+# Paint-Sparse asks tens of snaps, extremes and emptiness tests per update, all inside the
+# box of the update's influence region, which at 1M subscriptions mostly holds a few dozen
+# points. A *local copy* keeps the points of one box Q (``lq[:4]``; ``lq[4]``: how many, -1 when
+# more than the copy holds) in ``lpt`` (float64[2, cap]: lo, hi); a query whose box lies inside
+# Q scans them (branch-free, vectorised) instead of walking the tree from the root; any other
+# goes to the tree. Both give the same answers; the copy only moves where they are computed.
+
+
+@numba.njit(cache=True)
+def localize(box, start, end, lo, hi, leaves, q0, q1, q2, q3, lq, lpt):
+    """Make the local copy hold the points of Q = [q0, q1] x [q2, q3], unless it already
+    covers Q (a copy of a larger box answers for Q as well) or Q lies inside a box known to
+    hold too many. A walk that finds more than ``lpt.shape[1]`` points stops there."""
+    if lq[0] <= q0 and q1 <= lq[1] and lq[2] <= q2 and q3 <= lq[3]:
+        return
+    lq[0] = q0
+    lq[1] = q1
+    lq[2] = q2
+    lq[3] = q3
+    cap = lpt.shape[1]
+    c = 0
+    stack = np.empty(64, np.int64)
+    sp = 1
+    stack[0] = 1
+    while sp > 0:
+        sp -= 1
+        v = stack[sp]
+        if _disjoint(box, v, q0, q1, q2, q3):
+            continue
+        inside = _inside(box, v, q0, q1, q2, q3)
+        if inside or v >= leaves:
+            for t in range(start[v], end[v]):
+                if inside or (q0 <= lo[t] <= q1 and q2 <= hi[t] <= q3):
+                    if c == cap:
+                        lq[4] = -1
+                        return
+                    lpt[0, c] = lo[t]
+                    lpt[1, c] = hi[t]
+                    c += 1
+            continue
+        stack[sp] = 2 * v
+        stack[sp + 1] = 2 * v + 1
+        sp += 2
+    lq[4] = c
+
+
+@numba.njit(cache=True, inline="always")
+def _local(lq, a0, a1, b0, b1):
+    """Whether the local copy answers for the box [a0, a1] x [b0, b1]."""
+    return lq[4] >= 0 and lq[0] <= a0 and a1 <= lq[1] and lq[2] <= b0 and b1 <= lq[3]
+
+
+@numba.njit(cache=True)
+def snap_at(box, start, end, lo, hi, leaves, lq, lpt, a0, a1, b0, b1, out):
+    """:func:`snap`, from the local copy when it covers the box."""
+    if not _local(lq, a0, a1, b0, b1):
+        return snap(box, start, end, lo, hi, leaves, a0, a1, b0, b1, out)
+    l0 = np.inf
+    l1 = -np.inf
+    h0 = np.inf
+    h1 = -np.inf
+    for t in range(int(lq[4])):
+        x = lpt[0, t]
+        y = lpt[1, t]
+        ok = (a0 <= x) & (x <= a1) & (b0 <= y) & (y <= b1)
+        l0 = min(l0, x if ok else np.inf)
+        l1 = max(l1, x if ok else -np.inf)
+        h0 = min(h0, y if ok else np.inf)
+        h1 = max(h1, y if ok else -np.inf)
+    out[0] = l0
+    out[1] = l1
+    out[2] = h0
+    out[3] = h1
+    return l0 <= l1
+
+
+@numba.njit(cache=True)
+def extreme_at(box, start, end, lo, hi, leaves, lq, lpt, a0, a1, b0, b1, col, best):
+    """:func:`extreme`, from the local copy when it covers the box."""
+    if a0 > a1 or b0 > b1:
+        return best
+    if not _local(lq, a0, a1, b0, b1):
+        return extreme(box, start, end, lo, hi, leaves, a0, a1, b0, b1, col, best)
+    for t in range(int(lq[4])):
+        x = lpt[0, t]
+        y = lpt[1, t]
+        ok = (a0 <= x) & (x <= a1) & (b0 <= y) & (y <= b1)
+        best = min(best, (x if col == 0 else -y) if ok else np.inf)
+    return best
+
+
+@numba.njit(cache=True)
+def any_outside_at(box, start, end, lo, hi, leaves, lq, lpt, m, g, s):
+    """:func:`any_in_box_outside`, from the local copy when it covers ``m``."""
+    if not _local(lq, m[0], m[1], m[2], m[3]):
+        return any_in_box_outside(box, start, end, lo, hi, leaves, m, g, s)
+    found = False
+    for t in range(int(lq[4])):
+        x = lpt[0, t]
+        y = lpt[1, t]
+        in_m = (m[0] <= x) & (x <= m[1]) & (m[2] <= y) & (y <= m[3])
+        in_g = (g[0] <= x) & (x <= g[1]) & (g[2] <= y) & (y <= g[3])
+        in_s = (s[0] <= x) & (x <= s[1]) & (s[2] <= y) & (y <= s[3])
+        found |= in_m & ~in_g & ~in_s
+    return found
+
+
+def local_copy(cap: int) -> tuple[np.ndarray, np.ndarray]:
+    """An empty local copy (``lq``, ``lpt``) of ``cap`` points: it covers nothing."""
+    lq = np.array([np.inf, -np.inf, np.inf, -np.inf, -1.0])
+    return lq, np.empty((2, cap))
 
 
 class PointIndex:

@@ -24,7 +24,8 @@ from .objects import ObjectTable
 from .paint import COUNTER_NAMES, MF, MI, N_COUNTERS, UNICAST, paint_batch, paint_online, run_length
 from .points import PointIndex
 
-__all__ = ["RangeServer", "Messages", "METHODS", "MODES", "PAINT_BYTES", "UNICAST_BYTES"]
+__all__ = ["RangeServer", "Messages", "METHODS", "MODES", "PAINT_BYTES", "UNICAST_BYTES", "PAPER_PAINT_BYTES",
+           "PAPER_UNICAST_BYTES"]
 
 METHODS = ("paint-dense", "paint-sparse", "unicast")
 MODES = ("online", "coalesce", "batch")
@@ -32,6 +33,19 @@ MODES = ("online", "coalesce", "batch")
 # a subscription id + object id + y
 PAINT_BYTES = 48
 UNICAST_BYTES = 24
+# the paper's sizes (Section V), 4 bytes per field, read off its figures: a Paint message
+# Msg(l_I, r_I, l_O, r_O, x, y) is 24 bytes (Paint-Dense's 3,501 bytes per event at m = 5M,
+# k = 20 is 24 x 146 messages; the bench's Paint-Dense sends 138-148 per event at k = 20,
+# n = 10k), a Unicast one 16 (a subscription id and an object: its mean, 316,158 bytes, is
+# 16 x 19,760 = 16 x 2.5 x Table I's 7,904 receipts at m = 2M; its maximum, 39,998,000 bytes,
+# is 16 x 2,499,875, about the m / 2 subscriptions around the middle x: there the paper seems
+# to count one message per affected subscription, where this Unicast sends one that loses the
+# object two, its new value and the replacement)
+PAPER_PAINT_BYTES = 24
+PAPER_UNICAST_BYTES = 16
+# Paint-Sparse's queries around an update go to a local copy of the points there when they
+# are at most this many (:func:`~.points.localize`)
+LOCAL_CAP = 128
 
 
 @dataclass
@@ -98,6 +112,9 @@ class RangeServer:
         self.points: PointIndex | None = None
         self.counters = np.zeros(N_COUNTERS, np.int64)
         self.seconds = 0.0
+        # Paint-Sparse's queries around an update are answered from a copy of the points there
+        # when they are at most this many (:func:`~.points.localize`); 0: always the k-d tree
+        self.local_cap = LOCAL_CAP
 
     @property
     def run(self) -> int:
@@ -179,10 +196,11 @@ class RangeServer:
             d = np.flatnonzero(dn)
             mf, mi = paint_batch(slot[d], yn[d], idx[d], slot[u], yo[u], yn[u], idx[u], o.tree, o.size, o.ys,
                                  o.ids, o.xs, o.n, self.k, self.run, sparse, pts.box, pts.start, pts.end,
-                                 pts.lo, pts.hi, pts.leaves, cnt)
+                                 pts.lo, pts.hi, pts.leaves, cnt, self.local_cap)
         else:
             mf, mi = paint_online(slot, yo, yn, idx, o.tree, o.size, o.ys, o.ids, o.xs, o.n, self.k, self.run,
-                                  sparse, pts.box, pts.start, pts.end, pts.lo, pts.hi, pts.leaves, cnt)
+                                  sparse, pts.box, pts.start, pts.end, pts.lo, pts.hi, pts.leaves, cnt,
+                                  self.local_cap)
         self._commit_slots(slot, yn)
         self.counters += cnt
         self.seconds += time.perf_counter() - t0

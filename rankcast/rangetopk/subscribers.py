@@ -10,10 +10,12 @@ unicast message: the one subscription it names). Each applies, in message order:
 lists ordered by (y, id). Ordering (footnote 6) is the server's: an object's new value comes
 before the replacement it makes room for. The store keeps the rows in the order of its k-d
 tree (:class:`~.points.PointIndex`), so that a box's subscriptions are contiguous runs of
-leaves. A batch is delivered row-major: the (leaf, message) pairs are found and grouped by
-leaf, then each leaf's rows get their messages in batch order while they are in cache, so the
-lists are streamed once per call whatever the number of receipts; a leaf's lists are copied
-before and compared after, which gives exactly the subscriptions whose top-k (ids, order or a
+leaves, and keeps each leaf's lists together, column-wise (a block: entry c of every row of
+the leaf, then entry c + 1, ...). A batch is delivered leaf after leaf: the (leaf, message)
+pairs are found and grouped by leaf, then each leaf's block gets its messages in batch order,
+each applied to all the rows it reaches at once, in place, while the block is in cache, so the
+lists are streamed once per call whatever the number of receipts; a copy of the block taken
+before is compared after, which gives exactly the subscriptions whose top-k (ids, order or a
 listed y) differs after the call.
 """
 from __future__ import annotations
@@ -25,7 +27,8 @@ from .._arrays import grown
 from ..indexing.idmap import IdMap, _get
 from .points import PointIndex
 
-__all__ = ["SubscriberStore", "apply_protocol", "leaf_pairs", "by_leaf", "apply_leaves", "take_changed"]
+__all__ = ["SubscriberStore", "apply_protocol", "leaf_pairs", "by_leaf", "apply_leaves", "take_changed", "to_blocks",
+           "from_blocks"]
 
 
 @numba.njit(cache=True, inline="always")
@@ -144,13 +147,15 @@ def by_leaf(p_leaf, p_code, leaves):
 
 
 @numba.njit(cache=True, inline="always")
-def _apply_block(ly, lid, ny, nid, nrow, k, obj, y, take, pos, rank):
-    """:func:`apply_protocol` on the rows ``t < nrow`` of a block with ``take[t]``, all at once.
-    The block holds lists column-wise (``ly[c, t]``, ``lid[c, t]``: entry c of row t), padded
-    with y = +inf to k entries; the new lists go to ``ny``, ``nid``. The protocol is the k
-    lowest of (list without ``obj``) plus ``(y, obj)`` (a +inf value only pads: a delete), so
-    each new entry c is the new object or old entry c - 1, c or c + 1: every step is one
-    branch-free pass over the rows, which the compiler vectorises."""
+def _apply_block(ly, lid, nrow, k, obj, y, take, pos, rank, py, pid):
+    """:func:`apply_protocol` on the rows ``t < nrow`` of a block with ``take[t]``, all at once,
+    in place. The block holds lists column-wise (``ly[c, t]``, ``lid[c, t]``: entry c of row
+    t), padded with y = +inf to k entries. The protocol is the k lowest of (list without
+    ``obj``) plus ``(y, obj)`` (a +inf value only pads: a delete), so each new entry c is the
+    new object or old entry c - 1, c or c + 1, and entries before both obj's old entry and its
+    new rank stay: every step is one branch-free pass over the rows (vectorised by the
+    compiler), from the first column that changes in a taking row (``py``, ``pid``: the old
+    entry c - 1 of each row, kept while column c - 1 is overwritten)."""
     for t in range(nrow):
         pos[t] = k
         rank[t] = 0
@@ -162,59 +167,72 @@ def _apply_block(ly, lid, ny, nid, nrow, k, obj, y, take, pos, rank):
             pos[t] = c if hit else pos[t]
             before = (yc < y) | ((yc == y) & (dc < obj))
             rank[t] += before & ~hit
-    for c in range(k):
-        cm = max(c - 1, 0)
+    first = k
+    for t in range(nrow):
+        first = min(first, min(pos[t], rank[t]) if take[t] else k)
+    if first > 0:
+        for t in range(nrow):
+            py[t] = ly[first - 1, t]
+            pid[t] = lid[first - 1, t]
+    for c in range(first, k):
         cp = min(c + 1, k - 1)
         for t in range(nrow):
             i = c - (c >= rank[t])
             src = i + (i >= pos[t])             # entry i of the list without obj
-            y_m = ly[cm, t]
+            y_m = py[t]
             y_0 = ly[c, t]
             y_p = ly[cp, t]
-            d_m = lid[cm, t]
+            d_m = pid[t]
             d_0 = lid[c, t]
             d_p = lid[cp, t]
             oy = y_m if src < c else (y_0 if src == c else (y_p if src < k else np.inf))
             oid = d_m if src < c else (d_0 if src == c else d_p)
             new = c == rank[t]
             vy = y if new else oy
-            vid = obj if new else oid
-            ny[c, t] = vy if take[t] else y_0
-            nid[c, t] = vid if take[t] else d_0
+            vid = (obj if new else oid) if vy < np.inf else 0      # the (+inf, 0) pad
+            py[t] = y_0
+            pid[t] = d_0
+            ly[c, t] = vy if take[t] else y_0
+            lid[c, t] = vid if take[t] else d_0
 
 
 @numba.njit(cache=True)
-def apply_leaves(mf, mi, rows, off, codes, start, end, lo, hi, leaves, topn, topid, topy, k, recv,
-                 changed, trace):
-    """Step 3: every leaf's messages applied to its rows, leaf after leaf (the lists are read
-    and written once, in storage order; a row sees its messages in batch order). A leaf's lists
-    are copied into a padded column-wise block, each message applied to all its rows at once
-    (:func:`_apply_block`), and the rows whose list differs (ids, order or a y) written back
-    with ``changed[t]`` set. ``recv[m]`` counts message ``m``'s receipts. Returns how many rows
-    changed and, with ``trace``, every (row, message) receipt."""
+def apply_leaves(mf, mi, rows, off, codes, start, end, lo, hi, leaves, topn, by, bid, k, recv, changed, trace):
+    """Step 3: every leaf's messages applied to its rows, leaf after leaf (a row sees its
+    messages in batch order). A leaf's lists are its block (``by[j]``, ``bid[j]``: entry c of
+    its row t at ``[c, t]``, see :class:`SubscriberStore`): each message is applied to all its
+    rows at once, in place (:func:`_apply_block`), and the rows whose list then differs from a
+    copy taken before (ids, order or a y) get ``changed`` set and their ``topn``. ``recv[m]``
+    counts message ``m``'s receipts. Returns how many rows changed and, with ``trace``, every
+    (row, message) receipt."""
     cap = 1024 if trace else 0
     tr = np.empty((cap, 2), np.int64)
     ntr = 0
-    size = 1
-    for v in range(leaves, 2 * leaves):
-        size = max(size, end[v] - start[v])
-    ly = np.empty((k, size))
-    lid = np.empty((k, size), np.int64)
-    ny = np.empty((k, size))
-    nid = np.empty((k, size), np.int64)
+    size = by.shape[2]
+    oy = np.empty((k, size))
+    oid = np.empty((k, size), np.int64)
     take = np.zeros(size, np.bool_)
     pos = np.empty(size, np.int64)
     rank = np.empty(size, np.int64)
+    py = np.empty(size)
+    pid = np.empty(size, np.int64)
+    diff = np.empty(size, np.bool_)
+    cnt = np.empty(size, np.int64)
     nchanged = 0
     for j in range(leaves):
         if off[j] == off[j + 1]:
             continue
         a = start[leaves + j]
         nrow = end[leaves + j] - a
-        for t in range(nrow):                   # lists are padded with (+inf, 0) (the store's
-            for c in range(k):                  # invariant): a plain transposed copy
-                ly[c, t] = topy[a + t, c]
-                lid[c, t] = topid[a + t, c]
+        nvec = (nrow + 7) // 8 * 8              # whole vectors: rows past the leaf's end are
+        ly = by[j]                              # (+inf, 0) pads that never take a message
+        lid = bid[j]
+        for t in range(nrow, nvec):
+            take[t] = False
+        for c in range(k):
+            for t in range(nvec):
+                oy[c, t] = ly[c, t]
+                oid[c, t] = lid[c, t]
         for e in range(off[j], off[j + 1]):
             m = codes[e] >> 2
             mode = codes[e] & 3
@@ -240,9 +258,7 @@ def apply_leaves(mf, mi, rows, off, codes, start, end, lo, hi, leaves, topn, top
             if got == 0:
                 continue
             recv[m] += got
-            _apply_block(ly, lid, ny, nid, nrow, k, mi[m, 0], mf[m, 4], take, pos, rank)
-            ly, ny = ny, ly
-            lid, nid = nid, lid
+            _apply_block(ly, lid, nvec, k, mi[m, 0], mf[m, 4], take, pos, rank, py, pid)
             if trace:
                 for t in range(nrow):
                     if take[t]:
@@ -253,24 +269,53 @@ def apply_leaves(mf, mi, rows, off, codes, start, end, lo, hi, leaves, topn, top
                         tr[ntr, 0] = a + t
                         tr[ntr, 1] = m
                         ntr += 1
-        for t in range(nrow):                   # padded lists: equal lists iff equal rows
-            diff = False
-            n = 0
-            for c in range(k):
+        for t in range(nvec):                   # lists padded with (+inf, 0): equal lists iff
+            diff[t] = False                     # equal columns
+            cnt[t] = 0
+        for c in range(k):
+            for t in range(nvec):
                 yc = ly[c, t]
-                fin = yc < np.inf
-                n += fin
-                dc = lid[c, t] if fin else 0
-                diff |= (topid[a + t, c] != dc) | (topy[a + t, c] != yc)
-            if diff:
-                topn[a + t] = n
-                for c in range(k):
-                    yc = ly[c, t]
-                    topy[a + t, c] = yc
-                    topid[a + t, c] = lid[c, t] if yc < np.inf else 0
+                diff[t] |= (yc != oy[c, t]) | (lid[c, t] != oid[c, t])
+                cnt[t] += yc < np.inf
+        for t in range(nrow):
+            if diff[t]:
+                topn[a + t] = cnt[t]
                 changed[a + t] = True
                 nchanged += 1
     return nchanged, tr[:ntr]
+
+
+@numba.njit(cache=True)
+def to_blocks(start, end, leaves, topid, topy, width):
+    """Row-major lists (rows in tree order, padded with (+inf, 0)) as leaf blocks: float64 and
+    int64 ``[leaves, k, width]``, entry c of leaf j's row t at ``[j, c, t]``."""
+    k = topy.shape[1]
+    by = np.full((leaves, k, width), np.inf)
+    bid = np.zeros((leaves, k, width), np.int64)
+    for j in range(leaves):
+        a = start[leaves + j]
+        for t in range(end[leaves + j] - a):
+            for c in range(k):
+                by[j, c, t] = topy[a + t, c]
+                bid[j, c, t] = topid[a + t, c]
+    return by, bid
+
+
+@numba.njit(cache=True)
+def from_blocks(start, leaf_of, leaves, by, bid, rows):
+    """The lists of ``rows`` (tree order) read from the leaf blocks: (ids int64[len, k],
+    y float64[len, k]), padded with (+inf, 0)."""
+    k = by.shape[1]
+    ids = np.empty((rows.shape[0], k), np.int64)
+    ys = np.empty((rows.shape[0], k))
+    for i in range(rows.shape[0]):
+        r = rows[i]
+        j = leaf_of[r]
+        t = r - start[leaves + j]
+        for c in range(k):
+            ys[i, c] = by[j, c, t]
+            ids[i, c] = bid[j, c, t]
+    return ids, ys
 
 
 @numba.njit(cache=True)
@@ -287,7 +332,10 @@ def take_changed(by_sid, changed, count):
 
 
 class SubscriberStore:
-    """Subscriptions (id, lo, hi) and their top-k lists, rows in k-d tree order."""
+    """Subscriptions (id, lo, hi) and their top-k lists, rows in k-d tree order. The lists are
+    kept per leaf of the tree, column-wise (``by``, ``bid``: ``[leaf, entry, row in leaf]``,
+    ``width`` rows a leaf, a multiple of 8), so that delivery applies a message to a leaf's
+    lists in place, a vector of rows at a time; entries past a list's end are (+inf, 0)."""
 
     def __init__(self, k: int, leaf_size: int = 32):
         self.k = k
@@ -297,15 +345,19 @@ class SubscriberStore:
                   np.zeros((0, k), np.int64), np.zeros((0, k)))
 
     def _set(self, sid, lo, hi, topn, topid, topy) -> None:
-        self.points = PointIndex(lo, hi, sid, self.leaf_size)
-        o = self.points.order
-        self.sid = self.points.key
+        self.points = p = PointIndex(lo, hi, sid, self.leaf_size)
+        o = p.order
+        self.sid = p.key
         self.topn = np.ascontiguousarray(topn[o], np.int64)
-        self.topid = np.array(topid[o], np.int64, order="C")
-        self.topy = np.array(topy[o], np.float64, order="C")
-        pad = np.arange(self.k)[None, :] >= self.topn[:, None]   # invariant: entries past a list's
-        self.topid[pad] = 0                                         # end are (+inf, 0), which lets
-        self.topy[pad] = np.inf                                     # delivery copy rows blindly
+        topid = np.array(topid[o], np.int64, order="C")
+        topy = np.array(topy[o], np.float64, order="C")
+        pad = np.arange(self.k)[None, :] >= self.topn[:, None]   # invariant: entries past a
+        topid[pad] = 0                                              # list's end are (+inf, 0)
+        topy[pad] = np.inf
+        sizes = p.end[p.leaves:] - p.start[p.leaves:]
+        self.width = max(8, (int(sizes.max(initial=0)) + 7) // 8 * 8)
+        self.leaf_of = np.repeat(np.arange(p.leaves, dtype=np.int64), sizes)
+        self.by, self.bid = to_blocks(p.start, p.end, p.leaves, topid, topy, self.width)
         self.by_sid = np.argsort(self.sid, kind="stable")      # rows by subscription id
         self.changed = np.zeros(len(o), np.bool_)
         self.row_of = IdMap(2 * len(o) + 16)
@@ -323,9 +375,25 @@ class SubscriberStore:
     def hi(self) -> np.ndarray:
         return self.points.hi
 
+    def lists(self, rows: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """The lists of ``rows``: (ids int64[len, k], y float64[len, k]), padded with (+inf, 0)."""
+        p = self.points
+        return from_blocks(p.start, self.leaf_of, p.leaves, self.by, self.bid,
+                           np.ascontiguousarray(rows, np.int64))
+
+    @property
+    def topid(self) -> np.ndarray:
+        """Every row's list ids, row-major (a copy)."""
+        return self.lists(np.arange(len(self.sid)))[0]
+
+    @property
+    def topy(self) -> np.ndarray:
+        """Every row's list values, row-major (a copy)."""
+        return self.lists(np.arange(len(self.sid)))[1]
+
     @property
     def nbytes(self) -> int:
-        return (self.points.nbytes + self.topn.nbytes + self.topid.nbytes + self.topy.nbytes
+        return (self.points.nbytes + self.topn.nbytes + self.by.nbytes + self.bid.nbytes + self.leaf_of.nbytes
                 + self.by_sid.nbytes + self.changed.nbytes + self.row_of.keys.nbytes * 2
                 + self.row_of.state.nbytes)
 
@@ -339,25 +407,28 @@ class SubscriberStore:
 
     def add(self, sid, lo, hi, topid, topy, topn) -> None:
         """New subscriptions with their initial top-k lists (rows rebuilt in tree order)."""
+        ids, ys = self.lists(np.arange(len(self.sid)))
         self._set(np.concatenate([self.sid, sid]), np.concatenate([self.lo, lo]),
                   np.concatenate([self.hi, hi]), np.concatenate([self.topn, topn]),
-                  np.concatenate([self.topid, topid]), np.concatenate([self.topy, topy]))
+                  np.concatenate([ids, topid]), np.concatenate([ys, topy]))
 
     def remove(self, sub_ids: np.ndarray) -> None:
         keep = np.ones(len(self.sid), bool)
         keep[self.rows(sub_ids)] = False
-        self._set(self.sid[keep], self.lo[keep], self.hi[keep], self.topn[keep], self.topid[keep], self.topy[keep])
+        ids, ys = self.lists(np.flatnonzero(keep))
+        self._set(self.sid[keep], self.lo[keep], self.hi[keep], self.topn[keep], ids, ys)
 
     def topk(self, row: int) -> list[tuple[int, float]]:
         n = int(self.topn[row])
-        return list(zip(self.topid[row, :n].tolist(), self.topy[row, :n].tolist()))
+        ids, ys = self.lists(np.array([row]))
+        return list(zip(ids[0, :n].tolist(), ys[0, :n].tolist()))
 
     def deliver(self, mf: np.ndarray, mi: np.ndarray, trace: bool = False):
         """Apply a call's messages, each row's in batch order; returns (rows whose list changed,
         by subscription id; receipts per message; with ``trace`` the (row, message) receipts in
         message order). Three kernels: the leaves each message reaches, those pairs grouped by
-        leaf, then leaf after leaf its messages applied to its rows (the lists are streamed
-        once, and a leaf's rows are in cache while its messages are applied)."""
+        leaf, then leaf after leaf its messages applied to its rows (a leaf's block is in cache
+        while its messages are applied)."""
         p = self.points
         uleaf = np.full(len(mi), -1, np.int64)
         rows = np.full(len(mi), -1, np.int64)
@@ -370,15 +441,16 @@ class SubscriberStore:
         p_leaf, p_code = leaf_pairs(mf, uleaf, p.box, p.leaves)
         off, codes = by_leaf(p_leaf, p_code, p.leaves)
         count, tr = apply_leaves(mf, np.ascontiguousarray(mi), rows, off, codes, p.start, p.end, p.lo, p.hi,
-                                 p.leaves, self.topn, self.topid, self.topy, self.k, recv, self.changed, trace)
+                                 p.leaves, self.topn, self.by, self.bid, self.k, recv, self.changed, trace)
         changed = take_changed(self.by_sid, self.changed, count)
         if trace:
             tr = tr[np.lexsort((tr[:, 0], tr[:, 1]))]
         return changed, recv, (tr if trace else None)
 
     def state(self) -> dict:
+        ids, ys = self.lists(np.arange(len(self.sid)))
         return {"sid": self.sid.copy(), "lo": self.lo.copy(), "hi": self.hi.copy(), "topn": self.topn.copy(),
-                "topid": self.topid.copy(), "topy": self.topy.copy()}
+                "topid": ids, "topy": ys}
 
     @classmethod
     def from_state(cls, st: dict, k: int, leaf_size: int = 32) -> "SubscriberStore":
