@@ -371,3 +371,30 @@ def test_bulk_load_streams_progress(in_flight):
     eng.subscribe(subs)
     assert cl.topk_many(range(n)) == {i: eng.topk(i) for i in range(n)}
     assert cl.load_subscriptions(subs.slice(0, 0), progress=False) == 0      # an empty table
+
+
+def test_latest_keeps_each_subscriptions_last_list():
+    """Deliveries joined at one position (and a flush over several): per subscription the
+    list of the last part that holds it, in the order of those last occurrences."""
+    from rankcast.actors.coordinator import _latest
+    rng = np.random.default_rng(5)
+    for _ in range(100):
+        outs, want = [], {}
+        for _part in range(int(rng.integers(1, 5))):
+            ids = rng.choice(30, int(rng.integers(0, 12)), replace=False).astype(np.int64)
+            lens = rng.integers(0, 4, len(ids))
+            off = np.concatenate([[0], np.cumsum(lens)]).astype(np.int64)
+            mids, scs = rng.integers(0, 999, off[-1]).astype(np.int64), rng.random(off[-1])
+            outs.append((ids, off, mids, scs))
+            for r, i in enumerate(ids.tolist()):
+                want.pop(i, None)           # re-inserted: its last occurrence decides the order
+                want[i] = (mids[off[r]:off[r + 1]].tolist(), scs[off[r]:off[r + 1]].tolist())
+        ids, off, mids, scs = _latest(outs)
+        got = {i: (mids[off[r]:off[r + 1]].tolist(), scs[off[r]:off[r + 1]].tolist())
+               for r, i in enumerate(ids.tolist())}
+        assert list(got) == sorted(want, key=lambda i: _last_position(outs, i)) and got == want
+
+
+def _last_position(outs, i):
+    pos = [(k, r) for k, o in enumerate(outs) for r, x in enumerate(o[0].tolist()) if x == i]
+    return pos[-1]

@@ -237,7 +237,7 @@ def test_keyword_partition_minimises_variance(sample):
     var_eq = keyword_variance(eq.costs(subs.offsets, subs.term_ids, msgs.offsets, msgs.term_ids))
     assert var_alg < 0.5 * var_eq
     # unseen terms are spread by id
-    assert km.parts(np.array([v, v + 1, v + 9])).tolist() == [v % 8, (v + 1) % 8, (v + 9) % 8]
+    assert km.parts(np.array([v, v + 1, v + 9]), np.zeros(3, np.int64)).tolist() == [v % 8, (v + 1) % 8, (v + 9) % 8]
 
 
 def test_estimate_kscores_matches_brute_force(sample):
@@ -259,3 +259,50 @@ def test_rows_of_and_bad_levels(sample):
         make_policy("spatial-first", 6, BOUNDS, MAX_DIST, options={"l1": 4})
     with pytest.raises(InvalidInput, match="policy"):
         make_policy("nope", 2, BOUNDS, MAX_DIST)
+
+
+def _with_hot_term(rng, batch, hot, share):
+    """``batch`` with term ``hot`` (the most frequent id) added to a ``share`` of its rows."""
+    off, terms, ws = [0], [], []
+    for i in range(len(batch)):
+        t, w = batch.row_terms(i)
+        if rng.random() < share and hot not in t:
+            t, w = np.append(t, hot), np.append(w, 0.3)
+        terms.append(t)
+        ws.append(w / np.sqrt((w * w).sum()) if len(w) else w)
+        off.append(off[-1] + len(t))
+    cat = lambda xs, dt: np.concatenate(xs).astype(dt)
+    fields = dict(vars(batch))
+    fields.update(offsets=np.array(off, np.int64), term_ids=cat(terms, np.int64), weights=cat(ws, np.float64))
+    return type(batch)(**fields)
+
+
+@pytest.mark.parametrize("name", ["keyword", "prefix", "spatial-first", "keyword-first"])
+def test_a_hot_keyword_gets_several_partitions(name):
+    """A keyword whose cost no one partition can carry (in most subscriptions and messages)
+    gets several partitions: its subscriptions are spread over them and its messages reach
+    every one, so a message sharing any term with s still meets a replica of s."""
+    rng = np.random.default_rng(11)
+    subs = _with_hot_term(rng, subs_batch(rng, 300), 60, 0.7)
+    msgs = _with_hot_term(rng, msgs_batch(rng, 400), 60, 0.7)
+    opts = {"l1": 2} if "-" in name else {}
+    pol = make_policy(name, 8, BOUNDS, MAX_DIST, window=200, options=opts).fit(subs, msgs)
+    kms = pol.kmaps if name == "spatial-first" else [pol.kmap]
+    for km in kms:
+        want = {"spatial-first": getattr(pol, "l2", 0), "keyword-first": getattr(pol, "l1", 0)}.get(name, 8)
+        assert km.n == want and np.all(km.copies >= 1)
+        assert np.all(np.diff(km.bounds) > 0), "ranges are not empty"
+    if name == "keyword":     # prefix fits on the loose prefixes, which often leave it out
+        hot = int(np.searchsorted(pol.kmap.bounds, 60, side="right") - 1)
+        assert pol.kmap.copies[hot] > 1, pol.kmap.copies
+        held = pol.kmap.parts(np.full(len(subs), 60), subs.ids)
+        assert len(np.unique(held)) == pol.kmap.copies[hot], "the hot keyword's subscriptions are spread"
+    rs = pol.route_subscriptions(subs, np.diff(subs.offsets))
+    rm = pol.route_messages(msgs)
+    _check_csr(rs, len(subs), 8)
+    _check_csr(rm, len(msgs), 8)
+    for i in range(len(subs)):
+        ps = set(rs.row(i).tolist())
+        for j in range(len(msgs)):
+            if _shares_term(subs, i, msgs, j):
+                assert ps & set(rm.row(j).tolist()), (i, j)

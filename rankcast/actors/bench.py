@@ -6,7 +6,12 @@ Three parts, JSON + PNG:
    communication cost (message tuples from distributors to partitions, per message) of every
    policy at ``partitions`` (32) subscription partitions. These counts do not depend on the
    transport, so the topology runs in-process (same roles, same protocol, direct calls).
-2. **scaling**: per-role CPU time measured in-process for 4..64 partitions, turned into the
+2. **scaling**: per-role CPU time measured in-process for 4..64 partitions (at
+   ``scale_subs`` subscriptions, 100k by default, against an engine of the same size: at
+   20k, 64 partitions hold about 300 subscriptions each and the per-step costs that do not
+   shrink with a partition decide the figure, where the paper's are at 1M-5M; ``--scale-subs
+   0`` runs it at ``--subs`` as before; load monitoring is off there, since the in-process
+   subscribe phase outlasts its period and a rebalance would land in the measured stream), turned into the
    projected throughput of a deployment with one core per role instance (the slowest
    instance of the slowest stage bounds the pipeline), and the projected speed-up over the
    single-process engine's CPU time on the same stream (the paper reports 26-49x at 32
@@ -44,6 +49,7 @@ PAPER = {
     "fig21_comm_reduction_vs_hash": 0.80,
     "speedup_over_skype": [26, 49],
 }
+SCALE_SUBS = 100_000    # subscriptions of the scaling part (see run_cluster_bench)
 ALL_POLICIES = ("hash", "location", "keyword", "prefix", "spatial-first", "keyword-first")
 
 
@@ -163,9 +169,11 @@ def _projected(busy: dict, messages: int) -> dict:
                                   if busy["partition"] and max(busy["partition"]) > 0 else 1.0)}
 
 
-def _inproc_cluster(work, cfg, policy, P, shards, distributors, batch_size, sample_rows, options=None):
+def _inproc_cluster(work, cfg, policy, P, shards, distributors, batch_size, sample_rows, options=None,
+                    monitor_every: float | None = None):
     import rankcast as rc
     opts = {"runtime": "inproc", **(options or {})}
+    more = {} if monitor_every is None else {"monitor_every": monitor_every}
     aggregators = int(opts.pop("aggregators", 1))
     if policy in ("spatial-first", "keyword-first") and "l1" not in opts:
         opts["l1"] = max(1, int(round(np.sqrt(P))) // 2 * 2) or 1
@@ -173,7 +181,7 @@ def _inproc_cluster(work, cfg, policy, P, shards, distributors, batch_size, samp
             opts["l1"] -= 1
     ccfg = rc.ClusterConfig(engine=cfg, policy=policy, partitions=P, window_shards=shards,
                             distributors=distributors, aggregators=aggregators, batch_size=batch_size,
-                            options=opts)
+                            options=opts, **more)
     sample = (_take(work.subs, 0, sample_rows), _take(work.msgs, 0, sample_rows))
     return rc.Cluster.start(ccfg, sample=sample, fresh=True)
 
@@ -183,9 +191,11 @@ def run_cluster_bench(dataset: str = "geonames", subs: int = 20_000, window: int
                       scale=(4, 8, 16, 32, 64), scale_policies=("location", "prefix"), batch: int = 1_000,
                       cluster_batch: int = 1_024, shards: int = 2, ray: bool = True,
                       address: str | None = None, seed: int = 0, out: str | None = "out/bench",
-                      progress=print, updates: str = "arrow") -> dict:
+                      progress=print, updates: str = "arrow", scale_subs: int | None = SCALE_SUBS,
+                      fit_sample: int = 5_000) -> dict:
     """Run the three parts (see the module docstring); returns the JSON-able result and
-    writes ``cluster.json`` / ``cluster.png`` under ``out``."""
+    writes ``cluster.json`` / ``cluster.png`` under ``out``. ``scale_subs``: subscriptions of
+    the scaling part (None: ``subs``); ``fit_sample``: rows of the policies' fitting sample."""
     import rankcast as rc
     from ..bench._common import build_workload
 
@@ -199,34 +209,19 @@ def run_cluster_bench(dataset: str = "geonames", subs: int = 20_000, window: int
 
     # load every kernel once (numba caches) so that no run pays for it
     small = build_workload(dataset, 600, 200, seed)
-    scfg = rc.EngineConfig(bounds=small.bounds, window=300, vocabulary=small.vocab)
-    for pol in ("hash", "prefix"):
-        _drive(_inproc_cluster(small, scfg, pol, 2, 2, 1, 64, 200), small, 300, 300, 100)
-    _drive(rc.Engine(scfg), small, 300, 300, 100, pipelined=False)
+    wcfg = rc.EngineConfig(bounds=small.bounds, window=300, vocabulary=small.vocab)
+    for pol, n in (("hash", 2), ("prefix", 2), ("keyword", 16)):   # 16: partitions a step misses
+        _drive(_inproc_cluster(small, wcfg, pol, n, 2, 1, 64, 200), small, 300, 300, 100)
+    _drive(rc.Engine(wcfg), small, 300, 300, 100, pipelined=False)
 
     # single-process engine: the reference throughput
-    eng = rc.Engine(cfg)
-    r = _drive(eng, work, window, messages, batch, pipelined=False)
-    e_proc = r["cpu_seconds"] - r["build_seconds"]
-    res["engine"] = {"throughput": r["throughput"], "seconds": r["seconds"], "cpu_seconds": r["cpu_seconds"],
-                     "update_objects_cpu_seconds": r["build_seconds"],
-                     "cpu_throughput": messages / r["cpu_seconds"],
-                     "processing_cpu_throughput": messages / e_proc, "updates": r["updates"]}
-    progress(f"engine: {r['throughput']:.0f} msg/s; per CPU second {messages / r['cpu_seconds']:.0f} "
-             f"({messages / e_proc:.0f} without building Update objects)")
-    rng = np.random.default_rng(seed)
-    check_ids = np.sort(rng.choice(work.subs.ids, size=min(300, len(work.subs)), replace=False)).tolist()
-    want = {i: eng.topk(i) for i in check_ids}
-    del eng
-
-    def same_topk(cl) -> bool:
-        return cl.topk_many(check_ids) == want
+    res["engine"], same_topk = _engine_reference(work, cfg, window, messages, batch, seed, progress)
 
     # 1. policies at `partitions`
     res["partitions"] = partitions
     res["policies"] = {}
     for pol in policies:
-        cl = _inproc_cluster(work, cfg, pol, partitions, shards, 1, cluster_batch, min(5000, subs))
+        cl = _inproc_cluster(work, cfg, pol, partitions, shards, 1, cluster_batch, min(fit_sample, subs))
         r = _drive(cl, work, window, messages, batch, pipelined=False)
         st = cl.stats()
         d = _delta(st, r["before"])
@@ -243,31 +238,49 @@ def run_cluster_bench(dataset: str = "geonames", subs: int = 20_000, window: int
         for pol, v in res["policies"].items():
             v["communication_vs_hash"] = 1.0 - v["communication_cost"] / h if h else 0.0
 
-    # 2. projected scale-out
+    # 2. projected scale-out, at `scale_subs` subscriptions against an engine of the same size
+    ssubs = scale_subs or subs
+    res["scaling_workload"] = {"subscriptions": ssubs, "fit_sample": min(fit_sample, ssubs),
+                               "monitor_every": 0.0}
+    if ssubs != subs and scale_policies and scale:
+        progress(f"scaling workload: {ssubs} subscriptions")
+        swork = build_workload(dataset, window + messages, ssubs, seed)
+        scfg = rc.EngineConfig(bounds=swork.bounds, window=window, vocabulary=swork.vocab)
+        res["scaling_engine"], s_same = _engine_reference(swork, scfg, window, messages, batch, seed, progress)
+    else:
+        swork, scfg, s_same = work, cfg, same_topk
+        res["scaling_engine"] = res["engine"]
+    s_eng = res["scaling_engine"]
     res["scaling"] = {}
     for pol in scale_policies:
         pts = res["scaling"][pol] = []
         for P in scale:
             S, D, A = max(shards, P // 4), max(1, P // 16), max(1, P // 8)
             pt = {"partitions": P, "window_shards": S, "distributors": D, "aggregators": A}
+
+            def start():
+                # load monitoring off: in process, the subscribe phase of a large run outlasts
+                # its period, and a rebalance would land inside the measured stream
+                return _inproc_cluster(swork, scfg, pol, P, S, D, cluster_batch, min(fit_sample, ssubs),
+                                       options={"aggregators": A}, monitor_every=0.0)
             # pipelined stream: the roles' own capacity, next to the engine's processing
-            cl = _inproc_cluster(work, cfg, pol, P, S, D, cluster_batch, min(5000, subs),
-                                 options={"aggregators": A})
-            r = _drive(cl, work, window, messages, batch)
+            cl = start()
+            r = _drive(cl, swork, window, messages, batch)
             pr = _projected(_delta(cl.stats(), r["before"])["busy"], messages)
-            pt.update(topk_equal_engine=same_topk(cl), projected_throughput=pr["throughput"],
-                      speedup_vs_engine=pr["throughput"] / res["engine"]["processing_cpu_throughput"],
+            pt.update(topk_equal_engine=s_same(cl), projected_throughput=pr["throughput"],
+                      speedup_vs_engine=pr["throughput"] / s_eng["processing_cpu_throughput"],
                       bottleneck=pr["bottleneck"], partition_balance=pr["partition_balance"],
                       stage_seconds=pr["stage_seconds"])
+            cl.shutdown()
             # per-call updates as the engine returns them, the caller's work (validation,
             # building Update objects) charged to the serial front stage
-            cl = _inproc_cluster(work, cfg, pol, P, S, D, cluster_batch, min(5000, subs),
-                                 options={"aggregators": A})
-            r = _drive(cl, work, window, messages, batch, pipelined=False)
+            cl = start()
+            r = _drive(cl, swork, window, messages, batch, pipelined=False)
             e2e = _projected(_client_share(r, _delta(cl.stats(), r["before"]), True), messages)
             pt["per_call"] = {"projected_throughput": e2e["throughput"], "bottleneck": e2e["bottleneck"],
-                              "speedup_vs_engine": e2e["throughput"] / res["engine"]["cpu_throughput"],
-                              "stage_seconds": e2e["stage_seconds"]}
+                              "speedup_vs_engine": e2e["throughput"] / s_eng["cpu_throughput"],
+                              "stage_seconds": e2e["stage_seconds"], "topk_equal_engine": s_same(cl)}
+            cl.shutdown()
             pts.append(pt)
             progress(f"{pol} x{P}: projected {pt['projected_throughput']:.0f} msg/s "
                      f"({pt['speedup_vs_engine']:.1f}x, bottleneck {pr['bottleneck']}); per call "
@@ -285,6 +298,28 @@ def run_cluster_bench(dataset: str = "geonames", subs: int = 20_000, window: int
         (outdir / "cluster.json").write_text(json.dumps(res, indent=2, default=float))
         _plot(res, outdir / "cluster.png")
     return res
+
+
+def _engine_reference(work, cfg, window, messages, batch, seed, progress):
+    """The single-process engine on ``work``: its figures, and a check that a cluster's
+    top-k equals the engine's for a sample of 300 subscriptions."""
+    import rankcast as rc
+    eng = rc.Engine(cfg)
+    r = _drive(eng, work, window, messages, batch, pipelined=False)
+    e_proc = r["cpu_seconds"] - r["build_seconds"]
+    out = {"subscriptions": len(work.subs), "throughput": r["throughput"], "seconds": r["seconds"],
+           "cpu_seconds": r["cpu_seconds"], "update_objects_cpu_seconds": r["build_seconds"],
+           "cpu_throughput": messages / r["cpu_seconds"],
+           "processing_cpu_throughput": messages / e_proc, "updates": r["updates"]}
+    progress(f"engine ({len(work.subs)} subscriptions): {r['throughput']:.0f} msg/s; per CPU second "
+             f"{messages / r['cpu_seconds']:.0f} ({messages / e_proc:.0f} without building Update objects)")
+    rng = np.random.default_rng(seed)
+    check_ids = np.sort(rng.choice(work.subs.ids, size=min(300, len(work.subs)), replace=False)).tolist()
+    want = {i: eng.topk(i) for i in check_ids}
+
+    def same_topk(cl) -> bool:
+        return cl.topk_many(check_ids) == want
+    return out, same_topk
 
 
 def _ray_overhead(work, cfg, window, messages, batch, cluster_batch, address, progress, same_topk,
@@ -339,6 +374,9 @@ def add_arguments(p) -> None:
     p.add_argument("--policies", nargs="*", default=list(ALL_POLICIES))
     p.add_argument("--scale", type=int, nargs="*", default=[4, 8, 16, 32, 64])
     p.add_argument("--scale-policies", nargs="*", default=["location", "prefix"])
+    p.add_argument("--scale-subs", type=int, default=SCALE_SUBS,
+                   help="subscriptions of the scaling part (0: --subs, the size before it had its own)")
+    p.add_argument("--fit-sample", type=int, default=5_000, help="rows of the policies' fitting sample")
     p.add_argument("--batch", type=int, default=1_000, help="messages per publish call")
     p.add_argument("--no-ray", action="store_true", help="skip the real Ray overhead runs")
     p.add_argument("--updates", default="arrow", choices=["objects", "arrow"],
@@ -354,7 +392,8 @@ def main(args) -> int:
                             policies=tuple(args.policies), scale=tuple(args.scale),
                             scale_policies=tuple(args.scale_policies), batch=args.batch,
                             ray=not args.no_ray, address=args.address, seed=args.seed, out=args.out,
-                            progress=lambda m: print(m, file=sys.stderr), updates=args.updates)
+                            progress=lambda m: print(m, file=sys.stderr), updates=args.updates,
+                            scale_subs=args.scale_subs or None, fit_sample=args.fit_sample)
     print(json.dumps(res, indent=2, default=float))
     return 0
 

@@ -122,24 +122,16 @@ def concat_updates(outs: list[tuple]) -> tuple:
 
 
 def _latest(outs: list[tuple]) -> tuple:
-    """Concatenate update arrays keeping, per subscription, the list of the last part."""
+    """Concatenate update arrays keeping, per subscription, the list of the last part (in
+    the order of those last occurrences)."""
     ids = np.concatenate([o[0] for o in outs])
-    lists = [(o[1], o[2], o[3]) for o in outs]
-    rows = [(k, r) for k, o in enumerate(outs) for r in range(len(o[0]))]
-    last = {}
-    for (k, r), i in zip(rows, ids.tolist()):
-        last[i] = (k, r)
-    keep = sorted(last.values())
-    off = [0]
-    mids, scs = [], []
-    for k, r in keep:
-        o, m, c = lists[k]
-        mids.append(m[o[r]:o[r + 1]])
-        scs.append(c[o[r]:o[r + 1]])
-        off.append(off[-1] + o[r + 1] - o[r])
-    return (np.array([outs[k][0][r] for k, r in keep], np.int64), np.array(off, np.int64),
-            np.concatenate(mids) if mids else np.zeros(0, np.int64),
-            np.concatenate(scs) if scs else np.zeros(0))
+    off = concat_offsets([o[1] for o in outs])
+    mids = np.concatenate([o[2] for o in outs])
+    scs = np.concatenate([o[3] for o in outs])
+    _, first_from_end = np.unique(ids[::-1], return_index=True)
+    keep = np.sort(len(ids) - 1 - first_from_end)
+    new_off, idx = runs(off[keep], off[keep + 1] - off[keep])
+    return ids[keep].astype(np.int64), new_off, mids[idx].astype(np.int64), scs[idx].astype(np.float64)
 
 
 MAX_RECOVERIES = 3      # deaths in a row one call survives before it gives up
@@ -1681,8 +1673,8 @@ class Coordinator(CoordinatorBase):
         # replicas may have seen messages that the new ones would not (and vice versa)
         from .policies import _take_prefix
         off, terms = _take_prefix(subs.offsets, subs.term_ids, plen)
-        moved_term = old.parts(terms) != self.policy.kmap.parts(terms)
         row = np.repeat(np.arange(len(subs)), np.diff(off))
+        moved_term = old.parts(terms, subs.ids[row]) != self.policy.kmap.parts(terms, subs.ids[row])
         affected = np.unique(row[moved_term])
         self.rt.get([d.set_policy.remote(self.policy) for d in self.dists])
         P = self.policy.n_partitions

@@ -103,6 +103,16 @@ def _dedupe_rows(offsets, parts):
     return out_off, out[:w]
 
 
+def _join_rows(csrs: list[tuple[np.ndarray, np.ndarray]], n_rows: int) -> tuple[np.ndarray, np.ndarray]:
+    """One CSR whose row ``i`` holds row ``i`` of every CSR of ``csrs`` (not deduplicated)."""
+    rows = np.concatenate([np.zeros(0, np.int64)] + [np.repeat(np.arange(n_rows, dtype=np.int64), np.diff(o))
+                                                    for o, _ in csrs])
+    parts = np.concatenate([np.zeros(0, np.int64)] + [p for _, p in csrs])
+    off = np.zeros(n_rows + 1, np.int64)
+    np.cumsum(np.bincount(rows, minlength=n_rows), out=off[1:])
+    return off, parts[np.argsort(rows, kind="stable")]
+
+
 @numba.njit(cache=True)
 def _take_prefix(offsets, term_ids, plen):
     """The first ``plen[i]`` terms of every row, as CSR (offsets, term ids)."""
@@ -391,62 +401,120 @@ def _row_min_max_in(offsets, terms, lo, hi):
 
 
 @numba.njit(cache=True)
-def _term_parts(terms, bounds, v_fit, n_parts, base):
-    """Partition of every term: its range in ``bounds`` below ``v_fit``, else id mod n."""
-    out = np.empty(terms.shape[0], np.int64)
-    for i in range(terms.shape[0]):
-        t = terms[i]
-        if t < v_fit:
-            out[i] = base + np.searchsorted(bounds, t, side="right") - 1
-        else:
-            out[i] = base + t % n_parts
-    return out
+def _keyword_route(offsets, terms, owners, bounds, copies, first, v_fit, n_parts, base):
+    """Partitions of every row of a CSR of terms (not yet sorted or deduplicated).
+
+    A term below ``v_fit`` lies in the range ``r`` of ``bounds``, which owns the ``copies[r]``
+    partitions from ``first[r]`` on; a term at or beyond ``v_fit`` owns ``id mod n_parts``.
+    ``owners`` int64[nnz] (a subscription's id per term): each term gives the one copy
+    ``owner mod copies[r]``; an empty ``owners`` (messages): every copy. Returns (offsets,
+    parts), int64[n + 1] and int64[...], each partition shifted by ``base``."""
+    n = offsets.shape[0] - 1
+    one = owners.shape[0] > 0
+    out_off = np.zeros(n + 1, np.int64)
+    for r in range(n):
+        c = 0
+        for i in range(offsets[r], offsets[r + 1]):
+            t = terms[i]
+            if t < v_fit and not one:
+                c += copies[np.searchsorted(bounds, t, side="right") - 1]
+            else:
+                c += 1
+        out_off[r + 1] = out_off[r] + c
+    out = np.empty(out_off[n], np.int64)
+    w = 0
+    for r in range(n):
+        for i in range(offsets[r], offsets[r + 1]):
+            t = terms[i]
+            if t >= v_fit:
+                out[w] = base + t % n_parts
+                w += 1
+                continue
+            g = np.searchsorted(bounds, t, side="right") - 1
+            if one:
+                out[w] = base + first[g] + owners[i] % copies[g]
+                w += 1
+            else:
+                for j in range(copies[g]):
+                    out[w] = base + first[g] + j
+                    w += 1
+    return out_off, out
 
 
 @dataclass
 class KeywordMap:
-    """Term -> partition: consecutive term-id ranges ``[bounds[i], bounds[i+1])`` (Algorithm 4)
-    for ids below ``v_fit``; ``id mod n`` beyond."""
+    """Term -> partitions: consecutive term-id ranges ``[bounds[i], bounds[i+1])`` (Algorithm 4)
+    for ids below ``v_fit``, range ``i`` owning ``copies[i]`` partitions (more than one only
+    for a single keyword whose cost no one partition can carry); ``id mod n`` beyond.
 
-    bounds: np.ndarray   # int64[n + 1], bounds[0] = 0, bounds[n] = v_fit
+    Exactness (the keyword argument): a message goes to every partition of each of its
+    terms, and a subscription to one partition of each of its routing terms (``id mod
+    copies``), so a message sharing a term with ``s`` meets a replica of ``s``."""
+
+    bounds: np.ndarray   # int64[R + 1], bounds[0] = 0, bounds[R] = v_fit
     v_fit: int
+    copies: np.ndarray | None = None   # int64[R]: partitions of each range (None: one each)
+
+    def __post_init__(self):
+        if self.copies is None:
+            self.copies = np.ones(len(self.bounds) - 1, np.int64)
+        self.copies = np.asarray(self.copies, np.int64)
+        self.first = np.concatenate([[0], np.cumsum(self.copies)[:-1]]).astype(np.int64)
 
     @property
     def n(self) -> int:
-        return len(self.bounds) - 1
+        return int(self.copies.sum())
 
-    def parts(self, term_ids: np.ndarray, base: int = 0) -> np.ndarray:
-        return _term_parts(np.asarray(term_ids, np.int64), self.bounds, self.v_fit, self.n, base)
+    def route(self, offsets, term_ids, owners=None, base: int = 0) -> tuple[np.ndarray, np.ndarray]:
+        """(offsets, parts) of every row, sorted and unique: ``owners`` (int64 per row, the
+        subscriptions' ids) gives a subscription's placement, None a message's partitions."""
+        offsets = np.asarray(offsets, np.int64)
+        own = (np.repeat(np.asarray(owners, np.int64), np.diff(offsets)) if owners is not None
+               else np.zeros(0, np.int64))
+        off, parts = _keyword_route(offsets, np.asarray(term_ids, np.int64), own, self.bounds,
+                                    self.copies, self.first, self.v_fit, self.n, base)
+        return _dedupe_rows(off, parts)
+
+    def parts(self, term_ids: np.ndarray, owners: np.ndarray) -> np.ndarray:
+        """The partition a subscription ``owners[i]`` is placed in for ``term_ids[i]``."""
+        term_ids = np.asarray(term_ids, np.int64)
+        off = np.arange(len(term_ids) + 1, dtype=np.int64)
+        return _keyword_route(off, term_ids, np.asarray(owners, np.int64), self.bounds, self.copies,
+                              self.first, self.v_fit, self.n, 0)[1]
 
     @staticmethod
     def build(n_parts: int, s_off, s_terms, m_off, m_terms, v_fit: int) -> "KeywordMap":
-        """Algorithm 4: recursive split of [0, v_fit) at the keyword minimising
-        |C(W1)/n1 - C(W2)/n2| with C(W) = N(W) x p(W) (Eq. 16); the leaves' costs are
-        then reported by :func:`keyword_variance` (Eq. 17)."""
-        cuts: list[int] = []
+        """Algorithm 4: recursive split of [0, v_fit) at the keyword that balances the
+        per-partition cost C(W) = N(W) x p(W) (Eq. 16) of both sides (:func:`_best_keyword`);
+        the leaves' costs are then reported by :func:`keyword_variance` (Eq. 17). A single keyword left with
+        ``n > 1`` partitions keeps all ``n``: its subscriptions are spread over them and its
+        messages reach every one (a range cannot split one keyword's cost)."""
+        leaves: list[tuple[int, int]] = []      # (first term, partitions), in term order
 
         def rec(lo, hi, n):
-            if n == 1:
+            if n == 1 or hi - lo <= 1:
+                leaves.append((lo, n))
                 return
-            n1, n2 = n // 2, n - n // 2
-            w = _best_keyword(s_off, s_terms, m_off, m_terms, lo, hi, n1, n2)
-            cuts.append(w + 1)
+            w, n1 = _best_keyword(s_off, s_terms, m_off, m_terms, lo, hi, n)
             rec(lo, w + 1, n1)
-            rec(w + 1, hi, n2)
+            rec(w + 1, hi, n - n1)
 
         v_fit = max(int(v_fit), 1)
         rec(0, v_fit, int(n_parts))
-        return KeywordMap(np.array([0] + sorted(cuts) + [v_fit], np.int64), v_fit)
+        return KeywordMap(np.array([lo for lo, _ in leaves] + [v_fit], np.int64), v_fit,
+                          np.array([c for _, c in leaves], np.int64))
 
     def costs(self, s_off, s_terms, m_off, m_terms) -> np.ndarray:
-        """C(W_i) = N(W_i) x p(W_i) of every range over a sample (Eq. 16)."""
+        """C = N(W_i) x p(W_i) / copies_i of every partition over a sample (Eq. 16; a range's
+        copies share its subscriptions)."""
         out = np.zeros(self.n)
         nm = max(len(m_off) - 1, 1)
-        for i in range(self.n):
+        for i in range(len(self.copies)):
             lo, hi = int(self.bounds[i]), int(self.bounds[i + 1])
             sm, _ = _row_min_max_in(s_off, s_terms, lo, hi)
             mm, _ = _row_min_max_in(m_off, m_terms, lo, hi)
-            out[i] = (sm >= 0).sum() * (mm >= 0).sum() / nm
+            c = int(self.copies[i])
+            out[self.first[i]: self.first[i] + c] = (sm >= 0).sum() * (mm >= 0).sum() / nm / c
         return out
 
 
@@ -455,10 +523,15 @@ def keyword_variance(costs: np.ndarray) -> float:
     return float(np.mean((costs - costs.mean()) ** 2)) if len(costs) else 0.0
 
 
-def _best_keyword(s_off, s_terms, m_off, m_terms, lo, hi, n1, n2) -> int:
-    """Splitting keyword w of [lo, hi): W1 = [lo, w], W2 = (w, hi) (Algorithm 4, line 2)."""
+def _best_keyword(s_off, s_terms, m_off, m_terms, lo, hi, n) -> tuple[int, int]:
+    """Splitting keyword w of [lo, hi) and the partitions n1 of W1 = [lo, w] (W2 = (w, hi)
+    gets n - n1) for ``n >= 2`` partitions (Algorithm 4, line 2). Each side gets partitions
+    in proportion to its cost C = N x p (Eq. 16), and w minimises the larger per-partition
+    cost max(C(W1)/n1, C(W2)/n2): with n a power of two and even costs this is the paper's
+    halving, and a keyword carrying more than its share of the cost gets the partitions it
+    needs (see :meth:`KeywordMap.build`)."""
     if hi - lo <= 1:
-        return lo
+        return lo, n // 2
     width = hi - lo
     smin, smax = _row_min_max_in(s_off, s_terms, lo, hi)
     mmin, mmax = _row_min_max_in(m_off, m_terms, lo, hi)
@@ -478,9 +551,14 @@ def _best_keyword(s_off, s_terms, m_off, m_terms, lo, hi, n1, n2) -> int:
         n_left = n_right = np.ones(width - 1)
         p_left = np.arange(1, width, dtype=np.float64)
         p_right = width - p_left
-    diff = np.abs(n_left * p_left / n1 - n_right * p_right / n2)
-    mid = np.abs(np.arange(width - 1) - (width - 1) * n1 / (n1 + n2))
-    return int(lo + np.lexsort((mid, diff))[0])
+    c1, c2 = n_left * p_left, n_right * p_right
+    tot = c1 + c2
+    n1 = np.where(tot > 0, np.rint(n * c1 / np.where(tot > 0, tot, 1.0)), n // 2)
+    n1 = np.clip(n1, 1, n - 1)
+    worst = np.maximum(c1 / n1, c2 / (n - n1))
+    mid = np.abs(np.arange(width - 1) - (width - 1) * (n // 2) / n)
+    best = int(np.lexsort((mid, worst))[0])
+    return lo + best, int(n1[best])
 
 
 # ----------------------------------------------------------------------------- policies
@@ -596,15 +674,12 @@ class KeywordPolicy(Policy):
         self.fitted = True
         return self
 
-    def _route_terms(self, off, terms):
-        return Routing(*_dedupe_rows(off, self.kmap.parts(terms)))
-
     def route_subscriptions(self, subs, plen=None):
         off, terms = self._routing_terms(subs, plen)
-        return self._route_terms(off, terms)
+        return Routing(*self.kmap.route(off, terms, subs.ids))
 
     def route_messages(self, msgs):
-        return self._route_terms(msgs.offsets, msgs.term_ids)
+        return Routing(*self.kmap.route(msgs.offsets, msgs.term_ids))
 
     def rebalance(self, subs: SubscriptionBatch, msgs: MessageBatch,
                   plen: np.ndarray | None = None) -> "KeywordMap":
@@ -619,7 +694,7 @@ class KeywordPolicy(Policy):
         return old
 
     def describe(self):
-        return {**super().describe(), "ranges": self.kmap.bounds.tolist(),
+        return {**super().describe(), "ranges": self.kmap.bounds.tolist(), "copies": self.kmap.copies.tolist(),
                 "sample_costs": self.sample_costs.tolist(),
                 "variance": keyword_variance(self.sample_costs)}
 
@@ -697,26 +772,18 @@ class SpatialFirstPolicy(_HybridPolicy):
         cell = self.tree.route(subs.x, subs.y)
         parts = np.empty(len(terms), np.int64)
         row_cell = np.repeat(cell, np.diff(off))
+        owners = np.repeat(subs.ids, np.diff(off))
         for c in range(self.l1):
             sel = row_cell == c
             if sel.any():
-                parts[sel] = self.kmaps[c].parts(terms[sel], base=c * self.l2)
+                parts[sel] = self.kmaps[c].parts(terms[sel], owners[sel]) + c * self.l2
         return Routing(*_dedupe_rows(off, parts))
 
     def route_messages(self, msgs):
-        lens = np.diff(msgs.offsets)
-        per_cell = [self.kmaps[c].parts(msgs.term_ids, base=c * self.l2) for c in range(self.l1)]
-        # row r's terms repeated for every cell, then deduplicated
-        stacked = np.stack(per_cell, axis=0) if per_cell else np.zeros((0, 0), np.int64)
-        off = np.zeros(len(msgs) + 1, np.int64)
-        np.cumsum(lens * self.l1, out=off[1:])
-        parts = np.empty(off[-1], np.int64)
-        if len(parts):
-            row = np.repeat(np.arange(len(msgs)), lens)
-            within = np.arange(len(msgs.term_ids)) - np.repeat(msgs.offsets[:-1], lens)
-            for c in range(self.l1):
-                parts[off[row] + c * lens[row] + within] = stacked[c]
-        return Routing(*_dedupe_rows(off, parts))
+        # every cell's partitions of each row, joined row by row, then deduplicated
+        per_cell = [self.kmaps[c].route(msgs.offsets, msgs.term_ids, base=c * self.l2)
+                    for c in range(self.l1)]
+        return Routing(*_dedupe_rows(*_join_rows(per_cell, len(msgs))))
 
 
 class KeywordFirstPolicy(_HybridPolicy):
@@ -731,8 +798,8 @@ class KeywordFirstPolicy(_HybridPolicy):
         off, terms = _take_prefix(subs.offsets, subs.term_ids, plen)
         v_fit = int(max(subs.term_ids.max(initial=-1), msgs.term_ids.max(initial=-1))) + 1
         self.kmap = KeywordMap.build(self.l1, off, terms, msgs.offsets, msgs.term_ids, v_fit)
-        s_groups = Routing(*_dedupe_rows(off, self.kmap.parts(terms)))
-        m_groups = Routing(*_dedupe_rows(msgs.offsets, self.kmap.parts(msgs.term_ids)))
+        s_groups = Routing(*self.kmap.route(off, terms, subs.ids))
+        m_groups = Routing(*self.kmap.route(msgs.offsets, msgs.term_ids))
         s_rows, m_rows = s_groups.rows_of(self.l1), m_groups.rows_of(self.l1)
         self.trees = [KDTree.build(self.bounds, self.l2, subs.x[s_rows[g]], subs.y[s_rows[g]],
                                    msgs.x[m_rows[g]], msgs.y[m_rows[g]]) for g in range(self.l1)]
@@ -741,7 +808,7 @@ class KeywordFirstPolicy(_HybridPolicy):
 
     def route_subscriptions(self, subs, plen=None):
         off, terms = self._routed_terms(subs, plen)
-        groups = Routing(*_dedupe_rows(off, self.kmap.parts(terms)))
+        groups = Routing(*self.kmap.route(off, terms, subs.ids))
         row = np.repeat(np.arange(len(subs)), groups.counts())
         cells = np.empty(len(groups.parts), np.int64)
         for g in range(self.l1):
@@ -751,7 +818,7 @@ class KeywordFirstPolicy(_HybridPolicy):
         return Routing(groups.offsets, groups.parts * self.l2 + cells)
 
     def route_messages(self, msgs):
-        groups = Routing(*_dedupe_rows(msgs.offsets, self.kmap.parts(msgs.term_ids)))
+        groups = Routing(*self.kmap.route(msgs.offsets, msgs.term_ids))
         cnt = groups.counts() * self.l2
         off = np.zeros(len(msgs) + 1, np.int64)
         np.cumsum(cnt, out=off[1:])
