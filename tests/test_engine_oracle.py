@@ -76,12 +76,13 @@ def assert_buffers_are_skybands(eng):
 
 
 def _run(seed, window, window_seconds, clustered, steps=60, leaf_capacity=4, index=None, batch_size=7,
-         max_msgs=15, cand_cap=None, flat_upto=None):
+         max_msgs=15, cand_cap=None, flat_upto=None, records=True):
     """``index``: (fine_from, split_at) of the message index, small to force deep nodes.
     ``cand_cap``: the room for candidates the subscription index's walk starts every
     publish call with (small: the walk overflows and is redone with more).
     ``flat_upto``: the longest segment the walk reads entry by entry (0: group pruning and
-    early termination everywhere).
+    early termination everywhere); ``records``: False leaves the group records untested (so
+    that Theorems 5.3 and 5.4 see every group).
     Odd seeds fetch the default candidates (k + 16 at least); even seeds 2k, which small
     windows often cannot fill, so cuts between equal scores and refetches happen."""
     rng = np.random.default_rng(seed)
@@ -93,6 +94,7 @@ def _run(seed, window, window_seconds, clustered, steps=60, leaf_capacity=4, ind
         eng.window.fine_from, eng.window.split_at = index
     if flat_upto is not None:
         eng.core.index.flat_upto = flat_upto
+    eng.core.index.records = records
     ref = rc.Engine(cfg, core=BruteForceCore)
     sid, mid, t = 0, 0, 0.0
     for step in range(steps):
@@ -360,11 +362,27 @@ def _check_igpt_layout(eng):
             a, b = idx.gI[g, I.G_START], idx.gI[g, I.G_END]
             # the term directory's copy of the segment row, where its position says
             t, pos = idx.gI[g, I.G_TERM], idx.gI[g, I.G_DIRPOS]
+            q0, q1 = idx.gI[g, I.G_GROUPS], idx.gI[g, I.G_GROUPS_END]
             assert pos < idx.td[t, I.D_LEN]
-            assert idx.td_pool[idx.td[t, I.D_START] + pos].tolist() == [g, L, a, b]
+            assert idx.td_pool[idx.td[t, I.D_START] + pos].tolist() == [g, L, a, b, q0, q1]
             p = a
+            q = q0
             while p < b:
                 gend = ent["gend"][p]
+                # the group's record: its end, and bounds on every entry's parts
+                rec = idx.grp[q]
+                assert q < q1 and rec["end"] == gend
+                assert rec["alpha"] >= hot["alpha"][p:gend].max()
+                assert rec["tc"] >= hot["tc"][p:gend].max()
+                assert rec["tw"] >= hot["tw"][p:gend].max()
+                assert rec["thb"] <= hot["thb"][p:gend].min()
+                # ... rounded outwards by no more than its margin (a record left behind by a
+                # threshold change would be off by far more)
+                for f in ("alpha", "tc", "tw"):
+                    assert rec[f] <= hot[f][p:gend].max() * (1 + 2e-6) + 1e-6
+                lo = hot["thb"][p:gend].min()
+                assert rec["thb"] >= lo - 2e-6 * (1 + abs(lo))
+                q += 1
                 subs = ent["sub"][p:gend]
                 keys = ent["key"][p:gend]
                 assert all(x <= y for x, y in zip(keys[:-1], keys[1:]))   # -inf for alpha = 1
@@ -387,6 +405,7 @@ def _check_igpt_layout(eng):
                 for u in subs.tolist():
                     assert idx.nminls[L] <= lambda_s(float(s.theta[u]), float(s.alpha[u]))
                 p = gend
+            assert q == q1
 
 
 @pytest.mark.parametrize("seed", range(3))
@@ -439,17 +458,31 @@ def test_index_rows_follow_the_term_pool_moves():
         _check_igpt_layout(eng)
         assert_engine_exact(eng)
     assert eng.core.subs.moves > 0
+    assert eng.core.index.relayouts > 0     # the checks above saw term-major tables too
 
 
 @pytest.mark.parametrize("seed", range(3))
 def test_group_pruning_everywhere(seed):
     """Segments longer than the flat limit go through the groups (Theorem 5.3) and the
     early-termination search (Theorem 5.4); with the limit at 0 every segment does, on
-    leaves large enough to hold long groups."""
+    leaves large enough to hold long groups (the group records, which would prune most of
+    those groups first, are left untested here)."""
     eng = _run(700 + seed, window=60, window_seconds=None, clustered=seed == 1, steps=50,
-               leaf_capacity=64, batch_size=30, max_msgs=30, flat_upto=0)
+               leaf_capacity=64, batch_size=30, max_msgs=30, flat_upto=0, records=False)
     st = eng.core.index.stats()
     assert st["groups_pruned"] > 0 and st["entries_checked"] > 0
+    assert st["group_records_pruned"] == 0
+
+
+@pytest.mark.parametrize("seed", range(3))
+@pytest.mark.parametrize("flat_upto", [0, None])
+def test_group_records_prune(seed, flat_upto):
+    """Each group's record (maxima of alpha and of the text weights, least threshold) skips
+    groups whole, in flat segments and ahead of Theorems 5.3 and 5.4, and results stay exact."""
+    eng = _run(720 + seed, window=60, window_seconds=None, clustered=seed == 1, steps=50,
+               leaf_capacity=64, batch_size=30, max_msgs=30, flat_upto=flat_upto)
+    st = eng.core.index.stats()
+    assert st["group_records_pruned"] > 0 and st["entries_checked"] > 0
 
 
 @pytest.mark.parametrize("seed", range(2))

@@ -8,26 +8,26 @@ own statistics are those of its first entry. A term directory lists the segments
 term, so a message only visits the leaves that index its terms.
 
 Dissemination (Algorithm 1, TAAT over the message's terms) per segment: cell pruning (Lemma
-6), group pruning (Theorem 5.3), early termination by binary search (Theorem 5.4), then per
+6), then per group a bound from the group's record (the maxima of alpha and of the entries'
+text weights, the least threshold: a bound on every entry's Theorem 5.1 test, which prunes
+where the alpha*-group's own bounds do not), group pruning (Theorem 5.3) and early
+termination by binary search (Theorem 5.4) in segments longer than ``FLAT``, then per
 subscription location-aware prefix filtering with max-weight refinement (Theorem 5.1, with
-inner + outer spatial bounds, Definition 8) and the unseen-keyword bound (Theorem 5.2), and
-finally exact verification. s.theta replaces kScore (Remark in 6.2). A batch of messages is
-answered in one walk of the index: term by term in increasing order, each segment read once
-for all the batch's messages that hold its term (each message still meets its terms in
-increasing order), with the per-(message, subscription) accumulators in a hash table. An entry
-holds its own Theorem 5.1 bound in parts, so the ~99% of entries that fail it are decided
-from the segment alone; segments of at most ``FLAT`` entries are read entry by entry, without
-the group tests, which cost more than they save when groups hold a few entries.
+inner + outer spatial bounds, Definition 8), and finally exact verification. s.theta replaces
+kScore (Remark in 6.2). A batch of messages is answered in one walk of the index: term by term
+in increasing order, each segment read once for all the batch's messages that hold its term.
+An entry holds its own Theorem 5.1 bound in parts, so the entries that fail it are decided
+from the segment alone; segments of at most ``FLAT`` entries test their entries one by one
+after the group record, without Theorems 5.3 and 5.4, which cost more than they save when
+groups hold a few entries.
 
-One correction to the paper: Theorem 5.2 adds the score accumulated *so far* to the bound of
-the unseen keywords, but a subscription already in the candidate map can be skipped for one
-of its terms by group pruning or early termination, which ignore what was accumulated; the
-sum then misses that term and a later Theorem 5.2 test could drop a true result (the
-GeoNames benchmark stream hits this). Here, when a subscription is met again, the exact
-contributions of the shared terms skipped since its last accumulated term are added first
-(a short merge of the two term lists), so the accumulated sum is always complete up to the
-current term and every Theorem 5.2 test (including the last one, before verification) is
-sound.
+No score is accumulated across terms, so the unseen-keyword bound (Theorem 5.2) is not used:
+a (message, subscription) pair is a candidate when its entry passes Theorem 5.1 at any of its
+shared terms (at the first one the bound covers the whole score, so no result is lost), and
+every candidate is verified once. On the TWEETS-like stream at 300k subscriptions that
+verifies about 3% more pairs (101 against 98 per message), while accumulating cost a hash
+table probe and random reads of the subscription's row and terms per passing entry, several
+times what verifying the pairs in slot order costs.
 
 Maintenance (5.5): inserts and deletes mark their leaf dirty; dirty leaves are rebuilt
 (sorted, statistics recomputed) before the next dissemination. A threshold change re-keys the
@@ -48,8 +48,7 @@ import numpy as np
 
 from .._arrays import grow
 from ..config import EngineConfig
-from .scoring import (EPS, NO_MATCH, alpha_star, below, kscore_star, lambda_s, score, ssim_ub,
-                      ssim_ub_out, tsim_ub)
+from .scoring import EPS, NO_MATCH, alpha_star, below, kscore_star, lambda_s, score, ssim_ub_out
 from .subtable import SubTable
 
 __all__ = ["IGPT"]
@@ -62,17 +61,25 @@ ENTRY = np.dtype([("key", np.float64), ("smaxwt", np.float64), ("sastar", np.flo
                   ("pos", np.int64), ("gend", np.int64)], align=True)
 HOT = np.dtype([("alpha", np.float64), ("sa", np.float64), ("sb", np.float64), ("tc", np.float64),
                 ("tw", np.float64), ("thb", np.float64)], align=True)
+# one record per group (a run of one alpha*-group inside a segment): its entries end at
+# ``end`` and every entry's own Theorem 5.1 bound is at most ``alpha * max(SSimUB_out, 0) +
+# min(tc * maxwt_m, tw * wtsum_m)`` with the group's maxima of alpha, tc and tw, pruned below
+# the group's least ``thb`` (see _group_bound); float32, rounded outwards
+GROUP = np.dtype([("alpha", np.float32), ("tc", np.float32), ("tw", np.float32), ("thb", np.float32),
+                  ("end", np.int64)], align=True)
 # segments of at most this many entries are read entry by entry (each entry's own test is
 # cheaper than a group test plus the early-termination search when groups are short; on the
 # TWEETS-like stream at 300k subscriptions 128 beat 8 and 32 by 1.16x and 1.04x)
 FLAT = 128
-# segment columns
-G_LEAF, G_TERM, G_START, G_END, G_DIRPOS = 0, 1, 2, 3, 4
-# term directory columns; its pool lists a term's segments as rows (segment, leaf, entries)
-# so that a message reads them in sequence, without a visit to the segment table
+# segment columns (G_GROUPS .. G_GROUPS_END: the segment's rows of the group table)
+G_LEAF, G_TERM, G_START, G_END, G_DIRPOS, G_GROUPS, G_GROUPS_END = 0, 1, 2, 3, 4, 5, 6
+# term directory columns; its pool lists a term's segments as rows (segment, leaf, entries,
+# groups) so that a message reads them in sequence, without a visit to the segment table
 D_START, D_LEN, D_CAP = 0, 1, 2
-P_SEG, P_LEAF, P_START, P_END = 0, 1, 2, 3
-# one record per subscription for what a candidate's accumulation and verification read
+P_SEG, P_LEAF, P_START, P_END, P_GROUPS, P_GROUPS_END = 0, 1, 2, 3, 4, 5
+P_COLS = 6
+N_COUNTS = 6          # the walk's counters (see _match)
+# one record per subscription for what a candidate's verification reads
 # (alpha, theta, its term run: kept equal to the subscription table's by add,
 # thresholds_changed, flush and, after the table moves its term pool, match) and the inner
 # distance to its leaf's border (set when it is linked into a leaf)
@@ -152,14 +159,47 @@ def _entry_bound(en, alpha, theta, sdin, wts, mxw, max_dist):
     en.thb = theta - EPS * (1.0 + abs(theta))
 
 
+@numba.njit(cache=True, inline="always")
+def _up32(x):
+    """A float32 at least ``x >= 0`` (the relative margin is far above float32 rounding)."""
+    return np.float32(x * (1.0 + 1e-6) + 1e-30)
+
+
+@numba.njit(cache=True, inline="always")
+def _down32(x):
+    """A float32 at most ``x``."""
+    return np.float32(x - 1e-6 * (1.0 + abs(x)) - 1e-30)
+
+
+@numba.njit(cache=True, inline="always")
+def _group_record(gr, hot, a, b):
+    """The group record of entries a .. b (see :data:`GROUP`): maxima of alpha, tc and tw
+    rounded up, the least thb rounded down."""
+    ma = 0.0
+    mc = 0.0
+    mw = 0.0
+    mt = math.inf
+    for e in range(a, b):
+        h = hot[e]
+        ma = max(ma, h.alpha)
+        mc = max(mc, h.tc)
+        mw = max(mw, h.tw)
+        mt = min(mt, h.thb)
+    gr.alpha = _up32(ma)
+    gr.tc = _up32(mc)
+    gr.tw = _up32(mw)
+    gr.thb = _down32(mt)
+    gr.end = b
+
+
 @numba.njit(cache=True)
-def _rebuild(leaves, fresh, nchild, nhead, snext, ncount, n_e0, n_ne, n_g0, n_ng, nminls,
+def _rebuild(leaves, fresh, nchild, nhead, snext, ncount, n_ne, n_g0, n_ng, nminls,
              toff, tlen, terms, wtsum, maxwt, alpha, theta, sdin, max_dist, group_bounds,
-             ent, hot, e_used, gI, g_used, td, td_pool, td_used):
+             ent, hot, e_used, gI, g_used, grp, r_used, td, td_pool, td_used):
     """Rebuild the inverted file of each leaf in ``leaves`` (see module docstring).
 
-    Capacity of ent/hot/gI is ensured by the caller; td_pool grows here.
-    Returns (e_used, g_used, td_pool, td_used)."""
+    Capacity of ent/hot/gI/grp is ensured by the caller; td_pool grows here.
+    Returns (e_used, g_used, r_used, td_pool, td_used)."""
     for L in leaves:
         if not fresh:
             for g in range(n_g0[L], n_g0[L] + n_ng[L]):
@@ -167,7 +207,7 @@ def _rebuild(leaves, fresh, nchild, nhead, snext, ncount, n_e0, n_ne, n_g0, n_ng
                 pos = gI[g, G_DIRPOS]
                 last_i = td[t, D_START] + td[t, D_LEN] - 1
                 last = td_pool[last_i, P_SEG]
-                for c in range(4):
+                for c in range(P_COLS):
                     td_pool[td[t, D_START] + pos, c] = td_pool[last_i, c]
                 gI[last, G_DIRPOS] = pos
                 td[t, D_LEN] -= 1
@@ -204,7 +244,6 @@ def _rebuild(leaves, fresh, nchild, nhead, snext, ncount, n_e0, n_ne, n_g0, n_ng
         o2 = o1[np.argsort(e_grp[o1], kind="mergesort")]
         order = o2[np.argsort(e_term[o2], kind="mergesort")]
         base = e_used
-        n_e0[L] = base
         n_ne[L] = ne
         n_g0[L] = g_used
         for r in range(ne):
@@ -234,11 +273,11 @@ def _rebuild(leaves, fresh, nchild, nhead, snext, ncount, n_e0, n_ne, n_g0, n_ng
             if td[t, D_LEN] == td[t, D_CAP]:
                 cap = 2 * td[t, D_CAP] + 2
                 if td_used + cap > td_pool.shape[0]:
-                    nb = np.empty((max(2 * td_pool.shape[0], td_used + cap), 4), np.int64)
+                    nb = np.empty((max(2 * td_pool.shape[0], td_used + cap), P_COLS), np.int64)
                     nb[:td_used] = td_pool[:td_used]
                     td_pool = nb
                 for u in range(td[t, D_LEN]):
-                    for c in range(4):
+                    for c in range(P_COLS):
                         td_pool[td_used + u, c] = td_pool[td[t, D_START] + u, c]
                 td[t, D_START] = td_used
                 td[t, D_CAP] = cap
@@ -251,11 +290,13 @@ def _rebuild(leaves, fresh, nchild, nhead, snext, ncount, n_e0, n_ne, n_g0, n_ng
             td_pool[row, P_END] = base + r2
             td[t, D_LEN] += 1
             # groups
+            gI[g, G_GROUPS] = r_used
+            td_pool[row, P_GROUPS] = r_used
             u = r
             while u < r2:
-                grp = e_grp[order[u]]
+                eg = e_grp[order[u]]
                 u2 = u
-                while u2 < r2 and e_grp[order[u2]] == grp:
+                while u2 < r2 and e_grp[order[u2]] == eg:
                     u2 += 1
                 mw = 0.0
                 ma = 0.0
@@ -265,10 +306,14 @@ def _rebuild(leaves, fresh, nchild, nhead, snext, ncount, n_e0, n_ne, n_g0, n_ng
                     ent[base + v].smaxwt = mw
                     ent[base + v].sastar = ma
                     ent[base + v].gend = base + u2
+                _group_record(grp[r_used], hot, base + u, base + u2)
+                r_used += 1
                 u = u2
+            gI[g, G_GROUPS_END] = r_used
+            td_pool[row, P_GROUPS_END] = r_used
             r = r2
         e_used = base + ne
-    return e_used, g_used, td_pool, td_used
+    return e_used, g_used, r_used, td_pool, td_used
 
 
 @numba.njit(cache=True, inline="always")
@@ -293,11 +338,11 @@ def _move_entry(ent, hot, d, r):
 
 @numba.njit(cache=True)
 def _rekey(slots, skip_leaf, sleaf, n_g0, n_ng, nminls, toff, tlen, terms, maxwt, alpha, theta,
-           built_theta, ent, hot, gI):
+           built_theta, ent, hot, gI, grp):
     """Give the entries of ``slots`` the key of their current theta in place: each entry
-    moves inside its group to keep the keys ascending, and the group's suffix maxima are
-    recomputed. Leaves flagged in ``skip_leaf`` (about to be rebuilt) are left alone.
-    Returns the number of entries re-keyed."""
+    moves inside its group to keep the keys ascending, and the group's suffix maxima and
+    record are recomputed. Leaves flagged in ``skip_leaf`` (about to be rebuilt) are left
+    alone. Returns the number of entries re-keyed."""
     moved = 0
     for s in slots:
         L = sleaf[s]
@@ -310,6 +355,7 @@ def _rekey(slots, skip_leaf, sleaf, n_g0, n_ng, nminls, toff, tlen, terms, maxwt
             t = terms[toff[s] + p]
             e = -1
             g0 = 0
+            seg = -1
             for g in range(n_g0[L], n_g0[L] + n_ng[L]):
                 if gI[g, G_TERM] == t:
                     for q in range(gI[g, G_START], gI[g, G_END]):
@@ -317,6 +363,7 @@ def _rekey(slots, skip_leaf, sleaf, n_g0, n_ng, nminls, toff, tlen, terms, maxwt
                             e = q
                             break
                     g0 = gI[g, G_START]
+                    seg = g
                     break
             if e < 0:
                 continue
@@ -352,6 +399,10 @@ def _rekey(slots, skip_leaf, sleaf, n_g0, n_ng, nminls, toff, tlen, terms, maxwt
                 ma = max(ma, alpha_star(hot[v].alpha))
                 ent[v].smaxwt = mw
                 ent[v].sastar = ma
+            for q in range(gI[seg, G_GROUPS], gI[seg, G_GROUPS_END]):
+                if grp[q].end == gend:
+                    _group_record(grp[q], hot, gstart, gend)
+                    break
             moved += 1
         built_theta[s] = theta[s]
     return moved
@@ -368,28 +419,25 @@ def _group_skip(smaxwt, key, sastar, m_wtsum, ss_out):
 
 
 @numba.njit(cache=True, inline="always")
-def _probe(hkey, key):
-    """Slot of ``key`` in the open-addressing table ``hkey`` (size a power of two), or the
-    empty slot (-1) where it would go."""
-    mask = hkey.shape[0] - 1
-    h = (key * -7046029254386353131) >> 20     # Fibonacci hashing (int64 wraps)
-    h = (h ^ (h >> 29)) & mask
-    while hkey[h] != -1 and hkey[h] != key:
-        h = (h + 1) & mask
-    return h
+def _group_bound(g_alpha, g_tc, g_tw, g_thb, ss_pos, m_maxwt, m_wtsum):
+    """The group record's test (see :data:`GROUP`): no entry of the group passes its own
+    Theorem 5.1 test. An entry's spatial part, ``alpha`` inside the leaf and ``alpha * (1 -
+    (d_in + d_out) / MaxDist)`` outside, is at most ``alpha * max(SSimUB_out, 0)``; its text
+    part at most the group maxima's; the margin of the record's rounding is far above the
+    rounding of either test."""
+    return g_alpha * ss_pos + min(g_tc * m_maxwt, g_tw * m_wtsum) < g_thb
 
 
 @numba.njit(cache=True)
-def _walk(m_off, m_terms, m_w, m_x, m_y, max_dist, p_terms, p_w, p_wtsum, p_maxwt, row, nbox, nminls,
-          ent, hot, td, td_pool, n_dir, flat_upto, m_ws, occ_msg, order, hkey, hval, c_msg, c_sub, c_acc,
-          c_pp, c_jp, cnt):
-    """The index walk of :func:`_match` into candidate arrays of fixed size (a kernel of its
+def _walk(n_m, m_terms, m_x, m_y, max_dist, nbox, nminls, ent, hot, grp, td, td_pool, n_dir, flat_upto,
+          records, m_ws, occ_msg, order, c_key, cnt):
+    """The index walk of :func:`_match` into a candidate array of fixed size (a kernel of its
     own so that no array is reassigned inside its loops, which would cost numba a reference
-    count update per iteration). Returns the number of candidates, or -1 when they do not
-    fit (the caller retries with room for twice as many)."""
+    count update per iteration): one key ``slot * messages + message`` per entry that passes
+    its test (a pair sharing several terms may come more than once). Returns the number of
+    keys, or -1 when they do not fit (the caller retries with room for twice as many)."""
     n_occ = order.shape[0]
-    n_slots = row.shape[0]
-    c_cap = c_msg.shape[0]
+    c_cap = c_key.shape[0]
     n_c = 0
     k = 0
     while k < n_occ:
@@ -410,6 +458,8 @@ def _walk(m_off, m_terms, m_w, m_x, m_y, max_dist, p_terms, p_w, p_wtsum, p_maxw
             mls = nminls[L]
             p0 = td_pool[d, P_START]
             end = td_pool[d, P_END]
+            q0 = td_pool[d, P_GROUPS]
+            q1 = td_pool[d, P_GROUPS_END]
             for kk in range(k, k2):
                 u = order[kk]
                 i = occ_msg[u]
@@ -426,13 +476,18 @@ def _walk(m_off, m_terms, m_w, m_x, m_y, max_dist, p_terms, p_w, p_wtsum, p_maxw
                 wsum = m_ws[u]
                 wmax = m_ws[u + m_ws.shape[0] // 2]
                 flat = end - p0 <= flat_upto
+                ss_pos = max(ss_out, 0.0)
                 p = p0
-                while p < end:
-                    if flat:       # every entry's own test, no group tests
-                        gend = end
-                        lo = end
+                for q in range(q0, q1):
+                    gr = grp[q]
+                    gend = gr.end
+                    if records and _group_bound(gr.alpha, gr.tc, gr.tw, gr.thb, ss_pos, wmax, wsum):
+                        p = gend
+                        cnt[5] += 1
+                        continue
+                    if flat:       # every entry's own test
+                        lo = gend
                     else:
-                        gend = ent[p].gend
                         if _group_skip(ent[p].smaxwt, ent[p].key, ent[p].sastar, wsum, ss_out):
                             p = gend   # Theorem 5.3
                             cnt[2] += 1
@@ -449,89 +504,70 @@ def _walk(m_off, m_terms, m_w, m_x, m_y, max_dist, p_terms, p_w, p_wtsum, p_maxw
                     for e in range(p, lo):
                         en = hot[e]
                         # Theorem 5.1 (as TSimUB from this term on: both prefixes' bound),
-                        # from the entry alone: a first meeting ends here; a later one just
-                        # skips the term, which the next meeting's merge (or verification's
-                        # bound) adds back
+                        # from the entry alone; a pair that passes at any of its shared
+                        # terms is a candidate (at its first shared term the bound holds the
+                        # whole score, so no result is lost)
                         sp = en.alpha if inside else en.sa - en.sb * dout
                         if sp + min(en.tc * wmax, en.tw * wsum) < en.thb:
                             continue
-                        s = ent[e].sub
-                        pos = ent[e].pos
-                        r = row[s]
-                        base = r.toff
-                        al = r.alpha
-                        th = r.theta
-                        ss = ssim_ub(r.sdin, dout, max_dist)
-                        ub = tsim_ub(p_wtsum[base + pos], p_maxwt[base + pos], wsum, wmax)
-                        if below(al * ss + (1.0 - al) * ub, th):
-                            continue       # the same test unsplit (a few ulps apart)
-                        j = u - m_off[i]
-                        key = i * n_slots + s
-                        h = _probe(hkey, key)
-                        if hkey[h] == -1:
-                            if n_c == c_cap:
-                                return -1
-                            hkey[h] = key
-                            hval[h] = n_c
-                            c = n_c
-                            n_c += 1
-                            c_msg[c] = i
-                            c_sub[c] = s
-                            a_s = 0.0
-                        else:
-                            c = hval[h]
-                            a_s = c_acc[c]
-                            if a_s == -math.inf:
-                                continue
-                            # shared terms skipped since the last accumulated one (group
-                            # pruning, early termination and the entry test ignore the
-                            # accumulated score): add them exactly, so that the sum is
-                            # complete before this term
-                            uu = c_pp[c] + 1
-                            v = c_jp[c] + 1
-                            am = m_off[i]
-                            while uu < pos and v < j:
-                                tu = p_terms[base + uu]
-                                tm = m_terms[am + v]
-                                if tu == tm:
-                                    a_s += p_w[base + uu] * m_w[am + v]
-                                    uu += 1
-                                    v += 1
-                                elif tu < tm:
-                                    uu += 1
-                                else:
-                                    v += 1
-                            # Theorem 5.2: what is accumulated plus this term and the unseen ones
-                            if below(al * ss + (1.0 - al) * (a_s + ub), th):
-                                c_acc[c] = -math.inf
-                                continue
-                        c_acc[c] = a_s + p_w[base + pos] * m_w[u]
-                        c_pp[c] = pos
-                        c_jp[c] = j
+                        if n_c == c_cap:
+                            return -1
+                        c_key[n_c] = ent[e].sub * n_m + i
+                        n_c += 1
                     p = gend
         k = k2
     return n_c
 
 
 @numba.njit(cache=True)
-def _match(m_off, m_terms, m_w, m_x, m_y, max_dist,
-           s_x, s_y, p_terms, p_w, p_wtsum, p_maxwt, row,
-           nbox, nminls, ent, hot, td, td_pool, n_dir, flat_upto, cap):
+def _radix_sort(a):
+    """The non-negative int64 keys ``a`` in ascending order (LSD radix, 16 bits a pass)."""
+    n = a.shape[0]
+    out = a.copy()
+    if n < 2:
+        return out
+    top = out.max()
+    tmp = np.empty(n, np.int64)
+    count = np.empty(1 << 16, np.int64)
+    shift = 0
+    while (top >> shift) > 0:
+        count[:] = 0
+        for x in range(n):
+            count[(out[x] >> shift) & 0xFFFF] += 1
+        tot = 0
+        for d in range(1 << 16):
+            c = count[d]
+            count[d] = tot
+            tot += c
+        for x in range(n):
+            d = (out[x] >> shift) & 0xFFFF
+            tmp[count[d]] = out[x]
+            count[d] += 1
+        out, tmp = tmp, out
+        shift += 16
+    return out
+
+
+@numba.njit(cache=True)
+def _match(m_off, m_terms, m_w, m_x, m_y, max_dist, s_x, s_y, p_terms, p_w, row,
+           nbox, nminls, ent, hot, grp, td, td_pool, n_dir, flat_upto, records, cap):
     """Algorithm 1 over a batch, in one walk of the index: the batch's term occurrences are
     taken in increasing term order and each segment of a term is read once for every message
-    that holds the term, so every message still meets its own terms in increasing order (as
-    TAAT needs) while a segment's entries stay in cache for all of them. Each candidate
-    (message, subscription) has an accumulator in a hash table; an entry first passes its
-    own Theorem 5.1 test (the bound of its term and the unseen ones, from what the entry
-    holds) before the table is looked at.
+    that holds the term, while its group records and entries stay in cache for all of them.
+    A group whose record bounds every entry below its threshold is skipped whole; an entry
+    of any other group passes its own Theorem 5.1 test (the bound of its term and the unseen
+    ones, from what the entry holds) or is dropped. Every (message, subscription) pair with a
+    passing entry is verified once, exactly, in slot order.
 
-    ``row``: one :data:`ROW` record per slot; ``cap``: room for this many candidates (doubled
-    until they fit). Returns (msg_idx, slots, scores, counters, cap) with counters =
-    [segments visited, cells pruned, groups pruned, entries checked, verified]; candidates
-    come grouped by message, each message's in the order of its walk."""
+    ``row``: one :data:`ROW` record per slot; ``records``: test the group records (off only
+    in tests of Theorems 5.3 and 5.4); ``cap``: room for this many passing entries
+    (doubled until they fit). Returns (msg_idx, slots, scores, counters, cap) with counters =
+    [segments visited, cells pruned, groups pruned (Theorem 5.3), entries checked, verified,
+    groups pruned by their record]; results come grouped by message, each message's in slot
+    order."""
     n_m = m_off.shape[0] - 1
     if n_m <= 0:
-        return np.empty(0, np.int64), np.empty(0, np.int64), np.empty(0), np.zeros(5, np.int64), cap
+        return np.empty(0, np.int64), np.empty(0, np.int64), np.empty(0), np.zeros(N_COUNTS, np.int64), cap
     u0 = m_off[0]
     u1 = m_off[n_m]
     # per occurrence: its message and the message's wtsum / maxwt from it on (Eq. 3, 4),
@@ -550,72 +586,135 @@ def _match(m_off, m_terms, m_w, m_x, m_y, max_dist,
             occ_msg[u] = i
     order = np.argsort(m_terms[u0:u1], kind="mergesort") + u0
     while True:
-        hsize = 16
-        while hsize < 2 * cap:
-            hsize *= 2
-        hkey = np.full(hsize, -1, np.int64)
-        hval = np.empty(hsize, np.int64)
-        c_msg = np.empty(cap, np.int64)
-        c_sub = np.empty(cap, np.int64)
-        c_acc = np.empty(cap)
-        c_pp = np.empty(cap, np.int64)
-        c_jp = np.empty(cap, np.int64)
-        cnt = np.zeros(5, np.int64)
-        n_c = _walk(m_off, m_terms, m_w, m_x, m_y, max_dist, p_terms, p_w, p_wtsum, p_maxwt, row, nbox,
-                    nminls, ent, hot, td, td_pool, n_dir, flat_upto, m_ws, occ_msg, order, hkey, hval,
-                    c_msg, c_sub, c_acc, c_pp, c_jp, cnt)
+        c_key = np.empty(cap, np.int64)
+        cnt = np.zeros(N_COUNTS, np.int64)
+        n_c = _walk(n_m, m_terms, m_x, m_y, max_dist, nbox, nminls, ent, hot, grp, td, td_pool, n_dir,
+                    flat_upto, records, m_ws, occ_msg, order, c_key, cnt)
         if n_c >= 0:
             break
         cap *= 2
-    # verification, message by message (a counting sort keeps each message's walk order)
-    first = np.zeros(n_m + 1, np.int64)
-    for c in range(n_c):
-        first[c_msg[c] + 1] += 1
-    for i in range(n_m):
-        first[i + 1] += first[i]
-    by_msg = np.empty(n_c, np.int64)
-    fill = first[:n_m].copy()
-    for c in range(n_c):
-        by_msg[fill[c_msg[c]]] = c
-        fill[c_msg[c]] += 1
-    o_m = np.empty(n_c, np.int64)
-    o_s = np.empty(n_c, np.int64)
-    o_sc = np.empty(n_c)
-    n_out = 0
+    # verification of each distinct pair, in slot order (the subscriptions' rows and terms
+    # are read in sequence, not at random), then grouped by message (a stable counting sort)
+    keys = _radix_sort(c_key[:n_c])
+    v_m = np.empty(n_c, np.int64)
+    v_s = np.empty(n_c, np.int64)
+    v_sc = np.empty(n_c)
+    per_msg = np.zeros(n_m + 1, np.int64)
+    n_v = 0
     for x in range(n_c):
-        c = by_msg[x]
-        if c_acc[c] == -math.inf:
+        if x > 0 and keys[x] == keys[x - 1]:
             continue
-        i = c_msg[c]
-        s = c_sub[c]
+        s = keys[x] // n_m
+        i = keys[x] - s * n_m
         r = row[s]
         base = r.toff
-        n_s = r.tlen
         am = m_off[i]
-        q = m_off[i + 1] - am
-        pp = c_pp[c] + 1
-        jj = c_jp[c] + 1
-        ub = c_acc[c]
-        if pp < n_s and jj < q:
-            ub += tsim_ub(p_wtsum[base + pp], p_maxwt[base + pp], m_ws[am + jj], m_ws[h2 + am + jj])
-        al = r.alpha
-        L_ss = 1.0  # spatial part checked exactly below
-        if below(al * L_ss + (1.0 - al) * ub, r.theta):
-            continue
         cnt[4] += 1
-        sc = score(s_x[s], s_y[s], al, p_terms[base:base + n_s], p_w[base:base + n_s],
-                   m_x[i], m_y[i], m_terms[am:am + q], m_w[am:am + q], max_dist)
+        sc = score(s_x[s], s_y[s], r.alpha, p_terms[base:base + r.tlen], p_w[base:base + r.tlen],
+                   m_x[i], m_y[i], m_terms[am:m_off[i + 1]], m_w[am:m_off[i + 1]], max_dist)
         if sc == NO_MATCH or sc < r.theta:
             continue
-        o_m[n_out] = i
-        o_s[n_out] = s
-        o_sc[n_out] = sc
-        n_out += 1
+        v_m[n_v] = i
+        v_s[n_v] = s
+        v_sc[n_v] = sc
+        per_msg[i + 1] += 1
+        n_v += 1
+    for i in range(n_m):
+        per_msg[i + 1] += per_msg[i]
+    o_m = np.empty(n_v, np.int64)
+    o_s = np.empty(n_v, np.int64)
+    o_sc = np.empty(n_v)
+    for x in range(n_v):
+        i = v_m[x]
+        d = per_msg[i]
+        per_msg[i] = d + 1
+        o_m[d] = i
+        o_s[d] = v_s[x]
+        o_sc[d] = v_sc[x]
+    n_out = n_v
     return o_m[:n_out], o_s[:n_out], o_sc[:n_out], cnt, cap
+
+
+@numba.njit(cache=True)
+def _term_major(td, td_pool, gI, e_used, r_used):
+    """New places for the entries and group records of every live segment, term by term and
+    each term's segments in directory order (the order a walk reads them), with the segment
+    table and the directory pointed at them. Returns (new place of each entry, of each group
+    record: -1 for garbage, entries kept, records kept)."""
+    epos = np.full(e_used, -1, np.int64)
+    rpos = np.full(r_used, -1, np.int64)
+    ne = 0
+    nr = 0
+    for t in range(td.shape[0]):
+        for d in range(td[t, D_START], td[t, D_START] + td[t, D_LEN]):
+            a = td_pool[d, P_START]
+            b = td_pool[d, P_END]
+            for e in range(a, b):
+                epos[e] = ne + e - a
+            q0 = td_pool[d, P_GROUPS]
+            q1 = td_pool[d, P_GROUPS_END]
+            for q in range(q0, q1):
+                rpos[q] = nr + q - q0
+            g = td_pool[d, P_SEG]
+            td_pool[d, P_START] = ne
+            td_pool[d, P_END] = ne + b - a
+            td_pool[d, P_GROUPS] = nr
+            td_pool[d, P_GROUPS_END] = nr + q1 - q0
+            for c, col in ((G_START, P_START), (G_END, P_END), (G_GROUPS, P_GROUPS),
+                           (G_GROUPS_END, P_GROUPS_END)):
+                gI[g, c] = td_pool[d, col]
+            ne += b - a
+            nr += q1 - q0
+    return epos, rpos, ne, nr
+
+
+@numba.njit(cache=True)
+def _places(pos, n):
+    """``pos`` (a new place for each row, -1 for rows dropped, ``n`` rows kept) made a
+    permutation: the dropped rows go to the places from ``n`` on."""
+    full = pos.copy()
+    nxt = n
+    for r in range(full.shape[0]):
+        if full[r] < 0:
+            full[r] = nxt
+            nxt += 1
+    return full
+
+
+@numba.njit(cache=True)
+def _permute(arr, full):
+    """Row r of ``arr`` to row ``full[r]``, in place (cycle by cycle: no second table)."""
+    done = np.zeros(full.shape[0], np.bool_)
+    tmp = np.empty(2, arr.dtype)
+    for r in range(full.shape[0]):
+        if done[r] or full[r] == r:
+            continue
+        tmp[0] = arr[r]                # the row in hand
+        q = full[r]
+        while True:
+            tmp[1] = arr[q]
+            arr[q] = tmp[0]
+            done[q] = True
+            tmp[0] = tmp[1]
+            if q == r:
+                break
+            q = full[q]
+
+
+@numba.njit(cache=True)
+def _moved_ends(ent, grp, epos):
+    """Group ends (entry indices, exclusive) after the entries moved by ``epos`` (a group
+    stays contiguous and in order)."""
+    for e in range(ent.shape[0]):
+        ent[e].gend = epos[ent[e].gend - 1] + 1
+    for q in range(grp.shape[0]):
+        grp[q].end = epos[grp[q].end - 1] + 1
 
 
 class IGPT:
     """The production disseminator (Disseminator interface of :mod:`rankcast.indexing.core`)."""
+
+    RELAYOUT = 0.25          # entries rebuilt since the last relayout, as a share of all, for another
 
     def __init__(self, subs: SubTable, cfg: EngineConfig):
         self.subs = subs
@@ -634,7 +733,6 @@ class IGPT:
         self.ndepth = np.zeros(16, np.int64)
         self.ncount = np.zeros(16, np.int64)
         self.nhead = np.full(16, -1, np.int64)
-        self.n_e0 = np.zeros(16, np.int64)
         self.n_ne = np.zeros(16, np.int64)
         self.n_g0 = np.zeros(16, np.int64)
         self.n_ng = np.zeros(16, np.int64)
@@ -648,20 +746,25 @@ class IGPT:
         self._moves = 0                          # the subscription table's pool moves seen
         self._cand_cap = 1024                    # candidates a batch's walk has room for
         self.flat_upto = FLAT                    # segments read entry by entry up to this size
+        self.records = True                      # groups skipped by their record's bound
         # pools
         self.ent = np.zeros(1024, ENTRY)
         self.hot = np.zeros(1024, HOT)
         self.e_used = 0
-        self.gI = np.zeros((1024, 5), np.int64)
+        self.gI = np.zeros((1024, 7), np.int64)
         self.g_used = 0
+        self.grp = np.zeros(1024, GROUP)
+        self.r_used = 0
         self.td = np.zeros((1024, 3), np.int64)
-        self.td_pool = np.zeros((4096, 4), np.int64)
+        self.td_pool = np.zeros((4096, P_COLS), np.int64)
         self.td_used = 0
         self.dirty: set[int] = set()
         self.built_theta = np.zeros(0)           # theta of each slot's stored keys
         self.rekeyed = 0                         # entries re-keyed in place
-        self.counts = np.zeros(5, np.int64)   # see _match
+        self.counts = np.zeros(N_COUNTS, np.int64)   # see _match
         self.rebuilds = 0
+        self._scattered = 0                      # entries placed by rebuilds since _relayout
+        self.relayouts = 0
 
     # ------------------------------------------------------------------ sizing
     def _grow_slots(self):
@@ -677,7 +780,7 @@ class IGPT:
         if n <= len(self.nchild):
             return
         for name, fill in (("nbox", 0), ("nchild", -1), ("ndepth", 0), ("ncount", 0), ("nhead", -1),
-                           ("n_e0", 0), ("n_ne", 0), ("n_g0", 0), ("n_ng", 0), ("nminls", np.inf)):
+                           ("n_ne", 0), ("n_g0", 0), ("n_ng", 0), ("nminls", np.inf)):
             setattr(self, name, grow(getattr(self, name), n, fill))
 
     # ------------------------------------------------------------------ interface
@@ -723,7 +826,7 @@ class IGPT:
         s = self.subs
         self.rekeyed += int(_rekey(slots, skip, self.sleaf, self.n_g0, self.n_ng, self.nminls, s.toff,
                                    s.tlen, s.terms, s.maxwt, s.alpha, s.theta, self.built_theta,
-                                   self.ent, self.hot, self.gI))
+                                   self.ent, self.hot, self.gI, self.grp))
 
     def match(self, msgs):
         self.flush()
@@ -731,9 +834,9 @@ class IGPT:
         self._sync_toff()
         midx, slots, scores, cnt, self._cand_cap = _match(
             msgs.offsets, msgs.term_ids, msgs.weights, msgs.x, msgs.y, self.max_dist,
-            s.x, s.y, s.terms, s.w, s.wtsum, s.maxwt, self.row,
-            self.nbox, self.nminls, self.ent, self.hot, self.td, self.td_pool, len(self.td), self.flat_upto,
-            self._cand_cap)
+            s.x, s.y, s.terms, s.w, self.row,
+            self.nbox, self.nminls, self.ent, self.hot, self.grp, self.td, self.td_pool, len(self.td),
+            self.flat_upto, self.records, self._cand_cap)
         self.counts += cnt
         return midx, slots, scores
 
@@ -741,8 +844,9 @@ class IGPT:
         leaves = np.flatnonzero((self.nchild[: self.n_nodes] < 0))
         c = self.counts
         return dict(verified=int(c[4]), segments_visited=int(c[0]), cells_pruned=int(c[1]),
-                    groups_pruned=int(c[2]), entries_checked=int(c[3]), leaves=int(len(leaves)), segments=int(self.n_ng[leaves].sum()),
-                    entries=int(self.n_ne[leaves].sum()), rebuilds=self.rebuilds, rekeyed=self.rekeyed)
+                    groups_pruned=int(c[2]), group_records_pruned=int(c[5]), entries_checked=int(c[3]), leaves=int(len(leaves)), segments=int(self.n_ng[leaves].sum()),
+                    entries=int(self.n_ne[leaves].sum()), rebuilds=self.rebuilds, rekeyed=self.rekeyed,
+                    relayouts=self.relayouts)
 
     # ------------------------------------------------------------------ maintenance
     def _maybe_regroup(self, slots):
@@ -790,7 +894,7 @@ class IGPT:
         if self.e_used > 4 * max(live_entries, 1 << 14):
             # pools are mostly garbage: start them afresh and rebuild every leaf
             self.dirty = set(np.flatnonzero(self.nchild[: self.n_nodes] < 0).tolist())
-            self.e_used = self.g_used = self.td_used = 0
+            self.e_used = self.g_used = self.r_used = self.td_used = 0
             self.td[:, D_LEN] = 0
             self.td[:, D_CAP] = 0
             self.n_ng[:] = 0
@@ -802,13 +906,14 @@ class IGPT:
         self.ent = grow(self.ent, self.e_used + need)
         self.hot = grow(self.hot, self.e_used + need)
         self.gI = grow(self.gI, self.g_used + need)
+        self.grp = grow(self.grp, self.r_used + need)
         max_term = int(s.terms[: s.pool_used].max()) if s.pool_used else 0
         self.td = grow(self.td, max_term + 1)
-        self.e_used, self.g_used, self.td_pool, self.td_used = _rebuild(
-            leaves, fresh, self.nchild, self.nhead, self.snext, self.ncount, self.n_e0, self.n_ne,
+        self.e_used, self.g_used, self.r_used, self.td_pool, self.td_used = _rebuild(
+            leaves, fresh, self.nchild, self.nhead, self.snext, self.ncount, self.n_ne,
             self.n_g0, self.n_ng, self.nminls, s.toff, s.tlen, s.terms, s.wtsum, s.maxwt, s.alpha, s.theta,
             self.row["sdin"], self.max_dist, self.group_bounds, self.ent, self.hot, self.e_used, self.gI,
-            self.g_used, self.td, self.td_pool, self.td_used)
+            self.g_used, self.grp, self.r_used, self.td, self.td_pool, self.td_used)
         for L in leaves.tolist():
             if self.nchild[L] < 0 and self.ncount[L]:
                 mem = _members(L, self.nhead, self.snext, self.ncount[L])
@@ -816,3 +921,21 @@ class IGPT:
                 self.row["theta"][mem] = s.theta[mem]
         self.rebuilds += len(leaves)
         self.dirty.clear()
+        self._scattered += need
+        if self._scattered > self.RELAYOUT * max(int(self.n_ne[: self.n_nodes].sum()), 1):
+            self._relayout()
+
+    def _relayout(self) -> None:
+        """Entries and group records term-major (see _term_major): a term's segments are
+        read in sequence by the walk instead of one leaf's block each (at 1M subscriptions
+        the entry tables are far larger than the caches); garbage goes past the end. The rows
+        move in place, so no table is copied."""
+        epos, rpos, ne, nr = _term_major(self.td, self.td_pool, self.gI, self.e_used, self.r_used)
+        full = _places(epos, ne)
+        _permute(self.ent[: self.e_used], full)
+        _permute(self.hot[: self.e_used], full)
+        _permute(self.grp[: self.r_used], _places(rpos, nr))
+        _moved_ends(self.ent[:ne], self.grp[:nr], epos)
+        self.e_used, self.r_used = ne, nr
+        self._scattered = 0
+        self.relayouts += 1
