@@ -116,6 +116,23 @@ def test_measured_match_probability_near_target(target, dist):
     assert 0.5 * target <= measured_match_prob(w, 1500) <= 2 * target
 
 
+def test_size_spread_sets_how_sizes_vary():
+    """size_spread=0: every expression and event of exactly the average size (the match
+    probability still reached); the default spreads them avg +- avg // 4; a spread of 0.5 wider."""
+    w0 = begen(4000, sub_size=8, event_size=15, size_spread=0.0, n_events=500, seed=5)
+    assert set(np.diff(w0.exprs.pred_off).tolist()) == {8}
+    assert set(np.diff(w0.events.off).tolist()) == {15}
+    assert w0.knobs["size_spread"] == 0.0
+    assert 0.75 * 0.001 <= measured_match_prob(w0, None) <= 1.33 * 0.001
+    w1 = begen(4000, sub_size=8, event_size=15, n_events=500, seed=5)
+    assert set(np.diff(w1.exprs.pred_off).tolist()) == set(range(6, 11))
+    assert set(np.diff(w1.events.off).tolist()) <= set(range(12, 19))
+    w2 = begen(4000, sub_size=8, event_size=15, size_spread=0.5, n_events=500, seed=5)
+    assert set(np.diff(w2.exprs.pred_off).tolist()) == set(range(4, 13))
+    with pytest.raises(ValueError):
+        begen(10, size_spread=1.0)
+
+
 def _scan(w, k):
     core = ScanCore("weighted")
     core.add(w.exprs, w.n_attrs)

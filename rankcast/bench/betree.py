@@ -96,6 +96,9 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     g.add_argument("--geonames-match-prob", type=float, default=0.001,
                    help="match probability the GeoNames workload is calibrated to (<= 0: its natural one)")
     g.add_argument("--attr-dist", choices=("uniform", "zipf"), default="uniform")
+    g.add_argument("--size-spread", type=float, default=0.25,
+                   help="expression and event sizes vary by avg * this around their averages (begen's "
+                        "size_spread; 0: every expression of the average size)")
     g.add_argument("--events", type=int, default=1000, help="events timed per method")
     g.add_argument("--scan-events", type=int, default=30, help="events timed for scan (it is slow)")
     g.add_argument("--no-scan", action="store_true", help="leave scan out")
@@ -213,7 +216,8 @@ def measure(w, args, family: str, params: dict, match_prob: float, skipped: list
 def _begen(args, n: int, **over):
     from ..ingest.begen import begen
     kw = {**DEFAULTS, **over}
-    return begen(n, attr_dist=args.attr_dist, n_events=int(args.events), seed=args.seed, **kw)
+    return begen(n, attr_dist=args.attr_dist, n_events=int(args.events), seed=args.seed,
+                 size_spread=float(getattr(args, "size_spread", 0.25)), **kw)
 
 
 def _family_size(args, skipped: list) -> list[dict]:

@@ -54,7 +54,10 @@ Match view: matching does not walk the node tables. Every c-node has a hot row (
 dimension's own and subtree bounds, its c-directory children, the offset of its block; one
 cache line, all the c-directory search reads) and a contiguous block in one float arena (its
 p-directory, its l-node summary, then its l-node's expressions as packed predicate rows), every
-p-node a small block (summary, root, attribute). Updates mark the nodes they change (a dirty
+p-node a small block (summary, root, attribute). A p-directory entry also holds its p-node's
+c-directory box on the p-node's attribute (the root's subtree box: every expression below has
+its interval there), so a p-node whose box misses the event's value is passed over without
+reading its block; a c-directory root's change therefore marks its owner c-node too. Updates mark the nodes they change (a dirty
 list); before the next match the changed nodes' blocks are rewritten at the end of the arena,
 or everything anew in depth-first order when most nodes changed (a build) or the arena is half
 garbage. A visited bucket is thus one sequential read instead of a pointer chase per
@@ -141,6 +144,12 @@ def _touch_c(IL, c):
     if CI[c * NC + C_DIRTY] == 0:
         CI[c * NC + C_DIRTY] = 1
         _dirty(IL, 2 * c)
+    pn = CI[c * NC + C_PN]
+    if CI[c * NC + C_PAR] == -1 and pn >= 0:      # a c-directory root: its box is in the owner's view
+        own = IL[I_P][pn * NP + P_OWN]
+        if CI[own * NC + C_DIRTY] == 0:
+            CI[own * NC + C_DIRTY] = 1
+            _dirty(IL, 2 * own)
 
 
 @numba.njit(cache=True)
@@ -1074,14 +1083,10 @@ def _remove_empty_chain(IL, FL, c, NEXT, p_start, p_end, p_attr, p_lo, p_hi):
 
 
 # ----------------------------------------------------------------------------- top-k
-@numba.njit(cache=True)
+@numba.njit(cache=True, inline="always")
 def _hpush(hb, hp, n, b, p):
-    if n == hb.shape[0]:
-        nb = np.empty(2 * n + 16)
-        np_ = np.empty(2 * n + 16, np.int64)
-        nb[:n] = hb[:n]
-        np_[:n] = hp[:n]
-        hb, hp = nb, np_
+    """Push (b, p) on the max-heap ``hb/hp[:n]`` (the caller keeps room for it); returns the
+    new size."""
     j = n
     while j > 0:
         par = (j - 1) >> 1
@@ -1093,10 +1098,10 @@ def _hpush(hb, hp, n, b, p):
             break
     hb[j] = b
     hp[j] = p
-    return hb, hp, n + 1
+    return n + 1
 
 
-@numba.njit(cache=True)
+@numba.njit(cache=True, inline="always")
 def _hpop(hb, hp, n):
     b, p = hb[0], hp[0]
     n -= 1
@@ -1127,7 +1132,7 @@ def _size_c(IL, c, mode, NEXT, p_start, p_end):
     """Floats of the view block of c-node ``c`` (``_write_c``)."""
     CI = IL[I_C]
     base = c * NC
-    n = 4 + 2 * CI[base + C_DC] + (0 if mode == STATIC else 2 * CI[base + WC])
+    n = 4 + 4 * CI[base + C_DC] + (0 if mode == STATIC else 2 * CI[base + WC])
     s = CI[base + C_LH]
     while s >= 0:
         n += 2 + 4 * (p_end[s] - p_start[s])
@@ -1139,7 +1144,9 @@ def _size_c(IL, c, mode, NEXT, p_start, p_end):
 def _write_c(IL, FL, c, pos, mode, NEXT, p_start, p_end, p_attr, p_op, p_a, p_b, p_w, set_off):
     """The hot row of c-node ``c`` and its block at ``pos`` (returns the end): header
     (summary size, most predicates or static bound, p-directory size, expression floats),
-    the p-directory (attribute, p-node), the summary (attribute, weight), then per expression
+    the p-directory (attribute, p-node, and the p-node's c-directory box on the attribute: an
+    event value outside it reaches nothing below), the summary (attribute, weight), then per
+    expression
     (predicates, slot) and its predicate rows (attribute * 16 + operator, a or set start, b or
     set end, weight)."""
     CI = IL[I_C]
@@ -1170,10 +1177,15 @@ def _write_c(IL, FL, c, pos, mode, NEXT, p_start, p_end, p_attr, p_op, p_a, p_b,
     AR[pos + 2] = nd
     w = pos + 4
     DA, DP = IL[I_DA], IL[I_DP]
+    PI = IL[I_P]
     for x in range(ds, ds + nd):
         AR[w] = DA[x]
         AR[w + 1] = DP[x]
-        w += 2
+        r = PI[DP[x] * NP + P_ROOT]
+        j = CI[r * NC + C_BOX] + CI[r * NC + C_DEP] - 1
+        AR[w + 2] = BX[4 * j + B_SL]
+        AR[w + 3] = BX[4 * j + B_SH]
+        w += 4
     WA = IL[I_WA]
     WM = FL[F_WM]
     ws = CI[base + WS]
@@ -1302,7 +1314,7 @@ def _refresh_view(IL, FL, q, mode, NEXT, p_start, p_end, p_attr, p_op, p_a, p_b,
             CI[node * NC + C_DIRTY] = 0
             b = int(HV[node * NV + V_B])
             if b >= 0:
-                freed += 4 + 2 * int(AR[b + 2]) + 2 * int(AR[b]) + int(AR[b + 3])
+                freed += 4 + 4 * int(AR[b + 2]) + 2 * int(AR[b]) + int(AR[b + 3])
                 HV[node * NV + V_B] = -1.0
             if CI[node * NC + C_ALIVE] == 1:
                 need += _size_c(IL, node, mode, NEXT, p_start, p_end)
@@ -1376,13 +1388,13 @@ def _vbound(mode, AR, at, nsum, nmx, ev_attr, e0, e1, has, ew, tb):
 
 @numba.njit(cache=True, inline="always")
 def _consider(mode, AR, PV, pn, ev_attr, e0, e1, has, ew, tb, n, k, tsc, hb, hp, nh, cnt):
-    """Push p-node ``pn`` (on an attribute the event has) unless its bound cannot beat the
-    k-th score."""
+    """Push p-node ``pn`` (on an attribute the event has, its value in the p-node's
+    c-directory box) unless its bound cannot beat the k-th score; returns the heap's size."""
     pb = PV[pn]
     bnd = _vbound(mode, AR, pb + 4, int(AR[pb]), AR[pb + 1], ev_attr, e0, e1, has, ew, tb)
     if n == k and tsc[0] > bnd * (1.0 + EPS):
         cnt[M_PRUNED] += 1
-        return hb, hp, nh
+        return nh
     cnt[M_PUSHED] += 1
     return _hpush(hb, hp, nh, bnd, pn)
 
@@ -1395,9 +1407,11 @@ def _match_many(HV, AR, PV, mode, k, ev_off, ev_attr, ev_val, ev_w, val, has, ew
     summary and expressions), a p-node one small block."""
     tsc = np.empty(k)
     tid = np.empty(k, np.int64)
-    hb = np.empty(64)
-    hp = np.empty(64, np.int64)
-    stack = np.empty(64, np.int64)
+    # fixed sizes, so that no array is replaced inside the loops: a p-node is pushed at most
+    # once per event, and the c-directory search holds fewer entries than there are c-nodes
+    hb = np.empty(PV.shape[0] + 1)
+    hp = np.empty(PV.shape[0] + 1, np.int64)
+    stack = np.empty(HV.shape[0] // NV + 2, np.int64)
     max_ev = 1
     for e in range(ev_off.shape[0] - 1):
         max_ev = max(max_ev, ev_off[e + 1] - ev_off[e])
@@ -1421,9 +1435,9 @@ def _match_many(HV, AR, PV, mode, k, ev_off, ev_attr, ev_val, ev_w, val, has, ew
                 b = int(HV[c * NV + V_B])
                 nsum, nd, elen = int(AR[b]), int(AR[b + 2]), int(AR[b + 3])
                 dir0 = b + 4
-                r = dir0 + 2 * nd + 2 * nsum
+                r = dir0 + 4 * nd + 2 * nsum
                 if elen > 0:
-                    bnd = _vbound(mode, AR, dir0 + 2 * nd, nsum, AR[b + 1], ev_attr, e0, e1, has, ew, tb)
+                    bnd = _vbound(mode, AR, dir0 + 4 * nd, nsum, AR[b + 1], ev_attr, e0, e1, has, ew, tb)
                     if n == k and tsc[0] > bnd * (1.0 + EPS):
                         cnt[M_PRUNED] += 1
                     else:
@@ -1454,26 +1468,30 @@ def _match_many(HV, AR, PV, mode, k, ev_off, ev_attr, ev_val, ev_w, val, has, ew
                                 q += 4
                             if ok:
                                 sc = score[slot] if mode == STATIC else acc
-                                n = _offer(tsc, tid, n, k, sc, ids[slot])
+                                # the id (a random read) only for a score that can enter
+                                if n < k or sc >= tsc[0]:
+                                    n = _offer(tsc, tid, n, k, sc, ids[slot])
                 if nd > 0:
                     if nd <= 2 * (e1 - e0):
-                        for x in range(dir0, dir0 + 2 * nd, 2):
-                            if has[int(AR[x])]:
-                                hb, hp, nh = _consider(mode, AR, PV, int(AR[x + 1]), ev_attr, e0, e1, has, ew, tb,
-                                                       n, k, tsc, hb, hp, nh, cnt)
+                        for x in range(dir0, dir0 + 4 * nd, 4):
+                            a = int(AR[x])
+                            if has[a] and AR[x + 2] <= val[a] and val[a] <= AR[x + 3]:
+                                nh = _consider(mode, AR, PV, int(AR[x + 1]), ev_attr, e0, e1, has, ew, tb,
+                                               n, k, tsc, hb, hp, nh, cnt)
                     else:
                         for i in range(e0, e1):
                             a = ev_attr[i]
                             lo, hi = 0, nd
                             while lo < hi:
                                 mid = (lo + hi) >> 1
-                                if AR[dir0 + 2 * mid] < a:
+                                if AR[dir0 + 4 * mid] < a:
                                     lo = mid + 1
                                 else:
                                     hi = mid
-                            if lo < nd and AR[dir0 + 2 * lo] == a:
-                                hb, hp, nh = _consider(mode, AR, PV, int(AR[dir0 + 2 * lo + 1]), ev_attr, e0, e1,
-                                                       has, ew, tb, n, k, tsc, hb, hp, nh, cnt)
+                            x = dir0 + 4 * lo
+                            if lo < nd and AR[x] == a and AR[x + 2] <= val[a] and val[a] <= AR[x + 3]:
+                                nh = _consider(mode, AR, PV, int(AR[x + 1]), ev_attr, e0, e1,
+                                               has, ew, tb, n, k, tsc, hb, hp, nh, cnt)
             # next bucket: from the c-directory being searched, else the best p-node left
             c = -1
             while ns > 0 and c < 0:
@@ -1486,10 +1504,6 @@ def _match_many(HV, AR, PV, mode, k, ev_off, ev_attr, ev_val, ev_w, val, has, ew
                     continue
                 for ch in (int(HV[h + V_L]), int(HV[h + V_R])):
                     if ch >= 0:
-                        if ns + 2 > stack.shape[0]:
-                            bigger = np.empty(2 * stack.shape[0], np.int64)
-                            bigger[:ns] = stack[:ns]
-                            stack = bigger
                         stack[ns] = ch
                         ns += 1
                 if HV[h + V_OL] <= v and v <= HV[h + V_OH]:
@@ -1732,7 +1746,11 @@ def check_structure(core: BETreeCore) -> None:
                 f"hot row of c-node {c}: boxes"
         assert (h[V_L], h[V_R]) == (CI[c, C_L], CI[c, C_R]), f"hot row of c-node {c}: children"
         ds, dc = CI[c, C_DS], CI[c, C_DC]
-        dirs = [float(x) for a, p in zip(IL[I_DA][ds: ds + dc], IL[I_DP][ds: ds + dc]) for x in (a, p)]
+        dirs = []
+        for a, p in zip(IL[I_DA][ds: ds + dc], IL[I_DP][ds: ds + dc]):
+            r = PI[p, P_ROOT]
+            j = CI[r, C_BOX] + CI[r, C_DEP] - 1
+            dirs += [float(a), float(p), BX[4 * j + B_SL], BX[4 * j + B_SH]]
         exprs = []
         for s in lnode(c):
             exprs += [t.p_end[s] - t.p_start[s], s]
