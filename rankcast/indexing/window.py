@@ -22,6 +22,15 @@ the query stops when no node left can beat the K-th score. A message is scored o
 postings of its first term shared with s, so each message is scored once; the bounds cover
 the rest of s's terms (see ``_text_ub``). A batch is answered in an order (most frequent
 term, then Z-curve) that lets neighbouring queries share what is in cache.
+
+Where a row's terms hold few postings (at most ``flat_upto`` live ones, ``FLAT_UPTO`` by
+default), reading them all is cheaper than the walk: a best-first walk touches a node or a
+chunk (each a cache miss on a large window) for every two or three postings it reads, on
+dense streams where every term's postings spread over many cells. Those rows are answered
+from lists gathered once per batch (``_gather``: each term's live postings in the asked
+range, in ring order, one walk of its tree for every row of the batch that reads it): every
+message sharing a term is scored exactly, from its first shared term's list, and the best K
+selected. Both paths give the same rows, bit for bit.
 """
 from __future__ import annotations
 
@@ -47,6 +56,9 @@ CHUNK = 8
 FINE_FROM = 16
 SPLIT_AT = 256
 MAX_LEVEL = 3
+# Rows with at most this many live postings over their terms are read flat (see above): on a
+# 100k dense window flat reading was 2.5x faster for all rows, on GeoNames about even at 2-4k
+FLAT_UPTO = 4096
 GRID = 8
 BANDS = 8
 BAND_RATIO = 0.5
@@ -539,18 +551,138 @@ def _zorder(x, y, bounds):
 
 
 @numba.njit(cache=True)
+def _kth_largest(a, n, k):
+    """The k-th largest of ``a[:n]`` (1 <= k <= n), found in place (``a`` is reordered)."""
+    lo = 0
+    hi = n - 1
+    want = n - k                 # its index in ascending order
+    while lo < hi:
+        mid = (lo + hi) // 2
+        # median of three as the pivot, moved to hi
+        if a[mid] < a[lo]:
+            a[mid], a[lo] = a[lo], a[mid]
+        if a[hi] < a[lo]:
+            a[hi], a[lo] = a[lo], a[hi]
+        if a[mid] < a[hi]:
+            a[mid], a[hi] = a[hi], a[mid]
+        pivot = a[hi]
+        st = lo
+        for u in range(lo, hi):
+            if a[u] < pivot:
+                a[u], a[st] = a[st], a[u]
+                st += 1
+        a[st], a[hi] = a[hi], a[st]
+        if st == want:
+            return a[st]
+        if st < want:
+            lo = st + 1
+        else:
+            hi = st - 1
+    return a[lo]
+
+
+@numba.njit(cache=True, inline="always")
+def _insert_best(o_sc, o_ins, pos, c, Ki, sc, ins):
+    """Insert (sc, ins) into the ``c`` rows ``pos:pos + c`` sorted by (score, ring position)
+    descending, keeping at most ``Ki``; returns the new count."""
+    if c == Ki:
+        last = pos + c - 1
+        if sc < o_sc[last] or (sc == o_sc[last] and ins < o_ins[last]):
+            return c
+        c -= 1
+    u = pos + c
+    while u > pos and (o_sc[u - 1] < sc or (o_sc[u - 1] == sc and o_ins[u - 1] < ins)):
+        o_sc[u] = o_sc[u - 1]
+        o_ins[u] = o_ins[u - 1]
+        u -= 1
+    o_sc[u] = sc
+    o_ins[u] = ins
+    return c + 1
+
+
+@numba.njit(cache=True)
+def _gather(terms, after_seq, upto_seq, ch_i, ch_f, nd_i, term_root, term_live):
+    """The postings of each term in ``terms`` (int64, distinct, each with a root) whose
+    message has ``after_seq < seq <= upto_seq``, as lists in ring order: term ``g`` has
+    ``g_off[g]:g_off[g + 1]`` of ``g_ins`` (ring positions), ``g_w`` (its weights), ``g_x``,
+    ``g_y`` and ``g_sig`` (the message's signature). One walk of each term's tree for all
+    the rows of a batch that read it. Returns (g_off, g_ins, g_w, g_x, g_y, g_sig)."""
+    total = 0
+    for g in range(terms.shape[0]):
+        total += term_live[terms[g]]
+    g_off = np.zeros(terms.shape[0] + 1, np.int64)
+    u_ins = np.empty(total, np.int64)
+    u_w = np.empty(total)
+    u_x = np.empty(total)
+    u_y = np.empty(total)
+    u_sig = np.empty(total, np.int64)
+    g_ins = np.empty(total, np.int64)
+    g_w = np.empty(total)
+    g_x = np.empty(total)
+    g_y = np.empty(total)
+    g_sig = np.empty(total, np.int64)
+    stack = np.empty(64, np.int64)
+    w = 0
+    for g in range(terms.shape[0]):
+        stack[0] = term_root[terms[g]]
+        top = 1
+        while top > 0:
+            top -= 1
+            node = stack[top]
+            c = nd_i[node, NI_HEAD]
+            while c >= 0:
+                for p in range(ch_i[c, CI_START], ch_i[c, CI_N]):
+                    sq = ch_i[c, CI_SEQ + p]
+                    if after_seq < sq <= upto_seq:
+                        u_ins[w] = ch_i[c, CI_INS + p]
+                        u_w[w] = ch_f[c, CF_W + p]
+                        u_x[w] = ch_f[c, CF_X + p]
+                        u_y[w] = ch_f[c, CF_Y + p]
+                        u_sig[w] = ch_i[c, CI_SIG + p]
+                        w += 1
+                c = ch_i[c, CI_NEXT]
+            ch = nd_i[node, NI_CHILD]
+            while ch >= 0:
+                if nd_i[ch, NI_LIVE] > 0:
+                    if top == stack.shape[0]:
+                        more = np.empty(2 * top, np.int64)
+                        more[:top] = stack
+                        stack = more
+                    stack[top] = ch
+                    top += 1
+                ch = nd_i[ch, NI_NEXT]
+        a = g_off[g]
+        # each node's postings are in ring order; the term's, across nodes, are not
+        order = np.argsort(u_ins[a:w]) + a
+        for p in range(a, w):
+            r = order[p - a]
+            g_ins[p] = u_ins[r]
+            g_w[p] = u_w[r]
+            g_x[p] = u_x[r]
+            g_y[p] = u_y[r]
+            g_sig[p] = u_sig[r]
+        g_off[g + 1] = w
+    return g_off, g_ins, g_w, g_x, g_y, g_sig
+
+
+@numba.njit(cache=True)
 def _search(order, s_off, s_terms, s_w, s_x, s_y, s_alpha, K, after_seq, upto_seq, max_dist,
-            r_toff, r_tlen, mask, tr_term, tr_w, tmask, ch_f, ch_i, nd_f, nd_i, term_root,
-            term_maxw, n_terms, floor):
+            r_seq, r_x, r_y, r_toff, r_tlen, mask, tr_term, tr_w, tmask, ch_f, ch_i, nd_f, nd_i,
+            term_root, term_maxw, n_terms, floor, flat, s_gix, g_off, g_ins, g_w, g_x, g_y, g_sig):
     """Top-K[i] messages for each subscription row, best first; rows are answered in
     ``order`` (neighbours in that order share index data in cache), output in row order.
 
-    Best-first over the index: the roots of s's terms go on a max-heap by bound; a popped
+    A row with ``flat[i]`` reads every posting of its terms from the batch's gathered lists
+    (``_gather``: the term of s's entry ``e`` is list ``s_gix[e]``, or -1, with the postings
+    ``g_off[g]:g_off[g + 1]`` of ``g_ins``, ``g_w``, ``g_x``, ``g_y`` in ring order) and
+    merges them, so each message sharing a term is scored once. The other rows go
+    best-first over the index: the roots of s's terms go on a max-heap by bound; a popped
     node's own chunks are scanned (chunk bound, then each posting's own bound, then the
     exact score) and its children pushed; the search stops when the best bound left cannot
     beat the K-th score (or ``floor[i]``, if higher: messages scoring below it are not
-    wanted). Returns (offsets, seq, ins, score, complete, work); a row with a finite floor
-    is never complete (what it lacks may lie under the floor)."""
+    wanted). Both give the top-K[i] by (score, seq) of the messages sharing a term with s
+    and not below the floor. Returns (offsets, seq, ins, score, complete, work); a row
+    with a finite floor is never complete (what it lacks may lie under the floor)."""
     n = K.shape[0]
     base = np.zeros(n + 1, np.int64)
     for i in range(n):
@@ -563,6 +695,17 @@ def _search(order, s_off, s_terms, s_w, s_x, s_y, s_alpha, K, after_seq, upto_se
     pu = np.empty(256)
     pj = np.empty(256, np.int64)
     pn = np.empty(256, np.int64)
+    q_max = 0
+    for i in range(n):
+        q_max = max(q_max, s_off[i + 1] - s_off[i])
+    lj = np.empty(q_max, np.int64)      # a flat row's lists: its term, first and end
+    l_beg = np.empty(q_max, np.int64)   # posting, signature bit and lookup cursor
+    l_end = np.empty(q_max, np.int64)
+    l_bit = np.empty(q_max, np.int64)
+    l_cur = np.empty(q_max, np.int64)
+    b_sc = np.empty(1024)               # a flat row's messages not below its floor
+    b_ins = np.empty(1024, np.int64)
+    b_tmp = np.empty(1024)
     for ii in range(n):
         i = order[ii]
         a = s_off[i]
@@ -573,6 +716,87 @@ def _search(order, s_off, s_terms, s_w, s_x, s_y, s_alpha, K, after_seq, upto_se
         sy = s_y[i]
         st = s_terms[a:b]
         sw = s_w[a:b]
+        Ki = K[i]
+        scored = 0
+        if flat[i]:
+            # s's gathered lists, term by term: a message is scored from its first list
+            # (term) shared with s, its TSim summed in s's term order (the bits of
+            # ``scoring.tsim``). A posting whose signature shows none of s's other terms has
+            # this term only; otherwise the lists of the terms it may hold are looked up
+            # by cursors that only move forward (every list is in ring order).
+            nl = 0
+            for j in range(q):
+                g = s_gix[a + j]
+                if g >= 0 and g_off[g] < g_off[g + 1]:
+                    lj[nl] = j
+                    l_beg[nl] = g_off[g]
+                    l_end[nl] = g_off[g + 1]
+                    l_bit[nl] = 1 << (st[j] & 63)
+                    scored += l_end[nl] - l_beg[nl]
+                    nl += 1
+            if scored > b_sc.shape[0]:
+                b_sc = np.empty(2 * scored)
+                b_ins = np.empty(2 * scored, np.int64)
+                b_tmp = np.empty(2 * scored)
+            fl = floor[i]
+            cnt = 0
+            for l0 in range(nl):
+                oth = 0
+                for l in range(nl):
+                    if l != l0:
+                        oth |= l_bit[l]
+                    l_cur[l] = l_beg[l]
+                wj = sw[lj[l0]]
+                for p in range(l_beg[l0], l_end[l0]):
+                    m = g_ins[p]
+                    ts = wj * g_w[p]
+                    sg = g_sig[p] & oth
+                    if sg != 0:
+                        earlier = False
+                        for l in range(nl):
+                            if l == l0 or sg & l_bit[l] == 0:
+                                continue
+                            c = l_cur[l]
+                            while c < l_end[l] and g_ins[c] < m:
+                                c += 1
+                            l_cur[l] = c
+                            if c < l_end[l] and g_ins[c] == m:
+                                if l < l0:
+                                    earlier = True
+                                    break
+                                ts += sw[lj[l]] * g_w[c]
+                        if earlier:
+                            continue
+                    sc = combine(alpha, ssim(sx, sy, g_x[p], g_y[p], max_dist), ts)
+                    if not below(sc, fl):
+                        b_sc[cnt] = sc
+                        b_ins[cnt] = m
+                        cnt += 1
+            # the Ki best by (score, seq) (ring order is seq order): those at or above the
+            # Ki-th score, kept sorted in the row's output space
+            v = -math.inf
+            if cnt > Ki:
+                b_tmp[:cnt] = b_sc[:cnt]
+                v = _kth_largest(b_tmp, cnt, Ki)
+            pos = base[i]
+            c = 0
+            for u in range(cnt):
+                if b_sc[u] >= v:
+                    c = _insert_best(o_sc, o_ins, pos, c, Ki, b_sc[u], b_ins[u])
+            for u in range(c):
+                o_seq[pos + u] = r_seq[o_ins[pos + u] & mask]
+            got[i] = c
+            work[i] = scored
+            continue
+        h_sc = np.empty(Ki)
+        h_seq = np.empty(Ki, np.int64)
+        h_ins = np.empty(Ki, np.int64)
+        hn = 0
+        pushed = 0
+        size = 0
+        # what must be beaten: the caller's floor (a score that K messages elsewhere reach),
+        # then the K-th score once K are held, if higher
+        thr = floor[i]
         rest = np.zeros(q + 1)   # sum over later terms of w_s^2
         tail = np.zeros(q + 1)   # sum over later terms of w_s * (largest weight of the term)
         mw = np.zeros(q)
@@ -587,17 +811,6 @@ def _search(order, s_off, s_terms, s_w, s_x, s_y, s_alpha, K, after_seq, upto_se
             for l in range(q):
                 if l != j:
                     other[j] |= bit[l]
-        Ki = K[i]
-        h_sc = np.empty(Ki)
-        h_seq = np.empty(Ki, np.int64)
-        h_ins = np.empty(Ki, np.int64)
-        hn = 0
-        scored = 0
-        pushed = 0
-        size = 0
-        # what must be beaten: the caller's floor (a score that K messages elsewhere reach),
-        # then the K-th score once K are held, if higher
-        thr = floor[i]
         for j in range(q):
             t = st[j]
             if t < n_terms and term_root[t] >= 0 and nd_i[term_root[t], NI_LIVE] > 0:
@@ -745,6 +958,7 @@ class MessageWindow:
         self.bounds = np.asarray(cfg.bounds, np.float64)
         self.fine_from = FINE_FROM
         self.split_at = SPLIT_AT
+        self.flat_upto = FLAT_UPTO
         self.term_root = np.full(1024, -1, np.int64)    # root node of each term
         self.term_maxw = np.zeros(1024)                 # largest weight each term ever had here
         self.term_live = np.zeros(1024, np.int64)       # live postings of each term
@@ -870,13 +1084,34 @@ class MessageWindow:
         up = I64_MAX if upto_seq is None else int(upto_seq)
         floor = np.full(len(K), -np.inf) if floor is None else np.asarray(floor, np.float64)
         order = self.query_order(subs)
+        flat, s_gix, terms = self._flat_rows(subs)
+        lists = _gather(terms, int(after_seq), up, self.ch_i, self.ch_f, self.nd_i,
+                        self.term_root, self.term_live)
         off, seq, ins, sc, comp, work = _search(
             order, subs.offsets, subs.term_ids, subs.weights, subs.x, subs.y, subs.alpha, K,
-            int(after_seq), up, self.max_dist, self.r_toff, self.r_tlen, self.mask,
-            self.tr_term, self.tr_w, self.tmask, self.ch_f, self.ch_i, self.nd_f, self.nd_i,
-            self.term_root, self.term_maxw, len(self.term_root), floor)
+            int(after_seq), up, self.max_dist, self.r_seq, self.r_x, self.r_y, self.r_toff,
+            self.r_tlen, self.mask, self.tr_term, self.tr_w, self.tmask, self.ch_f, self.ch_i,
+            self.nd_f, self.nd_i, self.term_root, self.term_maxw, len(self.term_root), floor,
+            flat, s_gix, *lists)
         slots = ins & self.mask
         return CandidateLists(off, seq, self.r_id[slots], self.r_t[slots], sc, comp, work)
+
+    def _flat_rows(self, subs: SubscriptionBatch) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """Which rows read all their postings (``flat``: those with at most ``flat_upto``
+        live postings over their terms), the terms to gather for them, and for each term
+        entry of the batch its place among those terms (-1: not gathered)."""
+        t = subs.term_ids
+        known = t < len(self.term_root)
+        live = np.zeros(len(t), np.int64)
+        live[known] = self.term_live[t[known]]
+        cum = np.concatenate([[0], np.cumsum(live)])
+        per_row = cum[subs.offsets[1:]] - cum[subs.offsets[:-1]]
+        flat = per_row <= self.flat_upto
+        want = np.repeat(flat, np.diff(subs.offsets)) & (live > 0)
+        terms = np.unique(t[want])
+        s_gix = np.full(len(t), -1, np.int64)
+        s_gix[want] = np.searchsorted(terms, t[want])
+        return flat, s_gix, terms
 
     def query_order(self, subs: SubscriptionBatch) -> np.ndarray:
         """The order in which to answer a batch: by the most frequent term (the largest id,
