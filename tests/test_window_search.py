@@ -8,6 +8,7 @@ import pytest
 
 import rankcast as rc
 from rankcast.indexing.scoring import below
+from rankcast.indexing import window
 from rankcast.indexing.window import MessageWindow
 
 WORDS = [f"w{i}" for i in range(150)]   # more than 64 terms: signatures collide
@@ -70,10 +71,13 @@ def _window(rng, n_msgs, fine_from, split_at):
 
 
 @pytest.mark.parametrize("seed", range(4))
-@pytest.mark.parametrize("flat_upto", [-1, 30, 10 ** 9])
-def test_flat_and_best_first_searches_equal_brute_force(seed, flat_upto):
+@pytest.mark.parametrize("flat_upto,gather", [(-1, None), (30, "tree"), (30, "ring"), (10 ** 9, "tree"),
+                                              (10 ** 9, "ring")])
+def test_flat_and_best_first_searches_equal_brute_force(seed, flat_upto, gather, monkeypatch):
     """``flat_upto``: -1 walks the index for every row, 10**9 reads every row flat, 30 mixes
-    the two within a batch. Deep trees (small split sizes) on odd seeds."""
+    the two within a batch; the flat rows' lists gathered from the trees or from the ring.
+    Deep trees (small split sizes) on odd seeds."""
+    monkeypatch.setattr(window, "RING_GATHER_FROM", 10 ** 9 if gather == "ring" else 0)
     rng = np.random.default_rng(seed)
     win, sb = _window(rng, 1500, *((3, 2) if seed % 2 else (16, 256)))
     win.flat_upto = flat_upto

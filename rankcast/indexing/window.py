@@ -59,6 +59,8 @@ MAX_LEVEL = 3
 # Rows with at most this many live postings over their terms are read flat (see above): on a
 # 100k dense window flat reading was 2.5x faster for all rows, on GeoNames about even at 2-4k
 FLAT_UPTO = 4096
+HIST = 64           # buckets of the scores a flat row selects its best K from
+RING_GATHER_FROM = 8    # a batch reading 1/8 of the window's postings gathers from the ring
 GRID = 8
 BANDS = 8
 BAND_RATIO = 0.5
@@ -550,52 +552,23 @@ def _zorder(x, y, bounds):
     return out
 
 
-@numba.njit(cache=True)
-def _kth_largest(a, n, k):
-    """The k-th largest of ``a[:n]`` (1 <= k <= n), found in place (``a`` is reordered)."""
-    lo = 0
-    hi = n - 1
-    want = n - k                 # its index in ascending order
-    while lo < hi:
-        mid = (lo + hi) // 2
-        # median of three as the pivot, moved to hi
-        if a[mid] < a[lo]:
-            a[mid], a[lo] = a[lo], a[mid]
-        if a[hi] < a[lo]:
-            a[hi], a[lo] = a[lo], a[hi]
-        if a[mid] < a[hi]:
-            a[mid], a[hi] = a[hi], a[mid]
-        pivot = a[hi]
-        st = lo
-        for u in range(lo, hi):
-            if a[u] < pivot:
-                a[u], a[st] = a[st], a[u]
-                st += 1
-        a[st], a[hi] = a[hi], a[st]
-        if st == want:
-            return a[st]
-        if st < want:
-            lo = st + 1
-        else:
-            hi = st - 1
-    return a[lo]
-
-
 @numba.njit(cache=True, inline="always")
-def _insert_best(o_sc, o_ins, pos, c, Ki, sc, ins):
-    """Insert (sc, ins) into the ``c`` rows ``pos:pos + c`` sorted by (score, ring position)
+def _insert_best(o_sc, o_seq, o_ins, pos, c, Ki, sc, sq, ins):
+    """Insert (sc, sq, ins) into the ``c`` rows ``pos:pos + c`` sorted by (score, seq)
     descending, keeping at most ``Ki``; returns the new count."""
     if c == Ki:
         last = pos + c - 1
-        if sc < o_sc[last] or (sc == o_sc[last] and ins < o_ins[last]):
+        if sc < o_sc[last] or (sc == o_sc[last] and sq < o_seq[last]):
             return c
         c -= 1
     u = pos + c
-    while u > pos and (o_sc[u - 1] < sc or (o_sc[u - 1] == sc and o_ins[u - 1] < ins)):
+    while u > pos and (o_sc[u - 1] < sc or (o_sc[u - 1] == sc and o_seq[u - 1] < sq)):
         o_sc[u] = o_sc[u - 1]
+        o_seq[u] = o_seq[u - 1]
         o_ins[u] = o_ins[u - 1]
         u -= 1
     o_sc[u] = sc
+    o_seq[u] = sq
     o_ins[u] = ins
     return c + 1
 
@@ -605,8 +578,9 @@ def _gather(terms, after_seq, upto_seq, ch_i, ch_f, nd_i, term_root, term_live):
     """The postings of each term in ``terms`` (int64, distinct, each with a root) whose
     message has ``after_seq < seq <= upto_seq``, as lists in ring order: term ``g`` has
     ``g_off[g]:g_off[g + 1]`` of ``g_ins`` (ring positions), ``g_w`` (its weights), ``g_x``,
-    ``g_y`` and ``g_sig`` (the message's signature). One walk of each term's tree for all
-    the rows of a batch that read it. Returns (g_off, g_ins, g_w, g_x, g_y, g_sig)."""
+    ``g_y``, ``g_sig`` (the message's signature) and ``g_seq``. One walk of each term's tree
+    for all the rows of a batch that read it. Returns (g_off, g_ins, g_w, g_x, g_y, g_sig,
+    g_seq)."""
     total = 0
     for g in range(terms.shape[0]):
         total += term_live[terms[g]]
@@ -616,11 +590,13 @@ def _gather(terms, after_seq, upto_seq, ch_i, ch_f, nd_i, term_root, term_live):
     u_x = np.empty(total)
     u_y = np.empty(total)
     u_sig = np.empty(total, np.int64)
+    u_seq = np.empty(total, np.int64)
     g_ins = np.empty(total, np.int64)
     g_w = np.empty(total)
     g_x = np.empty(total)
     g_y = np.empty(total)
     g_sig = np.empty(total, np.int64)
+    g_seq = np.empty(total, np.int64)
     stack = np.empty(64, np.int64)
     w = 0
     for g in range(terms.shape[0]):
@@ -639,6 +615,7 @@ def _gather(terms, after_seq, upto_seq, ch_i, ch_f, nd_i, term_root, term_live):
                         u_x[w] = ch_f[c, CF_X + p]
                         u_y[w] = ch_f[c, CF_Y + p]
                         u_sig[w] = ch_i[c, CI_SIG + p]
+                        u_seq[w] = sq
                         w += 1
                 c = ch_i[c, CI_NEXT]
             ch = nd_i[node, NI_CHILD]
@@ -661,26 +638,82 @@ def _gather(terms, after_seq, upto_seq, ch_i, ch_f, nd_i, term_root, term_live):
             g_x[p] = u_x[r]
             g_y[p] = u_y[r]
             g_sig[p] = u_sig[r]
+            g_seq[p] = u_seq[r]
         g_off[g + 1] = w
-    return g_off, g_ins, g_w, g_x, g_y, g_sig
+    return g_off, g_ins, g_w, g_x, g_y, g_sig, g_seq
+
+
+@numba.njit(cache=True)
+def _gather_ring(terms, n_terms, after_seq, upto_seq, head, count, r_seq, r_x, r_y, r_toff,
+                 r_tlen, mask, tr_term, tr_w, tmask):
+    """``_gather``'s lists read from the ring instead of the trees: two passes over every
+    message held (count, then fill), cheaper than the trees' chunks once the batch reads a
+    good part of the window's postings. Same arguments and result as ``_gather``, with
+    ``n_terms`` above every term id in ``terms``."""
+    g_of = np.full(n_terms, -1, np.int64)
+    for g in range(terms.shape[0]):
+        g_of[terms[g]] = g
+    g_off = np.zeros(terms.shape[0] + 1, np.int64)
+    for c in range(head, count):
+        slot = c & mask
+        if after_seq < r_seq[slot] <= upto_seq:
+            a = r_toff[slot]
+            for j in range(r_tlen[slot]):
+                t = tr_term[(a + j) & tmask]
+                if t < n_terms and g_of[t] >= 0:
+                    g_off[g_of[t] + 1] += 1
+    for g in range(terms.shape[0]):
+        g_off[g + 1] += g_off[g]
+    total = g_off[terms.shape[0]]
+    fill = g_off[:-1].copy()
+    g_ins = np.empty(total, np.int64)
+    g_w = np.empty(total)
+    g_x = np.empty(total)
+    g_y = np.empty(total)
+    g_sig = np.empty(total, np.int64)
+    g_seq = np.empty(total, np.int64)
+    for c in range(head, count):
+        slot = c & mask
+        sq = r_seq[slot]
+        if not after_seq < sq <= upto_seq:
+            continue
+        a = r_toff[slot]
+        sig = 0
+        for j in range(r_tlen[slot]):
+            sig |= 1 << (tr_term[(a + j) & tmask] & 63)
+        for j in range(r_tlen[slot]):
+            t = tr_term[(a + j) & tmask]
+            if t < n_terms and g_of[t] >= 0:
+                w = fill[g_of[t]]
+                fill[g_of[t]] = w + 1
+                g_ins[w] = c
+                g_w[w] = tr_w[(a + j) & tmask]
+                g_x[w] = r_x[slot]
+                g_y[w] = r_y[slot]
+                g_sig[w] = sig
+                g_seq[w] = sq
+    return g_off, g_ins, g_w, g_x, g_y, g_sig, g_seq
 
 
 @numba.njit(cache=True)
 def _search(order, s_off, s_terms, s_w, s_x, s_y, s_alpha, K, after_seq, upto_seq, max_dist,
-            r_seq, r_x, r_y, r_toff, r_tlen, mask, tr_term, tr_w, tmask, ch_f, ch_i, nd_f, nd_i,
-            term_root, term_maxw, n_terms, floor, flat, s_gix, g_off, g_ins, g_w, g_x, g_y, g_sig):
+            r_toff, r_tlen, mask, tr_term, tr_w, tmask, ch_f, ch_i, nd_f, nd_i,
+            term_root, term_maxw, n_terms, floor, flat, s_gix, held, g_off, g_ins, g_w, g_x, g_y, g_sig,
+            g_seq):
     """Top-K[i] messages for each subscription row, best first; rows are answered in
     ``order`` (neighbours in that order share index data in cache), output in row order.
 
     A row with ``flat[i]`` reads every posting of its terms from the batch's gathered lists
     (``_gather``: the term of s's entry ``e`` is list ``s_gix[e]``, or -1, with the postings
-    ``g_off[g]:g_off[g + 1]`` of ``g_ins``, ``g_w``, ``g_x``, ``g_y`` in ring order) and
-    merges them, so each message sharing a term is scored once. The other rows go
-    best-first over the index: the roots of s's terms go on a max-heap by bound; a popped
-    node's own chunks are scanned (chunk bound, then each posting's own bound, then the
-    exact score) and its children pushed; the search stops when the best bound left cannot
-    beat the K-th score (or ``floor[i]``, if higher: messages scoring below it are not
-    wanted). Both give the top-K[i] by (score, seq) of the messages sharing a term with s
+    ``g_off[g]:g_off[g + 1]`` of ``g_ins``, ``g_w``, ... in ring order) term by term, so each
+    message sharing a term is scored once; ``held`` (int64, a row per term of the longest
+    flat row, a bit per ring slot; all zero, and left so) marks which messages each of the
+    row's lists holds. The other rows go best-first over the index: the roots of s's terms
+    go on a max-heap by bound; a popped node's own chunks are scanned (chunk bound, then each
+    posting's own bound, then the exact score) and its children pushed; the search stops
+    when the best bound left cannot beat the K-th score (or ``floor[i]``, if higher:
+    messages scoring below it are not wanted). Both give the top-K[i] by (score, seq) of
+    the messages sharing a term with s
     and not below the floor. Returns (offsets, seq, ins, score, complete, work); a row
     with a finite floor is never complete (what it lacks may lie under the floor)."""
     n = K.shape[0]
@@ -704,8 +737,9 @@ def _search(order, s_off, s_terms, s_w, s_x, s_y, s_alpha, K, after_seq, upto_se
     l_bit = np.empty(q_max, np.int64)
     l_cur = np.empty(q_max, np.int64)
     b_sc = np.empty(1024)               # a flat row's messages not below its floor
+    b_seq = np.empty(1024, np.int64)
     b_ins = np.empty(1024, np.int64)
-    b_tmp = np.empty(1024)
+    hist = np.zeros(HIST, np.int64)
     for ii in range(n):
         i = order[ii]
         a = s_off[i]
@@ -722,8 +756,9 @@ def _search(order, s_off, s_terms, s_w, s_x, s_y, s_alpha, K, after_seq, upto_se
             # s's gathered lists, term by term: a message is scored from its first list
             # (term) shared with s, its TSim summed in s's term order (the bits of
             # ``scoring.tsim``). A posting whose signature shows none of s's other terms has
-            # this term only; otherwise the lists of the terms it may hold are looked up
-            # by cursors that only move forward (every list is in ring order).
+            # this term only; otherwise a bit per ring slot of each list says which of the
+            # terms it may hold it holds, and a cursor that only moves forward (every list
+            # is in ring order) finds the weight.
             nl = 0
             for j in range(q):
                 g = s_gix[a + j]
@@ -736,10 +771,17 @@ def _search(order, s_off, s_terms, s_w, s_x, s_y, s_alpha, K, after_seq, upto_se
                     nl += 1
             if scored > b_sc.shape[0]:
                 b_sc = np.empty(2 * scored)
+                b_seq = np.empty(2 * scored, np.int64)
                 b_ins = np.empty(2 * scored, np.int64)
-                b_tmp = np.empty(2 * scored)
             fl = floor[i]
+            if nl > 1:                   # which messages each list holds, by ring slot
+                for l in range(nl):
+                    for p in range(l_beg[l], l_end[l]):
+                        sl = g_ins[p] & mask
+                        held[l, sl >> 6] |= 1 << (sl & 63)
             cnt = 0
+            lo = math.inf
+            hi = -math.inf
             for l0 in range(nl):
                 oth = 0
                 for l in range(nl):
@@ -752,39 +794,54 @@ def _search(order, s_off, s_terms, s_w, s_x, s_y, s_alpha, K, after_seq, upto_se
                     ts = wj * g_w[p]
                     sg = g_sig[p] & oth
                     if sg != 0:
+                        sl = m & mask
                         earlier = False
                         for l in range(nl):
-                            if l == l0 or sg & l_bit[l] == 0:
+                            if l == l0 or sg & l_bit[l] == 0 or (held[l, sl >> 6] >> (sl & 63)) & 1 == 0:
                                 continue
+                            if l < l0:
+                                earlier = True
+                                break
                             c = l_cur[l]
-                            while c < l_end[l] and g_ins[c] < m:
+                            while g_ins[c] < m:
                                 c += 1
                             l_cur[l] = c
-                            if c < l_end[l] and g_ins[c] == m:
-                                if l < l0:
-                                    earlier = True
-                                    break
-                                ts += sw[lj[l]] * g_w[c]
+                            ts += sw[lj[l]] * g_w[c]
                         if earlier:
                             continue
                     sc = combine(alpha, ssim(sx, sy, g_x[p], g_y[p], max_dist), ts)
                     if not below(sc, fl):
                         b_sc[cnt] = sc
                         b_ins[cnt] = m
+                        b_seq[cnt] = g_seq[p]
                         cnt += 1
-            # the Ki best by (score, seq) (ring order is seq order): those at or above the
-            # Ki-th score, kept sorted in the row's output space
-            v = -math.inf
-            if cnt > Ki:
-                b_tmp[:cnt] = b_sc[:cnt]
-                v = _kth_largest(b_tmp, cnt, Ki)
+                        lo = min(lo, sc)
+                        hi = max(hi, sc)
+            if nl > 1:
+                for l in range(nl):
+                    for p in range(l_beg[l], l_end[l]):
+                        held[l, (g_ins[p] & mask) >> 6] = 0
+            # the Ki best by (score, seq): a histogram of the
+            # scores (its bucket a monotone function of the score) finds the lowest bucket
+            # with Ki at or above it, which holds the Ki-th score; only those are sorted
+            # into the row's output space
+            cut = 0
+            scale = 0.0
+            if cnt > Ki and hi > lo:
+                scale = (HIST - 1) / (hi - lo)
+                hist[:] = 0
+                for u in range(cnt):
+                    hist[min(int((b_sc[u] - lo) * scale), HIST - 1)] += 1
+                cut = HIST - 1
+                above = hist[cut]
+                while above < Ki:
+                    cut -= 1
+                    above += hist[cut]
             pos = base[i]
             c = 0
             for u in range(cnt):
-                if b_sc[u] >= v:
-                    c = _insert_best(o_sc, o_ins, pos, c, Ki, b_sc[u], b_ins[u])
-            for u in range(c):
-                o_seq[pos + u] = r_seq[o_ins[pos + u] & mask]
+                if min(int((b_sc[u] - lo) * scale), HIST - 1) >= cut:
+                    c = _insert_best(o_sc, o_seq, o_ins, pos, c, Ki, b_sc[u], b_seq[u], b_ins[u])
             got[i] = c
             work[i] = scored
             continue
@@ -959,6 +1016,7 @@ class MessageWindow:
         self.fine_from = FINE_FROM
         self.split_at = SPLIT_AT
         self.flat_upto = FLAT_UPTO
+        self._held = np.zeros((0, 1), np.int64)     # the flat path's membership bits
         self.term_root = np.full(1024, -1, np.int64)    # root node of each term
         self.term_maxw = np.zeros(1024)                 # largest weight each term ever had here
         self.term_live = np.zeros(1024, np.int64)       # live postings of each term
@@ -1085,14 +1143,22 @@ class MessageWindow:
         floor = np.full(len(K), -np.inf) if floor is None else np.asarray(floor, np.float64)
         order = self.query_order(subs)
         flat, s_gix, terms = self._flat_rows(subs)
-        lists = _gather(terms, int(after_seq), up, self.ch_i, self.ch_f, self.nd_i,
-                        self.term_root, self.term_live)
+        lens = np.diff(subs.offsets)[flat]
+        q_max = int(lens.max()) if len(lens) else 0
+        if self._held.shape[0] < q_max or self._held.shape[1] != (self.mask >> 6) + 1:
+            self._held = np.zeros((q_max, (self.mask >> 6) + 1), np.int64)
+        if self.term_live[terms].sum() * RING_GATHER_FROM >= self.tcount - self.thead:
+            lists = _gather_ring(terms, len(self.term_root), int(after_seq), up, self.head, self.count,
+                                 self.r_seq, self.r_x, self.r_y, self.r_toff, self.r_tlen, self.mask,
+                                 self.tr_term, self.tr_w, self.tmask)
+        else:
+            lists = _gather(terms, int(after_seq), up, self.ch_i, self.ch_f, self.nd_i,
+                            self.term_root, self.term_live)
         off, seq, ins, sc, comp, work = _search(
             order, subs.offsets, subs.term_ids, subs.weights, subs.x, subs.y, subs.alpha, K,
-            int(after_seq), up, self.max_dist, self.r_seq, self.r_x, self.r_y, self.r_toff,
-            self.r_tlen, self.mask, self.tr_term, self.tr_w, self.tmask, self.ch_f, self.ch_i,
-            self.nd_f, self.nd_i, self.term_root, self.term_maxw, len(self.term_root), floor,
-            flat, s_gix, *lists)
+            int(after_seq), up, self.max_dist, self.r_toff, self.r_tlen, self.mask, self.tr_term,
+            self.tr_w, self.tmask, self.ch_f, self.ch_i, self.nd_f, self.nd_i, self.term_root,
+            self.term_maxw, len(self.term_root), floor, flat, s_gix, self._held, *lists)
         slots = ins & self.mask
         return CandidateLists(off, seq, self.r_id[slots], self.r_t[slots], sc, comp, work)
 
