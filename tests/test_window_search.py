@@ -8,8 +8,7 @@ import pytest
 
 import rankcast as rc
 from rankcast.indexing.scoring import below
-from rankcast.indexing import window
-from rankcast.indexing.window import MessageWindow
+from rankcast.indexing.window import FLAT_BATCH, MessageWindow
 
 WORDS = [f"w{i}" for i in range(150)]   # more than 64 terms: signatures collide
 
@@ -71,13 +70,10 @@ def _window(rng, n_msgs, fine_from, split_at):
 
 
 @pytest.mark.parametrize("seed", range(4))
-@pytest.mark.parametrize("flat_upto,gather", [(-1, None), (30, "tree"), (30, "ring"), (10 ** 9, "tree"),
-                                              (10 ** 9, "ring")])
-def test_flat_and_best_first_searches_equal_brute_force(seed, flat_upto, gather, monkeypatch):
+@pytest.mark.parametrize("flat_upto", [-1, 30, 10 ** 9])
+def test_flat_and_best_first_searches_equal_brute_force(seed, flat_upto):
     """``flat_upto``: -1 walks the index for every row, 10**9 reads every row flat, 30 mixes
-    the two within a batch; the flat rows' lists gathered from the trees or from the ring.
-    Deep trees (small split sizes) on odd seeds."""
-    monkeypatch.setattr(window, "RING_GATHER_FROM", 10 ** 9 if gather == "ring" else 0)
+    the two within a batch. Deep trees (small split sizes) on odd seeds."""
     rng = np.random.default_rng(seed)
     win, sb = _window(rng, 1500, *((3, 2) if seed % 2 else (16, 256)))
     win.flat_upto = flat_upto
@@ -101,3 +97,15 @@ def test_flat_and_best_first_searches_equal_brute_force(seed, flat_upto, gather,
                 want = [r for r in every[i] if not below(r[0], fl[i])][: K[i]]
                 assert rows == want, (i, bool(flat[i]))
                 assert bool(got.complete[i]) == (len(rows) < K[i] and fl[i] == -np.inf), i
+
+
+def test_small_batches_walk_the_index():
+    """Gathering reads the whole window: a batch with fewer flat rows than one per
+    ``FLAT_BATCH`` live postings walks the index for every row."""
+    rng = np.random.default_rng(9)
+    win, sb = _window(rng, 1500, 16, 256)
+    win.flat_upto = 10 ** 9
+    few = (win.tcount - win.thead) // FLAT_BATCH
+    assert few >= 2
+    assert not win._flat_rows(sb.take(np.arange(few - 1)))[0].any()
+    assert win._flat_rows(sb.take(np.arange(few + 1)))[0].all()

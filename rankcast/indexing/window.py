@@ -26,11 +26,11 @@ term, then Z-curve) that lets neighbouring queries share what is in cache.
 Where a row's terms hold few postings (at most ``flat_upto`` live ones, ``FLAT_UPTO`` by
 default), reading them all is cheaper than the walk: a best-first walk touches a node or a
 chunk (each a cache miss on a large window) for every two or three postings it reads, on
-dense streams where every term's postings spread over many cells. Those rows are answered
-from lists gathered once per batch (``_gather``: each term's live postings in the asked
-range, in ring order, one walk of its tree for every row of the batch that reads it): every
-message sharing a term is scored exactly, from its first shared term's list, and the best K
-selected. Both paths give the same rows, bit for bit.
+dense streams where every term's postings spread over many cells. A large batch (a bulk
+load's initial results) answers those rows from lists gathered once per batch (``_gather``:
+each term's live postings in the asked range, in ring order, read from the ring in two
+passes): every message sharing a term is scored exactly, from its first shared term's list,
+and the best K selected. Both paths give the same rows, bit for bit.
 """
 from __future__ import annotations
 
@@ -60,7 +60,10 @@ MAX_LEVEL = 3
 # 100k dense window flat reading was 2.5x faster for all rows, on GeoNames about even at 2-4k
 FLAT_UPTO = 4096
 HIST = 64           # buckets of the scores a flat row selects its best K from
-RING_GATHER_FROM = 8    # a batch reading 1/8 of the window's postings gathers from the ring
+# A batch reads rows flat only with a flat row per FLAT_BATCH live postings of the window at
+# least: gathering the lists reads the whole window (about 4 ms at 450k postings, a tenth of
+# the walks it saves there); smaller batches (the stream's re-evaluations) walk the index
+FLAT_BATCH = 1024
 GRID = 8
 BANDS = 8
 BAND_RATIO = 0.5
@@ -574,82 +577,14 @@ def _insert_best(o_sc, o_seq, o_ins, pos, c, Ki, sc, sq, ins):
 
 
 @numba.njit(cache=True)
-def _gather(terms, after_seq, upto_seq, ch_i, ch_f, nd_i, term_root, term_live):
-    """The postings of each term in ``terms`` (int64, distinct, each with a root) whose
-    message has ``after_seq < seq <= upto_seq``, as lists in ring order: term ``g`` has
-    ``g_off[g]:g_off[g + 1]`` of ``g_ins`` (ring positions), ``g_w`` (its weights), ``g_x``,
-    ``g_y``, ``g_sig`` (the message's signature) and ``g_seq``. One walk of each term's tree
-    for all the rows of a batch that read it. Returns (g_off, g_ins, g_w, g_x, g_y, g_sig,
-    g_seq)."""
-    total = 0
-    for g in range(terms.shape[0]):
-        total += term_live[terms[g]]
-    g_off = np.zeros(terms.shape[0] + 1, np.int64)
-    u_ins = np.empty(total, np.int64)
-    u_w = np.empty(total)
-    u_x = np.empty(total)
-    u_y = np.empty(total)
-    u_sig = np.empty(total, np.int64)
-    u_seq = np.empty(total, np.int64)
-    g_ins = np.empty(total, np.int64)
-    g_w = np.empty(total)
-    g_x = np.empty(total)
-    g_y = np.empty(total)
-    g_sig = np.empty(total, np.int64)
-    g_seq = np.empty(total, np.int64)
-    stack = np.empty(64, np.int64)
-    w = 0
-    for g in range(terms.shape[0]):
-        stack[0] = term_root[terms[g]]
-        top = 1
-        while top > 0:
-            top -= 1
-            node = stack[top]
-            c = nd_i[node, NI_HEAD]
-            while c >= 0:
-                for p in range(ch_i[c, CI_START], ch_i[c, CI_N]):
-                    sq = ch_i[c, CI_SEQ + p]
-                    if after_seq < sq <= upto_seq:
-                        u_ins[w] = ch_i[c, CI_INS + p]
-                        u_w[w] = ch_f[c, CF_W + p]
-                        u_x[w] = ch_f[c, CF_X + p]
-                        u_y[w] = ch_f[c, CF_Y + p]
-                        u_sig[w] = ch_i[c, CI_SIG + p]
-                        u_seq[w] = sq
-                        w += 1
-                c = ch_i[c, CI_NEXT]
-            ch = nd_i[node, NI_CHILD]
-            while ch >= 0:
-                if nd_i[ch, NI_LIVE] > 0:
-                    if top == stack.shape[0]:
-                        more = np.empty(2 * top, np.int64)
-                        more[:top] = stack
-                        stack = more
-                    stack[top] = ch
-                    top += 1
-                ch = nd_i[ch, NI_NEXT]
-        a = g_off[g]
-        # each node's postings are in ring order; the term's, across nodes, are not
-        order = np.argsort(u_ins[a:w]) + a
-        for p in range(a, w):
-            r = order[p - a]
-            g_ins[p] = u_ins[r]
-            g_w[p] = u_w[r]
-            g_x[p] = u_x[r]
-            g_y[p] = u_y[r]
-            g_sig[p] = u_sig[r]
-            g_seq[p] = u_seq[r]
-        g_off[g + 1] = w
-    return g_off, g_ins, g_w, g_x, g_y, g_sig, g_seq
-
-
-@numba.njit(cache=True)
-def _gather_ring(terms, n_terms, after_seq, upto_seq, head, count, r_seq, r_x, r_y, r_toff,
-                 r_tlen, mask, tr_term, tr_w, tmask):
-    """``_gather``'s lists read from the ring instead of the trees: two passes over every
-    message held (count, then fill), cheaper than the trees' chunks once the batch reads a
-    good part of the window's postings. Same arguments and result as ``_gather``, with
-    ``n_terms`` above every term id in ``terms``."""
+def _gather(terms, n_terms, after_seq, upto_seq, head, count, r_seq, r_x, r_y, r_toff,
+            r_tlen, mask, tr_term, tr_w, tmask):
+    """The postings of each term in ``terms`` (int64, distinct, each below ``n_terms``)
+    whose message has ``after_seq < seq <= upto_seq``, as lists in ring order, read in two
+    passes over the messages held (count, then fill): term ``g`` has ``g_off[g]:g_off[g +
+    1]`` of ``g_ins`` (ring positions), ``g_w`` (its weights), ``g_x``, ``g_y``, ``g_sig``
+    (the message's signature, as in the index) and ``g_seq``. Returns (g_off, g_ins, g_w,
+    g_x, g_y, g_sig, g_seq)."""
     g_of = np.full(n_terms, -1, np.int64)
     for g in range(terms.shape[0]):
         g_of[terms[g]] = g
@@ -1147,13 +1082,9 @@ class MessageWindow:
         q_max = int(lens.max()) if len(lens) else 0
         if self._held.shape[0] < q_max or self._held.shape[1] != (self.mask >> 6) + 1:
             self._held = np.zeros((q_max, (self.mask >> 6) + 1), np.int64)
-        if self.term_live[terms].sum() * RING_GATHER_FROM >= self.tcount - self.thead:
-            lists = _gather_ring(terms, len(self.term_root), int(after_seq), up, self.head, self.count,
-                                 self.r_seq, self.r_x, self.r_y, self.r_toff, self.r_tlen, self.mask,
-                                 self.tr_term, self.tr_w, self.tmask)
-        else:
-            lists = _gather(terms, int(after_seq), up, self.ch_i, self.ch_f, self.nd_i,
-                            self.term_root, self.term_live)
+        lists = _gather(terms, len(self.term_root), int(after_seq), up, self.head, self.count,
+                        self.r_seq, self.r_x, self.r_y, self.r_toff, self.r_tlen, self.mask,
+                        self.tr_term, self.tr_w, self.tmask)
         off, seq, ins, sc, comp, work = _search(
             order, subs.offsets, subs.term_ids, subs.weights, subs.x, subs.y, subs.alpha, K,
             int(after_seq), up, self.max_dist, self.r_toff, self.r_tlen, self.mask, self.tr_term,
@@ -1164,8 +1095,9 @@ class MessageWindow:
 
     def _flat_rows(self, subs: SubscriptionBatch) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         """Which rows read all their postings (``flat``: those with at most ``flat_upto``
-        live postings over their terms), the terms to gather for them, and for each term
-        entry of the batch its place among those terms (-1: not gathered)."""
+        live postings over their terms, if the batch holds enough of them: ``FLAT_BATCH``),
+        the terms to gather for them, and for each term entry of the batch its place among
+        those terms (-1: not gathered)."""
         t = subs.term_ids
         known = t < len(self.term_root)
         live = np.zeros(len(t), np.int64)
@@ -1173,6 +1105,8 @@ class MessageWindow:
         cum = np.concatenate([[0], np.cumsum(live)])
         per_row = cum[subs.offsets[1:]] - cum[subs.offsets[:-1]]
         flat = per_row <= self.flat_upto
+        if flat.sum() * FLAT_BATCH < self.tcount - self.thead:
+            flat[:] = False
         want = np.repeat(flat, np.diff(subs.offsets)) & (live > 0)
         terms = np.unique(t[want])
         s_gix = np.full(len(t), -1, np.int64)
