@@ -47,7 +47,7 @@ from ..config import EngineConfig
 from .scoring import below, combine, ssim
 
 __all__ = ["WindowClock", "MessageWindow", "CandidateLists", "CHUNK", "GRID", "BANDS", "FINE_FROM",
-           "SPLIT_AT", "MAX_LEVEL"]
+           "SPLIT_AT", "MAX_LEVEL", "FLAT_UPTO", "FLAT_BATCH"]
 
 CHUNK = 8
 # A term splits early (few postings keep whole-space boxes in its root) and a node late (every
@@ -56,13 +56,15 @@ CHUNK = 8
 FINE_FROM = 16
 SPLIT_AT = 256
 MAX_LEVEL = 3
-# Rows with at most this many live postings over their terms are read flat (see above): on a
-# 100k dense window flat reading was 2.5x faster for all rows, on GeoNames about even at 2-4k
+# Rows with at most this many live postings over their terms are read flat (see above). A
+# 100k window in two shards, batches of 25k initial searches (thread CPU per row, first shard
+# + floored shard): dense stream 13 + 12 us flat against 51 + 43 walked (every row is under
+# the limit there); GeoNames 38 + 27 against 42 + 29, and slower than the walk from 8k on
 FLAT_UPTO = 4096
 HIST = 64           # buckets of the scores a flat row selects its best K from
 # A batch reads rows flat only with a flat row per FLAT_BATCH live postings of the window at
-# least: gathering the lists reads the whole window (about 4 ms at 450k postings, a tenth of
-# the walks it saves there); smaller batches (the stream's re-evaluations) walk the index
+# least: gathering the lists reads the whole window (about 4 ms at 450k postings, the walks
+# of about 80 dense rows); smaller batches (the stream's re-evaluations) walk the index
 FLAT_BATCH = 1024
 GRID = 8
 BANDS = 8
@@ -756,10 +758,9 @@ def _search(order, s_off, s_terms, s_w, s_x, s_y, s_alpha, K, after_seq, upto_se
                 for l in range(nl):
                     for p in range(l_beg[l], l_end[l]):
                         held[l, (g_ins[p] & mask) >> 6] = 0
-            # the Ki best by (score, seq): a histogram of the
-            # scores (its bucket a monotone function of the score) finds the lowest bucket
-            # with Ki at or above it, which holds the Ki-th score; only those are sorted
-            # into the row's output space
+            # the Ki best by (score, seq): a histogram of the scores (the bucket a monotone
+            # function of the score) finds the lowest bucket with Ki at or above it, which
+            # holds the Ki-th score; only those are sorted into the row's output space
             cut = 0
             scale = 0.0
             if cnt > Ki and hi > lo:
