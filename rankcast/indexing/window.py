@@ -634,9 +634,8 @@ def _gather(terms, n_terms, after_seq, upto_seq, head, count, r_seq, r_x, r_y, r
 
 @numba.njit(cache=True)
 def _search(order, s_off, s_terms, s_w, s_x, s_y, s_alpha, K, after_seq, upto_seq, max_dist,
-            r_toff, r_tlen, mask, tr_term, tr_w, tmask, ch_f, ch_i, nd_f, nd_i,
-            term_root, term_maxw, n_terms, floor, flat, s_gix, held, g_off, g_ins, g_w, g_x, g_y, g_sig,
-            g_seq):
+            r_toff, r_tlen, mask, tr_term, tr_w, tmask, ch_f, ch_i, nd_f, nd_i, term_root,
+            term_maxw, n_terms, floor, flat, s_gix, held, g_off, g_ins, g_w, g_x, g_y, g_sig, g_seq):
     """Top-K[i] messages for each subscription row, best first; rows are answered in
     ``order`` (neighbours in that order share index data in cache), output in row order.
 
