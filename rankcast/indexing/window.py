@@ -1082,7 +1082,9 @@ class MessageWindow:
         q_max = int(lens.max()) if len(lens) else 0
         if self._held.shape[0] < q_max or self._held.shape[1] != (self.mask >> 6) + 1:
             self._held = np.zeros((q_max, (self.mask >> 6) + 1), np.int64)
-        lists = _gather(terms, len(self.term_root), int(after_seq), up, self.head, self.count,
+        # no flat row (the stream's small batches): nothing to gather, the window not read
+        head = self.count if len(terms) == 0 else self.head
+        lists = _gather(terms, len(self.term_root), int(after_seq), up, head, self.count,
                         self.r_seq, self.r_x, self.r_y, self.r_toff, self.r_tlen, self.mask,
                         self.tr_term, self.tr_w, self.tmask)
         off, seq, ins, sc, comp, work = _search(
