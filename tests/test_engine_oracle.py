@@ -76,8 +76,11 @@ def assert_buffers_are_skybands(eng):
 
 
 def _run(seed, window, window_seconds, clustered, steps=60, leaf_capacity=4, index=None, batch_size=7,
-         max_msgs=15, cand_cap=None, flat_upto=None, records=True):
+         max_msgs=15, cand_cap=None, flat_upto=None, records=True, search_flat=None):
     """``index``: (fine_from, split_at) of the message index, small to force deep nodes.
+    ``search_flat``: the message index's ``flat_upto`` (rows with at most that many live
+    postings are read flat, the others walk the index); by default -1 (every row walks the
+    index) with ``index`` given, else by seed: -1, the default, or 4 (a mix in one batch).
     ``cand_cap``: the room for candidates the subscription index's walk starts every
     publish call with (small: the walk overflows and is redone with more).
     ``flat_upto``: the longest segment the walk reads entry by entry (0: group pruning and
@@ -92,6 +95,9 @@ def _run(seed, window, window_seconds, clustered, steps=60, leaf_capacity=4, ind
     eng = rc.Engine(cfg)
     if index is not None:
         eng.window.fine_from, eng.window.split_at = index
+    if search_flat is None:
+        search_flat = -1 if index is not None else (-1, eng.window.flat_upto, 4)[seed % 3]
+    eng.window.flat_upto = search_flat
     if flat_upto is not None:
         eng.core.index.flat_upto = flat_upto
     eng.core.index.records = records
@@ -255,7 +261,8 @@ def test_oracle_with_numba_boundscheck(tmp_path):
             "from tests.test_engine_oracle import _run\n"
             "_run(3, window=20, window_seconds=None, clustered=True, steps=40)\n"
             "_run(4, window=None, window_seconds=4.0, clustered=False, steps=40)\n"
-            "_run(5, window=60, window_seconds=None, clustered=True, steps=40, index=(3, 2))\n") % os.getcwd()
+            "_run(5, window=60, window_seconds=None, clustered=True, steps=40, index=(3, 2))\n"
+            "_run(6, window=60, window_seconds=None, clustered=True, steps=40, search_flat=4)\n") % os.getcwd()
     env = dict(os.environ, NUMBA_BOUNDSCHECK="1", NUMBA_CACHE_DIR=str(tmp_path / "nb"))
     r = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, timeout=1200)
     assert r.returncode == 0, r.stderr[-3000:]
@@ -290,7 +297,8 @@ def test_many_shared_terms_with_uneven_weights(seed):
 
 
 @pytest.mark.parametrize("seed", range(4))
-def test_floored_shard_search_merges_to_the_whole_window_top_k(seed):
+@pytest.mark.parametrize("flat_upto", [-1, 10 ** 9])
+def test_floored_shard_search_merges_to_the_whole_window_top_k(seed, flat_upto):
     """A window split in shards, the others searched with the first's K-th scores as a floor:
     the merged top-K equals the top-K of the whole window, row for row (ties included: grid
     locations and few words make many equal scores), and a floored row is never complete."""
@@ -318,6 +326,7 @@ def test_floored_shard_search_merges_to_the_whole_window_top_k(seed):
     for s in range(3):
         w = MessageWindow(cfg)
         w.fine_from, w.split_at = 3, 2          # deep trees: every level prunes by the floor
+        w.flat_upto = flat_upto                 # or no tree walked: every posting read
         idx = np.flatnonzero(seqs % 3 == s)
         w.append(mb.take(idx), seqs[idx])
         shards.append(w)
