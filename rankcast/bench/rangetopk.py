@@ -206,7 +206,6 @@ def _unicast_from(r: dict) -> dict:
     receipts times its message size. No server time or calls (it did not run)."""
     from ..rangetopk.server import PAPER_UNICAST_BYTES, UNICAST_BYTES
     got = r["_received"]
-    aff = r["_affected"]
     n = max(len(got), 1)
     return {"k": r["k"], "m": r["m"], "method": "unicast", "epsilon": 0.0, "mode": "online", "events": len(got),
             "derived_from": f"{r['method']} receipts", "generated_per_event": r["received_per_event"],
