@@ -10,15 +10,16 @@ import math
 
 import numpy as np
 
-__all__ = ["brute_topk", "assert_engine_exact", "brute_match", "assert_matches_exact"]
+__all__ = ["brute_scores", "brute_topk", "assert_engine_exact", "brute_match", "assert_matches_exact"]
 
 
-def brute_topk(sub, window_msgs, window_seqs, max_dist) -> list[tuple[int, float]]:
-    """Top-k of one subscription row over a window batch, by the plain formula in Python.
+def brute_scores(sub, window_msgs, window_seqs, max_dist) -> list[tuple[float, int, int]]:
+    """(score, seq, message id) of every window message sharing a term with one
+    subscription row, in window order, by the plain formula in Python.
 
     ``sub`` = (x, y, alpha, k, term_ids, weights); the sum over shared terms runs in term id
     order, as the contract's reference does, so equal inputs give equal bits."""
-    x, y, alpha, k, st, sw = sub
+    x, y, alpha, _, st, sw = sub
     sterm = dict(zip(np.asarray(st).tolist(), np.asarray(sw).tolist()))
     rows = []
     for i in range(len(window_msgs)):
@@ -34,10 +35,15 @@ def brute_topk(sub, window_msgs, window_seqs, max_dist) -> list[tuple[int, float
         dx = x - float(window_msgs.x[i])
         dy = y - float(window_msgs.y[i])
         ss = 1.0 - math.sqrt(dx * dx + dy * dy) / max_dist
-        sc = alpha * ss + (1.0 - alpha) * ts
-        rows.append((-sc, -int(window_seqs[i]), int(window_msgs.ids[i]), sc))
-    rows.sort()
-    return [(r[2], r[3]) for r in rows[:k]]
+        rows.append((alpha * ss + (1.0 - alpha) * ts, int(window_seqs[i]), int(window_msgs.ids[i])))
+    return rows
+
+
+def brute_topk(sub, window_msgs, window_seqs, max_dist) -> list[tuple[int, float]]:
+    """Top-k of one subscription row over a window batch (:func:`brute_scores`), best first:
+    higher score, then the newer message."""
+    rows = sorted(brute_scores(sub, window_msgs, window_seqs, max_dist), key=lambda r: (-r[0], -r[1]))
+    return [(mid, sc) for sc, _, mid in rows[:sub[3]]]
 
 
 def assert_engine_exact(engine, tol: float = 1e-9) -> None:

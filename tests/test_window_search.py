@@ -9,6 +9,7 @@ import pytest
 import rankcast as rc
 from rankcast.indexing.scoring import below
 from rankcast.indexing.window import FLAT_BATCH, MessageWindow
+from rankcast.testing import brute_scores
 
 WORDS = [f"w{i}" for i in range(150)]   # more than 64 terms: signatures collide
 
@@ -20,24 +21,9 @@ def _brute(win: MessageWindow, subs, after, upto):
     out = []
     for i in range(len(subs)):
         st, sw = subs.row_terms(i)
-        sterm = dict(zip(st.tolist(), sw.tolist()))
-        rows = []
-        for m in range(len(snap)):
-            if not after < seqs[m] <= upto:
-                continue
-            mt, mw = snap.row_terms(m)
-            ts, shared = 0.0, 0
-            for t, w in zip(mt.tolist(), mw.tolist()):
-                if t in sterm:
-                    ts += sterm[t] * w
-                    shared += 1
-            if not shared:
-                continue
-            dx, dy = float(subs.x[i]) - float(snap.x[m]), float(subs.y[i]) - float(snap.y[m])
-            ss = 1.0 - np.sqrt(dx * dx + dy * dy) / win.max_dist
-            a = float(subs.alpha[i])
-            rows.append((float(a * ss + (1.0 - a) * ts), int(seqs[m])))
-        out.append(sorted(rows, reverse=True))
+        sub = (float(subs.x[i]), float(subs.y[i]), float(subs.alpha[i]), 0, st, sw)
+        out.append(sorted(((float(sc), q) for sc, q, _ in brute_scores(sub, snap, seqs, win.max_dist)
+                           if after < q <= upto), reverse=True))
     return out
 
 
