@@ -70,7 +70,8 @@ def test_shard_floor_keeps_results_exact(policy, time_window, monkeypatch):
 
     def checked(self, step, req, K, after, upto, floor=True):
         refs = ask(self, step, req, K, after, upto, floor)
-        plain = [s.search.remote(step, req, K, after, upto) for s in self.shards]
+        own = None if self.term_filter is None else self.term_filter.owned(req.term_ids)
+        plain = [s.search.remote(step, req, K, after, upto, None, own) for s in self.shards]
         a, b = (merge_candidates(self.rt.get(r), K) for r in (refs, plain))
         seen["rows"] += len(K)
         seen["floored"] += int(np.isfinite(self.rt.get(plain[0]).kth_scores(K)).sum())

@@ -24,14 +24,18 @@ aggregators then hold the exact global top-k of every subscription.
 Prefix reallocation (paper 7.3.4, lazy): a replica reports that its kScore fell to the
 bound of the terms beyond the routed prefix. From position n0 (the next step) messages are
 routed by the longer prefix; partitions newly covered get the subscription with initial
-results as of n0 (a re-evaluation over the whole window); the other replicas learn the new
-length and check their kScore against it.
+results as of n0 (a re-evaluation over the window's messages that reach them); the other
+replicas learn the new length and check their kScore against it (and are re-evaluated
+where a newly routed term is routed to them).
 
 Why the union of the replicas' top-k lists holds the global top-k at a boundary: a replica
-is an exact Skype core over the messages routed to it plus the whole window at its last
-re-evaluation, so it holds every global top-k message among those. A message that no
-replica has seen shares no term of the current prefix (a term of a partition added later
-was covered by that partition's initial re-evaluation), so it scores below the bound of
+is an exact Skype core over a set of window messages that holds every message sharing with
+it a term routed to its partition (the stream brings those, and its re-evaluations ask
+for them: ``TermFilter``), so it holds every global top-k message among those (a message
+in the top-k of the window is in the top-k of any part of it). A message that no replica
+has seen shares no term of the current prefix (a term of a partition added later was
+covered by that partition's initial re-evaluation, a term newly routed to a partition that
+already held a replica by that replica's re-evaluation), so it scores below the bound of
 the current prefix; and every replica keeps its kScore, which never exceeds the global one,
 above that bound (it checks whenever its top-k or the prefix changes) or asks for a longer
 prefix before the boundary is reached.
@@ -1288,6 +1292,13 @@ class Coordinator(CoordinatorBase):
         self.dists = [make("distributor", Distributor, d, self.policy, S, d, name, export, delay, seed,
                            snapshot=False) for d in range(D)]
         finish()
+        self._send_term_filters()
+
+    def _send_term_filters(self) -> None:
+        """Replicated mode: each partition learns the terms routed to it (its replicas are
+        re-evaluated over the messages sharing one of them: see ``SubscriptionPartition``)."""
+        if not self.direct:
+            self.rt.get([p.set_term_filter.remote(self.policy.term_filter(i)) for i, p in enumerate(self.parts)])
 
     def encoder_copy(self) -> Encoder:
         """An encoder with this one's vocabulary and committed terms (nothing pending): what
@@ -1677,6 +1688,7 @@ class Coordinator(CoordinatorBase):
         moved_term = old.parts(terms, subs.ids[row]) != self.policy.kmap.parts(terms, subs.ids[row])
         affected = np.unique(row[moved_term])
         self.rt.get([d.set_policy.remote(self.policy) for d in self.dists])
+        self._send_term_filters()
         P = self.policy.n_partitions
         if len(affected):
             for p, rows in enumerate(Routing(before.offsets, before.parts).rows_of(P)):

@@ -10,7 +10,12 @@ number is checked):
    (``SkypeCore.process``), then the expiry watermark of the step's end;
 3. re-evaluations "as of" the step's last position b: every shard is asked for the top-K
    with ``expire_upto(b) < seq <= b``, the answers are merged (directly or by an aggregator)
-   and installed; repeated while the core asks for a larger K;
+   and installed; repeated while the core asks for a larger K. A replica (keyword policies)
+   asks only about the messages sharing with it a term routed to this partition (its
+   ``TermFilter``): its buffer is then exact over the messages that reach it, as the stream
+   keeps it, and the merge of the replicas' lists is exact (see ``rankcast.actors.policies``);
+   over the whole window instead, a replica's buffer would hold what only other partitions'
+   messages replace, and fall below k several times as often as the engine's;
 4. prefix policies: a replica whose kScore fell so that terms beyond the routed loose
    prefix could reach its top-k asks for reallocation
    (:func:`rankcast.actors.policies.needed_prefix`);
@@ -34,7 +39,7 @@ from ..indexing.core import SkypeCore
 from .aggregator import merge_candidates
 from .metrics import RoleMetrics
 from ..indexing.scoring import EPS
-from .policies import needed_prefix
+from .policies import TermFilter, needed_prefix
 from .recovery import PeerLost, Recoverable, is_role_death
 
 __all__ = ["SubscriptionPartition", "PartitionOps"]
@@ -123,10 +128,16 @@ class SubscriptionPartition(Recoverable):
         self._rng = np.random.default_rng(seed + 104729 * index + 1)
         self._held = None                           # a step a peer's death interrupted (resume)
         self._shards_ready = None                   # this step's shard appends, not yet waited for
+        self.term_filter: TermFilter | None = None  # replicas: the terms routed here (set_term_filter)
         self._resume(resume)
 
     def _warm(self) -> None:
         warm_spatial(self.cfg)
+
+    def set_term_filter(self, term_filter: TermFilter | None) -> None:
+        """The terms routed to this partition (the coordinator sets them after every start,
+        restore and refit of the keyword ranges); None: every message reaches it."""
+        self.term_filter = term_filter
 
     # ------------------------------------------------------------------ the step
     def process(self, step: int, pos_end: int, exp_end: int, ops: PartitionOps | None, payload,
@@ -256,8 +267,27 @@ class SubscriptionPartition(Recoverable):
             slots = core.find_slots(ops.plen_ids)
             keep = slots >= 0
             slots = slots[keep]
-            self._set_plen(slots, np.maximum(self.plen[slots], ops.plen[keep]))
+            old = self.plen[slots].copy()
+            self._set_plen(slots, np.maximum(old, ops.plen[keep]))
+            self._reevaluate_gained(slots, old)
         return slots_added
+
+    def _reevaluate_gained(self, slots: np.ndarray, old_plen: np.ndarray) -> None:
+        """Replicas whose longer prefix routes them here by a further term: re-evaluated, as
+        their last re-evaluation may have left out that term's messages (a refit of the
+        ranges may have moved the term here since; otherwise the term was always routed
+        here and this only refreshes the buffer)."""
+        if self.term_filter is None:
+            return
+        s = self.core.subs
+        more = self.plen[slots] > old_plen
+        grew, old = slots[more], old_plen[more]
+        added = self.plen[grew] - old          # the terms newly routed by
+        idx = runs(s.toff[grew] + old, added)[1]
+        row = np.repeat(np.arange(len(grew)), added)
+        gained = np.unique(grew[row[self.term_filter.owned(s.terms[idx])]])
+        if len(gained):
+            self.core.request_reevaluation(gained)
 
     def _add(self, subs: SubscriptionBatch, plen: np.ndarray) -> np.ndarray:
         """Subscriptions into the core, routed by prefixes of length ``plen``; their slots
@@ -303,13 +333,14 @@ class SubscriptionPartition(Recoverable):
         quarter of their work). Smaller batches, and any with ``floor=False`` (a rebuild, which
         the stream waits for: the shards answer side by side), ask all at once."""
         S = len(self.shards)
+        own = None if self.term_filter is None else self.term_filter.owned(req.term_ids)
         if S == 1 or len(K) < FLOOR_FROM or not floor:
-            return [s.search.remote(step, req, K, after, upto) for s in self.shards]
+            return [s.search.remote(step, req, K, after, upto, None, own) for s in self.shards]
         first = (self.index + step) % S
-        ref = self.shards[first].search.remote(step, req, K, after, upto)
+        ref = self.shards[first].search.remote(step, req, K, after, upto, None, own)
         with self.metrics.waiting():
             floor = self.rt.get(ref).kth_scores(K)
-        return [ref if i == first else s.search.remote(step, req, K, after, upto, floor)
+        return [ref if i == first else s.search.remote(step, req, K, after, upto, floor, own)
                 for i, s in enumerate(self.shards)]
 
     def _realloc_requests(self, pos_end: int):

@@ -191,6 +191,11 @@ class SkypeCore:
                 self.p_exp = self._expiries / tot
 
     # ------------------------------------------------------------------ re-evaluation
+    def request_reevaluation(self, slots) -> None:
+        """Re-evaluate these buffers at the next ``reeval_requests`` (a cluster replica
+        that now needs messages its last re-evaluation left out)."""
+        self.buf.reeval[np.asarray(slots, np.int64)] = True
+
     def reeval_requests(self) -> tuple[np.ndarray, SubscriptionBatch, np.ndarray]:
         """Subscriptions whose buffer fell below k with theta > 0, and new ones."""
         b, s = self.buf, self.subs
