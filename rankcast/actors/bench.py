@@ -170,10 +170,12 @@ def _projected(busy: dict, messages: int) -> dict:
 
 
 def _inproc_cluster(work, cfg, policy, P, shards, distributors, batch_size, sample_rows, options=None,
-                    monitor_every: float | None = None):
+                    monitor_every: float | None = None, delivery_interval: float | None = None):
     import rankcast as rc
     opts = {"runtime": "inproc", **(options or {})}
     more = {} if monitor_every is None else {"monitor_every": monitor_every}
+    if delivery_interval is not None:
+        more["delivery_interval"] = delivery_interval
     aggregators = int(opts.pop("aggregators", 1))
     if policy in ("spatial-first", "keyword-first") and "l1" not in opts:
         opts["l1"] = max(1, int(round(np.sqrt(P))) // 2 * 2) or 1

@@ -65,7 +65,7 @@ from .aggregator import Aggregator
 from .distributor import Distributor
 from .metrics import RoleMetrics
 from .partition import PartitionOps, SubscriptionPartition
-from .policies import Policy, Routing, make_policy
+from .policies import Policy, Routing, make_policy, prefix_lengths
 from .recovery import StateStore, is_role_death, shared_config, write_snapshots
 from .runtime import InprocRuntime, RayRuntime, Runtime
 from .shard import WindowShard
@@ -1501,6 +1501,11 @@ class Coordinator(CoordinatorBase):
         rows, need, part, cur = rows.take(alive), need[alive], part[alive], cur[alive]
         self.counters["reallocations"] += len(rows)
         P = self.policy.n_partitions
+        # a replica asks by its own kScore; the replicas' lists at the aggregators bound the
+        # subscription's (k messages still in the window): the prefix that bound needs may
+        # be shorter, and the replicas check against it while it holds
+        lb, until = self._kscore_bounds(rows.ids)
+        need = np.minimum(need, np.maximum(cur, prefix_lengths(rows.offsets, rows.weights, rows.alpha, lb)))
         # the longest prefix asked for each subscription (one row per subscription)
         order = np.lexsort((-need, rows.ids))
         first = order[np.r_[True, rows.ids[order][1:] != rows.ids[order][:-1]]]
@@ -1524,13 +1529,30 @@ class Coordinator(CoordinatorBase):
             n_new = int(added.sum())
             self.counters["realloc_new_replicas"] += n_new
             live.update(zip(sub.ids.tolist(), new_plen.tolist()))
-        # requesters whose prefix an earlier request already grew learn the current length
-        # (and check their kScore against it)
+        # the other requesters learn the current length (which an earlier request may have
+        # grown) and the bound on the kScore, and check against them
         stale = ~np.isin(rows.ids, rows.ids[grow])
         for p in np.unique(part[stale]).tolist():
-            ids = np.unique(rows.ids[stale & (part == p)])
+            at = np.flatnonzero(stale & (part == p))
+            at = at[np.unique(rows.ids[at], return_index=True)[1]]
+            ids = rows.ids[at]
             pl = np.fromiter((live[i] for i in ids.tolist()), np.int64, len(ids))
-            self._add_ops(p, PartitionOps(plen_ids=ids, plen=pl))
+            self._add_ops(p, PartitionOps(plen_ids=ids, plen=pl, lb=lb[at], lb_until=until[at]))
+
+    def _kscore_bounds(self, ids: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """Per id, a lower bound on its kScore and the seq it holds while in the window
+        (``Aggregator.kscore_bounds``; messages expired by the last step dispatched left out)."""
+        A = len(self.aggs)
+        owner = np.mod(ids, A)
+        lb, until = np.full(len(ids), -np.inf), np.full(len(ids), -1, np.int64)
+        asked = [(a, np.flatnonzero(owner == a)) for a in range(A)]
+        asked = [(a, at) for a, at in asked if len(at)]
+        with self.metrics.waiting():
+            got = self.rt.get([self.aggs[a].kscore_bounds.remote(ids[at], self.exp_dispatched)
+                               for a, at in asked])
+        for (a, at), (l, u) in zip(asked, got):
+            lb[at], until[at] = l, u
+        return lb, until
 
     # ------------------------------------------------------------------ results
     def _ship(self) -> None:

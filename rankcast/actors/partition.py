@@ -11,11 +11,12 @@ number is checked):
 3. re-evaluations "as of" the step's last position b: every shard is asked for the top-K
    with ``expire_upto(b) < seq <= b``, the answers are merged (directly or by an aggregator)
    and installed; repeated while the core asks for a larger K. A replica (keyword policies)
-   asks only about the messages sharing with it a term routed to this partition (its
-   ``TermFilter``): its buffer is then exact over the messages that reach it, as the stream
-   keeps it, and the merge of the replicas' lists is exact (see ``rankcast.actors.policies``);
-   over the whole window instead, a replica's buffer would hold what only other partitions'
-   messages replace, and fall below k several times as often as the engine's;
+   takes, from the stream and from its re-evaluations alike, only the messages sharing with
+   it a term routed to this partition (its ``TermFilter``): its buffer is exact over those,
+   every message that routes the subscription here is among them, and the merge of the
+   replicas' lists is exact (see ``rankcast.actors.coordinator``). Over the whole window
+   instead, a replica's buffer would hold what only other partitions' messages replace, and
+   fall below k several times as often as the engine's;
 4. prefix policies: a replica whose kScore fell so that terms beyond the routed loose
    prefix could reach its top-k asks for reallocation
    (:func:`rankcast.actors.policies.needed_prefix`);
@@ -50,15 +51,17 @@ FLOOR_FROM = 64     # re-evaluation rows from which the shards are asked one, th
 class PartitionOps:
     """Control operations of one step for one partition (all optional)."""
 
-    __slots__ = ("remove", "add", "add_plen", "plen_ids", "plen")
+    __slots__ = ("remove", "add", "add_plen", "plen_ids", "plen", "lb", "lb_until")
 
     def __init__(self, remove=None, add: SubscriptionBatch | None = None, add_plen=None,
-                 plen_ids=None, plen=None):
+                 plen_ids=None, plen=None, lb=None, lb_until=None):
         self.remove = remove
         self.add = add
         self.add_plen = add_plen
         self.plen_ids = plen_ids
         self.plen = plen
+        self.lb = lb                    # with plen_ids: a bound on the global kScore (or None)
+        self.lb_until = lb_until        # ... valid while the window holds this seq
 
     @staticmethod
     def combine(ops: list["PartitionOps"]) -> "PartitionOps":
@@ -71,8 +74,14 @@ class PartitionOps:
             return np.concatenate(xs) if xs else None
 
         adds = [o.add for o in ops if o.add is not None]
+        def lbs(name, fill):
+            xs = [(getattr(o, name) if getattr(o, name) is not None else np.full(len(o.plen_ids), fill))
+                  for o in ops if o.plen_ids is not None]
+            return np.concatenate(xs) if xs and any(getattr(o, name) is not None for o in ops) else None
+
         return PartitionOps(cat("remove"), SubscriptionBatch.concat(adds) if adds else None,
-                            cat("add_plen"), cat("plen_ids"), cat("plen"))
+                            cat("add_plen"), cat("plen_ids"), cat("plen"), lbs("lb", -np.inf),
+                            lbs("lb_until", -1))
 
 
 def warm_spatial(cfg: EngineConfig) -> None:
@@ -100,7 +109,7 @@ class SubscriptionPartition(Recoverable):
     and whose reading dominated a restore. In replicated mode the aggregators merge lists
     that depend on each replica's past: the whole core is the snapshot there."""
 
-    _STATE = ("core", "plen", "ub", "step", "exp_end", "pos_end", "_dropped", "_new_ids")
+    _STATE = ("core", "plen", "ub", "lb", "lb_until", "step", "exp_end", "pos_end", "_dropped", "_new_ids")
 
     def __init__(self, cfg: EngineConfig, index: int, shards: list, aggregators: list, runtime,
                  prefix: bool, merge_via_aggregator: bool = True, cluster: str = "rankcast",
@@ -116,6 +125,8 @@ class SubscriptionPartition(Recoverable):
         self.via_agg = bool(merge_via_aggregator)
         self.plen = np.zeros(1024, np.int64)        # prefix length messages are routed by (known)
         self.ub = np.full(1024, -np.inf)            # bound of the terms beyond it (Eq. 18)
+        self.lb = np.full(1024, -np.inf)            # a bound on the global kScore (coordinator)
+        self.lb_until = np.full(1024, -1, np.int64)  # ... valid while seq lb_until is in the window
         self.step = int(start_step)                 # a partition added later joins at a step
         self.exp_end = -1
         self.pos_end = -1                           # last position of the last step applied
@@ -138,6 +149,8 @@ class SubscriptionPartition(Recoverable):
         """The terms routed to this partition (the coordinator sets them after every start,
         restore and refit of the keyword ranges); None: every message reaches it."""
         self.term_filter = term_filter
+        f = term_filter
+        self.core.owned_terms = None if f is None else (f.lo, f.hi, f.v_fit, f.modulus, f.residue)
 
     # ------------------------------------------------------------------ the step
     def process(self, step: int, pos_end: int, exp_end: int, ops: PartitionOps | None, payload,
@@ -270,6 +283,8 @@ class SubscriptionPartition(Recoverable):
             old = self.plen[slots].copy()
             self._set_plen(slots, np.maximum(old, ops.plen[keep]))
             self._reevaluate_gained(slots, old)
+            if ops.lb is not None:
+                self.lb[slots], self.lb_until[slots] = ops.lb[keep], ops.lb_until[keep]
         return slots_added
 
     def _reevaluate_gained(self, slots: np.ndarray, old_plen: np.ndarray) -> None:
@@ -295,6 +310,9 @@ class SubscriptionPartition(Recoverable):
         slots = self.core.add(subs)
         self.plen = grow(self.plen, int(slots.max()) + 1)
         self.ub = grow(self.ub, int(slots.max()) + 1, -np.inf)
+        self.lb = grow(self.lb, int(slots.max()) + 1, -np.inf)
+        self.lb_until = grow(self.lb_until, int(slots.max()) + 1, -1)
+        self.lb[slots], self.lb_until[slots] = -np.inf, -1
         self._set_plen(slots, plen)
         return slots
 
@@ -345,11 +363,17 @@ class SubscriptionPartition(Recoverable):
 
     def _realloc_requests(self, pos_end: int):
         """Replicas whose kScore no longer stays above the bound of the terms beyond the
-        routed prefix (checked for every replica after every step: one vectorised pass)."""
+        routed prefix (checked for every replica after every step: one vectorised pass).
+        The kScore is the replica's own, or the coordinator's bound on the global one
+        (``lb``, from the replicas' lists at the aggregator) while its messages are all in
+        the window: a replica sees only the messages routed to it, so its own kScore is
+        often lower than the subscription's."""
         s = self.core.subs
         live = s.live_slots()
         live = live[self.plen[live] < s.tlen[live]]       # replicas routed by a loose prefix
         kscore = self.core.kth_scores(live)
+        lb = np.where(self.lb_until[live] > self.exp_end, self.lb[live], -np.inf)
+        kscore = np.maximum(kscore, lb)
         unsafe = unsafe_replicas(kscore, self.ub[live])
         if len(unsafe) == 0:
             return None
