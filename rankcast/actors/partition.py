@@ -36,7 +36,7 @@ import numpy as np
 from .._arrays import grow, runs
 from ..columns import SubscriptionBatch
 from ..config import EngineConfig
-from ..indexing.core import SkypeCore
+from ..indexing.core import SkypeCore, _take_rows
 from .aggregator import merge_candidates
 from .metrics import RoleMetrics
 from ..indexing.scoring import EPS
@@ -188,7 +188,7 @@ class SubscriptionPartition(Recoverable):
         messages and expiries applied, the re-evaluations still asked for by the core; the
         partition refuses every call (:class:`PeerLost`) until :meth:`resume` finishes it."""
         try:
-            self._reevaluate(step, pos_end, exp_end, window_size)
+            self._reevaluate(step, pos_end, exp_end, window_size, initial=added)
         except Exception as e:
             if not is_role_death(e):
                 raise
@@ -321,9 +321,12 @@ class SubscriptionPartition(Recoverable):
         self.plen[slots] = plen
         self.ub[slots] = prefix_bound(slots, s.toff, s.tlen, s.wtsum, s.alpha, self.plen)
 
-    def _reevaluate(self, step: int, pos_end: int, exp_end: int, window_size: int, floor: bool = True) -> None:
+    def _reevaluate(self, step: int, pos_end: int, exp_end: int, window_size: int, floor: bool = True,
+                    initial: np.ndarray | None = None) -> None:
         """Re-evaluations as of ``pos_end`` until the core asks for nothing more (``floor``:
-        see :meth:`_ask_shards`)."""
+        see :meth:`_ask_shards`). A replica asks about the messages sharing with it a term
+        routed here, except for its ``initial`` results, over the whole window: its first
+        kScore, from which its prefix grows, is then the subscription's."""
         core = self.core
         while True:
             slots, req, K = core.reeval_requests()
@@ -333,25 +336,45 @@ class SubscriptionPartition(Recoverable):
                 with self.metrics.waiting():
                     self.rt.get(list(self._shards_ready))
                 self._shards_ready = None
-            refs = self._ask_shards(step, req, K, exp_end, pos_end, floor)
-            with self.metrics.waiting():
-                if self.via_agg and len(self.shards) > 1:
-                    agg = self.aggs[(self.index + step) % len(self.aggs)]
-                    cands = self.rt.get(agg.merge_candidates.remote(K, *refs))
-                else:
-                    cands = merge_candidates(self.rt.get(refs), K)
+            own = None
+            if self.term_filter is not None:
+                own = self.term_filter.owned(req.term_ids)
+                if initial is not None and len(initial):
+                    own[np.repeat(np.isin(slots, initial), np.diff(req.offsets))] = True
+            cands = self._answer(step, req, K, exp_end, pos_end, floor, own)
+            if own is not None:
+                # a replica whose messages routed here are fewer than K would keep no
+                # threshold (every message sharing a term becomes a candidate of its index):
+                # it takes the whole window's best instead, as exact
+                row = np.repeat(np.arange(len(slots)), np.diff(req.offsets))
+                redo = cands.complete & (np.bincount(row[~own], minlength=len(slots)) > 0)
+                if redo.any():
+                    again = np.flatnonzero(redo)
+                    keep = np.flatnonzero(~redo)
+                    more = core.apply_reevals(slots[keep], _take_rows(cands, keep), window_size)
+                    self.metrics.inc("reevaluations", len(keep) - len(more))
+                    slots, K = slots[again], K[again]
+                    cands = self._answer(step, req.take(again), K, exp_end, pos_end, floor, None)
             more = core.apply_reevals(slots, cands, window_size)
             self.metrics.inc("reevaluations", len(slots) - len(more))
 
+    def _answer(self, step, req, K, after, upto, floor, own):
+        """The shards' answers to one batch of re-evaluations, merged."""
+        refs = self._ask_shards(step, req, K, after, upto, floor, own)
+        with self.metrics.waiting():
+            if self.via_agg and len(self.shards) > 1:
+                agg = self.aggs[(self.index + step) % len(self.aggs)]
+                return self.rt.get(agg.merge_candidates.remote(K, *refs))
+            return merge_candidates(self.rt.get(refs), K)
+
     def _ask_shards(self, step: int, req: SubscriptionBatch, K: np.ndarray, after: int, upto: int,
-                    floor: bool = True) -> list:
+                    floor: bool = True, own: np.ndarray | None = None) -> list:
         """Every shard's answer (refs). A batch of at least ``FLOOR_FROM`` rows asks one shard
         first (rotating) and gives the others its K-th scores as a floor: what scores under
         it cannot be in the union's top K, so they prune from their first posting on (about a
         quarter of their work). Smaller batches, and any with ``floor=False`` (a rebuild, which
         the stream waits for: the shards answer side by side), ask all at once."""
         S = len(self.shards)
-        own = None if self.term_filter is None else self.term_filter.owned(req.term_ids)
         if S == 1 or len(K) < FLOOR_FROM or not floor:
             return [s.search.remote(step, req, K, after, upto, None, own) for s in self.shards]
         first = (self.index + step) % S
