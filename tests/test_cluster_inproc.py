@@ -68,9 +68,9 @@ def test_shard_floor_keeps_results_exact(policy, time_window, monkeypatch):
     ask = partition.SubscriptionPartition._ask_shards
     seen = {"rows": 0, "floored": 0, "differ": 0}
 
-    def checked(self, step, req, K, after, upto, floor=True, own=None):
-        refs = ask(self, step, req, K, after, upto, floor, own)
-        plain = [s.search.remote(step, req, K, after, upto, None, own) for s in self.shards]
+    def checked(self, step, req, K, after, upto, floor=True):
+        refs = ask(self, step, req, K, after, upto, floor)
+        plain = [s.search.remote(step, req, K, after, upto) for s in self.shards]
         a, b = (merge_candidates(self.rt.get(r), K) for r in (refs, plain))
         seen["rows"] += len(K)
         seen["floored"] += int(np.isfinite(self.rt.get(plain[0]).kth_scores(K)).sum())
@@ -309,35 +309,6 @@ def test_aggregator_merges_replicas_and_forgets():
     agg._compact()
     assert agg.topk(8) == [(200, 0.3)]
     assert agg.stats()["subscriptions"] == 1
-
-
-def test_aggregator_kscore_bounds_against_brute_force():
-    """``kscore_bounds``: the k-th best of the distinct messages with seq > after over a
-    subscription's replica lists, and the least seq among those k; (-inf, -1) with fewer."""
-    from rankcast.actors.aggregator import Aggregator
-
-    rng = np.random.default_rng(3)
-    agg = Aggregator(0, 4, export_metrics=False)
-    scores = {q: float(rng.choice([0.2, 0.4, 0.5, 0.7, 0.9])) for q in range(60)}
-    lists = {}
-    for sid in range(12):
-        k = int(rng.integers(1, 6))
-        for part in rng.choice(4, int(rng.integers(1, 4)), replace=False).tolist():
-            qs = rng.choice(60, int(rng.integers(0, k + 1)), replace=False)
-            rows = sorted(((scores[q], q) for q in qs.tolist()), reverse=True)
-            lists.setdefault(sid, (k, []))[1].append(rows)
-            agg.apply(part, np.zeros(0, np.int64), np.array([sid]), np.array([k]), np.array([0, len(rows)]),
-                      np.array([1000 + q for _, q in rows], np.int64), np.array([q for _, q in rows], np.int64),
-                      np.array([c for c, _ in rows]))
-    listed = sorted({q for _, ls in lists.values() for l in ls for _, q in l})
-    for after in [-1] + listed[::7]:                # afters on listed seqs: <= is what expires
-        lb, until = agg.kscore_bounds(np.array(list(range(12)) + [99]), after)
-        for sid in range(12):
-            k, ls = lists[sid]
-            alive = sorted({r for l in ls for r in l if r[1] > after}, reverse=True)[:k]
-            want = (alive[-1][0], min(q for _, q in alive)) if len(alive) == k else (-np.inf, -1)
-            assert (lb[sid], until[sid]) == want, (sid, after)
-        assert (lb[12], until[12]) == (-np.inf, -1)
 
 
 def _streamed_pair(msg_text, sub_text, **ccfg):

@@ -306,35 +306,3 @@ def test_a_hot_keyword_gets_several_partitions(name):
         for j in range(len(msgs)):
             if _shares_term(subs, i, msgs, j):
                 assert ps & set(rm.row(j).tolist()), (i, j)
-
-
-@pytest.mark.parametrize("name", ["keyword", "prefix", "spatial-first", "keyword-first"])
-@pytest.mark.parametrize("hot", [False, True])
-def test_term_filter_is_what_reaches_a_partition(name, hot):
-    """A partition's ``term_filter`` holds exactly the terms whose messages reach it (a
-    message reaches it iff it holds one of them, beyond the fitted vocabulary too), and
-    every term that places a subscription there is one of them: a replica re-evaluated over
-    the messages sharing one of these terms with it misses none that routes it there."""
-    rng = np.random.default_rng(23)
-    subs, msgs = subs_batch(rng, 300), msgs_batch(rng, 400)
-    if hot:
-        subs, msgs = _with_hot_term(rng, subs, 60, 0.7), _with_hot_term(rng, msgs, 60, 0.7)
-    opts = {"l1": 2} if "-" in name else {}
-    pol = make_policy(name, 8, BOUNDS, MAX_DIST, window=200, options=opts).fit(subs, msgs)
-    later = msgs_batch(rng, 300, n_terms=90)       # ids beyond the fitted vocabulary as well
-    rm = pol.route_messages(later)
-    rows = np.repeat(np.arange(len(later)), np.diff(later.offsets))
-    plen = np.minimum(np.diff(subs.offsets), rng.integers(1, 4, len(subs)))
-    rs = pol.route_subscriptions(subs, plen)
-    assert any((later.term_ids >= pol.term_filter(p).v_fit).any() for p in range(8))
-    for p in range(8):
-        f = pol.term_filter(p)
-        hit = np.zeros(len(later), bool)
-        hit[rows[f.owned(later.term_ids)]] = True
-        reached = np.isin(np.arange(len(later)), np.flatnonzero(
-            [p in rm.row(j) for j in range(len(later))]))
-        assert np.array_equal(hit, reached), p
-        for i in range(len(subs)):
-            if p in rs.row(i):
-                assert f.owned(subs.row_terms(i)[0][: plen[i]]).any(), (p, i)
-    assert make_policy("hash", 8, BOUNDS, MAX_DIST).term_filter(0) is None

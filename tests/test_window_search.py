@@ -14,20 +14,16 @@ from rankcast.testing import brute_scores
 WORDS = [f"w{i}" for i in range(150)]   # more than 64 terms: signatures collide
 
 
-def _brute(win: MessageWindow, subs, after, upto, owned=None):
+def _brute(win: MessageWindow, subs, after, upto):
     """Per row: (score, seq) of every window message with after < seq <= upto sharing a
-    term with the row (an ``owned`` one, if given), best first (score, then seq), by the
-    plain formula over all the row's terms."""
+    term with the row, best first (score, then seq), by the plain formula."""
     snap, seqs = win.snapshot(), win.seqs()
-    terms_of = {int(m): set(snap.row_terms(r)[0].tolist()) for r, m in enumerate(snap.ids)}
     out = []
     for i in range(len(subs)):
         st, sw = subs.row_terms(i)
         sub = (float(subs.x[i]), float(subs.y[i]), float(subs.alpha[i]), 0, st, sw)
-        mine = set(st.tolist()) if owned is None else \
-            set(st[owned[subs.offsets[i]:subs.offsets[i + 1]]].tolist())
-        out.append(sorted(((float(sc), q) for sc, q, m in brute_scores(sub, snap, seqs, win.max_dist)
-                           if after < q <= upto and mine & terms_of[m]), reverse=True))
+        out.append(sorted(((float(sc), q) for sc, q, _ in brute_scores(sub, snap, seqs, win.max_dist)
+                           if after < q <= upto), reverse=True))
     return out
 
 
@@ -61,12 +57,9 @@ def _window(rng, n_msgs, fine_from, split_at):
 
 @pytest.mark.parametrize("seed", range(4))
 @pytest.mark.parametrize("flat_upto", [-1, 30, 10 ** 9])
-@pytest.mark.parametrize("some_owned", [False, True])
-def test_flat_and_best_first_searches_equal_brute_force(seed, flat_upto, some_owned):
+def test_flat_and_best_first_searches_equal_brute_force(seed, flat_upto):
     """``flat_upto``: -1 walks the index for every row, 10**9 reads every row flat, 30 mixes
-    the two within a batch. Deep trees (small split sizes) on odd seeds. ``some_owned``:
-    only messages sharing an owned term of the row (about half of its terms, at least
-    one) are listed, scored over all its terms."""
+    the two within a batch. Deep trees (small split sizes) on odd seeds."""
     rng = np.random.default_rng(seed)
     win, sb = _window(rng, 1500, *((3, 2) if seed % 2 else (16, 256)))
     win.flat_upto = flat_upto
@@ -76,21 +69,13 @@ def test_flat_and_best_first_searches_equal_brute_force(seed, flat_upto, some_ow
     K = np.maximum(sb.k * int(rng.integers(1, 4)), 1).astype(np.int64)
     K[::7] = 400                                           # more than any row matches
     seqs = win.seqs()
-    owned = None
-    if some_owned:
-        owned = rng.random(len(sb.term_ids)) < 0.5
-        for i in range(len(sb)):
-            a, b = sb.offsets[i], sb.offsets[i + 1]
-            if not owned[a:b].any():
-                owned[a + int(rng.integers(0, b - a))] = True
-        assert (~owned).any()
     for after, upto in ((-1, int(seqs[-1])), (int(seqs[300]), int(seqs[900]) + 1)):
-        every = _brute(win, sb, after, upto, owned)
+        every = _brute(win, sb, after, upto)
         floor = np.full(len(K), -np.inf)
         pick = rng.random(len(K)) < 0.4
         floor[pick] = rng.choice([0.2, 0.4, 0.5, 0.6], pick.sum())
         for fl in (None, floor):
-            got = win.search(sb, K, after_seq=after, upto_seq=upto, floor=fl, owned=owned)
+            got = win.search(sb, K, after_seq=after, upto_seq=upto, floor=fl)
             fl = np.full(len(K), -np.inf) if fl is None else fl
             for i in range(len(K)):
                 a, b = got.offsets[i], got.offsets[i + 1]

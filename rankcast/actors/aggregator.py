@@ -150,62 +150,6 @@ def _merge_slot(slot, n_parts, entries, s_k, s_mask, e_start, e_len, p_id, p_seq
 
 
 @numba.njit(cache=True)
-def _kth_alive(slots, after, n_parts, entries, s_k, s_mask, e_start, e_len, p_seq, p_sc):
-    """For each slot (-1: unknown), the k-th best score among the distinct messages with
-    seq > ``after`` of its replicas' lists, and the least seq of those k messages: while
-    they are all in the window, the subscription's kScore is at least that score.
-    (-inf, -1) where fewer than k are listed."""
-    n = slots.shape[0]
-    lb = np.full(n, -np.inf)
-    until = np.full(n, -1, np.int64)
-    heads = np.empty(max(n_parts, 1), np.int64)
-    ends = np.empty(max(n_parts, 1), np.int64)
-    for i in range(n):
-        slot = slots[i]
-        if slot < 0:
-            continue
-        nl = 0
-        for p in range(n_parts):
-            if s_mask[slot, p // 64] & (np.uint64(1) << np.uint64(p % 64)):
-                e = entries[(slot, p)]
-                heads[nl] = e_start[e]
-                ends[nl] = e_start[e] + e_len[e]
-                nl += 1
-        k = s_k[slot]
-        got = 0
-        last_seq = -1
-        least = np.iinfo(np.int64).max
-        kth = -np.inf
-        while got < k:
-            best = -1
-            for j in range(nl):
-                while heads[j] < ends[j] and p_seq[heads[j]] <= after:
-                    heads[j] += 1
-                if heads[j] < ends[j]:
-                    if best < 0:
-                        best = j
-                    else:
-                        a = heads[j]
-                        b = heads[best]
-                        if p_sc[a] > p_sc[b] or (p_sc[a] == p_sc[b] and p_seq[a] > p_seq[b]):
-                            best = j
-            if best < 0:
-                break
-            r = heads[best]
-            heads[best] += 1
-            if got > 0 and p_seq[r] == last_seq:
-                continue                      # same message from another replica
-            last_seq = p_seq[r]
-            least = min(least, p_seq[r])
-            kth = p_sc[r]
-            got += 1
-        if got == k and k > 0:
-            lb[i] = kth
-            until[i] = least
-    return lb, until
-
-
-@numba.njit(cache=True)
 def _emit(slots, silent, n_parts, entries, s_id, s_k, s_mask, s_dirty, s_base_len, base_start,
           b_id, e_start, e_len, p_id, p_seq, p_sc):
     """For each slot: merged top-k vs the baseline; changed ones are reported (unless
@@ -440,17 +384,6 @@ class Aggregator(Recoverable):
         return _emit(slots.astype(np.int64), silent, self.n_parts, self.entries, self.s_id, self.s_k,
                      self.s_mask, self.s_dirty, self.s_base_len, self.base_start, self.b_id,
                      self.e_start, self.e_len, self.p_id, self.p_seq, self.p_sc)
-
-    def kscore_bounds(self, sub_ids: np.ndarray, after_seq: int) -> tuple[np.ndarray, np.ndarray]:
-        """Per subscription, a lower bound on its kScore from the replicas' lists as last
-        shipped: the k-th best score among their messages with seq > ``after_seq``, valid
-        while the window holds every seq from the returned ``until`` on ((-inf, -1): fewer
-        than k listed). Prefix reallocation grows a prefix only where this bound does not
-        keep the terms beyond it out of the top-k (``Coordinator._plan_reallocs``)."""
-        with self.metrics.busy():
-            slots = _lookup(self.sub_slot, np.asarray(sub_ids, np.int64))
-            return _kth_alive(slots, int(after_seq), self.n_parts, self.entries, self.s_k, self.s_mask,
-                              self.e_start, self.e_len, self.p_seq, self.p_sc)
 
     def forget(self, sub_ids: np.ndarray) -> None:
         """Unsubscribed: drop every trace of these subscriptions."""

@@ -24,18 +24,14 @@ aggregators then hold the exact global top-k of every subscription.
 Prefix reallocation (paper 7.3.4, lazy): a replica reports that its kScore fell to the
 bound of the terms beyond the routed prefix. From position n0 (the next step) messages are
 routed by the longer prefix; partitions newly covered get the subscription with initial
-results as of n0 (a re-evaluation over the window's messages that reach them); the other
-replicas learn the new length and check their kScore against it (and are re-evaluated
-where a newly routed term is routed to them).
+results as of n0 (a re-evaluation over the whole window); the other replicas learn the new
+length and check their kScore against it.
 
 Why the union of the replicas' top-k lists holds the global top-k at a boundary: a replica
-is an exact Skype core over a set of window messages that holds every message sharing with
-it a term routed to its partition (the stream brings those, and its re-evaluations ask
-for them: ``TermFilter``), so it holds every global top-k message among those (a message
-in the top-k of the window is in the top-k of any part of it). A message that no replica
-has seen shares no term of the current prefix (a term of a partition added later was
-covered by that partition's initial re-evaluation, a term newly routed to a partition that
-already held a replica by that replica's re-evaluation), so it scores below the bound of
+is an exact Skype core over the messages routed to it plus the whole window at its last
+re-evaluation, so it holds every global top-k message among those. A message that no
+replica has seen shares no term of the current prefix (a term of a partition added later
+was covered by that partition's initial re-evaluation), so it scores below the bound of
 the current prefix; and every replica keeps its kScore, which never exceeds the global one,
 above that bound (it checks whenever its top-k or the prefix changes) or asks for a longer
 prefix before the boundary is reached.
@@ -65,7 +61,7 @@ from .aggregator import Aggregator
 from .distributor import Distributor
 from .metrics import RoleMetrics
 from .partition import PartitionOps, SubscriptionPartition
-from .policies import Policy, Routing, make_policy, prefix_lengths
+from .policies import Policy, Routing, make_policy
 from .recovery import StateStore, is_role_death, shared_config, write_snapshots
 from .runtime import InprocRuntime, RayRuntime, Runtime
 from .shard import WindowShard
@@ -1292,13 +1288,6 @@ class Coordinator(CoordinatorBase):
         self.dists = [make("distributor", Distributor, d, self.policy, S, d, name, export, delay, seed,
                            snapshot=False) for d in range(D)]
         finish()
-        self._send_term_filters()
-
-    def _send_term_filters(self) -> None:
-        """Replicated mode: each partition learns the terms routed to it (its replicas are
-        re-evaluated over the messages sharing one of them: see ``SubscriptionPartition``)."""
-        if not self.direct:
-            self.rt.get([p.set_term_filter.remote(self.policy.term_filter(i)) for i, p in enumerate(self.parts)])
 
     def encoder_copy(self) -> Encoder:
         """An encoder with this one's vocabulary and committed terms (nothing pending): what
@@ -1501,11 +1490,6 @@ class Coordinator(CoordinatorBase):
         rows, need, part, cur = rows.take(alive), need[alive], part[alive], cur[alive]
         self.counters["reallocations"] += len(rows)
         P = self.policy.n_partitions
-        # a replica asks by its own kScore; the replicas' lists at the aggregators bound the
-        # subscription's (k messages still in the window): the prefix that bound needs may
-        # be shorter, and the replicas check against it while it holds
-        lb, until = self._kscore_bounds(rows.ids)
-        need = np.minimum(need, np.maximum(cur, prefix_lengths(rows.offsets, rows.weights, rows.alpha, lb)))
         # the longest prefix asked for each subscription (one row per subscription)
         order = np.lexsort((-need, rows.ids))
         first = order[np.r_[True, rows.ids[order][1:] != rows.ids[order][:-1]]]
@@ -1529,30 +1513,13 @@ class Coordinator(CoordinatorBase):
             n_new = int(added.sum())
             self.counters["realloc_new_replicas"] += n_new
             live.update(zip(sub.ids.tolist(), new_plen.tolist()))
-        # the other requesters learn the current length (which an earlier request may have
-        # grown) and the bound on the kScore, and check against them
+        # requesters whose prefix an earlier request already grew learn the current length
+        # (and check their kScore against it)
         stale = ~np.isin(rows.ids, rows.ids[grow])
         for p in np.unique(part[stale]).tolist():
-            at = np.flatnonzero(stale & (part == p))
-            at = at[np.unique(rows.ids[at], return_index=True)[1]]
-            ids = rows.ids[at]
+            ids = np.unique(rows.ids[stale & (part == p)])
             pl = np.fromiter((live[i] for i in ids.tolist()), np.int64, len(ids))
-            self._add_ops(p, PartitionOps(plen_ids=ids, plen=pl, lb=lb[at], lb_until=until[at]))
-
-    def _kscore_bounds(self, ids: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-        """Per id, a lower bound on its kScore and the seq it holds while in the window
-        (``Aggregator.kscore_bounds``; messages expired by the last step dispatched left out)."""
-        A = len(self.aggs)
-        owner = np.mod(ids, A)
-        lb, until = np.full(len(ids), -np.inf), np.full(len(ids), -1, np.int64)
-        asked = [(a, np.flatnonzero(owner == a)) for a in range(A)]
-        asked = [(a, at) for a, at in asked if len(at)]
-        with self.metrics.waiting():
-            got = self.rt.get([self.aggs[a].kscore_bounds.remote(ids[at], self.exp_dispatched)
-                               for a, at in asked])
-        for (a, at), (l, u) in zip(asked, got):
-            lb[at], until[at] = l, u
-        return lb, until
+            self._add_ops(p, PartitionOps(plen_ids=ids, plen=pl))
 
     # ------------------------------------------------------------------ results
     def _ship(self) -> None:
@@ -1710,7 +1677,6 @@ class Coordinator(CoordinatorBase):
         moved_term = old.parts(terms, subs.ids[row]) != self.policy.kmap.parts(terms, subs.ids[row])
         affected = np.unique(row[moved_term])
         self.rt.get([d.set_policy.remote(self.policy) for d in self.dists])
-        self._send_term_filters()
         P = self.policy.n_partitions
         if len(affected):
             for p, rows in enumerate(Routing(before.offsets, before.parts).rows_of(P)):

@@ -10,13 +10,7 @@ number is checked):
    (``SkypeCore.process``), then the expiry watermark of the step's end;
 3. re-evaluations "as of" the step's last position b: every shard is asked for the top-K
    with ``expire_upto(b) < seq <= b``, the answers are merged (directly or by an aggregator)
-   and installed; repeated while the core asks for a larger K. A replica (keyword policies)
-   takes, from the stream and from its re-evaluations alike, only the messages sharing with
-   it a term routed to this partition (its ``TermFilter``): its buffer is exact over those,
-   every message that routes the subscription here is among them, and the merge of the
-   replicas' lists is exact (see ``rankcast.actors.coordinator``). Over the whole window
-   instead, a replica's buffer would hold what only other partitions' messages replace, and
-   fall below k several times as often as the engine's;
+   and installed; repeated while the core asks for a larger K;
 4. prefix policies: a replica whose kScore fell so that terms beyond the routed loose
    prefix could reach its top-k asks for reallocation
    (:func:`rankcast.actors.policies.needed_prefix`);
@@ -36,11 +30,11 @@ import numpy as np
 from .._arrays import grow, runs
 from ..columns import SubscriptionBatch
 from ..config import EngineConfig
-from ..indexing.core import SkypeCore, _take_rows
+from ..indexing.core import SkypeCore
 from .aggregator import merge_candidates
 from .metrics import RoleMetrics
 from ..indexing.scoring import EPS
-from .policies import TermFilter, needed_prefix
+from .policies import needed_prefix
 from .recovery import PeerLost, Recoverable, is_role_death
 
 __all__ = ["SubscriptionPartition", "PartitionOps"]
@@ -51,17 +45,15 @@ FLOOR_FROM = 64     # re-evaluation rows from which the shards are asked one, th
 class PartitionOps:
     """Control operations of one step for one partition (all optional)."""
 
-    __slots__ = ("remove", "add", "add_plen", "plen_ids", "plen", "lb", "lb_until")
+    __slots__ = ("remove", "add", "add_plen", "plen_ids", "plen")
 
     def __init__(self, remove=None, add: SubscriptionBatch | None = None, add_plen=None,
-                 plen_ids=None, plen=None, lb=None, lb_until=None):
+                 plen_ids=None, plen=None):
         self.remove = remove
         self.add = add
         self.add_plen = add_plen
         self.plen_ids = plen_ids
         self.plen = plen
-        self.lb = lb                    # with plen_ids: a bound on the global kScore (or None)
-        self.lb_until = lb_until        # ... valid while the window holds this seq
 
     @staticmethod
     def combine(ops: list["PartitionOps"]) -> "PartitionOps":
@@ -74,14 +66,8 @@ class PartitionOps:
             return np.concatenate(xs) if xs else None
 
         adds = [o.add for o in ops if o.add is not None]
-        def lbs(name, fill):
-            xs = [(getattr(o, name) if getattr(o, name) is not None else np.full(len(o.plen_ids), fill))
-                  for o in ops if o.plen_ids is not None]
-            return np.concatenate(xs) if xs and any(getattr(o, name) is not None for o in ops) else None
-
         return PartitionOps(cat("remove"), SubscriptionBatch.concat(adds) if adds else None,
-                            cat("add_plen"), cat("plen_ids"), cat("plen"), lbs("lb", -np.inf),
-                            lbs("lb_until", -1))
+                            cat("add_plen"), cat("plen_ids"), cat("plen"))
 
 
 def warm_spatial(cfg: EngineConfig) -> None:
@@ -109,7 +95,7 @@ class SubscriptionPartition(Recoverable):
     and whose reading dominated a restore. In replicated mode the aggregators merge lists
     that depend on each replica's past: the whole core is the snapshot there."""
 
-    _STATE = ("core", "plen", "ub", "lb", "lb_until", "step", "exp_end", "pos_end", "_dropped", "_new_ids")
+    _STATE = ("core", "plen", "ub", "step", "exp_end", "pos_end", "_dropped", "_new_ids")
 
     def __init__(self, cfg: EngineConfig, index: int, shards: list, aggregators: list, runtime,
                  prefix: bool, merge_via_aggregator: bool = True, cluster: str = "rankcast",
@@ -125,8 +111,6 @@ class SubscriptionPartition(Recoverable):
         self.via_agg = bool(merge_via_aggregator)
         self.plen = np.zeros(1024, np.int64)        # prefix length messages are routed by (known)
         self.ub = np.full(1024, -np.inf)            # bound of the terms beyond it (Eq. 18)
-        self.lb = np.full(1024, -np.inf)            # a bound on the global kScore (coordinator)
-        self.lb_until = np.full(1024, -1, np.int64)  # ... valid while seq lb_until is in the window
         self.step = int(start_step)                 # a partition added later joins at a step
         self.exp_end = -1
         self.pos_end = -1                           # last position of the last step applied
@@ -139,18 +123,10 @@ class SubscriptionPartition(Recoverable):
         self._rng = np.random.default_rng(seed + 104729 * index + 1)
         self._held = None                           # a step a peer's death interrupted (resume)
         self._shards_ready = None                   # this step's shard appends, not yet waited for
-        self.term_filter: TermFilter | None = None  # replicas: the terms routed here (set_term_filter)
         self._resume(resume)
 
     def _warm(self) -> None:
         warm_spatial(self.cfg)
-
-    def set_term_filter(self, term_filter: TermFilter | None) -> None:
-        """The terms routed to this partition (the coordinator sets them after every start,
-        restore and refit of the keyword ranges); None: every message reaches it."""
-        self.term_filter = term_filter
-        f = term_filter
-        self.core.owned_terms = None if f is None else (f.lo, f.hi, f.v_fit, f.modulus, f.residue)
 
     # ------------------------------------------------------------------ the step
     def process(self, step: int, pos_end: int, exp_end: int, ops: PartitionOps | None, payload,
@@ -188,7 +164,7 @@ class SubscriptionPartition(Recoverable):
         messages and expiries applied, the re-evaluations still asked for by the core; the
         partition refuses every call (:class:`PeerLost`) until :meth:`resume` finishes it."""
         try:
-            self._reevaluate(step, pos_end, exp_end, window_size, initial=added)
+            self._reevaluate(step, pos_end, exp_end, window_size)
         except Exception as e:
             if not is_role_death(e):
                 raise
@@ -280,29 +256,8 @@ class SubscriptionPartition(Recoverable):
             slots = core.find_slots(ops.plen_ids)
             keep = slots >= 0
             slots = slots[keep]
-            old = self.plen[slots].copy()
-            self._set_plen(slots, np.maximum(old, ops.plen[keep]))
-            self._reevaluate_gained(slots, old)
-            if ops.lb is not None:
-                self.lb[slots], self.lb_until[slots] = ops.lb[keep], ops.lb_until[keep]
+            self._set_plen(slots, np.maximum(self.plen[slots], ops.plen[keep]))
         return slots_added
-
-    def _reevaluate_gained(self, slots: np.ndarray, old_plen: np.ndarray) -> None:
-        """Replicas whose longer prefix routes them here by a further term: re-evaluated, as
-        their last re-evaluation may have left out that term's messages (a refit of the
-        ranges may have moved the term here since; otherwise the term was always routed
-        here and this only refreshes the buffer)."""
-        if self.term_filter is None:
-            return
-        s = self.core.subs
-        more = self.plen[slots] > old_plen
-        grew, old = slots[more], old_plen[more]
-        added = self.plen[grew] - old          # the terms newly routed by
-        idx = runs(s.toff[grew] + old, added)[1]
-        row = np.repeat(np.arange(len(grew)), added)
-        gained = np.unique(grew[row[self.term_filter.owned(s.terms[idx])]])
-        if len(gained):
-            self.core.request_reevaluation(gained)
 
     def _add(self, subs: SubscriptionBatch, plen: np.ndarray) -> np.ndarray:
         """Subscriptions into the core, routed by prefixes of length ``plen``; their slots
@@ -310,9 +265,6 @@ class SubscriptionPartition(Recoverable):
         slots = self.core.add(subs)
         self.plen = grow(self.plen, int(slots.max()) + 1)
         self.ub = grow(self.ub, int(slots.max()) + 1, -np.inf)
-        self.lb = grow(self.lb, int(slots.max()) + 1, -np.inf)
-        self.lb_until = grow(self.lb_until, int(slots.max()) + 1, -1)
-        self.lb[slots], self.lb_until[slots] = -np.inf, -1
         self._set_plen(slots, plen)
         return slots
 
@@ -321,12 +273,9 @@ class SubscriptionPartition(Recoverable):
         self.plen[slots] = plen
         self.ub[slots] = prefix_bound(slots, s.toff, s.tlen, s.wtsum, s.alpha, self.plen)
 
-    def _reevaluate(self, step: int, pos_end: int, exp_end: int, window_size: int, floor: bool = True,
-                    initial: np.ndarray | None = None) -> None:
+    def _reevaluate(self, step: int, pos_end: int, exp_end: int, window_size: int, floor: bool = True) -> None:
         """Re-evaluations as of ``pos_end`` until the core asks for nothing more (``floor``:
-        see :meth:`_ask_shards`). A replica asks about the messages sharing with it a term
-        routed here, except for its ``initial`` results, over the whole window: its first
-        kScore, from which its prefix grows, is then the subscription's."""
+        see :meth:`_ask_shards`)."""
         core = self.core
         while True:
             slots, req, K = core.reeval_requests()
@@ -336,39 +285,18 @@ class SubscriptionPartition(Recoverable):
                 with self.metrics.waiting():
                     self.rt.get(list(self._shards_ready))
                 self._shards_ready = None
-            own = None
-            if self.term_filter is not None:
-                own = self.term_filter.owned(req.term_ids)
-                if initial is not None and len(initial):
-                    own[np.repeat(np.isin(slots, initial), np.diff(req.offsets))] = True
-            cands = self._answer(step, req, K, exp_end, pos_end, floor, own)
-            if own is not None:
-                # a replica whose messages routed here are fewer than K would keep no
-                # threshold (every message sharing a term becomes a candidate of its index):
-                # it takes the whole window's best instead, as exact
-                row = np.repeat(np.arange(len(slots)), np.diff(req.offsets))
-                redo = cands.complete & (np.bincount(row[~own], minlength=len(slots)) > 0)
-                if redo.any():
-                    again = np.flatnonzero(redo)
-                    keep = np.flatnonzero(~redo)
-                    more = core.apply_reevals(slots[keep], _take_rows(cands, keep), window_size)
-                    self.metrics.inc("reevaluations", len(keep) - len(more))
-                    slots, K = slots[again], K[again]
-                    cands = self._answer(step, req.take(again), K, exp_end, pos_end, floor, None)
+            refs = self._ask_shards(step, req, K, exp_end, pos_end, floor)
+            with self.metrics.waiting():
+                if self.via_agg and len(self.shards) > 1:
+                    agg = self.aggs[(self.index + step) % len(self.aggs)]
+                    cands = self.rt.get(agg.merge_candidates.remote(K, *refs))
+                else:
+                    cands = merge_candidates(self.rt.get(refs), K)
             more = core.apply_reevals(slots, cands, window_size)
             self.metrics.inc("reevaluations", len(slots) - len(more))
 
-    def _answer(self, step, req, K, after, upto, floor, own):
-        """The shards' answers to one batch of re-evaluations, merged."""
-        refs = self._ask_shards(step, req, K, after, upto, floor, own)
-        with self.metrics.waiting():
-            if self.via_agg and len(self.shards) > 1:
-                agg = self.aggs[(self.index + step) % len(self.aggs)]
-                return self.rt.get(agg.merge_candidates.remote(K, *refs))
-            return merge_candidates(self.rt.get(refs), K)
-
     def _ask_shards(self, step: int, req: SubscriptionBatch, K: np.ndarray, after: int, upto: int,
-                    floor: bool = True, own: np.ndarray | None = None) -> list:
+                    floor: bool = True) -> list:
         """Every shard's answer (refs). A batch of at least ``FLOOR_FROM`` rows asks one shard
         first (rotating) and gives the others its K-th scores as a floor: what scores under
         it cannot be in the union's top K, so they prune from their first posting on (about a
@@ -376,27 +304,21 @@ class SubscriptionPartition(Recoverable):
         the stream waits for: the shards answer side by side), ask all at once."""
         S = len(self.shards)
         if S == 1 or len(K) < FLOOR_FROM or not floor:
-            return [s.search.remote(step, req, K, after, upto, None, own) for s in self.shards]
+            return [s.search.remote(step, req, K, after, upto) for s in self.shards]
         first = (self.index + step) % S
-        ref = self.shards[first].search.remote(step, req, K, after, upto, None, own)
+        ref = self.shards[first].search.remote(step, req, K, after, upto)
         with self.metrics.waiting():
             floor = self.rt.get(ref).kth_scores(K)
-        return [ref if i == first else s.search.remote(step, req, K, after, upto, floor, own)
+        return [ref if i == first else s.search.remote(step, req, K, after, upto, floor)
                 for i, s in enumerate(self.shards)]
 
     def _realloc_requests(self, pos_end: int):
         """Replicas whose kScore no longer stays above the bound of the terms beyond the
-        routed prefix (checked for every replica after every step: one vectorised pass).
-        The kScore is the replica's own, or the coordinator's bound on the global one
-        (``lb``, from the replicas' lists at the aggregator) while its messages are all in
-        the window: a replica sees only the messages routed to it, so its own kScore is
-        often lower than the subscription's."""
+        routed prefix (checked for every replica after every step: one vectorised pass)."""
         s = self.core.subs
         live = s.live_slots()
         live = live[self.plen[live] < s.tlen[live]]       # replicas routed by a loose prefix
         kscore = self.core.kth_scores(live)
-        lb = np.where(self.lb_until[live] > self.exp_end, self.lb[live], -np.inf)
-        kscore = np.maximum(kscore, lb)
         unsafe = unsafe_replicas(kscore, self.ub[live])
         if len(unsafe) == 0:
             return None

@@ -40,7 +40,7 @@ from ..errors import InvalidInput
 from ..indexing.scoring import EPS, score
 
 __all__ = ["Routing", "Policy", "HashPolicy", "LocationPolicy", "KeywordPolicy", "PrefixPolicy",
-           "SpatialFirstPolicy", "KeywordFirstPolicy", "KDTree", "KeywordMap", "TermFilter", "make_policy",
+           "SpatialFirstPolicy", "KeywordFirstPolicy", "KDTree", "KeywordMap", "make_policy",
            "prefix_lengths", "needed_prefix", "estimate_kscores"]
 
 
@@ -441,36 +441,6 @@ def _keyword_route(offsets, terms, owners, bounds, copies, first, v_fit, n_parts
     return out_off, out
 
 
-@numba.njit(cache=True)
-def _in_filter(term_ids, lo, hi, v_fit, modulus, residue):
-    """Whether each term is one of a :class:`TermFilter`'s."""
-    out = np.empty(term_ids.shape[0], np.bool_)
-    for i in range(term_ids.shape[0]):
-        t = term_ids[i]
-        out[i] = (lo <= t < hi) if t < v_fit else t % modulus == residue
-    return out
-
-
-@dataclass
-class TermFilter:
-    """The terms a keyword map routes to one of its partitions: its range ``[lo, hi)`` of
-    the fitted ids (a hot keyword's copies share theirs), and the ids at or beyond ``v_fit``
-    with ``id mod modulus == residue``. Every message holding such a term reaches the
-    partition, so a replica there is re-evaluated over the messages sharing one of these
-    terms with it (``rankcast.actors.partition``)."""
-
-    lo: int
-    hi: int
-    v_fit: int
-    modulus: int
-    residue: int
-
-    def owned(self, term_ids: np.ndarray) -> np.ndarray:
-        """bool per term: routed to the partition."""
-        return _in_filter(np.asarray(term_ids, np.int64), self.lo, self.hi, self.v_fit, self.modulus,
-                          self.residue)
-
-
 @dataclass
 class KeywordMap:
     """Term -> partitions: consecutive term-id ranges ``[bounds[i], bounds[i+1])`` (Algorithm 4)
@@ -504,11 +474,6 @@ class KeywordMap:
         off, parts = _keyword_route(offsets, np.asarray(term_ids, np.int64), own, self.bounds,
                                     self.copies, self.first, self.v_fit, self.n, base)
         return _dedupe_rows(off, parts)
-
-    def term_filter(self, part: int) -> TermFilter:
-        """The terms routed to partition ``part`` of this map (0 <= part < n)."""
-        r = int(np.searchsorted(self.first, part, side="right") - 1)
-        return TermFilter(int(self.bounds[r]), int(self.bounds[r + 1]), int(self.v_fit), self.n, int(part))
 
     def parts(self, term_ids: np.ndarray, owners: np.ndarray) -> np.ndarray:
         """The partition a subscription ``owners[i]`` is placed in for ``term_ids[i]``."""
@@ -630,11 +595,6 @@ class Policy:
         return Routing.everywhere(len(msgs), self.n_partitions)
 
     # -- shared
-    def term_filter(self, part: int) -> TermFilter | None:
-        """The terms whose messages reach partition ``part`` (a replica there needs only the
-        messages sharing one of them with it), or None where every message reaches it."""
-        return None
-
     def initial_prefix(self, subs: SubscriptionBatch) -> np.ndarray:
         """Prefix length a new subscription is routed with before its threshold is known:
         one term for prefix policies (reallocation grows it), every term otherwise."""
@@ -720,9 +680,6 @@ class KeywordPolicy(Policy):
 
     def route_messages(self, msgs):
         return Routing(*self.kmap.route(msgs.offsets, msgs.term_ids))
-
-    def term_filter(self, part):
-        return self.kmap.term_filter(part)
 
     def rebalance(self, subs: SubscriptionBatch, msgs: MessageBatch,
                   plen: np.ndarray | None = None) -> "KeywordMap":
@@ -822,9 +779,6 @@ class SpatialFirstPolicy(_HybridPolicy):
                 parts[sel] = self.kmaps[c].parts(terms[sel], owners[sel]) + c * self.l2
         return Routing(*_dedupe_rows(off, parts))
 
-    def term_filter(self, part):
-        return self.kmaps[part // self.l2].term_filter(part % self.l2)
-
     def route_messages(self, msgs):
         # every cell's partitions of each row, joined row by row, then deduplicated
         per_cell = [self.kmaps[c].route(msgs.offsets, msgs.term_ids, base=c * self.l2)
@@ -862,9 +816,6 @@ class KeywordFirstPolicy(_HybridPolicy):
             if sel.any():
                 cells[sel] = self.trees[g].route(subs.x[row[sel]], subs.y[row[sel]])
         return Routing(groups.offsets, groups.parts * self.l2 + cells)
-
-    def term_filter(self, part):
-        return self.kmap.term_filter(part // self.l2)
 
     def route_messages(self, msgs):
         groups = Routing(*self.kmap.route(msgs.offsets, msgs.term_ids))

@@ -91,11 +91,9 @@ class WindowShard(Recoverable):
         return step
 
     def search(self, step: int, subs: SubscriptionBatch, K: np.ndarray, after_seq: int,
-               upto_seq: int, floor: np.ndarray | None = None,
-               owned: np.ndarray | None = None) -> CandidateLists:
+               upto_seq: int, floor: np.ndarray | None = None) -> CandidateLists:
         """Top-K[i] messages of this shard with after_seq < seq <= upto_seq (as of ``step``),
-        only those scoring at least ``floor[i]`` if given, and sharing an ``owned`` term of
-        the row if given (see ``MessageWindow.search``)."""
+        only those scoring at least ``floor[i]`` if given (see ``MessageWindow.search``)."""
         self._jitter()
         with self.metrics.busy():
             if step > self.step:
@@ -104,8 +102,7 @@ class WindowShard(Recoverable):
                 raise RuntimeError(f"window shard {self.index}: question after seq {after_seq} but "
                                    f"messages up to {self.expired} are gone (retain_steps too small)")
             self.metrics.inc("searches", len(subs))
-            return self.window.search(subs, K, after_seq=after_seq, upto_seq=upto_seq, floor=floor,
-                                      owned=owned)
+            return self.window.search(subs, K, after_seq=after_seq, upto_seq=upto_seq, floor=floor)
 
     def sample(self, n: int, seed: int = 0) -> MessageBatch:
         """Up to ``n`` of the most recent messages held (load monitoring refits)."""

@@ -17,7 +17,6 @@ from __future__ import annotations
 import time
 from typing import Callable
 
-import numba
 import numpy as np
 
 from .._arrays import expand_runs, runs
@@ -32,35 +31,6 @@ __all__ = ["SkypeCore", "POLICIES"]
 
 POLICIES = {"cskyband": 0, "skyband": 1, "kmax": 2}
 KMAX = 60          # k' of the kmax baseline (paper 8.1.2)
-
-
-@numba.njit(cache=True)
-def _shares_owned(midx, slots, m_off, m_terms, toff, tlen, terms, lo, hi, v_fit, modulus, residue):
-    """Whether message ``midx[i]`` shares with subscription slot ``slots[i]`` a term of the
-    filter (``lo <= t < hi`` below ``v_fit``, ``t mod modulus == residue`` from it on).
-    Term lists are sorted by id."""
-    out = np.zeros(midx.shape[0], np.bool_)
-    for i in range(midx.shape[0]):
-        m = midx[i]
-        s = slots[i]
-        u = toff[s]
-        ue = u + tlen[s]
-        v = m_off[m]
-        ve = m_off[m + 1]
-        while u < ue and v < ve:
-            a = terms[u]
-            b = m_terms[v]
-            if a == b:
-                if (lo <= a < hi) if a < v_fit else a % modulus == residue:
-                    out[i] = True
-                    break
-                u += 1
-                v += 1
-            elif a < b:
-                u += 1
-            else:
-                v += 1
-    return out
 
 
 def _default_disseminator():
@@ -99,9 +69,6 @@ class SkypeCore:
         self._arrivals = 0.0
         self._expiries = 0.0
         self._extra_k: dict[int, int] = {}   # slot -> larger K after an ambiguous cut
-        # (lo, hi, v_fit, modulus, residue): a cluster replica's buffers take only messages
-        # sharing with the subscription a term of this set (see ``rankcast.actors.partition``)
-        self.owned_terms: tuple | None = None
         self.counters = dict(messages=0, inserted=0, reevaluations=0, reeval_candidates=0,
                              verified=0, amp_seconds=0.0, amp_cpu_seconds=0.0, emp_seconds=0.0, updates=0,
                              compactions=0)
@@ -161,11 +128,6 @@ class SkypeCore:
         t0 = time.perf_counter()
         c0 = time.thread_time()
         midx, slots, scores = self.index.match(msgs)
-        if self.owned_terms is not None and len(midx):
-            s = self.subs
-            keep = _shares_owned(midx, slots, msgs.offsets, msgs.term_ids, s.toff, s.tlen, s.terms,
-                                 *self.owned_terms)
-            midx, slots, scores = midx[keep], slots[keep], scores[keep]
         cand_off = np.zeros(len(msgs) + 1, np.int64)
         np.cumsum(np.bincount(midx, minlength=len(msgs)), out=cand_off[1:])
         t1 = time.perf_counter()
@@ -229,11 +191,6 @@ class SkypeCore:
                 self.p_exp = self._expiries / tot
 
     # ------------------------------------------------------------------ re-evaluation
-    def request_reevaluation(self, slots) -> None:
-        """Re-evaluate these buffers at the next ``reeval_requests`` (a cluster replica
-        that now needs messages its last re-evaluation left out)."""
-        self.buf.reeval[np.asarray(slots, np.int64)] = True
-
     def reeval_requests(self) -> tuple[np.ndarray, SubscriptionBatch, np.ndarray]:
         """Subscriptions whose buffer fell below k with theta > 0, and new ones."""
         b, s = self.buf, self.subs

@@ -213,8 +213,7 @@ def _mindist(px, py, x0, y0, x1, y1):
 def _text_ub(w, r, a_max):
     """Bound on TSim for a message whose first term shared with s is this one.
 
-    ``w`` is s's weight of the term, ``r`` the L2 norm of the weights of s's other terms
-    the message may share (the later ones, and the earlier ones not owned), ``a_max`` the
+    ``w`` is s's weight of the term, ``r`` the L2 norm of s's later weights, ``a_max`` the
     largest weight of the term among the chunk's messages. With ``a`` the message's weight,
     TSim <= w*a + r*sqrt(1 - a*a) (Cauchy-Schwarz on the rest; the message is unit length),
     which grows with ``a`` up to ``w / sqrt(w*w + r*r)``, where it is ``sqrt(w*w + r*r)``.
@@ -636,14 +635,9 @@ def _gather(terms, n_terms, after_seq, upto_seq, head, count, r_seq, r_x, r_y, r
 @numba.njit(cache=True)
 def _search(order, s_off, s_terms, s_w, s_x, s_y, s_alpha, K, after_seq, upto_seq, max_dist,
             r_toff, r_tlen, mask, tr_term, tr_w, tmask, ch_f, ch_i, nd_f, nd_i, term_root,
-            term_maxw, n_terms, floor, flat, s_gix, held, g_off, g_ins, g_w, g_x, g_y, g_sig, g_seq,
-            owned):
+            term_maxw, n_terms, floor, flat, s_gix, held, g_off, g_ins, g_w, g_x, g_y, g_sig, g_seq):
     """Top-K[i] messages for each subscription row, best first; rows are answered in
     ``order`` (neighbours in that order share index data in cache), output in row order.
-    Only messages sharing an *owned* term of the row (``owned``, bool per term entry of
-    ``s_terms``) are listed, each scored over all of the row's terms: a message is scored
-    from the postings of its first owned term shared with s, and the bounds of a term's
-    postings cover s's later terms and its earlier terms that are not owned.
 
     A row with ``flat[i]`` reads every posting of its terms from the batch's gathered lists
     (``_gather``: the term of s's entry ``e`` is list ``s_gix[e]``, or -1, with the postings
@@ -655,7 +649,7 @@ def _search(order, s_off, s_terms, s_w, s_x, s_y, s_alpha, K, after_seq, upto_se
     posting's own bound, then the exact score) and its children pushed; the search stops
     when the best bound left cannot beat the K-th score (or ``floor[i]``, if higher:
     messages scoring below it are not wanted). Both give the top-K[i] by (score, seq) of
-    the messages sharing an owned term with s
+    the messages sharing a term with s
     and not below the floor. Returns (offsets, seq, ins, score, complete, work); a row
     with a finite floor is never complete (what it lacks may lie under the floor)."""
     n = K.shape[0]
@@ -678,7 +672,6 @@ def _search(order, s_off, s_terms, s_w, s_x, s_y, s_alpha, K, after_seq, upto_se
     l_end = np.empty(q_max, np.int64)
     l_bit = np.empty(q_max, np.int64)
     l_cur = np.empty(q_max, np.int64)
-    l_own = np.empty(q_max, np.bool_)
     b_sc = np.empty(1024)               # a flat row's messages not below its floor
     b_seq = np.empty(1024, np.int64)
     b_ins = np.empty(1024, np.int64)
@@ -703,7 +696,6 @@ def _search(order, s_off, s_terms, s_w, s_x, s_y, s_alpha, K, after_seq, upto_se
             # terms it may hold it holds, and a cursor that only moves forward (every list
             # is in ring order) finds the weight.
             nl = 0
-            listed = 0
             for j in range(q):
                 g = s_gix[a + j]
                 if g >= 0 and g_off[g] < g_off[g + 1]:
@@ -711,15 +703,12 @@ def _search(order, s_off, s_terms, s_w, s_x, s_y, s_alpha, K, after_seq, upto_se
                     l_beg[nl] = g_off[g]
                     l_end[nl] = g_off[g + 1]
                     l_bit[nl] = 1 << (st[j] & 63)
-                    l_own[nl] = owned[a + j]
-                    listed += l_end[nl] - l_beg[nl]
-                    if l_own[nl]:
-                        scored += l_end[nl] - l_beg[nl]
+                    scored += l_end[nl] - l_beg[nl]
                     nl += 1
-            if listed > b_sc.shape[0]:
-                b_sc = np.empty(2 * listed)
-                b_seq = np.empty(2 * listed, np.int64)
-                b_ins = np.empty(2 * listed, np.int64)
+            if scored > b_sc.shape[0]:
+                b_sc = np.empty(2 * scored)
+                b_seq = np.empty(2 * scored, np.int64)
+                b_ins = np.empty(2 * scored, np.int64)
             fl = floor[i]
             if nl > 1:                   # which messages each list holds, by ring slot
                 for l in range(nl):
@@ -730,8 +719,6 @@ def _search(order, s_off, s_terms, s_w, s_x, s_y, s_alpha, K, after_seq, upto_se
             lo = math.inf
             hi = -math.inf
             for l0 in range(nl):
-                if not l_own[l0]:
-                    continue
                 oth = 0
                 for l in range(nl):
                     if l != l0:
@@ -740,21 +727,15 @@ def _search(order, s_off, s_terms, s_w, s_x, s_y, s_alpha, K, after_seq, upto_se
                 wj = sw[lj[l0]]
                 for p in range(l_beg[l0], l_end[l0]):
                     m = g_ins[p]
+                    ts = wj * g_w[p]
                     sg = g_sig[p] & oth
-                    if sg == 0:
-                        ts = wj * g_w[p]
-                    else:
-                        # in s's term order; an earlier owned list holding m scores it
+                    if sg != 0:
                         sl = m & mask
-                        ts = 0.0
                         earlier = False
                         for l in range(nl):
-                            if l == l0:
-                                ts += wj * g_w[p]
+                            if l == l0 or sg & l_bit[l] == 0 or (held[l, sl >> 6] >> (sl & 63)) & 1 == 0:
                                 continue
-                            if sg & l_bit[l] == 0 or (held[l, sl >> 6] >> (sl & 63)) & 1 == 0:
-                                continue
-                            if l < l0 and l_own[l]:
+                            if l < l0:
                                 earlier = True
                                 break
                             c = l_cur[l]
@@ -808,10 +789,8 @@ def _search(order, s_off, s_terms, s_w, s_x, s_y, s_alpha, K, after_seq, upto_se
         # what must be beaten: the caller's floor (a score that K messages elsewhere reach),
         # then the K-th score once K are held, if higher
         thr = floor[i]
-        # the other terms a message listed under term j may share: s's later terms, and
-        # its earlier ones that are not owned (an owned one would list it itself)
-        rest = np.zeros(q + 1)   # sum over those terms of w_s^2
-        tail = np.zeros(q + 1)   # sum over those terms of w_s * (largest weight of the term)
+        rest = np.zeros(q + 1)   # sum over later terms of w_s^2
+        tail = np.zeros(q + 1)   # sum over later terms of w_s * (largest weight of the term)
         mw = np.zeros(q)
         bit = np.empty(q, np.int64)     # signature bit of each term of s
         other = np.zeros(q, np.int64)   # signature bits of s's terms other than term j
@@ -820,22 +799,14 @@ def _search(order, s_off, s_terms, s_w, s_x, s_y, s_alpha, K, after_seq, upto_se
             mw[j] = term_maxw[st[j]] if st[j] < n_terms else 0.0
             tail[j] = tail[j + 1] + sw[j] * mw[j]
             bit[j] = 1 << (st[j] & 63)
-        pre_rest = 0.0
-        pre_tail = 0.0
-        for j in range(q):
-            rest[j] = rest[j + 1] + pre_rest      # from here on: term j's own bound inputs
-            tail[j] = tail[j + 1] + pre_tail
-            if not owned[a + j]:
-                pre_rest += sw[j] * sw[j]
-                pre_tail += sw[j] * mw[j]
         for j in range(q):
             for l in range(q):
                 if l != j:
                     other[j] |= bit[l]
         for j in range(q):
             t = st[j]
-            if owned[a + j] and t < n_terms and term_root[t] >= 0 and nd_i[term_root[t], NI_LIVE] > 0:
-                u0 = _row_ub(sx, sy, alpha, sw[j], math.sqrt(rest[j]), tail[j], nd_f,
+            if t < n_terms and term_root[t] >= 0 and nd_i[term_root[t], NI_LIVE] > 0:
+                u0 = _row_ub(sx, sy, alpha, sw[j], math.sqrt(rest[j + 1]), tail[j + 1], nd_f,
                              term_root[t], max_dist)
                 pu, pj, pn, size = _pq_push(pu, pj, pn, size, u0, j, term_root[t])
                 pushed += 1
@@ -845,12 +816,12 @@ def _search(order, s_off, s_terms, s_w, s_x, s_y, s_alpha, K, after_seq, upto_se
             j = pj[0]
             node = pn[0]
             size = _pq_pop(pu, pj, pn, size)
-            r = math.sqrt(rest[j])
+            r = math.sqrt(rest[j + 1])
             c = nd_i[node, NI_HEAD]
             while c >= 0:
                 cur = c
                 c = ch_i[c, CI_NEXT]
-                if below(_row_ub(sx, sy, alpha, sw[j], r, tail[j], ch_f, cur, max_dist), thr):
+                if below(_row_ub(sx, sy, alpha, sw[j], r, tail[j + 1], ch_f, cur, max_dist), thr):
                     continue
                 for p in range(ch_i[cur, CI_START], ch_i[cur, CI_N]):
                     sq = ch_i[cur, CI_SEQ + p]
@@ -870,8 +841,8 @@ def _search(order, s_off, s_terms, s_w, s_x, s_y, s_alpha, K, after_seq, upto_se
                             pqw = ch_i[cur, CI_QW + p]
                             rs = 0.0
                             tl_ = 0.0
-                            for l in range(q):
-                                if sig & bit[l] and (l > j or (l < j and not owned[a + l])):
+                            for l in range(j + 1, q):
+                                if sig & bit[l]:
                                     rs += sw[l] * sw[l]
                                     tl_ += sw[l] * min(mw[l], _sketch_ub(pqw, st[l]))
                             tub = min(_text_ub(sw[j], math.sqrt(rs), a_w), sw[j] * a_w + tl_)
@@ -881,8 +852,8 @@ def _search(order, s_off, s_terms, s_w, s_x, s_y, s_alpha, K, after_seq, upto_se
                         ta = r_toff[slot]
                         tl = r_tlen[slot]
                         # TSim by the merge of the scoring module (same order, same bits), read
-                        # from the ring; an owned shared term of s before position j means an
-                        # earlier term's postings list this message
+                        # from the ring; a shared term of s before position j means an earlier
+                        # term's postings own this message
                         ts = 0.0
                         shared = 0
                         earlier = False
@@ -891,7 +862,7 @@ def _search(order, s_off, s_terms, s_w, s_x, s_y, s_alpha, K, after_seq, upto_se
                         while u < q and v < tl:
                             mt = tr_term[(ta + v) & tmask]
                             if st[u] == mt:
-                                if u < j and owned[a + u]:
+                                if u < j:
                                     earlier = True
                                     break
                                 ts += sw[u] * tr_w[(ta + v) & tmask]
@@ -917,7 +888,7 @@ def _search(order, s_off, s_terms, s_w, s_x, s_y, s_alpha, K, after_seq, upto_se
             ch = nd_i[node, NI_CHILD]
             while ch >= 0:
                 if nd_i[ch, NI_LIVE] > 0:
-                    cu = _row_ub(sx, sy, alpha, sw[j], r, tail[j], nd_f, ch, max_dist)
+                    cu = _row_ub(sx, sy, alpha, sw[j], r, tail[j + 1], nd_f, ch, max_dist)
                     if not below(cu, thr):
                         pu, pj, pn, size = _pq_push(pu, pj, pn, size, cu, j, ch)
                         pushed += 1
@@ -1096,20 +1067,13 @@ class MessageWindow:
         return np.fromiter((i in d for i in ids.tolist()), bool, len(ids))
 
     def search(self, subs: SubscriptionBatch, K: np.ndarray, after_seq: int = -1,
-               upto_seq: int | None = None, floor: np.ndarray | None = None,
-               owned: np.ndarray | None = None) -> CandidateLists:
+               upto_seq: int | None = None, floor: np.ndarray | None = None) -> CandidateLists:
         """Top-K[i] window messages per subscription row (see module docstring).
 
         ``floor``: per row, a score that K[i] messages elsewhere (another window shard)
         already reach; only messages scoring at least that are listed, which lets the search
-        prune from its first posting on. The top-K of the union stays exact.
-
-        ``owned``: bool per term entry of ``subs`` (None: every term); only messages sharing
-        an owned term of the row are listed, scored over all its terms (a replica of a
-        cluster's keyword policies asks about the messages routed to its partition)."""
+        prune from its first posting on. The top-K of the union stays exact."""
         K = np.asarray(K, np.int64)
-        owned = (np.ones(len(subs.term_ids), np.bool_) if owned is None
-                 else np.asarray(owned, np.bool_))
         up = I64_MAX if upto_seq is None else int(upto_seq)
         floor = np.full(len(K), -np.inf) if floor is None else np.asarray(floor, np.float64)
         order = self.query_order(subs)
@@ -1127,7 +1091,7 @@ class MessageWindow:
             order, subs.offsets, subs.term_ids, subs.weights, subs.x, subs.y, subs.alpha, K,
             int(after_seq), up, self.max_dist, self.r_toff, self.r_tlen, self.mask, self.tr_term,
             self.tr_w, self.tmask, self.ch_f, self.ch_i, self.nd_f, self.nd_i, self.term_root,
-            self.term_maxw, len(self.term_root), floor, flat, s_gix, self._held, *lists, owned)
+            self.term_maxw, len(self.term_root), floor, flat, s_gix, self._held, *lists)
         slots = ins & self.mask
         return CandidateLists(off, seq, self.r_id[slots], self.r_t[slots], sc, comp, work)
 
