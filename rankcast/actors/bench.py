@@ -15,8 +15,11 @@ Three parts, JSON + PNG:
    projected throughput of a deployment with one core per role instance (the slowest
    instance of the slowest stage bounds the pipeline), and the projected speed-up over the
    single-process engine's CPU time on the same stream (the paper reports 26-49x at 32
-   bolts). CPU time, not wall time: other processes on a shared machine do not count. The
-   headline streams pipelined (``publish(wait=False)``, ``flush()``) and compares with the
+   bolts). CPU time, not wall time: other processes on a shared machine do not count, and
+   no garbage collection runs during the measured streams (engine and clusters alike: in
+   process, one collection scans every role's objects and lands on one role). The
+   headline streams pipelined (``publish(wait=False)``, ``flush()``, delivered at the flush
+   as a deployment at the projected rate would: ``SCALE_DELIVERY``) and compares with the
    engine's processing without building Python ``Update`` objects (serial work of whoever
    consumes results, about a third of the engine's time here); ``per_call`` streams like
    the engine (every call's updates as objects) and charges the caller's work to the
@@ -33,6 +36,7 @@ taken on the stream.
 """
 from __future__ import annotations
 
+import gc
 import json
 import sys
 import time
@@ -50,6 +54,11 @@ PAPER = {
     "speedup_over_skype": [26, 49],
 }
 SCALE_SUBS = 100_000    # subscriptions of the scaling part (see run_cluster_bench)
+# The scaling part's pipelined stream is delivered at its flush: a deployment at the projected
+# rates (10^4-10^5 messages/s) cuts every delivery_interval (0.25 s), so not within a stream of
+# a few thousand messages, which the in-process run, one core for every role, would cut at
+# its own wall-clock pace (dozens of times), each cut shipping every changed replica list
+SCALE_DELIVERY = 3600.0
 ALL_POLICIES = ("hash", "location", "keyword", "prefix", "spatial-first", "keyword-first")
 
 
@@ -84,10 +93,13 @@ class _BuildTimer:
 
 
 def _drive(target, work, window: int, messages: int, batch: int, sub_batch: int = 20_000,
-           pipelined: bool = True, updates: str = "objects") -> dict:
+           pipelined: bool = True, updates: str = "objects", collect: bool = True) -> dict:
     """Fill, subscribe, stream; returns the stream's wall time, CPU time of the calling
     thread, and the part of it spent building ``Update`` objects. ``updates``: the form each
-    per-call publish returns (``"arrow"``: one table, no Python object per update)."""
+    per-call publish returns (``"arrow"``: one table, no Python object per update).
+    ``collect=False``: no garbage collection during the stream (in-process runs: every role
+    shares one heap there, and a full collection, tenths of a second over the whole
+    simulated cluster's objects, lands in the busy time of whichever role triggers it)."""
     msgs, subs = work.msgs, work.subs
     for a in range(0, window, max(batch, 5000)):
         part = _take(msgs, a, min(window, a + max(batch, 5000)))
@@ -101,6 +113,10 @@ def _drive(target, work, window: int, messages: int, batch: int, sub_batch: int 
         target.subscribe(_take(subs, a, a + sub_batch))
     before = target.stats() if hasattr(target, "topk_many") else None
     n_updates = 0
+    paused = not collect and gc.isenabled()
+    if paused:
+        gc.collect()
+        gc.disable()
     with _BuildTimer() as bt:
         t0, c0 = time.perf_counter(), time.thread_time()
         for a in range(window, window + messages, batch):
@@ -116,6 +132,8 @@ def _drive(target, work, window: int, messages: int, batch: int, sub_batch: int 
         elif pipelined:
             n_updates += len(target.flush(updates=updates).column(0).unique())
         wall, cpu = time.perf_counter() - t0, time.thread_time() - c0
+    if paused:
+        gc.enable()
     return {"seconds": wall, "cpu_seconds": cpu, "build_seconds": bt.seconds,
             "throughput": messages / wall, "updates": n_updates, "before": before}
 
@@ -170,10 +188,12 @@ def _projected(busy: dict, messages: int) -> dict:
 
 
 def _inproc_cluster(work, cfg, policy, P, shards, distributors, batch_size, sample_rows, options=None,
-                    monitor_every: float | None = None):
+                    monitor_every: float | None = None, delivery_interval: float | None = None):
     import rankcast as rc
     opts = {"runtime": "inproc", **(options or {})}
     more = {} if monitor_every is None else {"monitor_every": monitor_every}
+    if delivery_interval is not None:
+        more["delivery_interval"] = delivery_interval
     aggregators = int(opts.pop("aggregators", 1))
     if policy in ("spatial-first", "keyword-first") and "l1" not in opts:
         opts["l1"] = max(1, int(round(np.sqrt(P))) // 2 * 2) or 1
@@ -262,10 +282,11 @@ def run_cluster_bench(dataset: str = "geonames", subs: int = 20_000, window: int
                 # load monitoring off: in process, the subscribe phase of a large run outlasts
                 # its period, and a rebalance would land inside the measured stream
                 return _inproc_cluster(swork, scfg, pol, P, S, D, cluster_batch, min(fit_sample, ssubs),
-                                       options={"aggregators": A}, monitor_every=0.0)
+                                       options={"aggregators": A}, monitor_every=0.0,
+                                       delivery_interval=SCALE_DELIVERY)
             # pipelined stream: the roles' own capacity, next to the engine's processing
             cl = start()
-            r = _drive(cl, swork, window, messages, batch)
+            r = _drive(cl, swork, window, messages, batch, collect=False)
             pr = _projected(_delta(cl.stats(), r["before"])["busy"], messages)
             pt.update(topk_equal_engine=s_same(cl), projected_throughput=pr["throughput"],
                       speedup_vs_engine=pr["throughput"] / s_eng["processing_cpu_throughput"],
@@ -275,7 +296,7 @@ def run_cluster_bench(dataset: str = "geonames", subs: int = 20_000, window: int
             # per-call updates as the engine returns them, the caller's work (validation,
             # building Update objects) charged to the serial front stage
             cl = start()
-            r = _drive(cl, swork, window, messages, batch, pipelined=False)
+            r = _drive(cl, swork, window, messages, batch, pipelined=False, collect=False)
             e2e = _projected(_client_share(r, _delta(cl.stats(), r["before"]), True), messages)
             pt["per_call"] = {"projected_throughput": e2e["throughput"], "bottleneck": e2e["bottleneck"],
                               "speedup_vs_engine": e2e["throughput"] / s_eng["cpu_throughput"],
@@ -305,7 +326,7 @@ def _engine_reference(work, cfg, window, messages, batch, seed, progress):
     top-k equals the engine's for a sample of 300 subscriptions."""
     import rankcast as rc
     eng = rc.Engine(cfg)
-    r = _drive(eng, work, window, messages, batch, pipelined=False)
+    r = _drive(eng, work, window, messages, batch, pipelined=False, collect=False)
     e_proc = r["cpu_seconds"] - r["build_seconds"]
     out = {"subscriptions": len(work.subs), "throughput": r["throughput"], "seconds": r["seconds"],
            "cpu_seconds": r["cpu_seconds"], "update_objects_cpu_seconds": r["build_seconds"],
