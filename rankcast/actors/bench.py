@@ -117,23 +117,25 @@ def _drive(target, work, window: int, messages: int, batch: int, sub_batch: int 
     if paused:
         gc.collect()
         gc.disable()
-    with _BuildTimer() as bt:
-        t0, c0 = time.perf_counter(), time.thread_time()
-        for a in range(window, window + messages, batch):
-            part = _take(msgs, a, min(window + messages, a + batch))
-            if pipelined:
-                target.publish(part, wait=False)
-            elif updates == "objects":
-                n_updates += len(target.publish(part))
-            else:
-                n_updates += len(target.publish(part, updates=updates).column(0).unique())
-        if pipelined and updates == "objects":
-            n_updates += len(target.flush())
-        elif pipelined:
-            n_updates += len(target.flush(updates=updates).column(0).unique())
-        wall, cpu = time.perf_counter() - t0, time.thread_time() - c0
-    if paused:
-        gc.enable()
+    try:
+        with _BuildTimer() as bt:
+            t0, c0 = time.perf_counter(), time.thread_time()
+            for a in range(window, window + messages, batch):
+                part = _take(msgs, a, min(window + messages, a + batch))
+                if pipelined:
+                    target.publish(part, wait=False)
+                elif updates == "objects":
+                    n_updates += len(target.publish(part))
+                else:
+                    n_updates += len(target.publish(part, updates=updates).column(0).unique())
+            if pipelined and updates == "objects":
+                n_updates += len(target.flush())
+            elif pipelined:
+                n_updates += len(target.flush(updates=updates).column(0).unique())
+            wall, cpu = time.perf_counter() - t0, time.thread_time() - c0
+    finally:
+        if paused:
+            gc.enable()
     return {"seconds": wall, "cpu_seconds": cpu, "build_seconds": bt.seconds,
             "throughput": messages / wall, "updates": n_updates, "before": before}
 
