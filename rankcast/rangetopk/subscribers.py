@@ -147,53 +147,59 @@ def by_leaf(p_leaf, p_code, leaves):
 
 
 @numba.njit(cache=True, inline="always")
-def _apply_block(ly, lid, nrow, k, obj, y, take, pos, rank, py, pid):
+def _apply_block(ly, lid, nrow, k, obj, y, take, skipped, placed, py, pid):
     """:func:`apply_protocol` on the rows ``t < nrow`` of a block with ``take[t]``, all at once,
     in place. The block holds lists column-wise (``ly[c, t]``, ``lid[c, t]``: entry c of row
     t), padded with y = +inf to k entries. The protocol is the k lowest of (list without
-    ``obj``) plus ``(y, obj)`` (a +inf value only pads: a delete), so each new entry c is the
-    new object or old entry c - 1, c or c + 1, and entries before both obj's old entry and its
-    new rank stay: every step is one branch-free pass over the rows (vectorised by the
-    compiler), from the first column that changes in a taking row (``py``, ``pid``: the old
-    entry c - 1 of each row, kept while column c - 1 is overwritten)."""
+    ``obj``) plus ``(y, obj)`` (a +inf value only pads: a delete): a merge, one branch-free
+    pass over the columns (vectorised by the compiler) in which each row reads its old list
+    at offset -1, 0 or +1 from the column written (``skipped``: obj's entry passed over,
+    ``placed``: (y, obj) written; ``py``, ``pid``: the old entry c - 1, kept while column c - 1
+    is overwritten). Columns that every taking row keeps (entries before (y, obj) other than
+    obj's) are found first and not rewritten."""
+    first = 0
+    while first < k:
+        keep = True
+        for t in range(nrow):
+            yc = ly[first, t]
+            dc = lid[first, t]
+            keep &= (((yc < y) | ((yc == y) & (dc < obj))) & (dc != obj)) | ~take[t]
+        if not keep:
+            break
+        first += 1
+    if first == k:
+        return
     for t in range(nrow):
-        pos[t] = k
-        rank[t] = 0
-    for c in range(k):                          # obj's entry (k if none) and where (y, obj)
-        for t in range(nrow):                   # goes among the others, in one pass: a list
-            yc = ly[c, t]                       # holds an object at most once, so the entry
-            dc = lid[c, t]                      # c is obj's iff it is a hit
-            hit = (dc == obj) & (yc < np.inf)
-            pos[t] = c if hit else pos[t]
-            before = (yc < y) | ((yc == y) & (dc < obj))
-            rank[t] += before & ~hit
-    first = k
-    for t in range(nrow):
-        first = min(first, min(pos[t], rank[t]) if take[t] else k)
+        skipped[t] = 0
+        placed[t] = 0
     if first > 0:
         for t in range(nrow):
             py[t] = ly[first - 1, t]
             pid[t] = lid[first - 1, t]
+    live = y < np.inf
     for c in range(first, k):
-        cp = min(c + 1, k - 1)
+        cp = c + 1
         for t in range(nrow):
-            i = c - (c >= rank[t])
-            src = i + (i >= pos[t])             # entry i of the list without obj
             y_m = py[t]
-            y_0 = ly[c, t]
-            y_p = ly[cp, t]
             d_m = pid[t]
+            y_0 = ly[c, t]
             d_0 = lid[c, t]
-            d_p = lid[cp, t]
-            oy = y_m if src < c else (y_0 if src == c else (y_p if src < k else np.inf))
-            oid = d_m if src < c else (d_0 if src == c else d_p)
-            new = c == rank[t]
-            vy = y if new else oy
-            vid = (obj if new else oid) if vy < np.inf else 0      # the (+inf, 0) pad
+            y_p = ly[cp, t] if cp < k else np.inf          # past the end: the (+inf, 0) pad
+            d_p = lid[cp, t] if cp < k else 0
+            off = skipped[t] - placed[t]
+            cy = y_m if off < 0 else (y_0 if off == 0 else y_p)
+            cd = d_m if off < 0 else (d_0 if off == 0 else d_p)
+            sk = skipped[t] | ((cd == obj) & (cy < np.inf))     # obj's entry: read the next
+            off = sk - placed[t]
+            cy = y_m if off < 0 else (y_0 if off == 0 else y_p)
+            cd = d_m if off < 0 else (d_0 if off == 0 else d_p)
+            put = (placed[t] == 0) & live & ((y < cy) | ((y == cy) & (obj < cd)))
+            skipped[t] = sk
+            placed[t] |= put
             py[t] = y_0
             pid[t] = d_0
-            ly[c, t] = vy if take[t] else y_0
-            lid[c, t] = vid if take[t] else d_0
+            ly[c, t] = (y if put else cy) if take[t] else y_0
+            lid[c, t] = (obj if put else cd) if take[t] else d_0
 
 
 @numba.njit(cache=True)
@@ -212,8 +218,8 @@ def apply_leaves(mf, mi, rows, off, codes, start, end, lo, hi, leaves, topn, by,
     oy = np.empty((k, size))
     oid = np.empty((k, size), np.int64)
     take = np.zeros(size, np.bool_)
-    pos = np.empty(size, np.int64)
-    rank = np.empty(size, np.int64)
+    skipped = np.empty(size, np.int64)
+    placed = np.empty(size, np.int64)
     py = np.empty(size)
     pid = np.empty(size, np.int64)
     diff = np.empty(size, np.bool_)
@@ -258,7 +264,7 @@ def apply_leaves(mf, mi, rows, off, codes, start, end, lo, hi, leaves, topn, by,
             if got == 0:
                 continue
             recv[m] += got
-            _apply_block(ly, lid, nvec, k, mi[m, 0], mf[m, 4], take, pos, rank, py, pid)
+            _apply_block(ly, lid, nvec, k, mi[m, 0], mf[m, 4], take, skipped, placed, py, pid)
             if trace:
                 for t in range(nrow):
                     if take[t]:
