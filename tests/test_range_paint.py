@@ -300,8 +300,8 @@ def test_store_pads_restored_lists_past_their_end():
 
 def test_local_copy_queries_equal_the_tree():
     """snap, extreme and the emptiness test answered from a local copy of the points of a box
-    Q equal the k-d tree's for boxes inside Q; a copy asked for more points than it holds
-    leaves every query to the tree."""
+    Q equal the k-d tree's for boxes inside Q, and snap and extreme equal brute force; a copy
+    asked for more points than it holds leaves every query to the tree."""
     from rankcast.rangetopk.points import (PointIndex, any_in_box_outside, any_outside_at, extreme,
                                            extreme_at, local_copy, localize, snap, snap_at)
     rng = np.random.default_rng(11)
@@ -326,10 +326,16 @@ def test_local_copy_queries_equal_the_tree():
                 o1, o2 = np.empty(4), np.empty(4)
                 assert snap(*kd, b[0], b[1], c[0], c[1], o1) == snap_at(*kd, lq, lpt, b[0], b[1], c[0], c[1], o2)
                 assert np.array_equal(o1, o2)
+                pts = lr[(lr[:, 0] >= b[0]) & (lr[:, 0] <= b[1]) & (lr[:, 1] >= c[0]) & (lr[:, 1] <= c[1])]
+                want = [np.inf, -np.inf, np.inf, -np.inf]            # snap by brute force
+                if len(pts):
+                    want = [pts[:, 0].min(), pts[:, 0].max(), pts[:, 1].min(), pts[:, 1].max()]
+                assert o1.tolist() == want
                 for col in (0, 3):
                     best = rng.choice([np.inf, 30.0, -30.0])
+                    side = want[0] if col == 0 else -want[3]
                     assert extreme(*kd, b[0], b[1], c[0], c[1], col, best) == \
-                        extreme_at(*kd, lq, lpt, b[0], b[1], c[0], c[1], col, best)
+                        extreme_at(*kd, lq, lpt, b[0], b[1], c[0], c[1], col, best) == min(side, best)
                 m = np.array([b[0], b[1], c[0], c[1]])
                 g = np.array([b[0], (b[0] + b[1]) / 2, c[0], c[1]])
                 s = np.array([(b[0] + b[1]) / 2, b[1], c[0], (c[0] + c[1]) / 2])
