@@ -220,7 +220,8 @@ def test_entry_set_and_block_leaves_equal_the_row_protocol(k, pack_upto):
     has no room for a call's messages goes to its block, and back once its entries fit).
     After every batch each row equals the paper's protocol applied to that row alone, and
     the changed rows are exactly those whose list differs; both forms and both switches
-    happen (``pack_upto``: the most entries a packed leaf may have, small to switch often)."""
+    happen (``pack_upto``: the most entries a packed leaf may have, small to switch often;
+    ``pack_retry``: deliveries a leaf that failed to pack waits, short here)."""
     from rankcast.rangetopk.subscribers import SubscriberStore, apply_protocol
 
     rng = np.random.default_rng(k)
@@ -228,7 +229,7 @@ def test_entry_set_and_block_leaves_equal_the_row_protocol(k, pack_upto):
     lo = rng.random(m)
     hi = lo + rng.random(m)
     sid = rng.permutation(m).astype(np.int64) * 3
-    st = SubscriberStore(k, pack_upto=pack_upto)
+    st = SubscriberStore(k, pack_upto=pack_upto, pack_retry=int(rng.integers(0, 3)))
     st.add(sid, lo, hi, np.zeros((m, k), np.int64), np.full((m, k), np.inf), np.zeros(m, np.int64))
     ref_n = np.zeros(m, np.int64)                       # by input position
     ref_id = np.zeros((m, k), np.int64)

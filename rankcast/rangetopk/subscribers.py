@@ -215,7 +215,8 @@ def _apply_block(ly, lid, nrow, k, obj, y, take, skipped, placed, py, pid):
 # the worst entry of a row is its lowest set bit. A leaf whose entries do not fit keeps the
 # column block (``wide[j]``, :func:`_apply_block`) until they fit again.
 NBITS = 64
-PACK_UPTO = 56          # a leaf is packed into an entry set when it has at most this many entries
+PACK_UPTO = 32          # a leaf is packed into an entry set when it has at most this many entries
+PACK_RETRY = 16         # deliveries to a leaf that failed to pack before it is tried again
 _ONE = np.uint64(1)
 _ALL = np.uint64(0xFFFFFFFFFFFFFFFF)
 _ZERO = np.uint64(0)
@@ -357,17 +358,19 @@ def unpack_leaf(uy, ud, nu, masks, k, ly, lid):
 
 
 @numba.njit(cache=True)
-def pack_all(start, end, leaves, k, by, bid, uy, ud, nu, masks, wide, cap):
-    """Every leaf packed into an entry set where its entries are at most ``cap``."""
+def pack_all(start, end, leaves, k, by, bid, uy, ud, nu, masks, wide, hold, cap, retry):
+    """Every leaf packed into an entry set where its entries are at most ``cap``; the others
+    wait ``retry`` deliveries before their next try (``hold``)."""
     for j in range(leaves):
         n = pack_leaf(by[j], bid[j], end[leaves + j] - start[leaves + j], k, uy[j], ud[j], masks[j], cap)
         wide[j] = n < 0
         nu[j] = max(n, 0)
+        hold[j] = retry if n < 0 else 0
 
 
 @numba.njit(cache=True)
 def apply_leaves(mf, mi, rows, off, codes, start, end, lo, hi, leaves, topn, by, bid, uy, ud, nu, masks, wide,
-                 k, recv, changed, trace, pack_upto):
+                 hold, k, recv, changed, trace, pack_upto, pack_retry):
     """Step 3: every leaf's messages applied to its rows, leaf after leaf (a row sees its
     messages in batch order), each message to all its rows at once, in place: on the leaf's
     entry set (:func:`_apply_bits`) if it has room for one entry per message, after dropping
@@ -376,7 +379,8 @@ def apply_leaves(mf, mi, rows, off, codes, start, end, lo, hi, leaves, topn, by,
     packed again afterwards if its entries fit. The rows whose list then differs from before
     the call (ids, order or a y: an entry set's masks against their copy, a block against its
     copy) get ``changed`` set and their ``topn``; a block is packed when its entries are at most
-    ``pack_upto``. ``recv[m]`` counts message ``m``'s receipts.
+    ``pack_upto`` (tried again ``pack_retry`` deliveries after a failure: ``hold``, so that a
+    leaf that stays wide pays the try seldom). ``recv[m]`` counts message ``m``'s receipts.
     Returns how many rows changed and, with ``trace``, every (row, message) receipt."""
     cap = 1024 if trace else 0
     tr = np.empty((cap, 2), np.int64)
@@ -483,10 +487,15 @@ def apply_leaves(mf, mi, rows, off, codes, start, end, lo, hi, leaves, topn, by,
                 topn[a + t] = cnt[t]
                 changed[a + t] = True
                 nchanged += 1
+        if hold[j] > 0:
+            hold[j] -= 1
+            continue
         n = pack_leaf(ly, lid, nrow, k, uy[j], ud[j], lm, pack_upto)
         if n >= 0:
             nu[j] = n
             wide[j] = False
+        else:
+            hold[j] = pack_retry
     return nchanged, tr[:ntr]
 
 
@@ -556,10 +565,11 @@ class SubscriberStore:
     ``NBITS``), any other (``wide``) column-wise (``by``, ``bid``: ``[leaf, entry, row in
     leaf]``, entries past a list's end (+inf, 0)); a leaf moves between the two in delivery."""
 
-    def __init__(self, k: int, leaf_size: int = 32, pack_upto: int = PACK_UPTO):
+    def __init__(self, k: int, leaf_size: int = 32, pack_upto: int = PACK_UPTO, pack_retry: int = PACK_RETRY):
         self.k = k
         self.leaf_size = leaf_size
         self.pack_upto = min(int(pack_upto), NBITS)    # a leaf of more entries keeps its block
+        self.pack_retry = int(pack_retry)
         self.row_of = IdMap()
         self._set(np.zeros(0, np.int64), np.zeros(0), np.zeros(0), np.zeros(0, np.int64),
                   np.zeros((0, k), np.int64), np.zeros((0, k)))
@@ -583,8 +593,9 @@ class SubscriberStore:
         self.nu = np.zeros(p.leaves, np.int64)
         self.masks = np.zeros((p.leaves, self.width), np.uint64)
         self.wide = np.zeros(p.leaves, np.bool_)
+        self.hold = np.zeros(p.leaves, np.int64)
         pack_all(p.start, p.end, p.leaves, self.k, self.by, self.bid, self.uy, self.ud, self.nu, self.masks,
-                 self.wide, self.pack_upto)
+                 self.wide, self.hold, self.pack_upto, self.pack_retry)
         self.by_sid = np.argsort(self.sid, kind="stable")      # rows by subscription id
         self.changed = np.zeros(len(o), np.bool_)
         self.row_of = IdMap(2 * len(o) + 16)
@@ -623,6 +634,7 @@ class SubscriberStore:
     def nbytes(self) -> int:
         return (self.points.nbytes + self.topn.nbytes + self.by.nbytes + self.bid.nbytes + self.leaf_of.nbytes
                 + self.uy.nbytes + self.ud.nbytes + self.nu.nbytes + self.masks.nbytes + self.wide.nbytes
+                + self.hold.nbytes
                 + self.by_sid.nbytes + self.changed.nbytes + self.row_of.keys.nbytes * 2
                 + self.row_of.state.nbytes)
 
@@ -671,7 +683,8 @@ class SubscriberStore:
         off, codes = by_leaf(p_leaf, p_code, p.leaves)
         count, tr = apply_leaves(mf, np.ascontiguousarray(mi), rows, off, codes, p.start, p.end, p.lo, p.hi,
                                  p.leaves, self.topn, self.by, self.bid, self.uy, self.ud, self.nu, self.masks,
-                                 self.wide, self.k, recv, self.changed, trace, self.pack_upto)
+                                 self.wide, self.hold, self.k, recv, self.changed, trace, self.pack_upto,
+                                 self.pack_retry)
         changed = take_changed(self.by_sid, self.changed, count)
         if trace:
             tr = tr[np.lexsort((tr[:, 0], tr[:, 1]))]
