@@ -212,6 +212,73 @@ def test_vectorised_block_protocol_equals_the_row_protocol(k):
             assert got == [(float(a), int(b)) for a, b in zip(ys[0, : n[0]], ids[0, : n[0]])], (j, obj, y)
 
 
+@pytest.mark.parametrize("k,pack_upto", [(2, 3), (8, 12), (70, 56)])
+def test_entry_set_and_block_leaves_equal_the_row_protocol(k, pack_upto):
+    """Delivery keeps a leaf whose lists hold few distinct (y, object) entries as an entry set
+    (a bit mask per row over the leaf's entries) and any other leaf as a column block, and
+    switches as entries come and go (entries no row holds dropped first; a leaf that still
+    has no room for a call's messages goes to its block, and back once its entries fit).
+    After every batch each row equals the paper's protocol applied to that row alone, and
+    the changed rows are exactly those whose list differs; both forms and both switches
+    happen (``pack_upto``: the most entries a packed leaf may have, small to switch often;
+    ``pack_retry``: deliveries a leaf that failed to pack waits, short here)."""
+    from rankcast.rangetopk.subscribers import SubscriberStore, apply_protocol
+
+    rng = np.random.default_rng(k)
+    m = 400
+    lo = rng.random(m)
+    hi = lo + rng.random(m)
+    sid = rng.permutation(m).astype(np.int64) * 3
+    st = SubscriberStore(k, pack_upto=pack_upto, pack_retry=int(rng.integers(0, 3)))
+    st.add(sid, lo, hi, np.zeros((m, k), np.int64), np.full((m, k), np.inf), np.zeros(m, np.int64))
+    ref_n = np.zeros(m, np.int64)                       # by input position
+    ref_id = np.zeros((m, k), np.int64)
+    ref_y = np.full((m, k), np.inf)
+    seen_wide, to_block, to_set = set(), 0, 0
+    for rep in range(40):
+        few = rep % 4 < 2                               # few distinct values: entry sets fit
+        nmsg = int(rng.choice([5, 40, 150]))
+        mf = np.empty((nmsg, 5))
+        mi = np.zeros((nmsg, 4), np.int64)
+        mi[:, 2] = -1
+        for j in range(nmsg):
+            a, b = np.sort(rng.random(2) * 1.5)
+            c, d = np.sort(rng.random(2) * 2.0)
+            mf[j, :4] = (a, b, c, d) if rng.random() < 0.8 else (-1, 2, -1, 3)
+            mi[j, 0] = rng.integers(0, 12 if few else 300)
+            mf[j, 4] = np.inf if rng.random() < (0.5 if few else 0.15) else (
+                float(rng.integers(0, 3)) if few else rng.random())
+            if rng.random() < 0.1:                      # a unicast message to one subscription
+                mi[j, 2] = sid[rng.integers(0, m)]
+                mi[j, 3] = 2
+        before = (ref_n.copy(), ref_id.copy(), ref_y.copy())
+        for j in range(nmsg):
+            if mi[j, 2] >= 0:
+                who = np.flatnonzero(sid == mi[j, 2])
+            else:
+                who = np.flatnonzero((mf[j, 0] <= lo) & (lo <= mf[j, 1]) & (mf[j, 2] <= hi) & (hi <= mf[j, 3]))
+            for r in who:
+                apply_protocol(r, mi[j, 0], mf[j, 4], ref_n, ref_id, ref_y, k)
+        wide0 = st.wide.copy()
+        changed, _, _ = st.deliver(mf, mi)
+        to_block += int(np.count_nonzero(~wide0 & st.wide))
+        to_set += int(np.count_nonzero(wide0 & ~st.wide))
+        seen_wide |= set(st.wide.tolist())
+        rows = st.rows(sid)
+        ids, ys = st.lists(rows)
+        for r in range(m):
+            n = ref_n[r]
+            assert st.topn[rows[r]] == n
+            assert ids[r, :n].tolist() == ref_id[r, :n].tolist() and ys[r, :n].tolist() == ref_y[r, :n].tolist()
+            assert np.all(ys[r, n:] == np.inf) and np.all(ids[r, n:] == 0)
+        differs = [sid[r] for r in range(m) if before[0][r] != ref_n[r]
+                   or before[1][r, :ref_n[r]].tolist() != ref_id[r, :ref_n[r]].tolist()
+                   or before[2][r, :ref_n[r]].tolist() != ref_y[r, :ref_n[r]].tolist()]
+        assert sorted(st.sid[changed].tolist()) == sorted(differs) and st.sid[changed].tolist() == sorted(differs)
+    assert seen_wide == {False, True} and to_block > 0
+    assert to_set > 0 or k > 64             # lists of 70 grow past any entry set here
+
+
 def test_store_pads_restored_lists_past_their_end():
     """Delivery copies rows blindly and relies on entries past a list's end being (+inf, 0):
     a state whose rows hold leftovers there (restored, or from a caller) is padded, so the
@@ -234,8 +301,8 @@ def test_store_pads_restored_lists_past_their_end():
 
 def test_local_copy_queries_equal_the_tree():
     """snap, extreme and the emptiness test answered from a local copy of the points of a box
-    Q equal the k-d tree's for boxes inside Q; a copy asked for more points than it holds
-    leaves every query to the tree."""
+    Q equal the k-d tree's for boxes inside Q, and snap and extreme equal brute force; a copy
+    asked for more points than it holds leaves every query to the tree."""
     from rankcast.rangetopk.points import (PointIndex, any_in_box_outside, any_outside_at, extreme,
                                            extreme_at, local_copy, localize, snap, snap_at)
     rng = np.random.default_rng(11)
@@ -260,10 +327,16 @@ def test_local_copy_queries_equal_the_tree():
                 o1, o2 = np.empty(4), np.empty(4)
                 assert snap(*kd, b[0], b[1], c[0], c[1], o1) == snap_at(*kd, lq, lpt, b[0], b[1], c[0], c[1], o2)
                 assert np.array_equal(o1, o2)
+                pts = lr[(lr[:, 0] >= b[0]) & (lr[:, 0] <= b[1]) & (lr[:, 1] >= c[0]) & (lr[:, 1] <= c[1])]
+                want = [np.inf, -np.inf, np.inf, -np.inf]            # snap by brute force
+                if len(pts):
+                    want = [pts[:, 0].min(), pts[:, 0].max(), pts[:, 1].min(), pts[:, 1].max()]
+                assert o1.tolist() == want
                 for col in (0, 3):
                     best = rng.choice([np.inf, 30.0, -30.0])
+                    side = want[0] if col == 0 else -want[3]
                     assert extreme(*kd, b[0], b[1], c[0], c[1], col, best) == \
-                        extreme_at(*kd, lq, lpt, b[0], b[1], c[0], c[1], col, best)
+                        extreme_at(*kd, lq, lpt, b[0], b[1], c[0], c[1], col, best) == min(side, best)
                 m = np.array([b[0], b[1], c[0], c[1]])
                 g = np.array([b[0], (b[0] + b[1]) / 2, c[0], c[1]])
                 s = np.array([(b[0] + b[1]) / 2, b[1], c[0], (c[0] + c[1]) / 2])
