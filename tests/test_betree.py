@@ -170,3 +170,26 @@ def test_size_classes_prune_what_one_summary_cannot():
     # an event with exactly the match's attributes (an expression as large as the event matches)
     few = rc.Event(2, {f"a{i}": 5.0 for i in range(4)})
     assert_matches_exact(m.publish([few], k=3), decoys + near + [best], [few], "weighted", 3)
+
+
+@pytest.mark.parametrize("first", [0, 1])
+def test_a_class_whose_bound_ties_the_kth_score_is_still_read(first):
+    """Two matches of equal score (4) in different subtrees: whichever the search reaches first,
+    the other one's class bound (G = 4) equals the k-th score and must still be read, since the
+    smaller id wins the tie."""
+    m = _matcher("weighted", leaf_capacity=2)
+    rng = np.random.default_rng(1)
+    ids = (3, 5) if first else (5, 3)
+    pair = [rc.Expression(ids[j], [rc.Predicate(f"a{4 * j + i}", "between", (0, 10), 1.0) for i in range(4)])
+            for j in range(2)]
+    decoys = []
+    for i in range(120):
+        a, b = rng.choice(8, 2, replace=False)
+        lo = float(rng.integers(0, 5))
+        decoys.append(rc.Expression(100 + i, [rc.Predicate(f"a{a}", "between", (lo, lo + 6), 1.0),
+                                              rc.Predicate(f"a{b}", "between", (lo, lo + 6), 1.0)]))
+    m.subscribe(decoys + pair)
+    ev = rc.Event(1, {f"a{i}": 5.0 for i in range(8)})
+    for k in (1, 2):
+        (got,) = m.publish([ev], k=k)
+        assert got.top == ((3, 4.0), (5, 4.0))[:k]

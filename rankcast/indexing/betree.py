@@ -17,9 +17,25 @@ intervals are then checked exactly.
 - A **p-node** holds one attribute, the root of its c-directory, its rank (the expressions
   below it: the optimistic popularity ranking of Section V) and an upper-bound summary.
 - Summaries (Section VI): per l-node and per p-node, for ``weighted`` the largest predicate
-  weight per attribute (a sorted attribute list, pooled), so that ``uscore = sum over the
-  event's attributes of event weight * max weight`` bounds every score below; for ``static``
-  the largest score.
+  weight per attribute and **size class** (the expressions of the same number of predicates;
+  a sorted list of (size, attribute) keys, pooled); for ``static`` the largest score.
+
+Bounds (``weighted``; tighter than the paper's ``uscore``, the sum over the event's
+attributes of event weight * max weight, and still upper bounds because weights are
+non-negative and a match has all its attributes in the event). An expression of ``s``
+predicates below a node has the node's path attributes (the p-nodes' attributes from the
+root: the event has them all, or the search would not be there) and ``s`` minus that many
+others, all among the event's attributes. So a class's bound is the sum of the path's
+products (event weight * the class's max weight) plus the largest ``s - path`` products of
+its other attributes the event has; a class with fewer of them than that cannot match. The
+node's bound is the largest over its classes (0 when none can match). ``G[s]``, the sum of the
+event's ``s`` largest products with the global maximum weight of each attribute, bounds
+every expression of ``s`` predicates anywhere: classes are read largest first and the reading
+stops at a class whose ``G`` is below the k-th score (or below the best class so far); an
+expression with more predicates than the event has attributes, or whose ``G`` is below the
+k-th score, is not read. Where sizes differ (scores nearly proportional to the number of
+predicates, as in BEGen's workload), this is what lets the search skip smaller classes once a
+large match is held, as k-index skips its smaller conjunction sizes.
 
 Insertion (Algs. 1-3): at a c-node, the expression goes to the p-node of highest rank among
 its attributes not used on the path; in that p-node's c-directory it descends (both children
@@ -46,7 +62,8 @@ rebuild once they outnumber live ones.
 Top-k (Alg. 6, with one global best-first heap): the root's l-node is scanned unless its bound
 cannot beat the k-th score, its p-nodes on attributes the event has are pushed with their
 bound; popped in bound order, each p-node's c-directory is searched for the buckets whose
-boxes hold the event's value, whose l-nodes are scanned and whose p-nodes are pushed in turn.
+boxes hold the event's value, whose l-nodes are scanned (or pushed, when something with a
+higher bound waits in the heap) and whose p-nodes are pushed in turn.
 The search stops once the best bound left is below the k-th score (with the relative slack
 ``EPS``; an equal bound is still searched because a smaller id would win the tie).
 
@@ -54,7 +71,8 @@ Match view: matching does not walk the node tables. Every c-node has a hot row (
 dimension's own and subtree bounds, its c-directory children, the offset of its block; one
 cache line, all the c-directory search reads) and a contiguous block in one float arena (its
 p-directory, its l-node summary, then its l-node's expressions as packed predicate rows), every
-p-node a small block (summary, root, attribute). A p-directory entry also holds its p-node's
+p-node a small block (summary, root, attribute). A p-directory entry holds its p-node's block
+place (a p-node's change therefore marks its owner too) and its
 c-directory box on the p-node's attribute (the root's subtree box: every expression below has
 its interval there), so a p-node whose box misses the event's value is passed over without
 reading its block; a c-directory root's change therefore marks its owner c-node too. Updates mark the nodes they change (a dirty
@@ -1223,11 +1241,10 @@ def _size_c(IL, c, mode, NEXT, p_start, p_end):
 @numba.njit(cache=True)
 def _write_c(IL, FL, c, pos, mode, NEXT, p_start, p_end, p_attr, p_op, p_a, p_b, p_w, set_off):
     """The hot row of c-node ``c`` and its block at ``pos`` (returns the end): header
-    (summary size, most predicates or static bound, p-directory size, expression floats),
-    the p-directory (attribute, p-node, and the p-node's c-directory box on the attribute: an
-    event value outside it reaches nothing below), the summary (attribute, weight), then per
-    expression
-    (predicates, slot) and its predicate rows (attribute * 16 + operator, a or set start, b or
+    (summary floats, most predicates or static bound, p-directory size, expression floats),
+    the p-directory (attribute, the p-node's block, and the p-node's c-directory box on the
+    attribute: an event value outside it reaches nothing below), the summary
+    (``_write_sum``), then per expression (predicates, slot) and its predicate rows (attribute * 16 + operator, a or set start, b or
     set end, weight)."""
     CI = IL[I_C]
     HV = FL[F_HV]
@@ -1292,8 +1309,8 @@ def _write_c(IL, FL, c, pos, mode, NEXT, p_start, p_end, p_attr, p_op, p_a, p_b,
 
 @numba.njit(cache=True)
 def _write_p(IL, FL, p, pos, mode):
-    """The block of p-node ``p`` at ``pos``: (summary size, most predicates or static bound,
-    root c-node, attribute), then its summary (attribute, weight)."""
+    """The block of p-node ``p`` at ``pos``: (summary floats, most predicates or static bound,
+    root c-node, attribute), then its summary (``_write_sum``)."""
     PI = IL[I_P]
     AR = FL[F_AR]
     base = p * NP
@@ -1836,7 +1853,9 @@ def check_structure(core: BETreeCore) -> None:
     exactly one l-node; every bucket's own box is the MBB of the expressions at or below it
     on each of its dimensions and its subtree box the union with its children; L and R never
     overlap on the active dimension; an expression in a bucket with children is enclosed by
-    neither child; every summary bounds every expression below it; p-node ranks count the
+    neither child; every summary bounds every expression below it (``weighted``: in its size
+    class, every class holding the path's attributes; the global maximum weights bound every
+    weight); p-node ranks count the
     expressions below them; the match view is up to date: every live c-node's hot row holds
     its active-dimension boxes and children, its block its summary, p-directory and exactly
     its l-node's expressions (packed predicate rows), every live p-node's block its summary,
