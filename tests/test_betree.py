@@ -193,3 +193,21 @@ def test_a_class_whose_bound_ties_the_kth_score_is_still_read(first):
     for k in (1, 2):
         (got,) = m.publish([ev], k=k)
         assert got.top == ((3, 4.0), (5, 4.0))[:k]
+
+
+def test_incremental_view_follows_p_nodes_that_change_alone():
+    """One insert at a time into a deep tree, the view never rewritten whole: after each, every
+    p-directory entry holds its p-node's current block place (check_structure) and the
+    answers stay exact."""
+    from rankcast.ingest.begen import begen
+    w = begen(600, dims=12, cardinality=400, clusters=2, cluster_size=10, match_prob=0.05, n_events=20, seed=4)
+    exprs = w.expression_objects()
+    m = _matcher("weighted", leaf_capacity=2, view_full_share=2.0, view_slack=10 ** 9)
+    live = exprs[:300]
+    m.subscribe(live)
+    evs = w.event_objects()
+    for e in exprs[300::3]:
+        m.subscribe([e])
+        live.append(e)
+        check_structure(m.core)
+        assert_matches_exact(m.publish(evs[:5], k=3), live, evs[:5], "weighted", 3)
