@@ -118,3 +118,96 @@ def test_config_validates_be_tree_fields_and_scoring():
     assert rc.MatchConfig(leaf_capacity=7).leaf_size == 7
     m = rc.Matcher(rc.MatchConfig(index="be-tree", leaf_capacity=3, build="batch"))
     assert isinstance(m.core, BETreeCore) and m.core.q[0] == 3 and m.core.build == "batch"
+
+
+@pytest.mark.parametrize("leaf_capacity", [2, 5])
+def test_size_class_bounds_stay_exact_on_near_ties(leaf_capacity):
+    """BEGen's workload (sizes 6 to 10, weights almost equal: scores nearly the number of
+    predicates, many within rounding of each other) is where the size-class, path and G bounds
+    are tight: top-1 and top-5 equal brute force, after inserts and after deletions."""
+    from rankcast.ingest.begen import begen
+    w = begen(4000, dims=40, cardinality=2000, clusters=2, cluster_size=20, match_prob=0.02, n_events=60,
+              seed=leaf_capacity)
+    exprs = w.expression_objects()
+    m = _matcher("weighted", leaf_capacity=leaf_capacity)
+    m.subscribe(exprs)
+    check_structure(m.core)
+    evs = w.event_objects()
+    for k in (1, 5):
+        assert_matches_exact(m.publish(evs, k=k), exprs, evs, "weighted", k)
+    gone = {e.id for e in exprs[::4]}
+    m.unsubscribe(sorted(gone))
+    check_structure(m.core)
+    live = [e for e in exprs if e.id not in gone]
+    for k in (1, 5):
+        assert_matches_exact(m.publish(evs, k=k), live, evs, "weighted", k)
+
+
+def test_size_classes_prune_what_one_summary_cannot():
+    """A match of 4 predicates among expressions whose attributes together cover the event:
+    2-predicate decoys (a smaller class: bounded by 2) and 4-predicate ones with an attribute
+    the event lacks (their class has only 3 of the event's attributes). One summary per node
+    bounds both by 4, a tie with the match, so they would be read; by class, neither is."""
+    m = _matcher("weighted", leaf_capacity=2)
+    rng = np.random.default_rng(0)
+    best = rc.Expression(0, [rc.Predicate(f"a{i}", "between", (0, 10), 1.0) for i in range(4)])
+    decoys, near = [], []
+    for i in range(150):
+        a, b = rng.choice(10, 2, replace=False)
+        lo = float(rng.integers(0, 5))
+        decoys.append(rc.Expression(1000 + i, [rc.Predicate(f"a{a}", "between", (lo, lo + 6), 1.0),
+                                               rc.Predicate(f"a{b}", "between", (lo, lo + 6), 1.0)]))
+        trio = rng.choice(10, 3, replace=False)
+        near.append(rc.Expression(2000 + i, [rc.Predicate(f"a{x}", "between", (lo, lo + 6), 1.0) for x in trio]
+                                  + [rc.Predicate(f"b{i % 7}", "==", 1.0, 1.0)]))
+    m.subscribe(decoys + near + [best])
+    check_structure(m.core)
+    ev = rc.Event(1, {f"a{i}": 5.0 for i in range(10)})
+    (got,) = m.publish([ev], k=1)
+    assert got.top == ((0, 4.0),)
+    st = m.stats()
+    assert st["random_accesses"] <= 10, st
+    # an event with exactly the match's attributes (an expression as large as the event matches)
+    few = rc.Event(2, {f"a{i}": 5.0 for i in range(4)})
+    assert_matches_exact(m.publish([few], k=3), decoys + near + [best], [few], "weighted", 3)
+
+
+@pytest.mark.parametrize("first", [0, 1])
+def test_a_class_whose_bound_ties_the_kth_score_is_still_read(first):
+    """Two matches of equal score (4) in different subtrees: whichever the search reaches first,
+    the other one's class bound (G = 4) equals the k-th score and must still be read, since the
+    smaller id wins the tie."""
+    m = _matcher("weighted", leaf_capacity=2)
+    rng = np.random.default_rng(1)
+    ids = (3, 5) if first else (5, 3)
+    pair = [rc.Expression(ids[j], [rc.Predicate(f"a{4 * j + i}", "between", (0, 10), 1.0) for i in range(4)])
+            for j in range(2)]
+    decoys = []
+    for i in range(120):
+        a, b = rng.choice(8, 2, replace=False)
+        lo = float(rng.integers(0, 5))
+        decoys.append(rc.Expression(100 + i, [rc.Predicate(f"a{a}", "between", (lo, lo + 6), 1.0),
+                                              rc.Predicate(f"a{b}", "between", (lo, lo + 6), 1.0)]))
+    m.subscribe(decoys + pair)
+    ev = rc.Event(1, {f"a{i}": 5.0 for i in range(8)})
+    for k in (1, 2):
+        (got,) = m.publish([ev], k=k)
+        assert got.top == ((3, 4.0), (5, 4.0))[:k]
+
+
+def test_incremental_view_follows_p_nodes_that_change_alone():
+    """One insert at a time into a deep tree, the view never rewritten whole: after each, every
+    p-directory entry holds its p-node's current block place (check_structure) and the
+    answers stay exact."""
+    from rankcast.ingest.begen import begen
+    w = begen(600, dims=12, cardinality=400, clusters=2, cluster_size=10, match_prob=0.05, n_events=20, seed=4)
+    exprs = w.expression_objects()
+    m = _matcher("weighted", leaf_capacity=2, view_full_share=2.0, view_slack=10 ** 9)
+    live = exprs[:300]
+    m.subscribe(live)
+    evs = w.event_objects()
+    for e in exprs[300::3]:
+        m.subscribe([e])
+        live.append(e)
+        check_structure(m.core)
+        assert_matches_exact(m.publish(evs[:5], k=3), live, evs[:5], "weighted", 3)

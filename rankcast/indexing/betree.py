@@ -17,9 +17,25 @@ intervals are then checked exactly.
 - A **p-node** holds one attribute, the root of its c-directory, its rank (the expressions
   below it: the optimistic popularity ranking of Section V) and an upper-bound summary.
 - Summaries (Section VI): per l-node and per p-node, for ``weighted`` the largest predicate
-  weight per attribute (a sorted attribute list, pooled), so that ``uscore = sum over the
-  event's attributes of event weight * max weight`` bounds every score below; for ``static``
-  the largest score.
+  weight per attribute and **size class** (the expressions of the same number of predicates;
+  a sorted list of (size, attribute) keys, pooled); for ``static`` the largest score.
+
+Bounds (``weighted``; tighter than the paper's ``uscore``, the sum over the event's
+attributes of event weight * max weight, and still upper bounds because weights are
+non-negative and a match has all its attributes in the event). An expression of ``s``
+predicates below a node has the node's path attributes (the p-nodes' attributes from the
+root: the event has them all, or the search would not be there) and ``s`` minus that many
+others, all among the event's attributes. So a class's bound is the sum of the path's
+products (event weight * the class's max weight) plus the largest ``s - path`` products of
+its other attributes the event has; a class with fewer of them than that cannot match. The
+node's bound is the largest over its classes (0 when none can match). ``G[s]``, the sum of the
+event's ``s`` largest products with the global maximum weight of each attribute, bounds
+every expression of ``s`` predicates anywhere: classes are read largest first and the reading
+stops at a class whose ``G`` is below the k-th score (or below the best class so far); an
+expression with more predicates than the event has attributes, or whose ``G`` is below the
+k-th score, is not read. Where sizes differ (scores nearly proportional to the number of
+predicates, as in BEGen's workload), this is what lets the search skip smaller classes once a
+large match is held, as k-index skips its smaller conjunction sizes.
 
 Insertion (Algs. 1-3): at a c-node, the expression goes to the p-node of highest rank among
 its attributes not used on the path; in that p-node's c-directory it descends (both children
@@ -46,7 +62,8 @@ rebuild once they outnumber live ones.
 Top-k (Alg. 6, with one global best-first heap): the root's l-node is scanned unless its bound
 cannot beat the k-th score, its p-nodes on attributes the event has are pushed with their
 bound; popped in bound order, each p-node's c-directory is searched for the buckets whose
-boxes hold the event's value, whose l-nodes are scanned and whose p-nodes are pushed in turn.
+boxes hold the event's value, whose l-nodes are scanned (or pushed, when something with a
+higher bound waits in the heap) and whose p-nodes are pushed in turn.
 The search stops once the best bound left is below the k-th score (with the relative slack
 ``EPS``; an equal bound is still searched because a smaller id would win the tie).
 
@@ -54,7 +71,8 @@ Match view: matching does not walk the node tables. Every c-node has a hot row (
 dimension's own and subtree bounds, its c-directory children, the offset of its block; one
 cache line, all the c-directory search reads) and a contiguous block in one float arena (its
 p-directory, its l-node summary, then its l-node's expressions as packed predicate rows), every
-p-node a small block (summary, root, attribute). A p-directory entry also holds its p-node's
+p-node a small block (summary, root, attribute). A p-directory entry holds its p-node's block
+place (a p-node's change therefore marks its owner too) and its
 c-directory box on the p-node's attribute (the root's subtree box: every expression below has
 its interval there), so a p-node whose box misses the event's value is passed over without
 reading its block; a c-directory root's change therefore marks its owner c-node too. Updates mark the nodes they change (a dirty
@@ -91,6 +109,8 @@ NP = 10
 (U_C, U_P, U_BOX, U_W, U_SPLIT, U_SPACE, U_PART, U_EXPAND, U_MERGE, U_DEADC, U_DEADP, U_LIVEC,
  U_LIVEP, U_D, U_NDIRTY, U_AR, U_ARLIVE) = range(17)
 NU = 20
+# summary keys (_wkey): (SZ_CAP - expression size) << 32 | attribute
+SZ_CAP = 1 << 24
 # the int and float pools (typed lists: kernels grow them in place)
 I_C, I_P, I_WA, I_BA, I_NUM, I_DA, I_DP, I_DIRTY, I_PV = range(9)
 F_CS, F_PS, F_WM, F_BX, F_HV, F_AR = range(6)
@@ -154,10 +174,17 @@ def _touch_c(IL, c):
 
 @numba.njit(cache=True)
 def _touch_p(IL, p):
+    """p-node ``p`` changed: its block is rewritten, and so is its owner's (whose p-directory
+    entry holds the block's place)."""
     PI = IL[I_P]
     if PI[p * NP + P_DIRTY] == 0:
         PI[p * NP + P_DIRTY] = 1
         _dirty(IL, 2 * p + 1)
+        own = PI[p * NP + P_OWN]
+        CI = IL[I_C]
+        if CI[own * NC + C_DIRTY] == 0:
+            CI[own * NC + C_DIRTY] = 1
+            _dirty(IL, 2 * own)
 
 
 @numba.njit(cache=True)
@@ -243,7 +270,7 @@ def _new_p(IL, FL, owner, attr):
 # ----------------------------------------------------------------------------- summaries
 @numba.njit(cache=True)
 def _w_add(IL, FL, rec, base, attr, w):
-    """max-merge (attr, w) into the sorted summary of record ``base`` of pool ``rec``."""
+    """max-merge (key ``attr``, w) into the sorted summary of record ``base`` of pool ``rec``."""
     if rec == I_C:
         _touch_c(IL, base // NC)
     else:
@@ -285,9 +312,17 @@ def _w_add(IL, FL, rec, base, attr, w):
     R[base + WC] = wc + 1
 
 
+@numba.njit(cache=True, inline="always")
+def _wkey(size, attr):
+    """The summary key of attribute ``attr`` in the class of expressions of ``size``
+    predicates: sorted by size descending, then attribute."""
+    return ((SZ_CAP - size) << 32) | attr
+
+
 @numba.njit(cache=True)
 def _sum_add(IL, FL, q, rec, node, s, p_start, p_end, p_attr, p_w, score):
-    """Expression ``s`` into the summary of c-node (``rec`` = I_C) or p-node ``node``."""
+    """Expression ``s`` into the summary of c-node (``rec`` = I_C) or p-node ``node``
+    (``weighted``: its size class, module docstring "Bounds")."""
     if int(q[Q_MODE]) == STATIC:
         S = FL[F_CS] if rec == I_C else FL[F_PS]
         if S[node] < score[s]:
@@ -301,8 +336,9 @@ def _sum_add(IL, FL, q, rec, node, s, p_start, p_end, p_attr, p_w, score):
     R = IL[rec]
     if R[base + NMAX] < p_end[s] - p_start[s]:
         R[base + NMAX] = p_end[s] - p_start[s]
+    size = p_end[s] - p_start[s]
     for p in range(p_start[s], p_end[s]):
-        _w_add(IL, FL, rec, base, p_attr[p], p_w[p])
+        _w_add(IL, FL, rec, base, _wkey(size, p_attr[p]), p_w[p])
 
 
 @numba.njit(cache=True)
@@ -1128,11 +1164,73 @@ def _hpop(hb, hp, n):
 
 # ----------------------------------------------------------------------------- the match view
 @numba.njit(cache=True)
+def _sum_floats(IL, R, base, mode):
+    """Floats of the view of the summary of record ``base`` of ``R`` (``_write_sum``): per size
+    class a header of 3, then 2 per attribute."""
+    if mode == STATIC:
+        return 0
+    WA = IL[I_WA]
+    ws, wc = R[base + WS], R[base + WC]
+    n = 2 * wc
+    for x in range(ws, ws + wc):
+        if x == ws or (WA[x] >> 32) != (WA[x - 1] >> 32):
+            n += 3
+    return n
+
+
+@numba.njit(cache=True)
+def _write_sum(IL, FL, R, base, pb, pd, pos):
+    """The summary of record ``base`` of ``R`` in the view at ``pos`` (returns the end): per
+    size class, largest first, (size, path attributes, attributes), then (attribute, weight)
+    pairs, those of the path first (``BA[pb:pb + pd]``: every expression below has them), the
+    others by attribute."""
+    AR = FL[F_AR]
+    WA = IL[I_WA]
+    WM = FL[F_WM]
+    BA = IL[I_BA]
+    ws, wc = R[base + WS], R[base + WC]
+    i0 = ws
+    w = pos
+    while i0 < ws + wc:
+        cls = WA[i0] >> 32
+        i1 = i0 + 1
+        while i1 < ws + wc and (WA[i1] >> 32) == cls:
+            i1 += 1
+        size = SZ_CAP - cls
+        AR[w] = size
+        AR[w + 2] = i1 - i0
+        h = w
+        w += 3
+        npath = 0
+        for j in range(pb, pb + pd):
+            x = find_sorted(WA, i0, i1, _wkey(size, BA[j]))
+            if x >= 0:
+                AR[w] = BA[j]
+                AR[w + 1] = WM[x]
+                w += 2
+                npath += 1
+        AR[h + 1] = npath
+        for x in range(i0, i1):
+            a = WA[x] & 0xFFFFFFFF
+            on_path = False
+            for j in range(pb, pb + pd):
+                if BA[j] == a:
+                    on_path = True
+                    break
+            if not on_path:
+                AR[w] = a
+                AR[w + 1] = WM[x]
+                w += 2
+        i0 = i1
+    return w
+
+
+@numba.njit(cache=True)
 def _size_c(IL, c, mode, NEXT, p_start, p_end):
     """Floats of the view block of c-node ``c`` (``_write_c``)."""
     CI = IL[I_C]
     base = c * NC
-    n = 4 + 4 * CI[base + C_DC] + (0 if mode == STATIC else 2 * CI[base + WC])
+    n = 4 + 4 * CI[base + C_DC] + _sum_floats(IL, CI, base, mode)
     s = CI[base + C_LH]
     while s >= 0:
         n += 2 + 4 * (p_end[s] - p_start[s])
@@ -1143,11 +1241,10 @@ def _size_c(IL, c, mode, NEXT, p_start, p_end):
 @numba.njit(cache=True)
 def _write_c(IL, FL, c, pos, mode, NEXT, p_start, p_end, p_attr, p_op, p_a, p_b, p_w, set_off):
     """The hot row of c-node ``c`` and its block at ``pos`` (returns the end): header
-    (summary size, most predicates or static bound, p-directory size, expression floats),
-    the p-directory (attribute, p-node, and the p-node's c-directory box on the attribute: an
-    event value outside it reaches nothing below), the summary (attribute, weight), then per
-    expression
-    (predicates, slot) and its predicate rows (attribute * 16 + operator, a or set start, b or
+    (summary floats, most predicates or static bound, p-directory size, expression floats),
+    the p-directory (attribute, the p-node's block, and the p-node's c-directory box on the
+    attribute: an event value outside it reaches nothing below), the summary
+    (``_write_sum``), then per expression (predicates, slot) and its predicate rows (attribute * 16 + operator, a or set start, b or
     set end, weight)."""
     CI = IL[I_C]
     HV = FL[F_HV]
@@ -1171,28 +1268,23 @@ def _write_c(IL, FL, c, pos, mode, NEXT, p_start, p_end, p_attr, p_op, p_a, p_b,
     HV[h + V_R] = CI[base + C_R]
     HV[h + V_B] = pos
     nd, ds = CI[base + C_DC], CI[base + C_DS]
-    nsum = 0 if mode == STATIC else CI[base + WC]
-    AR[pos] = nsum
+    AR[pos] = _sum_floats(IL, CI, base, mode)
     AR[pos + 1] = FL[F_CS][c] if mode == STATIC else CI[base + NMAX]
     AR[pos + 2] = nd
     w = pos + 4
     DA, DP = IL[I_DA], IL[I_DP]
     PI = IL[I_P]
+    PV = IL[I_PV]
     for x in range(ds, ds + nd):
         AR[w] = DA[x]
-        AR[w + 1] = DP[x]
+        AR[w + 1] = PV[DP[x]]                  # its block (_full_view sets it once written)
         r = PI[DP[x] * NP + P_ROOT]
         j = CI[r * NC + C_BOX] + CI[r * NC + C_DEP] - 1
         AR[w + 2] = BX[4 * j + B_SL]
         AR[w + 3] = BX[4 * j + B_SH]
         w += 4
-    WA = IL[I_WA]
-    WM = FL[F_WM]
-    ws = CI[base + WS]
-    for x in range(ws, ws + nsum):
-        AR[w] = WA[x]
-        AR[w + 1] = WM[x]
-        w += 2
+    if mode != STATIC:
+        w = _write_sum(IL, FL, CI, base, CI[base + C_BOX], dep, w)
     e0 = w
     s = CI[base + C_LH]
     while s >= 0:
@@ -1217,25 +1309,21 @@ def _write_c(IL, FL, c, pos, mode, NEXT, p_start, p_end, p_attr, p_op, p_a, p_b,
 
 @numba.njit(cache=True)
 def _write_p(IL, FL, p, pos, mode):
-    """The block of p-node ``p`` at ``pos``: (summary size, most predicates or static bound,
-    root c-node, attribute), then its summary (attribute, weight)."""
+    """The block of p-node ``p`` at ``pos``: (summary floats, most predicates or static bound,
+    root c-node, attribute), then its summary (``_write_sum``)."""
     PI = IL[I_P]
     AR = FL[F_AR]
     base = p * NP
     IL[I_PV][p] = pos
-    nsum = 0 if mode == STATIC else PI[base + WC]
-    AR[pos] = nsum
+    AR[pos] = _sum_floats(IL, PI, base, mode)
     AR[pos + 1] = FL[F_PS][p] if mode == STATIC else PI[base + NMAX]
-    AR[pos + 2] = PI[base + P_ROOT]
+    r = PI[base + P_ROOT]
+    AR[pos + 2] = r
     AR[pos + 3] = PI[base + P_ATTR]
     w = pos + 4
-    WA = IL[I_WA]
-    WM = FL[F_WM]
-    ws = PI[base + WS]
-    for x in range(ws, ws + nsum):
-        AR[w] = WA[x]
-        AR[w + 1] = WM[x]
-        w += 2
+    if mode != STATIC:
+        CI = IL[I_C]
+        w = _write_sum(IL, FL, PI, base, CI[r * NC + C_BOX], CI[r * NC + C_DEP], w)
     return w
 
 
@@ -1257,7 +1345,7 @@ def _full_view(IL, FL, mode, NEXT, p_start, p_end, p_attr, p_op, p_a, p_b, p_w, 
     for p in range(npn):
         PV[p] = -1
         if PI[p * NP + P_ALIVE] == 1:
-            total += 4 + (0 if mode == STATIC else 2 * PI[p * NP + WC])
+            total += 4 + _sum_floats(IL, PI, p * NP, mode)
     FL[F_AR] = np.empty(max(total, 64))
     stack = np.empty(64, np.int64)
     stack[0] = 0
@@ -1267,6 +1355,7 @@ def _full_view(IL, FL, mode, NEXT, p_start, p_end, p_attr, p_op, p_a, p_b, p_w, 
     while ns > 0:
         ns -= 1
         c = stack[ns]
+        cpos = pos
         pos = _write_c(IL, FL, c, pos, mode, NEXT, p_start, p_end, p_attr, p_op, p_a, p_b, p_w, set_off)
         ds, dc = CI[c * NC + C_DS], CI[c * NC + C_DC]
         if ns + dc + 2 > stack.shape[0]:
@@ -1280,6 +1369,7 @@ def _full_view(IL, FL, mode, NEXT, p_start, p_end, p_attr, p_op, p_a, p_b, p_w, 
         for x in range(ds + dc - 1, ds - 1, -1):
             p = DP[x]
             pos = _write_p(IL, FL, p, pos, mode)
+            FL[F_AR][cpos + 4 + 4 * (x - ds) + 1] = PV[p]
             stack[ns] = PI[p * NP + P_ROOT]
             ns += 1
     num[U_AR] = pos
@@ -1314,7 +1404,7 @@ def _refresh_view(IL, FL, q, mode, NEXT, p_start, p_end, p_attr, p_op, p_a, p_b,
             CI[node * NC + C_DIRTY] = 0
             b = int(HV[node * NV + V_B])
             if b >= 0:
-                freed += 4 + 4 * int(AR[b + 2]) + 2 * int(AR[b]) + int(AR[b + 3])
+                freed += 4 + 4 * int(AR[b + 2]) + int(AR[b]) + int(AR[b + 3])
                 HV[node * NV + V_B] = -1.0
             if CI[node * NC + C_ALIVE] == 1:
                 need += _size_c(IL, node, mode, NEXT, p_start, p_end)
@@ -1322,10 +1412,10 @@ def _refresh_view(IL, FL, q, mode, NEXT, p_start, p_end, p_attr, p_op, p_a, p_b,
             PI[node * NP + P_DIRTY] = 0
             b = PV[node]
             if b >= 0:
-                freed += 4 + 2 * int(AR[b])
+                freed += 4 + int(AR[b])
                 PV[node] = -1
             if PI[node * NP + P_ALIVE] == 1:
-                need += 4 + (0 if mode == STATIC else 2 * PI[node * NP + WC])
+                need += 4 + _sum_floats(IL, PI, node * NP, mode)
     num[U_NDIRTY] = 0
     live = num[U_ARLIVE] - freed + need
     if nd > q[Q_VSHARE] * (num[U_LIVEC] + num[U_LIVEP]) or num[U_AR] + need > 2 * live + q[Q_VSLACK]:
@@ -1333,74 +1423,151 @@ def _refresh_view(IL, FL, q, mode, NEXT, p_start, p_end, p_attr, p_op, p_a, p_b,
         return
     _grow_f(FL, F_AR, num[U_AR] + need, 0.0)
     pos = num[U_AR]
+    for i in range(nd):                         # p-nodes first: c-nodes' entries hold their places
+        x = DL[i]
+        node = x >> 1
+        if x & 1 == 1 and PI[node * NP + P_ALIVE] == 1:
+            pos = _write_p(IL, FL, node, pos, mode)
     for i in range(nd):
         x = DL[i]
         node = x >> 1
-        if x & 1 == 0:
-            if CI[node * NC + C_ALIVE] == 1:
-                pos = _write_c(IL, FL, node, pos, mode, NEXT, p_start, p_end, p_attr, p_op, p_a, p_b, p_w, set_off)
-        elif PI[node * NP + P_ALIVE] == 1:
-            pos = _write_p(IL, FL, node, pos, mode)
+        if x & 1 == 0 and CI[node * NC + C_ALIVE] == 1:
+            pos = _write_c(IL, FL, node, pos, mode, NEXT, p_start, p_end, p_attr, p_op, p_a, p_b, p_w, set_off)
     num[U_AR] = pos
     num[U_ARLIVE] = live
 
 
 @numba.njit(cache=True, inline="always")
-def _vbound(mode, AR, at, nsum, nmx, ev_attr, e0, e1, has, ew, tb):
-    """``_bound`` over a summary of ``nsum`` (attribute, weight) pairs at ``AR[at:]``."""
+def _vbound(mode, AR, at, slen, nmx, ev_attr, e0, e1, has, ew, tb, G, cut):
+    """The bound of a node's summary (``slen`` floats at ``AR[at:]``, module docstring
+    "Bounds"): the largest over its size classes of (the path's products, then the largest
+    products of the other attributes the event has, up to the class's size); 0 when no class
+    can match. ``G[s]``: the sum of the event's ``s`` largest products with the global
+    maximum weights, a bound of every expression of ``s`` predicates; a class whose ``G`` is
+    below ``cut`` (the k-th score once k are held, else -inf) is not read, nor any smaller
+    one."""
     if mode == STATIC:
         return nmx
-    m = 0
-    if nsum <= 4 * (e1 - e0):
-        for j in range(at, at + 2 * nsum, 2):
-            a = int(AR[j])
-            if has[a]:
-                tb[m] = ew[a] * AR[j + 1]
-                m += 1
-    else:
-        for i in range(e0, e1):
-            a = ev_attr[i]
-            lo, hi = 0, nsum
-            while lo < hi:
-                mid = (lo + hi) >> 1
-                if AR[at + 2 * mid] < a:
-                    lo = mid + 1
-                else:
-                    hi = mid
-            if lo < nsum and AR[at + 2 * lo] == a:
-                tb[m] = ew[a] * AR[at + 2 * lo + 1]
-                m += 1
-    nmax = int(nmx)
-    if m > nmax:
-        for i in range(1, m):                  # descending (m is at most the event's size)
-            x = tb[i]
-            j = i - 1
-            while j >= 0 and tb[j] < x:
-                tb[j + 1] = tb[j]
-                j -= 1
-            tb[j + 1] = x
-        m = nmax
-    acc = 0.0
-    for i in range(m):
-        acc += tb[i]
-    return acc
+    m = e1 - e0
+    best = 0.0
+    j = at
+    end = at + slen
+    while j < end:
+        size = int(AR[j])
+        npath = int(AR[j + 1])
+        body = j + 3
+        j = body + 2 * int(AR[j + 2])
+        if size > m:
+            continue                           # more attributes than the event has
+        g = G[size]
+        if g <= best or cut > g * (1.0 + EPS):
+            break                              # G grows with the size: no smaller class can do better
+        acc = 0.0
+        ok = True
+        for x in range(body, body + 2 * npath, 2):
+            a = int(AR[x])
+            if not has[a]:
+                ok = False
+                break
+            acc += ew[a] * AR[x + 1]
+        if not ok:
+            continue
+        need = size - npath
+        r0 = body + 2 * npath
+        nr = (j - r0) >> 1
+        c = 0
+        if nr <= 4 * m:
+            for x in range(r0, j, 2):
+                a = int(AR[x])
+                if has[a]:
+                    tb[c] = ew[a] * AR[x + 1]
+                    c += 1
+        else:
+            for i in range(e0, e1):
+                a = ev_attr[i]
+                lo, hi = 0, nr
+                while lo < hi:
+                    mid = (lo + hi) >> 1
+                    if AR[r0 + 2 * mid] < a:
+                        lo = mid + 1
+                    else:
+                        hi = mid
+                if lo < nr and AR[r0 + 2 * lo] == a:
+                    tb[c] = ew[a] * AR[r0 + 2 * lo + 1]
+                    c += 1
+        if c < need:
+            continue                           # too few of the event's attributes below
+        if c > need:
+            for i in range(1, c):              # descending (c is at most the event's size)
+                x = tb[i]
+                y = i - 1
+                while y >= 0 and tb[y] < x:
+                    tb[y + 1] = tb[y]
+                    y -= 1
+                tb[y + 1] = x
+        for i in range(need):
+            acc += tb[i]
+        if acc > best:
+            best = acc
+    return best
 
 
 @numba.njit(cache=True, inline="always")
-def _consider(mode, AR, PV, pn, ev_attr, e0, e1, has, ew, tb, n, k, tsc, hb, hp, nh, cnt):
-    """Push p-node ``pn`` (on an attribute the event has, its value in the p-node's
-    c-directory box) unless its bound cannot beat the k-th score; returns the heap's size."""
-    pb = PV[pn]
-    bnd = _vbound(mode, AR, pb + 4, int(AR[pb]), AR[pb + 1], ev_attr, e0, e1, has, ew, tb)
+def _consider(mode, AR, pb, ev_attr, e0, e1, has, ew, tb, G, n, k, tsc, hb, hp, nh, cnt):
+    """Push the p-node whose block is at ``pb`` (on an attribute the event has, its value in
+    the p-node's c-directory box) unless its bound cannot beat the k-th score; returns the
+    heap's size."""
+    cut = tsc[0] if n == k else -INF
+    bnd = _vbound(mode, AR, pb + 4, int(AR[pb]), AR[pb + 1], ev_attr, e0, e1, has, ew, tb, G, cut)
     if n == k and tsc[0] > bnd * (1.0 + EPS):
         cnt[M_PRUNED] += 1
         return nh
     cnt[M_PUSHED] += 1
-    return _hpush(hb, hp, nh, bnd, pn)
+    return _hpush(hb, hp, nh, bnd, pb)
+
+
+@numba.njit(cache=True, inline="always")
+def _scan(mode, AR, r, end, m, G, has, val, ew, set_vals, score, ids, tsc, tid, n, k, cnt):
+    """Check the expressions of an l-node's view (``AR[r:end]``) against the event, offering
+    each match to the top-k (``tsc``/``tid``, ``n`` held); returns ``n``. An expression with
+    more predicates than the event has attributes cannot match, and one of ``s`` predicates
+    scores at most ``G[s]``: neither is read."""
+    while r < end:
+        size = int(AR[r])
+        q = r + 2
+        r = q + 4 * size
+        if size > m or (mode != STATIC and n == k and tsc[0] > G[size] * (1.0 + EPS)):
+            continue                            # cannot match, or cannot enter
+        cnt[M_EVALS] += 1
+        slot = int(AR[q - 1])
+        acc = 0.0
+        ok = True
+        while q < r:
+            code = int(AR[q])
+            at = code >> 4
+            if not has[at]:
+                ok = False
+                break
+            op = code & 15
+            if op == IN or op == NIN:
+                h = holds(op, 0.0, 0.0, set_vals, int(AR[q + 1]), int(AR[q + 2]), val[at])
+            else:
+                h = holds(op, AR[q + 1], AR[q + 2], set_vals, 0, 0, val[at])
+            if not h:
+                ok = False
+                break
+            acc += AR[q + 3] * ew[at]
+            q += 4
+        if ok:
+            sc = score[slot] if mode == STATIC else acc
+            # the id (a random read) only for a score that can enter
+            if n < k or sc >= tsc[0]:
+                n = _offer(tsc, tid, n, k, sc, ids[slot])
+    return n
 
 
 @numba.njit(cache=True)
-def _match_many(HV, AR, PV, mode, k, ev_off, ev_attr, ev_val, ev_w, val, has, ew,
+def _match_many(HV, AR, PV, mode, k, ev_off, ev_attr, ev_val, ev_w, val, has, ew, wmax,
                 ids, score, set_vals, out_id, out_sc, out_n, cnt):
     """Top-k of every event (module docstring) over the match view: the c-directory search
     reads one hot row per node, a visited bucket one contiguous block (its p-directory,
@@ -1409,13 +1576,14 @@ def _match_many(HV, AR, PV, mode, k, ev_off, ev_attr, ev_val, ev_w, val, has, ew
     tid = np.empty(k, np.int64)
     # fixed sizes, so that no array is replaced inside the loops: a p-node is pushed at most
     # once per event, and the c-directory search holds fewer entries than there are c-nodes
-    hb = np.empty(PV.shape[0] + 1)
-    hp = np.empty(PV.shape[0] + 1, np.int64)
+    hb = np.empty(PV.shape[0] + HV.shape[0] // NV + 1)
+    hp = np.empty(PV.shape[0] + HV.shape[0] // NV + 1, np.int64)
     stack = np.empty(HV.shape[0] // NV + 2, np.int64)
     max_ev = 1
     for e in range(ev_off.shape[0] - 1):
         max_ev = max(max_ev, ev_off[e + 1] - ev_off[e])
     tb = np.empty(max_ev)
+    G = np.zeros(max_ev + 1)
     for e in range(ev_off.shape[0] - 1):
         e0, e1 = ev_off[e], ev_off[e + 1]
         for i in range(e0, e1):
@@ -1423,6 +1591,18 @@ def _match_many(HV, AR, PV, mode, k, ev_off, ev_attr, ev_val, ev_w, val, has, ew
             val[a] = ev_val[i]
             has[a] = True
             ew[a] = ev_w[i]
+        # G[s]: the s largest products of event and global maximum weight, summed
+        m = e1 - e0
+        for i in range(m):
+            a = ev_attr[e0 + i]
+            x = ew[a] * wmax[a]
+            y = i - 1
+            while y >= 0 and tb[y] < x:
+                tb[y + 1] = tb[y]
+                y -= 1
+            tb[y + 1] = x
+        for i in range(m):
+            G[i + 1] = G[i] + tb[i]
         cnt[M_EVENTS] += 1
         n = 0
         nh = 0
@@ -1435,48 +1615,24 @@ def _match_many(HV, AR, PV, mode, k, ev_off, ev_attr, ev_val, ev_w, val, has, ew
                 b = int(HV[c * NV + V_B])
                 nsum, nd, elen = int(AR[b]), int(AR[b + 2]), int(AR[b + 3])
                 dir0 = b + 4
-                r = dir0 + 4 * nd + 2 * nsum
+                r = dir0 + 4 * nd + nsum
                 if elen > 0:
-                    bnd = _vbound(mode, AR, dir0 + 4 * nd, nsum, AR[b + 1], ev_attr, e0, e1, has, ew, tb)
+                    bnd = _vbound(mode, AR, dir0 + 4 * nd, nsum, AR[b + 1], ev_attr, e0, e1, has, ew, tb, G,
+                                  tsc[0] if n == k else -INF)
                     if n == k and tsc[0] > bnd * (1.0 + EPS):
                         cnt[M_PRUNED] += 1
+                    elif nh == 0 or bnd >= hb[0]:
+                        cnt[M_LNODES] += 1      # nothing better waits: scan it now
+                        n = _scan(mode, AR, r, r + elen, m, G, has, val, ew, set_vals, score, ids, tsc, tid, n, k,
+                                  cnt)
                     else:
-                        cnt[M_LNODES] += 1
-                        end = r + elen
-                        while r < end:
-                            cnt[M_EVALS] += 1
-                            slot = int(AR[r + 1])
-                            q = r + 2
-                            r = q + 4 * int(AR[r])
-                            acc = 0.0
-                            ok = True
-                            while q < r:
-                                code = int(AR[q])
-                                at = code >> 4
-                                if not has[at]:
-                                    ok = False
-                                    break
-                                op = code & 15
-                                if op == IN or op == NIN:
-                                    h = holds(op, 0.0, 0.0, set_vals, int(AR[q + 1]), int(AR[q + 2]), val[at])
-                                else:
-                                    h = holds(op, AR[q + 1], AR[q + 2], set_vals, 0, 0, val[at])
-                                if not h:
-                                    ok = False
-                                    break
-                                acc += AR[q + 3] * ew[at]
-                                q += 4
-                            if ok:
-                                sc = score[slot] if mode == STATIC else acc
-                                # the id (a random read) only for a score that can enter
-                                if n < k or sc >= tsc[0]:
-                                    n = _offer(tsc, tid, n, k, sc, ids[slot])
+                        nh = _hpush(hb, hp, nh, bnd, -1 - c)
                 if nd > 0:
                     if nd <= 2 * (e1 - e0):
                         for x in range(dir0, dir0 + 4 * nd, 4):
                             a = int(AR[x])
                             if has[a] and AR[x + 2] <= val[a] and val[a] <= AR[x + 3]:
-                                nh = _consider(mode, AR, PV, int(AR[x + 1]), ev_attr, e0, e1, has, ew, tb,
+                                nh = _consider(mode, AR, int(AR[x + 1]), ev_attr, e0, e1, has, ew, tb, G,
                                                n, k, tsc, hb, hp, nh, cnt)
                     else:
                         for i in range(e0, e1):
@@ -1490,8 +1646,8 @@ def _match_many(HV, AR, PV, mode, k, ev_off, ev_attr, ev_val, ev_w, val, has, ew
                                     hi = mid
                             x = dir0 + 4 * lo
                             if lo < nd and AR[x] == a and AR[x + 2] <= val[a] and val[a] <= AR[x + 3]:
-                                nh = _consider(mode, AR, PV, int(AR[x + 1]), ev_attr, e0, e1,
-                                               has, ew, tb, n, k, tsc, hb, hp, nh, cnt)
+                                nh = _consider(mode, AR, int(AR[x + 1]), ev_attr, e0, e1,
+                                               has, ew, tb, G, n, k, tsc, hb, hp, nh, cnt)
             # next bucket: from the c-directory being searched, else the best p-node left
             c = -1
             while ns > 0 and c < 0:
@@ -1513,10 +1669,17 @@ def _match_many(HV, AR, PV, mode, k, ev_off, ev_attr, ev_val, ev_w, val, has, ew
             if nh == 0:
                 break
             bnd, pn, nh = _hpop(hb, hp, nh)
-            cnt[M_POPPED] += 1
             if n == k and tsc[0] > bnd * (1.0 + EPS):
                 break
-            pb = PV[pn]
+            if pn < 0:                          # an l-node left for later
+                b = int(HV[(-1 - pn) * NV + V_B])
+                r = b + 4 + 4 * int(AR[b + 2]) + int(AR[b])
+                cnt[M_LNODES] += 1
+                n = _scan(mode, AR, r, r + int(AR[b + 3]), m, G, has, val, ew, set_vals, score, ids, tsc, tid, n, k,
+                          cnt)
+                continue
+            cnt[M_POPPED] += 1
+            pb = pn
             stack[0] = int(AR[pb + 2])
             cur_v = val[int(AR[pb + 3])]
             ns = 1
@@ -1581,6 +1744,8 @@ class BETreeCore:
         self.prv = np.full(n, -1, np.int64)
         self.mark = np.full(len(self.ev.val), -1, np.int64)
         self.acnt = np.zeros(len(self.ev.val), np.int64)
+        if not hasattr(self, "wmax"):
+            self.wmax = np.zeros(len(self.ev.val))    # per attribute, the largest weight ever added
 
     def __len__(self) -> int:
         return self.table.n_live
@@ -1592,6 +1757,8 @@ class BETreeCore:
             extra = n_attrs - len(self.mark)
             self.mark = np.r_[self.mark, np.full(extra, -1, np.int64)]
             self.acnt = np.r_[self.acnt, np.zeros(extra, np.int64)]
+        if n_attrs > len(self.wmax):
+            self.wmax = np.r_[self.wmax, np.zeros(n_attrs - len(self.wmax))]
         n = self.table.n_slots
         if n > len(self.home):
             extra = max(n, 2 * len(self.home)) - len(self.home)
@@ -1606,6 +1773,7 @@ class BETreeCore:
     def add(self, batch, n_attrs: int) -> None:
         slots = self.table.add(batch)
         self._grow(n_attrs)
+        np.maximum.at(self.wmax, batch.attr, batch.weight)
         self._insert(slots)
         self._refresh()
 
@@ -1652,10 +1820,12 @@ class BETreeCore:
         out_n = np.zeros(n, np.int64)
         t = self.table
         ev = self.ev
+        if len(self.wmax) < len(ev.val):            # the event table was grown from outside
+            self.wmax = np.r_[self.wmax, np.zeros(len(ev.val) - len(self.wmax))]
         self._refresh()
         _match_many(self.FL[F_HV], self.FL[F_AR], self.IL[I_PV], self.mode, k, events.off, events.attr, events.val,
-                    events.weight, ev.val, ev.has, ev.ew, t.ids, t.score, t.set_vals, out_id, out_sc, out_n,
-                    self.counters)
+                    events.weight, ev.val, ev.has, ev.ew, self.wmax, t.ids, t.score, t.set_vals, out_id, out_sc,
+                    out_n, self.counters)
         return [(out_id[i * k: i * k + out_n[i]], out_sc[i * k: i * k + out_n[i]]) for i in range(n)]
 
     def stats(self) -> dict:
@@ -1683,7 +1853,9 @@ def check_structure(core: BETreeCore) -> None:
     exactly one l-node; every bucket's own box is the MBB of the expressions at or below it
     on each of its dimensions and its subtree box the union with its children; L and R never
     overlap on the active dimension; an expression in a bucket with children is enclosed by
-    neither child; every summary bounds every expression below it; p-node ranks count the
+    neither child; every summary bounds every expression below it (``weighted``: in its size
+    class, every class holding the path's attributes; the global maximum weights bound every
+    weight); p-node ranks count the
     expressions below them; the match view is up to date: every live c-node's hot row holds
     its active-dimension boxes and children, its block its summary, p-directory and exactly
     its l-node's expressions (packed predicate rows), every live p-node's block its summary,
@@ -1704,18 +1876,26 @@ def check_structure(core: BETreeCore) -> None:
         raise AssertionError(f"slot {s} has no predicate on path attribute {a}")
 
     def summary(rec, node, Sx):
+        """static: the bound; weighted: {(size, attribute): weight}."""
         if mode == STATIC:
             return Sx[node]
         ws, wc = rec[node, WS], rec[node, WC]
-        return dict(zip(WA[ws: ws + wc].tolist(), WM[ws: ws + wc].tolist()))
+        keys = WA[ws: ws + wc]
+        assert keys.tolist() == sorted(keys.tolist()), "summary keys unsorted"
+        return {(SZ_CAP - (int(x) >> 32), int(x) & 0xFFFFFFFF): float(w) for x, w in zip(keys, WM[ws: ws + wc])}
 
-    def bounded(summ, exprs):
+    def bounded(summ, exprs, path):
         for s in exprs:
             if mode == STATIC:
                 assert summ >= t.score[s], "static summary below a score"
             else:
+                size = int(t.p_end[s] - t.p_start[s])
                 for p in range(t.p_start[s], t.p_end[s]):
-                    assert summ.get(int(t.p_attr[p]), -1.0) >= t.p_w[p], "weight summary below a weight"
+                    assert summ.get((size, int(t.p_attr[p])), -1.0) >= t.p_w[p], "weight summary below a weight"
+                    assert core.wmax[t.p_attr[p]] >= t.p_w[p], "global maximum weight below a weight"
+        if mode != STATIC:
+            for size, a in summ:        # the bound takes the path's attributes as in every expression
+                assert all((size, x) in summ for x in path), "a size class lacks a path attribute"
 
     seen = []
 
@@ -1731,11 +1911,20 @@ def check_structure(core: BETreeCore) -> None:
     HV, AR, PV = FL[F_HV], FL[F_AR], IL[I_PV]
     assert num[U_NDIRTY] == 0, "match view not refreshed"
 
-    def sum_rows(rec, node):
+    def sum_rows(rec, node, path):
+        """The summary's view: per size class, largest first, (size, path attributes,
+        attributes), the path's (attribute, weight) pairs, then the others by attribute."""
         if mode == STATIC:
             return []
-        ws, wc = rec[node, WS], rec[node, WC]
-        return [float(x) for a, w in zip(WA[ws: ws + wc], WM[ws: ws + wc]) for x in (a, w)]
+        summ = summary(rec, node, None)
+        out = []
+        for size in sorted({z for z, _ in summ}, reverse=True):
+            cls = {a: w for (z, a), w in summ.items() if z == size}
+            on = [a for a in path if a in cls]
+            out += [size, len(on), len(cls)]
+            out += [x for a in on for x in (a, cls[a])]
+            out += [x for a in sorted(cls) if a not in on for x in (a, cls[a])]
+        return [float(x) for x in out]
 
     def view_c(c):
         h = HV[c * NV: (c + 1) * NV]
@@ -1750,7 +1939,7 @@ def check_structure(core: BETreeCore) -> None:
         for a, p in zip(IL[I_DA][ds: ds + dc], IL[I_DP][ds: ds + dc]):
             r = PI[p, P_ROOT]
             j = CI[r, C_BOX] + CI[r, C_DEP] - 1
-            dirs += [float(a), float(p), BX[4 * j + B_SL], BX[4 * j + B_SH]]
+            dirs += [float(a), float(PV[p]), BX[4 * j + B_SL], BX[4 * j + B_SH]]
         exprs = []
         for s in lnode(c):
             exprs += [t.p_end[s] - t.p_start[s], s]
@@ -1759,14 +1948,16 @@ def check_structure(core: BETreeCore) -> None:
                 setop = op in (IN, NIN)
                 exprs += [int(t.p_attr[p]) * 16 + op, t.set_off[p] if setop else t.p_a[p],
                           t.set_off[p + 1] if setop else t.p_b[p], t.p_w[p]]
-        sm = sum_rows(CI, c)
-        want = [len(sm) // 2, CS[c] if mode == STATIC else CI[c, NMAX], dc, len(exprs)] + dirs + sm + exprs
+        d = CI[c, C_DEP]
+        sm = sum_rows(CI, c, BA[CI[c, C_BOX]: CI[c, C_BOX] + d].tolist())
+        want = [len(sm), CS[c] if mode == STATIC else CI[c, NMAX], dc, len(exprs)] + dirs + sm + exprs
         b = int(h[V_B])
         assert b >= 0 and AR[b: b + len(want)].tolist() == [float(x) for x in want], f"view block of c-node {c}"
 
     def view_p(p):
-        sm = sum_rows(PI, p)
-        want = [len(sm) // 2, PS[p] if mode == STATIC else PI[p, NMAX], PI[p, P_ROOT], PI[p, P_ATTR]] + sm
+        r = PI[p, P_ROOT]
+        sm = sum_rows(PI, p, BA[CI[r, C_BOX]: CI[r, C_BOX] + CI[r, C_DEP]].tolist())
+        want = [len(sm), PS[p] if mode == STATIC else PI[p, NMAX], PI[p, P_ROOT], PI[p, P_ATTR]] + sm
         b = int(PV[p])
         assert b >= 0 and AR[b: b + len(want)].tolist() == [float(x) for x in want], f"view block of p-node {p}"
 
@@ -1778,7 +1969,7 @@ def check_structure(core: BETreeCore) -> None:
         assert BA[b: b + d].tolist() == path
         own = lnode(c)
         seen.extend(own)
-        bounded(summary(CI, c, CS), own)
+        bounded(summary(CI, c, CS), own, path)
         below = list(own)
         attrs = set()
         ds, dc = CI[c, C_DS], CI[c, C_DC]
@@ -1794,7 +1985,7 @@ def check_structure(core: BETreeCore) -> None:
             sub = visit_c(int(PI[p, P_ROOT]), path + [a])
             assert CI[PI[p, P_ROOT], C_PAR] == -1 and CI[PI[p, P_ROOT], C_PN] == p
             assert PI[p, P_CNT] == len(sub), "p-node rank is not its expression count"
-            bounded(summary(PI, p, PS), sub)
+            bounded(summary(PI, p, PS), sub, path + [a])
             below.extend(sub)
         for s in own:       # an l-node holds no expression that a p-node here would take
             assert not ({int(x) for x in t.p_attr[t.p_start[s]: t.p_end[s]]} & attrs)
