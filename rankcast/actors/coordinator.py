@@ -1442,7 +1442,7 @@ class Coordinator(CoordinatorBase):
     # ------------------------------------------------------------------ steps
     def _dispatch(self, msgs: MessageBatch | None = None, seqs=None, exp=None) -> None:
         """Submit one step (messages and/or the pending control operations)."""
-        while len(self.inflight) >= self.ccfg.max_in_flight:
+        while len(self.inflight) >= self.ccfg.max_in_flight or (self.inflight and self._finished(self.inflight[0])):
             self._harvest(self.inflight.popleft())
         self._plan_reallocs()
         ops = {p: PartitionOps.combine(o) for p, o in self.pending_ops.items()}
@@ -1486,6 +1486,12 @@ class Coordinator(CoordinatorBase):
         self.metrics.inc("messages", len(msgs))
         self.metrics.inc("tuples_out", len(msgs) * P)
         return [part] * P + shards
+
+    def _finished(self, entry) -> bool:
+        """Whether a step in flight is done (its harvest will not wait): steps are harvested
+        as they finish, so that the shards drop what only they asked about (``keep_after``)."""
+        refs = list(entry[1]) + list(entry[2])
+        return len(self.rt.wait(refs, num_returns=len(refs), timeout=0)[0]) == len(refs)
 
     def _harvest(self, entry) -> None:
         """Wait for one step: partitions, shards, and the aggregator updates they sent. A

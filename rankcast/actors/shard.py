@@ -20,9 +20,19 @@ Which messages a question may still need, two kinds:
   window): larger searches, and a pool doubling of hundreds of milliseconds in the stream.
 
 A question older than what is kept raises instead of answering wrongly.
+
+Questions do not wait behind the appends queued before them: on Ray, ``search`` runs in
+its own concurrency group (:data:`QUESTIONS`, one thread) while the appends and every other
+call run in order in the default one; a lock keeps a question off the index while an
+append changes it. With steps in flight (pipelined publishes), the coordinator has queued
+the appends of up to ``max_in_flight`` later steps when a partition asks as of its own:
+answered in order, the question waited for all of them (head-of-line blocking), and so did
+the partition. Answering ahead is exact: the index keeps what the oldest unfinished step
+asks about (``keep_after``), and a question reads only seqs up to its own step's position.
 """
 from __future__ import annotations
 
+import threading
 from collections import deque
 
 import numpy as np
@@ -36,10 +46,13 @@ from .recovery import Recoverable
 __all__ = ["WindowShard"]
 
 RESTORE_SLICE = 8192        # messages per append when a shard rebuilds its index
+QUESTIONS = "questions"     # the concurrency group of ``search`` (see the module docstring)
+STEP_WAIT_SECONDS = 600.0   # how long a question waits for its step's append
 
 
 class WindowShard(Recoverable):
     _STATE = ("step", "expired")
+    RAY_OPTIONS = {"concurrency_groups": {QUESTIONS: 1}}
 
     def __init__(self, cfg: EngineConfig, index: int, cluster: str = "rankcast",
                  export_metrics: bool = True, delay: float = 0.0, seed: int = 0, resume=None):
@@ -53,6 +66,9 @@ class WindowShard(Recoverable):
         self.kept: deque[tuple[MessageBatch, np.ndarray]] = deque()
         self.kept_after: int | None = -1
         self._kept_window: MessageWindow | None = None   # the index of ``kept``, once asked
+        # questions run on their own thread (QUESTIONS): the index changes under this lock,
+        # and a question waits on it for its step's append
+        self._step_done = threading.Condition()
         self.metrics = RoleMetrics("shard", index, cluster, export_metrics)
         self._delay = float(delay)
         self._rng = np.random.default_rng(seed + 7919 * index)
@@ -85,7 +101,7 @@ class WindowShard(Recoverable):
         flight ask about seqs above it; -1 drops nothing). ``hold``: a partial recovery may
         ask about seqs above it again, keep their batches (None: no such recovery)."""
         self._jitter()
-        with self.metrics.busy():
+        with self._step_done, self.metrics.busy():
             if step != self.step + 1:
                 raise RuntimeError(f"window shard {self.index}: step {step} after {self.step}")
             if hold is None:
@@ -94,6 +110,13 @@ class WindowShard(Recoverable):
             elif self.kept_after is None:       # keeping starts: with what the index holds
                 self.kept = deque([(self.window.snapshot(), self.window.seqs())] if len(self.window) else [])
                 self.kept_after = self.expired
+            # what expired goes first (the step's own messages are newer, unless the step
+            # pushes some of them out): the index then never holds more than it keeps, and
+            # the postings' pools fill the room that expiry frees instead of growing
+            upto = min(int(exp_end), int(keep_after))
+            first = payload is None or upto < int(payload[1][0])
+            if first:
+                self._expire(upto)
             if payload is not None:
                 msgs, seqs = payload
                 self.window.append(msgs, seqs, None)
@@ -101,25 +124,35 @@ class WindowShard(Recoverable):
                 if hold is not None:
                     self.kept.append((msgs, seqs))
                     self._kept_window = None
+            if not first:
+                self._expire(upto)
             self.step = step
-            upto = min(int(exp_end), int(keep_after))
-            if upto > self.expired:
-                self.window.expire(upto)
-                self.expired = upto
             while hold is not None and self.kept and self.kept[0][1][-1] <= hold:
                 self.kept_after = max(self.kept_after, int(self.kept.popleft()[1][-1]))
                 self._kept_window = None
             self.metrics.set("window", len(self.window))
+            self._step_done.notify_all()
         return step
+
+    def _expire(self, upto: int) -> None:
+        if upto > self.expired:
+            self.window.expire(upto)
+            self.expired = upto
 
     def search(self, step: int, subs: SubscriptionBatch, K: np.ndarray, after_seq: int,
                upto_seq: int, floor: np.ndarray | None = None) -> CandidateLists:
         """Top-K[i] messages of this shard with after_seq < seq <= upto_seq (as of ``step``),
         only those scoring at least ``floor[i]`` if given (see ``MessageWindow.search``)."""
         self._jitter()
-        with self.metrics.busy():
-            if step > self.step:
+        with self._step_done:
+            # a question follows its step's append (a partition waits for the appends of its
+            # step), but a recovery may resume a partition before a rebuilt shard replayed
+            if not self._step_done.wait_for(lambda: self.step >= step, timeout=STEP_WAIT_SECONDS):
                 raise RuntimeError(f"window shard {self.index}: asked as of step {step}, holds {self.step}")
+            return self._search(subs, K, after_seq, upto_seq, floor)
+
+    def _search(self, subs, K, after_seq, upto_seq, floor) -> CandidateLists:
+        with self.metrics.busy():
             window = self.window
             if after_seq < self.expired:            # a partial recovery's question
                 if self.kept_after is None or after_seq < self.kept_after:
@@ -141,7 +174,8 @@ class WindowShard(Recoverable):
 
     def sample(self, n: int, seed: int = 0) -> MessageBatch:
         """Up to ``n`` of the most recent messages held (load monitoring refits)."""
-        snap = self.window.snapshot()
+        with self._step_done:
+            snap = self.window.snapshot()
         return snap.take(np.arange(max(0, len(snap) - n), len(snap)))
 
     def stats(self) -> dict:
