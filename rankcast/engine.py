@@ -119,12 +119,21 @@ def updates_table(keys, offsets, item_ids, scores, *, key: str = "subscription_i
     top-k, ``rank`` 1 for the best; a subscription whose top-k became empty has one row with
     ``rank``, ``item`` and ``score`` null. Rows by ``key`` ascending (``by_key``, as the
     Update list is ordered) or in the given order (ranked matching: events in input order),
-    then by rank. Built from the result arrays by one kernel (``expand_runs``): no Python
-    object per row."""
+    then by rank. No Python object per row: lists that already lie in the table's order,
+    none of them empty (a cluster partition's, by id), keep their ids and scores as the
+    columns and only the key and rank columns are made; otherwise one kernel
+    (``expand_runs``) writes every column."""
     keys = np.asarray(keys, np.int64)
     offsets = np.asarray(offsets, np.int64)
+    lens = np.diff(offsets)
+    in_order = not by_key or len(keys) < 2 or bool((keys[1:] > keys[:-1]).all())
+    if in_order and (lens > 0).all():
+        a, b = int(offsets[0]), int(offsets[-1])
+        rank = (np.arange(1, b - a + 1, dtype=np.int64) - np.repeat(offsets[:-1] - a, lens)).astype(np.int32)
+        return columns_table(np.repeat(keys, lens), rank, np.asarray(item_ids, np.int64)[a:b],
+                             np.asarray(scores, np.float64)[a:b], None, key=key, item=item)
     order = np.argsort(keys, kind="stable") if by_key else np.arange(len(keys))
-    cols = expand_runs(keys[order], offsets[:-1][order], np.diff(offsets)[order],
+    cols = expand_runs(keys[order], offsets[:-1][order], lens[order],
                        np.asarray(item_ids, np.int64).reshape(-1, 1), 0,
                        np.asarray(scores, np.float64).reshape(-1, 1), 0)
     return columns_table(*cols, key=key, item=item)
@@ -133,8 +142,8 @@ def updates_table(keys, offsets, item_ids, scores, *, key: str = "subscription_i
 def columns_table(k_col, rank, i_col, s_col, empty, *, key: str = "subscription_id",
                   item: str = "message_id") -> pa.Table:
     """The update table of :func:`updates_table` from its columns (``empty``: the rows of an
-    empty top-k, null in ``rank``, ``item`` and ``score``)."""
-    mask = empty if empty.any() else None
+    empty top-k, null in ``rank``, ``item`` and ``score``; None: no such row)."""
+    mask = empty if empty is not None and empty.any() else None
     return pa.table({
         key: pa.array(k_col, pa.int64()),
         "rank": pa.array(rank, pa.int32(), mask=mask),

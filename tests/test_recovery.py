@@ -536,3 +536,60 @@ def test_a_snapshot_holds_the_state_at_its_start_and_reports_write_errors(tmp_pa
             stuck.done()
         assert time.monotonic() - t0 < 30 and not stuck.is_alive()
         assert not store.exists("ckpt-1/role-2")
+
+
+def test_a_shard_answers_the_questions_a_partial_recovery_asks_about_messages_it_dropped():
+    """A window shard drops from its index what the steps in flight no longer ask about
+    (``keep_after``); a partial recovery asks again about the steps since the checkpoint
+    (seqs above ``hold``), answered from the batches it kept: equal, row by row, to a window
+    that never dropped a message; questions older than what is kept, or than the index
+    when nothing is kept (``hold`` None), raise."""
+    import numpy as np
+    from rankcast.actors.shard import WindowShard
+    from rankcast.columns import Encoder
+    from rankcast.indexing.window import MessageWindow
+
+    cfg = rc.EngineConfig(bounds=BOUNDS, window=20, candidate_extra=0)
+    enc = Encoder(cfg.bounds, cfg.vocabulary)
+    calls = random_calls(5, 120, invalid=False, max_publish=12)
+    msgs = [m for c in calls if c.op == "publish" for m in c.arg]
+    subs = [s for c in calls if c.op == "subscribe" for s in c.arg][:25]
+    sb, pending = enc.encode_subscriptions(subs)
+    enc.commit(pending)
+    shard = WindowShard(cfg, 0, export_metrics=False)
+    whole = MessageWindow(cfg)
+    K = np.full(len(sb), 6, np.int64)
+    steps, seq, hold = [], 0, None
+    for j in range(1, 41):
+        part = msgs[(j - 1) * 5: j * 5]
+        mb, pending = enc.encode_messages(part, time_window=False)
+        enc.commit(pending)
+        seqs = np.arange(seq, seq + len(mb), dtype=np.int64)
+        seq += len(mb)
+        exp_end = seq - 1 - 20
+        if j in (15, 25):
+            hold = steps[-1][2]              # a checkpoint committed after step 14, then 24
+        shard.append(j, (mb, seqs) if len(mb) else None, exp_end, exp_end, hold)
+        if len(mb):
+            whole.append(mb, seqs, None)
+        steps.append((j, seq - 1, exp_end))
+
+    def same(j, upto, after):
+        got = shard.search(j, sb, K, after, upto)
+        want = whole.search(sb, K, after_seq=after, upto_seq=upto)
+        for f in ("offsets", "seq", "ids", "score", "complete"):
+            assert np.array_equal(getattr(got, f), getattr(want, f)), (j, f)
+
+    asked = 0
+    for j, upto, after in steps:          # every answer given is exact; those about seqs above
+        if after >= shard.expired or after >= shard.kept_after:       # hold are all given
+            same(j, upto, after)
+            asked += after < shard.expired
+        else:
+            assert after < hold
+            with pytest.raises(RuntimeError, match="are gone"):
+                shard.search(j, sb, K, after, upto)
+    assert asked >= 10, "questions about dropped messages"
+    shard.append(41, None, steps[-1][2], steps[-1][2], None)     # nothing kept any more
+    with pytest.raises(RuntimeError, match="are gone"):
+        shard.search(20, sb, K, steps[19][2], steps[19][1])

@@ -70,6 +70,33 @@ def test_a_top_k_that_empties_is_one_row_of_nulls():
     assert updates_table([], [0], [], []).schema == t.schema
 
 
+@pytest.mark.parametrize("seed", range(4))
+def test_update_table_from_arrays_in_any_order_equals_the_update_list(seed):
+    """updates_table from result arrays: lists in key order and none empty (a cluster
+    partition's) take the path that keeps the ids and scores as columns; lists out of order,
+    empty ones, and offsets that do not start at 0 take the kernel's: both read as the Update
+    list the arrays stand for, ordered by key (or in the given order with by_key=False)."""
+    import numpy as np
+    from rankcast.engine import updates_from_arrays
+    rng = np.random.default_rng(seed)
+    for trial in range(200):
+        n = int(rng.integers(0, 12))
+        keys = rng.permutation(50)[:n].astype(np.int64)
+        if trial % 2:
+            keys = np.sort(keys)
+        lens = rng.integers(0 if trial % 3 == 0 else 1, 4, n)
+        base = int(rng.integers(0, 3))
+        off = base + np.concatenate([[0], np.cumsum(lens)])
+        mids = rng.integers(0, 10**6, int(off[-1]) + 2)
+        scs = rng.random(int(off[-1]) + 2)
+        want = [(u.subscription_id, list(u.topk)) for u in
+                updates_from_arrays(keys, off - base, mids[base:], scs[base:])]
+        assert updates_from_table(updates_table(keys, off, mids, scs)) == want
+        t = updates_table(keys, off, mids, scs, by_key=False)
+        assert updates_from_table(t) == [(int(k), list(zip(mids[a:b].tolist(), scs[a:b].tolist())))
+                                         for k, a, b in zip(keys, off[:-1], off[1:])]
+
+
 def test_a_bad_form_changes_nothing():
     eng = rc.Engine(rc.EngineConfig(bounds=BOUNDS, window=5))
     eng.subscribe([rc.Subscription(1, 0, 0, text="a", k=2)])

@@ -157,9 +157,12 @@ def _delta(after: dict, before: dict | None) -> dict:
         return sum(x[key] - y.get(key, 0) for x, y in zip(a, prev))
 
     n = after["published"] - b["published"]
+    # a broadcasting policy's steps are routed by the coordinator itself (no distributor hop)
+    tuples = total("distributor", "tuples_out") + (after["roles"]["coordinator"]["tuples_out"]
+                                                   - (b["roles"]["coordinator"]["tuples_out"] if before else 0))
     return {"messages": n,
-            "tuples": total("distributor", "tuples_out"),
-            "communication_cost": total("distributor", "tuples_out") / n if n else 0.0,
+            "tuples": tuples,
+            "communication_cost": tuples / n if n else 0.0,
             "reevaluations": total("partition", "reevaluations"),
             "busy": {r: busy(r) for r in ("coordinator", "distributor", "partition", "shard", "aggregator")},
             "busy_wall": {r: busy(r, "busy_seconds")

@@ -58,11 +58,11 @@ from ..engine import check_ids_arg, check_message_state, check_not_live
 from ..errors import InvalidInput, UnknownSubscription
 from ..indexing.window import WindowClock
 from .aggregator import Aggregator
-from .distributor import Distributor
+from .distributor import Distributor, shard_payloads
 from .metrics import RoleMetrics
 from .partition import PartitionOps, SubscriptionPartition
 from .policies import Policy, Routing, make_policy
-from .recovery import StateStore, is_role_death, shared_config, write_snapshots
+from .recovery import StateStore, Writer, is_role_death, shared_config, write_snapshots
 from .runtime import InprocRuntime, RayRuntime, Runtime
 from .shard import WindowShard
 
@@ -135,7 +135,6 @@ def _latest(outs: list[tuple]) -> tuple:
 
 
 MAX_RECOVERIES = 3      # deaths in a row one call survives before it gives up
-NO_HOLD = 1 << 62       # shards keep nothing expired for partial recoveries
 HEAL_SETTLE_SECONDS = 120.0   # a partial recovery waits this long for the steps in flight
 MAX_CLIENTS = 10_000    # clients whose last call's result is kept for their retries
 
@@ -547,6 +546,8 @@ class CoordinatorBase:
         written only at a commit, go into the next one's chunk."""
         pend, self._pending = self._pending, None
         if pend is not None:
+            if pend.get("chunk") is not None:
+                pend["chunk"].join()          # not written over the next checkpoint's files
             rel, _, _, saved = pend["deliv"]
             self._deliv_chunks = [c for c in self._deliv_chunks if c[0] != rel]
             self._deliv_saved_upto = min(self._deliv_saved_upto, saved)
@@ -555,24 +556,10 @@ class CoordinatorBase:
         """Switch the MANIFEST to the pending checkpoint once all of it is on disk (``block``:
         wait for that) and drop what is older; False when it is not written yet."""
         pend = self._pending
-        e, handles, writers, deliv = pend["epoch"], pend["roles"], pend["writers"], pend["deliv"]
+        e, writers, deliv = pend["epoch"], pend["writers"], pend["deliv"]
         try:
-            if block:
-                self.rt.get(pend["snaps"] + [h.snapshot_written.remote() for h in handles])
-            else:
-                # poll without waiting: a role answers after the steps queued before the poll
-                if pend["polls"] is None:
-                    pend["polls"] = pend["snaps"] + [h.snapshot_done.remote() for h in handles]
-                ready, _ = self.rt.wait(pend["polls"], num_returns=len(pend["polls"]), timeout=0)
-                if len(ready) < len(pend["polls"]):
-                    return False
-                done, pend["polls"] = all(self.rt.get(ready)), None
-                if not done or any(w.is_alive() for w in writers):
-                    return False
-            if self._cuts:                    # the cuts started before the checkpoint first
-                self._drain_cuts(block)
-                if self._pending is not pend or (self._cuts and self._cuts[0][0] <= deliv[1]):
-                    return False
+            if pend.get("chunk") is None and not self._snapshots_written(pend, block):
+                return False
         except Exception as exc:
             # a role died with its snapshot: a partial recovery abandons this checkpoint
             if not self._heal(exc):
@@ -583,9 +570,17 @@ class CoordinatorBase:
         for w in writers:
             w.done()
         rel, pos, early, saved = deliv
-        chunk = dict(early)
-        chunk.update((p, a) for p, a in self.deliveries if saved < p <= pos)
-        self.store.write(rel, sorted(chunk.items(), key=lambda x: x[0]))
+        if pend.get("chunk") is None:
+            # the deliveries since the previous checkpoint (a delivery's arrays never change
+            # once made): pickled, compressed and written by a thread at nice 19, as the
+            # snapshots are (at 300k update rows per 1,000 messages they are hundreds of
+            # megabytes per checkpoint, which held the stream for seconds when written here)
+            chunk = dict(early)
+            chunk.update((p, a) for p, a in self.deliveries if saved < p <= pos)
+            pend["chunk"] = Writer(self.store, [(rel, sorted(chunk.items(), key=lambda x: x[0]))], pickled=False)
+        if not block and pend["chunk"].is_alive():
+            return False
+        pend["chunk"].done()
         if not self._config_written:          # the config (its vocabulary: megabytes) once
             self.store.write("CONFIG", self.ccfg)
             self._config_written = True
@@ -611,6 +606,28 @@ class CoordinatorBase:
         self._n_logged = self._n_open
         self._checkpoints += 1
         self._ckpt_seconds = time.perf_counter() - pend["t0"]
+        return True
+
+    def _snapshots_written(self, pend: dict, block: bool) -> bool:
+        """Whether every snapshot of the pending checkpoint is on disk and the cuts started
+        before it are delivered (``block``: wait for both)."""
+        handles, writers = pend["roles"], pend["writers"]
+        if block:
+            self.rt.get(pend["snaps"] + [h.snapshot_written.remote() for h in handles])
+        else:
+            # poll without waiting: a role answers after the steps queued before the poll
+            if pend["polls"] is None:
+                pend["polls"] = pend["snaps"] + [h.snapshot_done.remote() for h in handles]
+            ready, _ = self.rt.wait(pend["polls"], num_returns=len(pend["polls"]), timeout=0)
+            if len(ready) < len(pend["polls"]):
+                return False
+            done, pend["polls"] = all(self.rt.get(ready)), None
+            if not done or any(w.is_alive() for w in writers):
+                return False
+        if self._cuts:                    # the cuts started before the checkpoint first
+            self._drain_cuts(block)
+            if self._pending is not pend or (self._cuts and self._cuts[0][0] <= pend["deliv"][1]):
+                return False
         return True
 
     def _recovery_stats(self) -> dict:
@@ -1175,7 +1192,7 @@ class Coordinator(CoordinatorBase):
                 or not is_role_death(cause)):
             return False
         t0 = time.perf_counter()
-        waiting = [r for _, refs, app, _ in self.inflight for r in list(refs) + list(app)]
+        waiting = [r for _, refs, app, *_ in self.inflight for r in list(refs) + list(app)]
         waiting += [r for _, (_, refs), _ in self._cuts for r in refs]
         if waiting:
             self.rt.wait(waiting, num_returns=len(waiting), timeout=HEAL_SETTLE_SECONDS)
@@ -1198,11 +1215,11 @@ class Coordinator(CoordinatorBase):
         P = len(self.parts)
         new_shards = [i for role, i in dead if role == "shard"]
         new_parts = {i for role, i in dead if role == "partition"}
-        hold = NO_HOLD if self._hold is None else self._hold
+        hold = -1 if self._hold is None else self._hold     # replayed steps ask from there on
         steps = [x for x in self._journal if x[0] == "step"]
         for s in new_shards:
             for _, j, pos_end, exp_end, ops, payloads, appended, refs in steps:
-                appended[s] = self.shards[s].append.remote(j, payloads[P + s], exp_end, hold)
+                appended[s] = self.shards[s].append.remote(j, payloads[P + s], exp_end, hold, hold)
         applied = dict(enumerate(self.rt.get([pt.resume.remote(self.shards, self.aggs) for pt in self.parts])))
         t_rebuilt = time.perf_counter()
         sent, replayed = [], 0
@@ -1273,7 +1290,7 @@ class Coordinator(CoordinatorBase):
         delay, seed = float(opts.get("delay", 0.0)), int(opts.get("seed", 0))
         P, S, A, D = self.policy.n_partitions, ccfg.window_shards, ccfg.aggregators, ccfg.distributors
         make, finish = self._role_maker(ckpt, reuse)
-        self.shards = [make("shard", WindowShard, s, cfg, s, ccfg.max_in_flight + 2, name, export, delay, seed)
+        self.shards = [make("shard", WindowShard, s, cfg, s, name, export, delay, seed)
                        for s in range(S)]
         self.aggs = [make("aggregator", Aggregator, a, a, P, name, export) for a in range(A)]
         # direct: every subscription lives in one partition, whose core reports its updates
@@ -1288,6 +1305,10 @@ class Coordinator(CoordinatorBase):
         self.dists = [make("distributor", Distributor, d, self.policy, S, d, name, export, delay, seed,
                            snapshot=False) for d in range(D)]
         finish()
+        if ckpt is not None:
+            # restored partitions rebuild their buffers as of the checkpoint now, while the
+            # shards hold what that asks about (the next steps let them drop it)
+            self.rt.get([p.resume.remote(self.shards, self.aggs) for p in self.parts])
 
     def encoder_copy(self) -> Encoder:
         """An encoder with this one's vocabulary and committed terms (nothing pending): what
@@ -1421,7 +1442,7 @@ class Coordinator(CoordinatorBase):
     # ------------------------------------------------------------------ steps
     def _dispatch(self, msgs: MessageBatch | None = None, seqs=None, exp=None) -> None:
         """Submit one step (messages and/or the pending control operations)."""
-        while len(self.inflight) >= self.ccfg.max_in_flight:
+        while len(self.inflight) >= self.ccfg.max_in_flight or (self.inflight and self._finished(self.inflight[0])):
             self._harvest(self.inflight.popleft())
         self._plan_reallocs()
         ops = {p: PartitionOps.combine(o) for p, o in self.pending_ops.items()}
@@ -1430,28 +1451,53 @@ class Coordinator(CoordinatorBase):
         P, S = self.policy.n_partitions, len(self.shards)
         if msgs is not None and len(msgs):
             pos_end, exp_end = int(seqs[-1]), int(exp[-1])
-            d = self.dists[j % len(self.dists)]
-            payloads = d.route.options(num_returns=P + S).remote(j, msgs, seqs, exp)
+            if self.policy.broadcasts:
+                payloads = self._broadcast(msgs, seqs, exp)
+            else:
+                d = self.dists[j % len(self.dists)]
+                payloads = d.route.options(num_returns=P + S).remote(j, msgs, seqs, exp)
         else:
             pos_end, exp_end = self.dispatched_pos, self.exp_dispatched
             payloads = [None] * (P + S)
         self.dispatched_pos, self.exp_dispatched = pos_end, exp_end
         journal = self._journal_on()
-        hold = self._hold if journal and self._hold is not None else NO_HOLD
-        appended = [sh.append.remote(j, payloads[P + s], exp_end, hold) for s, sh in enumerate(self.shards)]
+        # what the shards keep for later questions: the steps in flight ask as of their own
+        # watermarks (the oldest one's is the lowest); a partial recovery replays the steps
+        # since the committed checkpoint's (see WindowShard)
+        keep = self.inflight[0][4] if self.inflight else exp_end
+        hold = self._hold if journal and self._hold is not None else None
+        appended = [sh.append.remote(j, payloads[P + s], exp_end, keep, hold) for s, sh in enumerate(self.shards)]
         refs = [pt.process.remote(j, pos_end, exp_end, ops.get(p), payloads[p], list(appended))
                 for p, pt in enumerate(self.parts)]
-        self.inflight.append((j, refs, appended, pos_end))
+        self.inflight.append((j, refs, appended, pos_end, exp_end))
         if journal:       # the same lists: a partial recovery replaces the dead roles' references
             self._journal.append(("step", j, pos_end, exp_end, ops, payloads, appended, refs))
         self.counters["steps"] += 1
         self.metrics.set("queue_depth", len(self.inflight))
 
+    def _broadcast(self, msgs: MessageBatch, seqs: np.ndarray, exp: np.ndarray) -> list:
+        """A step's payloads under a policy that sends every message to every partition:
+        one object in the store that every partition reads, and each shard's share. No
+        distributor is asked (it would only copy the batch): a hop less on the step's path.
+        Counted as a distributor counts its routing."""
+        P = self.policy.n_partitions
+        part = self.rt.put((msgs, seqs, exp))
+        shards = [None if x is None else self.rt.put(x) for x in shard_payloads(msgs, seqs, len(self.shards))]
+        self.metrics.inc("messages", len(msgs))
+        self.metrics.inc("tuples_out", len(msgs) * P)
+        return [part] * P + shards
+
+    def _finished(self, entry) -> bool:
+        """Whether a step in flight is done (its harvest will not wait): steps are harvested
+        as they finish, so that the shards drop what only they asked about (``keep_after``)."""
+        refs = list(entry[1]) + list(entry[2])
+        return len(self.rt.wait(refs, num_returns=len(refs), timeout=0)[0]) == len(refs)
+
     def _harvest(self, entry) -> None:
         """Wait for one step: partitions, shards, and the aggregator updates they sent. A
         partition or shard that died is rebuilt in place (:meth:`_heal`) and the step's
         references, replaced, are waited for again."""
-        _, refs, appended, pos = entry
+        _, refs, appended, pos, _ = entry
         with self.metrics.waiting():        # _heal replaces references in these same lists
             results = self._get_healing(lambda: refs + appended)[:len(refs)]
         self.applied_pos = max(self.applied_pos, pos)
@@ -1701,11 +1747,11 @@ class Coordinator(CoordinatorBase):
         dists = self.rt.get([d.stats.remote() for d in self.dists])
         aggs = self.rt.get([a.stats.remote() for a in self.aggs])
         held = sum(p["subscriptions"] for p in parts)
-        tuples = sum(d["tuples_out"] for d in dists)
         n_live = len(self.live)
         secs = self.counters["publish_seconds"]
         coord = self.metrics.snapshot()
         coord.update(self.counters)
+        tuples = sum(d["tuples_out"] for d in dists) + coord["tuples_out"]     # see _broadcast
         out = {
             "subscriptions": n_live,
             "window": len(self.win_ids),

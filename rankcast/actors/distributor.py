@@ -5,6 +5,9 @@ payload per subscription partition (the rows the policy routes there) and one pe
 shard (``id mod shards``: each message is stored once). The payloads travel through the
 object store straight to the partitions and shards; the coordinator only passes their
 references on, in step order. Several distributors route different steps in parallel.
+A policy that sends every message to every partition (hash, location) needs no routing:
+the coordinator then hands a step to the partitions and shards itself, one hop less on
+every step's path (``Coordinator._broadcast``).
 """
 from __future__ import annotations
 
@@ -17,7 +20,7 @@ from .metrics import RoleMetrics
 from .policies import Policy
 from .recovery import Recoverable
 
-__all__ = ["Distributor", "route_step"]
+__all__ = ["Distributor", "route_step", "shard_payloads"]
 
 
 def route_step(policy: Policy, n_shards: int, msgs: MessageBatch, seqs: np.ndarray, exp: np.ndarray):
@@ -28,11 +31,19 @@ def route_step(policy: Policy, n_shards: int, msgs: MessageBatch, seqs: np.ndarr
     out = []
     for rows in routing.rows_of(P):
         out.append((msgs.take(rows), seqs[rows], exp[rows]) if len(rows) else None)
-    shard = np.mod(msgs.ids, max(n_shards, 1))
+    return out + shard_payloads(msgs, seqs, n_shards), int(len(routing.parts))
+
+
+def shard_payloads(msgs: MessageBatch, seqs: np.ndarray, n_shards: int) -> list:
+    """[shard 0..S-1: (msgs, seqs) | None]: each message to shard ``id mod S``."""
+    if n_shards == 1:
+        return [(msgs, seqs) if len(msgs) else None]
+    shard = np.mod(msgs.ids, n_shards)
+    out = []
     for s in range(n_shards):
         rows = np.flatnonzero(shard == s)
         out.append((msgs.take(rows), seqs[rows]) if len(rows) else None)
-    return out, int(len(routing.parts))
+    return out
 
 
 class Distributor(Recoverable):

@@ -26,7 +26,7 @@ def add_nested(seconds: float, cpu_seconds: float) -> None:
 _DEFS = {
     # name: (kind, description)
     "messages": ("counter", "messages handled"),
-    "tuples_out": ("counter", "message tuples sent from distributors to subscription partitions"),
+    "tuples_out": ("counter", "message tuples sent to subscription partitions (by distributors, or by the coordinator for a broadcasting policy)"),
     "reevaluations": ("counter", "top-k re-evaluations applied"),
     "reallocations": ("counter", "prefix reallocation requests"),
     "searches": ("counter", "re-evaluation questions answered by a window shard"),

@@ -36,6 +36,7 @@ from .metrics import RoleMetrics
 from ..indexing.scoring import EPS
 from .policies import needed_prefix
 from .recovery import PeerLost, Recoverable, is_role_death
+from .shard import QUESTIONS
 
 __all__ = ["SubscriptionPartition", "PartitionOps"]
 
@@ -304,12 +305,12 @@ class SubscriptionPartition(Recoverable):
         the stream waits for: the shards answer side by side), ask all at once."""
         S = len(self.shards)
         if S == 1 or len(K) < FLOOR_FROM or not floor:
-            return [s.search.remote(step, req, K, after, upto) for s in self.shards]
+            return [_ask(s, step, req, K, after, upto) for s in self.shards]
         first = (self.index + step) % S
-        ref = self.shards[first].search.remote(step, req, K, after, upto)
+        ref = _ask(self.shards[first], step, req, K, after, upto)
         with self.metrics.waiting():
             floor = self.rt.get(ref).kth_scores(K)
-        return [ref if i == first else s.search.remote(step, req, K, after, upto, floor)
+        return [ref if i == first else _ask(s, step, req, K, after, upto, floor)
                 for i, s in enumerate(self.shards)]
 
     def _realloc_requests(self, pos_end: int):
@@ -403,6 +404,12 @@ class SubscriptionPartition(Recoverable):
         out.update({f"core_{k}": v for k, v in core.items()})
         out.update(index=self.index, step=self.step, subscriptions=len(self.core.subs))
         return out
+
+
+def _ask(shard, *args):
+    """A shard's ``search``, in its questions' own concurrency group: not behind the appends
+    queued before it (see rankcast.actors.shard)."""
+    return shard.search.options(concurrency_group=QUESTIONS).remote(*args)
 
 
 @numba.njit(cache=True)

@@ -594,6 +594,12 @@ class Policy:
     def route_messages(self, msgs: MessageBatch) -> Routing:
         return Routing.everywhere(len(msgs), self.n_partitions)
 
+    @property
+    def broadcasts(self) -> bool:
+        """Whether every message goes to every partition (``route_messages`` is not
+        overridden): routing a step is then no work, and no distributor is asked to."""
+        return type(self).route_messages is Policy.route_messages
+
     # -- shared
     def initial_prefix(self, subs: SubscriptionBatch) -> np.ndarray:
         """Prefix length a new subscription is routed with before its threshold is known:

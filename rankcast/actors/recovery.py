@@ -68,19 +68,20 @@ def _yield_cpu() -> None:
 
 class Writer(threading.Thread):
     """Writes one snapshot's bytes in the background (lz4 and the file system release the
-    GIL): the role goes on with the stream while its snapshot reaches the disk."""
+    GIL): the role goes on with the stream while its snapshot reaches the disk. ``pickled``
+    False: the files are objects that no one changes any more, pickled by the thread too."""
 
-    def __init__(self, store: "StateStore", files: list[tuple[str, bytes]]):
+    def __init__(self, store: "StateStore", files: list[tuple[str, object]], pickled: bool = True):
         self.rel = ", ".join(rel for rel, _ in files)
         super().__init__(daemon=True, name=f"rankcast-snapshot {self.rel}")
-        self.store, self.files, self.error = store, files, None
+        self.store, self.files, self.pickled, self.error = store, files, pickled, None
         self.start()
 
     def run(self):
         try:
             _yield_cpu()
             for rel, data in self.files:
-                self.store.write_bytes(rel, data)
+                self.store.write_bytes(rel, data if self.pickled else dumps(data))
         except BaseException as e:   # reported by done()
             self.error = e
         finally:

@@ -204,4 +204,7 @@ class RayRuntime(Runtime):
             opts["lifetime"] = "detached"
         if max_concurrency is not None:
             opts["max_concurrency"] = max_concurrency
-        return ray.remote(writable_class(cls)).options(**opts).remote(*args, **kw)
+        # a role's own class options (a shard's concurrency groups: set here, not in options())
+        actor = ray.remote(**cls.RAY_OPTIONS)(writable_class(cls)) if getattr(cls, "RAY_OPTIONS", None) \
+            else ray.remote(writable_class(cls))
+        return actor.options(**opts).remote(*args, **kw)

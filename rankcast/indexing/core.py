@@ -247,8 +247,10 @@ class SkypeCore:
     # ------------------------------------------------------------------ results
     def take_updates(self):
         """(sub_ids, offsets, msg_ids, scores) of the subscriptions whose top-k changed since
-        the previous call, in slot order."""
-        return self._gather(self._end_epoch())
+        the previous call, in subscription id order (the order of an update table and of the
+        Update list: their builders then sort nothing)."""
+        slots = self._end_epoch()
+        return self._gather(slots[np.argsort(self.subs.ids[slots], kind="stable")])
 
     def take_update_columns(self):
         """``take_updates`` as the columns of an update table (rankcast.engine.updates_table),
