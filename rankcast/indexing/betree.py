@@ -313,6 +313,19 @@ def _w_add(IL, FL, rec, base, attr, w):
 
 
 @numba.njit(cache=True, inline="always")
+def _lower_bound(AR, base, stride, n, a):
+    """The first of ``n`` keys ``AR[base + stride * i]`` (ascending) not below ``a``."""
+    lo, hi = 0, n
+    while lo < hi:
+        mid = (lo + hi) >> 1
+        if AR[base + stride * mid] < a:
+            lo = mid + 1
+        else:
+            hi = mid
+    return lo
+
+
+@numba.njit(cache=True, inline="always")
 def _wkey(size, attr):
     """The summary key of attribute ``attr`` in the class of expressions of ``size``
     predicates: sorted by size descending, then attribute."""
@@ -1485,13 +1498,7 @@ def _vbound(mode, AR, at, slen, nmx, ev_attr, e0, e1, has, ew, tb, G, cut):
         else:
             for i in range(e0, e1):
                 a = ev_attr[i]
-                lo, hi = 0, nr
-                while lo < hi:
-                    mid = (lo + hi) >> 1
-                    if AR[r0 + 2 * mid] < a:
-                        lo = mid + 1
-                    else:
-                        hi = mid
+                lo = _lower_bound(AR, r0, 2, nr, a)
                 if lo < nr and AR[r0 + 2 * lo] == a:
                     tb[c] = ew[a] * AR[r0 + 2 * lo + 1]
                     c += 1
@@ -1637,13 +1644,7 @@ def _match_many(HV, AR, PV, mode, k, ev_off, ev_attr, ev_val, ev_w, val, has, ew
                     else:
                         for i in range(e0, e1):
                             a = ev_attr[i]
-                            lo, hi = 0, nd
-                            while lo < hi:
-                                mid = (lo + hi) >> 1
-                                if AR[dir0 + 4 * mid] < a:
-                                    lo = mid + 1
-                                else:
-                                    hi = mid
+                            lo = _lower_bound(AR, dir0, 4, nd, a)
                             x = dir0 + 4 * lo
                             if lo < nd and AR[x] == a and AR[x + 2] <= val[a] and val[a] <= AR[x + 3]:
                                 nh = _consider(mode, AR, int(AR[x + 1]), ev_attr, e0, e1,

@@ -39,6 +39,15 @@ def _before(y1, o1, y2, o2):
 
 
 @numba.njit(cache=True, inline="always")
+def _entry_rank(uy, ud, nu, y, d):
+    """How many of an entry set's ``nu`` entries sort before (``y``, ``d``)."""
+    q = 0
+    for u in range(nu):
+        q += (uy[u] < y) | ((uy[u] == y) & (ud[u] < d))
+    return q
+
+
+@numba.njit(cache=True, inline="always")
 def apply_protocol(j, obj, y, topn, topid, topy, k):
     """The subscriber protocol on row ``j``; returns whether the list changed."""
     n = topn[j]
@@ -273,9 +282,7 @@ def _apply_bits(uy, ud, nu, masks, old, cnt, nrow, k, obj, y, take):
     bit = _ZERO
     live = y < np.inf
     if live:
-        q = 0
-        for u in range(nu):
-            q += (uy[u] < y) | ((uy[u] == y) & (ud[u] < obj))
+        q = _entry_rank(uy, ud, nu, y, obj)
         if not (q < nu and uy[q] == y and ud[q] == obj):
             for u in range(nu, q, -1):
                 uy[u] = uy[u - 1]
@@ -312,9 +319,7 @@ def pack_leaf(ly, lid, nrow, k, uy, ud, masks, cap):
             if y == np.inf:
                 break
             d = lid[c, t]
-            q = 0
-            for u in range(nu):
-                q += (uy[u] < y) | ((uy[u] == y) & (ud[u] < d))
+            q = _entry_rank(uy, ud, nu, y, d)
             if q < nu and uy[q] == y and ud[q] == d:
                 continue
             if nu == cap:
@@ -333,9 +338,7 @@ def pack_leaf(ly, lid, nrow, k, uy, ud, masks, cap):
                 if y == np.inf:
                     break
                 d = lid[c, t]
-                q = 0
-                for u in range(nu):
-                    q += (uy[u] < y) | ((uy[u] == y) & (ud[u] < d))
+                q = _entry_rank(uy, ud, nu, y, d)
                 m |= _bit(q)
         masks[t] = m
     return nu
