@@ -326,6 +326,18 @@ def _lower_bound(AR, base, stride, n, a):
 
 
 @numba.njit(cache=True, inline="always")
+def _sort_desc(tb, n):
+    """``tb[:n]`` sorted descending in place (insertion sort: n is an event's size)."""
+    for i in range(1, n):
+        x = tb[i]
+        y = i - 1
+        while y >= 0 and tb[y] < x:
+            tb[y + 1] = tb[y]
+            y -= 1
+        tb[y + 1] = x
+
+
+@numba.njit(cache=True, inline="always")
 def _wkey(size, attr):
     """The summary key of attribute ``attr`` in the class of expressions of ``size``
     predicates: sorted by size descending, then attribute."""
@@ -1505,13 +1517,7 @@ def _vbound(mode, AR, at, slen, nmx, ev_attr, e0, e1, has, ew, tb, G, cut):
         if c < need:
             continue                           # too few of the event's attributes below
         if c > need:
-            for i in range(1, c):              # descending (c is at most the event's size)
-                x = tb[i]
-                y = i - 1
-                while y >= 0 and tb[y] < x:
-                    tb[y + 1] = tb[y]
-                    y -= 1
-                tb[y + 1] = x
+            _sort_desc(tb, c)                  # c is at most the event's size
         for i in range(need):
             acc += tb[i]
         if acc > best:
@@ -1602,12 +1608,8 @@ def _match_many(HV, AR, PV, mode, k, ev_off, ev_attr, ev_val, ev_w, val, has, ew
         m = e1 - e0
         for i in range(m):
             a = ev_attr[e0 + i]
-            x = ew[a] * wmax[a]
-            y = i - 1
-            while y >= 0 and tb[y] < x:
-                tb[y + 1] = tb[y]
-                y -= 1
-            tb[y + 1] = x
+            tb[i] = ew[a] * wmax[a]
+        _sort_desc(tb, m)
         for i in range(m):
             G[i + 1] = G[i] + tb[i]
         cnt[M_EVENTS] += 1

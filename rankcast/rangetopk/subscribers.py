@@ -48,6 +48,16 @@ def _entry_rank(uy, ud, nu, y, d):
 
 
 @numba.njit(cache=True, inline="always")
+def _entry_insert(uy, ud, nu, q, y, d):
+    """(``y``, ``d``) inserted at rank ``q`` of an entry set's ``nu`` entries."""
+    for u in range(nu, q, -1):
+        uy[u] = uy[u - 1]
+        ud[u] = ud[u - 1]
+    uy[q] = y
+    ud[q] = d
+
+
+@numba.njit(cache=True, inline="always")
 def apply_protocol(j, obj, y, topn, topid, topy, k):
     """The subscriber protocol on row ``j``; returns whether the list changed."""
     n = topn[j]
@@ -284,11 +294,7 @@ def _apply_bits(uy, ud, nu, masks, old, cnt, nrow, k, obj, y, take):
     if live:
         q = _entry_rank(uy, ud, nu, y, obj)
         if not (q < nu and uy[q] == y and ud[q] == obj):
-            for u in range(nu, q, -1):
-                uy[u] = uy[u - 1]
-                ud[u] = ud[u - 1]
-            uy[q] = y
-            ud[q] = obj
+            _entry_insert(uy, ud, nu, q, y, obj)
             nu += 1
             _masks_insert(masks, nrow, q)
             _masks_insert(old, nrow, q)
@@ -324,11 +330,7 @@ def pack_leaf(ly, lid, nrow, k, uy, ud, masks, cap):
                 continue
             if nu == cap:
                 return -1
-            for u in range(nu, q, -1):
-                uy[u] = uy[u - 1]
-                ud[u] = ud[u - 1]
-            uy[q] = y
-            ud[q] = d
+            _entry_insert(uy, ud, nu, q, y, d)
             nu += 1
     for t in range(masks.shape[0]):
         m = _ZERO
