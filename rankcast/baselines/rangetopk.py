@@ -13,6 +13,7 @@ import numba
 import numpy as np
 
 from ..rangetopk.objects import first_k, set_value, topk_range
+from ..rangetopk.points import _disjoint, _inside
 from ..rangetopk.paint import C_FIRST_K, C_MIN_Y, MF, MI, UNICAST, _lbound, _push, _rbound
 
 __all__ = ["unicast_online", "report", "brute_topk"]
@@ -31,9 +32,9 @@ def report(box, start, end, lo, hi, leaves, a0, a1, b0, b1, out):
     while sp > 0:
         sp -= 1
         v = stack[sp]
-        if box[v, 0] > a1 or box[v, 1] < a0 or box[v, 2] > b1 or box[v, 3] < b0:
+        if _disjoint(box, v, a0, a1, b0, b1):
             continue
-        if box[v, 0] >= a0 and box[v, 1] <= a1 and box[v, 2] >= b0 and box[v, 3] <= b1:
+        if _inside(box, v, a0, a1, b0, b1):
             for t in range(start[v], end[v]):
                 out[c] = t
                 c += 1
