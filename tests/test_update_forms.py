@@ -154,3 +154,37 @@ def test_bench_streams_count_the_same_updates_in_both_forms():
         finally:
             cl.shutdown()
     assert len(set(counts.values())) == 1 and counts["engine", "arrow"] > 0, counts
+
+
+def test_bench_cpu_accounting_charges_each_process_its_own_time():
+    """`rankcast bench cluster`'s CPU accounting of the Ray runs: a role's process is
+    charged its own CPU time (by its role's label), the client its own, and the total is
+    their sum per message."""
+    import subprocess
+    import sys
+    import time
+
+    from rankcast.actors.bench import _cpu_per_message, _ProcessCPU
+
+    burn = ("import sys, time\nsys.stdin.readline()\nt = time.process_time()\n"
+            "while time.process_time() - t < 0.3:\n    pass\nprint('done', flush=True)\nsys.stdin.readline()\n")
+    child = subprocess.Popen([sys.executable, "-c", burn], stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
+    try:
+        procs = _ProcessCPU({"partition": [child.pid]})
+        procs.start()
+        child.stdin.write("go\n")
+        child.stdin.flush()
+        t = time.process_time()
+        while time.process_time() - t < 0.2:
+            pass
+        assert child.stdout.readline().strip() == "done"
+        cpu = procs.seconds()
+    finally:
+        child.stdin.write("end\n")
+        child.stdin.flush()
+        child.wait(timeout=30)
+    assert 0.28 <= cpu["partition0"] < 0.5, cpu
+    assert 0.18 <= cpu["client"] < 0.4, cpu
+    acc = _cpu_per_message({"partition": [0.1]}, cpu, 0.2, 0.25, 1000)
+    assert acc["total"] == sum(cpu.values()) * 1000 and acc["processes"]["partition0"] >= 280, acc
+    assert acc["roles_busy"] == {"partition": [100.0]} and acc["engine"] == 250.0, acc

@@ -28,7 +28,10 @@ Three parts, JSON + PNG:
    Ray with 1 and 2 subscription partitions (Ray's own overhead), each publish returning its
    updates as one Arrow table by default (``--updates objects`` for Update objects); every
    cluster twice, per call (``publish(wait=True)`` per batch, like the engine) and streamed
-   (``publish(wait=False)``, one ``flush``), each against the engine measured right before.
+   (``publish(wait=False)``, one ``flush``), each against the engine measured right before;
+   with the CPU time per message of each role (busy) and of every process of the cluster
+   (roles, client, Ray's raylet and GCS: ``cpu_us_per_message``), which other load on a
+   shared machine leaves nearly unchanged where it scatters the wall-clock ratios.
 
 Protocol of every run (paper 8.1.1): fill the window, subscribe, then stream ``messages``
 in calls of ``batch`` messages, each returning its updates as the engine's do; figures are
@@ -93,13 +96,14 @@ class _BuildTimer:
 
 
 def _drive(target, work, window: int, messages: int, batch: int, sub_batch: int = 20_000,
-           pipelined: bool = True, updates: str = "objects", collect: bool = True) -> dict:
+           pipelined: bool = True, updates: str = "objects", collect: bool = True, at_start=None) -> dict:
     """Fill, subscribe, stream; returns the stream's wall time, CPU time of the calling
     thread, and the part of it spent building ``Update`` objects. ``updates``: the form each
     per-call publish returns (``"arrow"``: one table, no Python object per update).
     ``collect=False``: no garbage collection during the stream (in-process runs: every role
     shares one heap there, and a full collection, tenths of a second over the whole
-    simulated cluster's objects, lands in the busy time of whichever role triggers it)."""
+    simulated cluster's objects, lands in the busy time of whichever role triggers it).
+    ``at_start``: called right before the stream (after the fill and the subscriptions)."""
     msgs, subs = work.msgs, work.subs
     for a in range(0, window, max(batch, 5000)):
         part = _take(msgs, a, min(window, a + max(batch, 5000)))
@@ -112,6 +116,8 @@ def _drive(target, work, window: int, messages: int, batch: int, sub_batch: int 
     for a in range(0, len(subs), sub_batch):
         target.subscribe(_take(subs, a, a + sub_batch))
     before = target.stats() if hasattr(target, "topk_many") else None
+    if at_start is not None:
+        at_start()
     n_updates = 0
     paused = not collect and gc.isenabled()
     if paused:
@@ -348,6 +354,63 @@ def _engine_reference(work, cfg, window, messages, batch, seed, progress):
     return out, same_topk
 
 
+class _ProcessCPU:
+    """CPU time (user + system) of every process of a Ray cluster over a stream: the roles'
+    (by their pids), this client's, and Ray's own (raylet, GCS, other workers: the
+    processes this one started, when it started Ray). Unlike the roles' busy time, it
+    includes what Ray does in a role's process outside its methods (serialising arguments
+    and results, its own threads)."""
+
+    def __init__(self, pids: dict[str, list[int]]):
+        import psutil
+        self.me = psutil.Process()
+        self.label = {pid: f"{role}{i}" for role, ps in pids.items() for i, pid in enumerate(ps)}
+        self.label[self.me.pid] = "client"
+        self.t0: dict[int, tuple[str, float]] = {}
+
+    def _now(self) -> dict[int, tuple[str, float]]:
+        import psutil
+        out = {}
+        procs = {p.pid: p for p in self.me.children(recursive=True)}
+        for pid in self.label:
+            if pid not in procs:
+                try:
+                    procs[pid] = psutil.Process(pid)
+                except psutil.Error:
+                    pass
+        for pid, p in procs.items():
+            try:
+                t = p.cpu_times()
+                out[pid] = (self.label.get(pid) or f"ray: {p.name()}", t.user + t.system)
+            except psutil.Error:
+                pass
+        return out
+
+    def start(self) -> None:
+        self.t0 = self._now()
+
+    def seconds(self) -> dict[str, float]:
+        """CPU seconds since :meth:`start` by process label (Ray's own processes by name)."""
+        out: dict[str, float] = {}
+        for pid, (label, c1) in self._now().items():
+            out[label] = out.get(label, 0.0) + c1 - self.t0.get(pid, (label, 0.0))[1]
+        return out
+
+
+def _cpu_per_message(busy: dict, procs: dict, client_thread: float, engine_cpu: float, n: int) -> dict:
+    """The CPU accounting of one Ray run, in microseconds per message: each role's busy CPU
+    (its methods' own thread time), each process's CPU (the role's process, the client's,
+    Ray's own), their total, and the engine's, measured right before."""
+    us = 1e6 / n
+    total = sum(procs.values())
+    return {"engine": engine_cpu * us,
+            "roles_busy": {r: [round(x * us, 2) for x in v] for r, v in busy.items() if v and max(v) > 0},
+            "client_thread": client_thread * us,
+            "processes": {k: round(v * us, 2) for k, v in sorted(procs.items(), key=lambda kv: -kv[1]) if v > 0},
+            "total": total * us,
+            "total_vs_engine": total / engine_cpu if engine_cpu else 0.0}
+
+
 def _ray_overhead(work, cfg, window, messages, batch, cluster_batch, address, progress, same_topk,
                   updates: str = "arrow") -> dict:
     """Each cluster twice, against the engine measured right before it: ``per_call`` publishes
@@ -370,21 +433,28 @@ def _ray_overhead(work, cfg, window, messages, batch, cluster_batch, address, pr
         row = out[label] = {"policy": policy, "partitions": P, "updates_form": updates}
         for mode in ("per_call", "streamed"):
             # the engine right before, so that both see the same load on this shared machine
-            e = _drive(rc.Engine(cfg), work, window, messages, batch, pipelined=False,
-                       updates=updates)["throughput"]
+            er = _drive(rc.Engine(cfg), work, window, messages, batch, pipelined=False, updates=updates)
+            e = er["throughput"]
             ccfg = rc.ClusterConfig(engine=cfg, policy=policy, partitions=P, window_shards=1, distributors=1,
                                     aggregators=1, batch_size=cluster_batch, actor_cpus=0.01,
                                     name=f"rankcast-bench-{P}-{policy}")
             cl = rc.Cluster.start(ccfg, address=address, fresh=True,
                                   sample=(_take(work.subs, 0, 5000), _take(work.msgs, 0, 5000)))
             try:
-                cl.warm()      # kernels loaded before the timings, as the engine's already are
-                r = _drive(cl, work, window, messages, batch, pipelined=mode == "streamed", updates=updates)
+                # kernels loaded before the timings, as the engine's already are
+                procs = _ProcessCPU(cl.warm())
+                r = _drive(cl, work, window, messages, batch, pipelined=mode == "streamed", updates=updates,
+                           at_start=procs.start)
+                cpu = procs.seconds()
                 d = _delta(cl.stats(), r["before"])
                 row[mode] = {"throughput": r["throughput"], "engine_throughput": e,
                              "vs_engine": r["throughput"] / e, "seconds": r["seconds"], "updates": r["updates"],
-                             "busy": d["busy_wall"], "topk_equal_engine": same_topk(cl)}
-                progress(f"ray {label}, {mode}: {r['throughput']:.0f} msg/s (engine just before: {e:.0f})")
+                             "busy": d["busy_wall"], "topk_equal_engine": same_topk(cl),
+                             "cpu_us_per_message": _cpu_per_message(d["busy"], cpu, r["cpu_seconds"],
+                                                                    er["cpu_seconds"], messages)}
+                c = row[mode]["cpu_us_per_message"]
+                progress(f"ray {label}, {mode}: {r['throughput']:.0f} msg/s (engine just before: {e:.0f}); "
+                         f"CPU {c['total']:.0f} us/msg in all against the engine's {c['engine']:.0f}")
             finally:
                 cl.shutdown()
         row["vs_engine"] = row["per_call"]["vs_engine"]

@@ -292,8 +292,9 @@ class SkypeCore:
         return s.ids[slots], s.k[slots], off, ids, seqs, sc
 
     def _gather(self, slots):
-        ids, _, off, mid, _, msc = self.topk_rows(slots)
-        return ids, off, mid, msc
+        s, b = self.subs, self.buf
+        off, mid, _, msc = sk.gather_topk(slots, s.k, b.bstart, b.blen, b.bi, b.bf, False)
+        return s.ids[slots], off, mid, msc
 
     def topk_arrays(self, slots) -> tuple:
         return self._gather(np.asarray(slots, np.int64))

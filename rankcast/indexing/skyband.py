@@ -802,15 +802,17 @@ def apply_reevals(slots, c_off, c_seq, c_id, c_t, c_sc, c_complete, k, theta, po
 
 
 @numba.njit(cache=True)
-def gather_topk(slots, k, bstart, blen, bi, bf):
-    """The top-k rows of ``slots`` laid end to end: (offsets, ids, seqs, scores)."""
+def gather_topk(slots, k, bstart, blen, bi, bf, with_seqs=True):
+    """The top-k rows of ``slots`` laid end to end: (offsets, ids, seqs, scores);
+    ``with_seqs=False`` leaves seqs empty (an update's rows need no seqs: a third less to
+    write, and to fault in, on the hot path of every call's updates)."""
     n = slots.shape[0]
     off = np.zeros(n + 1, np.int64)
     for i in range(n):
         s = slots[i]
         off[i + 1] = off[i] + min(k[s], blen[s])
     ids = np.empty(off[n], np.int64)
-    seqs = np.empty(off[n], np.int64)
+    seqs = np.empty(off[n] if with_seqs else 0, np.int64)
     sc = np.empty(off[n])
     for i in range(n):
         s = slots[i]
@@ -818,8 +820,10 @@ def gather_topk(slots, k, bstart, blen, bi, bf):
         o = off[i]
         for r in range(off[i + 1] - o):
             ids[o + r] = bi[a + r, ID]
-            seqs[o + r] = bi[a + r, SEQ]
             sc[o + r] = bf[a + r, SC]
+        if with_seqs:
+            for r in range(off[i + 1] - o):
+                seqs[o + r] = bi[a + r, SEQ]
     return off, ids, seqs, sc
 
 
