@@ -1585,6 +1585,7 @@ def _match_many(HV, AR, PV, mode, k, ev_off, ev_attr, ev_val, ev_w, val, has, ew
     hb = np.empty(PV.shape[0] + HV.shape[0] // NV + 1)
     hp = np.empty(PV.shape[0] + HV.shape[0] // NV + 1, np.int64)
     stack = np.empty(HV.shape[0] // NV + 2, np.int64)
+    cq = np.empty(HV.shape[0] // NV + 2, np.int64)
     max_ev = 1
     for e in range(ev_off.shape[0] - 1):
         max_ev = max(max_ev, ev_off[e + 1] - ev_off[e])
@@ -1611,8 +1612,8 @@ def _match_many(HV, AR, PV, mode, k, ev_off, ev_attr, ev_val, ev_w, val, has, ew
         n = 0
         nh = 0
         c = 0                          # the root first, then the popped p-nodes' buckets
-        ns = 0
-        cur_v = 0.0
+        nq = 0
+        qi = 0
         while True:
             if c >= 0:
                 cnt[M_CNODES] += 1
@@ -1654,25 +1655,12 @@ def _match_many(HV, AR, PV, mode, k, ev_off, ev_attr, ev_val, ev_w, val, has, ew
                     for i in range(npb):
                         nh = _consider(mode, HV, AR, pbs[i], ev_attr, e0, e1, has, ew, tb, G, n, k, tsc, hb, hp, nh,
                                        cnt)
-            # next bucket: from the c-directory being searched, else the best p-node left
-            c = -1
-            while ns > 0 and c < 0:
-                ns -= 1
-                x = stack[ns]
-                cnt[M_CDIR] += 1
-                h = x * NV
-                v = cur_v
-                if v < HV[h + V_SL] or v > HV[h + V_SH]:
-                    continue
-                for ch in (int(HV[h + V_L]), int(HV[h + V_R])):
-                    if ch >= 0:
-                        stack[ns] = ch
-                        prefetch(HV, ch * NV)
-                        ns += 1
-                if HV[h + V_OL] <= v and v <= HV[h + V_OH]:
-                    c = x
-            if c >= 0:
+            # next bucket: from the c-directory searched last, else the best p-node left
+            if qi < nq:
+                c = cq[qi]
+                qi += 1
                 continue
+            c = -1
             if nh == 0:
                 break
             bnd, pn, nh = _hpop(hb, hp, nh)
@@ -1686,10 +1674,29 @@ def _match_many(HV, AR, PV, mode, k, ev_off, ev_attr, ev_val, ev_w, val, has, ew
                           cnt)
                 continue
             cnt[M_POPPED] += 1
-            pb = pn
-            stack[0] = int(AR[pb + 2])
-            cur_v = val[int(AR[pb + 3])]
+            # its c-directory's buckets whose boxes hold the event's value, found first (each
+            # found bucket's block prefetched: they load together), then visited in turn
+            stack[0] = int(AR[pn + 2])
+            v = val[int(AR[pn + 3])]
             ns = 1
+            nq = 0
+            qi = 0
+            while ns > 0:
+                ns -= 1
+                x = stack[ns]
+                cnt[M_CDIR] += 1
+                h = x * NV
+                if v < HV[h + V_SL] or v > HV[h + V_SH]:
+                    continue
+                for ch in (int(HV[h + V_L]), int(HV[h + V_R])):
+                    if ch >= 0:
+                        stack[ns] = ch
+                        prefetch(HV, ch * NV)
+                        ns += 1
+                if HV[h + V_OL] <= v and v <= HV[h + V_OH]:
+                    cq[nq] = x
+                    prefetch(AR, int(HV[h + V_B]))
+                    nq += 1
         # best first
         for i in range(n):
             order[i] = i
