@@ -1,11 +1,15 @@
-"""Array growth shared by every pool and table that grows in place, and the expansion of
-runs of rows into update rows."""
+"""Array growth shared by every pool and table that grows in place, the expansion of runs of
+rows into update rows, and a cache prefetch hint for numba kernels."""
 from __future__ import annotations
 
 import numba
 import numpy as np
+from llvmlite import ir
+from numba import types
+from numba.core import cgutils
+from numba.extending import intrinsic
 
-__all__ = ["grow", "grown", "runs", "concat_offsets", "expand_runs"]
+__all__ = ["grow", "grown", "runs", "concat_offsets", "expand_runs", "prefetch"]
 
 
 def grow(arr: np.ndarray, n: int, fill=0) -> np.ndarray:
@@ -72,3 +76,26 @@ def expand_runs(keys, starts, lens, ids, id_col, scores, sc_col):
             out_sc[w] = scores[a + r, sc_col]
             w += 1
     return key, rank, out_id, out_sc, empty
+
+
+@intrinsic
+def prefetch(typingctx, arr, idx):
+    """``prefetch(arr, i)`` in a numba kernel: a hint that ``arr[i]`` (1-d) is read soon, so
+    that its cache line loads while other work goes on (LLVM ``llvm.prefetch``, read, high
+    locality). It never faults, whatever ``i``: an index outside ``arr`` is only a wasted hint."""
+    if not isinstance(arr, types.Array) or arr.ndim != 1 or not isinstance(idx, types.Integer):
+        return None
+
+    def codegen(context, builder, sig, args):
+        aryty = sig.args[0]
+        ary = context.make_array(aryty)(context, builder, args[0])
+        i = context.cast(builder, args[1], sig.args[1], types.intp)
+        ptr = cgutils.get_item_pointer(context, builder, aryty, ary, [i], wraparound=False, boundscheck=False)
+        i8p = builder.bitcast(ptr, ir.IntType(8).as_pointer())
+        i32 = ir.IntType(32)
+        fn = cgutils.get_or_insert_function(builder.module, ir.FunctionType(ir.VoidType(), [i8p.type, i32, i32, i32]),
+                                            "llvm.prefetch.p0")
+        builder.call(fn, [i8p, i32(0), i32(3), i32(1)])
+        return context.get_dummy_value()
+
+    return types.void(arr, idx), codegen

@@ -79,7 +79,14 @@ reading its block; a c-directory root's change therefore marks its owner c-node 
 list); before the next match the changed nodes' blocks are rewritten at the end of the arena,
 or everything anew in depth-first order when most nodes changed (a build) or the arena is half
 garbage. A visited bucket is thus one sequential read instead of a pointer chase per
-expression.
+expression. The search hides what latency it can behind other work: a c-node's p-nodes on
+the event's attributes are found first and their blocks prefetched together before their
+bounds are computed; a pushed p-node's c-directory root row and a c-directory node's children
+rows are prefetched; a popped p-node's c-directory is searched whole first (the blocks of the
+buckets holding the event's value prefetched as they are found), then those buckets visited.
+A summary class's attributes are read in one sequential pass (with A = 5 most classes are
+short; reading the long ones of the top levels sequentially was faster than a binary search
+per event attribute, and faster than dense per-attribute rows, measured at 1M).
 
 ``build="batch"`` (the paper's BE*-B) puts a whole initial table in the root l-node and
 partitions it top-down once; later calls insert one expression at a time.
@@ -90,6 +97,7 @@ import numba
 import numpy as np
 from numba.typed import List
 
+from .._arrays import prefetch
 from .matching import IN, MODES, NIN, RELAXED, STATIC, DenseEvent, ExpressionTable, find_sorted, holds, lower_bound
 from .matching import offer_topk as _offer, ranks_after as _worse
 from .scoring import EPS
@@ -1499,21 +1507,12 @@ def _vbound(mode, AR, at, slen, nmx, ev_attr, e0, e1, has, ew, tb, G, cut):
             continue
         need = size - npath
         r0 = body + 2 * npath
-        nr = (j - r0) >> 1
         c = 0
-        if nr <= 4 * m:
-            for x in range(r0, j, 2):
-                a = int(AR[x])
-                if has[a]:
-                    tb[c] = ew[a] * AR[x + 1]
-                    c += 1
-        else:
-            for i in range(e0, e1):
-                a = ev_attr[i]
-                lo = _lower_bound(AR, r0, 2, nr, a)
-                if lo < nr and AR[r0 + 2 * lo] == a:
-                    tb[c] = ew[a] * AR[r0 + 2 * lo + 1]
-                    c += 1
+        for x in range(r0, j, 2):              # sequential: faster than a search per event attribute
+            a = int(AR[x])
+            if has[a]:
+                tb[c] = ew[a] * AR[x + 1]
+                c += 1
         if c < need:
             continue                           # too few of the event's attributes below
         if c > need:
@@ -1526,16 +1525,17 @@ def _vbound(mode, AR, at, slen, nmx, ev_attr, e0, e1, has, ew, tb, G, cut):
 
 
 @numba.njit(cache=True, inline="always")
-def _consider(mode, AR, pb, ev_attr, e0, e1, has, ew, tb, G, n, k, tsc, hb, hp, nh, cnt):
+def _consider(mode, HV, AR, pb, ev_attr, e0, e1, has, ew, tb, G, n, k, tsc, hb, hp, nh, cnt):
     """Push the p-node whose block is at ``pb`` (on an attribute the event has, its value in
-    the p-node's c-directory box) unless its bound cannot beat the k-th score; returns the
-    heap's size."""
+    the p-node's c-directory box) unless its bound cannot beat the k-th score (and prefetch
+    its c-directory root's hot row, read when it is popped); returns the heap's size."""
     cut = tsc[0] if n == k else -INF
     bnd = _vbound(mode, AR, pb + 4, int(AR[pb]), AR[pb + 1], ev_attr, e0, e1, has, ew, tb, G, cut)
     if n == k and tsc[0] > bnd * (1.0 + EPS):
         cnt[M_PRUNED] += 1
         return nh
     cnt[M_PUSHED] += 1
+    prefetch(HV, int(AR[pb + 2]) * NV)
     return _hpush(hb, hp, nh, bnd, pb)
 
 
@@ -1592,11 +1592,14 @@ def _match_many(HV, AR, PV, mode, k, ev_off, ev_attr, ev_val, ev_w, val, has, ew
     hb = np.empty(PV.shape[0] + HV.shape[0] // NV + 1)
     hp = np.empty(PV.shape[0] + HV.shape[0] // NV + 1, np.int64)
     stack = np.empty(HV.shape[0] // NV + 2, np.int64)
+    cq = np.empty(HV.shape[0] // NV + 2, np.int64)
     max_ev = 1
     for e in range(ev_off.shape[0] - 1):
         max_ev = max(max_ev, ev_off[e + 1] - ev_off[e])
     tb = np.empty(max_ev)
+    pbs = np.empty(max_ev, np.int64)
     G = np.zeros(max_ev + 1)
+    order = np.empty(k, np.int64)
     for e in range(ev_off.shape[0] - 1):
         e0, e1 = ev_off[e], ev_off[e + 1]
         for i in range(e0, e1):
@@ -1616,8 +1619,8 @@ def _match_many(HV, AR, PV, mode, k, ev_off, ev_attr, ev_val, ev_w, val, has, ew
         n = 0
         nh = 0
         c = 0                          # the root first, then the popped p-nodes' buckets
-        ns = 0
-        cur_v = 0.0
+        nq = 0
+        qi = 0
         while True:
             if c >= 0:
                 cnt[M_CNODES] += 1
@@ -1637,38 +1640,34 @@ def _match_many(HV, AR, PV, mode, k, ev_off, ev_attr, ev_val, ev_w, val, has, ew
                     else:
                         nh = _hpush(hb, hp, nh, bnd, -1 - c)
                 if nd > 0:
+                    # the p-nodes on the event's attributes whose box holds its value: their
+                    # blocks are prefetched together, then their bounds computed
+                    npb = 0
                     if nd <= 2 * (e1 - e0):
                         for x in range(dir0, dir0 + 4 * nd, 4):
                             a = int(AR[x])
                             if has[a] and AR[x + 2] <= val[a] and val[a] <= AR[x + 3]:
-                                nh = _consider(mode, AR, int(AR[x + 1]), ev_attr, e0, e1, has, ew, tb, G,
-                                               n, k, tsc, hb, hp, nh, cnt)
+                                pbs[npb] = int(AR[x + 1])
+                                prefetch(AR, pbs[npb])
+                                npb += 1
                     else:
                         for i in range(e0, e1):
                             a = ev_attr[i]
                             lo = _lower_bound(AR, dir0, 4, nd, a)
                             x = dir0 + 4 * lo
                             if lo < nd and AR[x] == a and AR[x + 2] <= val[a] and val[a] <= AR[x + 3]:
-                                nh = _consider(mode, AR, int(AR[x + 1]), ev_attr, e0, e1,
-                                               has, ew, tb, G, n, k, tsc, hb, hp, nh, cnt)
-            # next bucket: from the c-directory being searched, else the best p-node left
-            c = -1
-            while ns > 0 and c < 0:
-                ns -= 1
-                x = stack[ns]
-                cnt[M_CDIR] += 1
-                h = x * NV
-                v = cur_v
-                if v < HV[h + V_SL] or v > HV[h + V_SH]:
-                    continue
-                for ch in (int(HV[h + V_L]), int(HV[h + V_R])):
-                    if ch >= 0:
-                        stack[ns] = ch
-                        ns += 1
-                if HV[h + V_OL] <= v and v <= HV[h + V_OH]:
-                    c = x
-            if c >= 0:
+                                pbs[npb] = int(AR[x + 1])
+                                prefetch(AR, pbs[npb])
+                                npb += 1
+                    for i in range(npb):
+                        nh = _consider(mode, HV, AR, pbs[i], ev_attr, e0, e1, has, ew, tb, G, n, k, tsc, hb, hp, nh,
+                                       cnt)
+            # next bucket: from the c-directory searched last, else the best p-node left
+            if qi < nq:
+                c = cq[qi]
+                qi += 1
                 continue
+            c = -1
             if nh == 0:
                 break
             bnd, pn, nh = _hpop(hb, hp, nh)
@@ -1682,12 +1681,30 @@ def _match_many(HV, AR, PV, mode, k, ev_off, ev_attr, ev_val, ev_w, val, has, ew
                           cnt)
                 continue
             cnt[M_POPPED] += 1
-            pb = pn
-            stack[0] = int(AR[pb + 2])
-            cur_v = val[int(AR[pb + 3])]
+            # its c-directory's buckets whose boxes hold the event's value, found first (each
+            # found bucket's block prefetched: they load together), then visited in turn
+            stack[0] = int(AR[pn + 2])
+            v = val[int(AR[pn + 3])]
             ns = 1
+            nq = 0
+            qi = 0
+            while ns > 0:
+                ns -= 1
+                x = stack[ns]
+                cnt[M_CDIR] += 1
+                h = x * NV
+                if v < HV[h + V_SL] or v > HV[h + V_SH]:
+                    continue
+                for ch in (int(HV[h + V_L]), int(HV[h + V_R])):
+                    if ch >= 0:
+                        stack[ns] = ch
+                        prefetch(HV, ch * NV)
+                        ns += 1
+                if HV[h + V_OL] <= v and v <= HV[h + V_OH]:
+                    cq[nq] = x
+                    prefetch(AR, int(HV[h + V_B]))
+                    nq += 1
         # best first
-        order = np.empty(n, np.int64)
         for i in range(n):
             order[i] = i
         for i in range(1, n):
