@@ -342,6 +342,12 @@ def test_local_copy_queries_equal_the_tree():
                 s = np.array([(b[0] + b[1]) / 2, b[1], c[0], (c[0] + c[1]) / 2])
                 assert any_in_box_outside(*kd, m, g, s) == any_outside_at(*kd, lq, lpt, m, g, s)
     assert used > 100
+    for cap, want in ((3000, 3000), (2999, -1)):        # the whole tree inside Q, just fitting or not
+        lq, lpt = local_copy(cap)
+        localize(*kd, -1.0, 61.0, -1.0, 61.0, lq, lpt)
+        assert lq[4] == want
+        if want > 0:
+            assert sorted(zip(*lpt[:, :want])) == sorted(zip(lr[:, 0], lr[:, 1]))
 
 
 def test_box_queries_on_the_tree_equal_brute_force():

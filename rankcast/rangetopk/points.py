@@ -320,6 +320,9 @@ def localize(box, start, end, lo, hi, leaves, q0, q1, q2, q3, lq, lpt):
         if _disjoint(box, v, q0, q1, q2, q3):
             continue
         inside = _inside(box, v, q0, q1, q2, q3)
+        if inside and c + end[v] - start[v] > cap:
+            lq[4] = -1                  # known too many without copying them
+            return
         if inside or v >= leaves:
             for t in range(start[v], end[v]):
                 if inside or (q0 <= lo[t] <= q1 and q2 <= hi[t] <= q3):
