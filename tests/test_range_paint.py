@@ -342,6 +342,63 @@ def test_local_copy_queries_equal_the_tree():
                 s = np.array([(b[0] + b[1]) / 2, b[1], c[0], (c[0] + c[1]) / 2])
                 assert any_in_box_outside(*kd, m, g, s) == any_outside_at(*kd, lq, lpt, m, g, s)
     assert used > 100
+    for cap, want in ((3000, 3000), (2999, -1)):        # the whole tree inside Q, just fitting or not
+        lq, lpt = local_copy(cap)
+        localize(*kd, -1.0, 61.0, -1.0, 61.0, lq, lpt)
+        assert lq[4] == want
+        if want > 0:
+            assert sorted(zip(*lpt[:, :want])) == sorted(zip(lr[:, 0], lr[:, 1]))
+
+
+def test_box_queries_on_the_tree_equal_brute_force():
+    """snap_boxes (one walk for a list of boxes ordered west to east, snaps of other lists box
+    by box) gives each box's snap, and the emptiness test says whether a point lies in m but in
+    neither g nor s, both against brute force on points with repeats and ties."""
+    from rankcast.rangetopk.points import PointIndex, any_in_box_outside, snap_boxes
+    rng = np.random.default_rng(12)
+    for m, grid in ((3000, 60), (20000, 400)):
+        lr = np.sort(rng.integers(0, grid, (m, 2)).astype(float), axis=1)
+        p = PointIndex(lr[:, 0], lr[:, 1], np.arange(m), 8)
+        kd = p.arrays()
+
+        def brute(b):
+            pts = lr[(lr[:, 0] >= b[0]) & (lr[:, 0] <= b[1]) & (lr[:, 1] >= b[2]) & (lr[:, 1] <= b[3])]
+            if not len(pts):
+                return [np.inf, -np.inf, np.inf, -np.inf]
+            return [pts[:, 0].min(), pts[:, 0].max(), pts[:, 1].min(), pts[:, 1].max()]
+
+        walks = empties = 0
+        for _ in range(300):
+            ng = int(rng.integers(1, 12))
+            cuts = np.sort(rng.choice(np.arange(grid + 1), ng + 1, replace=False)).astype(float)
+            if rng.random() < 0.5:
+                cuts += rng.uniform(-0.5, 0.5, ng + 1)
+            gb = np.empty((ng, 4))
+            gb[:, 0] = cuts[:-1]
+            gb[:, 1] = np.nextafter(cuts[1:], -np.inf)       # adjacent, disjoint lo ranges
+            gb[:, 2] = rng.uniform(0, grid, ng)
+            gb[:, 3] = gb[:, 2] + rng.exponential(grid / 4, ng)
+            gb[rng.random(ng) < 0.1, 2] = np.inf            # an empty box among them
+            if rng.random() < 0.25:
+                gb = gb[rng.permutation(ng)]                # out of order: box by box
+            walks += bool(np.all(gb[:-1, 1] < gb[1:, 0]))
+            out = np.empty((ng, 4))
+            snap_boxes(*kd, gb, ng, out)
+            for j in range(ng):
+                assert out[j].tolist() == brute(gb[j])
+            b = np.sort(rng.uniform(-1, grid + 1, 2))
+            c = np.sort(rng.uniform(-1, grid + 1, 2))
+            mm = np.array([b[0], b[1], c[0], c[1]])
+            g = np.array([b[0], rng.uniform(b[0], b[1]), c[0], rng.uniform(c[0], c[1])])
+            s = np.array([rng.uniform(b[0], b[1]), b[1], rng.uniform(c[0], c[1]), c[1]])
+            if rng.random() < 0.5:          # g and s split m in two: only s's height leaves a gap
+                g = np.array([b[0], rng.uniform(b[0], b[1]), c[0], c[1]])
+                s = np.array([np.nextafter(g[1], np.inf), b[1], c[0] if rng.random() < 0.5 else g[1], c[1]])
+            inside = lambda q: (lr[:, 0] >= q[0]) & (lr[:, 0] <= q[1]) & (lr[:, 1] >= q[2]) & (lr[:, 1] <= q[3])
+            want = bool(np.any(inside(mm) & ~inside(g) & ~inside(s)))
+            assert any_in_box_outside(*kd, mm, g, s) == want
+            empties += not want
+        assert walks > 150 and empties > 50
 
 
 @pytest.mark.parametrize("batch", [False, True])

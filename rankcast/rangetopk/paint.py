@@ -28,7 +28,7 @@ import numba
 import numpy as np
 
 from .objects import below, first_k, range_min, set_value
-from .points import any_outside_at, extreme_at, localize, snap_at
+from .points import _local, any_outside_at, extreme_at, localize, snap_at, snap_boxes
 
 __all__ = ["NEW", "EXPOSED", "UNICAST", "C_FIRST_K", "C_MIN_Y", "C_SNAP", "C_EMPTY", "C_EXPOSED",
            "C_DROPPED", "N_COUNTERS", "COUNTER_NAMES", "run_length", "paint_online", "paint_batch"]
@@ -242,7 +242,8 @@ def next_exposed(tree, size, ys, ids, n, p, L, a, R, b, k, sl, sr):
 
 @numba.njit(cache=True)
 def _localize_boxes(gb, ng, pbox, pstart, pend, plo, phi, leaves, lq, lpt):
-    """The local copy made to cover the boxes ``gb[:ng]`` (their MEB)."""
+    """The local copy made to cover the boxes ``gb[:ng]`` (their MEB); returns whether it
+    holds their points (else they are more than it holds)."""
     q0 = gb[0, 0]
     q1 = gb[0, 1]
     q2 = gb[0, 2]
@@ -253,6 +254,7 @@ def _localize_boxes(gb, ng, pbox, pstart, pend, plo, phi, leaves, lq, lpt):
         q2 = min(q2, gb[j, 2])
         q3 = max(q3, gb[j, 3])
     localize(pbox, pstart, pend, plo, phi, leaves, q0, q1, q2, q3, lq, lpt)
+    return _local(lq, q0, q1, q2, q3)
 
 
 @numba.njit(cache=True)
@@ -261,7 +263,9 @@ def emit(gb, ng, c, sparse, obj, y, ev, kind, mf, mi, nm, pbox, pstart, pend, pl
     """Turn one object's ordered boxes into messages: drop empty boxes, MEBs of runs of ``c``
     (epsilon), and for Paint-Sparse snap each box and merge greedily while the merged box holds
     no subscription outside the parts (paper III-B), on the local copy ``lq``, ``lpt`` of the
-    points around the boxes where it is small (:func:`~.points.localize`). Returns (mf, mi, nm)."""
+    points around the boxes where it is small (:func:`~.points.localize`), else with the snaps
+    of all the boxes from one walk of the tree (:func:`~.points.snap_boxes`). ``scratch``:
+    float64[3 + boxes, 4]. Returns (mf, mi, nm)."""
     w = 0
     for j in range(ng):                         # empty boxes: equal x values, nothing between
         if gb[j, 0] <= gb[j, 1] and gb[j, 2] <= gb[j, 3]:
@@ -294,14 +298,21 @@ def emit(gb, ng, c, sparse, obj, y, ev, kind, mf, mi, nm, pbox, pstart, pend, pl
         return mf, mi, nm
     if ng == 0:
         return mf, mi, nm
-    _localize_boxes(gb, ng, pbox, pstart, pend, plo, phi, leaves, lq, lpt)
+    snapped = scratch[3:]
+    if _localize_boxes(gb, ng, pbox, pstart, pend, plo, phi, leaves, lq, lpt):
+        for j in range(ng):
+            snap_at(pbox, pstart, pend, plo, phi, leaves, lq, lpt, gb[j, 0], gb[j, 1], gb[j, 2], gb[j, 3],
+                    snapped[j])
+    else:                               # too many points around: one walk of the tree for all
+        snap_boxes(pbox, pstart, pend, plo, phi, leaves, gb, ng, snapped)
+    cnt[C_SNAP] += ng
     g = scratch[0]
     s = scratch[1]
     meb = scratch[2]
     have = False
     for j in range(ng):
-        cnt[C_SNAP] += 1
-        if not snap_at(pbox, pstart, pend, plo, phi, leaves, lq, lpt, gb[j, 0], gb[j, 1], gb[j, 2], gb[j, 3], s):
+        s[:] = snapped[j]
+        if not s[0] <= s[1]:
             continue
         if not have:
             g[:] = s
@@ -403,7 +414,7 @@ def paint_online(ev_slot, ev_yold, ev_ynew, ev_idx, tree, size, ys, ids, xs, n, 
     L = np.empty(k + 1, np.int64)
     R = np.empty(k + 1, np.int64)
     gb = np.empty((3 * k + 4, 4))
-    scratch = np.empty((3, 4))
+    scratch = np.empty((3 * k + 7, 4))     # g, s, MEB, then a snap per box
     lq = np.array([np.inf, -np.inf, np.inf, -np.inf, -1.0])     # the local copy of points (``cap``)
     lpt = np.empty((2, cap))
     drop = np.zeros(n + 1, np.bool_)
@@ -456,7 +467,7 @@ def paint_batch(dn_slot, dn_ynew, dn_idx, up_slot, up_yold, up_ynew, up_idx, tre
     LB = np.empty(k + 1, np.int64)
     RB = np.empty(k + 1, np.int64)
     gb = np.empty((3 * k + 4, 4))
-    scratch = np.empty((3, 4))
+    scratch = np.empty((3 * k + 7, 4))     # g, s, MEB, then a snap per box
     lq = np.array([np.inf, -np.inf, np.inf, -np.inf, -1.0])     # the local copy of points (``cap``)
     lpt = np.empty((2, cap))
     ys0 = ys.copy()                       # T before the call

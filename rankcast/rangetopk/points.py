@@ -16,7 +16,7 @@ import numba
 import numpy as np
 
 __all__ = ["PointIndex", "snap", "extreme", "any_in_box_outside", "build_kd", "count_in_boxes", "receipts",
-           "localize", "snap_at", "extreme_at", "any_outside_at", "local_copy"]
+           "localize", "snap_at", "snap_boxes", "extreme_at", "any_outside_at", "local_copy"]
 
 LEAF_SIZE = 32
 
@@ -168,6 +168,90 @@ def extreme(box, start, end, lo, hi, leaves, a0, a1, b0, b1, col, best):
     return best
 
 
+@numba.njit(cache=True)
+def snap_boxes(box, start, end, lo, hi, leaves, gb, ng, out):
+    """snap(G) of each box ``gb[j, :4]``, ``j < ng``, into ``out[j, :4]`` (an empty one:
+    +inf, -inf, +inf, -inf), by one walk of the tree for all of them when they are ordered
+    west to east with disjoint lo ranges (``gb[j, 1] < gb[j + 1, 0]``: the columns and chains of
+    Paint), so that the nodes and leaves around several boxes are read once; any other list
+    is snapped box by box. A node carries the boxes it may still widen (a range of them)."""
+    for j in range(ng):
+        out[j, 0] = np.inf
+        out[j, 1] = -np.inf
+        out[j, 2] = np.inf
+        out[j, 3] = -np.inf
+    for j in range(ng - 1):
+        if not gb[j, 1] < gb[j + 1, 0]:
+            for i in range(ng):
+                snap(box, start, end, lo, hi, leaves, gb[i, 0], gb[i, 1], gb[i, 2], gb[i, 3], out[i])
+            return
+    stack = np.empty((64, 3), np.int64)     # node, first box, one past the last box
+    stack[0, 0] = 1
+    stack[0, 1] = 0
+    stack[0, 2] = ng
+    sp = 1
+    while sp > 0:
+        sp -= 1
+        v = stack[sp, 0]
+        ja = stack[sp, 1]
+        jb = stack[sp, 2]
+        n0 = box[v, 0]
+        n1 = box[v, 1]
+        n2 = box[v, 2]
+        n3 = box[v, 3]
+        while ja < jb and gb[ja, 1] < n0:
+            ja += 1
+        while jb > ja and gb[jb - 1, 0] > n1:
+            jb -= 1
+        na = jb
+        nb = ja
+        for j in range(ja, jb):
+            if gb[j, 0] > gb[j, 1] or gb[j, 2] > gb[j, 3] or _disjoint(box, v, gb[j, 0], gb[j, 1], gb[j, 2], gb[j, 3]):
+                continue
+            if n0 >= out[j, 0] and n1 <= out[j, 1] and n2 >= out[j, 2] and n3 <= out[j, 3]:
+                continue                    # nothing in it can widen box j's answer
+            if _inside(box, v, gb[j, 0], gb[j, 1], gb[j, 2], gb[j, 3]):
+                out[j, 0] = min(out[j, 0], n0)
+                out[j, 1] = max(out[j, 1], n1)
+                out[j, 2] = min(out[j, 2], n2)
+                out[j, 3] = max(out[j, 3], n3)
+                continue
+            na = min(na, j)
+            nb = j + 1
+        if na >= nb:
+            continue
+        if v >= leaves:
+            for j in range(na, nb):
+                a0 = gb[j, 0]
+                a1 = gb[j, 1]
+                b0 = gb[j, 2]
+                b1 = gb[j, 3]
+                l0 = out[j, 0]
+                l1 = out[j, 1]
+                h0 = out[j, 2]
+                h1 = out[j, 3]
+                for t in range(start[v], end[v]):     # branch-free: vectorised
+                    x = lo[t]
+                    y = hi[t]
+                    ok = (a0 <= x) & (x <= a1) & (b0 <= y) & (y <= b1)
+                    l0 = min(l0, x if ok else np.inf)
+                    l1 = max(l1, x if ok else -np.inf)
+                    h0 = min(h0, y if ok else np.inf)
+                    h1 = max(h1, y if ok else -np.inf)
+                out[j, 0] = l0
+                out[j, 1] = l1
+                out[j, 2] = h0
+                out[j, 3] = h1
+            continue
+        stack[sp, 0] = 2 * v
+        stack[sp, 1] = na
+        stack[sp, 2] = nb
+        stack[sp + 1, 0] = 2 * v + 1
+        stack[sp + 1, 1] = na
+        stack[sp + 1, 2] = nb
+        sp += 2
+
+
 @numba.njit(cache=True, inline="always")
 def _in(x0, x1, y0, y1, l, r):
     return x0 <= l <= x1 and y0 <= r <= y1
@@ -188,6 +272,11 @@ def any_in_box_outside(box, start, end, lo, hi, leaves, m, g, s):
             continue
         if _inside(box, v, g[0], g[1], g[2], g[3]) or _inside(box, v, s[0], s[1], s[2], s[3]):
             continue
+        # a node's box is its points' MEB: not inside s, it holds a point outside s, which is
+        # outside g as well if the node is disjoint from g (and the same with g and s swapped)
+        if _inside(box, v, m[0], m[1], m[2], m[3]) and (_disjoint(box, v, g[0], g[1], g[2], g[3])
+                                                       or _disjoint(box, v, s[0], s[1], s[2], s[3])):
+            return True
         if v >= leaves:
             for t in range(start[v], end[v]):
                 if _in(m[0], m[1], m[2], m[3], lo[t], hi[t]) and not _in(g[0], g[1], g[2], g[3], lo[t], hi[t]) \
@@ -231,6 +320,9 @@ def localize(box, start, end, lo, hi, leaves, q0, q1, q2, q3, lq, lpt):
         if _disjoint(box, v, q0, q1, q2, q3):
             continue
         inside = _inside(box, v, q0, q1, q2, q3)
+        if inside and c + end[v] - start[v] > cap:
+            lq[4] = -1                  # known too many without copying them
+            return
         if inside or v >= leaves:
             for t in range(start[v], end[v]):
                 if inside or (q0 <= lo[t] <= q1 and q2 <= hi[t] <= q3):

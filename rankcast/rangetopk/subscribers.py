@@ -291,17 +291,20 @@ def _apply_bits(uy, ud, nu, masks, old, cnt, nrow, k, obj, y, take):
     leaf must have room for one more entry. Returns its entry count."""
     bit = _ZERO
     live = y < np.inf
+    q = 0
+    om = _ZERO                              # obj's entries
+    for u in range(nu):                     # one pass: obj's entries and the rank of (y, obj)
+        q += (uy[u] < y) | ((uy[u] == y) & (ud[u] < obj))
+        om |= _bit(u) if ud[u] == obj else _ZERO
     if live:
-        q = _entry_rank(uy, ud, nu, y, obj)
         if not (q < nu and uy[q] == y and ud[q] == obj):
             _entry_insert(uy, ud, nu, q, y, obj)
             nu += 1
             _masks_insert(masks, nrow, q)
             _masks_insert(old, nrow, q)
+            low = _ALL >> np.uint64(q)      # obj's entries from q on moved one down
+            om = (om & ~low) | ((om & low) >> _ONE)
         bit = _bit(q)
-    om = _ZERO
-    for u in range(nu):
-        om |= _bit(u) if ud[u] == obj else _ZERO
     for t in range(nrow):
         m = masks[t]
         m2 = (m & ~om) | bit
