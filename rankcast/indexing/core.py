@@ -87,9 +87,15 @@ class SkypeCore:
         bf.lnext[slots] = -1
         bf.lprev[slots] = -1
         bf.reeval[slots] = True           # initial results (paper 6.3)
+        bf.arrival_share[slots] = 1.0
         bf.epoch_of[slots] = bf.epoch     # new: nothing to report for this epoch
         self.index.add(slots)
         return slots
+
+    def set_arrival_share(self, slots, share) -> None:
+        """The share of the window's arrivals that reach these slots' buffers (1 by default;
+        a cluster's replicas: see ``skyband.BufferState``): the cost model's buffer depth."""
+        self.buf.arrival_share[np.asarray(slots, np.int64)] = share
 
     def find_slots(self, ids) -> np.ndarray:
         """The slot of each id, -1 for an id not held."""
@@ -224,7 +230,7 @@ class SkypeCore:
         (b.bi, b.bf, b.used, b.snap, b.snap_used, more, touched) = sk.apply_reevals(
             slots, cands.offsets, cands.seq, cands.ids, cands.t, cands.score, cands.complete,
             s.k, s.theta, self.policy, self.mode, KMAX, self.window_size, self.c_topk,
-            self.p_arr, self.p_exp,
+            self.p_arr, self.p_exp, b.arrival_share,
             b.bstart, b.blen, b.bcap, b.bi, b.bf, b.used, b.oldest, b.lnext, b.lprev, b.head, b.reeval,
             b.epoch, b.epoch_of, b.snap_off, b.snap_len, b.snap, b.snap_used)
         b.touched.append(touched)
