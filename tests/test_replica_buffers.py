@@ -8,7 +8,7 @@ import numpy as np
 import rankcast as rc
 from rankcast.actors.testing import play, random_calls
 from rankcast.columns import SubscriptionBatch
-from rankcast.indexing.core import SkypeCore
+from rankcast.indexing.core import REPLICA_CANDIDATES, SkypeCore
 from rankcast.indexing.window import CandidateLists
 
 BOUNDS = (0.0, 0.0, 10.0, 10.0)
@@ -39,6 +39,15 @@ def test_no_arrival_share_cuts_deeper_with_the_same_top_k():
     assert (rows_engine, rows_replica) == (4, 7)
     assert core.subs.theta[slots[1]] < core.subs.theta[slots[0]]
     assert core.topk(1) == core.topk(2)
+
+
+def test_replicas_ask_for_more_candidates():
+    core = SkypeCore(rc.EngineConfig(bounds=BOUNDS, window=1000, candidate_extra=0))
+    slots = core.add(_two_same_subscriptions())
+    core.set_arrival_share(slots[1:], 0.0)
+    asked, _, K = core.reeval_requests()
+    assert asked.tolist() == slots.tolist()
+    assert K.tolist() == [6, 6 * REPLICA_CANDIDATES] and REPLICA_CANDIDATES > 1
 
 
 def test_replicas_get_no_arrival_share_and_stay_exact():
