@@ -279,7 +279,8 @@ class SubscriptionPartition(Recoverable):
         that can enter its buffer, while the rows it got from the whole window at its
         re-evaluation all expire: its buffer drifts down, and a buffer as thin as an engine's
         falls below k within a fraction of a window, each time a question to every shard.
-        The worst case, no arrival, sizes its buffer (a deeper cut of the same candidates)."""
+        The worst case, no arrival, sizes its buffer: a deeper cut, of more candidates
+        (``rankcast.indexing.core.REPLICA_CANDIDATES``)."""
         if replicas is None or self.rebuild:
             return
         s = self.core.subs

@@ -684,7 +684,8 @@ def cost_cskyband(j, k, window, c_topk, p_arr, p_exp):
 
     prob(theta) = j / |W|; |A| = k ln(|W| prob / k) (Eq. 9, floored at k: the buffer holds the
     top-k at least); Z' of Eq. 12 with |A'_init| = j; for a buffer that shrinks (time window,
-    more expiries than arrivals, or a cluster replica that gets a share of them) the drift bound (j - k + 1) / (prob (p_exp - p_arr)) caps Z'."""
+    more expiries than arrivals, or a cluster replica that gets a share of the arrivals) the
+    drift bound (j - k + 1) / (prob (p_exp - p_arr)) caps Z'."""
     p = j / max(window, 1.0)
     a_size = k * (1.0 + math.log(max(j / k, 1.0)))
     c_sm = (p_arr + p_exp) * p * a_size
