@@ -1338,9 +1338,10 @@ class Coordinator(CoordinatorBase):
         plen = self.policy.initial_prefix(batch)
         routing = self.policy.route_subscriptions(batch, plen)
         self.live.update(zip(batch.ids.tolist(), plen.tolist()))
+        reps = routing.counts()
         for p, rows in enumerate(routing.rows_of(self.policy.n_partitions)):
             if len(rows):
-                self._add_ops(p, PartitionOps(add=batch.take(rows), add_plen=plen[rows]))
+                self._add_ops(p, PartitionOps(add=batch.take(rows), add_plen=plen[rows], add_replicas=reps[rows]))
 
     def _apply_unsubscribe(self, arr: np.ndarray) -> None:
         self._cut_group()
@@ -1553,7 +1554,8 @@ class Coordinator(CoordinatorBase):
                 fresh = new_row[at & added]
                 kept = new_row[at & ~added]
                 if len(fresh):
-                    self._add_ops(p, PartitionOps(add=sub.take(fresh), add_plen=new_plen[fresh]))
+                    self._add_ops(p, PartitionOps(add=sub.take(fresh), add_plen=new_plen[fresh],
+                                                  add_replicas=new.counts()[fresh]))
                 if len(kept):
                     self._add_ops(p, PartitionOps(plen_ids=sub.ids[kept], plen=new_plen[kept]))
             n_new = int(added.sum())
@@ -1732,7 +1734,8 @@ class Coordinator(CoordinatorBase):
             for p, rows in enumerate(after.rows_of(P)):
                 r = np.intersect1d(rows, affected)
                 if len(r):
-                    self._add_ops(p, PartitionOps(add=subs.take(r), add_plen=plen[r]))
+                    self._add_ops(p, PartitionOps(add=subs.take(r), add_plen=plen[r],
+                                                  add_replicas=after.counts()[r]))
             self._dispatch()
             self._quiesce()
         return {"action": "rebalance", "moved": int(len(affected)),

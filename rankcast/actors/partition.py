@@ -46,13 +46,14 @@ FLOOR_FROM = 64     # re-evaluation rows from which the shards are asked one, th
 class PartitionOps:
     """Control operations of one step for one partition (all optional)."""
 
-    __slots__ = ("remove", "add", "add_plen", "plen_ids", "plen")
+    __slots__ = ("remove", "add", "add_plen", "add_replicas", "plen_ids", "plen")
 
     def __init__(self, remove=None, add: SubscriptionBatch | None = None, add_plen=None,
-                 plen_ids=None, plen=None):
+                 plen_ids=None, plen=None, add_replicas=None):
         self.remove = remove
         self.add = add
         self.add_plen = add_plen
+        self.add_replicas = add_replicas      # partitions holding each added subscription
         self.plen_ids = plen_ids
         self.plen = plen
 
@@ -66,9 +67,11 @@ class PartitionOps:
             xs = [getattr(o, name) for o in ops if getattr(o, name) is not None]
             return np.concatenate(xs) if xs else None
 
-        adds = [o.add for o in ops if o.add is not None]
-        return PartitionOps(cat("remove"), SubscriptionBatch.concat(adds) if adds else None,
-                            cat("add_plen"), cat("plen_ids"), cat("plen"))
+        adds = [o for o in ops if o.add is not None]
+        reps = (np.concatenate([o.add_replicas if o.add_replicas is not None else np.ones(len(o.add), np.int64)
+                                for o in adds]) if any(o.add_replicas is not None for o in adds) else None)
+        return PartitionOps(cat("remove"), SubscriptionBatch.concat([o.add for o in adds]) if adds else None,
+                            cat("add_plen"), cat("plen_ids"), cat("plen"), reps)
 
 
 def warm_spatial(cfg: EngineConfig) -> None:
@@ -251,6 +254,7 @@ class SubscriptionPartition(Recoverable):
                 self._dropped.append(dropped)
         if ops.add is not None and len(ops.add):
             slots = self._add(ops.add, ops.add_plen)
+            self._set_share(slots, ops.add_replicas)
             self._new_ids.append(ops.add.ids)
             slots_added = slots
         if ops.plen_ids is not None and len(ops.plen_ids):
@@ -268,6 +272,20 @@ class SubscriptionPartition(Recoverable):
         self.ub = grow(self.ub, int(slots.max()) + 1, -np.inf)
         self._set_plen(slots, plen)
         return slots
+
+    def _set_share(self, slots: np.ndarray, replicas) -> None:
+        """The cost model's arrival share of added subscriptions (``core.set_arrival_share``).
+        A replica, or a subscription routed by a loose prefix, gets only some of the messages
+        that can enter its buffer, while the rows it got from the whole window at its
+        re-evaluation all expire: its buffer drifts down, and a buffer as thin as an engine's
+        falls below k within a fraction of a window, each time a question to every shard.
+        The worst case, no arrival, sizes its buffer: a deeper cut, of more candidates
+        (``rankcast.indexing.core.REPLICA_CANDIDATES``)."""
+        if replicas is None or self.rebuild:
+            return
+        s = self.core.subs
+        partial = (np.asarray(replicas) > 1) | (self.prefix & (self.plen[slots] < s.tlen[slots]))
+        self.core.set_arrival_share(slots[partial], 0.0)
 
     def _set_plen(self, slots: np.ndarray, plen: np.ndarray) -> None:
         s = self.core.subs

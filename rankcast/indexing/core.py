@@ -31,6 +31,9 @@ __all__ = ["SkypeCore", "POLICIES"]
 
 POLICIES = {"cskyband": 0, "skyband": 1, "kmax": 2}
 KMAX = 60          # k' of the kmax baseline (paper 8.1.2)
+# a cluster replica's re-evaluation fetches this many times the candidates (room for a deeper
+# buffer: keyword at 64 partitions over 15,000 messages, 76,552 -> 14,903 re-evaluations)
+REPLICA_CANDIDATES = 2
 
 
 def _default_disseminator():
@@ -87,9 +90,15 @@ class SkypeCore:
         bf.lnext[slots] = -1
         bf.lprev[slots] = -1
         bf.reeval[slots] = True           # initial results (paper 6.3)
+        bf.arrival_share[slots] = 1.0
         bf.epoch_of[slots] = bf.epoch     # new: nothing to report for this epoch
         self.index.add(slots)
         return slots
+
+    def set_arrival_share(self, slots, share) -> None:
+        """The share of the window's arrivals that reach these slots' buffers (1 by default;
+        a cluster's replicas: see ``skyband.BufferState``): the cost model's buffer depth."""
+        self.buf.arrival_share[np.asarray(slots, np.int64)] = share
 
     def find_slots(self, ids) -> np.ndarray:
         """The slot of each id, -1 for an id not held."""
@@ -197,6 +206,9 @@ class SkypeCore:
         slots = np.flatnonzero(b.reeval[: s.n] & s.alive[: s.n])
         k = s.k[slots]
         K = np.maximum(np.ceil(self.cfg.candidate_factor * k).astype(np.int64), k + self.cfg.candidate_extra)
+        # a replica's buffer is cut for no arrivals (skyband.BufferState.arrival_share): the
+        # deeper the cut the longer it lasts, and the cut can only be as deep as the candidates
+        K = np.where(b.arrival_share[slots] < 1.0, REPLICA_CANDIDATES * K, K)
         if self.policy == POLICIES["kmax"]:
             K = np.maximum(K, KMAX)
         if self._extra_k:
@@ -224,7 +236,7 @@ class SkypeCore:
         (b.bi, b.bf, b.used, b.snap, b.snap_used, more, touched) = sk.apply_reevals(
             slots, cands.offsets, cands.seq, cands.ids, cands.t, cands.score, cands.complete,
             s.k, s.theta, self.policy, self.mode, KMAX, self.window_size, self.c_topk,
-            self.p_arr, self.p_exp,
+            self.p_arr, self.p_exp, b.arrival_share,
             b.bstart, b.blen, b.bcap, b.bi, b.bf, b.used, b.oldest, b.lnext, b.lprev, b.head, b.reeval,
             b.epoch, b.epoch_of, b.snap_off, b.snap_len, b.snap, b.snap_used)
         b.touched.append(touched)

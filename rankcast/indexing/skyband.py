@@ -46,6 +46,10 @@ class BufferState:
         self.snap_off = np.zeros(slots, np.int64)
         self.snap_len = np.zeros(slots, np.int64)
         self.reeval = np.zeros(slots, np.bool_)
+        # the share of the window's arrivals that reach each buffer (cost model, Eq. 9-13):
+        # 1 in an engine; 0 for a cluster replica, whose buffer holds the whole window's best
+        # after a re-evaluation but then gets only the messages routed to its partition
+        self.arrival_share = np.ones(slots)
         self.bi = np.zeros((pool, 3), np.int64)
         self.bf = np.zeros((pool, 2))
         self.head = np.full(buckets, -1, np.int64)
@@ -65,6 +69,8 @@ class BufferState:
 
     def __setstate__(self, st: dict) -> None:
         self.__dict__.update(st)
+        if "arrival_share" not in st:             # a snapshot from before the field
+            self.arrival_share = np.ones(len(self.bstart))
         for name in ("bi", "bf", "snap"):        # a slice pickles as its own array: keep a row
             a = getattr(self, name)
             if len(a) == 0:
@@ -83,6 +89,9 @@ class BufferState:
         r = np.zeros(m, np.bool_)
         r[: len(self.reeval)] = self.reeval
         self.reeval = r
+        a = np.ones(m)
+        a[: len(self.arrival_share)] = self.arrival_share
+        self.arrival_share = a
 
 
 # ----------------------------------------------------------------------------- helpers
@@ -674,8 +683,9 @@ def cost_cskyband(j, k, window, c_topk, p_arr, p_exp):
     """Expected cost per window update of keeping the j best as the buffer (Eq. 9-13).
 
     prob(theta) = j / |W|; |A| = k ln(|W| prob / k) (Eq. 9, floored at k: the buffer holds the
-    top-k at least); Z' of Eq. 12 with |A'_init| = j; for a window that shrinks (time window,
-    more expiries than arrivals) the drift bound (j - k + 1) / (prob (p_exp - p_arr)) caps Z'."""
+    top-k at least); Z' of Eq. 12 with |A'_init| = j; for a buffer that shrinks (time window,
+    more expiries than arrivals, or a cluster replica that gets a share of the arrivals) the
+    drift bound (j - k + 1) / (prob (p_exp - p_arr)) caps Z'."""
     p = j / max(window, 1.0)
     a_size = k * (1.0 + math.log(max(j / k, 1.0)))
     c_sm = (p_arr + p_exp) * p * a_size
@@ -754,12 +764,15 @@ def choose_theta(sc, complete, k, policy, window, c_topk, p_arr, p_exp, kmax):
 
 @numba.njit(cache=True)
 def apply_reevals(slots, c_off, c_seq, c_id, c_t, c_sc, c_complete, k, theta, policy, mode, kmax,
-                  window, c_topk, p_arr, p_exp,
+                  window, c_topk, p_arr, p_exp, arrival_share,
                   bstart, blen, bcap, bi, bf, used, oldest, lnext, lprev, head, reeval,
                   epoch, epoch_of, snap_off, snap_len, snap, snap_used):
     """Rebuild buffers from re-evaluation candidates (Algorithm 2, lines 2-5).
 
-    Returns grown arrays and the slots that need more candidates."""
+    ``arrival_share[s]``: the share of the arrivals that reach slot ``s``'s buffer (the cost
+    model sees ``p_arr * arrival_share[s]``: a buffer whose expiries outrun its arrivals
+    drifts down, Eq. 12's drift bound). Returns grown arrays and the slots that need more
+    candidates."""
     more = np.zeros(slots.shape[0], np.int64)
     n_more = 0
     touched = np.zeros(64, np.int64)
@@ -769,7 +782,7 @@ def apply_reevals(slots, c_off, c_seq, c_id, c_t, c_sc, c_complete, k, theta, po
         a0 = c_off[i]
         a1 = c_off[i + 1]
         th, m = choose_theta(c_sc[a0:a1], c_complete[i], k[s], policy, window, c_topk,
-                             p_arr, p_exp, kmax)
+                             p_arr * arrival_share[s], p_exp, kmax)
         if m < 0:
             more[n_more] = s
             n_more += 1
