@@ -213,3 +213,39 @@ def test_incremental_view_follows_p_nodes_that_change_alone():
         live.append(e)
         check_structure(m.core)
         assert_matches_exact(m.publish(evs[:5], k=3), live, evs[:5], "weighted", 3)
+
+
+@pytest.mark.parametrize("long_class", [1, 4])
+def test_long_summary_classes_as_bit_words_bound_exactly(long_class):
+    """Summary classes of many attributes kept as 32-attribute bit words (``long_class``): the
+    attributes span several words, none of them the first (40 others are interned before), the
+    weights vary widely, so a wrong word, rank or attribute gives a wrong bound; top-k equals
+    brute force after inserts and deletions."""
+    rng = np.random.default_rng(7)
+    m = _matcher("weighted", leaf_capacity=2, long_class=long_class)
+    filler = [rc.Expression(i, [rc.Predicate(f"z{i}", "==", 1.0, 1.0)]) for i in range(40)]
+    exprs = []
+    for i in range(3000):
+        attrs = rng.choice(100, int(rng.integers(2, 7)), replace=False)
+        preds = []
+        for a in attrs:
+            lo = float(rng.integers(0, 8))
+            preds.append(rc.Predicate(f"a{a}", "between", (lo, lo + float(rng.integers(1, 4))),
+                                      float(rng.choice([0.1, 0.5, 1.0, 3.0, 9.0]))))
+        exprs.append(rc.Expression(100 + i, preds))
+    m.subscribe(filler + exprs)
+    check_structure(m.core)
+    evs = []
+    for j in range(40):
+        attrs = rng.choice(100, int(rng.integers(10, 60)), replace=False)
+        evs.append(rc.Event(j, {f"a{a}": float(rng.integers(0, 10)) for a in attrs},
+                            weights={f"a{a}": float(rng.choice([0.2, 1.0, 4.0])) for a in attrs}))
+    live = filler + exprs
+    for k in (1, 3):
+        assert_matches_exact(m.publish(evs, k=k), live, evs, "weighted", k)
+    gone = {e.id for e in exprs[::3]}
+    m.unsubscribe(sorted(gone))
+    check_structure(m.core)
+    live = [e for e in live if e.id not in gone]
+    for k in (1, 3):
+        assert_matches_exact(m.publish(evs, k=k), live, evs, "weighted", k)

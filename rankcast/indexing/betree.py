@@ -1833,7 +1833,7 @@ class BETreeCore:
 
     def __init__(self, scoring: str, index: str = "be-tree", *, leaf_capacity: int = 5, alpha: float = 0.1,
                  beta: float = 4.0, split: str = "exhaustive", build: str = "dynamic", view_full_share: float = 0.25,
-                 view_slack: int = 65536, long_class: int = 16, **_):
+                 view_slack: int = 65536, long_class: int = 32, **_):
         self.mode = MODES[scoring]
         if self.mode == RELAXED:
             from ..errors import InvalidInput
