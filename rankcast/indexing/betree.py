@@ -84,9 +84,14 @@ the event's attributes are found first and their blocks prefetched together befo
 bounds are computed; a pushed p-node's c-directory root row and a c-directory node's children
 rows are prefetched; a popped p-node's c-directory is searched whole first (the blocks of the
 buckets holding the event's value prefetched as they are found), then those buckets visited.
-A summary class's attributes are read in one sequential pass (with A = 5 most classes are
-short; reading the long ones of the top levels sequentially was faster than a binary search
-per event attribute, and faster than dense per-attribute rows, measured at 1M).
+A short summary class's attributes are read in one sequential pass (with A = 5 most classes
+are short). A long one (at least ``long_class`` = 32 attributes besides the path's: the top
+levels' classes hold hundreds) is kept as 32-attribute bit words (which attributes, how many
+come before each word) and its weights by attribute: the bound ands the words with the
+event's, reads only the weights of the attributes both have (a weight's place is the bits
+set below it), and so reads tens of floats instead of hundreds (at 1M, top-1 0.031 to 0.028
+ms per event; the sequential pass had been measured faster than a binary search per event
+attribute and than dense per-attribute rows).
 
 ``build="batch"`` (the paper's BE*-B) puts a whole initial table in the root l-node and
 partitions it top-down once; later calls insert one expression at a time.
