@@ -50,8 +50,9 @@ def _drive(m, scoring, seed, steps=25, check=True):
 def test_betree_equals_brute_force_and_keeps_its_invariants(scoring, leaf_capacity, split, build):
     for seed in range(1):
         # the match view: rewritten node by node (leaf capacity 1: with garbage repacks, 2: never
-        # whole) or whole on most changes (5)
-        view = {1: dict(view_full_share=2.0, view_slack=0), 2: dict(view_full_share=2.0)}.get(leaf_capacity, {})
+        # whole) or whole on most changes (5); summary classes as bit words from 1 or 2 attributes
+        view = {1: dict(view_full_share=2.0, view_slack=0, long_class=1),
+                2: dict(view_full_share=2.0, long_class=2)}.get(leaf_capacity, {})
         m = _matcher(scoring, leaf_capacity=leaf_capacity, split=split, build=build,
                      beta=4.0 if leaf_capacity == 2 else 1.5, **view)      # 1.5: bottom-up expansion is frequent
         live, nev = _drive(m, scoring, 100 * leaf_capacity + seed)
@@ -120,16 +121,17 @@ def test_config_validates_be_tree_fields_and_scoring():
     assert isinstance(m.core, BETreeCore) and m.core.q[0] == 3 and m.core.build == "batch"
 
 
-@pytest.mark.parametrize("leaf_capacity", [2, 5])
-def test_size_class_bounds_stay_exact_on_near_ties(leaf_capacity):
+@pytest.mark.parametrize("leaf_capacity,long_class", [(2, 16), (5, 16), (2, 1), (5, 3)])
+def test_size_class_bounds_stay_exact_on_near_ties(leaf_capacity, long_class):
     """BEGen's workload (sizes 6 to 10, weights almost equal: scores nearly the number of
     predicates, many within rounding of each other) is where the size-class, path and G bounds
-    are tight: top-1 and top-5 equal brute force, after inserts and after deletions."""
+    are tight: top-1 and top-5 equal brute force, after inserts and after deletions (summary
+    classes of at least ``long_class`` other attributes as bit words: 40 attributes, two words)."""
     from rankcast.ingest.begen import begen
     w = begen(4000, dims=40, cardinality=2000, clusters=2, cluster_size=20, match_prob=0.02, n_events=60,
               seed=leaf_capacity)
     exprs = w.expression_objects()
-    m = _matcher("weighted", leaf_capacity=leaf_capacity)
+    m = _matcher("weighted", leaf_capacity=leaf_capacity, long_class=long_class)
     m.subscribe(exprs)
     check_structure(m.core)
     evs = w.event_objects()
@@ -211,3 +213,39 @@ def test_incremental_view_follows_p_nodes_that_change_alone():
         live.append(e)
         check_structure(m.core)
         assert_matches_exact(m.publish(evs[:5], k=3), live, evs[:5], "weighted", 3)
+
+
+@pytest.mark.parametrize("long_class", [1, 4])
+def test_long_summary_classes_as_bit_words_bound_exactly(long_class):
+    """Summary classes of many attributes kept as 32-attribute bit words (``long_class``): the
+    attributes span several words, none of them the first (40 others are interned before), the
+    weights vary widely, so a wrong word, rank or attribute gives a wrong bound; top-k equals
+    brute force after inserts and deletions."""
+    rng = np.random.default_rng(7)
+    m = _matcher("weighted", leaf_capacity=2, long_class=long_class)
+    filler = [rc.Expression(i, [rc.Predicate(f"z{i}", "==", 1.0, 1.0)]) for i in range(40)]
+    exprs = []
+    for i in range(3000):
+        attrs = rng.choice(100, int(rng.integers(2, 7)), replace=False)
+        preds = []
+        for a in attrs:
+            lo = float(rng.integers(0, 8))
+            preds.append(rc.Predicate(f"a{a}", "between", (lo, lo + float(rng.integers(1, 4))),
+                                      float(rng.choice([0.1, 0.5, 1.0, 3.0, 9.0]))))
+        exprs.append(rc.Expression(100 + i, preds))
+    m.subscribe(filler + exprs)
+    check_structure(m.core)
+    evs = []
+    for j in range(40):
+        attrs = rng.choice(100, int(rng.integers(10, 60)), replace=False)
+        evs.append(rc.Event(j, {f"a{a}": float(rng.integers(0, 10)) for a in attrs},
+                            weights={f"a{a}": float(rng.choice([0.2, 1.0, 4.0])) for a in attrs}))
+    live = filler + exprs
+    for k in (1, 3):
+        assert_matches_exact(m.publish(evs, k=k), live, evs, "weighted", k)
+    gone = {e.id for e in exprs[::3]}
+    m.unsubscribe(sorted(gone))
+    check_structure(m.core)
+    live = [e for e in live if e.id not in gone]
+    for k in (1, 3):
+        assert_matches_exact(m.publish(evs, k=k), live, evs, "weighted", k)
