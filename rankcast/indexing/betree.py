@@ -1210,6 +1210,15 @@ def _pop32(x):
     return ((x * 0x01010101) & 0xFFFFFFFF) >> 24
 
 
+@numba.njit(cache=True, inline="always")
+def _on_path(BA, pb, pd, a):
+    """Whether attribute ``a`` is one of the path's ``BA[pb:pb + pd]``."""
+    for j in range(pb, pb + pd):
+        if BA[j] == a:
+            return True
+    return False
+
+
 @numba.njit(cache=True)
 def _class_shape(WA, i0, i1, BA, pb, pd):
     """Of the size class ``WA[i0:i1]`` under the path ``BA[pb:pb + pd]``: its path attributes,
@@ -1218,12 +1227,7 @@ def _class_shape(WA, i0, i1, BA, pb, pd):
     amin, amax = -1, -1
     for x in range(i0, i1):
         a = WA[x] & 0xFFFFFFFF
-        on_path = False
-        for j in range(pb, pb + pd):
-            if BA[j] == a:
-                on_path = True
-                break
-        if on_path:
+        if _on_path(BA, pb, pd, a):
             npath += 1
         else:
             if amin < 0:
@@ -1311,12 +1315,7 @@ def _write_sum(IL, FL, R, base, pb, pd, pos):
             w = wt
         for x in range(i0, i1):
             a = WA[x] & 0xFFFFFFFF
-            on_path = False
-            for j in range(pb, pb + pd):
-                if BA[j] == a:
-                    on_path = True
-                    break
-            if on_path:
+            if _on_path(BA, pb, pd, a):
                 continue
             if nw > 0:
                 AR[mw + 2 * ((a >> 5) - wlo)] += float(1 << (a & 31))   # distinct bits: the sum is the or
