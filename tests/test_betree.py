@@ -19,6 +19,19 @@ def _matcher(scoring, **opts):
     return rc.Matcher(rc.MatchConfig(scoring=scoring, index="be-tree", k=5), core=functools.partial(BETreeCore, **opts))
 
 
+def _exact_before_and_after_removing(m, live, removed, evs, ks):
+    """The structure holds and the weighted top-k equals brute force for each k in ``ks``, on
+    ``live`` as subscribed to ``m``, then again once ``removed`` (some of them) are unsubscribed."""
+    for phase in range(2):
+        if phase:
+            gone = {e.id for e in removed}
+            m.unsubscribe(sorted(gone))
+            live = [e for e in live if e.id not in gone]
+        check_structure(m.core)
+        for k in ks:
+            assert_matches_exact(m.publish(evs, k=k), live, evs, "weighted", k)
+
+
 def _drive(m, scoring, seed, steps=25, check=True):
     rng = np.random.default_rng(seed)
     live: dict[int, rc.Expression] = {}
@@ -133,16 +146,7 @@ def test_size_class_bounds_stay_exact_on_near_ties(leaf_capacity, long_class):
     exprs = w.expression_objects()
     m = _matcher("weighted", leaf_capacity=leaf_capacity, long_class=long_class)
     m.subscribe(exprs)
-    check_structure(m.core)
-    evs = w.event_objects()
-    for k in (1, 5):
-        assert_matches_exact(m.publish(evs, k=k), exprs, evs, "weighted", k)
-    gone = {e.id for e in exprs[::4]}
-    m.unsubscribe(sorted(gone))
-    check_structure(m.core)
-    live = [e for e in exprs if e.id not in gone]
-    for k in (1, 5):
-        assert_matches_exact(m.publish(evs, k=k), live, evs, "weighted", k)
+    _exact_before_and_after_removing(m, exprs, exprs[::4], w.event_objects(), (1, 5))
 
 
 def test_size_classes_prune_what_one_summary_cannot():
@@ -234,18 +238,9 @@ def test_long_summary_classes_as_bit_words_bound_exactly(long_class):
                                       float(rng.choice([0.1, 0.5, 1.0, 3.0, 9.0]))))
         exprs.append(rc.Expression(100 + i, preds))
     m.subscribe(filler + exprs)
-    check_structure(m.core)
     evs = []
     for j in range(40):
         attrs = rng.choice(100, int(rng.integers(10, 60)), replace=False)
         evs.append(rc.Event(j, {f"a{a}": float(rng.integers(0, 10)) for a in attrs},
                             weights={f"a{a}": float(rng.choice([0.2, 1.0, 4.0])) for a in attrs}))
-    live = filler + exprs
-    for k in (1, 3):
-        assert_matches_exact(m.publish(evs, k=k), live, evs, "weighted", k)
-    gone = {e.id for e in exprs[::3]}
-    m.unsubscribe(sorted(gone))
-    check_structure(m.core)
-    live = [e for e in live if e.id not in gone]
-    for k in (1, 3):
-        assert_matches_exact(m.publish(evs, k=k), live, evs, "weighted", k)
+    _exact_before_and_after_removing(m, filler + exprs, exprs[::3], evs, (1, 3))
