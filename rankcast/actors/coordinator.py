@@ -1290,7 +1290,9 @@ class Coordinator(CoordinatorBase):
         delay, seed = float(opts.get("delay", 0.0)), int(opts.get("seed", 0))
         P, S, A, D = self.policy.n_partitions, ccfg.window_shards, ccfg.aggregators, ccfg.distributors
         make, finish = self._role_maker(ckpt, reuse)
-        self.shards = [make("shard", WindowShard, s, cfg, s, name, export, delay, seed)
+        # a shard's index holds its share of the window plus that of the steps in flight
+        held = 0 if self.cfg.window is None else -(-(self.cfg.window + ccfg.max_in_flight * ccfg.batch_size) // S)
+        self.shards = [make("shard", WindowShard, s, cfg, s, name, export, delay, seed, held)
                        for s in range(S)]
         self.aggs = [make("aggregator", Aggregator, a, a, P, name, export) for a in range(A)]
         # direct: every subscription lives in one partition, whose core reports its updates
