@@ -75,7 +75,7 @@ _NOT_DONE = object()
 
 class RemoteUpdates:
     """What a client gets for a call's updates that are still in the partitions' results:
-    the references, which it fetches itself (:func:`update_arrays`). The update rows (5 MB
+    the references, which it fetches itself (``Cluster._get``). The update rows (5 MB
     per call of 1,000 messages at 20k subscriptions) then cross the object store once,
     partition to client, instead of twice through the coordinator."""
 
