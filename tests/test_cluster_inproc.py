@@ -398,3 +398,119 @@ def test_latest_keeps_each_subscriptions_last_list():
 def _last_position(outs, i):
     pos = [(k, r) for k, o in enumerate(outs) for r, x in enumerate(o[0].tolist()) if x == i]
     return pos[-1]
+
+
+@pytest.mark.parametrize("policy,partitions", [("hash", 2), ("location", 3), ("prefix", 1)])
+def test_updates_go_from_the_partitions_to_the_client(policy, partitions):
+    """Direct mode: a call's updates reach the client as the partitions' results
+    (``RemoteUpdates``), which the coordinator keeps unread for its deliveries; they equal
+    the engine's updates per call, in every form, and a listener, which reads them through
+    the coordinator, gets the same stream. Pickled (a checkpoint), a delivery is its arrays."""
+    import pickle
+
+    from rankcast.actors.coordinator import RemoteUpdates, UpdateParts, update_arrays
+    from rankcast.engine import updates_from_arrays
+
+    cfg = _cfg(False)
+    cl = _start(policy, cfg, (partitions, 2, 1, 1, 7, 3))
+    co = cl._coord.local
+    takes = []          # the cut's takes ride on the call's last step: no take_updates call
+    for h in co.parts:
+        part = h.local
+        part.take_updates = _spy(part.take_updates, lambda kw: takes.append("alone"))
+        part.process = _spy(part.process, lambda kw: takes.append(kw.get("take", False)), quiet=part)
+    eng = rc.Engine(cfg)
+    calls = random_calls(11, 40, invalid=False)
+    start = cl.position() + 1
+    stream, unread = [], 0
+    for n, call in enumerate(calls):
+        if call.op != "publish":
+            getattr(eng, call.op)(call.arg)
+            getattr(cl, call.op)(call.arg)
+            continue
+        want = eng.publish(call.arg)
+        form = ("objects", "arrow", "none")[n % 3]
+        takes.clear()
+        got = cl.publish(call.arg, updates=form)
+        assert "alone" not in takes and takes.count(True) == (partitions if len(call.arg) else 0), str(takes)
+        if form == "objects":
+            assert got == want, n
+        elif form == "arrow":
+            assert got.equals(_as_table(want)), n
+        else:
+            assert got is None
+        if want:
+            stream.append((cl.position(), want))
+            last = co.deliveries[-1][1]
+            assert isinstance(last, UpdateParts) and last.n == len(want)
+            unread += last._arrays is None
+            raw = co.publish([], True)       # no message: no update, nothing to fetch
+            assert not isinstance(raw, RemoteUpdates) and len(raw[0]) == 0
+            assert updates_from_arrays(*pickle.loads(pickle.dumps(last))) == want
+    assert unread == len(stream) > 5, "the coordinator fetched the updates it only passes on"
+    got = [(d.position, d.updates) for d in cl.listen(from_position=start, timeout=0)]
+    assert got == stream
+    assert all(update_arrays(a) is a._arrays for _, a in co.deliveries)
+    cl.shutdown()
+
+
+def _spy(fn, seen, quiet=None):
+    """``fn`` that first calls ``seen(kwargs)``; ``quiet``: an object whose spies (its
+    attributes) see nothing while ``fn`` runs."""
+    def call(*args, **kw):
+        if getattr(_spy, "inside", None) is None:
+            seen(kw)
+        if quiet is None:
+            return fn(*args, **kw)
+        _spy.inside = quiet
+        try:
+            return fn(*args, **kw)
+        finally:
+            _spy.inside = None
+    return call
+
+
+def _as_table(updates):
+    """The update table of a list of ``rc.Update``."""
+    from rankcast.engine import updates_table
+    lens = [len(u.topk) for u in updates]
+    return updates_table([u.subscription_id for u in updates], np.r_[0, np.cumsum(lens)].astype(np.int64),
+                         np.array([m for u in updates for m, _ in u.topk], np.int64),
+                         np.array([s for u in updates for _, s in u.topk], np.float64))
+
+
+def test_a_steps_takes_left_by_its_cut_wait_for_the_next_one():
+    """The takes folded into a step (``_dispatch(take=True)``) that no cut consumes, because
+    another step follows, go to the stash: the next cut delivers them under the later lists."""
+    from rankcast.engine import updates_from_arrays
+
+    cfg = _cfg(False)
+    cl = _start("hash", cfg, (2, 1, 1, 1, 7, 3))
+    co = cl._coord.local
+    eng = rc.Engine(cfg)
+    calls = [c for c in random_calls(4, 60, invalid=False) if c.op != "unsubscribe"]
+    subs = [c for c in calls if c.op == "subscribe"]
+    pubs = [c.arg for c in calls if c.op == "publish" and len(c.arg) > 2]
+    for c in subs:
+        eng.subscribe(c.arg)
+        cl.subscribe(c.arg)
+    checked = 0
+    for a, b in zip(pubs[::2], pubs[1::2]):
+        want = {u.subscription_id: u for u in eng.publish(a) + eng.publish(b)}
+        for msgs, take in ((a, True), (b, False)):
+            batch, pending = co._encode_publish(msgs)
+            co.encoder.commit(pending)
+            seqs = np.arange(co.last_seq + 1, co.last_seq + 1 + len(batch), dtype=np.int64)
+            exp = co.clock.advance(seqs, batch.t)
+            co.last_seq = int(seqs[-1])
+            co.published += len(batch)
+            co._window_add(batch.ids, seqs, int(exp[-1]))
+            co._dispatch(batch, seqs, exp, take=take)
+        assert co._taken is None and co._stash
+        got = updates_from_arrays(*co._cut())
+        assert got == sorted(want.values(), key=lambda u: u.subscription_id)
+        checked += len(got)
+    assert checked > 10
+    ids = [s.id for c in subs for s in c.arg]
+    assert cl.topk_many(ids) == {i: eng.topk(i) for i in ids}
+    cl.shutdown()

@@ -8,7 +8,7 @@ import pytest
 
 import rankcast as rc
 from rankcast.indexing.scoring import below
-from rankcast.indexing.window import FLAT_BATCH, MessageWindow
+from rankcast.indexing.window import FLAT_BATCH, NI_CHILD, MessageWindow
 from rankcast.testing import brute_scores
 
 WORDS = [f"w{i}" for i in range(150)]   # more than 64 terms: signatures collide
@@ -95,3 +95,66 @@ def test_small_batches_walk_the_index():
     assert few >= 2
     assert not win._flat_rows(sb.take(np.arange(few - 1)))[0].any()
     assert win._flat_rows(sb.take(np.arange(few + 1)))[0].all()
+
+
+def test_reserve_keeps_the_index_and_stops_its_growth():
+    """``reserve`` mid-stream (the ring wrapped, chunks partly expired) keeps the messages and
+    every search exact, and appending up to the reserved number of held messages grows none
+    of the index's arrays, where the same appends grow every one of them without it."""
+    def grown(reserve: bool):
+        win, sb = _window(np.random.default_rng(5), 1500, 3, 2)
+        held, before = len(win), win.snapshot()
+        if reserve:
+            win.reserve(3 * held)
+            after = win.snapshot()
+            for f in ("ids", "x", "y", "offsets", "term_ids", "weights"):
+                assert np.array_equal(getattr(before, f), getattr(after, f)), f
+        arrays = (win.r_seq, win.tr_term, win.ch_i, win.nd_i)
+        last = int(win.seqs()[-1])
+        for rep in range(2):          # the same messages again, under new ids
+            for a in range(0, held - 97, 97):
+                part = before.take(np.arange(a, a + 97))
+                part.ids = part.ids + (rep + 1) * 10 ** 6
+                win.append(part, np.arange(last + 1, last + 98, dtype=np.int64))
+                last += 97
+        assert len(win) > 2.8 * held
+        changed = [x is not y for x, y in zip(arrays, (win.r_seq, win.tr_term, win.ch_i, win.nd_i))]
+        win.expire(int(win.seqs()[len(win) // 2]))        # through the messages held at the reserve
+        return win, sb, last, changed
+
+    plain, _, _, changed = grown(False)
+    assert all(changed)
+    win, sb, last, changed = grown(True)
+    assert not any(changed), changed
+    # the same live counts per term and per index node as the window that grew as it went
+    assert np.array_equal(win.term_live, plain.term_live[: len(win.term_live)])
+    tree = slice(NI_CHILD, None)          # the nodes' links and counts (chunk ids differ)
+    assert win.n_nd == plain.n_nd and np.array_equal(win.nd_i[: win.n_nd, tree], plain.nd_i[: plain.n_nd, tree])
+    K = np.maximum(sb.k, 1).astype(np.int64)
+    got = win.search(sb, K, after_seq=-1, upto_seq=last)
+    for i, want in enumerate(_brute(win, sb, -1, last)):
+        a, b = got.offsets[i], got.offsets[i + 1]
+        assert list(zip(got.score[a:b].tolist(), got.seq[a:b].tolist())) == want[: K[i]], i
+
+
+def test_window_shard_sizes_its_index_once_half_full():
+    """A window shard reserves its ``capacity`` (its share of the window and of the steps in
+    flight) in the step where it first holds half of it: its rings then hold the capacity
+    without growing (chunks and nodes per message grow at this toy size as nodes split;
+    ``test_reserve_keeps_the_index_and_stops_its_growth`` covers them)."""
+    from rankcast.actors.shard import WindowShard
+
+    win, _ = _window(np.random.default_rng(3), 1500, 16, 256)
+    msgs = win.snapshot()
+    cfg = rc.EngineConfig(bounds=(0.0, 0.0, 10.0, 10.0), window=800)
+    shard = WindowShard(cfg, 0, export_metrics=False, capacity=1000)
+    rings = None
+    for j, a in enumerate(range(0, 1100, 100), start=1):
+        seqs = np.arange(a, a + 100, dtype=np.int64)
+        shard.append(j, (msgs.take(np.arange(a, a + 100)), seqs), a + 99 - 1000, a + 99 - 1000)
+        assert shard._reserved == (a + 100 >= 500), j
+        if a + 100 == 500:
+            rings = (shard.window.r_seq, shard.window.tr_term)
+            assert len(rings[0]) >= 1000
+    assert len(shard.window) == 1000
+    assert rings[0] is shard.window.r_seq and rings[1] is shard.window.tr_term

@@ -27,7 +27,7 @@ from ..matcher import matches_from_arrays
 from ..columns import shift_position
 from ..errors import InvalidInput, UnknownSubscription
 from ..model import Delivery
-from .coordinator import check_same_cluster, coordinator_class
+from .coordinator import RemoteUpdates, check_same_cluster, concat_updates, coordinator_class
 from .recovery import StateStore, is_role_death
 from .runtime import LocalHandle, writable_class
 
@@ -167,7 +167,9 @@ class Cluster:
 
     def _retrying(self, submit):
         """``self._get(submit())``, resubmitted while the coordinator restarts (Ray restarts
-        it; it resumes from the durable state before it answers)."""
+        it; it resumes from the durable state before it answers). A call whose updates were
+        lost with the coordinator that owned them (:class:`RemoteUpdates`) is resubmitted
+        too: with its token, the restarted coordinator returns the call's recorded result."""
         if self._inproc:
             return self._get(submit())
         import ray
@@ -175,19 +177,24 @@ class Cluster:
         while True:
             try:
                 return self._get(submit())
-            except (ray.exceptions.RayActorError, ray.exceptions.ActorUnavailableError) as e:
+            except (ray.exceptions.RayActorError, ray.exceptions.ActorUnavailableError,
+                    ray.exceptions.ObjectLostError) as e:
                 if not is_role_death(e) or time.monotonic() > deadline:
                     raise
                 time.sleep(0.5)
 
     def _get(self, ref):
+        """The call's result; update arrays that the coordinator left in the partitions'
+        results (:class:`RemoteUpdates`) are fetched from there and laid end to end."""
         if self._inproc:
-            return ref.value
+            out = ref.value
+            return concat_updates([o.value for o in out.refs]) if isinstance(out, RemoteUpdates) else out
         import ray
         try:
-            return ray.get(ref)
+            out = ray.get(ref)
         except ray.exceptions.RayTaskError as e:
             raise _unwrap(e) from None
+        return concat_updates(ray.get(out.refs)) if isinstance(out, RemoteUpdates) else out
 
     def subscribe(self, subs) -> None:
         self._change("subscribe", subs)

@@ -66,10 +66,64 @@ from .recovery import StateStore, Writer, is_role_death, shared_config, write_sn
 from .runtime import InprocRuntime, RayRuntime, Runtime
 from .shard import WindowShard
 
-__all__ = ["CoordinatorBase", "Coordinator", "check_same_cluster", "coordinator_class"]
+__all__ = ["CoordinatorBase", "Coordinator", "check_same_cluster", "coordinator_class", "UpdateParts",
+           "RemoteUpdates", "update_arrays"]
 
 _NO_UPDATES = (np.zeros(0, np.int64), np.zeros(1, np.int64), np.zeros(0, np.int64), np.zeros(0))
 _NOT_DONE = object()
+
+
+class RemoteUpdates:
+    """What a client gets for a call's updates that are still in the partitions' results:
+    the references, which it fetches itself (``Cluster._get``). The update rows (5 MB
+    per call of 1,000 messages at 20k subscriptions) then cross the object store once,
+    partition to client, instead of twice through the coordinator."""
+
+    __slots__ = ("refs",)
+
+    def __init__(self, refs: list):
+        self.refs = refs
+
+    def __getstate__(self):
+        return self.refs
+
+    def __setstate__(self, refs):
+        self.refs = refs
+
+
+class UpdateParts:
+    """A delivery's update arrays left in the partitions' results (object references; each
+    part is id-ordered, the parts are laid end to end), with the number of subscriptions
+    they hold. The coordinator fetches them only where it reads them (a listener, a
+    ``flush`` of several deliveries, a checkpoint); a pickle holds the arrays."""
+
+    __slots__ = ("refs", "n", "_rt", "_arrays")
+
+    def __init__(self, rt: Runtime, refs: list, n: int):
+        self.refs, self.n, self._rt, self._arrays = list(refs), int(n), rt, None
+
+    def arrays(self) -> tuple:
+        if self._arrays is None:
+            self._arrays = concat_updates([o for o in self._rt.get(self.refs) if len(o[0])])
+        return self._arrays
+
+    def __reduce__(self):
+        return tuple, (self.arrays(),)
+
+
+def update_arrays(out) -> tuple:
+    """The update arrays of ``out`` (arrays, or :class:`UpdateParts`)."""
+    return out.arrays() if isinstance(out, UpdateParts) else out
+
+
+def n_updates(out) -> int:
+    """Subscriptions updated in ``out`` (arrays, or :class:`UpdateParts`)."""
+    return out.n if isinstance(out, UpdateParts) else len(out[0])
+
+
+def for_client(out):
+    """A call's result as sent to the client: update parts as their references."""
+    return RemoteUpdates(out.refs) if isinstance(out, UpdateParts) else out
 
 
 def _select(arrays: tuple, keep: np.ndarray) -> tuple:
@@ -115,6 +169,8 @@ def coordinator_class(ccfg: ClusterConfig):
 
 def concat_updates(outs: list[tuple]) -> tuple:
     """Update arrays (ids, offsets, item ids, scores) of several parts, laid end to end."""
+    if not outs:
+        return _NO_UPDATES
     if len(outs) == 1:
         return outs[0]
     return (np.concatenate([o[0] for o in outs]), concat_offsets([o[1] for o in outs]),
@@ -512,8 +568,8 @@ class CoordinatorBase:
         # still running included: no delivery made before the commit is later), are written
         # at the commit; a client gets a running cut's from its flush
         pos = self.last_seq + 1
-        deliv = (f"deliv-{e}", pos, [(p, a) for p, a in self.deliveries if p > self._deliv_saved_upto],
-                 self._deliv_saved_upto)
+        deliv = (f"deliv-{e}", pos, [(p, update_arrays(a)) for p, a in self.deliveries
+                                     if p > self._deliv_saved_upto], self._deliv_saved_upto)
         self._deliv_chunks.append((f"deliv-{e}", pos))
         self._deliv_saved_upto = pos
         state = {k: getattr(self, k) for k in _COORD_STATE + self.KIND_STATE}
@@ -576,7 +632,7 @@ class CoordinatorBase:
             # snapshots are (at 300k update rows per 1,000 messages they are hundreds of
             # megabytes per checkpoint, which held the stream for seconds when written here)
             chunk = dict(early)
-            chunk.update((p, a) for p, a in self.deliveries if saved < p <= pos)
+            chunk.update((p, update_arrays(a)) for p, a in self.deliveries if saved < p <= pos)
             pend["chunk"] = Writer(self.store, [(rel, sorted(chunk.items(), key=lambda x: x[0]))], pickled=False)
         if not block and pend["chunk"].is_alive():
             return False
@@ -938,7 +994,7 @@ class CoordinatorBase:
         changes are delivered at the next cut (at most ``delivery_interval`` seconds later,
         or the caller's ``flush``). ``kw``: the kind's per-call options."""
         if (done := self._retried(client, token)) is not _NOT_DONE:
-            return done
+            return for_client(done)
         t0 = time.perf_counter()
         with self.metrics.busy():
             batch, extra = self._encode_publish(items, **kw)
@@ -948,7 +1004,7 @@ class CoordinatorBase:
         self._drain_cuts(block=False)
         self._after_publish()
         self.counters["publish_seconds"] += time.perf_counter() - t0
-        return out
+        return for_client(out)
 
     def _encode_publish(self, items, **kw):
         """(batch, what its log record carries besides it) of a publish call, validated."""
@@ -976,11 +1032,11 @@ class CoordinatorBase:
         deliveries that hold this client's pipelined calls since its last flush (per
         subscription its latest list)."""
         if (done := self._retried(client, token)) is not _NOT_DONE:
-            return done
+            return for_client(done)
         t0 = time.perf_counter()
         out = self._log_apply(("flush", client, token))
         self.counters["publish_seconds"] += time.perf_counter() - t0
-        return out
+        return for_client(out)
 
     def _apply_flush(self, client) -> tuple:
         with self.metrics.busy():
@@ -989,7 +1045,7 @@ class CoordinatorBase:
             outs = [arr for pos, arr in self.deliveries if pos in want]
         if not outs:
             return _NO_UPDATES
-        return outs[0] if len(outs) == 1 else _latest(outs)
+        return outs[0] if len(outs) == 1 else _latest([update_arrays(o) for o in outs])
 
     def _cut(self) -> tuple:
         """Finish every step and deliver what changed since the previous cut, at the
@@ -1004,7 +1060,7 @@ class CoordinatorBase:
         self._quiesce()
         self._drain_cuts(block=True)
         out = self._emit() if handle is None else self._emit_finish(handle, block=True)
-        if len(out[0]):
+        if n_updates(out):
             self._deliver(self.last_seq + 1, out)
         return out
 
@@ -1048,13 +1104,13 @@ class CoordinatorBase:
             if out is None:
                 return
             self._cuts.popleft()
-            if len(out[0]):
+            if n_updates(out):
                 self._deliver(pos, out)
             self._delivered(pos, out, clients)
 
     def _delivered(self, pos: int, out: tuple, clients) -> None:
         """The clients of a group's cut at ``pos`` get its delivery from their flush."""
-        if not len(out[0]):
+        if not n_updates(out):
             return
         for c in clients:
             got = self._flush_pos.setdefault(c, [])
@@ -1071,11 +1127,11 @@ class CoordinatorBase:
         """The update arrays of a started cut; None while not done (``block=False``)."""
         raise NotImplementedError
 
-    def _deliver(self, pos: int, arrays: tuple) -> None:
+    def _deliver(self, pos: int, arrays) -> None:
         if self.deliveries and self.deliveries[-1][0] == pos:      # same position: one delivery
-            arrays = _latest([self.deliveries.pop()[1], arrays])
+            arrays = _latest([update_arrays(self.deliveries.pop()[1]), update_arrays(arrays)])
         self.deliveries.append((pos, arrays))
-        self.metrics.inc("updates", len(arrays[0]))
+        self.metrics.inc("updates", n_updates(arrays))
         while self.deliveries and self.deliveries[0][0] <= pos - self.ccfg.retention:
             self.evicted_upto = self.deliveries.popleft()[0]
 
@@ -1104,7 +1160,7 @@ class CoordinatorBase:
                 break
             picked.append((pos, arr))
         picked.reverse()
-        picked = picked[:limit]
+        picked = [(p, update_arrays(a)) for p, a in picked[:limit]]
         nxt = picked[-1][0] + 1 if picked else from_position
         if ids is not None:
             ids = np.asarray(ids, np.int64)
@@ -1149,6 +1205,7 @@ class Coordinator(CoordinatorBase):
         self.win_fifo: deque[tuple[np.ndarray, np.ndarray]] = deque()
         self.realloc_queue: list[dict] = []
         self._stash: list[tuple] = []              # direct-mode updates taken before a move
+        self._taken = None                         # (counts, refs): the takes of the last step
         self._last_busy = np.zeros(ccfg.partitions)
         self.counters.update(reallocations=0, realloc_new_replicas=0, load_checks=0, rebalances=0,
                              rebalance_moved=0)
@@ -1157,6 +1214,7 @@ class Coordinator(CoordinatorBase):
 
     def _reset_transient(self) -> None:
         self.realloc_queue = []
+        self._taken = None
 
     def _hold_point(self):
         return self.exp_dispatched
@@ -1193,7 +1251,7 @@ class Coordinator(CoordinatorBase):
             return False
         t0 = time.perf_counter()
         waiting = [r for _, refs, app, *_ in self.inflight for r in list(refs) + list(app)]
-        waiting += [r for _, (_, refs), _ in self._cuts for r in refs]
+        waiting += [r for _, (_, counts, _), _ in self._cuts for r in counts]
         if waiting:
             self.rt.wait(waiting, num_returns=len(waiting), timeout=HEAL_SETTLE_SECONDS)
         live = {id(h) for _, h in self._live_roles()}
@@ -1227,11 +1285,11 @@ class Coordinator(CoordinatorBase):
             if x[0] == "take":
                 # a cut: a new partition takes again (dropped where the cut was delivered), and
                 # so does a live one whose take a held step failed (it took nothing)
-                refs = x[1]
+                counts, refs = x[1], x[2]
                 for p in range(P):
-                    if p in new_parts or self._failed(refs[p]):
-                        refs[p] = self.parts[p].take_updates.remote()
-                        sent.append(refs[p])
+                    if p in new_parts or self._failed(counts[p]):
+                        counts[p], refs[p] = self.parts[p].take_updates.options(num_returns=2).remote(counted=True)
+                        sent.append(counts[p])
                 continue
             _, j, pos_end, exp_end, ops, payloads, appended, refs = x
             for p in range(P):
@@ -1290,7 +1348,9 @@ class Coordinator(CoordinatorBase):
         delay, seed = float(opts.get("delay", 0.0)), int(opts.get("seed", 0))
         P, S, A, D = self.policy.n_partitions, ccfg.window_shards, ccfg.aggregators, ccfg.distributors
         make, finish = self._role_maker(ckpt, reuse)
-        self.shards = [make("shard", WindowShard, s, cfg, s, name, export, delay, seed)
+        # a shard's index holds its share of the window plus that of the steps in flight
+        held = 0 if self.cfg.window is None else -(-(self.cfg.window + ccfg.max_in_flight * ccfg.batch_size) // S)
+        self.shards = [make("shard", WindowShard, s, cfg, s, name, export, delay, seed, held)
                        for s in range(S)]
         self.aggs = [make("aggregator", Aggregator, a, a, P, name, export) for a in range(A)]
         # direct: every subscription lives in one partition, whose core reports its updates
@@ -1380,7 +1440,7 @@ class Coordinator(CoordinatorBase):
                 step = self.ccfg.batch_size
                 for a in range(0, n, step):
                     part = batch.take(np.arange(a, min(n, a + step))) if n > step else batch
-                    self._dispatch(part, seqs[a:a + step], exp[a:a + step])
+                    self._dispatch(part, seqs[a:a + step], exp[a:a + step], take=wait and a + step >= n)
             return self._publish_result(n, wait, client)
 
 
@@ -1441,10 +1501,18 @@ class Coordinator(CoordinatorBase):
                 break
 
     # ------------------------------------------------------------------ steps
-    def _dispatch(self, msgs: MessageBatch | None = None, seqs=None, exp=None) -> None:
-        """Submit one step (messages and/or the pending control operations)."""
+    def _dispatch(self, msgs: MessageBatch | None = None, seqs=None, exp=None, take: bool = False) -> None:
+        """Submit one step (messages and/or the pending control operations). ``take`` (direct
+        mode, the last step of a ``publish(wait=True)``): each partition also returns its
+        updates once the step is done, the cut's ``take_updates`` folded into the step's call
+        (:meth:`_emit_start`), one actor call less per partition and call."""
         while len(self.inflight) >= self.ccfg.max_in_flight or (self.inflight and self._finished(self.inflight[0])):
             self._harvest(self.inflight.popleft())
+        if self._taken is not None:
+            # a step's takes that no cut consumed: they wait in the stash, and the next cut's
+            # own takes, later, win over them (_combine)
+            updates, self._taken = self._taken[1], None
+            self._stash += [o for o in self._get_healing(lambda: list(updates)) if len(o[0])]
         self._plan_reallocs()
         ops = {p: PartitionOps.combine(o) for p, o in self.pending_ops.items()}
         self.pending_ops = {}
@@ -1468,11 +1536,22 @@ class Coordinator(CoordinatorBase):
         keep = self.inflight[0][4] if self.inflight else exp_end
         hold = self._hold if journal and self._hold is not None else None
         appended = [sh.append.remote(j, payloads[P + s], exp_end, keep, hold) for s, sh in enumerate(self.shards)]
-        refs = [pt.process.remote(j, pos_end, exp_end, ops.get(p), payloads[p], list(appended))
-                for p, pt in enumerate(self.parts)]
+        take = take and self.direct and not self._stash
+        if take:
+            out = [pt.process.options(num_returns=3).remote(j, pos_end, exp_end, ops.get(p), payloads[p],
+                                                            list(appended), take=True)
+                   for p, pt in enumerate(self.parts)]
+            refs, counts, updates = ([o[i] for o in out] for i in range(3))
+        else:
+            refs = [pt.process.remote(j, pos_end, exp_end, ops.get(p), payloads[p], list(appended))
+                    for p, pt in enumerate(self.parts)]
         self.inflight.append((j, refs, appended, pos_end, exp_end))
         if journal:       # the same lists: a partial recovery replaces the dead roles' references
             self._journal.append(("step", j, pos_end, exp_end, ops, payloads, appended, refs))
+        if take:          # the step's takes, journaled as a cut's (a replayed step takes nothing)
+            self._taken = (counts, updates)
+            if journal:
+                self._journal.append(("take", counts, updates))
         self.counters["steps"] += 1
         self.metrics.set("queue_depth", len(self.inflight))
 
@@ -1588,22 +1667,36 @@ class Coordinator(CoordinatorBase):
     def _emit_start(self):
         """Direct mode: every partition's ``take_updates``, submitted behind its steps (Ray
         runs one submitter's calls in order), and the updates kept from a move (``_stash``).
-        The references are journaled: a partial recovery replaces those of a dead partition,
-        and of a live one whose step a peer's death held (its take failed, taking nothing)."""
+        Each take returns two objects: the number of subscriptions updated (small: it comes
+        back with the reply) and the arrays (left in the object store for whoever reads
+        them: :class:`UpdateParts`). The references are journaled: a partial recovery
+        replaces those of a dead partition, and of a live one whose step a peer's death held
+        (its take failed, taking nothing)."""
         if not self.direct:
             return None
-        refs = [p.take_updates.remote() for p in self.parts]
+        if self._taken is not None:         # taken by the last step dispatched
+            (counts, refs), self._taken = self._taken, None
+            return [], counts, refs
+        counts, refs = [], []
+        for p in self.parts:
+            c, r = p.take_updates.options(num_returns=2).remote(counted=True)
+            counts.append(c)
+            refs.append(r)
         if self._journal_on():
-            self._journal.append(("take", refs))
+            self._journal.append(("take", counts, refs))
         stash, self._stash = self._stash, []
-        return stash, refs
+        return stash, counts, refs
 
     def _emit_finish(self, handle, block: bool):
-        stash, refs = handle
-        if not block and len(self.rt.wait(refs, num_returns=len(refs), timeout=0)[0]) < len(refs):
+        stash, counts, refs = handle
+        if not block and len(self.rt.wait(counts, num_returns=len(counts), timeout=0)[0]) < len(counts):
             return None
         with self.metrics.waiting():
-            return self._combine(stash + self._get_healing(lambda: list(refs)))
+            n = self._get_healing(lambda: list(counts))
+        if stash:           # a subscription moved: its latest list wins (see _combine)
+            return self._combine(stash + self.rt.get([r for r, c in zip(refs, n) if c]))
+        some = [r for r, c in zip(refs, n) if c]
+        return UpdateParts(self.rt, some, sum(n)) if some else _NO_UPDATES
 
     def _combine(self, outs: list[tuple]) -> tuple:
         """One delivery's arrays from the partitions' or aggregators' updates."""

@@ -134,11 +134,16 @@ class SubscriptionPartition(Recoverable):
 
     # ------------------------------------------------------------------ the step
     def process(self, step: int, pos_end: int, exp_end: int, ops: PartitionOps | None, payload,
-                shards_ready: list | None = None) -> dict:
+                shards_ready: list | None = None, take: bool = False):
         """Apply step ``step``: control operations, its messages and the watermark, then its
         re-evaluations. ``shards_ready``: the shards' ``append`` references of this step, in a
         list so that the call starts without them: the matching runs side by side with the
-        shards' appends, and only the first question to a shard waits for them."""
+        shards' appends, and only the first question to a shard waits for them. ``take``:
+        then also :meth:`take_updates` (``counted``), three results (``num_returns=3``)."""
+        out = self._process(step, pos_end, exp_end, ops, payload, shards_ready)
+        return (out, *self.take_updates(counted=True)) if take else out
+
+    def _process(self, step, pos_end, exp_end, ops, payload, shards_ready) -> dict:
         if self._delay:
             time.sleep(self._rng.random() * self._delay)
         self._check_whole()
@@ -347,14 +352,15 @@ class SubscriptionPartition(Recoverable):
         return {"subs": s.batch(slots), "plen": need, "pos": pos_end, "partition": self.index}
 
     # ------------------------------------------------------------------ results
-    def take_updates(self):
+    def take_updates(self, counted: bool = False):
         """Direct mode (every subscription in one partition): (sub_ids, offsets, msg_ids,
-        scores) of the top-k lists changed since the previous call (the core's epochs)."""
+        scores) of the top-k lists changed since the previous call (the core's epochs).
+        ``counted``: (number of subscriptions, those arrays), two results (``num_returns=2``)."""
         self._check_whole()
         with self.metrics.busy():
             out = self.core.take_updates()
             self.metrics.inc("updates", len(out[0]))
-            return out
+            return (len(out[0]), out) if counted else out
 
     def ship(self) -> list:
         """Replicated mode: send the aggregators the local lists changed since the previous

@@ -55,10 +55,15 @@ class WindowShard(Recoverable):
     RAY_OPTIONS = {"concurrency_groups": {QUESTIONS: 1}}
 
     def __init__(self, cfg: EngineConfig, index: int, cluster: str = "rankcast",
-                 export_metrics: bool = True, delay: float = 0.0, seed: int = 0, resume=None):
+                 export_metrics: bool = True, delay: float = 0.0, seed: int = 0, capacity: int = 0,
+                 resume=None):
         self.cfg = cfg
         self.index = index
         self.window = MessageWindow(cfg)
+        # messages the index may hold at most: its share of the window and of the steps in
+        # flight (0: not known, a time window)
+        self.capacity = int(capacity)
+        self._reserved = False          # the index was sized for ``capacity``
         self.step = 0                   # last step applied
         self.expired = -1               # every seq <= expired has been dropped from the index
         # raw batches holding every message with seq > kept_after (None: none kept), for
@@ -83,6 +88,7 @@ class WindowShard(Recoverable):
         super()._restore(state)
         # in slices: one append of the whole window reserves index nodes for its worst case
         self.window = _indexed(self.cfg, msgs, seqs)
+        self._reserved = False
         # a partial recovery's replay asks about these again once the index dropped them
         self.kept, self.kept_after = deque([(msgs, seqs)] if len(msgs) else []), self.expired
 
@@ -127,12 +133,23 @@ class WindowShard(Recoverable):
             if not first:
                 self._expire(upto)
             self.step = step
+            self._reserve()
             while hold is not None and self.kept and self.kept[0][1][-1] <= hold:
                 self.kept_after = max(self.kept_after, int(self.kept.popleft()[1][-1]))
                 self._kept_window = None
             self.metrics.set("window", len(self.window))
             self._step_done.notify_all()
         return step
+
+    def _reserve(self) -> None:
+        """Once the index holds half its ``capacity``: sized for all of it, with the terms
+        and chunks per message it holds (``MessageWindow.reserve``). Otherwise it grows inside
+        the stream, when the steps in flight first push it past its initial size: a copy of
+        hundreds of milliseconds in the middle of a step (it grows while the window fills
+        anyway)."""
+        if not self._reserved and self.capacity and 2 * len(self.window) >= self.capacity:
+            self.window.reserve(self.capacity)
+            self._reserved = True
 
     def _expire(self, upto: int) -> None:
         if upto > self.expired:

@@ -985,29 +985,10 @@ class MessageWindow:
         cap = self.mask + 1
         tcap = self.tmask + 1
         if len(self) + n_msgs > cap or (self.tcount - self.thead) + n_terms > tcap:
-            new_cap = _pow2(max(cap, len(self) + n_msgs) * 2)
-            new_tcap = _pow2(max(tcap, (self.tcount - self.thead) + n_terms) * 2)
-            old = [(a, getattr(self, a)) for a in ("r_seq", "r_id", "r_x", "r_y", "r_t", "r_toff", "r_tlen")]
-            old_t, old_w, old_b, old_mask, old_tmask = self.tr_term, self.tr_w, self.tr_bk, self.mask, self.tmask
-            self._alloc_ring(new_cap, new_tcap)
-            idx = np.arange(self.head, self.count, dtype=np.int64)
-            for name, arr in old:
-                getattr(self, name)[idx & self.mask] = arr[idx & old_mask]
-            tidx = np.arange(self.thead, self.tcount, dtype=np.int64)
-            self.tr_term[tidx & self.tmask] = old_t[tidx & old_tmask]
-            self.tr_w[tidx & self.tmask] = old_w[tidx & old_tmask]
-            self.tr_bk[tidx & self.tmask] = old_b[tidx & old_tmask]
+            self._resize_rings(_pow2(max(cap, len(self) + n_msgs) * 2),
+                               _pow2(max(tcap, (self.tcount - self.thead) + n_terms) * 2))
         if self.n_free < n_terms:
-            nch = len(self.ch_i)
-            grow = max(nch, n_terms)
-            self.ch_f = np.concatenate([self.ch_f, np.zeros((grow, CF_WIDTH))])
-            self.ch_i = np.concatenate([self.ch_i, np.zeros((grow, CI_WIDTH), np.int64)])
-            # the free stack must be able to hold every chunk: all may be freed at once
-            free = np.empty(nch + grow, np.int64)
-            free[: self.n_free] = self.free_chunks[: self.n_free]
-            free[self.n_free: self.n_free + grow] = np.arange(nch + grow - 1, nch - 1, -1)
-            self.free_chunks = free
-            self.n_free += grow
+            self._add_chunks(max(len(self.ch_i), n_terms))
         if max_term >= len(self.term_root):
             n = max(2 * len(self.term_root), max_term + 1)
             self.term_root = np.concatenate([self.term_root, np.full(n - len(self.term_root), -1, np.int64)])
@@ -1015,9 +996,57 @@ class MessageWindow:
             self.term_live = np.concatenate([self.term_live, np.zeros(n - len(self.term_live), np.int64)])
         need = self.n_nd + n_terms * (MAX_LEVEL + 1)    # a posting opens at most one node per level
         if need > len(self.nd_i):
-            n = max(2 * len(self.nd_i), need)
-            self.nd_f = np.concatenate([self.nd_f, np.zeros((n - len(self.nd_f), 5))])
-            self.nd_i = np.concatenate([self.nd_i, np.zeros((n - len(self.nd_i), 7), np.int64)])
+            self._resize_nodes(max(2 * len(self.nd_i), need))
+
+    def reserve(self, n_msgs: int) -> None:
+        """Room for ``n_msgs`` held messages, sized from what is held now: as many terms,
+        index chunks and index nodes per message, plus a quarter (nodes: at least twice
+        those opened so far; a node stays once opened). A window shard calls it once, with
+        its share of the window plus the steps in flight: otherwise its rings and chunk pool
+        double inside the stream the first time the steps in flight push it past its initial
+        size (a copy of hundreds of milliseconds in the middle of a step). No-op while empty."""
+        held = len(self)
+        if held == 0 or n_msgs <= 0:
+            return
+        scale = 1.25 * n_msgs / held
+        terms = int((self.tcount - self.thead) * scale) + 1
+        if n_msgs > self.mask + 1 or terms > self.tmask + 1:
+            self._resize_rings(_pow2(max(self.mask + 1, n_msgs)), _pow2(max(self.tmask + 1, terms)))
+        chunks = int((len(self.ch_i) - self.n_free) * scale) + 1
+        if chunks > len(self.ch_i):
+            self._add_chunks(chunks - len(self.ch_i))
+        nodes = int(max(2.0, scale) * self.n_nd)
+        if nodes > len(self.nd_i):
+            self._resize_nodes(nodes)
+
+    def _resize_rings(self, new_cap: int, new_tcap: int) -> None:
+        """The message and term rings at the given (power of two) sizes, contents kept."""
+        old = [(a, getattr(self, a)) for a in ("r_seq", "r_id", "r_x", "r_y", "r_t", "r_toff", "r_tlen")]
+        old_t, old_w, old_b, old_mask, old_tmask = self.tr_term, self.tr_w, self.tr_bk, self.mask, self.tmask
+        self._alloc_ring(new_cap, new_tcap)
+        idx = np.arange(self.head, self.count, dtype=np.int64)
+        for name, arr in old:
+            getattr(self, name)[idx & self.mask] = arr[idx & old_mask]
+        tidx = np.arange(self.thead, self.tcount, dtype=np.int64)
+        self.tr_term[tidx & self.tmask] = old_t[tidx & old_tmask]
+        self.tr_w[tidx & self.tmask] = old_w[tidx & old_tmask]
+        self.tr_bk[tidx & self.tmask] = old_b[tidx & old_tmask]
+
+    def _add_chunks(self, grow: int) -> None:
+        """``grow`` more (free) chunks in the pool."""
+        nch = len(self.ch_i)
+        self.ch_f = np.concatenate([self.ch_f, np.zeros((grow, CF_WIDTH))])
+        self.ch_i = np.concatenate([self.ch_i, np.zeros((grow, CI_WIDTH), np.int64)])
+        # the free stack must be able to hold every chunk: all may be freed at once
+        free = np.empty(nch + grow, np.int64)
+        free[: self.n_free] = self.free_chunks[: self.n_free]
+        free[self.n_free: self.n_free + grow] = np.arange(nch + grow - 1, nch - 1, -1)
+        self.free_chunks = free
+        self.n_free += grow
+
+    def _resize_nodes(self, n: int) -> None:
+        self.nd_f = np.concatenate([self.nd_f, np.zeros((n - len(self.nd_f), 5))])
+        self.nd_i = np.concatenate([self.nd_i, np.zeros((n - len(self.nd_i), 7), np.int64)])
 
     # ------------------------------------------------------------------ updates
     def append(self, msgs: MessageBatch, seqs: np.ndarray, expire_upto: np.ndarray | None = None) -> None:
