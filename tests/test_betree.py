@@ -244,3 +244,14 @@ def test_long_summary_classes_as_bit_words_bound_exactly(long_class):
         evs.append(rc.Event(j, {f"a{a}": float(rng.integers(0, 10)) for a in attrs},
                             weights={f"a{a}": float(rng.choice([0.2, 1.0, 4.0])) for a in attrs}))
     _exact_before_and_after_removing(m, filler + exprs, exprs[::3], evs, (1, 3))
+
+
+def test_view_arrays_copied_for_huge_pages_stay_exact(monkeypatch):
+    """The match view's arrays, copied into numpy's memory whenever the kernel replaces them
+    (``HUGE_BYTES``: here every time), are the ones the search reads: exact after every call."""
+    import rankcast.indexing.betree as bt
+    monkeypatch.setattr(bt, "HUGE_BYTES", 0)
+    m = _matcher("weighted", leaf_capacity=2)
+    _drive(m, "weighted", seed=11, steps=20)
+    m2 = _matcher("weighted", leaf_capacity=2, build="batch")
+    _drive(m2, "weighted", seed=12, steps=12)
