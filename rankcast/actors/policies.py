@@ -570,6 +570,8 @@ class Policy:
     name = "?"
     prefix = False       # routes by a threshold-dependent prefix (may reallocate)
     replicates = False   # a subscription may live in several partitions
+    # a replica indexes only the terms that place it in its partition (``placement``)
+    index_placed = False
 
     def __init__(self, n_partitions: int, bounds, max_dist: float, window: int = 100_000,
                  options: dict | None = None):
@@ -593,6 +595,11 @@ class Policy:
 
     def route_messages(self, msgs: MessageBatch) -> Routing:
         return Routing.everywhere(len(msgs), self.n_partitions)
+
+    def placement(self, subs: SubscriptionBatch, plen: np.ndarray | None = None) -> np.ndarray:
+        """For policies that ``index_placed``: the partition each term of ``subs`` places its
+        subscription in (int64 per term, -1 for a term that places it nowhere)."""
+        raise NotImplementedError
 
     @property
     def broadcasts(self) -> bool:
@@ -658,6 +665,11 @@ class KeywordPolicy(Policy):
 
     name = "keyword"
     replicates = True
+    # A replica indexes only its placed terms: a message reaches the partition of every one of
+    # its terms, so the one of its first term shared with ``s`` (in term-id order) finds ``s``
+    # there, where the index's bound covers the whole score (rankcast.indexing.igpt). Each
+    # term's postings then live in one partition (or one copy), not in every replica.
+    index_placed = True
 
     def _routing_terms(self, subs, plen):
         if plen is None:
@@ -687,6 +699,14 @@ class KeywordPolicy(Policy):
     def route_messages(self, msgs):
         return Routing(*self.kmap.route(msgs.offsets, msgs.term_ids))
 
+    def placement(self, subs, plen=None):
+        lens = np.diff(subs.offsets)
+        out = self.kmap.parts(subs.term_ids, np.repeat(subs.ids, lens))
+        if plen is not None:     # terms beyond the routed prefix place the subscription nowhere
+            pos = np.arange(len(out)) - np.repeat(subs.offsets[:-1], lens)
+            out[pos >= np.repeat(np.asarray(plen, np.int64), lens)] = -1
+        return out
+
     def rebalance(self, subs: SubscriptionBatch, msgs: MessageBatch,
                   plen: np.ndarray | None = None) -> "KeywordMap":
         """Load monitoring (7.4): refit the ranges on a fresh sample (current subscriptions with
@@ -712,6 +732,8 @@ class PrefixPolicy(KeywordPolicy):
 
     name = "prefix"
     prefix = True
+    # its replicas index every term: a replica's prefix grows (reallocation) while it lives
+    index_placed = False
 
     def _sample_terms(self, subs, msgs):
         tau = estimate_kscores(subs, msgs, self.max_dist, self.window)
