@@ -1726,7 +1726,7 @@ class Coordinator(CoordinatorBase):
         rng = np.random.default_rng(len(subs))
         pick = np.sort(rng.choice(len(subs), min(sample, len(subs)), replace=False))
         before = self.policy.route_subscriptions(subs, plen)
-        old = self.policy.rebalance(subs.take(pick), msgs, plen[pick])
+        old = self.policy.rebalance(subs.take(pick), msgs, plen[pick], len(subs))
         after = self.policy.route_subscriptions(subs, plen)
         # a subscription is re-placed when a term of its prefix changed partition: its old
         # replicas may have seen messages that the new ones would not (and vice versa)
