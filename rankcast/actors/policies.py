@@ -503,8 +503,9 @@ def _keyword_route(offsets, terms, owners, bounds, copies, first, v_fit, n_parts
 @dataclass
 class KeywordMap:
     """Term -> partitions: consecutive term-id ranges ``[bounds[i], bounds[i+1])`` (Algorithm 4)
-    for ids below ``v_fit``, range ``i`` owning ``copies[i]`` partitions (more than one only
-    for a single keyword whose cost no one partition can carry); ``id mod n`` beyond.
+    for ids below ``v_fit``, range ``i`` owning ``copies[i]`` partitions (more than one for a
+    single keyword whose cost no one partition can carry, and, under :class:`PlacedCost`, for
+    the costliest ranges when partitions are left over); ``id mod n`` beyond.
 
     Exactness (the keyword argument): a message goes to every partition of each of its
     terms, and a subscription to one partition of each of its routing terms (``id mod
