@@ -514,3 +514,49 @@ def test_a_steps_takes_left_by_its_cut_wait_for_the_next_one():
     ids = [s.id for c in subs for s in c.arg]
     assert cl.topk_many(ids) == {i: eng.topk(i) for i in ids}
     cl.shutdown()
+
+
+def _placed_terms_indexed(cl) -> None:
+    """Every keyword replica indexes exactly the terms that place it in its partition: each
+    live subscription's terms are indexed once in all (one partition, or one copy of a
+    range)."""
+    coord = cl._coord.local
+    kmap = coord.policy.kmap
+    entries = 0
+    for p, handle in enumerate(coord.parts):
+        core = handle.local.core
+        s = core.subs
+        for slot in s.live_slots().tolist():
+            pos = np.arange(s.toff[slot], s.toff[slot] + s.tlen[slot])
+            placed = kmap.parts(s.terms[pos], np.full(len(pos), s.ids[slot])) == p
+            assert placed.any()
+            assert (s.indexed[pos] == placed).all()
+        core.index.flush()
+        entries += core.index.stats()["entries"]
+    held = {}
+    for handle in coord.parts:
+        s = handle.local.core.subs
+        for slot in s.live_slots().tolist():
+            held[int(s.ids[slot])] = int(s.tlen[slot])
+    total_terms = sum(held.values())
+    assert entries == total_terms
+
+
+@pytest.mark.parametrize("seed", [91, 92])
+def test_keyword_replicas_index_only_their_placed_terms(seed):
+    """A keyword replica's index holds only the terms placing it in its partition (each
+    term's postings in one partition), yet every top-k stays the engine's and brute force's
+    after every call, through a refit of the ranges (which re-places subscriptions)."""
+    cfg = _cfg(False)
+    calls = random_calls(seed, 60, vocab=25, sub_terms=(2, 6), msg_terms=(1, 6), invalid=False)
+    cl = _start("keyword", cfg, (5, 2, 2, 2, 6, 3))
+    eng = rc.Engine(cfg)
+    targets = {"engine": eng, "cluster": cl, "brute": BruteForceEngine(cfg)}
+    live: set[int] = set()
+    play(targets, calls[:30], live=live)
+    assert cl.stats()["replication_ratio"] > 1.5
+    _placed_terms_indexed(cl)
+    assert cl.rebalance(threshold=0.0)["action"] == "rebalance"
+    assert cl.topk_many(sorted(live)) == {i: eng.topk(i) for i in sorted(live)}
+    play(targets, calls[30:], live=live)
+    _placed_terms_indexed(cl)

@@ -285,7 +285,9 @@ def test_a_hot_keyword_gets_several_partitions(name):
     rng = np.random.default_rng(11)
     subs = _with_hot_term(rng, subs_batch(rng, 300), 60, 0.7)
     msgs = _with_hot_term(rng, msgs_batch(rng, 400), 60, 0.7)
-    opts = {"l1": 2} if "-" in name else {}
+    # keyword's cost model scales the sample to the subscriptions expected: at 300 in all, a
+    # partition's cost is mostly the messages it receives, which copies do not split
+    opts = {"l1": 2} if "-" in name else {"subscriptions_estimate": 100_000}
     pol = make_policy(name, 8, BOUNDS, MAX_DIST, window=200, options=opts).fit(subs, msgs)
     kms = pol.kmaps if name == "spatial-first" else [pol.kmap]
     for km in kms:
@@ -306,3 +308,37 @@ def test_a_hot_keyword_gets_several_partitions(name):
         for j in range(len(msgs)):
             if _shares_term(subs, i, msgs, j):
                 assert ps & set(rm.row(j).tolist()), (i, j)
+
+
+def test_placed_cost_ranges_are_the_least_limit_sweep():
+    """Keyword's ranges under its cost model (replicas indexing only their placed terms):
+    every range of a sweep costs at most the limit and would exceed it with its next term
+    (the incremental counts of subscriptions and messages meeting a range agree with the
+    model's own); the fitted map's largest cost is no more than the N x p recursion's."""
+    from rankcast.actors.policies import KeywordMap, _by_term_prev, _sweep
+
+    rng = np.random.default_rng(5)
+    subs = _with_hot_term(rng, subs_batch(rng, 300), 60, 0.5)
+    msgs = _with_hot_term(rng, msgs_batch(rng, 400), 60, 0.5)
+    pol = make_policy("keyword", 8, BOUNDS, MAX_DIST, window=200,
+                      options={"subscriptions_estimate": 20_000}).fit(subs, msgs)
+    cost, v = pol.cost, pol.kmap.v_fit
+    args = (subs.offsets, subs.term_ids, msgs.offsets, msgs.term_ids)
+    fitted = pol.kmap.costs(*args, cost).max()
+    assert pol.kmap.n == 8 and np.all(np.diff(pol.kmap.bounds) > 0)
+    assert fitted <= KeywordMap.build(8, *args, v).costs(*args, cost).max() + 1e-12
+    so, sp = _by_term_prev(subs.offsets, subs.term_ids, v)
+    mo, mp = _by_term_prev(msgs.offsets, msgs.term_ids, v)
+    additive = (cost.scale * (cost.A_PAIR * cost.pairs + cost.D_POSTING * cost.walks) / cost.n_msgs)[:v]
+    per_sub, per_msg = cost.scale * cost.B_REPLICA, cost.C_MESSAGE / len(msgs)
+    for limit in (0.5 * fitted, fitted, 2 * fitted):
+        lows, cps = np.zeros(v, np.int64), np.zeros(v, np.int64)
+        used, n_r = _sweep(limit, 10 ** 6, additive, so, sp, mo, mp, per_sub, per_msg, lows, cps)
+        km = KeywordMap(np.append(lows[:n_r], v), v, cps[:n_r])
+        assert used == km.n
+        per_copy = km.costs(*args, cost)[km.first]
+        assert np.all(per_copy <= limit * (1 + 1e-9))
+        for r in range(n_r - 1):       # one more term: over the limit
+            if cps[r] == 1:
+                longer = KeywordMap(np.array([lows[r], lows[r + 1] + 1]), v, np.ones(1, np.int64))
+                assert longer.costs(*args, cost)[0] > limit * (1 - 1e-9)

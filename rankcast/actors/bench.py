@@ -201,7 +201,8 @@ def _projected(busy: dict, messages: int) -> dict:
 def _inproc_cluster(work, cfg, policy, P, shards, distributors, batch_size, sample_rows, options=None,
                     monitor_every: float | None = None, delivery_interval: float | None = None):
     import rankcast as rc
-    opts = {"runtime": "inproc", **(options or {})}
+    # the keyword policy's cost model scales its sample to the subscriptions to come
+    opts = {"runtime": "inproc", "subscriptions_estimate": len(work.subs), **(options or {})}
     more = {} if monitor_every is None else {"monitor_every": monitor_every}
     if delivery_interval is not None:
         more["delivery_interval"] = delivery_interval

@@ -1398,10 +1398,21 @@ class Coordinator(CoordinatorBase):
         plen = self.policy.initial_prefix(batch)
         routing = self.policy.route_subscriptions(batch, plen)
         self.live.update(zip(batch.ids.tolist(), plen.tolist()))
+        self._add_replicas(batch, plen, routing, np.arange(len(batch)))
+
+    def _add_replicas(self, batch: SubscriptionBatch, plen: np.ndarray, routing, rows: np.ndarray) -> None:
+        """Additions of the ``rows`` of ``batch`` to every partition ``routing`` places them
+        in, with their replica counts and, where the policy ``index_placed``, the terms each
+        replica indexes (those placing it there)."""
         reps = routing.counts()
-        for p, rows in enumerate(routing.rows_of(self.policy.n_partitions)):
-            if len(rows):
-                self._add_ops(p, PartitionOps(add=batch.take(rows), add_plen=plen[rows], add_replicas=reps[rows]))
+        where = self.policy.placement(batch, plen) if self.policy.index_placed else None
+        lens = np.diff(batch.offsets)
+        for p, at in enumerate(routing.rows_of(self.policy.n_partitions)):
+            r = np.intersect1d(at, rows) if len(rows) < len(batch) else at
+            if len(r):
+                indexed = None if where is None else where[runs(batch.offsets[r], lens[r])[1]] == p
+                self._add_ops(p, PartitionOps(add=batch.take(r), add_plen=plen[r], add_replicas=reps[r],
+                                              add_indexed=indexed))
 
     def _apply_unsubscribe(self, arr: np.ndarray) -> None:
         self._cut_group()
@@ -1808,7 +1819,7 @@ class Coordinator(CoordinatorBase):
         rng = np.random.default_rng(len(subs))
         pick = np.sort(rng.choice(len(subs), min(sample, len(subs)), replace=False))
         before = self.policy.route_subscriptions(subs, plen)
-        old = self.policy.rebalance(subs.take(pick), msgs, plen[pick])
+        old = self.policy.rebalance(subs.take(pick), msgs, plen[pick], len(subs))
         after = self.policy.route_subscriptions(subs, plen)
         # a subscription is re-placed when a term of its prefix changed partition: its old
         # replicas may have seen messages that the new ones would not (and vice versa)
@@ -1824,11 +1835,7 @@ class Coordinator(CoordinatorBase):
                 r = np.intersect1d(rows, affected)
                 if len(r):
                     self._add_ops(p, PartitionOps(remove=subs.ids[r]))
-            for p, rows in enumerate(after.rows_of(P)):
-                r = np.intersect1d(rows, affected)
-                if len(r):
-                    self._add_ops(p, PartitionOps(add=subs.take(r), add_plen=plen[r],
-                                                  add_replicas=after.counts()[r]))
+            self._add_replicas(subs, plen, after, affected)
             self._dispatch()
             self._quiesce()
         return {"action": "rebalance", "moved": int(len(affected)),

@@ -46,14 +46,15 @@ FLOOR_FROM = 64     # re-evaluation rows from which the shards are asked one, th
 class PartitionOps:
     """Control operations of one step for one partition (all optional)."""
 
-    __slots__ = ("remove", "add", "add_plen", "add_replicas", "plen_ids", "plen")
+    __slots__ = ("remove", "add", "add_plen", "add_replicas", "add_indexed", "plen_ids", "plen")
 
     def __init__(self, remove=None, add: SubscriptionBatch | None = None, add_plen=None,
-                 plen_ids=None, plen=None, add_replicas=None):
+                 plen_ids=None, plen=None, add_replicas=None, add_indexed=None):
         self.remove = remove
         self.add = add
         self.add_plen = add_plen
         self.add_replicas = add_replicas      # partitions holding each added subscription
+        self.add_indexed = add_indexed        # bool per term of ``add``: the terms indexed here
         self.plen_ids = plen_ids
         self.plen = plen
 
@@ -70,8 +71,11 @@ class PartitionOps:
         adds = [o for o in ops if o.add is not None]
         reps = (np.concatenate([o.add_replicas if o.add_replicas is not None else np.ones(len(o.add), np.int64)
                                 for o in adds]) if any(o.add_replicas is not None for o in adds) else None)
+        indexed = (np.concatenate([o.add_indexed if o.add_indexed is not None
+                                   else np.ones(len(o.add.term_ids), np.bool_) for o in adds])
+                   if any(o.add_indexed is not None for o in adds) else None)
         return PartitionOps(cat("remove"), SubscriptionBatch.concat([o.add for o in adds]) if adds else None,
-                            cat("add_plen"), cat("plen_ids"), cat("plen"), reps)
+                            cat("add_plen"), cat("plen_ids"), cat("plen"), reps, indexed)
 
 
 def warm_spatial(cfg: EngineConfig) -> None:
@@ -258,7 +262,7 @@ class SubscriptionPartition(Recoverable):
                 core.remove(dropped)
                 self._dropped.append(dropped)
         if ops.add is not None and len(ops.add):
-            slots = self._add(ops.add, ops.add_plen)
+            slots = self._add(ops.add, ops.add_plen, ops.add_indexed)
             self._set_share(slots, ops.add_replicas)
             self._new_ids.append(ops.add.ids)
             slots_added = slots
@@ -269,10 +273,11 @@ class SubscriptionPartition(Recoverable):
             self._set_plen(slots, np.maximum(self.plen[slots], ops.plen[keep]))
         return slots_added
 
-    def _add(self, subs: SubscriptionBatch, plen: np.ndarray) -> np.ndarray:
-        """Subscriptions into the core, routed by prefixes of length ``plen``; their slots
-        (marked for their initial re-evaluation)."""
-        slots = self.core.add(subs)
+    def _add(self, subs: SubscriptionBatch, plen: np.ndarray, indexed=None) -> np.ndarray:
+        """Subscriptions into the core, routed by prefixes of length ``plen``, indexed by
+        the terms ``indexed`` marks (None: all); their slots (marked for their initial
+        re-evaluation)."""
+        slots = self.core.add(subs, indexed)
         self.plen = grow(self.plen, int(slots.max()) + 1)
         self.ub = grow(self.ub, int(slots.max()) + 1, -np.inf)
         self._set_plen(slots, plen)

@@ -37,11 +37,11 @@ import numpy as np
 
 from ..columns import MessageBatch, SubscriptionBatch
 from ..errors import InvalidInput
-from ..indexing.scoring import EPS, score
+from ..indexing.scoring import EPS, NO_MATCH, score
 
 __all__ = ["Routing", "Policy", "HashPolicy", "LocationPolicy", "KeywordPolicy", "PrefixPolicy",
-           "SpatialFirstPolicy", "KeywordFirstPolicy", "KDTree", "KeywordMap", "make_policy",
-           "prefix_lengths", "needed_prefix", "estimate_kscores"]
+           "SpatialFirstPolicy", "KeywordFirstPolicy", "KDTree", "KeywordMap", "PlacedCost", "make_policy",
+           "prefix_lengths", "needed_prefix", "estimate_kscores", "candidate_pairs"]
 
 
 # ----------------------------------------------------------------------------- routing CSR
@@ -225,6 +225,65 @@ def _kth_scores(s_x, s_y, s_alpha, s_off, s_terms, s_w, rank,
             srt = np.sort(buf[:cnt])
             out[r] = srt[cnt - k]
     return out
+
+
+@numba.njit(cache=True)
+def _first_term_pairs(s_x, s_y, s_alpha, s_off, s_terms, s_w, tau,
+                      m_x, m_y, m_off, m_terms, m_w, post_off, post_msg, max_dist, n_terms):
+    """For each term: the sampled (subscription, message) pairs whose first shared term (in
+    term-id order) it is and whose score reaches the subscription's ``tau``, float64[n_terms].
+    post_off/post_msg: inverted lists of the message sample by term."""
+    n = s_off.shape[0] - 1
+    nm = m_off.shape[0] - 1
+    out = np.zeros(n_terms)
+    seen = np.full(nm, -1, np.int64)
+    for r in range(n):
+        for i in range(s_off[r], s_off[r + 1]):     # ascending ids: m is first met at its first shared term
+            t = s_terms[i]
+            if t + 1 >= post_off.shape[0]:
+                continue
+            for j in range(post_off[t], post_off[t + 1]):
+                m = post_msg[j]
+                if seen[m] == r:
+                    continue
+                seen[m] = r
+                sc = score(s_x[r], s_y[r], s_alpha[r], s_terms[s_off[r]:s_off[r + 1]],
+                           s_w[s_off[r]:s_off[r + 1]], m_x[m], m_y[m],
+                           m_terms[m_off[m]:m_off[m + 1]], m_w[m_off[m]:m_off[m + 1]], max_dist)
+                if sc != NO_MATCH and sc >= tau[r]:
+                    out[t] += 1.0
+    return out
+
+
+def _postings(msgs: MessageBatch, v: int) -> tuple[np.ndarray, np.ndarray]:
+    """Inverted lists of a message batch by term: (offsets int64[v + 1], message rows)."""
+    rows = np.repeat(np.arange(len(msgs), dtype=np.int64), np.diff(msgs.offsets))
+    post_msg = rows[np.argsort(msgs.term_ids, kind="stable")]
+    post_off = np.zeros(v + 1, np.int64)
+    np.cumsum(np.bincount(msgs.term_ids, minlength=v), out=post_off[1:])
+    return post_off, post_msg
+
+
+def candidate_pairs(subs: SubscriptionBatch, msgs: MessageBatch, max_dist: float, window: int,
+                    depth: float, n_terms: int) -> np.ndarray:
+    """Per term, the candidates a replica indexing only its placed terms verifies and buffers,
+    estimated on the samples: the pairs whose first shared term it is (where the index's
+    bound covers the whole score) scoring at least the ``depth * k``-th best score of the
+    subscription over the sample scaled to the window (a replica's buffer is about that
+    deep). float64[n_terms], in sample pairs."""
+    out = np.zeros(n_terms)
+    if len(subs) == 0 or len(msgs) == 0:
+        return out
+    rank = np.maximum(1, np.ceil(depth * subs.k * len(msgs) / max(window, 1))).astype(np.int64)
+    v = max(n_terms, int(max(subs.term_ids.max(initial=-1), msgs.term_ids.max(initial=-1))) + 1)
+    post_off, post_msg = _postings(msgs, v)
+    tau = _kth_scores(subs.x, subs.y, subs.alpha, subs.offsets, subs.term_ids, subs.weights, rank,
+                      msgs.x, msgs.y, msgs.offsets, msgs.term_ids, msgs.weights,
+                      post_off, post_msg, float(max_dist))
+    pairs = _first_term_pairs(subs.x, subs.y, subs.alpha, subs.offsets, subs.term_ids, subs.weights, tau,
+                              msgs.x, msgs.y, msgs.offsets, msgs.term_ids, msgs.weights,
+                              post_off, post_msg, float(max_dist), v)
+    return pairs[:n_terms]
 
 
 def estimate_kscores(subs: SubscriptionBatch, msgs: MessageBatch, max_dist: float,
@@ -444,8 +503,9 @@ def _keyword_route(offsets, terms, owners, bounds, copies, first, v_fit, n_parts
 @dataclass
 class KeywordMap:
     """Term -> partitions: consecutive term-id ranges ``[bounds[i], bounds[i+1])`` (Algorithm 4)
-    for ids below ``v_fit``, range ``i`` owning ``copies[i]`` partitions (more than one only
-    for a single keyword whose cost no one partition can carry); ``id mod n`` beyond.
+    for ids below ``v_fit``, range ``i`` owning ``copies[i]`` partitions (more than one for a
+    single keyword whose cost no one partition can carry, and, under :class:`PlacedCost`, for
+    the costliest ranges when partitions are left over); ``id mod n`` beyond.
 
     Exactness (the keyword argument): a message goes to every partition of each of its
     terms, and a subscription to one partition of each of its routing terms (``id mod
@@ -483,12 +543,17 @@ class KeywordMap:
                               self.first, self.v_fit, self.n, 0)[1]
 
     @staticmethod
-    def build(n_parts: int, s_off, s_terms, m_off, m_terms, v_fit: int) -> "KeywordMap":
+    def build(n_parts: int, s_off, s_terms, m_off, m_terms, v_fit: int,
+              cost: "PlacedCost | None" = None) -> "KeywordMap":
         """Algorithm 4: recursive split of [0, v_fit) at the keyword that balances the
         per-partition cost C(W) = N(W) x p(W) (Eq. 16) of both sides (:func:`_best_keyword`);
         the leaves' costs are then reported by :func:`keyword_variance` (Eq. 17). A single keyword left with
         ``n > 1`` partitions keeps all ``n``: its subscriptions are spread over them and its
-        messages reach every one (a range cannot split one keyword's cost)."""
+        messages reach every one (a range cannot split one keyword's cost). ``cost``: the
+        cost model of replicas that index only their placed terms (:class:`PlacedCost`), in
+        place of N x p and of the recursion (:func:`_placed_ranges`)."""
+        if cost is not None:
+            return _placed_ranges(int(n_parts), s_off, s_terms, m_off, m_terms, max(int(v_fit), 1), cost)
         leaves: list[tuple[int, int]] = []      # (first term, partitions), in term order
 
         def rec(lo, hi, n):
@@ -504,9 +569,9 @@ class KeywordMap:
         return KeywordMap(np.array([lo for lo, _ in leaves] + [v_fit], np.int64), v_fit,
                           np.array([c for _, c in leaves], np.int64))
 
-    def costs(self, s_off, s_terms, m_off, m_terms) -> np.ndarray:
+    def costs(self, s_off, s_terms, m_off, m_terms, cost: "PlacedCost | None" = None) -> np.ndarray:
         """C = N(W_i) x p(W_i) / copies_i of every partition over a sample (Eq. 16; a range's
-        copies share its subscriptions)."""
+        copies share its subscriptions), or ``cost``'s model (:class:`PlacedCost`)."""
         out = np.zeros(self.n)
         nm = max(len(m_off) - 1, 1)
         for i in range(len(self.copies)):
@@ -514,8 +579,161 @@ class KeywordMap:
             sm, _ = _row_min_max_in(s_off, s_terms, lo, hi)
             mm, _ = _row_min_max_in(m_off, m_terms, lo, hi)
             c = int(self.copies[i])
-            out[self.first[i]: self.first[i] + c] = (sm >= 0).sum() * (mm >= 0).sum() / nm / c
+            n_s, p = float((sm >= 0).sum()), (mm >= 0).sum() / nm
+            out[self.first[i]: self.first[i] + c] = (
+                n_s * p / c if cost is None
+                else cost.of(cost.pairs[lo:hi].sum() / c, cost.walks[lo:hi].sum() / c, n_s / c, p))
         return out
+
+
+@dataclass
+class PlacedCost:
+    """Cost of a keyword partition whose replicas index only their placed terms, in CPU
+    microseconds per stream message: ``A_PAIR`` per candidate verified and buffered (the
+    sampled pairs whose first shared term lies in the range and whose score reaches a
+    replica buffer's depth: :func:`candidate_pairs`), ``D_POSTING`` per posting a message
+    meets (a term's subscriptions times its messages), ``B_REPLICA`` per replica held
+    (buffers, expiries, deliveries) and ``C_MESSAGE`` per message received. The factors are
+    a least-squares fit of the partitions' CPU time in two runs with different ranges
+    (GeoNames, 100k subscriptions, 64 partitions, `rankcast bench cluster`): the model
+    follows the measured 0.015-0.12 s within 0.015 s, where N x p (Eq. 16) ranks the
+    partitions of the most frequent terms, whose low weights prune most pairs, as the
+    costliest. ``scale``: subscriptions per sampled one."""
+
+    pairs: np.ndarray        # float64[v_fit]: candidate pairs of each term, in the sample
+    walks: np.ndarray        # float64[v_fit]: subscriptions x messages of each term, in the sample
+    n_msgs: int              # messages of the sample
+    scale: float = 1.0
+
+    A_PAIR = 0.3
+    D_POSTING = 0.0026
+    B_REPLICA = 0.00076
+    C_MESSAGE = 3.8
+
+    def of(self, pairs, walks, n_subs, p):
+        """Cost of ``pairs`` sampled candidate pairs, ``walks`` sampled postings met,
+        ``n_subs`` sampled replicas and a share ``p`` of the messages."""
+        per_msg = 1.0 / max(self.n_msgs, 1)
+        return (self.scale * (per_msg * (self.A_PAIR * pairs + self.D_POSTING * walks) + self.B_REPLICA * n_subs)
+                + self.C_MESSAGE * p)
+
+
+@numba.njit(cache=True)
+def _by_term_prev(offsets, terms, v):
+    """Every term occurrence of a CSR batch grouped by term: (offsets int64[v + 1], the
+    previous term of the occurrence's row, -1 for a row's first term). A range [lo, hi)
+    meets a row once, at its occurrence inside the range whose previous term is below lo."""
+    n = offsets.shape[0] - 1
+    cnt = np.zeros(v + 1, np.int64)
+    for i in range(offsets[n] - offsets[0]):
+        t = terms[offsets[0] + i]
+        if t < v:
+            cnt[t + 1] += 1
+    for t in range(v):
+        cnt[t + 1] += cnt[t]
+    fill = cnt[:v].copy()
+    prev = np.empty(cnt[v], np.int64)
+    for r in range(n):
+        last = -1
+        for i in range(offsets[r], offsets[r + 1]):
+            t = terms[i]
+            if t < v:
+                prev[fill[t]] = last
+                fill[t] += 1
+            last = t
+    return cnt, prev
+
+
+@numba.njit(cache=True)
+def _sweep(limit, n_max, additive, s_off, s_prev, m_off, m_prev, per_sub, per_msg, lo_out, copies_out):
+    """Term ranges in order, each as long as its cost stays within ``limit`` (a single term
+    above it gets the copies that bring its subscriptions' share within it; its messages
+    reach every copy). The cost of [lo, hi): ``additive`` summed over its terms, plus
+    ``per_sub`` per row of s_off/s_prev meeting it and ``per_msg`` per row of m_off/m_prev
+    (see :func:`_by_term_prev`). Writes the ranges' first terms and copies; returns the
+    partitions used (stops once past ``n_max``) and the ranges."""
+    v = additive.shape[0]
+    used = 0
+    n_r = 0
+    lo = 0
+    while lo < v:
+        sub_side = 0.0
+        msgs = 0.0
+        hi = lo
+        while hi < v:
+            dn = 0
+            for j in range(s_off[hi], s_off[hi + 1]):
+                if s_prev[j] < lo:
+                    dn += 1
+            dm = 0
+            for j in range(m_off[hi], m_off[hi + 1]):
+                if m_prev[j] < lo:
+                    dm += 1
+            ns = sub_side + additive[hi] + per_sub * dn
+            nmsg = msgs + per_msg * dm
+            if ns + nmsg > limit and hi > lo:
+                break
+            sub_side = ns
+            msgs = nmsg
+            hi += 1
+            if ns + nmsg > limit:
+                break
+        c = 1
+        if sub_side + msgs > limit:
+            c = n_max + 1 if msgs >= limit else int(math.ceil(sub_side / (limit - msgs)))
+        if n_r < lo_out.shape[0]:
+            lo_out[n_r] = lo
+            copies_out[n_r] = c
+        n_r += 1
+        used += c
+        if used > n_max:
+            return used, n_r
+        lo = hi
+    return used, n_r
+
+
+def _placed_ranges(n: int, s_off, s_terms, m_off, m_terms, v_fit: int, cost: "PlacedCost") -> KeywordMap:
+    """The term ranges (and copies) of ``n`` partitions whose largest :class:`PlacedCost` is
+    least: the least limit under which :func:`_sweep` needs at most ``n`` partitions (a
+    bisection), the partitions it leaves over given, one at a time, as another copy to the
+    range of the largest cost per copy (copies of any range keep routing exact)."""
+    s_off, s_terms = np.asarray(s_off, np.int64), np.asarray(s_terms, np.int64)
+    m_off, m_terms = np.asarray(m_off, np.int64), np.asarray(m_terms, np.int64)
+    so, sp = _by_term_prev(s_off, s_terms, v_fit)
+    mo, mp = _by_term_prev(m_off, m_terms, v_fit)
+    nm = max(len(m_off) - 1, 1)
+    per_pair = cost.scale * cost.A_PAIR / max(cost.n_msgs, 1)
+    per_walk = cost.scale * cost.D_POSTING / max(cost.n_msgs, 1)
+    additive = per_pair * cost.pairs[:v_fit] + per_walk * cost.walks[:v_fit]
+    if len(additive) < v_fit:
+        additive = np.concatenate([additive, np.zeros(v_fit - len(additive))])
+    per_sub = cost.scale * cost.B_REPLICA
+    per_msg = cost.C_MESSAGE / nm
+    lo_out = np.zeros(v_fit, np.int64)
+    cp_out = np.zeros(v_fit, np.int64)
+    args = (additive, so, sp, mo, mp, per_sub, per_msg, lo_out, cp_out)
+    top = float(additive.sum() + per_sub * (len(s_off) - 1) + per_msg * nm) + 1e-9
+    a, b = 0.0, top
+    for _ in range(60):
+        mid = 0.5 * (a + b)
+        if _sweep(mid, n, *args)[0] <= n:
+            b = mid
+        else:
+            a = mid
+    used, n_r = _sweep(b, n, *args)
+    if used > n:       # no limit fits (too few terms): one range per partition, in halves
+        return KeywordMap.build(n, s_off, s_terms, m_off, m_terms, v_fit)
+    lows = lo_out[:n_r].copy()
+    copies = cp_out[:n_r].copy()
+    bounds = np.append(lows, v_fit).astype(np.int64)
+    km = KeywordMap(bounds, v_fit, copies)
+    while km.n < n:
+        per_copy = km.costs(s_off, s_terms, m_off, m_terms, cost)[km.first]
+        grow_at = int(np.argmax(per_copy))
+        copies = km.copies.copy()
+        copies[grow_at] += 1
+        km = KeywordMap(bounds, v_fit, copies)
+    return km
 
 
 def keyword_variance(costs: np.ndarray) -> float:
@@ -570,6 +788,8 @@ class Policy:
     name = "?"
     prefix = False       # routes by a threshold-dependent prefix (may reallocate)
     replicates = False   # a subscription may live in several partitions
+    # a replica indexes only the terms that place it in its partition (``placement``)
+    index_placed = False
 
     def __init__(self, n_partitions: int, bounds, max_dist: float, window: int = 100_000,
                  options: dict | None = None):
@@ -593,6 +813,11 @@ class Policy:
 
     def route_messages(self, msgs: MessageBatch) -> Routing:
         return Routing.everywhere(len(msgs), self.n_partitions)
+
+    def placement(self, subs: SubscriptionBatch, plen: np.ndarray | None = None) -> np.ndarray:
+        """For policies that ``index_placed``: the partition each term of ``subs`` places its
+        subscription in (int64 per term, -1 for a term that places it nowhere)."""
+        raise NotImplementedError
 
     @property
     def broadcasts(self) -> bool:
@@ -658,6 +883,11 @@ class KeywordPolicy(Policy):
 
     name = "keyword"
     replicates = True
+    # A replica indexes only its placed terms: a message reaches the partition of every one of
+    # its terms, so the one of its first term shared with ``s`` (in term-id order) finds ``s``
+    # there, where the index's bound covers the whole score (rankcast.indexing.igpt). Each
+    # term's postings then live in one partition (or one copy), not in every replica.
+    index_placed = True
 
     def _routing_terms(self, subs, plen):
         if plen is None:
@@ -674,11 +904,28 @@ class KeywordPolicy(Policy):
         s_off, s_terms = self._sample_terms(subs, msgs)
         v_fit = int(max(subs.term_ids.max(initial=-1), msgs.term_ids.max(initial=-1))) + 1
         v_fit = max(v_fit, int(self.options.get("v_fit", 0)))
+        self.cost = self._cost(subs, msgs, v_fit, self.options.get("subscriptions_estimate"))
         self.kmap = KeywordMap.build(self.n_partitions, s_off, s_terms, msgs.offsets,
-                                     msgs.term_ids, v_fit)
-        self.sample_costs = self.kmap.costs(s_off, s_terms, msgs.offsets, msgs.term_ids)
+                                     msgs.term_ids, v_fit, self.cost)
+        self.sample_costs = self.kmap.costs(s_off, s_terms, msgs.offsets, msgs.term_ids, self.cost)
         self.fitted = True
         return self
+
+    # a replica's buffer, cut for no arrivals from twice the candidates, holds about this
+    # many times k rows (the candidates of PlacedCost: the sampled pairs scoring above it)
+    REPLICA_DEPTH = 4.0
+
+    def _cost(self, subs, msgs, v_fit: int, total) -> PlacedCost | None:
+        """The cost model of the fit: :class:`PlacedCost` where replicas index only their
+        placed terms (``total``: the subscriptions expected, None: as many as sampled),
+        else None (N x p, Eq. 16)."""
+        if not self.index_placed:
+            return None
+        pairs = candidate_pairs(subs, msgs, self.max_dist, self.window, self.REPLICA_DEPTH, v_fit)
+        walks = (np.bincount(subs.term_ids, minlength=v_fit)[:v_fit].astype(np.float64)
+                 * np.bincount(msgs.term_ids, minlength=v_fit)[:v_fit])
+        scale = float(total) / len(subs) if total and len(subs) else 1.0
+        return PlacedCost(pairs, walks, len(msgs), scale)
 
     def route_subscriptions(self, subs, plen=None):
         off, terms = self._routing_terms(subs, plen)
@@ -687,16 +934,27 @@ class KeywordPolicy(Policy):
     def route_messages(self, msgs):
         return Routing(*self.kmap.route(msgs.offsets, msgs.term_ids))
 
+    def placement(self, subs, plen=None):
+        lens = np.diff(subs.offsets)
+        out = self.kmap.parts(subs.term_ids, np.repeat(subs.ids, lens))
+        if plen is not None:     # terms beyond the routed prefix place the subscription nowhere
+            pos = np.arange(len(out)) - np.repeat(subs.offsets[:-1], lens)
+            out[pos >= np.repeat(np.asarray(plen, np.int64), lens)] = -1
+        return out
+
     def rebalance(self, subs: SubscriptionBatch, msgs: MessageBatch,
-                  plen: np.ndarray | None = None) -> "KeywordMap":
+                  plen: np.ndarray | None = None, total: int | None = None) -> "KeywordMap":
         """Load monitoring (7.4): refit the ranges on a fresh sample (current subscriptions with
-        their current prefixes, recent messages). Returns the previous map."""
+        their current prefixes, recent messages; ``total``: the subscriptions live). Returns
+        the previous map."""
         old = self.kmap
         off, terms = self._routing_terms(subs, plen)
         v_fit = max(int(max(subs.term_ids.max(initial=-1), msgs.term_ids.max(initial=-1))) + 1,
                     old.v_fit)
-        self.kmap = KeywordMap.build(self.n_partitions, off, terms, msgs.offsets, msgs.term_ids, v_fit)
-        self.sample_costs = self.kmap.costs(off, terms, msgs.offsets, msgs.term_ids)
+        self.cost = self._cost(subs, msgs, v_fit, total)
+        self.kmap = KeywordMap.build(self.n_partitions, off, terms, msgs.offsets, msgs.term_ids, v_fit,
+                                     self.cost)
+        self.sample_costs = self.kmap.costs(off, terms, msgs.offsets, msgs.term_ids, self.cost)
         return old
 
     def describe(self):
@@ -712,6 +970,8 @@ class PrefixPolicy(KeywordPolicy):
 
     name = "prefix"
     prefix = True
+    # its replicas index every term: a replica's prefix grows (reallocation) while it lives
+    index_placed = False
 
     def _sample_terms(self, subs, msgs):
         tau = estimate_kscores(subs, msgs, self.max_dist, self.window)

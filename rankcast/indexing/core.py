@@ -80,8 +80,12 @@ class SkypeCore:
     def __len__(self) -> int:
         return len(self.subs)
 
-    def add(self, b: SubscriptionBatch) -> np.ndarray:
-        slots = self.subs.add(b)
+    def add(self, b: SubscriptionBatch, indexed: np.ndarray | None = None) -> np.ndarray:
+        """Insert ``b``; returns the slots. ``indexed`` (bool per term of ``b``, None: all):
+        the terms the index holds. A subscription whose index leaves out some of its terms
+        still gets every message whose first term shared with it (in term-id order) is
+        indexed: there the bound covers the whole score (see ``rankcast.indexing.igpt``)."""
+        slots = self.subs.add(b, indexed)
         self.buf.grow_slots(len(self.subs.ids))
         bf = self.buf
         bf.blen[slots] = 0

@@ -29,6 +29,12 @@ verifies about 3% more pairs (101 against 98 per message), while accumulating co
 table probe and random reads of the subscription's row and terms per passing entry, several
 times what verifying the pairs in slot order costs.
 
+A term position that the subscription table does not mark ``indexed`` gets no entry (a
+cluster replica that indexes only the terms it is placed for): a message whose first term
+shared with the subscription (in term-id order) is indexed is still found, since the bound
+there covers the whole score; one met only at a later shared term may be found or not, and
+is verified exactly like any other when it is.
+
 Maintenance (5.5): inserts and deletes mark their leaf dirty; dirty leaves are rebuilt
 (sorted, statistics recomputed) before the next dissemination. A threshold change re-keys the
 subscription's entries in place instead (``_rekey``: each entry moves inside its group to its
@@ -194,9 +200,11 @@ def _group_record(gr, hot, a, b):
 
 @numba.njit(cache=True)
 def _rebuild(leaves, fresh, nchild, nhead, snext, ncount, n_ne, n_g0, n_ng, nminls,
-             toff, tlen, terms, wtsum, maxwt, alpha, theta, sdin, max_dist, group_bounds,
+             toff, tlen, terms, indexed, wtsum, maxwt, alpha, theta, sdin, max_dist, group_bounds,
              ent, hot, e_used, gI, g_used, grp, r_used, td, td_pool, td_used):
-    """Rebuild the inverted file of each leaf in ``leaves`` (see module docstring).
+    """Rebuild the inverted file of each leaf in ``leaves`` (see module docstring): an entry
+    for every term position of its subscriptions that ``indexed`` (bool per pool position)
+    marks.
 
     Capacity of ent/hot/gI/grp is ensured by the caller; td_pool grows here.
     Returns (e_used, g_used, r_used, td_pool, td_used)."""
@@ -219,7 +227,9 @@ def _rebuild(leaves, fresh, nchild, nhead, snext, ncount, n_ne, n_g0, n_ng, nmin
         mem = _members(L, nhead, snext, ncount[L])
         ne = 0
         for s in mem:
-            ne += tlen[s]
+            for p in range(tlen[s]):
+                if indexed[toff[s] + p]:
+                    ne += 1
         e_term = np.empty(ne, np.int64)
         e_grp = np.empty(ne, np.int64)
         e_key = np.empty(ne)
@@ -233,6 +243,8 @@ def _rebuild(leaves, fresh, nchild, nhead, snext, ncount, n_ne, n_g0, n_ng, nmin
             ks = kscore_star(theta[s], a)
             mls = min(mls, lambda_s(theta[s], a))
             for p in range(tlen[s]):
+                if not indexed[toff[s] + p]:
+                    continue
                 e_term[i] = terms[toff[s] + p]
                 e_grp[i] = g
                 e_key[i] = ks
@@ -337,7 +349,7 @@ def _move_entry(ent, hot, d, r):
 
 
 @numba.njit(cache=True)
-def _rekey(slots, skip_leaf, sleaf, n_g0, n_ng, nminls, toff, tlen, terms, maxwt, alpha, theta,
+def _rekey(slots, skip_leaf, sleaf, n_g0, n_ng, nminls, toff, tlen, terms, indexed, maxwt, alpha, theta,
            built_theta, ent, hot, gI, grp):
     """Give the entries of ``slots`` the key of their current theta in place: each entry
     moves inside its group to keep the keys ascending, and the group's suffix maxima and
@@ -352,6 +364,8 @@ def _rekey(slots, skip_leaf, sleaf, n_g0, n_ng, nminls, toff, tlen, terms, maxwt
         key = kscore_star(theta[s], a)
         nminls[L] = min(nminls[L], lambda_s(theta[s], a))
         for p in range(tlen[s]):
+            if not indexed[toff[s] + p]:
+                continue
             t = terms[toff[s] + p]
             e = -1
             g0 = 0
@@ -825,7 +839,7 @@ class IGPT:
             skip[np.fromiter(self.dirty, np.int64, len(self.dirty))] = True
         s = self.subs
         self.rekeyed += int(_rekey(slots, skip, self.sleaf, self.n_g0, self.n_ng, self.nminls, s.toff,
-                                   s.tlen, s.terms, s.maxwt, s.alpha, s.theta, self.built_theta,
+                                   s.tlen, s.terms, s.indexed, s.maxwt, s.alpha, s.theta, self.built_theta,
                                    self.ent, self.hot, self.gI, self.grp))
 
     def match(self, msgs):
@@ -911,7 +925,8 @@ class IGPT:
         self.td = grow(self.td, max_term + 1)
         self.e_used, self.g_used, self.r_used, self.td_pool, self.td_used = _rebuild(
             leaves, fresh, self.nchild, self.nhead, self.snext, self.ncount, self.n_ne,
-            self.n_g0, self.n_ng, self.nminls, s.toff, s.tlen, s.terms, s.wtsum, s.maxwt, s.alpha, s.theta,
+            self.n_g0, self.n_ng, self.nminls, s.toff, s.tlen, s.terms, s.indexed, s.wtsum, s.maxwt,
+            s.alpha, s.theta,
             self.row["sdin"], self.max_dist, self.group_bounds, self.ent, self.hot, self.e_used, self.gI,
             self.g_used, self.grp, self.r_used, self.td, self.td_pool, self.td_used)
         for L in leaves.tolist():

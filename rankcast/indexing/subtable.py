@@ -3,7 +3,9 @@
 Every subscription index (IGPT and the baselines) and the result buffers refer to
 subscriptions by slot. Terms live in one pool: the terms of slot ``s`` are
 ``terms[toff[s] : toff[s] + tlen[s]]`` (sorted by id) with their weights ``w``, and with
-``wtsum`` / ``maxwt`` (paper Eq. 3 and 4) precomputed per position.
+``wtsum`` / ``maxwt`` (paper Eq. 3 and 4) precomputed per position, and ``indexed``: whether
+the subscription index holds the position (every position, except in a cluster replica that
+indexes only the terms it is placed for: ``rankcast.actors.policies.Policy.index_placed``).
 """
 from __future__ import annotations
 
@@ -55,6 +57,7 @@ class SubTable:
         self.w = np.zeros(4 * c)
         self.wtsum = np.zeros(4 * c)
         self.maxwt = np.zeros(4 * c)
+        self.indexed = np.ones(4 * c, np.bool_)
         self.pool_used = 0
         self.pool_live = 0
         self.n = 0                         # slots ever used (high-water mark)
@@ -86,8 +89,9 @@ class SubTable:
             setattr(self, name, grow(getattr(self, name), self.n))
         return np.concatenate([np.asarray(slots, np.int64), fresh])
 
-    def add(self, b: SubscriptionBatch) -> np.ndarray:
-        """Insert the rows of ``b`` (ids must not be live); returns their slots."""
+    def add(self, b: SubscriptionBatch, indexed: np.ndarray | None = None) -> np.ndarray:
+        """Insert the rows of ``b`` (ids must not be live); returns their slots. ``indexed``:
+        bool per term of ``b`` (None: every term), the positions the index holds."""
         n = len(b)
         slots = self._reserve(n)
         lens = np.diff(b.offsets)
@@ -96,6 +100,8 @@ class SubTable:
             self._compact(extra=int(lens.sum()))
         dst = self.pool_used + np.concatenate([[0], np.cumsum(lens)[:-1]]).astype(np.int64)
         _fill_pool(b.offsets, b.term_ids, b.weights, dst, self.terms, self.w, self.wtsum, self.maxwt)
+        a, z = self.pool_used, self.pool_used + int(lens.sum())
+        self.indexed[a:z] = True if indexed is None else np.asarray(indexed, np.bool_)
         self.pool_used += int(lens.sum())
         self.pool_live += int(lens.sum())
         self.ids[slots] = b.ids
@@ -121,16 +127,17 @@ class SubTable:
     def _compact(self, extra: int) -> None:
         live = self.live_slots()
         size = max(2 * (self.pool_live + extra), 64)
-        arrays = [np.zeros(size, np.int64), np.zeros(size), np.zeros(size), np.zeros(size)]
+        arrays = [np.zeros(size, np.int64), np.zeros(size), np.zeros(size), np.zeros(size),
+                  np.ones(size, np.bool_)]
         pos = 0
-        old = (self.terms, self.w, self.wtsum, self.maxwt)
+        old = (self.terms, self.w, self.wtsum, self.maxwt, self.indexed)
         for s in live.tolist():
             a, l = self.toff[s], self.tlen[s]
             for new, src in zip(arrays, old):
                 new[pos: pos + l] = src[a: a + l]
             self.toff[s] = pos
             pos += l
-        self.terms, self.w, self.wtsum, self.maxwt = arrays
+        self.terms, self.w, self.wtsum, self.maxwt, self.indexed = arrays
         self.pool_used = pos
         self.pool_live = pos
         self.moves += 1
