@@ -195,6 +195,30 @@ def needed_prefix(slots, toff, tlen, wtsum, alpha, kscore, plen):
 
 
 @numba.njit(cache=True)
+def _row_pairs(r, s_x, s_y, s_alpha, s_off, s_terms, s_w, m_x, m_y, m_off, m_terms, m_w, post_off, post_msg,
+               max_dist, seen, sc_out, term_out):
+    """The sampled messages that share a term with subscription ``r``, each once: their
+    scores into ``sc_out`` and their first shared term (in term-id order) into ``term_out``;
+    returns how many. ``seen``: int64[messages], no entry equal to ``r`` yet."""
+    cnt = 0
+    for i in range(s_off[r], s_off[r + 1]):     # ascending ids: m is first met at its first shared term
+        t = s_terms[i]
+        if t + 1 >= post_off.shape[0]:
+            continue
+        for j in range(post_off[t], post_off[t + 1]):
+            m = post_msg[j]
+            if seen[m] == r:
+                continue
+            seen[m] = r
+            sc_out[cnt] = score(s_x[r], s_y[r], s_alpha[r], s_terms[s_off[r]:s_off[r + 1]],
+                                s_w[s_off[r]:s_off[r + 1]], m_x[m], m_y[m],
+                                m_terms[m_off[m]:m_off[m + 1]], m_w[m_off[m]:m_off[m + 1]], max_dist)
+            term_out[cnt] = t
+            cnt += 1
+    return cnt
+
+
+@numba.njit(cache=True)
 def _kth_scores(s_x, s_y, s_alpha, s_off, s_terms, s_w, rank,
                 m_x, m_y, m_off, m_terms, m_w, post_off, post_msg, max_dist):
     """The ``rank[i]``-th best score of subscription ``i`` over a message sample (-inf when
@@ -204,22 +228,10 @@ def _kth_scores(s_x, s_y, s_alpha, s_off, s_terms, s_w, rank,
     out = np.full(n, -np.inf)
     seen = np.full(nm, -1, np.int64)
     buf = np.empty(nm, np.float64)
+    first = np.empty(nm, np.int64)
     for r in range(n):
-        cnt = 0
-        for i in range(s_off[r], s_off[r + 1]):
-            t = s_terms[i]
-            if t + 1 >= post_off.shape[0]:
-                continue
-            for j in range(post_off[t], post_off[t + 1]):
-                m = post_msg[j]
-                if seen[m] == r:
-                    continue
-                seen[m] = r
-                buf[cnt] = score(s_x[r], s_y[r], s_alpha[r], s_terms[s_off[r]:s_off[r + 1]],
-                                 s_w[s_off[r]:s_off[r + 1]], m_x[m], m_y[m],
-                                 m_terms[m_off[m]:m_off[m + 1]], m_w[m_off[m]:m_off[m + 1]],
-                                 max_dist)
-                cnt += 1
+        cnt = _row_pairs(r, s_x, s_y, s_alpha, s_off, s_terms, s_w, m_x, m_y, m_off, m_terms, m_w,
+                         post_off, post_msg, max_dist, seen, buf, first)
         k = rank[r]
         if cnt >= k:
             srt = np.sort(buf[:cnt])
@@ -237,21 +249,14 @@ def _first_term_pairs(s_x, s_y, s_alpha, s_off, s_terms, s_w, tau,
     nm = m_off.shape[0] - 1
     out = np.zeros(n_terms)
     seen = np.full(nm, -1, np.int64)
+    buf = np.empty(nm, np.float64)
+    first = np.empty(nm, np.int64)
     for r in range(n):
-        for i in range(s_off[r], s_off[r + 1]):     # ascending ids: m is first met at its first shared term
-            t = s_terms[i]
-            if t + 1 >= post_off.shape[0]:
-                continue
-            for j in range(post_off[t], post_off[t + 1]):
-                m = post_msg[j]
-                if seen[m] == r:
-                    continue
-                seen[m] = r
-                sc = score(s_x[r], s_y[r], s_alpha[r], s_terms[s_off[r]:s_off[r + 1]],
-                           s_w[s_off[r]:s_off[r + 1]], m_x[m], m_y[m],
-                           m_terms[m_off[m]:m_off[m + 1]], m_w[m_off[m]:m_off[m + 1]], max_dist)
-                if sc != NO_MATCH and sc >= tau[r]:
-                    out[t] += 1.0
+        cnt = _row_pairs(r, s_x, s_y, s_alpha, s_off, s_terms, s_w, m_x, m_y, m_off, m_terms, m_w,
+                         post_off, post_msg, max_dist, seen, buf, first)
+        for c in range(cnt):
+            if buf[c] != NO_MATCH and buf[c] >= tau[r]:
+                out[first[c]] += 1.0
     return out
 
 
