@@ -1739,21 +1739,10 @@ def _match_events(HV, AR, mode, k, ev_off, ev_attr, ev_val, ev_w, val, has, ew, 
                 nsum, nd, elen = int(AR[b]), int(AR[b + 2]), int(AR[b + 3])
                 dir0 = b + 4
                 r = dir0 + 4 * nd + nsum
-                if elen > 0:
-                    bnd = _vbound(mode, AR, dir0 + 4 * nd, nsum, AR[b + 1], ev_attr, e0, e1, has, ew, EM, tb, G,
-                                  tsc[0] if n == k else -INF)
-                    if n == k and tsc[0] > bnd * (1.0 + EPS):
-                        cnt[M_PRUNED] += 1
-                    elif nh == 0 or bnd >= hb[0]:
-                        cnt[M_LNODES] += 1      # nothing better waits: scan it now
-                        n = _scan(mode, AR, r, r + elen, m, G, has, val, ew, set_vals, score, ids, tsc, tid, n, k,
-                                  cnt)
-                    else:
-                        nh = _hpush(hb, hp, nh, bnd, -1 - c)
+                # the p-nodes on the event's attributes whose box holds its value, found first:
+                # their blocks load while the l-node is bounded and scanned
+                npb = 0
                 if nd > 0:
-                    # the p-nodes on the event's attributes whose box holds its value: their
-                    # blocks are prefetched together, then their bounds computed
-                    npb = 0
                     if nd <= 2 * (e1 - e0):
                         for x in range(dir0, dir0 + 4 * nd, 4):
                             a = int(AR[x])
@@ -1770,9 +1759,20 @@ def _match_events(HV, AR, mode, k, ev_off, ev_attr, ev_val, ev_w, val, has, ew, 
                                 pbs[npb] = int(AR[x + 1])
                                 prefetch(AR, pbs[npb])
                                 npb += 1
-                    for i in range(npb):
-                        nh = _consider(mode, HV, AR, pbs[i], ev_attr, e0, e1, has, ew, EM, tb, G, n, k, tsc, hb, hp, nh,
-                                       cnt)
+                if elen > 0:
+                    bnd = _vbound(mode, AR, dir0 + 4 * nd, nsum, AR[b + 1], ev_attr, e0, e1, has, ew, EM, tb, G,
+                                  tsc[0] if n == k else -INF)
+                    if n == k and tsc[0] > bnd * (1.0 + EPS):
+                        cnt[M_PRUNED] += 1
+                    elif nh == 0 or bnd >= hb[0]:
+                        cnt[M_LNODES] += 1      # nothing better waits: scan it now
+                        n = _scan(mode, AR, r, r + elen, m, G, has, val, ew, set_vals, score, ids, tsc, tid, n, k,
+                                  cnt)
+                    else:
+                        nh = _hpush(hb, hp, nh, bnd, -1 - c)
+                for i in range(npb):
+                    nh = _consider(mode, HV, AR, pbs[i], ev_attr, e0, e1, has, ew, EM, tb, G, n, k, tsc, hb, hp, nh,
+                                   cnt)
             # next bucket: from the c-directory searched last, else the best p-node left
             if qi < nq:
                 c = cq[qi]
