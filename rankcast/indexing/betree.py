@@ -131,6 +131,7 @@ F_CS, F_PS, F_WM, F_BX, F_HV, F_AR = range(6)
 V_SL, V_SH, V_OL, V_OH, V_L, V_R, V_B = range(7)
 NV = 8
 B_OL, B_OH, B_SL, B_SH = range(4)     # a box dimension: own bucket lo, hi; c-directory subtree lo, hi
+ND = 5                                # floats of a p-directory entry in the view (_write_c)
 # parameters
 Q_A, Q_ALPHA, Q_BETA, Q_EXH, Q_MODE, Q_VSHARE, Q_VSLACK = range(7)
 # work-list tasks
@@ -1341,7 +1342,7 @@ def _size_c(IL, c, mode, NEXT, p_start, p_end):
     """Floats of the view block of c-node ``c`` (``_write_c``)."""
     CI = IL[I_C]
     base = c * NC
-    n = 4 + 4 * CI[base + C_DC] + _sum_floats(IL, CI, base, mode, CI[base + C_BOX], CI[base + C_DEP])
+    n = 4 + ND * CI[base + C_DC] + _sum_floats(IL, CI, base, mode, CI[base + C_BOX], CI[base + C_DEP])
     s = CI[base + C_LH]
     while s >= 0:
         n += 3 + 4 * (p_end[s] - p_start[s])
@@ -1353,8 +1354,9 @@ def _size_c(IL, c, mode, NEXT, p_start, p_end):
 def _write_c(IL, FL, c, pos, mode, NEXT, p_start, p_end, p_attr, p_op, p_a, p_b, p_w, set_off, ids, score):
     """The hot row of c-node ``c`` and its block at ``pos`` (returns the end): header
     (summary floats, most predicates or static bound, p-directory size, expression floats),
-    the p-directory (attribute, the p-node's block, and the p-node's c-directory box on the
-    attribute: an event value outside it reaches nothing below), the summary
+    the p-directory (attribute, the p-node's block, the p-node's c-directory box on the
+    attribute: an event value outside it reaches nothing below, and its most predicates or
+    static bound: a p-node that cannot beat the k-th score is passed over unread), the summary
     (``_write_sum``), then per expression (predicates, id as int64 bits, static score) and its predicate rows (attribute * 16 + operator, a or set start, b or
     set end, weight)."""
     CI = IL[I_C]
@@ -1393,7 +1395,8 @@ def _write_c(IL, FL, c, pos, mode, NEXT, p_start, p_end, p_attr, p_op, p_a, p_b,
         j = CI[r * NC + C_BOX] + CI[r * NC + C_DEP] - 1
         AR[w + 2] = BX[4 * j + B_SL]
         AR[w + 3] = BX[4 * j + B_SH]
-        w += 4
+        AR[w + 4] = FL[F_PS][DP[x]] if mode == STATIC else PI[DP[x] * NP + NMAX]
+        w += ND
     if mode != STATIC:
         w = _write_sum(IL, FL, CI, base, CI[base + C_BOX], dep, w)
     e0 = w
@@ -1482,7 +1485,7 @@ def _full_view(IL, FL, mode, NEXT, p_start, p_end, p_attr, p_op, p_a, p_b, p_w, 
         for x in range(ds + dc - 1, ds - 1, -1):
             p = DP[x]
             pos = _write_p(IL, FL, p, pos, mode)
-            FL[F_AR][cpos + 4 + 4 * (x - ds) + 1] = PV[p]
+            FL[F_AR][cpos + 4 + ND * (x - ds) + 1] = PV[p]
             stack[ns] = PI[p * NP + P_ROOT]
             ns += 1
     num[U_AR] = pos
@@ -1517,7 +1520,7 @@ def _refresh_view(IL, FL, q, mode, NEXT, p_start, p_end, p_attr, p_op, p_a, p_b,
             CI[node * NC + C_DIRTY] = 0
             b = int(HV[node * NV + V_B])
             if b >= 0:
-                freed += 4 + 4 * int(AR[b + 2]) + int(AR[b]) + int(AR[b + 3])
+                freed += 4 + ND * int(AR[b + 2]) + int(AR[b]) + int(AR[b + 3])
                 HV[node * NV + V_B] = -1.0
             if CI[node * NC + C_ALIVE] == 1:
                 need += _size_c(IL, node, mode, NEXT, p_start, p_end)
@@ -1621,6 +1624,18 @@ def _vbound(mode, AR, at, slen, nmx, ev_attr, e0, e1, has, ew, EM, tb, G, cut):
         if acc > best:
             best = acc
     return best
+
+
+@numba.njit(cache=True, inline="always")
+def _entry_beaten(mode, nmx, m, G, n, k, tsc):
+    """Whether the p-node of a p-directory entry cannot beat the k-th score, known from the
+    entry alone (its block not read): its expressions have at most ``nmx`` predicates, and at
+    most ``m`` can match, so each scores at most ``G[min(nmx, m)]`` (``static``: ``nmx`` is the
+    p-node's bound)."""
+    if n < k:
+        return False
+    ebound = nmx if mode == STATIC else G[min(int(nmx), m)]
+    return tsc[0] > ebound * (1.0 + EPS)
 
 
 @numba.njit(cache=True, inline="always")
@@ -1740,29 +1755,35 @@ def _match_events(HV, AR, ARI, mode, k, ev_off, ev_attr, ev_val, ev_w, val, has,
                 b = int(HV[c * NV + V_B])
                 nsum, nd, elen = int(AR[b]), int(AR[b + 2]), int(AR[b + 3])
                 dir0 = b + 4
-                r = dir0 + 4 * nd + nsum
+                r = dir0 + ND * nd + nsum
                 # the p-nodes on the event's attributes whose box holds its value, found first:
                 # their blocks load while the l-node is bounded and scanned
                 npb = 0
                 if nd > 0:
                     if nd <= 2 * (e1 - e0):
-                        for x in range(dir0, dir0 + 4 * nd, 4):
+                        for x in range(dir0, dir0 + ND * nd, ND):
                             a = int(AR[x])
                             if has[a] and AR[x + 2] <= val[a] and val[a] <= AR[x + 3]:
+                                if _entry_beaten(mode, AR[x + 4], m, G, n, k, tsc):
+                                    cnt[M_PRUNED] += 1
+                                    continue
                                 pbs[npb] = int(AR[x + 1])
                                 prefetch(AR, pbs[npb])
                                 npb += 1
                     else:
                         for i in range(e0, e1):
                             a = ev_attr[i]
-                            lo = _lower_bound(AR, dir0, 4, nd, a)
-                            x = dir0 + 4 * lo
+                            lo = _lower_bound(AR, dir0, ND, nd, a)
+                            x = dir0 + ND * lo
                             if lo < nd and AR[x] == a and AR[x + 2] <= val[a] and val[a] <= AR[x + 3]:
+                                if _entry_beaten(mode, AR[x + 4], m, G, n, k, tsc):
+                                    cnt[M_PRUNED] += 1
+                                    continue
                                 pbs[npb] = int(AR[x + 1])
                                 prefetch(AR, pbs[npb])
                                 npb += 1
                 if elen > 0:
-                    bnd = _vbound(mode, AR, dir0 + 4 * nd, nsum, AR[b + 1], ev_attr, e0, e1, has, ew, EM, tb, G,
+                    bnd = _vbound(mode, AR, dir0 + ND * nd, nsum, AR[b + 1], ev_attr, e0, e1, has, ew, EM, tb, G,
                                   tsc[0] if n == k else -INF)
                     if n == k and tsc[0] > bnd * (1.0 + EPS):
                         cnt[M_PRUNED] += 1
@@ -1788,12 +1809,22 @@ def _match_events(HV, AR, ARI, mode, k, ev_off, ev_attr, ev_val, ev_w, val, has,
                 break
             if pn < 0:                          # an l-node left for later
                 b = int(HV[(-1 - pn) * NV + V_B])
-                r = b + 4 + 4 * int(AR[b + 2]) + int(AR[b])
+                r = b + 4 + ND * int(AR[b + 2]) + int(AR[b])
                 cnt[M_LNODES] += 1
                 n = _scan(mode, AR, ARI, r, r + int(AR[b + 3]), m, G, has, val, ew, set_vals, tsc, tid, n, k,
                           cnt)
                 continue
             cnt[M_POPPED] += 1
+            if nh > 0 and hp[0] >= 0:
+                # the p-node likely popped next: its c-directory root's row (prefetched when it was
+                # pushed) names the next rows of its search, which load while this one is searched
+                hx = int(AR[hp[0] + 2]) * NV
+                vx = val[int(AR[hp[0] + 3])]
+                for ch in (int(HV[hx + V_L]), int(HV[hx + V_R])):
+                    if ch >= 0:
+                        prefetch(HV, ch * NV)
+                if HV[hx + V_OL] <= vx and vx <= HV[hx + V_OH]:
+                    prefetch(AR, int(HV[hx + V_B]))
             # its c-directory's buckets whose boxes hold the event's value, found first (each
             # found bucket's block prefetched: they load together), then visited in turn
             stack[0] = int(AR[pn + 2])
@@ -2094,7 +2125,7 @@ def check_structure(core: BETreeCore) -> None:
         for a, p in zip(IL[I_DA][ds: ds + dc], IL[I_DP][ds: ds + dc]):
             r = PI[p, P_ROOT]
             j = CI[r, C_BOX] + CI[r, C_DEP] - 1
-            dirs += [float(a), float(PV[p]), BX[4 * j + B_SL], BX[4 * j + B_SH]]
+            dirs += [float(a), float(PV[p]), BX[4 * j + B_SL], BX[4 * j + B_SH], PS[p] if mode == STATIC else PI[p, NMAX]]
         exprs = []
         id_at = []                     # places of the ids (int64 bits) in exprs
         for s in lnode(c):
