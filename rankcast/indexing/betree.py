@@ -70,19 +70,23 @@ The search stops once the best bound left is below the k-th score (with the rela
 Match view: matching does not walk the node tables. Every c-node has a hot row (its active
 dimension's own and subtree bounds, its c-directory children, the offset of its block; one
 cache line, all the c-directory search reads) and a contiguous block in one float arena (its
-p-directory, its l-node summary, then its l-node's expressions as packed predicate rows), every
-p-node a small block (summary, root, attribute). A p-directory entry holds its p-node's block
-place (a p-node's change therefore marks its owner too) and its
+p-directory, its l-node summary, then its l-node's expressions as packed predicate rows, each
+behind a header with its id and static score, so that a match needs no random read of the id
+table), every p-node a small block (summary, root, attribute). A p-directory entry holds its
+p-node's block place and most predicates or static bound (a p-node's change therefore marks
+its owner too) and its
 c-directory box on the p-node's attribute (the root's subtree box: every expression below has
-its interval there), so a p-node whose box misses the event's value is passed over without
-reading its block; a c-directory root's change therefore marks its owner c-node too. Updates mark the nodes they change (a dirty
+its interval there), so a p-node whose box misses the event's value, or whose ``G`` of its
+most predicates cannot beat the k-th score, is passed over without reading its block; a
+c-directory root's change therefore marks its owner c-node too. Updates mark the nodes they change (a dirty
 list); before the next match the changed nodes' blocks are rewritten at the end of the arena,
 or everything anew in depth-first order when most nodes changed (a build) or the arena is half
 garbage. A visited bucket is thus one sequential read instead of a pointer chase per
 expression. The search hides what latency it can behind other work: a c-node's p-nodes on
-the event's attributes are found first and their blocks prefetched together before their
-bounds are computed; a pushed p-node's c-directory root row and a c-directory node's children
-rows are prefetched; a popped p-node's c-directory is searched whole first (the blocks of the
+the event's attributes are found first and their blocks prefetched together, then its l-node
+bounded and scanned, then their bounds computed; a pushed p-node's c-directory root row and a
+c-directory node's children rows are prefetched, and so are the next rows of the p-node at the
+heap's top while a popped one is searched; a popped p-node's c-directory is searched whole first (the blocks of the
 buckets holding the event's value prefetched as they are found), then those buckets visited.
 The search itself runs without reference counting (``_match_events``). A short summary
 class's attributes are read in one sequential pass (with A = 5 most classes are short). A long one (at least ``long_class`` = 32 attributes besides the path's: the top
