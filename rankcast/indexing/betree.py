@@ -70,19 +70,23 @@ The search stops once the best bound left is below the k-th score (with the rela
 Match view: matching does not walk the node tables. Every c-node has a hot row (its active
 dimension's own and subtree bounds, its c-directory children, the offset of its block; one
 cache line, all the c-directory search reads) and a contiguous block in one float arena (its
-p-directory, its l-node summary, then its l-node's expressions as packed predicate rows), every
-p-node a small block (summary, root, attribute). A p-directory entry holds its p-node's block
-place (a p-node's change therefore marks its owner too) and its
+p-directory, its l-node summary, then its l-node's expressions as packed predicate rows, each
+behind a header with its id and static score, so that a match needs no random read of the id
+table), every p-node a small block (summary, root, attribute). A p-directory entry holds its
+p-node's block place and most predicates or static bound (a p-node's change therefore marks
+its owner too) and its
 c-directory box on the p-node's attribute (the root's subtree box: every expression below has
-its interval there), so a p-node whose box misses the event's value is passed over without
-reading its block; a c-directory root's change therefore marks its owner c-node too. Updates mark the nodes they change (a dirty
+its interval there), so a p-node whose box misses the event's value, or whose ``G`` of its
+most predicates cannot beat the k-th score, is passed over without reading its block; a
+c-directory root's change therefore marks its owner c-node too. Updates mark the nodes they change (a dirty
 list); before the next match the changed nodes' blocks are rewritten at the end of the arena,
 or everything anew in depth-first order when most nodes changed (a build) or the arena is half
 garbage. A visited bucket is thus one sequential read instead of a pointer chase per
 expression. The search hides what latency it can behind other work: a c-node's p-nodes on
-the event's attributes are found first and their blocks prefetched together before their
-bounds are computed; a pushed p-node's c-directory root row and a c-directory node's children
-rows are prefetched; a popped p-node's c-directory is searched whole first (the blocks of the
+the event's attributes are found first and their blocks prefetched together, then its l-node
+bounded and scanned, then their bounds computed; a pushed p-node's c-directory root row and a
+c-directory node's children rows are prefetched, and so are the next rows of the p-node at the
+heap's top while a popped one is searched; a popped p-node's c-directory is searched whole first (the blocks of the
 buckets holding the event's value prefetched as they are found), then those buckets visited.
 The search itself runs without reference counting (``_match_events``). A short summary
 class's attributes are read in one sequential pass (with A = 5 most classes are short). A long one (at least ``long_class`` = 32 attributes besides the path's: the top
@@ -131,6 +135,7 @@ F_CS, F_PS, F_WM, F_BX, F_HV, F_AR = range(6)
 V_SL, V_SH, V_OL, V_OH, V_L, V_R, V_B = range(7)
 NV = 8
 B_OL, B_OH, B_SL, B_SH = range(4)     # a box dimension: own bucket lo, hi; c-directory subtree lo, hi
+ND = 5                                # floats of a p-directory entry in the view (_write_c)
 # parameters
 Q_A, Q_ALPHA, Q_BETA, Q_EXH, Q_MODE, Q_VSHARE, Q_VSLACK = range(7)
 # work-list tasks
@@ -1341,21 +1346,22 @@ def _size_c(IL, c, mode, NEXT, p_start, p_end):
     """Floats of the view block of c-node ``c`` (``_write_c``)."""
     CI = IL[I_C]
     base = c * NC
-    n = 4 + 4 * CI[base + C_DC] + _sum_floats(IL, CI, base, mode, CI[base + C_BOX], CI[base + C_DEP])
+    n = 4 + ND * CI[base + C_DC] + _sum_floats(IL, CI, base, mode, CI[base + C_BOX], CI[base + C_DEP])
     s = CI[base + C_LH]
     while s >= 0:
-        n += 2 + 4 * (p_end[s] - p_start[s])
+        n += 3 + 4 * (p_end[s] - p_start[s])
         s = NEXT[s]
     return n
 
 
 @numba.njit(cache=True)
-def _write_c(IL, FL, c, pos, mode, NEXT, p_start, p_end, p_attr, p_op, p_a, p_b, p_w, set_off):
+def _write_c(IL, FL, c, pos, mode, NEXT, p_start, p_end, p_attr, p_op, p_a, p_b, p_w, set_off, ids, score):
     """The hot row of c-node ``c`` and its block at ``pos`` (returns the end): header
     (summary floats, most predicates or static bound, p-directory size, expression floats),
-    the p-directory (attribute, the p-node's block, and the p-node's c-directory box on the
-    attribute: an event value outside it reaches nothing below), the summary
-    (``_write_sum``), then per expression (predicates, slot) and its predicate rows (attribute * 16 + operator, a or set start, b or
+    the p-directory (attribute, the p-node's block, the p-node's c-directory box on the
+    attribute: an event value outside it reaches nothing below, and its most predicates or
+    static bound: a p-node that cannot beat the k-th score is passed over unread), the summary
+    (``_write_sum``), then per expression (predicates, id as int64 bits, static score) and its predicate rows (attribute * 16 + operator, a or set start, b or
     set end, weight)."""
     CI = IL[I_C]
     HV = FL[F_HV]
@@ -1393,15 +1399,18 @@ def _write_c(IL, FL, c, pos, mode, NEXT, p_start, p_end, p_attr, p_op, p_a, p_b,
         j = CI[r * NC + C_BOX] + CI[r * NC + C_DEP] - 1
         AR[w + 2] = BX[4 * j + B_SL]
         AR[w + 3] = BX[4 * j + B_SH]
-        w += 4
+        AR[w + 4] = FL[F_PS][DP[x]] if mode == STATIC else PI[DP[x] * NP + NMAX]
+        w += ND
     if mode != STATIC:
         w = _write_sum(IL, FL, CI, base, CI[base + C_BOX], dep, w)
     e0 = w
+    ARI = AR.view(np.int64)
     s = CI[base + C_LH]
     while s >= 0:
         AR[w] = p_end[s] - p_start[s]
-        AR[w + 1] = s
-        w += 2
+        ARI[w + 1] = ids[s]                    # its id's bits: no random read of the id table
+        AR[w + 2] = score[s] if mode == STATIC else 0.0
+        w += 3
         for p in range(p_start[s], p_end[s]):
             op = p_op[p]
             AR[w] = p_attr[p] * 16 + op
@@ -1439,7 +1448,7 @@ def _write_p(IL, FL, p, pos, mode):
 
 
 @numba.njit(cache=True)
-def _full_view(IL, FL, mode, NEXT, p_start, p_end, p_attr, p_op, p_a, p_b, p_w, set_off):
+def _full_view(IL, FL, mode, NEXT, p_start, p_end, p_attr, p_op, p_a, p_b, p_w, set_off, ids, score):
     """Every live node's view anew, blocks in depth-first order (a c-node, its p-nodes, then
     their c-directories and its children)."""
     num = IL[I_NUM]
@@ -1467,7 +1476,7 @@ def _full_view(IL, FL, mode, NEXT, p_start, p_end, p_attr, p_op, p_a, p_b, p_w, 
         ns -= 1
         c = stack[ns]
         cpos = pos
-        pos = _write_c(IL, FL, c, pos, mode, NEXT, p_start, p_end, p_attr, p_op, p_a, p_b, p_w, set_off)
+        pos = _write_c(IL, FL, c, pos, mode, NEXT, p_start, p_end, p_attr, p_op, p_a, p_b, p_w, set_off, ids, score)
         ds, dc = CI[c * NC + C_DS], CI[c * NC + C_DC]
         if ns + dc + 2 > stack.shape[0]:
             bigger = np.empty(2 * (ns + dc + 2), np.int64)
@@ -1480,7 +1489,7 @@ def _full_view(IL, FL, mode, NEXT, p_start, p_end, p_attr, p_op, p_a, p_b, p_w, 
         for x in range(ds + dc - 1, ds - 1, -1):
             p = DP[x]
             pos = _write_p(IL, FL, p, pos, mode)
-            FL[F_AR][cpos + 4 + 4 * (x - ds) + 1] = PV[p]
+            FL[F_AR][cpos + 4 + ND * (x - ds) + 1] = PV[p]
             stack[ns] = PI[p * NP + P_ROOT]
             ns += 1
     num[U_AR] = pos
@@ -1488,7 +1497,7 @@ def _full_view(IL, FL, mode, NEXT, p_start, p_end, p_attr, p_op, p_a, p_b, p_w, 
 
 
 @numba.njit(cache=True)
-def _refresh_view(IL, FL, q, mode, NEXT, p_start, p_end, p_attr, p_op, p_a, p_b, p_w, set_off):
+def _refresh_view(IL, FL, q, mode, NEXT, p_start, p_end, p_attr, p_op, p_a, p_b, p_w, set_off, ids, score):
     """Rewrite the view of every node changed since the last refresh (at the end of the
     arena); everything anew, in depth-first order, when that is most of the tree or the
     arena is more than half garbage (``q[Q_VSHARE]``: the share of live nodes changed above
@@ -1515,7 +1524,7 @@ def _refresh_view(IL, FL, q, mode, NEXT, p_start, p_end, p_attr, p_op, p_a, p_b,
             CI[node * NC + C_DIRTY] = 0
             b = int(HV[node * NV + V_B])
             if b >= 0:
-                freed += 4 + 4 * int(AR[b + 2]) + int(AR[b]) + int(AR[b + 3])
+                freed += 4 + ND * int(AR[b + 2]) + int(AR[b]) + int(AR[b + 3])
                 HV[node * NV + V_B] = -1.0
             if CI[node * NC + C_ALIVE] == 1:
                 need += _size_c(IL, node, mode, NEXT, p_start, p_end)
@@ -1530,7 +1539,7 @@ def _refresh_view(IL, FL, q, mode, NEXT, p_start, p_end, p_attr, p_op, p_a, p_b,
     num[U_NDIRTY] = 0
     live = num[U_ARLIVE] - freed + need
     if nd > q[Q_VSHARE] * (num[U_LIVEC] + num[U_LIVEP]) or num[U_AR] + need > 2 * live + q[Q_VSLACK]:
-        _full_view(IL, FL, mode, NEXT, p_start, p_end, p_attr, p_op, p_a, p_b, p_w, set_off)
+        _full_view(IL, FL, mode, NEXT, p_start, p_end, p_attr, p_op, p_a, p_b, p_w, set_off, ids, score)
         return
     _grow_f(FL, F_AR, num[U_AR] + need, 0.0)
     pos = num[U_AR]
@@ -1543,7 +1552,7 @@ def _refresh_view(IL, FL, q, mode, NEXT, p_start, p_end, p_attr, p_op, p_a, p_b,
         x = DL[i]
         node = x >> 1
         if x & 1 == 0 and CI[node * NC + C_ALIVE] == 1:
-            pos = _write_c(IL, FL, node, pos, mode, NEXT, p_start, p_end, p_attr, p_op, p_a, p_b, p_w, set_off)
+            pos = _write_c(IL, FL, node, pos, mode, NEXT, p_start, p_end, p_attr, p_op, p_a, p_b, p_w, set_off, ids, score)
     num[U_AR] = pos
     num[U_ARLIVE] = live
 
@@ -1622,6 +1631,18 @@ def _vbound(mode, AR, at, slen, nmx, ev_attr, e0, e1, has, ew, EM, tb, G, cut):
 
 
 @numba.njit(cache=True, inline="always")
+def _entry_beaten(mode, nmx, m, G, n, k, tsc):
+    """Whether the p-node of a p-directory entry cannot beat the k-th score, known from the
+    entry alone (its block not read): its expressions have at most ``nmx`` predicates, and at
+    most ``m`` can match, so each scores at most ``G[min(nmx, m)]`` (``static``: ``nmx`` is the
+    p-node's bound)."""
+    if n < k:
+        return False
+    ebound = nmx if mode == STATIC else G[min(int(nmx), m)]
+    return tsc[0] > ebound * (1.0 + EPS)
+
+
+@numba.njit(cache=True, inline="always")
 def _consider(mode, HV, AR, pb, ev_attr, e0, e1, has, ew, EM, tb, G, n, k, tsc, hb, hp, nh, cnt):
     """Push the p-node whose block is at ``pb`` (on an attribute the event has, its value in
     the p-node's c-directory box) unless its bound cannot beat the k-th score (and prefetch
@@ -1637,19 +1658,20 @@ def _consider(mode, HV, AR, pb, ev_attr, e0, e1, has, ew, EM, tb, G, n, k, tsc, 
 
 
 @numba.njit(cache=True, inline="always")
-def _scan(mode, AR, r, end, m, G, has, val, ew, set_vals, score, ids, tsc, tid, n, k, cnt):
+def _scan(mode, AR, ARI, r, end, m, G, has, val, ew, set_vals, tsc, tid, n, k, cnt):
     """Check the expressions of an l-node's view (``AR[r:end]``) against the event, offering
     each match to the top-k (``tsc``/``tid``, ``n`` held); returns ``n``. An expression with
     more predicates than the event has attributes cannot match, and one of ``s`` predicates
     scores at most ``G[s]``: neither is read."""
     while r < end:
-        size = int(AR[r])
-        q = r + 2
+        hd = r          # (predicates, id bits, static score), then the rows. Not named h: inlined into
+                        # _match_events, an h here was read as that function's own h
+        size = int(AR[hd])
+        q = hd + 3
         r = q + 4 * size
         if size > m or (mode != STATIC and n == k and tsc[0] > G[size] * (1.0 + EPS)):
             continue                            # cannot match, or cannot enter
         cnt[M_EVALS] += 1
-        slot = int(AR[q - 1])
         acc = 0.0
         ok = True
         while q < r:
@@ -1669,16 +1691,15 @@ def _scan(mode, AR, r, end, m, G, has, val, ew, set_vals, score, ids, tsc, tid, 
             acc += AR[q + 3] * ew[at]
             q += 4
         if ok:
-            sc = score[slot] if mode == STATIC else acc
-            # the id (a random read) only for a score that can enter
+            sc = AR[hd + 2] if mode == STATIC else acc
             if n < k or sc >= tsc[0]:
-                n = _offer(tsc, tid, n, k, sc, ids[slot])
+                n = _offer(tsc, tid, n, k, sc, ARI[hd + 1])
     return n
 
 
 @numba.njit(cache=True)
-def _match_many(HV, AR, PV, mode, k, ev_off, ev_attr, ev_val, ev_w, val, has, ew, wmax,
-                ids, score, set_vals, out_id, out_sc, out_n, cnt):
+def _match_many(HV, AR, PV, mode, k, ev_off, ev_attr, ev_val, ev_w, val, has, ew, wmax, set_vals, out_id, out_sc,
+                out_n, cnt):
     """Top-k of every event (module docstring) over the match view: the c-directory search
     reads one hot row per node, a visited bucket one contiguous block (its p-directory,
     summary and expressions), a p-node one small block."""
@@ -1698,12 +1719,12 @@ def _match_many(HV, AR, PV, mode, k, ev_off, ev_attr, ev_val, ev_w, val, has, ew
     G = np.zeros(max_ev + 1)
     order = np.empty(k, np.int64)
     EM = np.zeros((has.shape[0] >> 5) + 1, np.int64)
-    _match_events(HV, AR, mode, k, ev_off, ev_attr, ev_val, ev_w, val, has, ew, wmax, ids, score, set_vals, out_id,
-                  out_sc, out_n, cnt, tsc, tid, hb, hp, stack, cq, tb, pbs, G, order, EM)
+    _match_events(HV, AR, AR.view(np.int64), mode, k, ev_off, ev_attr, ev_val, ev_w, val, has, ew, wmax, set_vals,
+                  out_id, out_sc, out_n, cnt, tsc, tid, hb, hp, stack, cq, tb, pbs, G, order, EM)
 
 
 @numba.njit(cache=True, _nrt=False)
-def _match_events(HV, AR, mode, k, ev_off, ev_attr, ev_val, ev_w, val, has, ew, wmax, ids, score, set_vals, out_id,
+def _match_events(HV, AR, ARI, mode, k, ev_off, ev_attr, ev_val, ev_w, val, has, ew, wmax, set_vals, out_id,
                   out_sc, out_n, cnt, tsc, tid, hb, hp, stack, cq, tb, pbs, G, order, EM):
     """The search of ``_match_many`` over its scratch arrays (allocated there). It allocates
     nothing, so it is compiled without reference counting (numba's ``_nrt=False``): with it,
@@ -1738,41 +1759,47 @@ def _match_events(HV, AR, mode, k, ev_off, ev_attr, ev_val, ev_w, val, has, ew, 
                 b = int(HV[c * NV + V_B])
                 nsum, nd, elen = int(AR[b]), int(AR[b + 2]), int(AR[b + 3])
                 dir0 = b + 4
-                r = dir0 + 4 * nd + nsum
-                if elen > 0:
-                    bnd = _vbound(mode, AR, dir0 + 4 * nd, nsum, AR[b + 1], ev_attr, e0, e1, has, ew, EM, tb, G,
-                                  tsc[0] if n == k else -INF)
-                    if n == k and tsc[0] > bnd * (1.0 + EPS):
-                        cnt[M_PRUNED] += 1
-                    elif nh == 0 or bnd >= hb[0]:
-                        cnt[M_LNODES] += 1      # nothing better waits: scan it now
-                        n = _scan(mode, AR, r, r + elen, m, G, has, val, ew, set_vals, score, ids, tsc, tid, n, k,
-                                  cnt)
-                    else:
-                        nh = _hpush(hb, hp, nh, bnd, -1 - c)
+                r = dir0 + ND * nd + nsum
+                # the p-nodes on the event's attributes whose box holds its value, found first:
+                # their blocks load while the l-node is bounded and scanned
+                npb = 0
                 if nd > 0:
-                    # the p-nodes on the event's attributes whose box holds its value: their
-                    # blocks are prefetched together, then their bounds computed
-                    npb = 0
                     if nd <= 2 * (e1 - e0):
-                        for x in range(dir0, dir0 + 4 * nd, 4):
+                        for x in range(dir0, dir0 + ND * nd, ND):
                             a = int(AR[x])
                             if has[a] and AR[x + 2] <= val[a] and val[a] <= AR[x + 3]:
+                                if _entry_beaten(mode, AR[x + 4], m, G, n, k, tsc):
+                                    cnt[M_PRUNED] += 1
+                                    continue
                                 pbs[npb] = int(AR[x + 1])
                                 prefetch(AR, pbs[npb])
                                 npb += 1
                     else:
                         for i in range(e0, e1):
                             a = ev_attr[i]
-                            lo = _lower_bound(AR, dir0, 4, nd, a)
-                            x = dir0 + 4 * lo
+                            lo = _lower_bound(AR, dir0, ND, nd, a)
+                            x = dir0 + ND * lo
                             if lo < nd and AR[x] == a and AR[x + 2] <= val[a] and val[a] <= AR[x + 3]:
+                                if _entry_beaten(mode, AR[x + 4], m, G, n, k, tsc):
+                                    cnt[M_PRUNED] += 1
+                                    continue
                                 pbs[npb] = int(AR[x + 1])
                                 prefetch(AR, pbs[npb])
                                 npb += 1
-                    for i in range(npb):
-                        nh = _consider(mode, HV, AR, pbs[i], ev_attr, e0, e1, has, ew, EM, tb, G, n, k, tsc, hb, hp, nh,
-                                       cnt)
+                if elen > 0:
+                    bnd = _vbound(mode, AR, dir0 + ND * nd, nsum, AR[b + 1], ev_attr, e0, e1, has, ew, EM, tb, G,
+                                  tsc[0] if n == k else -INF)
+                    if n == k and tsc[0] > bnd * (1.0 + EPS):
+                        cnt[M_PRUNED] += 1
+                    elif nh == 0 or bnd >= hb[0]:
+                        cnt[M_LNODES] += 1      # nothing better waits: scan it now
+                        n = _scan(mode, AR, ARI, r, r + elen, m, G, has, val, ew, set_vals, tsc, tid, n, k,
+                                  cnt)
+                    else:
+                        nh = _hpush(hb, hp, nh, bnd, -1 - c)
+                for i in range(npb):
+                    nh = _consider(mode, HV, AR, pbs[i], ev_attr, e0, e1, has, ew, EM, tb, G, n, k, tsc, hb, hp, nh,
+                                   cnt)
             # next bucket: from the c-directory searched last, else the best p-node left
             if qi < nq:
                 c = cq[qi]
@@ -1786,12 +1813,22 @@ def _match_events(HV, AR, mode, k, ev_off, ev_attr, ev_val, ev_w, val, has, ew, 
                 break
             if pn < 0:                          # an l-node left for later
                 b = int(HV[(-1 - pn) * NV + V_B])
-                r = b + 4 + 4 * int(AR[b + 2]) + int(AR[b])
+                r = b + 4 + ND * int(AR[b + 2]) + int(AR[b])
                 cnt[M_LNODES] += 1
-                n = _scan(mode, AR, r, r + int(AR[b + 3]), m, G, has, val, ew, set_vals, score, ids, tsc, tid, n, k,
+                n = _scan(mode, AR, ARI, r, r + int(AR[b + 3]), m, G, has, val, ew, set_vals, tsc, tid, n, k,
                           cnt)
                 continue
             cnt[M_POPPED] += 1
+            if nh > 0 and hp[0] >= 0:
+                # the p-node likely popped next: its c-directory root's row (prefetched when it was
+                # pushed) names the next rows of its search, which load while this one is searched
+                hx = int(AR[hp[0] + 2]) * NV
+                vx = val[int(AR[hp[0] + 3])]
+                for ch in (int(HV[hx + V_L]), int(HV[hx + V_R])):
+                    if ch >= 0:
+                        prefetch(HV, ch * NV)
+                if HV[hx + V_OL] <= vx and vx <= HV[hx + V_OH]:
+                    prefetch(AR, int(HV[hx + V_B]))
             # its c-directory's buckets whose boxes hold the event's value, found first (each
             # found bucket's block prefetched: they load together), then visited in turn
             stack[0] = int(AR[pn + 2])
@@ -1917,7 +1954,7 @@ class BETreeCore:
         t = self.table
         before = [self.FL[w].ctypes.data for w in (F_HV, F_AR)]
         _refresh_view(self.IL, self.FL, self.q, self.mode, self.nxt, t.p_start, t.p_end, t.p_attr, t.p_op, t.p_a, t.p_b,
-                      t.p_w, t.set_off)
+                      t.p_w, t.set_off, t.ids, t.score)
         # a view array the kernel replaced is copied once into numpy's memory, which asks the
         # kernel for transparent huge pages (numba's allocator does not): the search's reads
         # land all over these arrays, and with 4 KiB pages most of them also miss the TLB
@@ -1967,8 +2004,7 @@ class BETreeCore:
             self.wmax = np.r_[self.wmax, np.zeros(len(ev.val) - len(self.wmax))]
         self._refresh()
         _match_many(self.FL[F_HV], self.FL[F_AR], self.IL[I_PV], self.mode, k, events.off, events.attr, events.val,
-                    events.weight, ev.val, ev.has, ev.ew, self.wmax, t.ids, t.score, t.set_vals, out_id, out_sc,
-                    out_n, self.counters)
+                    events.weight, ev.val, ev.has, ev.ew, self.wmax, t.set_vals, out_id, out_sc, out_n, self.counters)
         return [(out_id[i * k: i * k + out_n[i]], out_sc[i * k: i * k + out_n[i]]) for i in range(n)]
 
     def stats(self) -> dict:
@@ -2093,10 +2129,12 @@ def check_structure(core: BETreeCore) -> None:
         for a, p in zip(IL[I_DA][ds: ds + dc], IL[I_DP][ds: ds + dc]):
             r = PI[p, P_ROOT]
             j = CI[r, C_BOX] + CI[r, C_DEP] - 1
-            dirs += [float(a), float(PV[p]), BX[4 * j + B_SL], BX[4 * j + B_SH]]
+            dirs += [float(a), float(PV[p]), BX[4 * j + B_SL], BX[4 * j + B_SH], PS[p] if mode == STATIC else PI[p, NMAX]]
         exprs = []
+        id_at = []                     # places of the ids (int64 bits) in exprs
         for s in lnode(c):
-            exprs += [t.p_end[s] - t.p_start[s], s]
+            id_at.append(len(exprs))
+            exprs += [t.p_end[s] - t.p_start[s], t.ids[s], t.score[s] if mode == STATIC else 0.0]
             for p in range(t.p_start[s], t.p_end[s]):
                 op = int(t.p_op[p])
                 setop = op in (IN, NIN)
@@ -2104,9 +2142,15 @@ def check_structure(core: BETreeCore) -> None:
                           t.set_off[p + 1] if setop else t.p_b[p], t.p_w[p]]
         d = CI[c, C_DEP]
         sm = sum_rows(CI, c, BA[CI[c, C_BOX]: CI[c, C_BOX] + d].tolist())
-        want = [len(sm), CS[c] if mode == STATIC else CI[c, NMAX], dc, len(exprs)] + dirs + sm + exprs
+        head = [len(sm), CS[c] if mode == STATIC else CI[c, NMAX], dc, len(exprs)] + dirs + sm
         b = int(h[V_B])
-        assert b >= 0 and AR[b: b + len(want)].tolist() == [float(x) for x in want], f"view block of c-node {c}"
+        assert b >= 0, f"view block of c-node {c}: none"
+        got = AR[b: b + len(head) + len(exprs)].copy()
+        for i in id_at:                # an id is stored as its int64 bits
+            j = len(head) + i + 1
+            assert got[j: j + 1].view(np.int64)[0] == exprs[i + 1], f"view block of c-node {c}: id"
+            got[j] = exprs[i + 1] = 0.0
+        assert got.tolist() == [float(x) for x in head + exprs], f"view block of c-node {c}"
 
     def view_p(p):
         r = PI[p, P_ROOT]
