@@ -1,6 +1,7 @@
-"""Role processes' heap (rankcast.actors.runtime: ROLE_ENV, trim_heap): a step's arrays
-reuse the pages of the step before (no page faults per step), and the free pages the heap
-keeps go back to the system at the next trim (resident memory stays flat)."""
+"""The heap of the roles whose steps allocate big arrays (rankcast.actors.runtime:
+STEP_ROLE_ENV, trim_heap): a step's arrays reuse the pages of the step before (no page
+faults per step), and the free pages the heap keeps go back to the system at the next trim
+(resident memory stays flat)."""
 from __future__ import annotations
 
 import json
@@ -11,7 +12,7 @@ import sys
 import pytest
 
 from rankcast.actors import runtime
-from rankcast.actors.runtime import ROLE_ENV, writable_class
+from rankcast.actors.runtime import STEP_ROLE_ENV, writable_class
 
 # a role process in miniature: steps that allocate and free arrays of a few MB, then live
 # arrays with holes between them, then a trim through a wrapped role method
@@ -54,7 +55,7 @@ print(json.dumps({"faults_per_step": per_step, "rss_before": before, "rss_after"
 
 @pytest.mark.skipif(not sys.platform.startswith("linux"), reason="glibc malloc settings")
 def test_role_heap_reuses_step_pages_and_gives_free_pages_back():
-    env = {**os.environ, **ROLE_ENV, "PYTHONPATH": os.getcwd()}
+    env = {**os.environ, **STEP_ROLE_ENV, "PYTHONPATH": os.getcwd()}
     out = json.loads(subprocess.run([sys.executable, "-c", _PROCESS], env=env, check=True,
                                     capture_output=True, text=True).stdout)
     # a 24 MB array mapped anew every step faults its pages in again: thousands per step
@@ -72,6 +73,14 @@ class _Role:
 
     def parts(self):
         yield 1
+
+
+def test_the_stream_roles_run_with_the_step_heap_the_others_with_the_mapped_one():
+    from rankcast.actors.aggregator import Aggregator
+    from rankcast.actors.partition import SubscriptionPartition
+    from rankcast.actors.shard import WindowShard
+    assert SubscriptionPartition.RAY_ENV is STEP_ROLE_ENV and WindowShard.RAY_ENV is STEP_ROLE_ENV
+    assert not hasattr(Aggregator, "RAY_ENV")       # runtime.ROLE_ENV
 
 
 def test_role_classes_pickle_by_name_of_the_trim():

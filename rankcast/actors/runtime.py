@@ -49,20 +49,23 @@ def writable(obj, depth: int = 0):
     return obj
 
 
-# glibc malloc settings of every role's process. Roles allocate and free arrays of a few MB
-# in every step (a batch's candidates, re-evaluation answers, update arrays). Mapped on their
-# own (glibc's default above 128 KiB, or a low fixed threshold), each such array is unmapped
-# when freed and its pages are faulted in and cleared again at the next step (numpy asks for
+# glibc malloc settings of role processes. Long-running roles allocate and free arrays of a
+# few MB; under glibc's default the threshold above which it maps such an allocation on its
+# own grows with the largest freed one (up to 32 MB), so most of them come from the heap
+# arenas, whose free holes the process keeps: resident memory crept up in steps over a soak.
+# ROLE_ENV maps every allocation of 1 MiB or more on its own and returns it at once; two
+# arenas bound the per-thread heaps.
+ROLE_ENV = {"MALLOC_MMAP_THRESHOLD_": str(1 << 20), "MALLOC_ARENA_MAX": "2"}
+# The roles that allocate such arrays in every step of a stream (a subscription partition's
+# candidates and updates, a window shard's answers: a role class's ``RAY_ENV``) pay for that
+# at every step: an array mapped anew is faulted in and cleared page by page (numpy asks for
 # huge pages on arrays of 4 MiB or more: a fault then clears 2 MiB). Under Ray that was about
-# a tenth of a subscription partition's CPU, with a fixed 1 MiB threshold (28% of its
-# samples in the kernel's clear_page with glibc's default). Under these settings every
-# allocation under 256 MiB comes from the heap and the heap is never trimmed on a free, so
-# a step reuses the pages of the step before. What the heap then keeps (the free holes
-# between live arrays, which made resident memory creep up over a soak under glibc's
-# default) goes back to the system at :func:`trim_heap`, which every role method calls on
-# its way out. Two arenas bound the per-thread heaps.
-ROLE_ENV = {"MALLOC_MMAP_THRESHOLD_": str(256 << 20), "MALLOC_TRIM_THRESHOLD_": str(1 << 40),
-            "MALLOC_ARENA_MAX": "2"}
+# a tenth of a partition's CPU (with glibc's default, 28% of its samples were the kernel's
+# clear_page). Under STEP_ROLE_ENV every allocation under 256 MiB comes from the heap and
+# the heap is never trimmed on a free, so a step reuses the pages of the step before; what
+# the heap keeps goes back to the system at :func:`trim_heap` once the process grew.
+STEP_ROLE_ENV = {"MALLOC_MMAP_THRESHOLD_": str(256 << 20), "MALLOC_TRIM_THRESHOLD_": str(1 << 40),
+                 "MALLOC_ARENA_MAX": "2"}
 TRIM_CHECK_SECONDS = 1.0    # how often a role process looks at its resident memory
 # private resident memory grown by TRIM_GROWTH, and at least TRIM_BYTES, since the last trim: trim
 TRIM_GROWTH = 0.05
@@ -109,7 +112,7 @@ _heap_trim: _HeapTrim | None = None     # this process's, made at the first call
 
 def trim_heap() -> None:
     """Give the heap's free pages back to the system when due (see :class:`_HeapTrim` and
-    :data:`ROLE_ENV`). A module function, so that the role classes Ray pickles refer to it
+    :data:`STEP_ROLE_ENV`). A module function, so that the role classes Ray pickles refer to it
     by name (a ctypes function does not pickle)."""
     global _heap_trim
     if _heap_trim is None:
@@ -264,7 +267,8 @@ class RayRuntime(Runtime):
     def create(self, cls, *args, name=None, namespace=None, num_cpus=0.25, detached=False,
                max_concurrency: int | None = None, **kw):
         import ray
-        opts: dict[str, Any] = {"num_cpus": num_cpus, "runtime_env": {"env_vars": dict(ROLE_ENV)}}
+        env = getattr(cls, "RAY_ENV", ROLE_ENV)
+        opts: dict[str, Any] = {"num_cpus": num_cpus, "runtime_env": {"env_vars": dict(env)}}
         if name is not None:
             opts["name"] = name
             opts["namespace"] = namespace
