@@ -75,7 +75,15 @@ def test_named_cluster_lifecycle(ray_session):
         with pytest.raises(RuntimeError, match="already runs"):
             rc.Cluster.start(ccfg)
         # warm: every role's process answers, after loading its kernels, with its pid
-        assert cl.warm() == cl.pids()
+        pids = cl.warm()
+        assert pids == cl.pids()
+        # the stream's roles run with the heap that reuses a step's pages, the others not
+        from rankcast.actors.runtime import ROLE_ENV, STEP_ROLE_ENV
+        for role, want in (("partition", STEP_ROLE_ENV), ("shard", STEP_ROLE_ENV), ("aggregator", ROLE_ENV)):
+            for pid in pids[role]:
+                with open(f"/proc/{pid}/environ") as f:
+                    env = dict(e.split("=", 1) for e in f.read().split("\0") if "=" in e)
+                assert {k: env.get(k) for k in want} == want, role
         other = rc.Cluster.attach("test-lifecycle", namespace="rankcast-test-ns")
         other.subscribe([rc.Subscription(1, 1.0, 1.0, terms={"a": 1.0}, k=2)])
         assert cl.publish([rc.Message(7, 1.0, 1.0, terms={"a": 1.0})]) == \

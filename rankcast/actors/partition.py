@@ -36,6 +36,7 @@ from .metrics import RoleMetrics
 from ..indexing.scoring import EPS
 from .policies import needed_prefix
 from .recovery import PeerLost, Recoverable, is_role_death
+from .runtime import STEP_ROLE_ENV
 from .shard import QUESTIONS
 
 __all__ = ["SubscriptionPartition", "PartitionOps"]
@@ -104,6 +105,7 @@ class SubscriptionPartition(Recoverable):
     that depend on each replica's past: the whole core is the snapshot there."""
 
     _STATE = ("core", "plen", "ub", "step", "exp_end", "pos_end", "_dropped", "_new_ids")
+    RAY_ENV = STEP_ROLE_ENV      # its steps' arrays reuse the heap's pages (rankcast.actors.runtime)
 
     def __init__(self, cfg: EngineConfig, index: int, shards: list, aggregators: list, runtime,
                  prefix: bool, merge_via_aggregator: bool = True, cluster: str = "rankcast",

@@ -8,8 +8,11 @@ benchmark uses it to time each role's own work without Ray in the way, and it is
 """
 from __future__ import annotations
 
+import ctypes
+import ctypes.util
 import functools
 import inspect
+import os
 import time
 from typing import Any
 
@@ -46,23 +49,99 @@ def writable(obj, depth: int = 0):
     return obj
 
 
+# glibc malloc settings of role processes. Long-running roles allocate and free arrays of a
+# few MB; under glibc's default the threshold above which it maps such an allocation on its
+# own grows with the largest freed one (up to 32 MB), so most of them come from the heap
+# arenas, whose free holes the process keeps: resident memory crept up in steps over a soak.
+# ROLE_ENV maps every allocation of 1 MiB or more on its own and returns it at once; two
+# arenas bound the per-thread heaps.
+ROLE_ENV = {"MALLOC_MMAP_THRESHOLD_": str(1 << 20), "MALLOC_ARENA_MAX": "2"}
+# The roles that allocate such arrays in every step of a stream (a subscription partition's
+# candidates and updates, a window shard's answers: a role class's ``RAY_ENV``) pay for that
+# at every step: an array mapped anew is faulted in and cleared page by page (numpy asks for
+# huge pages on arrays of 4 MiB or more: a fault then clears 2 MiB). Under Ray that was about
+# a tenth of a partition's CPU (with glibc's default, 28% of its samples were the kernel's
+# clear_page). Under STEP_ROLE_ENV every allocation under 256 MiB comes from the heap and
+# the heap is never trimmed on a free, so a step reuses the pages of the step before; what
+# the heap keeps goes back to the system at :func:`trim_heap` once the process grew.
+STEP_ROLE_ENV = {"MALLOC_MMAP_THRESHOLD_": str(256 << 20), "MALLOC_TRIM_THRESHOLD_": str(1 << 40),
+                 "MALLOC_ARENA_MAX": "2"}
+TRIM_CHECK_SECONDS = 1.0    # how often a role process looks at its resident memory
+# private resident memory grown by TRIM_GROWTH, and at least TRIM_BYTES, since the last trim: trim
+TRIM_GROWTH = 0.05
+TRIM_BYTES = 64 << 20       # more than a step's own arrays: a small role does not trim every step
+
+
+def _private_resident() -> int:
+    """This process's resident bytes less its resident shared pages (Ray's object store)."""
+    with open("/proc/self/statm") as f:
+        _, resident, shared = f.read().split()[:3]
+    return (int(resident) - int(shared)) * os.sysconf("SC_PAGE_SIZE")
+
+
+class _HeapTrim:
+    """``malloc_trim(0)`` (glibc) once this process's private resident memory grew by
+    :data:`TRIM_GROWTH` (and :data:`TRIM_BYTES`) since it was last trimmed, or since it was
+    smallest, looked at every :data:`TRIM_CHECK_SECONDS` at most. A steady stream, whose
+    steps reuse the same pages, never trims (a trim costs the next steps a fault per page
+    they touch again)."""
+
+    def __init__(self):
+        name = ctypes.util.find_library("c")
+        self.trim = getattr(ctypes.CDLL(name), "malloc_trim", None) if name else None
+        self.due = time.monotonic() + TRIM_CHECK_SECONDS
+        self.floor: int | None = None
+        self.count = 0
+
+    def __call__(self) -> None:
+        now = time.monotonic()
+        if self.trim is None or now < self.due:
+            return
+        self.due = now + TRIM_CHECK_SECONDS
+        rss = _private_resident()
+        if self.floor is None or rss < self.floor:
+            self.floor = rss
+        elif rss > self.floor + max(TRIM_GROWTH * self.floor, TRIM_BYTES):
+            self.trim(0)
+            self.count += 1
+            self.floor = _private_resident()
+
+
+_heap_trim: _HeapTrim | None = None     # this process's, made at the first call
+
+
+def trim_heap() -> None:
+    """Give the heap's free pages back to the system when due (see :class:`_HeapTrim` and
+    :data:`STEP_ROLE_ENV`). A module function, so that the role classes Ray pickles refer to it
+    by name (a ctypes function does not pickle)."""
+    global _heap_trim
+    if _heap_trim is None:
+        _heap_trim = _HeapTrim()
+    _heap_trim()
+
+
 def _writable_method(fn):
     if inspect.isgeneratorfunction(fn):
         @functools.wraps(fn)
         def gen(self, *args, **kw):
             yield from fn(self, *writable(args), **writable(kw))
+            trim_heap()
         return gen
 
     @functools.wraps(fn)
     def call(self, *args, **kw):
-        return fn(self, *writable(args), **writable(kw))
+        try:
+            return fn(self, *writable(args), **writable(kw))
+        finally:
+            trim_heap()
     return call
 
 
 @functools.lru_cache(maxsize=None)
 def writable_class(cls):
     """``cls`` whose ``__init__`` and public methods take their arguments through
-    :func:`writable`: the class Ray runs as an actor (same name, same behaviour)."""
+    :func:`writable` and end with :func:`trim_heap`: the class Ray runs as an actor (same
+    name, same behaviour)."""
     ns = {"__module__": cls.__module__, "__qualname__": cls.__qualname__, "__doc__": cls.__doc__}
     for name in dir(cls):
         if name.startswith("_") and name != "__init__":
@@ -164,13 +243,6 @@ class InprocRuntime(Runtime):
         return LocalHandle(cls(*args, **kw))
 
 
-# glibc malloc settings of every role's process. Long-running roles allocate and free
-# arrays of a few MB per step; under glibc's default the threshold above which it maps such
-# an allocation on its own grows with the largest freed one (up to 32 MB), so most of them
-# come from the heap arenas, whose free holes the process keeps: resident memory crept up
-# in steps over a soak. A fixed threshold maps every allocation of 1 MiB or more on its own
-# and returns it at once; two arenas bound the per-thread heaps.
-ROLE_ENV = {"MALLOC_MMAP_THRESHOLD_": str(1 << 20), "MALLOC_ARENA_MAX": "2"}
 
 
 class RayRuntime(Runtime):
@@ -195,7 +267,8 @@ class RayRuntime(Runtime):
     def create(self, cls, *args, name=None, namespace=None, num_cpus=0.25, detached=False,
                max_concurrency: int | None = None, **kw):
         import ray
-        opts: dict[str, Any] = {"num_cpus": num_cpus, "runtime_env": {"env_vars": dict(ROLE_ENV)}}
+        env = getattr(cls, "RAY_ENV", ROLE_ENV)
+        opts: dict[str, Any] = {"num_cpus": num_cpus, "runtime_env": {"env_vars": dict(env)}}
         if name is not None:
             opts["name"] = name
             opts["namespace"] = namespace

@@ -42,6 +42,7 @@ from ..config import EngineConfig
 from ..indexing.window import CandidateLists, MessageWindow
 from .metrics import RoleMetrics
 from .recovery import Recoverable
+from .runtime import STEP_ROLE_ENV
 
 __all__ = ["WindowShard"]
 
@@ -53,6 +54,7 @@ STEP_WAIT_SECONDS = 600.0   # how long a question waits for its step's append
 class WindowShard(Recoverable):
     _STATE = ("step", "expired")
     RAY_OPTIONS = {"concurrency_groups": {QUESTIONS: 1}}
+    RAY_ENV = STEP_ROLE_ENV      # its steps' arrays reuse the heap's pages (rankcast.actors.runtime)
 
     def __init__(self, cfg: EngineConfig, index: int, cluster: str = "rankcast",
                  export_metrics: bool = True, delay: float = 0.0, seed: int = 0, capacity: int = 0,
