@@ -10,7 +10,10 @@ partitions), ``window_estimate`` (messages in a time window, for fitting prefixe
 ``v_fit`` (term ids below it are split into ranges, above hashed), ``merge_via_aggregator``
 (re-evaluation answers merged by an aggregator, default True, else in the partition),
 ``runtime: inproc`` (every role in the calling process), ``delay`` / ``seed`` (testing: every
-role call sleeps up to ``delay`` seconds at random).
+role call sleeps up to ``delay`` seconds at random), ``solo`` (default True: a cluster of one
+partition that no split can grow runs as an engine in an actor, the window in the
+partition's process, :class:`~rankcast.actors.partition.SoloPartition`; False keeps window
+shards, distributors and aggregators of their own).
 """
 from __future__ import annotations
 
