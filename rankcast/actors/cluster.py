@@ -293,7 +293,8 @@ class Cluster:
     def warm(self) -> dict[str, list[int]]:
         """Every role loads its compiled kernels now (a subscription partition or window
         shard otherwise does it in its first steps, which then take seconds instead of
-        milliseconds). Returns the process ids by role."""
+        milliseconds), and a durable cluster's standby processes finish starting (otherwise
+        in the first seconds of a stream). Returns the process ids by role."""
         return self._call("warm")
 
     def pids(self) -> dict[str, list[int]]:

@@ -195,6 +195,7 @@ def _latest(outs: list[tuple]) -> tuple:
     return ids[keep].astype(np.int64), new_off, mids[idx].astype(np.int64), scs[idx].astype(np.float64)
 
 
+STANDBY_WARM_SECONDS = 120.0  # how long warm() waits for the standby processes
 MAX_RECOVERIES = 3      # deaths in a row one call survives before it gives up
 HEAL_SETTLE_SECONDS = 120.0   # a partial recovery waits this long for the steps in flight
 MAX_CLIENTS = 10_000    # clients whose last call's result is kept for their retries
@@ -495,10 +496,15 @@ class CoordinatorBase:
     @_guarded
     def warm(self) -> dict[str, list[int]]:
         """Every role loads what it runs (its compiled kernels, from numba's cache) now, so
-        that the first steps of a stream do not wait for it. Returns the pids by role."""
+        that the first steps of a stream do not wait for it, and the standby processes
+        finish starting and loading theirs (about 1.5 s of CPU each, which would otherwise
+        land in the first seconds of a stream). Returns the pids by role."""
         out = {"coordinator": [os.getpid()]}
         for role, hs in self._role_groups():
             out[role] = self.rt.get([h.warm.remote() for h in hs])
+        pending = [ref for role, ref in self._standby_warm.items() if role in self._standby]
+        if pending:         # a standby that failed is reported by stats (_standby_state)
+            self.rt.wait(pending, num_returns=len(pending), timeout=STANDBY_WARM_SECONDS)
         return out
 
     def pids(self) -> dict[str, list[int]]:
