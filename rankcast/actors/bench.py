@@ -255,6 +255,7 @@ def run_cluster_bench(dataset: str = "geonames", subs: int = 20_000, window: int
     for pol, n in (("hash", 2), ("prefix", 2), ("keyword", 16)):   # 16: partitions a step misses
         _drive(_inproc_cluster(small, wcfg, pol, n, 2, 1, 64, 200), small, 300, 300, 100)
     _drive(rc.Engine(wcfg), small, 300, 300, 100, pipelined=False)
+    _drive(rc.Engine(wcfg), small, 300, 300, 100, pipelined=False, updates=updates)   # the runs' form
 
     # single-process engine: the reference throughput
     res["engine"], same_topk = _engine_reference(work, cfg, window, messages, batch, seed, progress)
