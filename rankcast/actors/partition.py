@@ -36,7 +36,7 @@ from .metrics import RoleMetrics
 from ..indexing.scoring import EPS
 from .policies import needed_prefix
 from .recovery import PeerLost, Recoverable, is_role_death
-from .runtime import InprocRuntime, LocalHandle
+from .runtime import InprocRuntime, LocalHandle, writable
 from .shard import QUESTIONS, WindowShard
 
 __all__ = ["SubscriptionPartition", "SoloPartition", "PartitionOps"]
@@ -316,12 +316,14 @@ class SubscriptionPartition(Recoverable):
                     self.rt.get(list(self._shards_ready))
                 self._shards_ready = None
             refs = self._ask_shards(step, req, K, exp_end, pos_end, floor)
+            # writable: Ray's answers are read-only, and a kernel given a read-only array is
+            # compiled once more (seconds, in a stream's first steps on a cold cache)
             with self.metrics.waiting():
                 if self.via_agg and len(self.shards) > 1:
                     agg = self.aggs[(self.index + step) % len(self.aggs)]
-                    cands = self.rt.get(agg.merge_candidates.remote(K, *refs))
+                    cands = writable(self.rt.get(agg.merge_candidates.remote(K, *refs)))
                 else:
-                    cands = merge_candidates(self.rt.get(refs), K)
+                    cands = merge_candidates(writable(self.rt.get(refs)), K)
             more = core.apply_reevals(slots, cands, window_size)
             self.metrics.inc("reevaluations", len(slots) - len(more))
 
