@@ -466,7 +466,9 @@ class SoloPartition(SubscriptionPartition):
                 shards_ready: list | None = None, take: bool = False):
         """Append the step's messages to the window (what expired up to ``exp_end`` leaves
         it), then :meth:`SubscriptionPartition.process`. ``shards_ready`` is not used."""
-        self._check_whole()         # a restore's re-evaluation first: it asks about what expires now
+        # a restore's re-evaluation asks about what this append expires: it runs first
+        # (every recovery runs it in ``resume``; this covers a step that comes before one)
+        self._check_whole()
         if step != self.step + 1:
             raise RuntimeError(f"subscription partition {self.index}: step {step} after {self.step}")
         self.window_shard.append(step, None if payload is None else payload[:2], exp_end, exp_end)
