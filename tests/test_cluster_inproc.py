@@ -560,3 +560,49 @@ def test_keyword_replicas_index_only_their_placed_terms(seed):
     assert cl.topk_many(sorted(live)) == {i: eng.topk(i) for i in sorted(live)}
     play(targets, calls[30:], live=live)
     _placed_terms_indexed(cl)
+
+
+@pytest.mark.parametrize("policy", ["hash", "keyword", "prefix", "location"])
+@pytest.mark.parametrize("time_window", [False, True], ids=["count", "time"])
+def test_single_partition_is_an_engine_in_an_actor(policy, time_window, tmp_path):
+    """One partition that no split can grow: the window lives in the partition's process
+    (``SoloPartition``; no shard, distributor or aggregator role), its questions answered
+    there. Equal to the engine and brute force after every call; then resumed from its
+    durable state (a checkpoint and the log after it: the partition rebuilds its window and
+    its buffers from its snapshot) it goes on equal."""
+    from rankcast.actors.partition import SoloPartition
+
+    cfg = _cfg(time_window)
+    calls = random_calls(hash((policy, time_window)) % 10_000 + 17, 50, time_window=time_window)
+    ccfg = rc.ClusterConfig(engine=cfg, policy=policy, partitions=1, batch_size=7, max_in_flight=3,
+                            max_partitions=1, name=f"solo-{policy}-{time_window}", state_dir=str(tmp_path),
+                            checkpoint_every=3600, options={"runtime": "inproc", "durable": True})
+    cl = rc.Cluster.start(ccfg, fresh=True)
+    co = cl._coord.local
+    assert co.solo and type(co.parts[0].local) is SoloPartition
+    assert (co.shards, co.dists, co.aggs) == ([], [], [])
+    eng, brute = rc.Engine(cfg), BruteForceEngine(cfg)
+    live: set[int] = set()
+    assert play({"engine": eng, "cluster": cl, "brute": brute}, calls[:20], live=live) == 20
+    cl.checkpoint()
+    play({"engine": eng, "cluster": cl, "brute": brute}, calls[20:32], live=live)     # only in the log
+    st = cl.stats()
+    assert st["solo"] and st["window"] == eng.stats()["window"]
+    assert st["roles"]["shard"][0]["searches"] > 0          # questions went to the partition's window
+    co.store.close_log()                                     # the cluster's processes are gone
+    cl2 = rc.Cluster.start(ccfg)
+    assert cl2._coord.local.solo and cl2.stats()["recovery"]["recoveries"][-1]["replayed_calls"] > 0
+    assert play({"engine": eng, "cluster": cl2, "brute": brute}, calls[32:], live=live) == len(calls) - 32
+    cl2.shutdown()
+
+
+def test_single_partition_layout_only_where_it_cannot_grow():
+    """A location cluster that may split, or ``options["solo"]`` False, keeps window shards."""
+    cfg = _cfg(False)
+    for policy, extra, want in (("location", {}, False), ("location", {"max_partitions": 1}, True),
+                                ("hash", {"options": {"runtime": "inproc", "solo": False}}, False)):
+        kw = {"options": {"runtime": "inproc"}, **extra}
+        cl = rc.Cluster.start(rc.ClusterConfig(engine=cfg, policy=policy, partitions=1, **kw))
+        co = cl._coord.local
+        assert co.solo is want and (len(co.shards) == 0) is want, (policy, extra)
+        cl.shutdown()

@@ -128,6 +128,45 @@ def test_kill_roles_mid_stream(ray_session, tmp_path, roles, policy):
         cl.shutdown()
 
 
+@pytest.mark.parametrize("policy", ["hash", "prefix"])
+def test_a_single_partition_killed_mid_stream(ray_session, tmp_path, policy):
+    """One partition runs as an engine in an actor (the window in its process: no shard,
+    distributor or aggregator process). Its process killed twice at random moments of
+    random calls: it is rebuilt from its snapshot (subscriptions and window) and the
+    journal's steps (partial recovery); every result equals the engine and brute force after
+    every call, and a listener's stream is exactly the engine's."""
+    cfg = _ccfg(f"test-solo-{policy}", tmp_path, policy=policy, checkpoint_every=0.5).replace(partitions=1)
+    calls = random_calls(sum(map(ord, policy)) + 5, 36, invalid=True)
+    rec = Recorder(cfg.engine)
+    cl = rc.Cluster.start(cfg)
+    try:
+        pids = cl.pids()
+        assert len(pids["partition"]) == 1 and not (pids["shard"] or pids["distributor"] or pids["aggregator"])
+        listener = Listener(cfg)
+        listener.start()
+        rng = random.Random(11)
+        kills = sorted(rng.sample(range(4, len(calls) - 4), 2))
+        live: set[int] = set()
+        brute = BruteForceEngine(cfg.engine)
+        at = 0
+        for n in kills + [len(calls)]:
+            play({"engine": rec, "cluster": cl, "brute": brute}, calls[at:n], live=live)
+            if n < len(calls):
+                _killer(cl, "partition", rng.uniform(0.0, 0.05))
+            at = n
+        st = cl.stats()
+        assert st["solo"] and st["roles"]["shard"][0]["searches"] > 0
+        recs = [r for r in st["recovery"]["recoveries"] if r["cause"] != "restart"]
+        assert recs and all(r["seconds"] < 30 for r in recs)
+        assert any(r.get("mode") == "partial" and r["restored"] and r["restored"][0].startswith("partition-0")
+                   for r in recs), recs
+        listener.stop.set()
+        listener.join(120)
+        assert listener.seen == rec.stream, "the listener's stream differs from the engine's updates"
+    finally:
+        cl.shutdown()
+
+
 def test_whole_cluster_restart_resumes(ray_session, tmp_path):
     """Every process of the cluster gone at once (the coordinator killed for good, its roles
     with it); Cluster.start with the same name and state directory resumes with identical

@@ -188,3 +188,25 @@ def test_bench_cpu_accounting_charges_each_process_its_own_time():
     acc = _cpu_per_message({"partition": [0.1]}, cpu, 0.2, 0.25, 1000)
     assert acc["total"] == sum(cpu.values()) * 1000 and acc["processes"]["partition0"] >= 280, acc
     assert acc["roles_busy"] == {"partition": [100.0]} and acc["engine"] == 250.0, acc
+
+
+def test_a_clients_update_tables_use_the_engines_compiled_kernel():
+    """Arrays from Ray's object store are read-only, and numba compiles a kernel once per
+    read-only-ness of its arguments: ``updates_table`` gives ``expand_runs`` read-only views
+    either way, so the arrays of an engine (writable) and of a cluster client (read-only)
+    use one compiled version, which ``Cluster.warm`` loads in the client; the same table."""
+    import numpy as np
+
+    from rankcast._arrays import expand_runs
+    from rankcast.actors.cluster import _warm_client
+
+    _warm_client()
+    n = len(expand_runs.signatures)
+    arrays = [np.array([5, 3, 4], np.int64), np.array([0, 2, 2, 3], np.int64), np.array([1, 2, 9], np.int64),
+              np.array([0.9, 0.8, 0.7])]
+    writable_table = updates_table(*arrays)
+    for a in arrays:
+        a.flags.writeable = False
+    assert updates_table(*arrays).equals(writable_table)
+    assert len(expand_runs.signatures) == n, expand_runs.signatures
+    assert writable_table.column("subscription_id").to_pylist() == [3, 4, 5, 5]

@@ -63,6 +63,15 @@ SCALE_SUBS = 100_000    # subscriptions of the scaling part (see run_cluster_ben
 # its own wall-clock pace (dozens of times), each cut shipping every changed replica list
 SCALE_DELIVERY = 3600.0
 ALL_POLICIES = ("hash", "location", "keyword", "prefix", "spatial-first", "keyword-first")
+# the Ray runs' clusters: key -> (label, policy, partitions, cluster options). "1" runs as an
+# engine in an actor (SoloPartition); "1-shard" is the same cluster with a window shard of
+# its own, the layout before it (for comparison, not run by default)
+RAY_CLUSTERS = {"1": ("1 partition", "hash", 1, {}),
+                "1-shard": ("1 partition, window shard", "hash", 1, {"solo": False}),
+                "2": ("2 partitions", "hash", 2, {}),
+                "2-location": ("2 partitions location", "location", 2, {}),
+                "2-prefix": ("2 partitions prefix", "prefix", 2, {})}
+DEFAULT_RAY_CLUSTERS = ("1", "2", "2-location", "2-prefix")
 
 
 def _take(b, a, z):
@@ -224,10 +233,11 @@ def run_cluster_bench(dataset: str = "geonames", subs: int = 20_000, window: int
                       cluster_batch: int = 1_024, shards: int = 2, ray: bool = True,
                       address: str | None = None, seed: int = 0, out: str | None = "out/bench",
                       progress=print, updates: str = "arrow", scale_subs: int | None = SCALE_SUBS,
-                      fit_sample: int = 5_000) -> dict:
+                      fit_sample: int = 5_000, ray_clusters=DEFAULT_RAY_CLUSTERS) -> dict:
     """Run the three parts (see the module docstring); returns the JSON-able result and
     writes ``cluster.json`` / ``cluster.png`` under ``out``. ``scale_subs``: subscriptions of
-    the scaling part (None: ``subs``); ``fit_sample``: rows of the policies' fitting sample."""
+    the scaling part (None: ``subs``); ``fit_sample``: rows of the policies' fitting sample;
+    ``ray_clusters``: the keys of :data:`RAY_CLUSTERS` that the Ray part runs."""
     import rankcast as rc
     from ..bench._common import build_workload
 
@@ -245,6 +255,7 @@ def run_cluster_bench(dataset: str = "geonames", subs: int = 20_000, window: int
     for pol, n in (("hash", 2), ("prefix", 2), ("keyword", 16)):   # 16: partitions a step misses
         _drive(_inproc_cluster(small, wcfg, pol, n, 2, 1, 64, 200), small, 300, 300, 100)
     _drive(rc.Engine(wcfg), small, 300, 300, 100, pipelined=False)
+    _drive(rc.Engine(wcfg), small, 300, 300, 100, pipelined=False, updates=updates)   # the runs' form
 
     # single-process engine: the reference throughput
     res["engine"], same_topk = _engine_reference(work, cfg, window, messages, batch, seed, progress)
@@ -322,7 +333,7 @@ def run_cluster_bench(dataset: str = "geonames", subs: int = 20_000, window: int
     # 3. Ray overhead, real wall clock on this machine
     if ray:
         res["ray"] = _ray_overhead(work, cfg, window, messages, batch, cluster_batch, address, progress,
-                                   same_topk, updates)
+                                   same_topk, updates, ray_clusters)
 
     res["machine"]["loadavg_end"] = os.getloadavg()
     if out:
@@ -413,7 +424,7 @@ def _cpu_per_message(busy: dict, procs: dict, client_thread: float, engine_cpu: 
 
 
 def _ray_overhead(work, cfg, window, messages, batch, cluster_batch, address, progress, same_topk,
-                  updates: str = "arrow") -> dict:
+                  updates: str = "arrow", clusters=DEFAULT_RAY_CLUSTERS) -> dict:
     """Each cluster twice, against the engine measured right before it: ``per_call`` publishes
     like the engine (``publish(wait=True)`` per batch, every call's updates returned in the
     ``updates`` form), so every call pays the roles' round trips; ``streamed`` publishes the
@@ -429,8 +440,7 @@ def _ray_overhead(work, cfg, window, messages, batch, cluster_batch, address, pr
         else:
             _ray.init(**local_ray_options(log_to_driver=False))
     out = {}
-    for label, policy, P in (("1 partition", "hash", 1), ("2 partitions", "hash", 2),
-                             ("2 partitions location", "location", 2), ("2 partitions prefix", "prefix", 2)):
+    for label, policy, P, options in (RAY_CLUSTERS[c] for c in clusters):
         row = out[label] = {"policy": policy, "partitions": P, "updates_form": updates}
         for mode in ("per_call", "streamed"):
             # the engine right before, so that both see the same load on this shared machine
@@ -438,7 +448,7 @@ def _ray_overhead(work, cfg, window, messages, batch, cluster_batch, address, pr
             e = er["throughput"]
             ccfg = rc.ClusterConfig(engine=cfg, policy=policy, partitions=P, window_shards=1, distributors=1,
                                     aggregators=1, batch_size=cluster_batch, actor_cpus=0.01,
-                                    name=f"rankcast-bench-{P}-{policy}")
+                                    name=f"rankcast-bench-{P}-{policy}", options=options)
             cl = rc.Cluster.start(ccfg, address=address, fresh=True,
                                   sample=(_take(work.subs, 0, 5000), _take(work.msgs, 0, 5000)))
             try:
@@ -478,6 +488,9 @@ def add_arguments(p) -> None:
     p.add_argument("--no-ray", action="store_true", help="skip the real Ray overhead runs")
     p.add_argument("--updates", default="arrow", choices=["objects", "arrow"],
                    help="what each publish returns in the Ray runs (engine and cluster alike)")
+    p.add_argument("--ray-clusters", nargs="*", default=list(DEFAULT_RAY_CLUSTERS), choices=list(RAY_CLUSTERS),
+                   help="the clusters of the Ray runs (1-shard: one partition with a window shard "
+                        "of its own, the layout before the single-partition one)")
     p.add_argument("--address", default=None)
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--out", default="out/bench")
@@ -490,7 +503,8 @@ def main(args) -> int:
                             scale_policies=tuple(args.scale_policies), batch=args.batch,
                             ray=not args.no_ray, address=args.address, seed=args.seed, out=args.out,
                             progress=lambda m: print(m, file=sys.stderr), updates=args.updates,
-                            scale_subs=args.scale_subs or None, fit_sample=args.fit_sample)
+                            scale_subs=args.scale_subs or None, fit_sample=args.fit_sample,
+                            ray_clusters=tuple(args.ray_clusters))
     print(json.dumps(res, indent=2, default=float))
     return 0
 

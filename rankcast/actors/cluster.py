@@ -10,7 +10,10 @@ partitions), ``window_estimate`` (messages in a time window, for fitting prefixe
 ``v_fit`` (term ids below it are split into ranges, above hashed), ``merge_via_aggregator``
 (re-evaluation answers merged by an aggregator, default True, else in the partition),
 ``runtime: inproc`` (every role in the calling process), ``delay`` / ``seed`` (testing: every
-role call sleeps up to ``delay`` seconds at random).
+role call sleeps up to ``delay`` seconds at random), ``solo`` (default True: a cluster of one
+partition that no split can grow runs as an engine in an actor, the window in the
+partition's process, :class:`~rankcast.actors.partition.SoloPartition`; False keeps window
+shards, distributors and aggregators of their own).
 """
 from __future__ import annotations
 
@@ -32,6 +35,17 @@ from .recovery import StateStore, is_role_death
 from .runtime import LocalHandle, writable_class
 
 __all__ = ["Cluster"]
+
+
+def _warm_client() -> None:
+    """Load the kernel that turns a call's updates into an Arrow table here, on arrays as
+    they come from Ray (read-only): a list that became empty, or lists out of id order, take
+    ``expand_runs``, which a client otherwise loaded (or, on a cold cache, compiled: 0.4-0.8
+    s) in the first call that met one."""
+    arrays = [np.array([2, 1], np.int64), np.array([0, 1, 1], np.int64), np.array([7], np.int64), np.array([0.5])]
+    for a in arrays:
+        a.flags.writeable = False
+    updates_table(*arrays)
 
 
 def _unwrap(exc: BaseException) -> BaseException:
@@ -290,8 +304,12 @@ class Cluster:
     def warm(self) -> dict[str, list[int]]:
         """Every role loads its compiled kernels now (a subscription partition or window
         shard otherwise does it in its first steps, which then take seconds instead of
-        milliseconds). Returns the process ids by role."""
-        return self._call("warm")
+        milliseconds), and a durable cluster's standby processes finish starting (otherwise
+        in the first seconds of a stream); so does this client. Returns the process ids by
+        role."""
+        pids = self._call("warm")
+        _warm_client()
+        return pids
 
     def pids(self) -> dict[str, list[int]]:
         """Process ids of the roles (fault-injection tests)."""

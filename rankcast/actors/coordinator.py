@@ -16,6 +16,11 @@ makes a partition start step j only when every shard holds it (then "as of posit
 questions are answerable). At most ``max_in_flight`` steps are unfinished (a step is
 finished when its partitions and their aggregator updates are done): backpressure.
 
+One partition that no split can grow (``solo``) is an engine in an actor: the
+:class:`~rankcast.actors.partition.SoloPartition` holds the window too, and a step is one
+call, ``partition.process(j, ops, (msgs, seqs, exp))``, with no distributor, window shard
+or aggregator process (``options["solo"]=False`` keeps them).
+
 At a call boundary (``publish(wait=True)``, ``subscribe``, ``unsubscribe``, ``flush``,
 ``topk``) the coordinator *quiesces*: waits for every step, then turns the partitions'
 reallocation requests into control operations and runs them, until none is left. The
@@ -60,7 +65,7 @@ from ..indexing.window import WindowClock
 from .aggregator import Aggregator
 from .distributor import Distributor, shard_payloads
 from .metrics import RoleMetrics
-from .partition import PartitionOps, SubscriptionPartition
+from .partition import PartitionOps, SoloPartition, SubscriptionPartition
 from .policies import Policy, Routing, make_policy
 from .recovery import StateStore, Writer, is_role_death, shared_config, write_snapshots
 from .runtime import InprocRuntime, RayRuntime, Runtime
@@ -190,6 +195,7 @@ def _latest(outs: list[tuple]) -> tuple:
     return ids[keep].astype(np.int64), new_off, mids[idx].astype(np.int64), scs[idx].astype(np.float64)
 
 
+STANDBY_WARM_SECONDS = 120.0  # how long warm() waits for the standby processes
 MAX_RECOVERIES = 3      # deaths in a row one call survives before it gives up
 HEAL_SETTLE_SECONDS = 120.0   # a partial recovery waits this long for the steps in flight
 MAX_CLIENTS = 10_000    # clients whose last call's result is kept for their retries
@@ -490,10 +496,15 @@ class CoordinatorBase:
     @_guarded
     def warm(self) -> dict[str, list[int]]:
         """Every role loads what it runs (its compiled kernels, from numba's cache) now, so
-        that the first steps of a stream do not wait for it. Returns the pids by role."""
+        that the first steps of a stream do not wait for it, and the standby processes
+        finish starting and loading theirs (about 1.5 s of CPU each, which would otherwise
+        land in the first seconds of a stream). Returns the pids by role."""
         out = {"coordinator": [os.getpid()]}
         for role, hs in self._role_groups():
             out[role] = self.rt.get([h.warm.remote() for h in hs])
+        pending = [ref for role, ref in self._standby_warm.items() if role in self._standby]
+        if pending:         # a standby that failed is reported by stats (_standby_state)
+            self.rt.wait(pending, num_returns=len(pending), timeout=STANDBY_WARM_SECONDS)
         return out
 
     def pids(self) -> dict[str, list[int]]:
@@ -1348,27 +1359,44 @@ class Coordinator(CoordinatorBase):
         delay, seed = float(opts.get("delay", 0.0)), int(opts.get("seed", 0))
         P, S, A, D = self.policy.n_partitions, ccfg.window_shards, ccfg.aggregators, ccfg.distributors
         make, finish = self._role_maker(ckpt, reuse)
-        # a shard's index holds its share of the window plus that of the steps in flight
-        held = 0 if self.cfg.window is None else -(-(self.cfg.window + ccfg.max_in_flight * ccfg.batch_size) // S)
-        self.shards = [make("shard", WindowShard, s, cfg, s, name, export, delay, seed, held)
-                       for s in range(S)]
-        self.aggs = [make("aggregator", Aggregator, a, a, P, name, export) for a in range(A)]
+        self.solo = self._solo_layout(ckpt)
         # direct: every subscription lives in one partition, whose core reports its updates
         # (and whose snapshot is its subscriptions: see SubscriptionPartition); replicated:
         # the aggregators merge the replicas' lists
         self.direct = (not self.policy.replicates) or ccfg.partitions == 1
-        # with one partition there is nothing to reallocate to: no prefix checks
-        self._part_args = (self.shards, self.aggs, self.rt, self.policy.prefix and ccfg.partitions > 1,
-                           bool(opts.get("merge_via_aggregator", True)), name, export, delay, seed,
-                           self.direct)
-        self.parts = [make("partition", SubscriptionPartition, p, cfg, p, *self._part_args) for p in range(P)]
-        self.dists = [make("distributor", Distributor, d, self.policy, S, d, name, export, delay, seed,
-                           snapshot=False) for d in range(D)]
+        if self.solo:
+            # its index drops what each step expires: the window and one step
+            held = 0 if self.cfg.window is None else self.cfg.window + ccfg.batch_size
+            self.shards, self.aggs, self.dists, self._part_args = [], [], [], ()
+            self.parts = [make("partition", SoloPartition, 0, cfg, 0, held, name, export, delay, seed)]
+        else:
+            # a shard's index holds its share of the window plus that of the steps in flight
+            held = 0 if self.cfg.window is None else -(-(self.cfg.window + ccfg.max_in_flight * ccfg.batch_size) // S)
+            self.shards = [make("shard", WindowShard, s, cfg, s, name, export, delay, seed, held)
+                           for s in range(S)]
+            self.aggs = [make("aggregator", Aggregator, a, a, P, name, export) for a in range(A)]
+            # with one partition there is nothing to reallocate to: no prefix checks
+            self._part_args = (self.shards, self.aggs, self.rt, self.policy.prefix and ccfg.partitions > 1,
+                               bool(opts.get("merge_via_aggregator", True)), name, export, delay, seed,
+                               self.direct)
+            self.parts = [make("partition", SubscriptionPartition, p, cfg, p, *self._part_args) for p in range(P)]
+            self.dists = [make("distributor", Distributor, d, self.policy, S, d, name, export, delay, seed,
+                               snapshot=False) for d in range(D)]
         finish()
         if ckpt is not None:
             # restored partitions rebuild their buffers as of the checkpoint now, while the
             # shards hold what that asks about (the next steps let them drop it)
             self.rt.get([p.resume.remote(self.shards, self.aggs) for p in self.parts])
+
+    def _solo_layout(self, ckpt: str | None) -> bool:
+        """Whether the cluster runs as one :class:`SoloPartition` (an engine in an actor, the
+        window in its process): one partition that no split can add to (a location policy
+        splits up to ``max_partitions``), unless ``options["solo"]`` is False, or the
+        checkpoint resumed from was taken with window shards of their own."""
+        if (self.policy.n_partitions != 1 or not self.ccfg.options.get("solo", True)
+                or (self.policy.name == "location" and self.ccfg.partition_cap > 1)):
+            return False
+        return ckpt is None or not self.store.exists(f"{ckpt}/shard-0")
 
     def encoder_copy(self) -> Encoder:
         """An encoder with this one's vocabulary and committed terms (nothing pending): what
@@ -1531,7 +1559,7 @@ class Coordinator(CoordinatorBase):
         P, S = self.policy.n_partitions, len(self.shards)
         if msgs is not None and len(msgs):
             pos_end, exp_end = int(seqs[-1]), int(exp[-1])
-            if self.policy.broadcasts:
+            if self.solo or self.policy.broadcasts:
                 payloads = self._broadcast(msgs, seqs, exp)
             else:
                 d = self.dists[j % len(self.dists)]
@@ -1567,13 +1595,15 @@ class Coordinator(CoordinatorBase):
         self.metrics.set("queue_depth", len(self.inflight))
 
     def _broadcast(self, msgs: MessageBatch, seqs: np.ndarray, exp: np.ndarray) -> list:
-        """A step's payloads under a policy that sends every message to every partition:
-        one object in the store that every partition reads, and each shard's share. No
-        distributor is asked (it would only copy the batch): a hop less on the step's path.
-        Counted as a distributor counts its routing."""
+        """A step's payloads under a policy that sends every message to every partition (or
+        to a :class:`SoloPartition`, which holds the window too): one object in the store that
+        every partition reads, and each shard's share. No distributor is asked (it would only
+        copy the batch): a hop less on the step's path. Counted as a distributor counts its
+        routing."""
         P = self.policy.n_partitions
         part = self.rt.put((msgs, seqs, exp))
-        shards = [None if x is None else self.rt.put(x) for x in shard_payloads(msgs, seqs, len(self.shards))]
+        shards = [None if x is None else self.rt.put(x) for x in shard_payloads(msgs, seqs, len(self.shards))] \
+            if self.shards else []
         self.metrics.inc("messages", len(msgs))
         self.metrics.inc("tuples_out", len(msgs) * P)
         return [part] * P + shards
@@ -1786,6 +1816,8 @@ class Coordinator(CoordinatorBase):
         return out
 
     def _message_sample(self, n: int) -> MessageBatch:
+        if self.solo:
+            return self.rt.get(self.parts[0].message_sample.remote(n))
         per = max(1, n // len(self.shards))
         return MessageBatch.concat(self.rt.get([s.sample.remote(per) for s in self.shards]))
 
@@ -1846,7 +1878,8 @@ class Coordinator(CoordinatorBase):
     def stats(self) -> dict:
         self._quiesce()
         parts = self.rt.get([p.stats.remote() for p in self.parts])
-        shards = self.rt.get([s.stats.remote() for s in self.shards])
+        shards = self.rt.get([p.window_stats.remote() for p in self.parts] if self.solo
+                             else [s.stats.remote() for s in self.shards])
         dists = self.rt.get([d.stats.remote() for d in self.dists])
         aggs = self.rt.get([a.stats.remote() for a in self.aggs])
         held = sum(p["subscriptions"] for p in parts)
@@ -1861,7 +1894,8 @@ class Coordinator(CoordinatorBase):
             "published": self.published,
             "policy": self.policy.name,
             "partitions": self.policy.n_partitions,
-            "window_shards": len(self.shards),
+            "window_shards": len(shards),
+            "solo": self.solo,
             "distributors": len(self.dists),
             "aggregators": len(self.aggs),
             "replication_ratio": held / n_live if n_live else 0.0,

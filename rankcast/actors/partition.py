@@ -28,7 +28,7 @@ import numba
 import numpy as np
 
 from .._arrays import grow, runs
-from ..columns import SubscriptionBatch
+from ..columns import MessageBatch, SubscriptionBatch
 from ..config import EngineConfig
 from ..indexing.core import SkypeCore
 from .aggregator import merge_candidates
@@ -36,10 +36,10 @@ from .metrics import RoleMetrics
 from ..indexing.scoring import EPS
 from .policies import needed_prefix
 from .recovery import PeerLost, Recoverable, is_role_death
-from .runtime import STEP_ROLE_ENV
-from .shard import QUESTIONS
+from .runtime import STEP_ROLE_ENV, InprocRuntime, LocalHandle, writable
+from .shard import QUESTIONS, WindowShard
 
-__all__ = ["SubscriptionPartition", "PartitionOps"]
+__all__ = ["SubscriptionPartition", "SoloPartition", "PartitionOps"]
 
 FLOOR_FROM = 64     # re-evaluation rows from which the shards are asked one, then the rest
 
@@ -317,12 +317,14 @@ class SubscriptionPartition(Recoverable):
                     self.rt.get(list(self._shards_ready))
                 self._shards_ready = None
             refs = self._ask_shards(step, req, K, exp_end, pos_end, floor)
+            # writable: Ray's answers are read-only, and a kernel given a read-only array is
+            # compiled once more (seconds, in a stream's first steps on a cold cache)
             with self.metrics.waiting():
                 if self.via_agg and len(self.shards) > 1:
                     agg = self.aggs[(self.index + step) % len(self.aggs)]
-                    cands = self.rt.get(agg.merge_candidates.remote(K, *refs))
+                    cands = writable(self.rt.get(agg.merge_candidates.remote(K, *refs)))
                 else:
-                    cands = merge_candidates(self.rt.get(refs), K)
+                    cands = merge_candidates(writable(self.rt.get(refs)), K)
             more = core.apply_reevals(slots, cands, window_size)
             self.metrics.inc("reevaluations", len(slots) - len(more))
 
@@ -435,6 +437,64 @@ class SubscriptionPartition(Recoverable):
         out.update({f"core_{k}": v for k, v in core.items()})
         out.update(index=self.index, step=self.step, subscriptions=len(self.core.subs))
         return out
+
+
+class SoloPartition(SubscriptionPartition):
+    """The only subscription partition of a cluster, with the message window in its own
+    process: an engine in an actor. The coordinator sends it each step whole (no
+    distributor, no window shard, no aggregator: :attr:`Coordinator.solo`); ``process``
+    appends the step's messages to its own :class:`WindowShard`, then runs the step, whose
+    re-evaluation questions are direct calls on that shard. A ``publish(wait=True)`` is then
+    one hop (client, coordinator, this actor, results to the client) instead of a shard's
+    append, a partition's step and its questions' round trips to the shard's process.
+
+    The window's index drops at every step what the step's watermark expired (as an engine
+    does): a question comes only from this partition's own step, after its append, or from
+    a restore's re-evaluation, which runs before the next step's append (``_check_whole``).
+    Its snapshot is the partition's (its subscriptions) with the shard's (its messages),
+    taken at one step: a restored one rebuilds the index, then its buffers as of that step.
+    A partial recovery replays the journal's steps to it like to any partition."""
+
+    def __init__(self, cfg: EngineConfig, index: int, capacity: int, cluster: str = "rankcast",
+                 export_metrics: bool = True, delay: float = 0.0, seed: int = 0, resume=None):
+        # before the partition's __init__, which restores both from ``resume``
+        self.window_shard = WindowShard(cfg, 0, cluster, export_metrics, 0.0, seed, capacity)
+        super().__init__(cfg, index, [LocalHandle(self.window_shard)], [], InprocRuntime(), False,
+                         cluster=cluster, export_metrics=export_metrics, delay=delay, seed=seed,
+                         rebuild=True, resume=resume)
+
+    def process(self, step: int, pos_end: int, exp_end: int, ops: PartitionOps | None, payload,
+                shards_ready: list | None = None, take: bool = False):
+        """Append the step's messages to the window (what expired up to ``exp_end`` leaves
+        it), then :meth:`SubscriptionPartition.process`. ``shards_ready`` is not used."""
+        # a restore's re-evaluation asks about what this append expires: it runs first
+        # (every recovery runs it in ``resume``; this covers a step that comes before one)
+        self._check_whole()
+        if step != self.step + 1:
+            raise RuntimeError(f"subscription partition {self.index}: step {step} after {self.step}")
+        self.window_shard.append(step, None if payload is None else payload[:2], exp_end, exp_end)
+        return super().process(step, pos_end, exp_end, ops, payload, None, take)
+
+    def resume(self, shards: list, aggregators: list) -> int:
+        """As :meth:`SubscriptionPartition.resume`; the shard is its own (``shards`` is empty)."""
+        return super().resume([LocalHandle(self.window_shard)], [])
+
+    def _state(self) -> dict:
+        return {**super()._state(), "window": self.window_shard._state(),
+                "window_metrics": dict(self.window_shard.metrics.values)}
+
+    def _restore(self, state: dict) -> None:
+        self.window_shard.metrics.values.update(state.pop("window_metrics"))
+        self.window_shard._restore(state.pop("window"))
+        super()._restore(state)
+
+    def message_sample(self, n: int) -> MessageBatch:
+        """Up to ``n`` of the most recent messages of the window (load monitoring refits)."""
+        return self.window_shard.sample(n)
+
+    def window_stats(self) -> dict:
+        """The window shard's stats (its busy time is its own, not the partition's)."""
+        return self.window_shard.stats()
 
 
 def _ask(shard, *args):
