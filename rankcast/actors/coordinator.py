@@ -1639,13 +1639,18 @@ class Coordinator(CoordinatorBase):
             old_key = np.repeat(np.arange(len(sub)), old.counts()) * P + old.parts
             new_row = np.repeat(np.arange(len(sub)), new.counts())
             added = ~np.isin(new_row * P + new.parts, old_key)
+            # a replica's indexed terms do not depend on its prefix (Policy.placement): a kept
+            # one indexes its new prefix terms already, a fresh one gets them here
+            where = self.policy.placement(sub, new_plen) if self.policy.index_placed else None
+            lens = np.diff(sub.offsets)
             for p in range(P):
                 at = new.parts == p
                 fresh = new_row[at & added]
                 kept = new_row[at & ~added]
                 if len(fresh):
+                    indexed = None if where is None else where[runs(sub.offsets[fresh], lens[fresh])[1]] == p
                     self._add_ops(p, PartitionOps(add=sub.take(fresh), add_plen=new_plen[fresh],
-                                                  add_replicas=new.counts()[fresh]))
+                                                  add_replicas=new.counts()[fresh], add_indexed=indexed))
                 if len(kept):
                     self._add_ops(p, PartitionOps(plen_ids=sub.ids[kept], plen=new_plen[kept]))
             n_new = int(added.sum())
@@ -1822,9 +1827,11 @@ class Coordinator(CoordinatorBase):
         old = self.policy.rebalance(subs.take(pick), msgs, plen[pick], len(subs))
         after = self.policy.route_subscriptions(subs, plen)
         # a subscription is re-placed when a term of its prefix changed partition: its old
-        # replicas may have seen messages that the new ones would not (and vice versa)
+        # replicas may have seen messages that the new ones would not (and vice versa); where
+        # replicas index their placed terms beyond the prefix too (prefix), when any term did
         from .policies import _take_prefix
-        off, terms = _take_prefix(subs.offsets, subs.term_ids, plen)
+        whole = self.policy.prefix and self.policy.index_placed
+        off, terms = _take_prefix(subs.offsets, subs.term_ids, np.diff(subs.offsets) if whole else plen)
         row = np.repeat(np.arange(len(subs)), np.diff(off))
         moved_term = old.parts(terms, subs.ids[row]) != self.policy.kmap.parts(terms, subs.ids[row])
         affected = np.unique(row[moved_term])

@@ -975,8 +975,15 @@ class PrefixPolicy(KeywordPolicy):
 
     name = "prefix"
     prefix = True
-    # its replicas index every term: a replica's prefix grows (reallocation) while it lives
-    index_placed = False
+    # A replica indexes every term of its subscription that the map places in its partition,
+    # inside the routed prefix or beyond it (``placement``): that set does not depend on the
+    # prefix, so a replica kept when the prefix grows indexes its new prefix terms already.
+    # Exact (Definition 12): a message that can reach the top-k shares a term of the current
+    # prefix, so its first term shared with ``s`` (term-id order) lies in the prefix; the
+    # message goes to every partition of that term, and the one holding ``s`` for it indexes
+    # it, where the IGPT bound covers the whole score. That replica held ``s`` when the
+    # message arrived, or was added later with a re-evaluation over the whole window.
+    index_placed = True
 
     def _sample_terms(self, subs, msgs):
         tau = estimate_kscores(subs, msgs, self.max_dist, self.window)
@@ -987,6 +994,11 @@ class PrefixPolicy(KeywordPolicy):
         if plen is None:
             plen = self.initial_prefix(subs)
         return super().route_subscriptions(subs, plen)
+
+    def placement(self, subs, plen=None):
+        """Every term's partition, whatever the prefix (see ``index_placed``): a replica
+        indexes the terms placed in its partition; it exists only where a prefix term is."""
+        return super().placement(subs, None)
 
 
 class _HybridPolicy(Policy):
