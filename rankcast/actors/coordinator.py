@@ -1534,6 +1534,7 @@ class Coordinator(CoordinatorBase):
             if self.policy.broadcasts:
                 payloads = self._broadcast(msgs, seqs, exp)
             else:
+                self._send_assignments()
                 d = self.dists[j % len(self.dists)]
                 payloads = d.route.options(num_returns=P + S).remote(j, msgs, seqs, exp)
         else:
@@ -1565,6 +1566,15 @@ class Coordinator(CoordinatorBase):
                 self._journal.append(("take", counts, updates))
         self.counters["steps"] += 1
         self.metrics.set("queue_depth", len(self.inflight))
+
+    def _send_assignments(self) -> None:
+        """Routing state the policy gave out since the last step (the prefix policy's groups
+        of terms first met in subscriptions) to every distributor, before the step that may
+        route by it (Ray runs one submitter's calls to an actor in order)."""
+        new = self.policy.take_assignments()
+        if new is not None:
+            for d in self.dists:
+                d.set_assignments.remote(*new)
 
     def _broadcast(self, msgs: MessageBatch, seqs: np.ndarray, exp: np.ndarray) -> list:
         """A step's payloads under a policy that sends every message to every partition:
@@ -1846,7 +1856,7 @@ class Coordinator(CoordinatorBase):
             self._dispatch()
             self._quiesce()
         return {"action": "rebalance", "moved": int(len(affected)),
-                "ranges": self.policy.kmap.bounds.tolist()}
+                "ranges": self.policy.describe().get("ranges")}
 
     # ------------------------------------------------------------------ stats
     @_guarded

@@ -824,6 +824,14 @@ class Policy:
         subscription in (int64 per term, -1 for a term that places it nowhere)."""
         raise NotImplementedError
 
+    def take_assignments(self) -> tuple[np.ndarray, np.ndarray] | None:
+        """Routing state given out since the previous call that the distributors' copies of
+        this policy must have before they route the next step (None: nothing new)."""
+        return None
+
+    def set_assignments(self, terms, groups) -> None:
+        """Install what another copy's :meth:`take_assignments` gave out."""
+
     @property
     def broadcasts(self) -> bool:
         """Whether every message goes to every partition (``route_messages`` is not
