@@ -591,3 +591,21 @@ def test_prefix_replicas_index_their_placed_terms_as_prefixes_grow(time_window):
         _placed_terms_indexed(cl)
         reallocs += cl.stats()["reallocations"]
     assert reallocs > 30, "the workload must exercise reallocation"
+
+
+def test_prefix_distributors_with_their_own_policy_copy_stay_exact():
+    """Under Ray every distributor routes with its own copy of the policy; in process they
+    share the coordinator's. Here each gets a copy, as under Ray: the groups the prefix
+    policy gives terms first met in subscriptions must reach the copies before the steps
+    that route by them (``Coordinator._send_assignments``), or messages sharing only such
+    terms with a subscription miss its replicas."""
+    import copy
+    cfg = rc.EngineConfig(bounds=BOUNDS, window=60, batch_size=16)
+    for seed in range(3):
+        calls = random_calls(2000 + seed, 40, vocab=60, sub_terms=(2, 6), msg_terms=(1, 6), max_publish=30)
+        cl = rc.Cluster.start(rc.ClusterConfig(engine=cfg, policy="prefix", partitions=6, window_shards=2,
+                                               distributors=2, batch_size=5, max_in_flight=3,
+                                               options={"runtime": "inproc"}))
+        for d in cl._coord.local.dists:
+            d.local.policy = copy.deepcopy(d.local.policy)
+        play({"engine": rc.Engine(cfg), "cluster": cl, "brute": BruteForceEngine(cfg)}, calls)
