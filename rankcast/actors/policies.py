@@ -1032,7 +1032,7 @@ class TermGroups:
 
     @staticmethod
     def build(n_parts: int, s_off, s_terms, sp_off, sp_terms, m_off, m_terms, v: int,
-              msg_cost: float = MSG_COST) -> "TermGroups":
+              msg_cost: float = MSG_COST, model: "PlacedCost | None" = None) -> "TermGroups":
         """Fit on a sample: subscriptions' terms (``s_off``/``s_terms``) and their loose
         prefixes (``sp_off``/``sp_terms``), messages. A term's cost is what it brings to the
         partition holding it: ``msg_cost`` per message of it plus the posting entries those
@@ -1050,8 +1050,15 @@ class TermGroups:
         m_cnt = np.diff(t_moff).astype(np.float64)
         s_rows = np.repeat(np.arange(ns, dtype=np.int64), np.diff(s_off))
         ta_off, ta_subs = _csr_by(np.asarray(s_terms, np.int64), s_rows, v)
-        walk = _shared_postings(v, t_moff, t_msgs, np.asarray(m_off, np.int64), np.asarray(m_terms, np.int64),
-                                ta_off, ta_subs, np.asarray(s_off, np.int64), np.asarray(s_terms, np.int64))
+        if model is None:
+            walk = _shared_postings(v, t_moff, t_msgs, np.asarray(m_off, np.int64), np.asarray(m_terms, np.int64),
+                                    ta_off, ta_subs, np.asarray(s_off, np.int64), np.asarray(s_terms, np.int64))
+        else:       # replicas index their placed terms: a term's own postings and candidates
+            per_msg = model.scale / max(model.n_msgs, 1)
+            walk = np.zeros(v)
+            n = min(v, len(model.pairs))
+            walk[:n] = per_msg * (model.A_PAIR * model.pairs[:n] + model.D_POSTING * model.walks[:n])
+            msg_cost = model.C_MESSAGE / max(nm, 1)
         placed = np.flatnonzero(np.diff(ta_off) > 0)
         cost = msg_cost * m_cnt + walk
         cap = max(cost[placed].sum() / n_parts, 1e-9)
@@ -1089,7 +1096,8 @@ class TermGroups:
         _place_light(light, t_soff, t_subs, np.asarray(sp_off, np.int64), np.asarray(sp_terms, np.int64),
                      t_moff, t_msgs, m_cnt, walk, group, load, copies.astype(np.float64), covered,
                      cap * (1.0 + SLACK), float(msg_cost))
-        return TermGroups(group, first, copies, load, cap, msg_cost + 1.0)
+        unit = msg_cost + (1.0 if model is None else model.scale * model.B_REPLICA)
+        return TermGroups(group, first, copies, load, cap, unit)
 
     def describe(self) -> dict[str, Any]:
         return {"groups": len(self.copies), "copies": self.copies.tolist(), "load": self.load.tolist(),
@@ -1322,9 +1330,11 @@ class PrefixPolicy(KeywordPolicy):
         sp_off, sp_terms = _take_prefix(subs.offsets, subs.term_ids, np.asarray(plen, np.int64))
         v = max(int(self.options.get("v_fit", 0)),
                 int(max(subs.term_ids.max(initial=-1), msgs.term_ids.max(initial=-1))) + 1)
+        cost = (self._cost(subs, msgs, v, self.options.get("subscriptions_estimate"))
+                if self.options.get("group_cost", "placed") == "placed" else None)
         return TermGroups.build(self.n_partitions, subs.offsets, subs.term_ids, sp_off, sp_terms,
                                 msgs.offsets, msgs.term_ids, v,
-                                float(self.options.get("msg_cost", MSG_COST)))
+                                float(self.options.get("msg_cost", MSG_COST)), cost)
 
     def route_subscriptions(self, subs, plen=None):
         if plen is None:
