@@ -1042,7 +1042,11 @@ class TermGroups:
         partitions do not suffice; at least a quarter stay groups of one); the other
         partitions are groups of one, and the remaining terms of the sample's subscriptions
         join them by :func:`_place_light`, those in most sampled prefixes first. Terms only
-        messages hold get no group (:meth:`assign` gives one when a subscription holds one)."""
+        messages hold get no group (:meth:`assign` gives one when a subscription holds one).
+        ``model``: the cost of replicas that index their placed terms (:class:`PlacedCost`),
+        in CPU microseconds per stream message: a term's own candidates and postings (in
+        place of every shared term's postings) and ``C_MESSAGE`` x its share of the messages
+        (in place of ``msg_cost`` per message)."""
         v = max(int(v), int(s_terms.max(initial=-1)) + 1, int(m_terms.max(initial=-1)) + 1, 1)
         ns, nm = len(s_off) - 1, len(m_off) - 1
         m_rows = np.repeat(np.arange(nm, dtype=np.int64), np.diff(m_off))
@@ -1324,6 +1328,9 @@ class PrefixPolicy(KeywordPolicy):
         return self
 
     def _build(self, subs, msgs, plen) -> TermGroups:
+        """The groups fitted on a sample (``plen``: its prefixes, None: estimated), under
+        :class:`PlacedCost` (option ``group_cost``: ``"placed"``, the default) or the shared
+        postings of the sample (``"postings"``)."""
         if plen is None:
             tau = estimate_kscores(subs, msgs, self.max_dist, self.window)
             plen = self.sample_plen = prefix_lengths(subs.offsets, subs.weights, subs.alpha, tau)
