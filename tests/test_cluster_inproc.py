@@ -517,29 +517,32 @@ def test_a_steps_takes_left_by_its_cut_wait_for_the_next_one():
 
 
 def _placed_terms_indexed(cl) -> None:
-    """Every keyword replica indexes exactly the terms that place it in its partition: each
-    live subscription's terms are indexed once in all (one partition, or one copy of a
-    range)."""
+    """Every keyword or prefix replica indexes exactly the terms that place it in its
+    partition (prefix: inside its routed prefix or beyond it), and at least one term of its
+    routed prefix is placed there. Keyword: each live subscription's terms are indexed once
+    in all (one partition, or one copy of a range); prefix: at most once."""
     coord = cl._coord.local
     kmap = coord.policy.kmap
-    entries = 0
+    prefix = coord.policy.prefix
+    entries = placed_total = 0
+    held = {}
     for p, handle in enumerate(coord.parts):
-        core = handle.local.core
+        part = handle.local
+        core = part.core
         s = core.subs
         for slot in s.live_slots().tolist():
             pos = np.arange(s.toff[slot], s.toff[slot] + s.tlen[slot])
             placed = kmap.parts(s.terms[pos], np.full(len(pos), s.ids[slot])) == p
-            assert placed.any()
+            routed = placed[: part.plen[slot]] if prefix else placed
+            assert routed.any()
             assert (s.indexed[pos] == placed).all()
+            placed_total += int(placed.sum())
+            held[int(s.ids[slot])] = int(s.tlen[slot])
         core.index.flush()
         entries += core.index.stats()["entries"]
-    held = {}
-    for handle in coord.parts:
-        s = handle.local.core.subs
-        for slot in s.live_slots().tolist():
-            held[int(s.ids[slot])] = int(s.tlen[slot])
+    assert entries == placed_total
     total_terms = sum(held.values())
-    assert entries == total_terms
+    assert entries <= total_terms if prefix else entries == total_terms
 
 
 @pytest.mark.parametrize("seed", [91, 92])
@@ -606,3 +609,49 @@ def test_single_partition_layout_only_where_it_cannot_grow():
         co = cl._coord.local
         assert co.solo is want and (len(co.shards) == 0) is want, (policy, extra)
         cl.shutdown()
+
+
+@pytest.mark.parametrize("time_window", [False, True], ids=["count", "time"])
+def test_prefix_replicas_index_their_placed_terms_as_prefixes_grow(time_window):
+    """A prefix replica indexes every term placed in its partition, beyond its routed prefix
+    too, so one kept when the prefix grows already indexes the new prefix terms: with long
+    term lists whose prefixes grow many times (reallocations), through a refit of the
+    ranges, every top-k stays the engine's and brute force's after every call. A replica
+    indexing only its prefix's placed terms misses messages that arrived before the prefix
+    reached a term of its partition, and fails here."""
+    cfg = (rc.EngineConfig(bounds=BOUNDS, window_seconds=10.0, batch_size=16) if time_window
+           else rc.EngineConfig(bounds=BOUNDS, window=60, batch_size=16))
+    reallocs = 0
+    for seed in range(4):
+        calls = random_calls(2000 + seed, 50, time_window=time_window, vocab=30, sub_terms=(3, 7),
+                             msg_terms=(1, 6), alphas=(0.0, 0.1, 0.3, None), max_publish=30, invalid=False)
+        cl = _start("prefix", cfg, (3, 2, 1, 2, 5, 3))
+        eng = rc.Engine(cfg)
+        targets = {"engine": eng, "cluster": cl, "brute": BruteForceEngine(cfg)}
+        live: set[int] = set()
+        play(targets, calls[:30], live=live)
+        _placed_terms_indexed(cl)
+        assert cl.rebalance(threshold=0.0)["action"] == "rebalance"
+        assert cl.topk_many(sorted(live)) == {i: eng.topk(i) for i in sorted(live)}
+        play(targets, calls[30:], live=live)
+        _placed_terms_indexed(cl)
+        reallocs += cl.stats()["reallocations"]
+    assert reallocs > 30, "the workload must exercise reallocation"
+
+
+def test_prefix_distributors_with_their_own_policy_copy_stay_exact():
+    """Under Ray every distributor routes with its own copy of the policy; in process they
+    share the coordinator's. Here each gets a copy, as under Ray: the groups the prefix
+    policy gives terms first met in subscriptions must reach the copies before the steps
+    that route by them (``Coordinator._send_assignments``), or messages sharing only such
+    terms with a subscription miss its replicas."""
+    import copy
+    cfg = rc.EngineConfig(bounds=BOUNDS, window=60, batch_size=16)
+    for seed in range(3):
+        calls = random_calls(2000 + seed, 40, vocab=60, sub_terms=(2, 6), msg_terms=(1, 6), max_publish=30)
+        cl = rc.Cluster.start(rc.ClusterConfig(engine=cfg, policy="prefix", partitions=6, window_shards=2,
+                                               distributors=2, batch_size=5, max_in_flight=3,
+                                               options={"runtime": "inproc"}))
+        for d in cl._coord.local.dists:
+            d.local.policy = copy.deepcopy(d.local.policy)
+        play({"engine": rc.Engine(cfg), "cluster": cl, "brute": BruteForceEngine(cfg)}, calls)

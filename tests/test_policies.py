@@ -293,9 +293,11 @@ def test_a_hot_keyword_gets_several_partitions(name):
     for km in kms:
         want = {"spatial-first": getattr(pol, "l2", 0), "keyword-first": getattr(pol, "l1", 0)}.get(name, 8)
         assert km.n == want and np.all(km.copies >= 1)
-        assert np.all(np.diff(km.bounds) > 0), "ranges are not empty"
-    if name == "keyword":     # prefix fits on the loose prefixes, which often leave it out
-        hot = int(np.searchsorted(pol.kmap.bounds, 60, side="right") - 1)
+        if name != "prefix":
+            assert np.all(np.diff(km.bounds) > 0), "ranges are not empty"
+    if name in ("keyword", "prefix"):
+        hot = (int(np.searchsorted(pol.kmap.bounds, 60, side="right") - 1) if name == "keyword"
+               else int(pol.kmap.group[60]))
         assert pol.kmap.copies[hot] > 1, pol.kmap.copies
         held = pol.kmap.parts(np.full(len(subs), 60), subs.ids)
         assert len(np.unique(held)) == pol.kmap.copies[hot], "the hot keyword's subscriptions are spread"
@@ -342,3 +344,91 @@ def test_placed_cost_ranges_are_the_least_limit_sweep():
             if cps[r] == 1:
                 longer = KeywordMap(np.array([lows[r], lows[r + 1] + 1]), v, np.ones(1, np.int64))
                 assert longer.costs(*args, cost)[0] > limit * (1 - 1e-9)
+
+
+def test_prefix_groups_route_new_terms_exactly(sample):
+    """Terms the fitting sample never saw get their group when a subscription first holds
+    them: a message sharing any term with a subscription routed at full length (old terms
+    and new) still meets one of its replicas, and a term no subscription holds is routed
+    nowhere."""
+    subs, msgs = sample
+    rng = np.random.default_rng(5)
+    pol = make_policy("prefix", 6, BOUNDS, MAX_DIST, window=200).fit(subs, msgs)
+    late = subs_batch(rng, 150, n_terms=90, ids_from=1000)      # ids 60..89 are new terms
+    late_msgs = msgs_batch(rng, 200, n_terms=90, ids_from=1000)
+    assert np.any(late.term_ids >= 60) and np.any(late_msgs.term_ids >= 60)
+    rs = pol.route_subscriptions(late, np.diff(late.offsets))
+    rm = pol.route_messages(late_msgs)
+    for i in range(len(late)):
+        ps = set(rs.row(i).tolist())
+        for j in range(len(late_msgs)):
+            if _shares_term(late, i, late_msgs, j):
+                assert ps & set(rm.row(j).tolist()), (i, j)
+    held = np.zeros(200, bool)
+    held[subs.term_ids] = held[late.term_ids] = True
+    for j in range(len(late_msgs)):
+        terms = late_msgs.row_terms(j)[0]
+        if len(terms) and not held[terms].any():
+            assert len(rm.row(j)) == 0, "a term no subscription holds is routed nowhere"
+
+
+def test_prefix_groups_co_locate_a_subscriptions_terms(sample):
+    """A subscription's new terms join a group of its other terms, and one whose terms are
+    all new keeps them in one group: one replica, however many terms."""
+    subs, msgs = sample
+    pol = make_policy("prefix", 6, BOUNDS, MAX_DIST, window=200).fit(subs, msgs)
+    km = pol.kmap
+    t_old = int(subs.term_ids[0])
+    one = SubscriptionBatch(np.array([5000, 5001], np.int64), np.array([1.0, 2.0]), np.array([1.0, 2.0]),
+                            np.array([3, 3], np.int64), np.array([0.5, 0.5]), np.array([0, 4, 7], np.int64),
+                            np.array([100, 101, 102, 103, t_old, 104, 105], np.int64), np.full(7, 0.5))
+    order = np.argsort(one.term_ids[4:7], kind="stable")
+    one.term_ids[4:7] = one.term_ids[4:7][order]
+    rs = pol.route_subscriptions(one, np.diff(one.offsets))
+    assert rs.counts().tolist() == [1, 1]
+    assert len(set(km.group[[100, 101, 102, 103]].tolist())) == 1
+    assert km.group[104] == km.group[105] == km.group[t_old]
+
+
+def test_prefix_groups_co_locate_sample_prefixes():
+    """The fit puts terms that share the sample's prefixes in one group: subscriptions made
+    of pairs of terms from a few disjoint clusters get about one replica each, where
+    consecutive id ranges would split many pairs."""
+    rng = np.random.default_rng(3)
+    n, clusters, size = 600, 6, 8
+    c = rng.integers(0, clusters, n)
+    pairs = np.sort(np.stack([rng.permutation(size)[:2] for _ in range(n)]), axis=1)
+    terms = (pairs * clusters + c[:, None]).reshape(-1)     # cluster j: ids j, j + 6, ...
+    terms = np.sort(terms.reshape(n, 2), axis=1).reshape(-1)
+    off = np.arange(0, 2 * n + 1, 2, dtype=np.int64)
+    subs = SubscriptionBatch(np.arange(n, dtype=np.int64), rng.uniform(0, 100, n), rng.uniform(0, 50, n),
+                             np.full(n, 3, np.int64), np.zeros(n), off, terms.astype(np.int64),
+                             np.full(2 * n, np.sqrt(0.5)))
+    msgs = msgs_batch(rng, 400, n_terms=clusters * size)
+    pol = make_policy("prefix", clusters, BOUNDS, MAX_DIST, window=400).fit(subs, msgs)
+    rep = pol.route_subscriptions(subs, np.full(n, 2)).counts().mean()
+    assert rep < 1.2, rep
+    kw = make_policy("keyword", clusters, BOUNDS, MAX_DIST, window=400).fit(subs, msgs)
+    assert kw.route_subscriptions(subs).counts().mean() > 1.5
+
+
+def test_prefix_policy_copies_learn_assignments(sample):
+    """A distributor's copy of the policy routes messages as the coordinator's only once it
+    installs the groups the coordinator's copy gave out (``take_assignments``)."""
+    import pickle
+    subs, msgs = sample
+    rng = np.random.default_rng(8)
+    pol = make_policy("prefix", 6, BOUNDS, MAX_DIST, window=200).fit(subs, msgs)
+    assert pol.take_assignments() is None
+    copy = pickle.loads(pickle.dumps(pol))
+    late = subs_batch(rng, 100, n_terms=90, ids_from=1000)
+    late_msgs = msgs_batch(rng, 200, n_terms=90, ids_from=1000)
+    pol.route_subscriptions(late)
+    want = pol.route_messages(late_msgs)
+    before = copy.route_messages(late_msgs)
+    assert len(before.parts) < len(want.parts), "the copy must miss the new terms until told"
+    new = pol.take_assignments()
+    assert new is not None and pol.take_assignments() is None
+    copy.set_assignments(*new)
+    got = copy.route_messages(late_msgs)
+    assert np.array_equal(got.offsets, want.offsets) and np.array_equal(got.parts, want.parts)

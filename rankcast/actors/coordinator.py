@@ -1562,6 +1562,7 @@ class Coordinator(CoordinatorBase):
             if self.solo or self.policy.broadcasts:
                 payloads = self._broadcast(msgs, seqs, exp)
             else:
+                self._send_assignments()
                 d = self.dists[j % len(self.dists)]
                 payloads = d.route.options(num_returns=P + S).remote(j, msgs, seqs, exp)
         else:
@@ -1593,6 +1594,15 @@ class Coordinator(CoordinatorBase):
                 self._journal.append(("take", counts, updates))
         self.counters["steps"] += 1
         self.metrics.set("queue_depth", len(self.inflight))
+
+    def _send_assignments(self) -> None:
+        """Routing state the policy gave out since the last step (the prefix policy's groups
+        of terms first met in subscriptions) to every distributor, before the step that may
+        route by it (Ray runs one submitter's calls to an actor in order)."""
+        new = self.policy.take_assignments()
+        if new is not None:
+            for d in self.dists:
+                d.set_assignments.remote(*new)
 
     def _broadcast(self, msgs: MessageBatch, seqs: np.ndarray, exp: np.ndarray) -> list:
         """A step's payloads under a policy that sends every message to every partition (or
@@ -1669,13 +1679,18 @@ class Coordinator(CoordinatorBase):
             old_key = np.repeat(np.arange(len(sub)), old.counts()) * P + old.parts
             new_row = np.repeat(np.arange(len(sub)), new.counts())
             added = ~np.isin(new_row * P + new.parts, old_key)
+            # a replica's indexed terms do not depend on its prefix (Policy.placement): a kept
+            # one indexes its new prefix terms already, a fresh one gets them here
+            where = self.policy.placement(sub, new_plen) if self.policy.index_placed else None
+            lens = np.diff(sub.offsets)
             for p in range(P):
                 at = new.parts == p
                 fresh = new_row[at & added]
                 kept = new_row[at & ~added]
                 if len(fresh):
+                    indexed = None if where is None else where[runs(sub.offsets[fresh], lens[fresh])[1]] == p
                     self._add_ops(p, PartitionOps(add=sub.take(fresh), add_plen=new_plen[fresh],
-                                                  add_replicas=new.counts()[fresh]))
+                                                  add_replicas=new.counts()[fresh], add_indexed=indexed))
                 if len(kept):
                     self._add_ops(p, PartitionOps(plen_ids=sub.ids[kept], plen=new_plen[kept]))
             n_new = int(added.sum())
@@ -1854,9 +1869,11 @@ class Coordinator(CoordinatorBase):
         old = self.policy.rebalance(subs.take(pick), msgs, plen[pick], len(subs))
         after = self.policy.route_subscriptions(subs, plen)
         # a subscription is re-placed when a term of its prefix changed partition: its old
-        # replicas may have seen messages that the new ones would not (and vice versa)
+        # replicas may have seen messages that the new ones would not (and vice versa); where
+        # replicas index their placed terms beyond the prefix too (prefix), when any term did
         from .policies import _take_prefix
-        off, terms = _take_prefix(subs.offsets, subs.term_ids, plen)
+        whole = self.policy.prefix and self.policy.index_placed
+        off, terms = _take_prefix(subs.offsets, subs.term_ids, np.diff(subs.offsets) if whole else plen)
         row = np.repeat(np.arange(len(subs)), np.diff(off))
         moved_term = old.parts(terms, subs.ids[row]) != self.policy.kmap.parts(terms, subs.ids[row])
         affected = np.unique(row[moved_term])
@@ -1871,7 +1888,7 @@ class Coordinator(CoordinatorBase):
             self._dispatch()
             self._quiesce()
         return {"action": "rebalance", "moved": int(len(affected)),
-                "ranges": self.policy.kmap.bounds.tolist()}
+                "ranges": self.policy.describe().get("ranges")}
 
     # ------------------------------------------------------------------ stats
     @_guarded

@@ -68,6 +68,11 @@ class Distributor(Recoverable):
             self.metrics.inc("tuples_out", tuples)
         return out if len(out) > 1 else out[0]   # one payload: Ray's num_returns=1 is the value itself
 
+    def set_assignments(self, terms: np.ndarray, groups: np.ndarray) -> None:
+        """Routing state the coordinator's policy gave out (``Policy.take_assignments``: the
+        prefix policy's groups of new terms); steps routed after this call use it."""
+        self.policy.set_assignments(terms, groups)
+
     def set_policy(self, policy: Policy) -> None:
         """A new routing (load monitoring); steps routed after this call use it."""
         self.policy = policy

@@ -336,9 +336,13 @@ class SubscriptionPartition(Recoverable):
         quarter of their work). Smaller batches, and any with ``floor=False`` (a rebuild, which
         the stream waits for: the shards answer side by side), ask all at once."""
         S = len(self.shards)
-        if S == 1 or len(K) < FLOOR_FROM or not floor:
-            return [_ask(s, step, req, K, after, upto) for s in self.shards]
         first = (self.index + step) % S
+        if S == 1 or len(K) < FLOOR_FROM or not floor:
+            # asked from a rotating one on (in process they answer in turn, and the first one
+            # asked after the partition's own work found the caches cold), listed in order
+            refs = {(first + i) % S: _ask(self.shards[(first + i) % S], step, req, K, after, upto)
+                    for i in range(S)}
+            return [refs[i] for i in range(S)]
         ref = _ask(self.shards[first], step, req, K, after, upto)
         with self.metrics.waiting():
             floor = self.rt.get(ref).kth_scores(K)

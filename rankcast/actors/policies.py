@@ -40,8 +40,8 @@ from ..errors import InvalidInput
 from ..indexing.scoring import EPS, NO_MATCH, score
 
 __all__ = ["Routing", "Policy", "HashPolicy", "LocationPolicy", "KeywordPolicy", "PrefixPolicy",
-           "SpatialFirstPolicy", "KeywordFirstPolicy", "KDTree", "KeywordMap", "PlacedCost", "make_policy",
-           "prefix_lengths", "needed_prefix", "estimate_kscores", "candidate_pairs"]
+           "SpatialFirstPolicy", "KeywordFirstPolicy", "KDTree", "KeywordMap", "PlacedCost", "TermGroups",
+           "make_policy", "prefix_lengths", "needed_prefix", "estimate_kscores", "candidate_pairs"]
 
 
 # ----------------------------------------------------------------------------- routing CSR
@@ -784,6 +784,330 @@ def _best_keyword(s_off, s_terms, m_off, m_terms, lo, hi, n) -> tuple[int, int]:
     return lo + best, int(n1[best])
 
 
+# ----------------------------------------------------------------------------- term groups (prefix)
+
+MSG_COST = 8.0      # cost of one message reaching a partition, in posting entries of the sample
+SLACK = 0.1         # a group may exceed the even share of the cost by this fraction
+
+
+def _csr_by(keys: np.ndarray, values: np.ndarray, n: int) -> tuple[np.ndarray, np.ndarray]:
+    """Inverted CSR: for every key ``0 <= key < n``, the values listed under it (in order)."""
+    off = np.zeros(n + 1, np.int64)
+    np.cumsum(np.bincount(keys, minlength=n), out=off[1:])
+    return off, values[np.argsort(keys, kind="stable")]
+
+
+@numba.njit(cache=True)
+def _group_route(offsets, terms, owners, group, first, copies, base):
+    """Partitions of every row of a CSR of terms (not yet sorted or deduplicated): term ``t``
+    of group ``g = group[t]`` gives every copy ``first[g] .. first[g] + copies[g] - 1`` (a
+    message: ``owners`` empty) or the one copy ``first[g] + owner mod copies[g]`` (a
+    subscription); a term with no group (beyond ``group`` or -1) gives none."""
+    n = offsets.shape[0] - 1
+    one = owners.shape[0] > 0
+    nv = group.shape[0]
+    out_off = np.zeros(n + 1, np.int64)
+    for r in range(n):
+        c = 0
+        for i in range(offsets[r], offsets[r + 1]):
+            t = terms[i]
+            g = group[t] if t < nv else -1
+            if g >= 0:
+                c += 1 if one else copies[g]
+        out_off[r + 1] = out_off[r] + c
+    out = np.empty(out_off[n], np.int64)
+    w = 0
+    for r in range(n):
+        for i in range(offsets[r], offsets[r + 1]):
+            t = terms[i]
+            g = group[t] if t < nv else -1
+            if g < 0:
+                continue
+            if one:
+                out[w] = base + first[g] + owners[i] % copies[g]
+                w += 1
+            else:
+                for j in range(copies[g]):
+                    out[w] = base + first[g] + j
+                    w += 1
+    return out_off, out
+
+
+@numba.njit(cache=True)
+def _shared_postings(v, t_moff, t_msgs, m_off, m_terms, t_soff, t_subs, s_off, s_terms):
+    """For every term ``t``: the postings that ``t``'s messages walk among ``t``'s
+    subscriptions, ``sum over s with t, m with t of |terms(s) & terms(m)|`` (every shared term
+    is a posting entry walked, not only ``t``'s). float64[v]."""
+    out = np.zeros(v)
+    seen = np.zeros(v, np.int64)
+    for t in range(v):
+        if t_moff[t] == t_moff[t + 1] or t_soff[t] == t_soff[t + 1]:
+            continue
+        for a in range(t_moff[t], t_moff[t + 1]):
+            m = t_msgs[a]
+            for b in range(m_off[m], m_off[m + 1]):
+                seen[m_terms[b]] += 1
+        acc = 0.0
+        for a in range(t_soff[t], t_soff[t + 1]):
+            s = t_subs[a]
+            for b in range(s_off[s], s_off[s + 1]):
+                acc += seen[s_terms[b]]
+        out[t] = acc
+        for a in range(t_moff[t], t_moff[t + 1]):
+            m = t_msgs[a]
+            for b in range(m_off[m], m_off[m + 1]):
+                seen[m_terms[b]] = 0
+    return out
+
+
+@numba.njit(cache=True)
+def _place_light(order, t_soff, t_subs, sp_off, sp_terms, t_moff, t_msgs, m_cnt, walk, group, load,
+                 copies, covered, cap, msg_cost):
+    """Greedy co-location of the sample's light terms (``order``): each goes to the group
+    holding most of the other prefix terms of the sample subscriptions whose prefix has it
+    (one replica less for each), among the groups it fits in (``load`` per copy plus its cost
+    at most ``cap``), else to the group where it costs least on top of its load. A term's
+    cost in group ``g``: ``msg_cost`` per sample message of it that ``g`` does not already
+    receive (``covered``), plus the postings its messages walk, ``walk / copies[g]``
+    (:func:`_shared_postings`); a group of several copies takes it only when its messages
+    already reach them."""
+    G = load.shape[0]
+    gain = np.zeros(G, np.int64)
+    extra = np.zeros(G)
+    for t in order:
+        gain[:] = 0
+        for a in range(t_soff[t], t_soff[t + 1]):
+            s = t_subs[a]
+            for b in range(sp_off[s], sp_off[s + 1]):
+                u = sp_terms[b]
+                if u != t and group[u] >= 0:
+                    gain[group[u]] += 1
+        for g in range(G):
+            new = 0
+            for a in range(t_moff[t], t_moff[t + 1]):
+                if not covered[g, t_msgs[a]]:
+                    new += 1
+            extra[g] = msg_cost * new + walk[t] / copies[g]
+            if copies[g] > 1 and new > 0.1 * m_cnt[t]:
+                extra[g] = np.inf      # its messages would reach every copy: only if they do already
+        best = -1
+        for g in range(G):
+            if gain[g] > 0 and load[g] + extra[g] <= cap:
+                if best < 0 or gain[g] > gain[best] or (gain[g] == gain[best]
+                                                         and load[g] + extra[g] < load[best] + extra[best]):
+                    best = g
+        if best < 0:
+            for g in range(G):
+                if best < 0 or load[g] + extra[g] < load[best] + extra[best]:
+                    best = g
+        group[t] = best
+        load[best] += extra[best]
+        for a in range(t_moff[t], t_moff[t + 1]):
+            covered[best, t_msgs[a]] = True
+
+
+@numba.njit(cache=True)
+def _first_sight(offsets, terms, group, load, cap, unit):
+    """Groups for the terms no group holds yet, row by row (new subscriptions): a row's new
+    terms join the group holding most of its other terms (least loaded first among equals)
+    while that group is within ``cap``, else the least loaded group; each adds ``unit`` to
+    its load. ``group`` is updated in place; returns the new terms (their groups are then in
+    ``group``)."""
+    G = load.shape[0]
+    cnt = np.zeros(G, np.int64)
+    out = np.empty(terms.shape[0], np.int64)
+    n_new = 0
+    for r in range(offsets.shape[0] - 1):
+        a, b = offsets[r], offsets[r + 1]
+        fresh = False
+        for i in range(a, b):
+            if group[terms[i]] < 0:
+                fresh = True
+        if not fresh:
+            continue
+        for i in range(a, b):
+            g = group[terms[i]]
+            if g >= 0:
+                cnt[g] += 1
+        best = -1
+        for g in range(G):
+            if cnt[g] > 0 and load[g] < cap and (best < 0 or cnt[g] > cnt[best]
+                                                 or (cnt[g] == cnt[best] and load[g] < load[best])):
+                best = g
+        if best < 0:
+            for g in range(G):
+                if best < 0 or load[g] < load[best]:
+                    best = g
+        for i in range(a, b):
+            g = group[terms[i]]
+            if g >= 0:
+                cnt[g] = 0
+            else:
+                group[terms[i]] = best
+                load[best] += unit
+                out[n_new] = terms[i]
+                n_new += 1
+    return out[:n_new]
+
+
+class TermGroups:
+    """Term -> group of partitions for the prefix policy: groups of terms that co-occur in
+    subscriptions' loose prefixes, so that the prefix terms of one subscription mostly lie in
+    one partition (replication counts partitions, not terms), balanced by a cost measured
+    on the fitting sample. Group ``g`` owns the ``copies[g]`` partitions from ``first[g]``
+    (more than one for a term whose cost no one partition can carry).
+
+    Exactness (the keyword argument, Lemma 7): a message goes to every partition of the
+    group of each of its terms, and a subscription to one partition (``id mod copies``) of
+    the group of each of its routing terms, so a message sharing a prefix term with ``s``
+    meets a replica of ``s``. A term gets its group once and keeps it (:meth:`assign` gives
+    the new terms of subscriptions a group before they are routed; a term no subscription
+    has is routed nowhere, as no prefix can hold it); only a refit (load monitoring) moves
+    terms, and the coordinator then re-places the subscriptions concerned."""
+
+    def __init__(self, group: np.ndarray, first: np.ndarray, copies: np.ndarray, load: np.ndarray,
+                 cap: float, unit: float):
+        self.group = np.asarray(group, np.int64)
+        self.first = np.asarray(first, np.int64)
+        self.copies = np.asarray(copies, np.int64)
+        self.load = np.asarray(load, np.float64)
+        self.cap = float(cap)
+        self.unit = float(unit)
+        self._new: list[np.ndarray] = []    # terms given a group since take_new
+
+    @property
+    def n(self) -> int:
+        return int(self.copies.sum())
+
+    def _grow(self, v: int) -> None:
+        if v > len(self.group):
+            self.group = np.concatenate([self.group, np.full(max(v, 2 * len(self.group)) - len(self.group),
+                                                             -1, np.int64)])
+
+    def assign(self, offsets, term_ids) -> None:
+        """Give every term of these rows (subscriptions) a group (:func:`_first_sight`)."""
+        term_ids = np.asarray(term_ids, np.int64)
+        if len(term_ids) == 0:
+            return
+        self._grow(int(term_ids.max()) + 1)
+        new = _first_sight(np.asarray(offsets, np.int64), term_ids, self.group, self.load,
+                           self.cap * (1.0 + SLACK), self.unit)
+        if len(new):
+            self._new.append(new)
+
+    def take_new(self) -> tuple[np.ndarray, np.ndarray] | None:
+        """(terms, groups) given since the previous call (for the distributors' copies)."""
+        if not self._new:
+            return None
+        terms = np.concatenate(self._new)
+        self._new = []
+        return terms, self.group[terms]
+
+    def set_groups(self, terms: np.ndarray, groups: np.ndarray) -> None:
+        """Install groups given by another copy of this map (a distributor's)."""
+        terms = np.asarray(terms, np.int64)
+        if len(terms):
+            self._grow(int(terms.max()) + 1)
+            self.group[terms] = groups
+
+    def route(self, offsets, term_ids, owners=None, base: int = 0) -> tuple[np.ndarray, np.ndarray]:
+        """(offsets, parts) of every row, sorted and unique: ``owners`` (the subscriptions' ids)
+        gives a subscription's placement, None a message's partitions."""
+        offsets = np.asarray(offsets, np.int64)
+        own = (np.repeat(np.asarray(owners, np.int64), np.diff(offsets)) if owners is not None
+               else np.zeros(0, np.int64))
+        off, parts = _group_route(offsets, np.asarray(term_ids, np.int64), own, self.group, self.first,
+                                  self.copies, base)
+        return _dedupe_rows(off, parts)
+
+    def parts(self, term_ids: np.ndarray, owners: np.ndarray) -> np.ndarray:
+        """The partition a subscription ``owners[i]`` is placed in for ``term_ids[i]`` (-1
+        for a term with no group)."""
+        term_ids = np.asarray(term_ids, np.int64)
+        g = np.full(len(term_ids), -1, np.int64)
+        known = term_ids < len(self.group)
+        g[known] = self.group[term_ids[known]]
+        gg = np.maximum(g, 0)
+        return np.where(g >= 0, self.first[gg] + np.asarray(owners, np.int64) % self.copies[gg], -1)
+
+    @staticmethod
+    def build(n_parts: int, s_off, s_terms, sp_off, sp_terms, m_off, m_terms, v: int,
+              msg_cost: float = MSG_COST, model: "PlacedCost | None" = None) -> "TermGroups":
+        """Fit on a sample: subscriptions' terms (``s_off``/``s_terms``) and their loose
+        prefixes (``sp_off``/``sp_terms``), messages. A term's cost is what it brings to the
+        partition holding it: ``msg_cost`` per message of it plus the posting entries those
+        messages walk among its subscriptions (every shared term: :func:`_shared_postings`,
+        counted on the sample). A term costing more than an even share ``cap`` gets a group
+        of its own with the copies that bring its postings within it (in proportion when the
+        partitions do not suffice; at least a quarter stay groups of one); the other
+        partitions are groups of one, and the remaining terms of the sample's subscriptions
+        join them by :func:`_place_light`, those in most sampled prefixes first. Terms only
+        messages hold get no group (:meth:`assign` gives one when a subscription holds one).
+        ``model``: the cost of replicas that index their placed terms (:class:`PlacedCost`),
+        in CPU microseconds per stream message: a term's own candidates and postings (in
+        place of every shared term's postings) and ``C_MESSAGE`` x its share of the messages
+        (in place of ``msg_cost`` per message)."""
+        v = max(int(v), int(s_terms.max(initial=-1)) + 1, int(m_terms.max(initial=-1)) + 1, 1)
+        ns, nm = len(s_off) - 1, len(m_off) - 1
+        m_rows = np.repeat(np.arange(nm, dtype=np.int64), np.diff(m_off))
+        t_moff, t_msgs = _csr_by(np.asarray(m_terms, np.int64), m_rows, v)
+        m_cnt = np.diff(t_moff).astype(np.float64)
+        s_rows = np.repeat(np.arange(ns, dtype=np.int64), np.diff(s_off))
+        ta_off, ta_subs = _csr_by(np.asarray(s_terms, np.int64), s_rows, v)
+        if model is None:
+            walk = _shared_postings(v, t_moff, t_msgs, np.asarray(m_off, np.int64), np.asarray(m_terms, np.int64),
+                                    ta_off, ta_subs, np.asarray(s_off, np.int64), np.asarray(s_terms, np.int64))
+        else:       # replicas index their placed terms: a term's own postings and candidates
+            per_msg = model.scale / max(model.n_msgs, 1)
+            walk = np.zeros(v)
+            n = min(v, len(model.pairs))
+            walk[:n] = per_msg * (model.A_PAIR * model.pairs[:n] + model.D_POSTING * model.walks[:n])
+            msg_cost = model.C_MESSAGE / max(nm, 1)
+        placed = np.flatnonzero(np.diff(ta_off) > 0)
+        cost = msg_cost * m_cnt + walk
+        cap = max(cost[placed].sum() / n_parts, 1e-9)
+        # heavy terms: their own groups, with copies
+        heavy = placed[cost[placed] > cap]
+        heavy = heavy[np.argsort(-cost[heavy], kind="stable")]
+        room = np.maximum(cap - msg_cost * m_cnt[heavy], 0.25 * cap)
+        want = np.maximum(np.ceil(walk[heavy] / room), 1)
+        light_parts = max(int(np.ceil(cost[placed].sum() / cap - cost[heavy].sum() / cap)), n_parts // 4, 1)
+        budget = n_parts - light_parts
+        if want.sum() > budget:      # too few partitions for all: copies in proportion
+            share = want * budget / want.sum()
+            want = np.maximum(np.floor(share), 1)
+            spare = int(budget - want.sum())
+            if spare > 0:            # the largest remainders get one more
+                want[np.argsort(-(share - want), kind="stable")[:spare]] += 1
+        keep = np.cumsum(want) <= budget
+        heavy, copies_h = heavy[keep], want[keep].astype(np.int64).tolist()
+        left = n_parts - int(sum(copies_h))
+        copies = np.array(copies_h + [1] * left, np.int64)
+        first = np.concatenate([[0], np.cumsum(copies)[:-1]]).astype(np.int64)
+        G = len(copies)
+        group = np.full(v, -1, np.int64)
+        load = np.zeros(G)
+        covered = np.zeros((G, max(nm, 1)), np.bool_)
+        for g, t in enumerate(heavy.tolist()):
+            group[t] = g
+            load[g] = msg_cost * m_cnt[t] + walk[t] / copies[g]
+            covered[g, t_msgs[t_moff[t]:t_moff[t + 1]]] = True
+        light = placed[group[placed] < 0]
+        sp_rows = np.repeat(np.arange(ns, dtype=np.int64), np.diff(sp_off))
+        t_soff, t_subs = _csr_by(np.asarray(sp_terms, np.int64), sp_rows, v)
+        n_pref = np.diff(t_soff)
+        light = light[np.lexsort((-cost[light], -n_pref[light]))]
+        _place_light(light, t_soff, t_subs, np.asarray(sp_off, np.int64), np.asarray(sp_terms, np.int64),
+                     t_moff, t_msgs, m_cnt, walk, group, load, copies.astype(np.float64), covered,
+                     cap * (1.0 + SLACK), float(msg_cost))
+        unit = msg_cost + (1.0 if model is None else model.scale * model.B_REPLICA)
+        return TermGroups(group, first, copies, load, cap, unit)
+
+    def describe(self) -> dict[str, Any]:
+        return {"groups": len(self.copies), "copies": self.copies.tolist(), "load": self.load.tolist(),
+                "cap": self.cap, "terms": int((self.group >= 0).sum())}
+
+
 # ----------------------------------------------------------------------------- policies
 
 class Policy:
@@ -823,6 +1147,14 @@ class Policy:
         """For policies that ``index_placed``: the partition each term of ``subs`` places its
         subscription in (int64 per term, -1 for a term that places it nowhere)."""
         raise NotImplementedError
+
+    def take_assignments(self) -> tuple[np.ndarray, np.ndarray] | None:
+        """Routing state given out since the previous call that the distributors' copies of
+        this policy must have before they route the next step (None: nothing new)."""
+        return None
+
+    def set_assignments(self, terms, groups) -> None:
+        """Install what another copy's :meth:`take_assignments` gave out."""
 
     @property
     def broadcasts(self) -> bool:
@@ -969,24 +1301,78 @@ class KeywordPolicy(Policy):
 
 
 class PrefixPolicy(KeywordPolicy):
-    """Paper 7.3.4: as keyword, but a subscription lives only in the partitions of its loose
-    prefix; the ranges are fitted with the prefixes of the sample (kScores estimated on the
-    message sample)."""
+    """Paper 7.3.4: a subscription lives only in the partitions of its loose prefix, a
+    message goes to the partitions of its terms. The term -> partition map is
+    :class:`TermGroups`, fitted on the prefixes of the sample (kScores estimated on the
+    message sample): terms that share prefixes share partitions, so a subscription needs
+    fewer replicas than its prefix has terms. Definition 12 is unchanged (terms in id order);
+    only which partition holds which term differs from Algorithm 4's ranges."""
 
     name = "prefix"
     prefix = True
-    # its replicas index every term: a replica's prefix grows (reallocation) while it lives
-    index_placed = False
+    # A replica indexes every term of its subscription that the map places in its partition,
+    # inside the routed prefix or beyond it (``placement``): that set does not depend on the
+    # prefix, so a replica kept when the prefix grows indexes its new prefix terms already.
+    # Exact (Definition 12): a message that can reach the top-k shares a term of the current
+    # prefix, so its first term shared with ``s`` (term-id order) lies in the prefix; the
+    # message goes to every partition of that term, and the one holding ``s`` for it indexes
+    # it, where the IGPT bound covers the whole score. That replica held ``s`` when the
+    # message arrived, or was added later with a re-evaluation over the whole window.
+    index_placed = True
 
-    def _sample_terms(self, subs, msgs):
-        tau = estimate_kscores(subs, msgs, self.max_dist, self.window)
-        self.sample_plen = prefix_lengths(subs.offsets, subs.weights, subs.alpha, tau)
-        return _take_prefix(subs.offsets, subs.term_ids, self.sample_plen)
+    def fit(self, subs=None, msgs=None):
+        subs = subs if subs is not None else _empty_sample_subs()
+        msgs = msgs if msgs is not None else MessageBatch.empty()
+        self.kmap = self._build(subs, msgs, None)
+        self.fitted = True
+        return self
+
+    def _build(self, subs, msgs, plen) -> TermGroups:
+        """The groups fitted on a sample (``plen``: its prefixes, None: estimated), under
+        :class:`PlacedCost` (option ``group_cost``: ``"placed"``, the default) or the shared
+        postings of the sample (``"postings"``)."""
+        if plen is None:
+            tau = estimate_kscores(subs, msgs, self.max_dist, self.window)
+            plen = self.sample_plen = prefix_lengths(subs.offsets, subs.weights, subs.alpha, tau)
+        sp_off, sp_terms = _take_prefix(subs.offsets, subs.term_ids, np.asarray(plen, np.int64))
+        v = max(int(self.options.get("v_fit", 0)),
+                int(max(subs.term_ids.max(initial=-1), msgs.term_ids.max(initial=-1))) + 1)
+        cost = (self._cost(subs, msgs, v, self.options.get("subscriptions_estimate"))
+                if self.options.get("group_cost", "placed") == "placed" else None)
+        return TermGroups.build(self.n_partitions, subs.offsets, subs.term_ids, sp_off, sp_terms,
+                                msgs.offsets, msgs.term_ids, v,
+                                float(self.options.get("msg_cost", MSG_COST)), cost)
 
     def route_subscriptions(self, subs, plen=None):
         if plen is None:
             plen = self.initial_prefix(subs)
+        self.kmap.assign(subs.offsets, subs.term_ids)      # every term, for later prefixes
         return super().route_subscriptions(subs, plen)
+
+    def placement(self, subs, plen=None):
+        """Every term's partition, whatever the prefix (see ``index_placed``): a replica
+        indexes the terms placed in its partition; it exists only where a prefix term is."""
+        return super().placement(subs, None)
+
+    def take_assignments(self):
+        return self.kmap.take_new()
+
+    def set_assignments(self, terms, groups) -> None:
+        self.kmap.set_groups(terms, groups)
+
+    def rebalance(self, subs: SubscriptionBatch, msgs: MessageBatch,
+                  plen: np.ndarray | None = None, total: int | None = None) -> TermGroups:
+        """Load monitoring (7.4): refit the groups on a fresh sample (current subscriptions
+        with their current prefixes, recent messages). Returns the previous map; the terms
+        of subscriptions outside the sample get their groups when next routed."""
+        old = self.kmap
+        self.kmap = self._build(subs, msgs, plen if plen is not None else np.diff(subs.offsets))
+        self.kmap.assign(subs.offsets, subs.term_ids)
+        self.kmap.take_new()           # the coordinator sends the whole policy after a refit
+        return old
+
+    def describe(self):
+        return {"policy": self.name, "partitions": self.n_partitions, **self.kmap.describe()}
 
 
 class _HybridPolicy(Policy):
