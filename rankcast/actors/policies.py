@@ -464,6 +464,19 @@ def _row_min_max_in(offsets, terms, lo, hi):
     return mn, mx
 
 
+@numba.njit(cache=True, inline="always")
+def _put_group(out, w, start, copies, owner, one):
+    """The partitions of a term group, ``copies`` of them from ``start``, written at
+    ``out[w:]``: the one copy ``owner % copies`` of a subscription ``owner`` where ``one``,
+    every copy (a message's) otherwise. Returns the next ``w``."""
+    if one:
+        out[w] = start + owner % copies
+        return w + 1
+    for j in range(copies):
+        out[w + j] = start + j
+    return w + copies
+
+
 @numba.njit(cache=True)
 def _keyword_route(offsets, terms, owners, bounds, copies, first, v_fit, n_parts, base):
     """Partitions of every row of a CSR of terms (not yet sorted or deduplicated).
@@ -495,13 +508,7 @@ def _keyword_route(offsets, terms, owners, bounds, copies, first, v_fit, n_parts
                 w += 1
                 continue
             g = np.searchsorted(bounds, t, side="right") - 1
-            if one:
-                out[w] = base + first[g] + owners[i] % copies[g]
-                w += 1
-            else:
-                for j in range(copies[g]):
-                    out[w] = base + first[g] + j
-                    w += 1
+            w = _put_group(out, w, base + first[g], copies[g], owners[i] if one else 0, one)
     return out_off, out
 
 
@@ -823,13 +830,7 @@ def _group_route(offsets, terms, owners, group, first, copies, base):
             g = group[t] if t < nv else -1
             if g < 0:
                 continue
-            if one:
-                out[w] = base + first[g] + owners[i] % copies[g]
-                w += 1
-            else:
-                for j in range(copies[g]):
-                    out[w] = base + first[g] + j
-                    w += 1
+            w = _put_group(out, w, base + first[g], copies[g], owners[i] if one else 0, one)
     return out_off, out
 
 
