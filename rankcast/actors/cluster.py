@@ -38,14 +38,13 @@ __all__ = ["Cluster"]
 
 
 def _warm_client() -> None:
-    """Load the kernel that turns a call's updates into an Arrow table here, on arrays as
-    they come from Ray (read-only): a list that became empty, or lists out of id order, take
-    ``expand_runs``, which a client otherwise loaded (or, on a cold cache, compiled: 0.4-0.8
-    s) in the first call that met one."""
-    arrays = [np.array([2, 1], np.int64), np.array([0, 1, 1], np.int64), np.array([7], np.int64), np.array([0.5])]
-    for a in arrays:
-        a.flags.writeable = False
-    updates_table(*arrays)
+    """Load the kernel that turns a call's updates into an Arrow table here: a list that
+    became empty, or lists out of id order, take ``expand_runs``, which a client otherwise
+    loaded (or, on a cold cache, compiled: 0.4-0.8 s) in the first call that met one.
+    ``updates_table`` passes it read-only views, so these writable arrays load the version
+    that arrays from Ray's object store use."""
+    updates_table(np.array([2, 1], np.int64), np.array([0, 1, 1], np.int64), np.array([7], np.int64),
+                  np.array([0.5]))
 
 
 def _unwrap(exc: BaseException) -> BaseException:
