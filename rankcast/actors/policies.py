@@ -108,9 +108,14 @@ def _join_rows(csrs: list[tuple[np.ndarray, np.ndarray]], n_rows: int) -> tuple[
     rows = np.concatenate([np.zeros(0, np.int64)] + [np.repeat(np.arange(n_rows, dtype=np.int64), np.diff(o))
                                                     for o, _ in csrs])
     parts = np.concatenate([np.zeros(0, np.int64)] + [p for _, p in csrs])
-    off = np.zeros(n_rows + 1, np.int64)
-    np.cumsum(np.bincount(rows, minlength=n_rows), out=off[1:])
-    return off, parts[np.argsort(rows, kind="stable")]
+    return _csr_by(rows, parts, n_rows)
+
+
+def _csr_by(keys: np.ndarray, values: np.ndarray, n: int) -> tuple[np.ndarray, np.ndarray]:
+    """Inverted CSR: for every key ``0 <= key < n``, the values listed under it (in order)."""
+    off = np.zeros(n + 1, np.int64)
+    np.cumsum(np.bincount(keys, minlength=n), out=off[1:])
+    return off, values[np.argsort(keys, kind="stable")]
 
 
 @numba.njit(cache=True)
@@ -263,10 +268,7 @@ def _first_term_pairs(s_x, s_y, s_alpha, s_off, s_terms, s_w, tau,
 def _postings(msgs: MessageBatch, v: int) -> tuple[np.ndarray, np.ndarray]:
     """Inverted lists of a message batch by term: (offsets int64[v + 1], message rows)."""
     rows = np.repeat(np.arange(len(msgs), dtype=np.int64), np.diff(msgs.offsets))
-    post_msg = rows[np.argsort(msgs.term_ids, kind="stable")]
-    post_off = np.zeros(v + 1, np.int64)
-    np.cumsum(np.bincount(msgs.term_ids, minlength=v), out=post_off[1:])
-    return post_off, post_msg
+    return _csr_by(msgs.term_ids, rows, v)
 
 
 def candidate_pairs(subs: SubscriptionBatch, msgs: MessageBatch, max_dist: float, window: int,
@@ -302,11 +304,7 @@ def estimate_kscores(subs: SubscriptionBatch, msgs: MessageBatch, max_dist: floa
         return np.full(len(subs), -np.inf)
     rank = np.maximum(1, np.ceil(subs.k * len(msgs) / max(window, 1))).astype(np.int64)
     v = int(max(subs.term_ids.max(initial=-1), msgs.term_ids.max(initial=-1))) + 1
-    rows = np.repeat(np.arange(len(msgs), dtype=np.int64), np.diff(msgs.offsets))
-    order = np.argsort(msgs.term_ids, kind="stable")
-    post_msg = rows[order]
-    post_off = np.zeros(v + 1, np.int64)
-    np.cumsum(np.bincount(msgs.term_ids, minlength=v), out=post_off[1:])
+    post_off, post_msg = _postings(msgs, v)
     return _kth_scores(subs.x, subs.y, subs.alpha, subs.offsets, subs.term_ids, subs.weights, rank,
                        msgs.x, msgs.y, msgs.offsets, msgs.term_ids, msgs.weights,
                        post_off, post_msg, float(max_dist))
@@ -795,13 +793,6 @@ def _best_keyword(s_off, s_terms, m_off, m_terms, lo, hi, n) -> tuple[int, int]:
 
 MSG_COST = 8.0      # cost of one message reaching a partition, in posting entries of the sample
 SLACK = 0.1         # a group may exceed the even share of the cost by this fraction
-
-
-def _csr_by(keys: np.ndarray, values: np.ndarray, n: int) -> tuple[np.ndarray, np.ndarray]:
-    """Inverted CSR: for every key ``0 <= key < n``, the values listed under it (in order)."""
-    off = np.zeros(n + 1, np.int64)
-    np.cumsum(np.bincount(keys, minlength=n), out=off[1:])
-    return off, values[np.argsort(keys, kind="stable")]
 
 
 @numba.njit(cache=True)
