@@ -69,6 +69,7 @@ ALL_POLICIES = ("hash", "location", "keyword", "prefix", "spatial-first", "keywo
 RAY_CLUSTERS = {"1": ("1 partition", "hash", 1, {}),
                 "1-shard": ("1 partition, window shard", "hash", 1, {"solo": False}),
                 "2": ("2 partitions", "hash", 2, {}),
+                "2-shard": ("2 partitions, window shard", "hash", 2, {"solo": False}),
                 "2-location": ("2 partitions location", "location", 2, {}),
                 "2-prefix": ("2 partitions prefix", "prefix", 2, {})}
 DEFAULT_RAY_CLUSTERS = ("1", "2", "2-location", "2-prefix")

@@ -462,7 +462,7 @@ class SoloPartition(SubscriptionPartition):
     def __init__(self, cfg: EngineConfig, index: int, capacity: int, cluster: str = "rankcast",
                  export_metrics: bool = True, delay: float = 0.0, seed: int = 0, resume=None):
         # before the partition's __init__, which restores both from ``resume``
-        self.window_shard = WindowShard(cfg, 0, cluster, export_metrics, 0.0, seed, capacity)
+        self.window_shard = WindowShard(cfg, index, cluster, export_metrics, 0.0, seed, capacity)
         super().__init__(cfg, index, [LocalHandle(self.window_shard)], [], InprocRuntime(), False,
                          cluster=cluster, export_metrics=export_metrics, delay=delay, seed=seed,
                          rebuild=True, resume=resume)
