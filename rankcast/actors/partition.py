@@ -444,8 +444,9 @@ class SubscriptionPartition(Recoverable):
 
 
 class SoloPartition(SubscriptionPartition):
-    """The only subscription partition of a cluster, with the message window in its own
-    process: an engine in an actor. The coordinator sends it each step whole (no
+    """A subscription partition with the whole message window in its own process: an engine
+    in an actor (the only partition of a cluster, or one of a few that every message
+    reaches, each holding the window). The coordinator sends it each step whole (no
     distributor, no window shard, no aggregator: :attr:`Coordinator.solo`); ``process``
     appends the step's messages to its own :class:`WindowShard`, then runs the step, whose
     re-evaluation questions are direct calls on that shard. A ``publish(wait=True)`` is then
