@@ -565,24 +565,27 @@ def test_keyword_replicas_index_only_their_placed_terms(seed):
     _placed_terms_indexed(cl)
 
 
-@pytest.mark.parametrize("policy", ["hash", "keyword", "prefix", "location"])
+@pytest.mark.parametrize("policy,partitions", [("hash", 1), ("keyword", 1), ("prefix", 1), ("location", 1),
+                                              ("hash", 2), ("location", 2)])
 @pytest.mark.parametrize("time_window", [False, True], ids=["count", "time"])
-def test_single_partition_is_an_engine_in_an_actor(policy, time_window, tmp_path):
-    """One partition that no split can grow: the window lives in the partition's process
+def test_partitions_holding_the_window_are_engines_in_actors(policy, partitions, time_window, tmp_path):
+    """One partition that no split can grow, or two under a policy that sends every message
+    to both (hash, location): each partition holds the whole window in its process
     (``SoloPartition``; no shard, distributor or aggregator role), its questions answered
     there. Equal to the engine and brute force after every call; then resumed from its
-    durable state (a checkpoint and the log after it: the partition rebuilds its window and
+    durable state (a checkpoint and the log after it: each partition rebuilds its window and
     its buffers from its snapshot) it goes on equal."""
     from rankcast.actors.partition import SoloPartition
 
     cfg = _cfg(time_window)
-    calls = random_calls(hash((policy, time_window)) % 10_000 + 17, 50, time_window=time_window)
-    ccfg = rc.ClusterConfig(engine=cfg, policy=policy, partitions=1, batch_size=7, max_in_flight=3,
-                            max_partitions=1, name=f"solo-{policy}-{time_window}", state_dir=str(tmp_path),
-                            checkpoint_every=3600, options={"runtime": "inproc", "durable": True})
+    calls = random_calls(sum(map(ord, policy)) * 7 + 31 * partitions + time_window + 17, 50, time_window=time_window)
+    ccfg = rc.ClusterConfig(engine=cfg, policy=policy, partitions=partitions, batch_size=7, max_in_flight=3,
+                            max_partitions=partitions, name=f"solo-{policy}-{partitions}-{time_window}",
+                            state_dir=str(tmp_path), checkpoint_every=3600,
+                            options={"runtime": "inproc", "durable": True})
     cl = rc.Cluster.start(ccfg, fresh=True)
     co = cl._coord.local
-    assert co.solo and type(co.parts[0].local) is SoloPartition
+    assert co.solo and [type(p.local) for p in co.parts] == [SoloPartition] * partitions
     assert (co.shards, co.dists, co.aggs) == ([], [], [])
     eng, brute = rc.Engine(cfg), BruteForceEngine(cfg)
     live: set[int] = set()
@@ -591,7 +594,12 @@ def test_single_partition_is_an_engine_in_an_actor(policy, time_window, tmp_path
     play({"engine": eng, "cluster": cl, "brute": brute}, calls[20:32], live=live)     # only in the log
     st = cl.stats()
     assert st["solo"] and st["window"] == eng.stats()["window"]
-    assert st["roles"]["shard"][0]["searches"] > 0          # questions went to the partition's window
+    # every partition holds the whole window and asks its own
+    assert [s["held"] for s in st["roles"]["shard"]] == [eng.stats()["window"]] * partitions
+    assert [s["messages"] for s in st["roles"]["shard"]] == [st["published"]] * partitions
+    assert all(s["searches"] > 0 for s in st["roles"]["shard"])
+    assert all(p["subscriptions"] > 0 for p in st["roles"]["partition"])
+    assert sum(p["subscriptions"] for p in st["roles"]["partition"]) == st["subscriptions"]
     co.store.close_log()                                     # the cluster's processes are gone
     cl2 = rc.Cluster.start(ccfg)
     assert cl2._coord.local.solo and cl2.stats()["recovery"]["recoveries"][-1]["replayed_calls"] > 0
@@ -599,15 +607,22 @@ def test_single_partition_is_an_engine_in_an_actor(policy, time_window, tmp_path
     cl2.shutdown()
 
 
-def test_single_partition_layout_only_where_it_cannot_grow():
-    """A location cluster that may split, or ``options["solo"]`` False, keeps window shards."""
+def test_partitions_hold_the_window_only_where_it_pays():
+    """A location cluster that may split, ``options["solo"]`` False, more partitions than
+    ``solo_partitions``, or a policy that replicates subscriptions or routes messages keeps
+    window shards."""
     cfg = _cfg(False)
-    for policy, extra, want in (("location", {}, False), ("location", {"max_partitions": 1}, True),
-                                ("hash", {"options": {"runtime": "inproc", "solo": False}}, False)):
-        kw = {"options": {"runtime": "inproc"}, **extra}
-        cl = rc.Cluster.start(rc.ClusterConfig(engine=cfg, policy=policy, partitions=1, **kw))
+    for policy, P, extra, want in (("location", 1, {}, False), ("location", 1, {"max_partitions": 1}, True),
+                                   ("hash", 1, {"options": {"solo": False}}, False),
+                                   ("hash", 2, {}, True), ("location", 2, {"max_partitions": 2}, True),
+                                   ("location", 2, {}, False), ("hash", 3, {}, False),
+                                   ("hash", 3, {"options": {"solo_partitions": 3}}, True),
+                                   ("hash", 2, {"options": {"solo_partitions": 1}}, False),
+                                   ("keyword", 2, {}, False), ("prefix", 2, {}, False)):
+        kw = {**extra, "options": {"runtime": "inproc", **extra.get("options", {})}}
+        cl = rc.Cluster.start(rc.ClusterConfig(engine=cfg, policy=policy, partitions=P, **kw))
         co = cl._coord.local
-        assert co.solo is want and (len(co.shards) == 0) is want, (policy, extra)
+        assert co.solo is want and (len(co.shards) == 0) is want, (policy, P, extra)
         cl.shutdown()
 
 

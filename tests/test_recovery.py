@@ -128,20 +128,23 @@ def test_kill_roles_mid_stream(ray_session, tmp_path, roles, policy):
         cl.shutdown()
 
 
-@pytest.mark.parametrize("policy", ["hash", "prefix"])
-def test_a_single_partition_killed_mid_stream(ray_session, tmp_path, policy):
-    """One partition runs as an engine in an actor (the window in its process: no shard,
-    distributor or aggregator process). Its process killed twice at random moments of
-    random calls: it is rebuilt from its snapshot (subscriptions and window) and the
-    journal's steps (partial recovery); every result equals the engine and brute force after
-    every call, and a listener's stream is exactly the engine's."""
-    cfg = _ccfg(f"test-solo-{policy}", tmp_path, policy=policy, checkpoint_every=0.5).replace(partitions=1)
-    calls = random_calls(sum(map(ord, policy)) + 5, 36, invalid=True)
+@pytest.mark.parametrize("policy,partitions", [("hash", 1), ("prefix", 1), ("hash", 2)])
+def test_partitions_holding_the_window_killed_mid_stream(ray_session, tmp_path, policy, partitions):
+    """One partition, or two hash partitions, run as engines in actors (each holds the whole
+    window in its process: no shard, distributor or aggregator process). A partition's
+    process killed twice at random moments of random calls: it is rebuilt from its snapshot
+    (subscriptions and window) and the journal's steps (partial recovery); every result
+    equals the engine and brute force after every call, and a listener's stream is exactly
+    the engine's."""
+    cfg = _ccfg(f"test-solo-{policy}-{partitions}", tmp_path, policy=policy,
+                checkpoint_every=0.5).replace(partitions=partitions)
+    calls = random_calls(sum(map(ord, policy)) + 5 * partitions, 36, invalid=True)
     rec = Recorder(cfg.engine)
     cl = rc.Cluster.start(cfg)
     try:
         pids = cl.pids()
-        assert len(pids["partition"]) == 1 and not (pids["shard"] or pids["distributor"] or pids["aggregator"])
+        assert len(pids["partition"]) == partitions
+        assert not (pids["shard"] or pids["distributor"] or pids["aggregator"])
         listener = Listener(cfg)
         listener.start()
         rng = random.Random(11)
@@ -155,10 +158,10 @@ def test_a_single_partition_killed_mid_stream(ray_session, tmp_path, policy):
                 _killer(cl, "partition", rng.uniform(0.0, 0.05))
             at = n
         st = cl.stats()
-        assert st["solo"] and st["roles"]["shard"][0]["searches"] > 0
+        assert st["solo"] and all(s["searches"] > 0 for s in st["roles"]["shard"])
         recs = [r for r in st["recovery"]["recoveries"] if r["cause"] != "restart"]
         assert recs and all(r["seconds"] < 30 for r in recs)
-        assert any(r.get("mode") == "partial" and r["restored"] and r["restored"][0].startswith("partition-0")
+        assert any(r.get("mode") == "partial" and r["restored"] and r["restored"][0].startswith("partition-")
                    for r in recs), recs
         listener.stop.set()
         listener.join(120)

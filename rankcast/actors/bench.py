@@ -64,11 +64,13 @@ SCALE_SUBS = 100_000    # subscriptions of the scaling part (see run_cluster_ben
 SCALE_DELIVERY = 3600.0
 ALL_POLICIES = ("hash", "location", "keyword", "prefix", "spatial-first", "keyword-first")
 # the Ray runs' clusters: key -> (label, policy, partitions, cluster options). "1" runs as an
-# engine in an actor (SoloPartition); "1-shard" is the same cluster with a window shard of
-# its own, the layout before it (for comparison, not run by default)
+# engine in an actor (SoloPartition), "2" as two of them, each holding the window; "1-shard"
+# and "2-shard" are the same clusters with a window shard of their own, the layout before
+# (for comparison, not run by default)
 RAY_CLUSTERS = {"1": ("1 partition", "hash", 1, {}),
                 "1-shard": ("1 partition, window shard", "hash", 1, {"solo": False}),
                 "2": ("2 partitions", "hash", 2, {}),
+                "2-shard": ("2 partitions, window shard", "hash", 2, {"solo": False}),
                 "2-location": ("2 partitions location", "location", 2, {}),
                 "2-prefix": ("2 partitions prefix", "prefix", 2, {})}
 DEFAULT_RAY_CLUSTERS = ("1", "2", "2-location", "2-prefix")
@@ -489,8 +491,8 @@ def add_arguments(p) -> None:
     p.add_argument("--updates", default="arrow", choices=["objects", "arrow"],
                    help="what each publish returns in the Ray runs (engine and cluster alike)")
     p.add_argument("--ray-clusters", nargs="*", default=list(DEFAULT_RAY_CLUSTERS), choices=list(RAY_CLUSTERS),
-                   help="the clusters of the Ray runs (1-shard: one partition with a window shard "
-                        "of its own, the layout before the single-partition one)")
+                   help="the clusters of the Ray runs (1-shard, 2-shard: partitions with a window "
+                        "shard of their own, the layout before partitions held the window)")
     p.add_argument("--address", default=None)
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--out", default="out/bench")

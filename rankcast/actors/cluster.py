@@ -12,8 +12,10 @@ partitions), ``window_estimate`` (messages in a time window, for fitting prefixe
 ``runtime: inproc`` (every role in the calling process), ``delay`` / ``seed`` (testing: every
 role call sleeps up to ``delay`` seconds at random), ``solo`` (default True: a cluster of one
 partition that no split can grow runs as an engine in an actor, the window in the
-partition's process, :class:`~rankcast.actors.partition.SoloPartition`; False keeps window
-shards, distributors and aggregators of their own).
+partition's process, :class:`~rankcast.actors.partition.SoloPartition`; so do up to
+``solo_partitions`` (default 2) partitions of a policy that sends every message to every
+partition (hash, or location without splits), each holding the whole window; False keeps
+window shards, distributors and aggregators of their own).
 """
 from __future__ import annotations
 

@@ -19,7 +19,11 @@ finished when its partitions and their aggregator updates are done): backpressur
 One partition that no split can grow (``solo``) is an engine in an actor: the
 :class:`~rankcast.actors.partition.SoloPartition` holds the window too, and a step is one
 call, ``partition.process(j, ops, (msgs, seqs, exp))``, with no distributor, window shard
-or aggregator process (``options["solo"]=False`` keeps them).
+or aggregator process (``options["solo"]=False`` keeps them). So are up to
+``solo_partitions`` partitions under a policy that sends every message to every partition
+and no split can grow (hash; location with ``max_partitions`` reached): each appends every
+message to a window of its own, and its questions never leave its process. On 2 cores
+that costs less than a window shard's process and the questions' round trips to it.
 
 At a call boundary (``publish(wait=True)``, ``subscribe``, ``unsubscribe``, ``flush``,
 ``topk``) the coordinator *quiesces*: waits for every step, then turns the partitions'
@@ -76,6 +80,9 @@ __all__ = ["CoordinatorBase", "Coordinator", "check_same_cluster", "coordinator_
 
 _NO_UPDATES = (np.zeros(0, np.int64), np.zeros(1, np.int64), np.zeros(0, np.int64), np.zeros(0))
 _NOT_DONE = object()
+# the most partitions that hold the whole window each (SoloPartition) under a broadcasting
+# policy: every partition appends every message, where one window shard would once
+SOLO_PARTITIONS = 2
 
 
 class RemoteUpdates:
@@ -1368,7 +1375,8 @@ class Coordinator(CoordinatorBase):
             # its index drops what each step expires: the window and one step
             held = 0 if self.cfg.window is None else self.cfg.window + ccfg.batch_size
             self.shards, self.aggs, self.dists, self._part_args = [], [], [], ()
-            self.parts = [make("partition", SoloPartition, 0, cfg, 0, held, name, export, delay, seed)]
+            self.parts = [make("partition", SoloPartition, p, cfg, p, held, name, export, delay, seed)
+                          for p in range(P)]
         else:
             # a shard's index holds its share of the window plus that of the steps in flight
             held = 0 if self.cfg.window is None else -(-(self.cfg.window + ccfg.max_in_flight * ccfg.batch_size) // S)
@@ -1389,12 +1397,18 @@ class Coordinator(CoordinatorBase):
             self.rt.get([p.resume.remote(self.shards, self.aggs) for p in self.parts])
 
     def _solo_layout(self, ckpt: str | None) -> bool:
-        """Whether the cluster runs as one :class:`SoloPartition` (an engine in an actor, the
-        window in its process): one partition that no split can add to (a location policy
-        splits up to ``max_partitions``), unless ``options["solo"]`` is False, or the
-        checkpoint resumed from was taken with window shards of their own."""
-        if (self.policy.n_partitions != 1 or not self.ccfg.options.get("solo", True)
-                or (self.policy.name == "location" and self.ccfg.partition_cap > 1)):
+        """Whether every partition is a :class:`SoloPartition` holding the whole window in its
+        own process (no window shard, distributor or aggregator process): one partition, or
+        up to ``options["solo_partitions"]`` (default :data:`SOLO_PARTITIONS`) under a policy
+        that sends every message to every partition and keeps every subscription in one
+        (hash, location), that no split can grow (a location policy splits up to
+        ``max_partitions``); unless ``options["solo"]`` is False, or the checkpoint resumed
+        from was taken with window shards of their own."""
+        opts, P = self.ccfg.options, self.policy.n_partitions
+        if not opts.get("solo", True) or (self.policy.name == "location" and self.ccfg.partition_cap > P):
+            return False
+        if P > 1 and (P > int(opts.get("solo_partitions", SOLO_PARTITIONS)) or not self.policy.broadcasts
+                      or self.policy.replicates):
             return False
         return ckpt is None or not self.store.exists(f"{ckpt}/shard-0")
 

@@ -444,8 +444,9 @@ class SubscriptionPartition(Recoverable):
 
 
 class SoloPartition(SubscriptionPartition):
-    """The only subscription partition of a cluster, with the message window in its own
-    process: an engine in an actor. The coordinator sends it each step whole (no
+    """A subscription partition with the whole message window in its own process: an engine
+    in an actor (the only partition of a cluster, or one of a few that every message
+    reaches, each holding the window). The coordinator sends it each step whole (no
     distributor, no window shard, no aggregator: :attr:`Coordinator.solo`); ``process``
     appends the step's messages to its own :class:`WindowShard`, then runs the step, whose
     re-evaluation questions are direct calls on that shard. A ``publish(wait=True)`` is then
@@ -462,7 +463,7 @@ class SoloPartition(SubscriptionPartition):
     def __init__(self, cfg: EngineConfig, index: int, capacity: int, cluster: str = "rankcast",
                  export_metrics: bool = True, delay: float = 0.0, seed: int = 0, resume=None):
         # before the partition's __init__, which restores both from ``resume``
-        self.window_shard = WindowShard(cfg, 0, cluster, export_metrics, 0.0, seed, capacity)
+        self.window_shard = WindowShard(cfg, index, cluster, export_metrics, 0.0, seed, capacity)
         super().__init__(cfg, index, [LocalHandle(self.window_shard)], [], InprocRuntime(), False,
                          cluster=cluster, export_metrics=export_metrics, delay=delay, seed=seed,
                          rebuild=True, resume=resume)

@@ -61,7 +61,7 @@ class WindowShard(Recoverable):
                  resume=None):
         self.cfg = cfg
         self.index = index
-        self.window = MessageWindow(cfg)
+        self.window = MessageWindow(cfg, track_ids=False)      # no one asks it about ids
         # messages the index may hold at most: its share of the window and of the steps in
         # flight (0: not known, a time window)
         self.capacity = int(capacity)
@@ -207,7 +207,7 @@ class WindowShard(Recoverable):
 def _indexed(cfg: EngineConfig, msgs: MessageBatch, seqs: np.ndarray) -> MessageWindow:
     """A message window holding ``msgs`` (seqs increasing), appended in slices: one append
     of a whole window reserves index nodes for its worst case."""
-    window = MessageWindow(cfg)
+    window = MessageWindow(cfg, track_ids=False)
     for a in range(0, len(msgs), RESTORE_SLICE):
         b = min(len(msgs), a + RESTORE_SLICE)
         window.append(msgs.take(np.arange(a, b)), seqs[a:b], None)

@@ -934,7 +934,7 @@ class MessageWindow:
     ``fine_from`` and ``split_at`` (defaults ``FINE_FROM`` and ``SPLIT_AT``) shape the index
     for postings appended from then on; tests set them small to exercise every level."""
 
-    def __init__(self, cfg: EngineConfig, capacity: int | None = None):
+    def __init__(self, cfg: EngineConfig, capacity: int | None = None, track_ids: bool = True):
         self.max_dist = cfg.max_dist
         cap = _pow2(capacity or min(cfg.window or 4096, 1 << 16))
         self._alloc_ring(cap, 8 * cap)
@@ -959,7 +959,9 @@ class MessageWindow:
         self.nd_f = np.zeros((1024, 5))
         self.nd_i = np.zeros((1024, 7), np.int64)
         self.n_nd = 0
-        self.id_seq: dict[int, int] = {}
+        # id -> seq of the messages held, for :meth:`has_ids` (an engine's validation); a
+        # window shard is not asked (``track_ids=False``): a dict entry per message less
+        self.id_seq: dict[int, int] | None = {} if track_ids else None
         self.last_seq = -1
         self.t_max = -math.inf
 
@@ -1067,7 +1069,8 @@ class MessageWindow:
             self.mask, self.count, self.tr_term, self.tr_w, self.tr_bk, self.tmask, self.tcount,
             self.ch_f, self.ch_i, self.free_chunks, self.n_free,
             self.nd_of, self.nd_f, self.nd_i, self.n_nd, self.term_root, self.term_maxw, self.term_live)
-        self.id_seq.update(zip(msgs.ids.tolist(), seqs.tolist()))
+        if self.id_seq is not None:
+            self.id_seq.update(zip(msgs.ids.tolist(), seqs.tolist()))
         self.last_seq = int(seqs[-1])
         if np.isfinite(msgs.t).any():
             self.t_max = max(self.t_max, float(np.nanmax(msgs.t)))
@@ -1082,11 +1085,10 @@ class MessageWindow:
             self.tr_term, self.tr_bk, self.tmask, self.ch_i, self.free_chunks, self.n_free,
             self.nd_i, self.term_live)
         if self.head > old_head:
-            idx = np.arange(old_head, self.head, dtype=np.int64) & self.mask
-            gone = self.r_id[idx]
-            pop = self.id_seq.pop
-            for i in gone.tolist():
-                pop(i, None)
+            if self.id_seq is not None:
+                pop = self.id_seq.pop
+                for i in self.r_id[np.arange(old_head, self.head, dtype=np.int64) & self.mask].tolist():
+                    pop(i, None)
             last = (self.head - 1) & self.mask
             self.thead = int(self.r_toff[last] + self.r_tlen[last])
 
