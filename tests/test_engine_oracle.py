@@ -533,6 +533,7 @@ def test_match_on_two_threads_equals_one_walk(seed):
         want = idx.match(batch)
         for share, cap in ((0.0, None), (0.3, None), (0.5, None), (0.5, 1)):
             side.share = share
+            side.one_until = side.batches          # two threads, whatever the machine's load
             if cap is not None:
                 idx._cand_cap = cap
             ran = []
@@ -543,8 +544,10 @@ def test_match_on_two_threads_equals_one_walk(seed):
 
     def fails():
         raise RuntimeError("the caller's work failed")
-    with pytest.raises(RuntimeError, match="caller's work"):
-        idx.match(batch, side, fails)
+    for one_until in (side.batches, side.batches + 1):      # on two threads, then on one
+        side.one_until = one_until
+        with pytest.raises(RuntimeError, match="caller's work"):
+            idx.match(batch, side, fails)
 
 
 def test_side_thread_share_ends_both_threads_together():
@@ -564,3 +567,18 @@ def test_side_thread_share_ends_both_threads_together():
     for _ in range(60):
         side.learn(1000, 500, 0.5, 0.0, 0.5)
     assert side.share == pytest.approx(0.5, abs=1e-3)
+
+
+def test_side_thread_goes_back_to_one_thread_where_no_core_is_free():
+    """A batch on two threads whose process got no more CPU time than wall-clock time (no
+    free core) sends the next batches to one thread, and every PROBE_EVERY-th batch tries
+    two again."""
+    from rankcast.indexing.igpt import SideThread
+
+    side = SideThread()
+    assert side.active()
+    side.overlap(1.8)                  # a second core was free
+    assert side.active()
+    side.overlap(0.9)
+    runs = [side.active() for _ in range(2 * SideThread.PROBE_EVERY)]
+    assert runs.index(True) == SideThread.PROBE_EVERY - 1 and all(runs[SideThread.PROBE_EVERY - 1:])

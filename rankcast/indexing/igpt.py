@@ -855,7 +855,7 @@ class IGPT:
         thread walks it for the first ones (:meth:`SideThread.cut`)."""
         self.flush()
         self._sync_toff()
-        if side is None or len(msgs) < 2:
+        if side is None or len(msgs) < 2 or not side.active():
             if run is not None:
                 run()
             midx, slots, scores, cnt, self._cand_cap = self._walk(msgs, 0, len(msgs), self._cand_cap)
@@ -885,6 +885,7 @@ class IGPT:
             out = self._walk(msgs, cut, n, cap) if cut < n else None
             return out, t1 - t0, time.perf_counter() - t1
 
+        w0, c0 = time.perf_counter(), time.process_time()
         fut = side.pool.submit(beside)
         try:
             t0 = time.perf_counter()
@@ -893,6 +894,7 @@ class IGPT:
         finally:
             tail, t_run, t_tail = fut.result()      # the side's work ends here, raising or not
         side.learn(n, cut, t_head, t_run, t_tail)
+        side.overlap((time.process_time() - c0) / max(time.perf_counter() - w0, 1e-9))
         parts = [p for p in (head, tail) if p is not None]
         self._cand_cap = max(p[4] for p in parts)
         if len(parts) == 1:
@@ -1012,10 +1014,30 @@ class SideThread:
     pickled: whoever holds one makes it (``ThreadPoolExecutor`` does not pickle)."""
 
     SMOOTH = 0.3        # weight of the last batch in the share
+    # Two threads pay only where a second core is free. On a machine whose cores are all
+    # taken (other processes; or their sessions, which Linux's autogroups share the CPU
+    # between: a session gets its share whatever its threads), the process's CPU time over
+    # a split batch grows no faster than the wall clock, and the hand-over costs about 5%
+    # of a step: below MIN_OVERLAP the batches go on one thread, and every PROBE_EVERY-th
+    # batch tries two again.
+    MIN_OVERLAP = 1.2
+    PROBE_EVERY = 16
 
     def __init__(self):
         self.pool = ThreadPoolExecutor(1, thread_name_prefix="rankcast-side")
         self.share = 0.3            # of the batch's messages walked on the side thread
+        self.batches = 0
+        self.one_until = 0          # batches before this one run on one thread
+
+    def active(self) -> bool:
+        """Whether this batch runs on two threads (counts the batch)."""
+        self.batches += 1
+        return self.batches > self.one_until
+
+    def overlap(self, cpu_per_wall: float) -> None:
+        """The process's CPU time per wall-clock second over a batch run on two threads."""
+        if cpu_per_wall < self.MIN_OVERLAP:
+            self.one_until = self.batches + self.PROBE_EVERY - 1
 
     def cut(self, n: int) -> int:
         """Messages 0..cut of a batch of ``n`` are walked on the calling thread, the rest beside."""
