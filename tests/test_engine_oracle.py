@@ -513,3 +513,72 @@ def test_large_batches_merge_many_candidates_per_buffer(seed, window):
          batch_size=500, max_msgs=120)
     _run(510 + seed, window=None, window_seconds=window / 10, clustered=False, steps=30,
          batch_size=500, max_msgs=120)
+
+
+@pytest.mark.parametrize("seed", range(3))
+def test_match_on_two_threads_equals_one_walk(seed):
+    """A batch matched on two threads (``SideThread``: the caller's work, then the last
+    messages of the batch beside the first ones) gives the one walk's arrays exactly, at
+    every share of the batch, also when a thread's candidates overflow its room and its walk
+    is redone; the caller's work runs once, and an error in it reaches the caller."""
+    from rankcast.indexing.igpt import SideThread
+
+    eng = _run(700 + seed, window=60, window_seconds=None, clustered=seed == 1, steps=25, batch_size=500,
+               max_msgs=40)
+    rng = np.random.default_rng(seed)
+    idx = eng.core.index
+    side = SideThread()
+    for n in (1, 2, 3, 40):
+        batch, _ = eng.encoder.encode_messages(_msgs(rng, 10_000 + 100 * n, n, 1e6, seed == 1), time_window=False)
+        want = idx.match(batch)
+        for share, cap in ((0.0, None), (0.3, None), (0.5, None), (0.5, 1)):
+            side.share = share
+            side.one_until = side.batches          # two threads, whatever the machine's load
+            if cap is not None:
+                idx._cand_cap = cap
+            ran = []
+            got = idx.match(batch, side, lambda: ran.append(1))
+            assert ran == [1]
+            for g, w in zip(got, want):
+                assert g.dtype == w.dtype and np.array_equal(g, w), (n, share)
+
+    def fails():
+        raise RuntimeError("the caller's work failed")
+    for one_until in (side.batches, side.batches + 1):      # on two threads, then on one
+        side.one_until = one_until
+        with pytest.raises(RuntimeError, match="caller's work"):
+            idx.match(batch, side, fails)
+
+
+def test_side_thread_share_ends_both_threads_together():
+    """The side thread's share of a batch: both threads walk at the measured rate, the side
+    one after the caller's work, so the share that ends them together is
+    (1 - work / whole walk) / 2, between 0 (work as long as the walk) and 1/2 (no work)."""
+    from rankcast.indexing.igpt import SideThread
+
+    side = SideThread()
+    for _ in range(60):     # a walk of 1 s for 1000 messages, 0.2 s of the caller's work
+        cut = side.cut(1000)
+        side.learn(1000, cut, cut * 1e-3, 0.2, (1000 - cut) * 1e-3)
+    assert side.share == pytest.approx(0.4, abs=1e-3) and side.cut(1000) == 600
+    for _ in range(60):
+        side.learn(1000, 500, 0.5, 3.0, 0.5)
+    assert side.share == pytest.approx(0.0, abs=1e-3) and side.cut(1000) == 1000
+    for _ in range(60):
+        side.learn(1000, 500, 0.5, 0.0, 0.5)
+    assert side.share == pytest.approx(0.5, abs=1e-3)
+
+
+def test_side_thread_goes_back_to_one_thread_where_no_core_is_free():
+    """A batch on two threads whose process got no more CPU time than wall-clock time (no
+    free core) sends the next batches to one thread, and every PROBE_EVERY-th batch tries
+    two again."""
+    from rankcast.indexing.igpt import SideThread
+
+    side = SideThread()
+    assert side.active()
+    side.overlap(1.8)                  # a second core was free
+    assert side.active()
+    side.overlap(0.9)
+    runs = [side.active() for _ in range(2 * SideThread.PROBE_EVERY)]
+    assert runs.index(True) == SideThread.PROBE_EVERY - 1 and all(runs[SideThread.PROBE_EVERY - 1:])

@@ -306,9 +306,16 @@ class Cluster:
         """Every role loads its compiled kernels now (a subscription partition or window
         shard otherwise does it in its first steps, which then take seconds instead of
         milliseconds), and a durable cluster's standby processes finish starting (otherwise
-        in the first seconds of a stream); so does this client. Returns the process ids by
-        role."""
+        in the first seconds of a stream); so does this client, and it maps the object
+        store's pages that the partitions' results will cross (``Coordinator.warm``). Returns
+        the process ids by role."""
         pids = self._call("warm")
+        store = pids.pop("store", None)
+        if store:       # the object store's pages the partitions' results cross: mapped here too
+            import ray
+            for pages in ray.get(store):
+                pages[::4096].sum()     # a read per page maps it
+            del store, pages
         _warm_client()
         return pids
 

@@ -7,21 +7,31 @@ processes on the machine); the benchmark turns them into projected throughput fo
 """
 from __future__ import annotations
 
+import threading
 import time
 from contextlib import contextmanager
 
 __all__ = ["RoleMetrics", "add_nested"]
 
 # In-process runs call peers directly: the time of a nested call belongs to the callee, so
-# each busy block keeps the (wall, cpu) time spent in the direct calls it made (a stack).
-_NESTED: list[list[float]] = []
+# each busy block keeps the (wall, cpu) time spent in the direct calls it made (a stack per
+# thread: a role may run part of a step on a second thread, rankcast.indexing.igpt.SideThread).
+_LOCAL = threading.local()
+
+
+def _nested() -> list[list[float]]:
+    stack = getattr(_LOCAL, "nested", None)
+    if stack is None:
+        stack = _LOCAL.nested = []
+    return stack
 
 
 def add_nested(seconds: float, cpu_seconds: float) -> None:
     """Charge a direct in-process call to the caller's open busy block."""
-    if _NESTED:
-        _NESTED[-1][0] += seconds
-        _NESTED[-1][1] += cpu_seconds
+    stack = _nested()
+    if stack:
+        stack[-1][0] += seconds
+        stack[-1][1] += cpu_seconds
 
 _DEFS = {
     # name: (kind, description)
@@ -82,11 +92,12 @@ class RoleMetrics:
         t0 = time.perf_counter()
         c0 = time.thread_time()
         w0 = self._waiting
-        _NESTED.append([0.0, 0.0])
+        stack = _nested()
+        stack.append([0.0, 0.0])
         try:
             yield
         finally:
-            nested, nested_cpu = _NESTED.pop()
+            nested, nested_cpu = stack.pop()
             total = time.perf_counter() - t0
             self.inc("busy_seconds", max(0.0, total - (self._waiting - w0) - nested))
             self.inc("cpu_seconds", max(0.0, time.thread_time() - c0 - nested_cpu))

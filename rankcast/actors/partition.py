@@ -31,6 +31,7 @@ from .._arrays import grow, runs
 from ..columns import MessageBatch, SubscriptionBatch
 from ..config import EngineConfig
 from ..indexing.core import SkypeCore
+from ..indexing.igpt import SideThread
 from .aggregator import merge_candidates
 from .metrics import RoleMetrics
 from ..indexing.scoring import EPS
@@ -145,11 +146,13 @@ class SubscriptionPartition(Recoverable):
         re-evaluations. ``shards_ready``: the shards' ``append`` references of this step, in a
         list so that the call starts without them: the matching runs side by side with the
         shards' appends, and only the first question to a shard waits for them. ``take``:
-        then also :meth:`take_updates` (``counted``), three results (``num_returns=3``)."""
-        out = self._process(step, pos_end, exp_end, ops, payload, shards_ready)
+        then also :meth:`take_updates` (``counted``), three results (``num_returns=3``): the
+        step ends the core's epoch, and with no control operation nothing but its
+        re-evaluations touches the buffers before it ends (``SkypeCore.process``'s ``last``)."""
+        out = self._process(step, pos_end, exp_end, ops, payload, shards_ready, last=take and ops is None)
         return (out, *self.take_updates(counted=True)) if take else out
 
-    def _process(self, step, pos_end, exp_end, ops, payload, shards_ready) -> dict:
+    def _process(self, step, pos_end, exp_end, ops, payload, shards_ready, last: bool = False) -> dict:
         if self._delay:
             time.sleep(self._rng.random() * self._delay)
         self._check_whole()
@@ -162,9 +165,8 @@ class SubscriptionPartition(Recoverable):
             added = self._apply_ops(ops) if ops is not None else None
             n_msgs = 0
             if payload is not None:
-                msgs, seqs, exp = payload
-                n_msgs = len(msgs)
-                core.process(msgs, seqs, exp)
+                n_msgs = len(payload[0])
+                self._disseminate(step, int(exp_end), payload, last)
             core.expire(int(exp_end))
             window_size = int(pos_end - exp_end)
             expiries = max(0, int(exp_end) - self.exp_end)
@@ -172,6 +174,11 @@ class SubscriptionPartition(Recoverable):
             core.observe_window(window_size, n_msgs, expiries)
             self.metrics.inc("messages", n_msgs)
             return self._finish_step(step, int(pos_end), int(exp_end), window_size, added)
+
+    def _disseminate(self, step: int, exp_end: int, payload, last: bool) -> None:
+        """The step's messages through the core (matching, buffers)."""
+        msgs, seqs, exp = payload
+        self.core.process(msgs, seqs, exp, last)
 
     def _finish_step(self, step: int, pos_end: int, exp_end: int, window_size: int, added) -> dict:
         """The step's re-evaluations and what follows them. A shard (or the aggregator
@@ -424,6 +431,11 @@ class SubscriptionPartition(Recoverable):
             live = np.sort(rng.choice(live, n, replace=False))
         return self.core.subs.batch(live)
 
+    def store_pages(self, nbytes: int) -> np.ndarray:
+        """``nbytes`` bytes, which Ray writes into the object store as this call's result:
+        the store's pages they land on are then mapped in this process (``Coordinator.warm``)."""
+        return np.zeros(nbytes, np.uint8)
+
     def held(self) -> tuple[SubscriptionBatch, np.ndarray]:
         """Every subscription held, with the prefix length each is routed by."""
         self._check_whole()
@@ -458,12 +470,20 @@ class SoloPartition(SubscriptionPartition):
     a restore's re-evaluation, which runs before the next step's append (``_check_whole``).
     Its snapshot is the partition's (its subscriptions) with the shard's (its messages),
     taken at one step: a restored one rebuilds the index, then its buffers as of that step.
-    A partial recovery replays the journal's steps to it like to any partition."""
+    A partial recovery replays the journal's steps to it like to any partition.
+
+    A step runs on two threads (:class:`~rankcast.indexing.igpt.SideThread`; the kernels of
+    the match and of the window's append and expiry run without the GIL): the window's
+    append goes first on the second thread, which then matches the last messages of the step
+    while this thread matches the first ones. The re-evaluations, which read the window, come
+    after both. A ``publish(wait=True)`` waits for this actor alone while the machine's
+    other core would be idle."""
 
     def __init__(self, cfg: EngineConfig, index: int, capacity: int, cluster: str = "rankcast",
                  export_metrics: bool = True, delay: float = 0.0, seed: int = 0, resume=None):
         # before the partition's __init__, which restores both from ``resume``
         self.window_shard = WindowShard(cfg, index, cluster, export_metrics, 0.0, seed, capacity)
+        self._side: SideThread | None = None        # made at the first step (it does not pickle)
         super().__init__(cfg, index, [LocalHandle(self.window_shard)], [], InprocRuntime(), False,
                          cluster=cluster, export_metrics=export_metrics, delay=delay, seed=seed,
                          rebuild=True, resume=resume)
@@ -471,14 +491,25 @@ class SoloPartition(SubscriptionPartition):
     def process(self, step: int, pos_end: int, exp_end: int, ops: PartitionOps | None, payload,
                 shards_ready: list | None = None, take: bool = False):
         """Append the step's messages to the window (what expired up to ``exp_end`` leaves
-        it), then :meth:`SubscriptionPartition.process`. ``shards_ready`` is not used."""
+        it; beside the matching, :meth:`_disseminate`), then
+        :meth:`SubscriptionPartition.process`. ``shards_ready`` is not used."""
         # a restore's re-evaluation asks about what this append expires: it runs first
         # (every recovery runs it in ``resume``; this covers a step that comes before one)
         self._check_whole()
         if step != self.step + 1:
             raise RuntimeError(f"subscription partition {self.index}: step {step} after {self.step}")
-        self.window_shard.append(step, None if payload is None else payload[:2], exp_end, exp_end)
+        if payload is None:
+            self.window_shard.append(step, None, exp_end, exp_end)
         return super().process(step, pos_end, exp_end, ops, payload, None, take)
+
+    def _disseminate(self, step: int, exp_end: int, payload, last: bool) -> None:
+        """The step's messages: appended to the window on the side thread, which then
+        matches its share of them, while this thread matches the others."""
+        msgs, seqs, exp = payload
+        if self._side is None:
+            self._side = SideThread()
+        self.core.process(msgs, seqs, exp, last, side=self._side,
+                          run=lambda: self.window_shard.append(step, (msgs, seqs), exp_end, exp_end))
 
     def resume(self, shards: list, aggregators: list) -> int:
         """As :meth:`SubscriptionPartition.resume`; the shard is its own (``shards`` is empty)."""

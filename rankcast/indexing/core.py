@@ -133,14 +133,17 @@ class SkypeCore:
             self._extra_k.pop(s, None)
 
     # ------------------------------------------------------------------ messages
-    def process(self, msgs: MessageBatch, seqs: np.ndarray, expire_upto: np.ndarray, last: bool = False) -> None:
+    def process(self, msgs: MessageBatch, seqs: np.ndarray, expire_upto: np.ndarray, last: bool = False,
+                side=None, run=None) -> None:
         """Disseminate a batch and maintain the buffers (arrivals and expiries, in order).
         ``last``: the caller ends the epoch after this batch and its re-evaluations (the
         engine's last part of a publish call), so the buffers keep no snapshot of top-k lists
-        that the batch changes (``skyband.process_batch``)."""
+        that the batch changes (``skyband.process_batch``). ``side``: a
+        :class:`~rankcast.indexing.igpt.SideThread` that runs ``run`` (the caller's work, which
+        touches nothing of the core) and a share of the matching beside this thread."""
         t0 = time.perf_counter()
         c0 = time.thread_time()
-        midx, slots, scores = self.index.match(msgs)
+        midx, slots, scores = self.index.match(msgs) if side is None else self.index.match(msgs, side, run)
         cand_off = np.zeros(len(msgs) + 1, np.int64)
         np.cumsum(np.bincount(midx, minlength=len(msgs)), out=cand_off[1:])
         t1 = time.perf_counter()

@@ -44,10 +44,16 @@ over almost every leaf, and rebuilding those leaves cost more than the dissemina
 stored bound stays conservative: a key is exact, and a leaf's minimum lambda_s may only be
 lower than the true one (a rise does not raise it until the next rebuild), which prunes less.
 Leaves split when they exceed the leaf capacity.
+
+A batch may be matched on two threads (:class:`SideThread`): the walk kernel runs without the
+GIL, each thread walks the index for its share of the messages, and the two results laid end
+to end are the one walk's (grouped by message, each message's in slot order).
 """
 from __future__ import annotations
 
 import math
+import time
+from concurrent.futures import ThreadPoolExecutor
 
 import numba
 import numpy as np
@@ -57,7 +63,7 @@ from ..config import EngineConfig
 from .scoring import EPS, NO_MATCH, alpha_star, below, kscore_star, lambda_s, score, ssim_ub_out
 from .subtable import SubTable
 
-__all__ = ["IGPT"]
+__all__ = ["IGPT", "SideThread"]
 
 # entry columns, in two tables of equal rows: ENTRY what group pruning, early termination
 # and a passing entry read (the bounds of the suffix it starts, its group's end, the
@@ -562,7 +568,7 @@ def _radix_sort(a):
     return out
 
 
-@numba.njit(cache=True)
+@numba.njit(cache=True, nogil=True)
 def _match(m_off, m_terms, m_w, m_x, m_y, max_dist, s_x, s_y, p_terms, p_w, row,
            nbox, nminls, ent, hot, grp, td, td_pool, n_dir, flat_upto, records, cap):
     """Algorithm 1 over a batch, in one walk of the index: the batch's term occurrences are
@@ -842,17 +848,60 @@ class IGPT:
                                    s.tlen, s.terms, s.indexed, s.maxwt, s.alpha, s.theta, self.built_theta,
                                    self.ent, self.hot, self.gI, self.grp))
 
-    def match(self, msgs):
+    def match(self, msgs, side: "SideThread | None" = None, run=None):
+        """(message positions, slots, scores) of every match of ``msgs``, grouped by message.
+        ``side``: ``run`` (the caller's work, which touches nothing of this index) goes first on
+        that thread, which then walks the index for the last messages of the batch while this
+        thread walks it for the first ones (:meth:`SideThread.cut`)."""
         self.flush()
-        s = self.subs
         self._sync_toff()
-        midx, slots, scores, cnt, self._cand_cap = _match(
-            msgs.offsets, msgs.term_ids, msgs.weights, msgs.x, msgs.y, self.max_dist,
-            s.x, s.y, s.terms, s.w, self.row,
-            self.nbox, self.nminls, self.ent, self.hot, self.grp, self.td, self.td_pool, len(self.td),
-            self.flat_upto, self.records, self._cand_cap)
+        if side is None or len(msgs) < 2 or not side.active():
+            if run is not None:
+                run()
+            midx, slots, scores, cnt, self._cand_cap = self._walk(msgs, 0, len(msgs), self._cand_cap)
+        else:
+            midx, slots, scores, cnt = self._match_beside(msgs, side, run)
         self.counts += cnt
         return midx, slots, scores
+
+    def _walk(self, msgs, a: int, b: int, cap: int):
+        """``_match`` of messages a..b of ``msgs`` (positions from a), without copying them."""
+        s = self.subs
+        return _match(msgs.offsets[a:b + 1], msgs.term_ids, msgs.weights, msgs.x[a:b], msgs.y[a:b], self.max_dist,
+                      s.x, s.y, s.terms, s.w, self.row,
+                      self.nbox, self.nminls, self.ent, self.hot, self.grp, self.td, self.td_pool, len(self.td),
+                      self.flat_upto, self.records, cap)
+
+    def _match_beside(self, msgs, side: "SideThread", run):
+        n = len(msgs)
+        cut = side.cut(n)
+        cap = self._cand_cap
+
+        def beside():
+            t0 = time.perf_counter()
+            if run is not None:
+                run()
+            t1 = time.perf_counter()
+            out = self._walk(msgs, cut, n, cap) if cut < n else None
+            return out, t1 - t0, time.perf_counter() - t1
+
+        w0, c0 = time.perf_counter(), time.process_time()
+        fut = side.pool.submit(beside)
+        try:
+            t0 = time.perf_counter()
+            head = self._walk(msgs, 0, cut, cap) if cut else None
+            t_head = time.perf_counter() - t0
+        finally:
+            tail, t_run, t_tail = fut.result()      # the side's work ends here, raising or not
+        side.learn(n, cut, t_head, t_run, t_tail)
+        side.overlap((time.process_time() - c0) / max(time.perf_counter() - w0, 1e-9))
+        parts = [p for p in (head, tail) if p is not None]
+        self._cand_cap = max(p[4] for p in parts)
+        if len(parts) == 1:
+            midx, slots, scores, cnt, _ = parts[0]
+            return (midx if head is not None else midx + cut), slots, scores, cnt
+        return (np.concatenate([head[0], tail[0] + cut]), np.concatenate([head[1], tail[1]]),
+                np.concatenate([head[2], tail[2]]), head[3] + tail[3])
 
     def stats(self) -> dict:
         leaves = np.flatnonzero((self.nchild[: self.n_nodes] < 0))
@@ -954,3 +1003,52 @@ class IGPT:
         self.e_used, self.r_used = ne, nr
         self._scattered = 0
         self.relayouts += 1
+
+
+class SideThread:
+    """A second thread for matching a batch (:meth:`IGPT.match`): first the caller's own work
+    (a window append), then the walk for the last messages of the batch, while the calling
+    thread walks it for the first ones. The share of messages given to it follows the measured
+    times, so that both threads end together. An actor that holds the only partition of a
+    cluster uses it: the machine's other core is idle while a call waits for that actor. Not
+    pickled: whoever holds one makes it (``ThreadPoolExecutor`` does not pickle)."""
+
+    SMOOTH = 0.3        # weight of the last batch in the share
+    # Two threads pay only where a second core is free. On a machine whose cores are all
+    # taken (other processes; or their sessions, which Linux's autogroups share the CPU
+    # between: a session gets its share whatever its threads), the process's CPU time over
+    # a split batch grows no faster than the wall clock, and the hand-over costs about 5%
+    # of a step: below MIN_OVERLAP the batches go on one thread, and every PROBE_EVERY-th
+    # batch tries two again.
+    MIN_OVERLAP = 1.2
+    PROBE_EVERY = 16
+
+    def __init__(self):
+        self.pool = ThreadPoolExecutor(1, thread_name_prefix="rankcast-side")
+        self.share = 0.3            # of the batch's messages walked on the side thread
+        self.batches = 0
+        self.one_until = 0          # batches before this one run on one thread
+
+    def active(self) -> bool:
+        """Whether this batch runs on two threads (counts the batch)."""
+        self.batches += 1
+        return self.batches > self.one_until
+
+    def overlap(self, cpu_per_wall: float) -> None:
+        """The process's CPU time per wall-clock second over a batch run on two threads."""
+        if cpu_per_wall < self.MIN_OVERLAP:
+            self.one_until = self.batches + self.PROBE_EVERY - 1
+
+    def cut(self, n: int) -> int:
+        """Messages 0..cut of a batch of ``n`` are walked on the calling thread, the rest beside."""
+        return n - int(round(self.share * n))
+
+    def learn(self, n: int, cut: int, t_head: float, t_run: float, t_tail: float) -> None:
+        """The share that ends both threads together, from one batch's times: both walk at the
+        rate r of the messages walked, the side thread first runs the caller's work
+        (``t_run``), so (n - m) r = t_run + m r for the m messages beside."""
+        if n <= 0 or (t_head + t_tail) <= 0:
+            return
+        rate = (t_head + t_tail) / n
+        want = min(0.5, max(0.0, (1.0 - t_run / (n * rate)) / 2.0)) if rate > 0 else 0.0
+        self.share += self.SMOOTH * (want - self.share)

@@ -328,7 +328,7 @@ def _new_node(nd_f, nd_i, nd, parent, level):
     nd_i[nd, NI_LIVE] = 0
 
 
-@numba.njit(cache=True)
+@numba.njit(cache=True, nogil=True)
 def _append(seqs, ids, xs, ys, ts, offsets, term_ids, weights, bounds, fine_from, split_at,
             r_seq, r_id, r_x, r_y, r_t, r_toff, r_tlen, mask, count,
             tr_term, tr_w, tr_bk, tmask, tcount, ch_f, ch_i, free_chunks, n_free,
@@ -423,7 +423,7 @@ def _append(seqs, ids, xs, ys, ts, offsets, term_ids, weights, bounds, fine_from
     return count, tcount, n_free, n_nd
 
 
-@numba.njit(cache=True)
+@numba.njit(cache=True, nogil=True)
 def _expire(upto, head, count, r_seq, r_toff, r_tlen, mask, tr_term, tr_bk, tmask,
             ch_i, free_chunks, n_free, nd_i, term_live):
     """Drop messages with seq <= upto from the front; returns (head, n_free). A message's
