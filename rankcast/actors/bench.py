@@ -15,7 +15,8 @@ Three parts, JSON + PNG:
    projected throughput of a deployment with one core per role instance (the slowest
    instance of the slowest stage bounds the pipeline), and the projected speed-up over the
    single-process engine's CPU time on the same stream (the paper reports 26-49x at 32
-   bolts). CPU time, not wall time: other processes on a shared machine do not count, and
+   bolts; the engine's stream runs ``engine_repeats`` times, 3, and its least CPU time is
+   the reference). CPU time, not wall time: other processes on a shared machine do not count, and
    no garbage collection runs during the measured streams (engine and clusters alike: in
    process, one collection scans every role's objects and lands on one role). The
    headline streams pipelined (``publish(wait=False)``, ``flush()``, delivered at the flush
