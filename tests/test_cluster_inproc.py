@@ -520,7 +520,8 @@ def _placed_terms_indexed(cl) -> None:
     """Every keyword or prefix replica indexes exactly the terms that place it in its
     partition (prefix: inside its routed prefix or beyond it), and at least one term of its
     routed prefix is placed there. Keyword: each live subscription's terms are indexed once
-    in all (one partition, or one copy of a range); prefix: at most once."""
+    in all (one partition, or one copy of a range); prefix: at most once, and every replica
+    knows the prefix length its messages are routed by (the coordinator's)."""
     coord = cl._coord.local
     kmap = coord.policy.kmap
     prefix = coord.policy.prefix
@@ -535,6 +536,8 @@ def _placed_terms_indexed(cl) -> None:
             placed = kmap.parts(s.terms[pos], np.full(len(pos), s.ids[slot])) == p
             routed = placed[: part.plen[slot]] if prefix else placed
             assert routed.any()
+            if prefix:
+                assert part.plen[slot] == coord.live[int(s.ids[slot])]
             assert (s.indexed[pos] == placed).all()
             placed_total += int(placed.sum())
             held[int(s.ids[slot])] = int(s.tlen[slot])
@@ -670,3 +673,78 @@ def test_prefix_distributors_with_their_own_policy_copy_stay_exact():
         for d in cl._coord.local.dists:
             d.local.policy = copy.deepcopy(d.local.policy)
         play({"engine": rc.Engine(cfg), "cluster": cl, "brute": BruteForceEngine(cfg)}, calls)
+
+
+def test_prefix_reallocation_plan_against_its_definition():
+    """``Coordinator._plan_reallocs`` (grouped by partition) against a row-by-row statement of
+    what it plans: requests from several partitions, several per subscription, some for a
+    prefix longer than the routed one (grown to the longest asked), some not (stale). A grown
+    subscription is added with its new length and indexed terms where its new prefix places
+    it and was not before, and its kept replicas learn the new length; every partition that
+    asked for a stale one learns the current length, once per subscription."""
+    cfg = _cfg(False)
+    cl = _start("prefix", cfg, (6, 2, 1, 2, 5, 3))
+    calls = [c for c in random_calls(41, 40, vocab=30, sub_terms=(4, 8), invalid=False) if c.op != "unsubscribe"]
+    play({"cluster": cl}, calls)
+    coord = cl._coord.local
+    coord._quiesce()
+    policy = coord.policy
+    rng = np.random.default_rng(3)
+    # routed prefixes of every length (this workload's grew to whole term lists): only the
+    # plan reads them, no step runs after it
+    lens = {}
+    for h in coord.parts:
+        s = h.local.core.subs
+        lens.update(zip(s.ids[s.live_slots()].tolist(), s.tlen[s.live_slots()].tolist()))
+    coord.live.update((i, int(rng.integers(1, n + 1))) for i, n in lens.items())
+    reqs = []
+    for p, h in enumerate(coord.parts):
+        s = h.local.core.subs
+        slots = s.live_slots()
+        slots = slots[rng.random(len(slots)) < 0.6]
+        if len(slots):
+            batch = s.batch(slots)
+            top = np.diff(batch.offsets)
+            need = rng.integers(1, top + 1)
+            reqs.append({"subs": batch, "plen": need, "pos": 0, "partition": p})
+    cur = dict(coord.live)
+    rows = {}
+    for r in reqs:
+        for i, sid in enumerate(r["subs"].ids.tolist()):
+            rows.setdefault(sid, []).append((r["partition"], int(r["plen"][i]), r["subs"].take([i])))
+    want_add, want_plen = set(), set()
+    grown = 0
+    for sid, asks in rows.items():
+        need = max(a[1] for a in asks)
+        if need > cur[sid]:
+            grown += 1
+            one = asks[0][2]
+            old = set(policy.route_subscriptions(one, np.array([cur[sid]])).row(0).tolist())
+            new = policy.route_subscriptions(one, np.array([need]))
+            where = policy.placement(one, np.array([need]))
+            for p in new.row(0).tolist():
+                if p in old:
+                    want_plen.add((p, sid, need))
+                else:
+                    want_add.add((p, sid, need, int(new.counts()[0]), tuple((where == p).tolist())))
+        else:
+            want_plen.update((p, sid, cur[sid]) for p, _, _ in asks)
+    assert grown > 5 and len(rows) - grown > 5, "the requests must hold grown and stale subscriptions"
+    coord.pending_ops = {}
+    coord.realloc_queue = reqs
+    coord._plan_reallocs()
+    got_add, got_plen, n_plen = set(), set(), 0
+    for p, ops in coord.pending_ops.items():
+        for o in ops:
+            if o.add is not None:
+                lens = np.diff(o.add.offsets)
+                for i, sid in enumerate(o.add.ids.tolist()):
+                    a, b = o.add.offsets[i], o.add.offsets[i + 1]
+                    assert lens[i] == len(o.add.term_ids[a:b])
+                    got_add.add((p, sid, int(o.add_plen[i]), int(o.add_replicas[i]),
+                                 tuple(o.add_indexed[a:b].tolist())))
+            if o.plen_ids is not None:
+                n_plen += len(o.plen_ids)
+                got_plen.update(zip([p] * len(o.plen_ids), o.plen_ids.tolist(), o.plen.tolist()))
+    assert got_add == want_add
+    assert got_plen == want_plen and n_plen == len(want_plen)

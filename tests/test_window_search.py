@@ -95,6 +95,17 @@ def test_small_batches_walk_the_index():
     assert few >= 2
     assert not win._flat_rows(sb.take(np.arange(few - 1)))[0].any()
     assert win._flat_rows(sb.take(np.arange(few + 1)))[0].all()
+    # a batch too small for any flat row (decided before the postings are counted) and one
+    # just large enough: both exact
+    seqs = win.seqs()
+    for n in (1, few - 1, few + 1):
+        small = sb.take(np.arange(n))
+        K = np.full(n, 5, np.int64)
+        got = win.search(small, K, after_seq=-1, upto_seq=int(seqs[-1]))
+        every = _brute(win, small, -1, int(seqs[-1]))
+        for i in range(n):
+            a, b = got.offsets[i], got.offsets[i + 1]
+            assert list(zip(got.score[a:b].tolist(), got.seq[a:b].tolist())) == every[i][:5], (n, i)
 
 
 def test_reserve_keeps_the_index_and_stops_its_growth():

@@ -366,12 +366,15 @@ class Aggregator(Recoverable):
         return n
 
     # ------------------------------------------------------------------ coordinator-facing
-    def emit(self):
+    def emit(self, counted: bool = False):
         """(sub_ids, offsets, msg_ids, scores) of the subscriptions whose merged top-k changed
-        since the previous emit; they become the new baseline."""
+        since the previous emit; they become the new baseline. ``counted``: (number of
+        subscriptions, those arrays), two results (``num_returns=2``): the coordinator reads
+        the count and leaves the arrays to whoever reads them."""
         with self.metrics.busy():
             slots = np.flatnonzero(self.s_dirty[: self.n_slots] & self.s_alive[: self.n_slots])
-            return self._emit(slots, False)
+            out = self._emit(slots, False)
+            return (len(out[0]), out) if counted else out
 
     def baseline(self, sub_ids: np.ndarray) -> None:
         """Take the current merged top-k of ``sub_ids`` as reported (new subscriptions:

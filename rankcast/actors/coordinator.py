@@ -1706,27 +1706,39 @@ class Coordinator(CoordinatorBase):
             # a replica's indexed terms do not depend on its prefix (Policy.placement): a kept
             # one indexes its new prefix terms already, a fresh one gets them here
             where = self.policy.placement(sub, new_plen) if self.policy.index_placed else None
-            lens = np.diff(sub.offsets)
-            for p in range(P):
-                at = new.parts == p
-                fresh = new_row[at & added]
-                kept = new_row[at & ~added]
+            lens, reps = np.diff(sub.offsets), new.counts()
+            # the (row, partition) pairs grouped by partition, fresh replicas first: one pass
+            # per partition over its own pairs (rows in order within each group)
+            order = np.lexsort((added, new.parts))
+            fresh_of = added[order]
+            bounds = np.searchsorted(new.parts[order], np.arange(P + 1))
+            for p in np.flatnonzero(np.diff(bounds)).tolist():
+                a, b = int(bounds[p]), int(bounds[p + 1])
+                cut = a + int(np.count_nonzero(~fresh_of[a:b]))
+                kept, fresh = new_row[order[a:cut]], new_row[order[cut:b]]
                 if len(fresh):
                     indexed = None if where is None else where[runs(sub.offsets[fresh], lens[fresh])[1]] == p
                     self._add_ops(p, PartitionOps(add=sub.take(fresh), add_plen=new_plen[fresh],
-                                                  add_replicas=new.counts()[fresh], add_indexed=indexed))
+                                                  add_replicas=reps[fresh], add_indexed=indexed))
                 if len(kept):
                     self._add_ops(p, PartitionOps(plen_ids=sub.ids[kept], plen=new_plen[kept]))
             n_new = int(added.sum())
             self.counters["realloc_new_replicas"] += n_new
             live.update(zip(sub.ids.tolist(), new_plen.tolist()))
         # requesters whose prefix an earlier request already grew learn the current length
-        # (and check their kScore against it)
-        stale = ~np.isin(rows.ids, rows.ids[grow])
-        for p in np.unique(part[stale]).tolist():
-            ids = np.unique(rows.ids[stale & (part == p)])
-            pl = np.fromiter((live[i] for i in ids.tolist()), np.int64, len(ids))
-            self._add_ops(p, PartitionOps(plen_ids=ids, plen=pl))
+        # (and check their kScore against it): ``cur``, as no request of this call grew them;
+        # each (partition, subscription) once
+        stale = np.flatnonzero(~np.isin(rows.ids, rows.ids[grow]))
+        if len(stale) == 0:
+            return
+        sp, sid, spl = part[stale], rows.ids[stale], cur[stale]
+        order = np.lexsort((sid, sp))
+        sp, sid, spl = sp[order], sid[order], spl[order]
+        one = np.r_[True, (sp[1:] != sp[:-1]) | (sid[1:] != sid[:-1])]
+        sp, sid, spl = sp[one], sid[one], spl[one]
+        bounds = np.flatnonzero(np.r_[True, sp[1:] != sp[:-1], True])
+        for a, b in zip(bounds[:-1].tolist(), bounds[1:].tolist()):
+            self._add_ops(int(sp[a]), PartitionOps(plen_ids=sid[a:b], plen=spl[a:b]))
 
     # ------------------------------------------------------------------ results
     def _ship(self) -> None:
@@ -1737,12 +1749,19 @@ class Coordinator(CoordinatorBase):
                 self.rt.get(refs)
 
     def _emit(self) -> tuple:
-        """(sub_ids, offsets, msg_ids, scores) of the updates since the previous emit; the
-        client turns them into ``Update`` objects (arrays cross process boundaries cheaply)."""
+        """The update arrays (sub_ids, offsets, msg_ids, scores) since the previous emit, or
+        the :class:`UpdateParts` holding them; the client turns them into ``Update`` objects
+        (arrays cross process boundaries cheaply)."""
         if self.direct:
             return self._emit_finish(self._emit_start(), block=True)
         self._ship()
-        return self._combine(self.rt.get([a.emit.remote() for a in self.aggs]))
+        # each aggregator owns its subscriptions (id mod A): the parts laid end to end are the
+        # delivery, left in the aggregators' results for whoever reads them (UpdateParts)
+        out = [a.emit.options(num_returns=2).remote(counted=True) for a in self.aggs]
+        with self.metrics.waiting():
+            n = self.rt.get([c for c, _ in out])
+        some = [r for (_, r), c in zip(out, n) if c]
+        return UpdateParts(self.rt, some, sum(n)) if some else _NO_UPDATES
 
     def _emit_start(self):
         """Direct mode: every partition's ``take_updates``, submitted behind its steps (Ray

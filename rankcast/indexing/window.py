@@ -1132,6 +1132,9 @@ class MessageWindow:
         the terms to gather for them, and for each term entry of the batch its place among
         those terms (-1: not gathered)."""
         t = subs.term_ids
+        if len(subs) * FLAT_BATCH < self.tcount - self.thead:
+            # too few rows for any to read flat (below): the stream's small batches
+            return np.zeros(len(subs), np.bool_), np.full(len(t), -1, np.int64), np.empty(0, t.dtype)
         known = t < len(self.term_root)
         live = np.zeros(len(t), np.int64)
         live[known] = self.term_live[t[known]]
