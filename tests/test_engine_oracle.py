@@ -559,13 +559,13 @@ def test_side_thread_share_ends_both_threads_together():
     side = SideThread()
     for _ in range(60):     # a walk of 1 s for 1000 messages, 0.2 s of the caller's work
         cut = side.cut(1000)
-        side.learn(1000, cut, cut * 1e-3, 0.2, (1000 - cut) * 1e-3)
+        side.learn(1000, cut * 1e-3, 0.2, (1000 - cut) * 1e-3)
     assert side.share == pytest.approx(0.4, abs=1e-3) and side.cut(1000) == 600
     for _ in range(60):
-        side.learn(1000, 500, 0.5, 3.0, 0.5)
+        side.learn(1000, 0.5, 3.0, 0.5)
     assert side.share == pytest.approx(0.0, abs=1e-3) and side.cut(1000) == 1000
     for _ in range(60):
-        side.learn(1000, 500, 0.5, 0.0, 0.5)
+        side.learn(1000, 0.5, 0.0, 0.5)
     assert side.share == pytest.approx(0.5, abs=1e-3)
 
 

@@ -363,18 +363,18 @@ def _engine_reference(work, cfg, window, messages, batch, seed, progress, repeat
     for _ in range(max(1, repeats)):
         eng = rc.Engine(cfg)
         runs.append(_drive(eng, work, window, messages, batch, pipelined=False, collect=False))
-    cpu = min(r["cpu_seconds"] for r in runs)
-    e_proc = min(r["cpu_seconds"] - r["build_seconds"] for r in runs)
+    reps = [{"seconds": x["seconds"], "cpu_seconds": x["cpu_seconds"],
+             "processing_cpu_seconds": x["cpu_seconds"] - x["build_seconds"]} for x in runs]
+    cpu = min(x["cpu_seconds"] for x in reps)
+    e_proc = min(x["processing_cpu_seconds"] for x in reps)
     r = min(runs, key=lambda x: x["seconds"])
     out = {"subscriptions": len(work.subs), "throughput": r["throughput"], "seconds": r["seconds"],
            "cpu_seconds": cpu, "update_objects_cpu_seconds": min(x["build_seconds"] for x in runs),
            "cpu_throughput": messages / cpu,
-           "processing_cpu_throughput": messages / e_proc, "updates": r["updates"],
-           "repeats": [{"seconds": x["seconds"], "cpu_seconds": x["cpu_seconds"],
-                        "processing_cpu_seconds": x["cpu_seconds"] - x["build_seconds"]} for x in runs]}
+           "processing_cpu_throughput": messages / e_proc, "updates": r["updates"], "repeats": reps}
     progress(f"engine ({len(work.subs)} subscriptions, best of {len(runs)}): {r['throughput']:.0f} msg/s; "
              f"per CPU second {messages / cpu:.0f} ({messages / e_proc:.0f} without building Update objects; "
-             f"runs: {', '.join(f'{messages / x[1]:.0f}' for x in _proc_pairs(runs))})")
+             f"runs: {', '.join(str(round(messages / x['processing_cpu_seconds'])) for x in reps)})")
     rng = np.random.default_rng(seed)
     check_ids = np.sort(rng.choice(work.subs.ids, size=min(300, len(work.subs)), replace=False)).tolist()
     want = {i: eng.topk(i) for i in check_ids}
@@ -382,11 +382,6 @@ def _engine_reference(work, cfg, window, messages, batch, seed, progress, repeat
     def same_topk(cl) -> bool:
         return cl.topk_many(check_ids) == want
     return out, same_topk
-
-
-def _proc_pairs(runs: list[dict]) -> list[tuple[float, float]]:
-    """(CPU seconds, CPU seconds without building Update objects) of each engine run."""
-    return [(r["cpu_seconds"], r["cpu_seconds"] - r["build_seconds"]) for r in runs]
 
 
 class _ProcessCPU:

@@ -1760,8 +1760,7 @@ class Coordinator(CoordinatorBase):
         out = [a.emit.options(num_returns=2).remote(counted=True) for a in self.aggs]
         with self.metrics.waiting():
             n = self.rt.get([c for c, _ in out])
-        some = [r for (_, r), c in zip(out, n) if c]
-        return UpdateParts(self.rt, some, sum(n)) if some else _NO_UPDATES
+        return self._parts([r for _, r in out], n)
 
     def _emit_start(self):
         """Direct mode: every partition's ``take_updates``, submitted behind its steps (Ray
@@ -1794,11 +1793,16 @@ class Coordinator(CoordinatorBase):
             n = self._get_healing(lambda: list(counts))
         if stash:           # a subscription moved: its latest list wins (see _combine)
             return self._combine(stash + self.rt.get([r for r, c in zip(refs, n) if c]))
-        some = [r for r, c in zip(refs, n) if c]
-        return UpdateParts(self.rt, some, sum(n)) if some else _NO_UPDATES
+        return self._parts(refs, n)
+
+    def _parts(self, refs: list, counts: list[int]):
+        """One delivery left in the results ``refs`` (partitions' or aggregators', each
+        holding ``counts`` subscriptions): :class:`UpdateParts` of the non-empty ones."""
+        some = [r for r, c in zip(refs, counts) if c]
+        return UpdateParts(self.rt, some, sum(counts)) if some else _NO_UPDATES
 
     def _combine(self, outs: list[tuple]) -> tuple:
-        """One delivery's arrays from the partitions' or aggregators' updates."""
+        """One delivery's arrays from the partitions' updates and those kept from a move."""
         outs = [o for o in outs if len(o[0])]
         if not outs:
             return _NO_UPDATES

@@ -893,7 +893,7 @@ class IGPT:
             t_head = time.perf_counter() - t0
         finally:
             tail, t_run, t_tail = fut.result()      # the side's work ends here, raising or not
-        side.learn(n, cut, t_head, t_run, t_tail)
+        side.learn(n, t_head, t_run, t_tail)
         side.overlap((time.process_time() - c0) / max(time.perf_counter() - w0, 1e-9))
         parts = [p for p in (head, tail) if p is not None]
         self._cand_cap = max(p[4] for p in parts)
@@ -1043,7 +1043,7 @@ class SideThread:
         """Messages 0..cut of a batch of ``n`` are walked on the calling thread, the rest beside."""
         return n - int(round(self.share * n))
 
-    def learn(self, n: int, cut: int, t_head: float, t_run: float, t_tail: float) -> None:
+    def learn(self, n: int, t_head: float, t_run: float, t_tail: float) -> None:
         """The share that ends both threads together, from one batch's times: both walk at the
         rate r of the messages walked, the side thread first runs the caller's work
         (``t_run``), so (n - m) r = t_run + m r for the m messages beside."""
