@@ -5,8 +5,8 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from rankcast.actors.policies import (KDTree, KeywordMap, PlacedCost, Routing, TermGroups, estimate_kscores,
-                                      keyword_variance, make_policy, needed_prefix, prefix_lengths)
+from rankcast.actors.policies import (KDTree, KeywordMap, Routing, estimate_kscores, keyword_variance,
+                                      make_policy, needed_prefix, prefix_lengths)
 from rankcast.columns import MessageBatch, SubscriptionBatch
 from rankcast.config import POLICIES
 from rankcast.errors import InvalidInput
@@ -432,23 +432,3 @@ def test_prefix_policy_copies_learn_assignments(sample):
     copy.set_assignments(*new)
     got = copy.route_messages(late_msgs)
     assert np.array_equal(got.offsets, want.offsets) and np.array_equal(got.parts, want.parts)
-
-
-def test_prefix_groups_count_the_replicas_a_term_places():
-    """Under the placed cost model a term costs the replicas it places (buffers, expiries,
-    deliveries), not only its messages: a term in every sampled prefix and in no message
-    carries more than a partition's share, so it gets a group of several copies, over
-    which its subscriptions spread."""
-    rng = np.random.default_rng(5)
-    n, nm, v = 400, 400, 41
-    s_terms = np.stack([np.zeros(n, np.int64), rng.integers(1, v, n)], 1).reshape(-1)
-    s_off = np.arange(0, 2 * n + 1, 2, dtype=np.int64)
-    m_terms = np.sort(np.stack([rng.choice(np.arange(1, v), 2, replace=False) for _ in range(nm)]), 1)
-    m_off = np.arange(0, 2 * nm + 1, 2, dtype=np.int64)
-    model = PlacedCost(np.zeros(v), np.zeros(v), nm, scale=100.0)
-    tg = TermGroups.build(8, s_off, s_terms, s_off, s_terms, m_off, m_terms.reshape(-1), v, model=model)
-    assert tg.n == 8
-    g = int(tg.group[0])
-    assert tg.copies[g] > 1, tg.copies
-    held = tg.parts(np.zeros(n, np.int64), np.arange(n, dtype=np.int64))
-    assert len(np.unique(held)) == tg.copies[g]

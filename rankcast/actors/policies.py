@@ -1015,9 +1015,8 @@ class TermGroups:
         messages hold get no group (:meth:`assign` gives one when a subscription holds one).
         ``model``: the cost of replicas that index their placed terms (:class:`PlacedCost`),
         in CPU microseconds per stream message: a term's own candidates and postings (in
-        place of every shared term's postings), ``B_REPLICA`` per sampled prefix holding it
-        (the replicas it places) and ``C_MESSAGE`` x its share of the messages (in place of
-        ``msg_cost`` per message)."""
+        place of every shared term's postings) and ``C_MESSAGE`` x its share of the messages
+        (in place of ``msg_cost`` per message)."""
         v = max(int(v), int(s_terms.max(initial=-1)) + 1, int(m_terms.max(initial=-1)) + 1, 1)
         ns, nm = len(s_off) - 1, len(m_off) - 1
         m_rows = np.repeat(np.arange(nm, dtype=np.int64), np.diff(m_off))
@@ -1025,9 +1024,6 @@ class TermGroups:
         m_cnt = np.diff(t_moff).astype(np.float64)
         s_rows = np.repeat(np.arange(ns, dtype=np.int64), np.diff(s_off))
         ta_off, ta_subs = _csr_by(np.asarray(s_terms, np.int64), s_rows, v)
-        sp_rows = np.repeat(np.arange(ns, dtype=np.int64), np.diff(sp_off))
-        t_soff, t_subs = _csr_by(np.asarray(sp_terms, np.int64), sp_rows, v)
-        n_pref = np.diff(t_soff)
         if model is None:
             walk = _shared_postings(v, t_moff, t_msgs, np.asarray(m_off, np.int64), np.asarray(m_terms, np.int64),
                                     ta_off, ta_subs, np.asarray(s_off, np.int64), np.asarray(s_terms, np.int64))
@@ -1036,8 +1032,6 @@ class TermGroups:
             walk = np.zeros(v)
             n = min(v, len(model.pairs))
             walk[:n] = per_msg * (model.A_PAIR * model.pairs[:n] + model.D_POSTING * model.walks[:n])
-            # and the replicas its prefixes place (at most one each: fewer where co-located)
-            walk += model.scale * model.B_REPLICA * n_pref
             msg_cost = model.C_MESSAGE / max(nm, 1)
         placed = np.flatnonzero(np.diff(ta_off) > 0)
         cost = msg_cost * m_cnt + walk
@@ -1069,6 +1063,9 @@ class TermGroups:
             load[g] = msg_cost * m_cnt[t] + walk[t] / copies[g]
             covered[g, t_msgs[t_moff[t]:t_moff[t + 1]]] = True
         light = placed[group[placed] < 0]
+        sp_rows = np.repeat(np.arange(ns, dtype=np.int64), np.diff(sp_off))
+        t_soff, t_subs = _csr_by(np.asarray(sp_terms, np.int64), sp_rows, v)
+        n_pref = np.diff(t_soff)
         light = light[np.lexsort((-cost[light], -n_pref[light]))]
         _place_light(light, t_soff, t_subs, np.asarray(sp_off, np.int64), np.asarray(sp_terms, np.int64),
                      t_moff, t_msgs, m_cnt, walk, group, load, copies.astype(np.float64), covered,
