@@ -17,8 +17,9 @@ def grow(arr: np.ndarray, n: int, fill=0) -> np.ndarray:
     ``fill``; ``arr`` itself when it is long enough. Rows may be multi-dimensional."""
     if n <= arr.shape[0]:
         return arr
-    new = np.full((max(n, 2 * arr.shape[0], 16),) + arr.shape[1:], fill, dtype=arr.dtype)
+    new = np.empty((max(n, 2 * arr.shape[0], 16),) + arr.shape[1:], dtype=arr.dtype)
     new[: arr.shape[0]] = arr
+    new[arr.shape[0]:] = fill       # the copied rows are written once, not filled first
     return new
 
 

@@ -27,7 +27,7 @@ import time
 import numba
 import numpy as np
 
-from .._arrays import grow, runs
+from .._arrays import grow
 from ..columns import MessageBatch, SubscriptionBatch
 from ..config import EngineConfig
 from ..indexing.core import SkypeCore
@@ -105,7 +105,7 @@ class SubscriptionPartition(Recoverable):
     and whose reading dominated a restore. In replicated mode the aggregators merge lists
     that depend on each replica's past: the whole core is the snapshot there."""
 
-    _STATE = ("core", "plen", "ub", "step", "exp_end", "pos_end", "_dropped", "_new_ids")
+    _STATE = ("core", "plen", "ub", "step", "exp_end", "pos_end", "_dropped", "_new_ids", "_new_slots")
     RAY_ENV = STEP_ROLE_ENV      # its steps' arrays reuse the heap's pages (rankcast.actors.runtime)
 
     def __init__(self, cfg: EngineConfig, index: int, shards: list, aggregators: list, runtime,
@@ -129,6 +129,7 @@ class SubscriptionPartition(Recoverable):
         self._rebuild = None                        # a restore's re-evaluation, still to run
         self._dropped: list[np.ndarray] = []        # since the last shipment to the aggregators
         self._new_ids: list[np.ndarray] = []
+        self._new_slots: list[np.ndarray] = []      # the slots of _new_ids, when added
         self.metrics = RoleMetrics("partition", index, cluster, export_metrics)
         self._delay = float(delay)
         self._rng = np.random.default_rng(seed + 104729 * index + 1)
@@ -274,6 +275,7 @@ class SubscriptionPartition(Recoverable):
             slots = self._add(ops.add, ops.add_plen, ops.add_indexed)
             self._set_share(slots, ops.add_replicas)
             self._new_ids.append(ops.add.ids)
+            self._new_slots.append(slots)
             slots_added = slots
         if ops.plen_ids is not None and len(ops.plen_ids):
             slots = core.find_slots(ops.plen_ids)
@@ -388,26 +390,32 @@ class SubscriptionPartition(Recoverable):
         self._check_whole()
         with self.metrics.busy():
             core = self.core
-            sub_ids = core.take_updates()[0]
-            ids = np.concatenate([sub_ids] + self._new_ids) if self._new_ids else sub_ids
+            s = core.subs
+            slots = core.take_changed()
+            if self._new_slots:       # new replicas still held (a slot may have been reused)
+                new = np.concatenate(self._new_slots)
+                new = new[s.alive[new] & (s.ids[new] == np.concatenate(self._new_ids))]
+                slots = np.union1d(slots, new)
             dropped = np.concatenate(self._dropped) if self._dropped else np.zeros(0, np.int64)
-            self._new_ids, self._dropped = [], []
-            slots = core.find_slots(np.unique(ids))
-            slots = slots[slots >= 0]
+            self._new_ids, self._new_slots, self._dropped = [], [], []
             if len(slots) == 0 and len(dropped) == 0:
                 return []
-            ids, ks, off, mid, mseq, msc = core.topk_rows(slots)
             A = len(self.aggs)
-            refs = []
-            owner = np.mod(ids, A)
+            # by aggregator, then id: each aggregator's lists are one run of the gathered CSR
+            slots = slots[np.lexsort((s.ids[slots], np.mod(s.ids[slots], A)))]
+            ids, ks, off, mid, mseq, msc = core.topk_rows(slots)
+            cuts = np.searchsorted(np.mod(ids, A), np.arange(A + 1))
             downer = np.mod(dropped, A)
+            refs = []
             for a in range(A):
-                sel = np.flatnonzero(owner == a)
+                lo, hi = int(cuts[a]), int(cuts[a + 1])
                 drop = dropped[downer == a]
-                if len(sel) == 0 and len(drop) == 0:
+                if lo == hi and len(drop) == 0:
                     continue
-                o2, m2, q2, c2 = _take_csr(off, sel, mid, mseq, msc)
-                refs.append(self.aggs[a].apply.remote(self.index, drop, ids[sel], ks[sel], o2, m2, q2, c2))
+                r0, r1 = off[lo], off[hi]
+                refs.append(self.aggs[a].apply.remote(self.index, drop, ids[lo:hi], ks[lo:hi],
+                                                      off[lo:hi + 1] - r0, mid[r0:r1], mseq[r0:r1],
+                                                      msc[r0:r1]))
             self.metrics.inc("updates", len(slots))
             return refs
 
@@ -565,8 +573,3 @@ def unsafe_replicas(kscore, ub):
             out[m] = i
             m += 1
     return out[:m]
-
-
-def _take_csr(off, rows, *cols):
-    new, idx = runs(off[rows], off[rows + 1] - off[rows])
-    return (new,) + tuple(c[idx] for c in cols)

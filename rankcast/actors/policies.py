@@ -476,37 +476,41 @@ def _put_group(out, w, start, copies, owner, one):
 
 
 @numba.njit(cache=True)
-def _keyword_route(offsets, terms, owners, bounds, copies, first, v_fit, n_parts, base):
+def _group_route(offsets, terms, owners, group, first, copies, n_mod, base):
     """Partitions of every row of a CSR of terms (not yet sorted or deduplicated).
 
-    A term below ``v_fit`` lies in the range ``r`` of ``bounds``, which owns the ``copies[r]``
-    partitions from ``first[r]`` on; a term at or beyond ``v_fit`` owns ``id mod n_parts``.
-    ``owners`` int64[nnz] (a subscription's id per term): each term gives the one copy
-    ``owner mod copies[r]``; an empty ``owners`` (messages): every copy. Returns (offsets,
-    parts), int64[n + 1] and int64[...], each partition shifted by ``base``."""
+    Term ``t`` of group ``g = group[t]`` gives every copy ``first[g] .. first[g] + copies[g]
+    - 1`` (a message: ``owners`` empty) or the one copy ``first[g] + owner mod copies[g]``
+    (a subscription, ``owners`` int64[nnz]: its id per term). A term beyond ``group`` gives
+    partition ``t mod n_mod`` where ``n_mod > 0``, none otherwise; a term of group -1 gives
+    none. Returns (offsets, parts), int64[n + 1] and int64[...], each partition shifted by
+    ``base``."""
     n = offsets.shape[0] - 1
     one = owners.shape[0] > 0
+    nv = group.shape[0]
     out_off = np.zeros(n + 1, np.int64)
     for r in range(n):
         c = 0
         for i in range(offsets[r], offsets[r + 1]):
             t = terms[i]
-            if t < v_fit and not one:
-                c += copies[np.searchsorted(bounds, t, side="right") - 1]
-            else:
-                c += 1
+            if t >= nv:
+                c += 1 if n_mod > 0 else 0
+            elif group[t] >= 0:
+                c += 1 if one else copies[group[t]]
         out_off[r + 1] = out_off[r] + c
     out = np.empty(out_off[n], np.int64)
     w = 0
     for r in range(n):
         for i in range(offsets[r], offsets[r + 1]):
             t = terms[i]
-            if t >= v_fit:
-                out[w] = base + t % n_parts
-                w += 1
+            if t >= nv:
+                if n_mod > 0:
+                    out[w] = base + t % n_mod
+                    w += 1
                 continue
-            g = np.searchsorted(bounds, t, side="right") - 1
-            w = _put_group(out, w, base + first[g], copies[g], owners[i] if one else 0, one)
+            g = group[t]
+            if g >= 0:
+                w = _put_group(out, w, base + first[g], copies[g], owners[i] if one else 0, one)
     return out_off, out
 
 
@@ -528,8 +532,12 @@ class KeywordMap:
     def __post_init__(self):
         if self.copies is None:
             self.copies = np.ones(len(self.bounds) - 1, np.int64)
+        self.bounds = np.asarray(self.bounds, np.int64)
         self.copies = np.asarray(self.copies, np.int64)
         self.first = np.concatenate([[0], np.cumsum(self.copies)[:-1]]).astype(np.int64)
+        # the range of every fitted term: the routing kernel is TermGroups' (a table per term)
+        self.group = (np.searchsorted(self.bounds, np.arange(int(self.v_fit), dtype=np.int64), side="right")
+                      - 1).astype(np.int64)
 
     @property
     def n(self) -> int:
@@ -541,16 +549,16 @@ class KeywordMap:
         offsets = np.asarray(offsets, np.int64)
         own = (np.repeat(np.asarray(owners, np.int64), np.diff(offsets)) if owners is not None
                else np.zeros(0, np.int64))
-        off, parts = _keyword_route(offsets, np.asarray(term_ids, np.int64), own, self.bounds,
-                                    self.copies, self.first, self.v_fit, self.n, base)
+        off, parts = _group_route(offsets, np.asarray(term_ids, np.int64), own, self.group, self.first,
+                                  self.copies, self.n, base)
         return _dedupe_rows(off, parts)
 
     def parts(self, term_ids: np.ndarray, owners: np.ndarray) -> np.ndarray:
         """The partition a subscription ``owners[i]`` is placed in for ``term_ids[i]``."""
         term_ids = np.asarray(term_ids, np.int64)
         off = np.arange(len(term_ids) + 1, dtype=np.int64)
-        return _keyword_route(off, term_ids, np.asarray(owners, np.int64), self.bounds, self.copies,
-                              self.first, self.v_fit, self.n, 0)[1]
+        return _group_route(off, term_ids, np.asarray(owners, np.int64), self.group, self.first,
+                            self.copies, self.n, 0)[1]
 
     @staticmethod
     def build(n_parts: int, s_off, s_terms, m_off, m_terms, v_fit: int,
@@ -796,36 +804,6 @@ SLACK = 0.1         # a group may exceed the even share of the cost by this frac
 
 
 @numba.njit(cache=True)
-def _group_route(offsets, terms, owners, group, first, copies, base):
-    """Partitions of every row of a CSR of terms (not yet sorted or deduplicated): term ``t``
-    of group ``g = group[t]`` gives every copy ``first[g] .. first[g] + copies[g] - 1`` (a
-    message: ``owners`` empty) or the one copy ``first[g] + owner mod copies[g]`` (a
-    subscription); a term with no group (beyond ``group`` or -1) gives none."""
-    n = offsets.shape[0] - 1
-    one = owners.shape[0] > 0
-    nv = group.shape[0]
-    out_off = np.zeros(n + 1, np.int64)
-    for r in range(n):
-        c = 0
-        for i in range(offsets[r], offsets[r + 1]):
-            t = terms[i]
-            g = group[t] if t < nv else -1
-            if g >= 0:
-                c += 1 if one else copies[g]
-        out_off[r + 1] = out_off[r] + c
-    out = np.empty(out_off[n], np.int64)
-    w = 0
-    for r in range(n):
-        for i in range(offsets[r], offsets[r + 1]):
-            t = terms[i]
-            g = group[t] if t < nv else -1
-            if g < 0:
-                continue
-            w = _put_group(out, w, base + first[g], copies[g], owners[i] if one else 0, one)
-    return out_off, out
-
-
-@numba.njit(cache=True)
 def _shared_postings(v, t_moff, t_msgs, m_off, m_terms, t_soff, t_subs, s_off, s_terms):
     """For every term ``t``: the postings that ``t``'s messages walk among ``t``'s
     subscriptions, ``sum over s with t, m with t of |terms(s) & terms(m)|`` (every shared term
@@ -1009,7 +987,7 @@ class TermGroups:
         own = (np.repeat(np.asarray(owners, np.int64), np.diff(offsets)) if owners is not None
                else np.zeros(0, np.int64))
         off, parts = _group_route(offsets, np.asarray(term_ids, np.int64), own, self.group, self.first,
-                                  self.copies, base)
+                                  self.copies, 0, base)
         return _dedupe_rows(off, parts)
 
     def parts(self, term_ids: np.ndarray, owners: np.ndarray) -> np.ndarray:

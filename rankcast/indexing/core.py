@@ -286,6 +286,11 @@ class SkypeCore:
         """``take_updates`` for a caller that does not want them (publish ``updates="none"``)."""
         self._end_epoch()
 
+    def take_changed(self) -> np.ndarray:
+        """``take_updates`` for a caller that reads the lists itself (``topk_rows``): the
+        slots whose top-k changed since the previous call, ascending."""
+        return self._end_epoch()
+
     def _end_epoch(self) -> np.ndarray:
         """The slots whose top-k changed in this epoch; the next epoch starts."""
         b, s = self.buf, self.subs
