@@ -924,6 +924,38 @@ def _search(order, s_off, s_terms, s_w, s_x, s_y, s_alpha, K, after_seq, upto_se
     return out_off, f_seq, f_ins, f_sc, complete, work
 
 
+@numba.njit(cache=True)
+def _walk(s_off, s_terms, s_w, s_x, s_y, s_alpha, K, floor, after_seq, upto_seq, max_dist, bounds,
+          r_id, r_t, r_toff, r_tlen, mask, tr_term, tr_w, tmask, ch_f, ch_i, nd_f, nd_i, term_root,
+          term_maxw):
+    """:meth:`MessageWindow.search` of a batch too small for any row to read flat (the
+    stream's re-evaluations: most of a window shard's questions, a few rows each), in one
+    call: the order of :meth:`MessageWindow.query_order` (a stable sort by (last term,
+    Z-code)), every row walked best-first (``_search``), and the messages' ids and times.
+    Returns (offsets, seq, ids, t, score, complete, work)."""
+    n = K.shape[0]
+    key = np.empty(n, np.int64)
+    z = _zorder(s_x, s_y, bounds)
+    for i in range(n):
+        last = s_terms[s_off[i + 1] - 1] if s_off[i + 1] > s_off[i] else -1
+        key[i] = ((last + 1) << 32) | z[i]       # Z-codes take 32 bits, term ids far fewer than 2^31
+    order = np.argsort(key, kind="mergesort")
+    no_flat = np.zeros(n, np.bool_)
+    none_i = np.empty(0, np.int64)
+    none_f = np.empty(0)
+    off, seq, ins, sc, comp, work = _search(
+        order, s_off, s_terms, s_w, s_x, s_y, s_alpha, K, after_seq, upto_seq, max_dist, r_toff,
+        r_tlen, mask, tr_term, tr_w, tmask, ch_f, ch_i, nd_f, nd_i, term_root, term_maxw,
+        term_root.shape[0], floor, no_flat, none_i, np.zeros((0, 1), np.int64), np.zeros(1, np.int64),
+        none_i, none_f, none_f, none_f, none_i, none_i)
+    ids = np.empty(ins.shape[0], np.int64)
+    ts = np.empty(ins.shape[0])
+    for r in range(ins.shape[0]):
+        ids[r] = r_id[ins[r] & mask]
+        ts[r] = r_t[ins[r] & mask]
+    return off, seq, ids, ts, sc, comp, work
+
+
 def _pow2(n: int) -> int:
     return 1 << max(4, int(n - 1).bit_length())
 
@@ -1107,6 +1139,13 @@ class MessageWindow:
         K = np.asarray(K, np.int64)
         up = I64_MAX if upto_seq is None else int(upto_seq)
         floor = np.full(len(K), -np.inf) if floor is None else np.asarray(floor, np.float64)
+        if len(subs) * FLAT_BATCH < self.tcount - self.thead:
+            # too few rows for any to read flat (``_flat_rows``): one kernel call
+            return CandidateLists(*_walk(
+                subs.offsets, subs.term_ids, subs.weights, subs.x, subs.y, subs.alpha, K, floor,
+                int(after_seq), up, self.max_dist, self.bounds, self.r_id, self.r_t, self.r_toff,
+                self.r_tlen, self.mask, self.tr_term, self.tr_w, self.tmask, self.ch_f, self.ch_i,
+                self.nd_f, self.nd_i, self.term_root, self.term_maxw))
         order = self.query_order(subs)
         flat, s_gix, terms = self._flat_rows(subs)
         lens = np.diff(subs.offsets)[flat]
