@@ -133,15 +133,15 @@ class CandidateLists:
         K = np.asarray(K, np.int64)
         if len(parts) == 1:
             return parts[0]
-        n = len(K)
-        bases = np.cumsum([0] + [len(p.seq) for p in parts[:-1]])
-        offs = np.stack([p.offsets + b for p, b in zip(parts, bases)])
+        n, S = len(K), len(parts)
+        # one concatenation per column (a shard answers a handful of rows: these calls, not
+        # the merge, are most of the time)
         cat = lambda name, dt: np.concatenate([getattr(p, name) for p in parts]).astype(dt, copy=False)
-        works = np.stack([p.work if p.work is not None else np.zeros(n, np.int64) for p in parts])
-        comps = np.stack([p.complete for p in parts])
+        works = np.concatenate([p.work if p.work is not None else np.zeros(n, np.int64) for p in parts])
         off, seq, ids, t, sc, comp, work = _merge_candidates(
-            n, K, offs, cat("seq", np.int64), cat("ids", np.int64), cat("t", np.float64),
-            cat("score", np.float64), comps, works)
+            n, K, cat("offsets", np.int64).reshape(S, n + 1), cat("seq", np.int64), cat("ids", np.int64),
+            cat("t", np.float64), cat("score", np.float64), cat("complete", np.bool_).reshape(S, n),
+            works.astype(np.int64, copy=False).reshape(S, n))
         return CandidateLists(off, seq, ids, t, sc, comp, work)
 
 
@@ -151,9 +151,13 @@ class CandidateLists:
 def _merge_candidates(n, K, offs, seqs, ids, ts, scs, comps, works):
     """Per-row top-K[i] of S sorted candidate lists by (score desc, seq desc).
 
-    offs: int64[S, n + 1]; the other arrays are the S lists concatenated (list s starts at
-    its own base, given by the row offsets shifted). Returns the merged CSR arrays."""
+    offs: int64[S, n + 1], each list's own row offsets (from 0); the other arrays are the S
+    lists concatenated (list s starts after the rows of the lists before it). Returns the
+    merged CSR arrays."""
     S = offs.shape[0]
+    base = np.zeros(S, np.int64)
+    for s in range(1, S):
+        base[s] = base[s - 1] + offs[s - 1, n]
     out_off = np.zeros(n + 1, np.int64)
     total = 0
     for i in range(n):
@@ -172,7 +176,7 @@ def _merge_candidates(n, K, offs, seqs, ids, ts, scs, comps, works):
     for i in range(n):
         avail = 0
         for s in range(S):
-            head[s] = offs[s, i]
+            head[s] = base[s] + offs[s, i]
             avail += offs[s, i + 1] - offs[s, i]
             if not comps[s, i]:
                 comp[i] = False
@@ -183,7 +187,7 @@ def _merge_candidates(n, K, offs, seqs, ids, ts, scs, comps, works):
         for _ in range(take):
             best = -1
             for s in range(S):
-                if head[s] < offs[s, i + 1]:
+                if head[s] < base[s] + offs[s, i + 1]:
                     if best < 0:
                         best = s
                     else:
