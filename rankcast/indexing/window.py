@@ -680,6 +680,18 @@ def _search(order, s_off, s_terms, s_w, s_x, s_y, s_alpha, K, after_seq, upto_se
     b_seq = np.empty(1024, np.int64)
     b_ins = np.empty(1024, np.int64)
     hist = np.zeros(HIST, np.int64)
+    # a walked row's heap and per-term bounds, allocated once for the batch
+    k_max = 0
+    for i in range(n):
+        k_max = max(k_max, K[i])
+    h_sc = np.empty(k_max)
+    h_seq = np.empty(k_max, np.int64)
+    h_ins = np.empty(k_max, np.int64)
+    rest = np.empty(q_max + 1)          # sum over later terms of w_s^2
+    tail = np.empty(q_max + 1)          # sum over later terms of w_s * (largest weight of the term)
+    mw = np.empty(q_max)
+    bit = np.empty(q_max, np.int64)     # signature bit of each term of s
+    other = np.empty(q_max, np.int64)   # signature bits of s's terms other than term j
     for ii in range(n):
         i = order[ii]
         a = s_off[i]
@@ -784,26 +796,21 @@ def _search(order, s_off, s_terms, s_w, s_x, s_y, s_alpha, K, after_seq, upto_se
             got[i] = c
             work[i] = scored
             continue
-        h_sc = np.empty(Ki)
-        h_seq = np.empty(Ki, np.int64)
-        h_ins = np.empty(Ki, np.int64)
         hn = 0
         pushed = 0
         size = 0
         # what must be beaten: the caller's floor (a score that K messages elsewhere reach),
         # then the K-th score once K are held, if higher
         thr = floor[i]
-        rest = np.zeros(q + 1)   # sum over later terms of w_s^2
-        tail = np.zeros(q + 1)   # sum over later terms of w_s * (largest weight of the term)
-        mw = np.zeros(q)
-        bit = np.empty(q, np.int64)     # signature bit of each term of s
-        other = np.zeros(q, np.int64)   # signature bits of s's terms other than term j
+        rest[q] = 0.0
+        tail[q] = 0.0
         for j in range(q - 1, -1, -1):
             rest[j] = rest[j + 1] + sw[j] * sw[j]
             mw[j] = term_maxw[st[j]] if st[j] < n_terms else 0.0
             tail[j] = tail[j + 1] + sw[j] * mw[j]
             bit[j] = 1 << (st[j] & 63)
         for j in range(q):
+            other[j] = 0
             for l in range(q):
                 if l != j:
                     other[j] |= bit[l]
