@@ -125,16 +125,19 @@ def _unlink(slot, part, s_head, e_part, e_next):
 
 
 @numba.njit(cache=True)
-def _apply(part, sub_ids, ks, off, ids, seqs, scs, drop_ids, h_key, h_slot,
-           s_id, s_k, s_alive, s_dirty, s_head, s_base_len, base_start, base_cap,
+def _apply(part, sub_ids, ks, off, ids, seqs, scs, drop_ids, start, h_key, h_slot,
+           s_id, s_k, s_alive, s_dirty, s_head, s_base_len, base_start, base_cap, b_id,
            e_part, e_next, e_start, e_len, e_cap, e_free, free, p_id, p_seq, p_sc, c):
     """Drop the lists of ``drop_ids`` held by partition ``part``, then store the new lists
-    of ``sub_ids`` (rows of the CSR off/ids/seqs/scs); a new subscription gets a slot (with
-    a baseline of capacity k), a new (subscription, partition) list an entry in the slot's
-    chain. Marks the subscriptions dirty. The caller ensures every array's capacity (the
-    hash table at most half full after the new subscriptions). ``c``: the counters
-    (``C_*``), updated in place."""
-    for i in range(drop_ids.shape[0]):
+    of ``sub_ids[start:]`` (rows of the CSR off/ids/seqs/scs); a new subscription gets a
+    slot (with a baseline of capacity k), a new (subscription, partition) list an entry in
+    the slot's chain. Marks the subscriptions dirty. The caller ensures the capacity of the
+    slot, entry and hash arrays (the table at most half full after the new subscriptions);
+    where the baselines (``b_id``) or the list pool (``p_*``) lack room, it stops and
+    returns the row to go on from once they are grown (a list overwritten in place, the
+    stream's usual case, needs none), else the row count. ``c``: the counters (``C_*``),
+    updated in place."""
+    for i in range(drop_ids.shape[0] if start == 0 else 0):
         slot = _find(h_key, h_slot, drop_ids[i])
         if slot < 0:
             continue
@@ -145,10 +148,12 @@ def _apply(part, sub_ids, ks, off, ids, seqs, scs, drop_ids, h_key, h_slot,
             e_free[c[C_E_FREE]] = e
             c[C_E_FREE] += 1
             s_dirty[slot] = True
-    for i in range(sub_ids.shape[0]):
+    for i in range(start, sub_ids.shape[0]):
         sid = sub_ids[i]
         slot = _find(h_key, h_slot, sid)
         if slot < 0:
+            if c[C_B_USED] + ks[i] > b_id.shape[0]:
+                return i
             if c[C_FREE] > 0:
                 c[C_FREE] -= 1
                 slot = free[c[C_FREE]]
@@ -180,6 +185,8 @@ def _apply(part, sub_ids, ks, off, ids, seqs, scs, drop_ids, h_key, h_slot,
             e_cap[e] = 0
         m = off[i + 1] - off[i]
         if e_cap[e] < m:
+            if c[C_P_USED] + max(ks[i], m) > p_id.shape[0]:
+                return i
             c[C_GARBAGE] += e_cap[e]
             e_start[e] = c[C_P_USED]
             e_cap[e] = max(ks[i], m)
@@ -191,6 +198,7 @@ def _apply(part, sub_ids, ks, off, ids, seqs, scs, drop_ids, h_key, h_slot,
             p_sc[a + r] = scs[off[i] + r]
         e_len[e] = m
         s_dirty[slot] = True
+    return sub_ids.shape[0]
 
 
 @numba.njit(cache=True)
@@ -387,21 +395,29 @@ class Aggregator(Recoverable):
         with self.metrics.busy():
             n = len(sub_ids)
             ks = np.asarray(ks, np.int64)
-            c = self.counts
-            self._room(n, int(ks.sum()), int(np.maximum(ks, np.diff(offsets)).sum()) if n else 0)
-            _apply(int(part), np.asarray(sub_ids, np.int64), ks, np.asarray(offsets, np.int64),
-                   np.asarray(ids, np.int64), np.asarray(seqs, np.int64), np.asarray(scores, np.float64),
-                   np.asarray(drop_ids, np.int64), self.h_key, self.h_slot, self.s_id, self.s_k,
-                   self.s_alive, self.s_dirty, self.s_head, self.s_base_len, self.base_start,
-                   self.base_cap, self.e_part, self.e_next, self.e_start, self.e_len, self.e_cap,
-                   self.e_free, self.free, self.p_id, self.p_seq, self.p_sc, c)
+            cols = (np.asarray(sub_ids, np.int64), ks, np.asarray(offsets, np.int64), np.asarray(ids, np.int64),
+                    np.asarray(seqs, np.int64), np.asarray(scores, np.float64), np.asarray(drop_ids, np.int64))
+            self._room(n)
+            done = 0
+            while True:
+                done = _apply(int(part), *cols, done, self.h_key, self.h_slot, self.s_id, self.s_k,
+                              self.s_alive, self.s_dirty, self.s_head, self.s_base_len, self.base_start,
+                              self.base_cap, self.b_id, self.e_part, self.e_next, self.e_start, self.e_len,
+                              self.e_cap, self.e_free, self.free, self.p_id, self.p_seq, self.p_sc, self.counts)
+                if done == n:
+                    break
+                # room for every row left at most (each its k or its rows, the larger)
+                rest = np.maximum(ks[done:], np.diff(cols[2][done:]))
+                c = self.counts
+                self.b_id = grow(self.b_id, int(c[C_B_USED] + ks[done:].sum()))
+                for name in ("p_id", "p_seq", "p_sc"):
+                    setattr(self, name, grow(getattr(self, name), int(c[C_P_USED] + rest.sum())))
             self.metrics.inc("updates", n)
         return n
 
-    def _room(self, n: int, base: int, rows: int) -> None:
-        """Capacity for ``n`` more subscriptions, their baselines (``base`` rows at most: the
-        sum of their k) and lists of ``rows`` pool rows (at most: the larger of each list's
-        k and its rows), the hash table at most half full after them."""
+    def _room(self, n: int) -> None:
+        """Capacity for ``n`` more subscriptions and lists, the hash table at most half full
+        after them (the baselines and the pool grow only where ``_apply`` finds them full)."""
         c = self.counts
         slots = int(c[C_SLOTS]) + n
         if slots > len(self.s_id):
@@ -418,9 +434,6 @@ class Aggregator(Recoverable):
         if entries > len(self.e_part):
             for name in ("e_part", "e_next", "e_start", "e_len", "e_cap", "e_free"):
                 setattr(self, name, grow(getattr(self, name), entries))
-        self.b_id = grow(self.b_id, int(c[C_B_USED]) + base)
-        for name in ("p_id", "p_seq", "p_sc"):
-            setattr(self, name, grow(getattr(self, name), int(c[C_P_USED]) + rows))
 
     # ------------------------------------------------------------------ coordinator-facing
     def emit(self, counted: bool = False):
