@@ -279,6 +279,15 @@ def test_merge_candidates_matches_window_merge():
     got, want = merge_candidates(parts, K), CandidateLists.merge(parts, K)
     for f in ("offsets", "seq", "ids", "t", "score", "complete", "work"):
         assert np.array_equal(getattr(got, f), getattr(want, f)), f
+    # and row by row against a sort of every part's rows
+    for i in range(n):
+        rows = sorted(((float(p.score[j]), int(p.seq[j]), int(p.ids[j]), float(p.t[j]))
+                       for p in parts for j in range(p.offsets[i], p.offsets[i + 1])), reverse=True)
+        a, b = got.offsets[i], got.offsets[i + 1]
+        assert list(zip(got.score[a:b].tolist(), got.seq[a:b].tolist(), got.ids[a:b].tolist(),
+                        got.t[a:b].tolist())) == rows[: K[i]], i
+        assert bool(got.complete[i]) == (all(p.complete[i] for p in parts) and len(rows) <= K[i]), i
+        assert got.work[i] == sum(int(p.work[i]) for p in parts), i
 
 
 def test_aggregator_merges_replicas_and_forgets():

@@ -108,6 +108,36 @@ def test_small_batches_walk_the_index():
             assert list(zip(got.score[a:b].tolist(), got.seq[a:b].tolist())) == every[i][:5], (n, i)
 
 
+@pytest.mark.parametrize("seed", range(2))
+def test_small_batches_answer_ranges_floors_ids_and_flags(seed):
+    """The stream's questions (batches too small for a flat row, answered in one kernel
+    call) over every row: a sub-range of seqs, floors, K from 1 to more than any row
+    matches; rows, completeness flags, message ids and times equal brute force."""
+    rng = np.random.default_rng(20 + seed)
+    win, sb = _window(rng, 1500, *((3, 2) if seed else (16, 256)))
+    few = (win.tcount - win.thead) // FLAT_BATCH
+    snap, seqs = win.snapshot(), win.seqs()
+    id_of = dict(zip(seqs.tolist(), snap.ids.tolist()))
+    t_of = dict(zip(seqs.tolist(), snap.t.tolist()))
+    for after, upto in ((-1, int(seqs[-1])), (int(seqs[200]), int(seqs[1100]) + 1)):
+        every = _brute(win, sb, after, upto)
+        for a0 in range(0, len(sb), few - 1):
+            rows = np.arange(a0, min(len(sb), a0 + few - 1))
+            small = sb.take(rows)
+            assert not win._flat_rows(small)[0].any()
+            K = rng.integers(1, 12, len(rows)).astype(np.int64)
+            K[rng.random(len(rows)) < 0.2] = 400
+            floor = np.where(rng.random(len(rows)) < 0.4, rng.choice([0.2, 0.4, 0.6], len(rows)), -np.inf)
+            got = win.search(small, K, after_seq=after, upto_seq=upto, floor=floor)
+            for i, r in enumerate(rows.tolist()):
+                a, b = got.offsets[i], got.offsets[i + 1]
+                want = [x for x in every[r] if not below(x[0], floor[i])][: K[i]]
+                assert list(zip(got.score[a:b].tolist(), got.seq[a:b].tolist())) == want, (r, after)
+                assert got.ids[a:b].tolist() == [id_of[q] for q in got.seq[a:b].tolist()], r
+                assert np.array_equal(got.t[a:b], [t_of[q] for q in got.seq[a:b].tolist()], equal_nan=True), r
+                assert bool(got.complete[i]) == (len(want) < K[i] and floor[i] == -np.inf), r
+
+
 def test_reserve_keeps_the_index_and_stops_its_growth():
     """``reserve`` mid-stream (the ring wrapped, chunks partly expired) keeps the messages and
     every search exact, and appending up to the reserved number of held messages grows none

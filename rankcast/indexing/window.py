@@ -133,15 +133,15 @@ class CandidateLists:
         K = np.asarray(K, np.int64)
         if len(parts) == 1:
             return parts[0]
-        n = len(K)
-        bases = np.cumsum([0] + [len(p.seq) for p in parts[:-1]])
-        offs = np.stack([p.offsets + b for p, b in zip(parts, bases)])
+        n, S = len(K), len(parts)
+        # one concatenation per column (a shard answers a handful of rows: these calls, not
+        # the merge, are most of the time)
         cat = lambda name, dt: np.concatenate([getattr(p, name) for p in parts]).astype(dt, copy=False)
-        works = np.stack([p.work if p.work is not None else np.zeros(n, np.int64) for p in parts])
-        comps = np.stack([p.complete for p in parts])
+        works = np.concatenate([p.work if p.work is not None else np.zeros(n, np.int64) for p in parts])
         off, seq, ids, t, sc, comp, work = _merge_candidates(
-            n, K, offs, cat("seq", np.int64), cat("ids", np.int64), cat("t", np.float64),
-            cat("score", np.float64), comps, works)
+            n, K, cat("offsets", np.int64).reshape(S, n + 1), cat("seq", np.int64), cat("ids", np.int64),
+            cat("t", np.float64), cat("score", np.float64), cat("complete", np.bool_).reshape(S, n),
+            works.astype(np.int64, copy=False).reshape(S, n))
         return CandidateLists(off, seq, ids, t, sc, comp, work)
 
 
@@ -151,9 +151,13 @@ class CandidateLists:
 def _merge_candidates(n, K, offs, seqs, ids, ts, scs, comps, works):
     """Per-row top-K[i] of S sorted candidate lists by (score desc, seq desc).
 
-    offs: int64[S, n + 1]; the other arrays are the S lists concatenated (list s starts at
-    its own base, given by the row offsets shifted). Returns the merged CSR arrays."""
+    offs: int64[S, n + 1], each list's own row offsets (from 0); the other arrays are the S
+    lists concatenated (list s starts after the rows of the lists before it). Returns the
+    merged CSR arrays."""
     S = offs.shape[0]
+    base = np.zeros(S, np.int64)
+    for s in range(1, S):
+        base[s] = base[s - 1] + offs[s - 1, n]
     out_off = np.zeros(n + 1, np.int64)
     total = 0
     for i in range(n):
@@ -172,7 +176,7 @@ def _merge_candidates(n, K, offs, seqs, ids, ts, scs, comps, works):
     for i in range(n):
         avail = 0
         for s in range(S):
-            head[s] = offs[s, i]
+            head[s] = base[s] + offs[s, i]
             avail += offs[s, i + 1] - offs[s, i]
             if not comps[s, i]:
                 comp[i] = False
@@ -183,7 +187,7 @@ def _merge_candidates(n, K, offs, seqs, ids, ts, scs, comps, works):
         for _ in range(take):
             best = -1
             for s in range(S):
-                if head[s] < offs[s, i + 1]:
+                if head[s] < base[s] + offs[s, i + 1]:
                     if best < 0:
                         best = s
                     else:
@@ -676,6 +680,18 @@ def _search(order, s_off, s_terms, s_w, s_x, s_y, s_alpha, K, after_seq, upto_se
     b_seq = np.empty(1024, np.int64)
     b_ins = np.empty(1024, np.int64)
     hist = np.zeros(HIST, np.int64)
+    # a walked row's heap and per-term bounds, allocated once for the batch
+    k_max = 0
+    for i in range(n):
+        k_max = max(k_max, K[i])
+    h_sc = np.empty(k_max)
+    h_seq = np.empty(k_max, np.int64)
+    h_ins = np.empty(k_max, np.int64)
+    rest = np.empty(q_max + 1)          # sum over later terms of w_s^2
+    tail = np.empty(q_max + 1)          # sum over later terms of w_s * (largest weight of the term)
+    mw = np.empty(q_max)
+    bit = np.empty(q_max, np.int64)     # signature bit of each term of s
+    other = np.empty(q_max, np.int64)   # signature bits of s's terms other than term j
     for ii in range(n):
         i = order[ii]
         a = s_off[i]
@@ -780,26 +796,21 @@ def _search(order, s_off, s_terms, s_w, s_x, s_y, s_alpha, K, after_seq, upto_se
             got[i] = c
             work[i] = scored
             continue
-        h_sc = np.empty(Ki)
-        h_seq = np.empty(Ki, np.int64)
-        h_ins = np.empty(Ki, np.int64)
         hn = 0
         pushed = 0
         size = 0
         # what must be beaten: the caller's floor (a score that K messages elsewhere reach),
         # then the K-th score once K are held, if higher
         thr = floor[i]
-        rest = np.zeros(q + 1)   # sum over later terms of w_s^2
-        tail = np.zeros(q + 1)   # sum over later terms of w_s * (largest weight of the term)
-        mw = np.zeros(q)
-        bit = np.empty(q, np.int64)     # signature bit of each term of s
-        other = np.zeros(q, np.int64)   # signature bits of s's terms other than term j
+        rest[q] = 0.0
+        tail[q] = 0.0
         for j in range(q - 1, -1, -1):
             rest[j] = rest[j + 1] + sw[j] * sw[j]
             mw[j] = term_maxw[st[j]] if st[j] < n_terms else 0.0
             tail[j] = tail[j + 1] + sw[j] * mw[j]
             bit[j] = 1 << (st[j] & 63)
         for j in range(q):
+            other[j] = 0
             for l in range(q):
                 if l != j:
                     other[j] |= bit[l]
@@ -922,6 +933,38 @@ def _search(order, s_off, s_terms, s_w, s_x, s_y, s_alpha, K, after_seq, upto_se
             f_sc[dst + u] = o_sc[src + u]
         complete[i] = got[i] < K[i] and floor[i] == -math.inf
     return out_off, f_seq, f_ins, f_sc, complete, work
+
+
+@numba.njit(cache=True)
+def _walk(s_off, s_terms, s_w, s_x, s_y, s_alpha, K, floor, after_seq, upto_seq, max_dist, bounds,
+          r_id, r_t, r_toff, r_tlen, mask, tr_term, tr_w, tmask, ch_f, ch_i, nd_f, nd_i, term_root,
+          term_maxw):
+    """:meth:`MessageWindow.search` of a batch too small for any row to read flat (the
+    stream's re-evaluations: most of a window shard's questions, a few rows each), in one
+    call: the order of :meth:`MessageWindow.query_order` (a stable sort by (last term,
+    Z-code)), every row walked best-first (``_search``), and the messages' ids and times.
+    Returns (offsets, seq, ids, t, score, complete, work)."""
+    n = K.shape[0]
+    key = np.empty(n, np.int64)
+    z = _zorder(s_x, s_y, bounds)
+    for i in range(n):
+        last = s_terms[s_off[i + 1] - 1] if s_off[i + 1] > s_off[i] else -1
+        key[i] = ((last + 1) << 32) | z[i]       # Z-codes take 32 bits, term ids far fewer than 2^31
+    order = np.argsort(key, kind="mergesort")
+    no_flat = np.zeros(n, np.bool_)
+    none_i = np.empty(0, np.int64)
+    none_f = np.empty(0)
+    off, seq, ins, sc, comp, work = _search(
+        order, s_off, s_terms, s_w, s_x, s_y, s_alpha, K, after_seq, upto_seq, max_dist, r_toff,
+        r_tlen, mask, tr_term, tr_w, tmask, ch_f, ch_i, nd_f, nd_i, term_root, term_maxw,
+        term_root.shape[0], floor, no_flat, none_i, np.zeros((0, 1), np.int64), np.zeros(1, np.int64),
+        none_i, none_f, none_f, none_f, none_i, none_i)
+    ids = np.empty(ins.shape[0], np.int64)
+    ts = np.empty(ins.shape[0])
+    for r in range(ins.shape[0]):
+        ids[r] = r_id[ins[r] & mask]
+        ts[r] = r_t[ins[r] & mask]
+    return off, seq, ids, ts, sc, comp, work
 
 
 def _pow2(n: int) -> int:
@@ -1107,6 +1150,13 @@ class MessageWindow:
         K = np.asarray(K, np.int64)
         up = I64_MAX if upto_seq is None else int(upto_seq)
         floor = np.full(len(K), -np.inf) if floor is None else np.asarray(floor, np.float64)
+        if len(subs) * FLAT_BATCH < self.tcount - self.thead:
+            # too few rows for any to read flat (``_flat_rows``): one kernel call
+            return CandidateLists(*_walk(
+                subs.offsets, subs.term_ids, subs.weights, subs.x, subs.y, subs.alpha, K, floor,
+                int(after_seq), up, self.max_dist, self.bounds, self.r_id, self.r_t, self.r_toff,
+                self.r_tlen, self.mask, self.tr_term, self.tr_w, self.tmask, self.ch_f, self.ch_i,
+                self.nd_f, self.nd_i, self.term_root, self.term_maxw))
         order = self.query_order(subs)
         flat, s_gix, terms = self._flat_rows(subs)
         lens = np.diff(subs.offsets)[flat]
