@@ -146,6 +146,7 @@ T_CLUSTER, T_PARTITION = 0, 1
 M_EVENTS, M_CNODES, M_LNODES, M_EVALS, M_PUSHED, M_POPPED, M_PRUNED, M_CDIR = range(8)
 NM = 8
 HUGE_BYTES = 4 << 20   # numpy asks for transparent huge pages from this size on
+VIEW_ALIGN = 8         # floats: every view block starts a 64-byte cache line (the arena is aligned so)
 INF = np.inf
 
 
@@ -1430,6 +1431,12 @@ def _write_p(IL, FL, p, pos, mode):
     return w
 
 
+@numba.njit(cache=True, inline="always")
+def _aligned(pos):
+    """The first place from ``pos`` on where a view block starts a cache line."""
+    return (pos + VIEW_ALIGN - 1) & ~(VIEW_ALIGN - 1)
+
+
 @numba.njit(cache=True)
 def _full_view(IL, FL, mode, NEXT, p_start, p_end, p_attr, p_op, p_a, p_b, p_w, set_off, ids, score):
     """Every live node's view anew, blocks in depth-first order (a c-node, its p-nodes, then
@@ -1444,11 +1451,11 @@ def _full_view(IL, FL, mode, NEXT, p_start, p_end, p_attr, p_op, p_a, p_b, p_w, 
     for c in range(nc):
         HV[c * NV + V_B] = -1.0
         if CI[c * NC + C_ALIVE] == 1:
-            total += _size_c(IL, c, mode, NEXT, p_start, p_end)
+            total += _size_c(IL, c, mode, NEXT, p_start, p_end) + VIEW_ALIGN - 1
     for p in range(npn):
         PV[p] = -1
         if PI[p * NP + P_ALIVE] == 1:
-            total += 4 + _p_sum_floats(IL, p, mode)
+            total += 4 + _p_sum_floats(IL, p, mode) + VIEW_ALIGN - 1
     FL[F_AR] = np.empty(max(total, 64))
     stack = np.empty(64, np.int64)
     stack[0] = 0
@@ -1458,8 +1465,8 @@ def _full_view(IL, FL, mode, NEXT, p_start, p_end, p_attr, p_op, p_a, p_b, p_w, 
     while ns > 0:
         ns -= 1
         c = stack[ns]
-        cpos = pos
-        pos = _write_c(IL, FL, c, pos, mode, NEXT, p_start, p_end, p_attr, p_op, p_a, p_b, p_w, set_off, ids, score)
+        cpos = _aligned(pos)
+        pos = _write_c(IL, FL, c, cpos, mode, NEXT, p_start, p_end, p_attr, p_op, p_a, p_b, p_w, set_off, ids, score)
         ds, dc = CI[c * NC + C_DS], CI[c * NC + C_DC]
         if ns + dc + 2 > stack.shape[0]:
             bigger = np.empty(2 * (ns + dc + 2), np.int64)
@@ -1471,7 +1478,7 @@ def _full_view(IL, FL, mode, NEXT, p_start, p_end, p_attr, p_op, p_a, p_b, p_w, 
                 ns += 1
         for x in range(ds + dc - 1, ds - 1, -1):
             p = DP[x]
-            pos = _write_p(IL, FL, p, pos, mode)
+            pos = _write_p(IL, FL, p, _aligned(pos), mode)
             FL[F_AR][cpos + 4 + ND * (x - ds) + 1] = PV[p]
             stack[ns] = PI[p * NP + P_ROOT]
             ns += 1
@@ -1510,7 +1517,7 @@ def _refresh_view(IL, FL, q, mode, NEXT, p_start, p_end, p_attr, p_op, p_a, p_b,
                 freed += 4 + ND * int(AR[b + 2]) + int(AR[b]) + int(AR[b + 3])
                 HV[node * NV + V_B] = -1.0
             if CI[node * NC + C_ALIVE] == 1:
-                need += _size_c(IL, node, mode, NEXT, p_start, p_end)
+                need += _size_c(IL, node, mode, NEXT, p_start, p_end) + VIEW_ALIGN - 1
         else:
             PI[node * NP + P_DIRTY] = 0
             b = PV[node]
@@ -1518,7 +1525,7 @@ def _refresh_view(IL, FL, q, mode, NEXT, p_start, p_end, p_attr, p_op, p_a, p_b,
                 freed += 4 + int(AR[b])
                 PV[node] = -1
             if PI[node * NP + P_ALIVE] == 1:
-                need += 4 + _p_sum_floats(IL, node, mode)
+                need += 4 + _p_sum_floats(IL, node, mode) + VIEW_ALIGN - 1
     num[U_NDIRTY] = 0
     live = num[U_ARLIVE] - freed + need
     if nd > q[Q_VSHARE] * (num[U_LIVEC] + num[U_LIVEP]) or num[U_AR] + need > 2 * live + q[Q_VSLACK]:
@@ -1530,12 +1537,12 @@ def _refresh_view(IL, FL, q, mode, NEXT, p_start, p_end, p_attr, p_op, p_a, p_b,
         x = DL[i]
         node = x >> 1
         if x & 1 == 1 and PI[node * NP + P_ALIVE] == 1:
-            pos = _write_p(IL, FL, node, pos, mode)
+            pos = _write_p(IL, FL, node, _aligned(pos), mode)
     for i in range(nd):
         x = DL[i]
         node = x >> 1
         if x & 1 == 0 and CI[node * NC + C_ALIVE] == 1:
-            pos = _write_c(IL, FL, node, pos, mode, NEXT, p_start, p_end, p_attr, p_op, p_a, p_b, p_w, set_off, ids, score)
+            pos = _write_c(IL, FL, node, _aligned(pos), mode, NEXT, p_start, p_end, p_attr, p_op, p_a, p_b, p_w, set_off, ids, score)
     num[U_AR] = pos
     num[U_ARLIVE] = live
 
@@ -1866,6 +1873,15 @@ def _match_events(HV, AR, ARI, mode, k, ev_off, ev_attr, ev_val, ev_w, val, has,
 
 
 # ----------------------------------------------------------------------------- the core
+def _line_aligned_copy(a: np.ndarray) -> np.ndarray:
+    """A copy of ``a`` whose data starts a 64-byte cache line (numpy aligns to 16 bytes)."""
+    buf = np.empty(a.nbytes + 64, np.uint8)
+    start = -buf.ctypes.data % 64
+    out = buf[start: start + a.nbytes].view(a.dtype)
+    out[:] = a
+    return out
+
+
 class BETreeCore:
     """The BE*-tree behind the interface of :class:`~rankcast.indexing.matching.MatchCore`
     (see the module docstring). ``leaf_capacity`` is A, ``alpha`` the minimum share of each
@@ -1950,11 +1966,12 @@ class BETreeCore:
         # a view array the kernel replaced is copied once into numpy's memory, which asks the
         # kernel for transparent huge pages (numba's allocator does not): the search's reads
         # land all over these arrays, and with 4 KiB pages most of them also miss the TLB
-        # (at 1M, 15% of the top-5 time)
+        # (at 1M, 15% of the top-5 time); the copy starts a cache line, so that a hot row is one
+        # line and a block's first line holds as much of it as a line can
         for w, ptr in zip((F_HV, F_AR), before):
             a = self.FL[w]
             if a.ctypes.data != ptr and a.nbytes >= HUGE_BYTES:
-                self.FL[w] = a.copy()
+                self.FL[w] = _line_aligned_copy(a)
 
     def _insert(self, slots: np.ndarray) -> None:
         fn = _bulk_load if (self.build == "batch" and self.table.n_live == len(slots)) else _insert_many
@@ -2136,6 +2153,7 @@ def check_structure(core: BETreeCore) -> None:
         head = [len(sm), CS[c] if mode == STATIC else CI[c, NMAX], dc, len(exprs)] + dirs + sm
         b = int(h[V_B])
         assert b >= 0, f"view block of c-node {c}: none"
+        assert b % VIEW_ALIGN == 0, f"view block of c-node {c}: does not start a cache line"
         got = AR[b: b + len(head) + len(exprs)].copy()
         for i in id_at:                # an id is stored as its int64 bits
             j = len(head) + i + 1
@@ -2148,6 +2166,7 @@ def check_structure(core: BETreeCore) -> None:
         sm = sum_rows(PI, p, BA[CI[r, C_BOX]: CI[r, C_BOX] + CI[r, C_DEP]].tolist())
         want = [len(sm), PS[p] if mode == STATIC else PI[p, NMAX], PI[p, P_ROOT], PI[p, P_ATTR]] + sm
         b = int(PV[p])
+        assert b % VIEW_ALIGN == 0, f"view block of p-node {p}: does not start a cache line"
         assert b >= 0 and AR[b: b + len(want)].tolist() == [float(x) for x in want], f"view block of p-node {p}"
 
     def visit_c(c, path):
