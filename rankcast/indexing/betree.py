@@ -134,7 +134,8 @@ SZ_CAP = 1 << 24
 I_C, I_P, I_WA, I_BA, I_NUM, I_DA, I_DP, I_DIRTY, I_PV = range(9)
 F_CS, F_PS, F_WM, F_BX, F_HV, F_AR = range(6)
 # the match view (module docstring, "Match view"): a hot row per c-node in F_HV ...
-V_SL, V_SH, V_OL, V_OH, V_L, V_R, V_B = range(7)
+# ... (V_M: the most predicates of an expression in its l-node or below its p-nodes; static: their bound)
+V_SL, V_SH, V_OL, V_OH, V_L, V_R, V_B, V_M = range(8)
 NV = 8
 B_OL, B_OH, B_SL, B_SH = range(4)     # a box dimension: own bucket lo, hi; c-directory subtree lo, hi
 ND = 5                                # floats of a p-directory entry in the view (_write_c)
@@ -1372,6 +1373,7 @@ def _write_c(IL, FL, c, pos, mode, NEXT, p_start, p_end, p_attr, p_op, p_a, p_b,
     AR[pos] = _sum_floats(IL, CI, base, mode, CI[base + C_BOX], dep)
     AR[pos + 1] = FL[F_CS][c] if mode == STATIC else CI[base + NMAX]
     AR[pos + 2] = nd
+    most = AR[pos + 1]
     w = pos + 4
     DA, DP = IL[I_DA], IL[I_DP]
     PI = IL[I_P]
@@ -1384,7 +1386,9 @@ def _write_c(IL, FL, c, pos, mode, NEXT, p_start, p_end, p_attr, p_op, p_a, p_b,
         AR[w + 2] = BX[4 * j + B_SL]
         AR[w + 3] = BX[4 * j + B_SH]
         AR[w + 4] = FL[F_PS][DP[x]] if mode == STATIC else PI[DP[x] * NP + NMAX]
+        most = max(most, AR[w + 4])
         w += ND
+    HV[h + V_M] = most
     if mode != STATIC:
         w = _write_sum(IL, FL, CI, base, CI[base + C_BOX], dep, w)
     e0 = w
@@ -1849,6 +1853,9 @@ def _match_events(HV, AR, ARI, mode, k, ev_off, ev_attr, ev_val, ev_w, val, has,
                         prefetch(HV, ch * NV)
                         ns += 1
                 if HV[h + V_OL] <= v and v <= HV[h + V_OH]:
+                    if _entry_beaten(mode, HV[h + V_M], m, G, n, k, tsc):
+                        cnt[M_PRUNED] += 1      # nothing in its l-node or below its p-nodes can beat the k-th score
+                        continue
                     cq[nq] = x
                     prefetch(AR, int(HV[h + V_B]))
                     nq += 1
@@ -2151,6 +2158,7 @@ def check_structure(core: BETreeCore) -> None:
         d = CI[c, C_DEP]
         sm = sum_rows(CI, c, BA[CI[c, C_BOX]: CI[c, C_BOX] + d].tolist())
         head = [len(sm), CS[c] if mode == STATIC else CI[c, NMAX], dc, len(exprs)] + dirs + sm
+        assert h[V_M] == max([float(head[1])] + dirs[4::ND]), f"hot row of c-node {c}: most predicates or bound"
         b = int(h[V_B])
         assert b >= 0, f"view block of c-node {c}: none"
         assert b % VIEW_ALIGN == 0, f"view block of c-node {c}: does not start a cache line"
