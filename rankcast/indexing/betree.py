@@ -68,8 +68,10 @@ The search stops once the best bound left is below the k-th score (with the rela
 ``EPS``; an equal bound is still searched because a smaller id would win the tie).
 
 Match view: matching does not walk the node tables. Every c-node has a hot row (its active
-dimension's own and subtree bounds, its c-directory children, the offset of its block; one
-cache line, all the c-directory search reads) and a contiguous block in one float arena (its
+dimension's own and subtree bounds, its c-directory children, the offset of its block, and
+the most predicates of an expression in its l-node or below its p-nodes (``static``: their
+bound), so that a bucket that cannot beat the k-th score is passed over unread; one cache
+line, all the c-directory search reads) and a contiguous block in one float arena (its
 p-directory, its l-node summary, then its l-node's expressions as packed predicate rows, each
 behind a header with its id and static score, so that a match needs no random read of the id
 table), every p-node a small block (summary, root, attribute). A p-directory entry holds its
@@ -81,7 +83,7 @@ most predicates cannot beat the k-th score, is passed over without reading its b
 c-directory root's change therefore marks its owner c-node too. Updates mark the nodes they change (a dirty
 list); before the next match the changed nodes' blocks are rewritten at the end of the arena,
 or everything anew in depth-first order when most nodes changed (a build) or the arena is half
-garbage. A visited bucket is thus one sequential read instead of a pointer chase per
+garbage; every block starts a 64-byte cache line (the arena's copy is line-aligned). A visited bucket is thus one sequential read instead of a pointer chase per
 expression. The search hides what latency it can behind other work: a c-node's p-nodes on
 the event's attributes are found first and their blocks prefetched together, then its l-node
 bounded and scanned, then their bounds computed; a pushed p-node's c-directory root row and a
