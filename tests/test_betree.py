@@ -255,3 +255,5 @@ def test_view_arrays_copied_for_huge_pages_stay_exact(monkeypatch):
     _drive(m, "weighted", seed=11, steps=20)
     m2 = _matcher("weighted", leaf_capacity=2, build="batch")
     _drive(m2, "weighted", seed=12, steps=12)
+    for core in (m.core, m2.core):          # copies start a cache line (blocks: check_structure)
+        assert core.FL[bt.F_HV].ctypes.data % 64 == 0 and core.FL[bt.F_AR].ctypes.data % 64 == 0

@@ -68,8 +68,10 @@ The search stops once the best bound left is below the k-th score (with the rela
 ``EPS``; an equal bound is still searched because a smaller id would win the tie).
 
 Match view: matching does not walk the node tables. Every c-node has a hot row (its active
-dimension's own and subtree bounds, its c-directory children, the offset of its block; one
-cache line, all the c-directory search reads) and a contiguous block in one float arena (its
+dimension's own and subtree bounds, its c-directory children, the offset of its block, and
+the most predicates of an expression in its l-node or below its p-nodes (``static``: their
+bound), so that a bucket that cannot beat the k-th score is passed over unread; one cache
+line, all the c-directory search reads) and a contiguous block in one float arena (its
 p-directory, its l-node summary, then its l-node's expressions as packed predicate rows, each
 behind a header with its id and static score, so that a match needs no random read of the id
 table), every p-node a small block (summary, root, attribute). A p-directory entry holds its
@@ -81,7 +83,7 @@ most predicates cannot beat the k-th score, is passed over without reading its b
 c-directory root's change therefore marks its owner c-node too. Updates mark the nodes they change (a dirty
 list); before the next match the changed nodes' blocks are rewritten at the end of the arena,
 or everything anew in depth-first order when most nodes changed (a build) or the arena is half
-garbage. A visited bucket is thus one sequential read instead of a pointer chase per
+garbage; every block starts a 64-byte cache line (the arena's copy is line-aligned). A visited bucket is thus one sequential read instead of a pointer chase per
 expression. The search hides what latency it can behind other work: a c-node's p-nodes on
 the event's attributes are found first and their blocks prefetched together, then its l-node
 bounded and scanned, then their bounds computed; a pushed p-node's c-directory root row and a
@@ -134,7 +136,8 @@ SZ_CAP = 1 << 24
 I_C, I_P, I_WA, I_BA, I_NUM, I_DA, I_DP, I_DIRTY, I_PV = range(9)
 F_CS, F_PS, F_WM, F_BX, F_HV, F_AR = range(6)
 # the match view (module docstring, "Match view"): a hot row per c-node in F_HV ...
-V_SL, V_SH, V_OL, V_OH, V_L, V_R, V_B = range(7)
+# ... (V_M: the most predicates of an expression in its l-node or below its p-nodes; static: their bound)
+V_SL, V_SH, V_OL, V_OH, V_L, V_R, V_B, V_M = range(8)
 NV = 8
 B_OL, B_OH, B_SL, B_SH = range(4)     # a box dimension: own bucket lo, hi; c-directory subtree lo, hi
 ND = 5                                # floats of a p-directory entry in the view (_write_c)
@@ -146,6 +149,7 @@ T_CLUSTER, T_PARTITION = 0, 1
 M_EVENTS, M_CNODES, M_LNODES, M_EVALS, M_PUSHED, M_POPPED, M_PRUNED, M_CDIR = range(8)
 NM = 8
 HUGE_BYTES = 4 << 20   # numpy asks for transparent huge pages from this size on
+VIEW_ALIGN = 8         # floats: every view block starts a 64-byte cache line (the arena is aligned so)
 INF = np.inf
 
 
@@ -1371,6 +1375,7 @@ def _write_c(IL, FL, c, pos, mode, NEXT, p_start, p_end, p_attr, p_op, p_a, p_b,
     AR[pos] = _sum_floats(IL, CI, base, mode, CI[base + C_BOX], dep)
     AR[pos + 1] = FL[F_CS][c] if mode == STATIC else CI[base + NMAX]
     AR[pos + 2] = nd
+    most = AR[pos + 1]
     w = pos + 4
     DA, DP = IL[I_DA], IL[I_DP]
     PI = IL[I_P]
@@ -1383,7 +1388,9 @@ def _write_c(IL, FL, c, pos, mode, NEXT, p_start, p_end, p_attr, p_op, p_a, p_b,
         AR[w + 2] = BX[4 * j + B_SL]
         AR[w + 3] = BX[4 * j + B_SH]
         AR[w + 4] = FL[F_PS][DP[x]] if mode == STATIC else PI[DP[x] * NP + NMAX]
+        most = max(most, AR[w + 4])
         w += ND
+    HV[h + V_M] = most
     if mode != STATIC:
         w = _write_sum(IL, FL, CI, base, CI[base + C_BOX], dep, w)
     e0 = w
@@ -1430,6 +1437,12 @@ def _write_p(IL, FL, p, pos, mode):
     return w
 
 
+@numba.njit(cache=True, inline="always")
+def _aligned(pos):
+    """The first place from ``pos`` on where a view block starts a cache line."""
+    return (pos + VIEW_ALIGN - 1) & ~(VIEW_ALIGN - 1)
+
+
 @numba.njit(cache=True)
 def _full_view(IL, FL, mode, NEXT, p_start, p_end, p_attr, p_op, p_a, p_b, p_w, set_off, ids, score):
     """Every live node's view anew, blocks in depth-first order (a c-node, its p-nodes, then
@@ -1444,11 +1457,11 @@ def _full_view(IL, FL, mode, NEXT, p_start, p_end, p_attr, p_op, p_a, p_b, p_w, 
     for c in range(nc):
         HV[c * NV + V_B] = -1.0
         if CI[c * NC + C_ALIVE] == 1:
-            total += _size_c(IL, c, mode, NEXT, p_start, p_end)
+            total += _size_c(IL, c, mode, NEXT, p_start, p_end) + VIEW_ALIGN - 1
     for p in range(npn):
         PV[p] = -1
         if PI[p * NP + P_ALIVE] == 1:
-            total += 4 + _p_sum_floats(IL, p, mode)
+            total += 4 + _p_sum_floats(IL, p, mode) + VIEW_ALIGN - 1
     FL[F_AR] = np.empty(max(total, 64))
     stack = np.empty(64, np.int64)
     stack[0] = 0
@@ -1458,8 +1471,8 @@ def _full_view(IL, FL, mode, NEXT, p_start, p_end, p_attr, p_op, p_a, p_b, p_w, 
     while ns > 0:
         ns -= 1
         c = stack[ns]
-        cpos = pos
-        pos = _write_c(IL, FL, c, pos, mode, NEXT, p_start, p_end, p_attr, p_op, p_a, p_b, p_w, set_off, ids, score)
+        cpos = _aligned(pos)
+        pos = _write_c(IL, FL, c, cpos, mode, NEXT, p_start, p_end, p_attr, p_op, p_a, p_b, p_w, set_off, ids, score)
         ds, dc = CI[c * NC + C_DS], CI[c * NC + C_DC]
         if ns + dc + 2 > stack.shape[0]:
             bigger = np.empty(2 * (ns + dc + 2), np.int64)
@@ -1471,7 +1484,7 @@ def _full_view(IL, FL, mode, NEXT, p_start, p_end, p_attr, p_op, p_a, p_b, p_w, 
                 ns += 1
         for x in range(ds + dc - 1, ds - 1, -1):
             p = DP[x]
-            pos = _write_p(IL, FL, p, pos, mode)
+            pos = _write_p(IL, FL, p, _aligned(pos), mode)
             FL[F_AR][cpos + 4 + ND * (x - ds) + 1] = PV[p]
             stack[ns] = PI[p * NP + P_ROOT]
             ns += 1
@@ -1510,7 +1523,7 @@ def _refresh_view(IL, FL, q, mode, NEXT, p_start, p_end, p_attr, p_op, p_a, p_b,
                 freed += 4 + ND * int(AR[b + 2]) + int(AR[b]) + int(AR[b + 3])
                 HV[node * NV + V_B] = -1.0
             if CI[node * NC + C_ALIVE] == 1:
-                need += _size_c(IL, node, mode, NEXT, p_start, p_end)
+                need += _size_c(IL, node, mode, NEXT, p_start, p_end) + VIEW_ALIGN - 1
         else:
             PI[node * NP + P_DIRTY] = 0
             b = PV[node]
@@ -1518,7 +1531,7 @@ def _refresh_view(IL, FL, q, mode, NEXT, p_start, p_end, p_attr, p_op, p_a, p_b,
                 freed += 4 + int(AR[b])
                 PV[node] = -1
             if PI[node * NP + P_ALIVE] == 1:
-                need += 4 + _p_sum_floats(IL, node, mode)
+                need += 4 + _p_sum_floats(IL, node, mode) + VIEW_ALIGN - 1
     num[U_NDIRTY] = 0
     live = num[U_ARLIVE] - freed + need
     if nd > q[Q_VSHARE] * (num[U_LIVEC] + num[U_LIVEP]) or num[U_AR] + need > 2 * live + q[Q_VSLACK]:
@@ -1530,12 +1543,12 @@ def _refresh_view(IL, FL, q, mode, NEXT, p_start, p_end, p_attr, p_op, p_a, p_b,
         x = DL[i]
         node = x >> 1
         if x & 1 == 1 and PI[node * NP + P_ALIVE] == 1:
-            pos = _write_p(IL, FL, node, pos, mode)
+            pos = _write_p(IL, FL, node, _aligned(pos), mode)
     for i in range(nd):
         x = DL[i]
         node = x >> 1
         if x & 1 == 0 and CI[node * NC + C_ALIVE] == 1:
-            pos = _write_c(IL, FL, node, pos, mode, NEXT, p_start, p_end, p_attr, p_op, p_a, p_b, p_w, set_off, ids, score)
+            pos = _write_c(IL, FL, node, _aligned(pos), mode, NEXT, p_start, p_end, p_attr, p_op, p_a, p_b, p_w, set_off, ids, score)
     num[U_AR] = pos
     num[U_ARLIVE] = live
 
@@ -1842,6 +1855,9 @@ def _match_events(HV, AR, ARI, mode, k, ev_off, ev_attr, ev_val, ev_w, val, has,
                         prefetch(HV, ch * NV)
                         ns += 1
                 if HV[h + V_OL] <= v and v <= HV[h + V_OH]:
+                    if _entry_beaten(mode, HV[h + V_M], m, G, n, k, tsc):
+                        cnt[M_PRUNED] += 1      # nothing in its l-node or below its p-nodes can beat the k-th score
+                        continue
                     cq[nq] = x
                     prefetch(AR, int(HV[h + V_B]))
                     nq += 1
@@ -1866,6 +1882,15 @@ def _match_events(HV, AR, ARI, mode, k, ev_off, ev_attr, ev_val, ev_w, val, has,
 
 
 # ----------------------------------------------------------------------------- the core
+def _line_aligned_copy(a: np.ndarray) -> np.ndarray:
+    """A copy of ``a`` whose data starts a 64-byte cache line (numpy aligns to 16 bytes)."""
+    buf = np.empty(a.nbytes + 64, np.uint8)
+    start = -buf.ctypes.data % 64
+    out = buf[start: start + a.nbytes].view(a.dtype)
+    out[:] = a
+    return out
+
+
 class BETreeCore:
     """The BE*-tree behind the interface of :class:`~rankcast.indexing.matching.MatchCore`
     (see the module docstring). ``leaf_capacity`` is A, ``alpha`` the minimum share of each
@@ -1950,11 +1975,12 @@ class BETreeCore:
         # a view array the kernel replaced is copied once into numpy's memory, which asks the
         # kernel for transparent huge pages (numba's allocator does not): the search's reads
         # land all over these arrays, and with 4 KiB pages most of them also miss the TLB
-        # (at 1M, 15% of the top-5 time)
+        # (at 1M, 15% of the top-5 time); the copy starts a cache line, so that a hot row is one
+        # line and a block's first line holds as much of it as a line can
         for w, ptr in zip((F_HV, F_AR), before):
             a = self.FL[w]
             if a.ctypes.data != ptr and a.nbytes >= HUGE_BYTES:
-                self.FL[w] = a.copy()
+                self.FL[w] = _line_aligned_copy(a)
 
     def _insert(self, slots: np.ndarray) -> None:
         fn = _bulk_load if (self.build == "batch" and self.table.n_live == len(slots)) else _insert_many
@@ -2134,8 +2160,10 @@ def check_structure(core: BETreeCore) -> None:
         d = CI[c, C_DEP]
         sm = sum_rows(CI, c, BA[CI[c, C_BOX]: CI[c, C_BOX] + d].tolist())
         head = [len(sm), CS[c] if mode == STATIC else CI[c, NMAX], dc, len(exprs)] + dirs + sm
+        assert h[V_M] == max([float(head[1])] + dirs[4::ND]), f"hot row of c-node {c}: most predicates or bound"
         b = int(h[V_B])
         assert b >= 0, f"view block of c-node {c}: none"
+        assert b % VIEW_ALIGN == 0, f"view block of c-node {c}: does not start a cache line"
         got = AR[b: b + len(head) + len(exprs)].copy()
         for i in id_at:                # an id is stored as its int64 bits
             j = len(head) + i + 1
@@ -2148,6 +2176,7 @@ def check_structure(core: BETreeCore) -> None:
         sm = sum_rows(PI, p, BA[CI[r, C_BOX]: CI[r, C_BOX] + CI[r, C_DEP]].tolist())
         want = [len(sm), PS[p] if mode == STATIC else PI[p, NMAX], PI[p, P_ROOT], PI[p, P_ATTR]] + sm
         b = int(PV[p])
+        assert b % VIEW_ALIGN == 0, f"view block of p-node {p}: does not start a cache line"
         assert b >= 0 and AR[b: b + len(want)].tolist() == [float(x) for x in want], f"view block of p-node {p}"
 
     def visit_c(c, path):
