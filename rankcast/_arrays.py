@@ -32,6 +32,16 @@ def grown(arr, cap):
     return new
 
 
+@numba.njit(cache=True, inline="always")
+def stays_in_probe_run(hole, j, home):
+    """Backward-shift deletion in a linear-probing table: whether the entry at ``j``, whose
+    home place is ``home``, stays where it is when place ``hole`` (before ``j`` in the probe
+    run, cyclically) is emptied; otherwise it moves into the hole."""
+    if hole <= j:
+        return hole < home <= j
+    return home > hole or home <= j
+
+
 def runs(starts: np.ndarray, lens: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """A CSR gather: row r takes ``lens[r]`` consecutive elements from ``starts[r]`` on.
     Returns the offsets of the rows laid end to end and the source index of every element."""

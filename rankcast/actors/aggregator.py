@@ -21,7 +21,7 @@ from __future__ import annotations
 import numba
 import numpy as np
 
-from .._arrays import grow, runs
+from .._arrays import grow, runs, stays_in_probe_run
 from ..indexing.window import CandidateLists
 from .metrics import RoleMetrics
 from .recovery import Recoverable
@@ -86,14 +86,23 @@ def _remove(h_key, h_slot, key):
         j = (j + 1) & hmask
         if h_slot[j] < 0:
             break
-        k = _home(h_key[j], hmask)
-        # the entry at j stays where its home lies cyclically in (i, j]
-        if (i <= j and i < k <= j) or (i > j and (k > i or k <= j)):
+        if stays_in_probe_run(i, j, _home(h_key[j], hmask)):
             continue
         h_key[i] = h_key[j]
         h_slot[i] = h_slot[j]
         i = j
     h_slot[i] = -1
+
+
+@numba.njit(cache=True, inline="always")
+def _take(c, free, c_free, c_used):
+    """A place from the free list ``free`` (``c[c_free]`` of them), else the next new one
+    (``c[c_used]`` used so far)."""
+    if c[c_free] > 0:
+        c[c_free] -= 1
+        return free[c[c_free]]
+    c[c_used] += 1
+    return c[c_used] - 1
 
 
 @numba.njit(cache=True)
@@ -154,12 +163,7 @@ def _apply(part, sub_ids, ks, off, ids, seqs, scs, drop_ids, start, h_key, h_slo
         if slot < 0:
             if c[C_B_USED] + ks[i] > b_id.shape[0]:
                 return i
-            if c[C_FREE] > 0:
-                c[C_FREE] -= 1
-                slot = free[c[C_FREE]]
-            else:
-                slot = c[C_SLOTS]
-                c[C_SLOTS] += 1
+            slot = _take(c, free, C_FREE, C_SLOTS)
             _insert(h_key, h_slot, sid, slot)
             s_id[slot] = sid
             s_alive[slot] = True
@@ -173,12 +177,7 @@ def _apply(part, sub_ids, ks, off, ids, seqs, scs, drop_ids, start, h_key, h_slo
         while e >= 0 and e_part[e] != part:
             e = e_next[e]
         if e < 0:
-            if c[C_E_FREE] > 0:
-                c[C_E_FREE] -= 1
-                e = e_free[c[C_E_FREE]]
-            else:
-                e = c[C_ENTRIES]
-                c[C_ENTRIES] += 1
+            e = _take(c, e_free, C_E_FREE, C_ENTRIES)
             e_part[e] = part
             e_next[e] = s_head[slot]
             s_head[slot] = e

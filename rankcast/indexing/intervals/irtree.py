@@ -73,6 +73,7 @@ import math
 import numba
 import numpy as np
 
+from ..._arrays import stays_in_probe_run
 from .base import Cursor, IntervalIndex, before, check_intervals
 
 __all__ = ["IRTreeIndex", "IRTreeCursor", "ALPHA"]
@@ -281,12 +282,7 @@ def _dir_remove(dk, ds, dn, s):
         j = (j + 1) & mask
         if dn[j] < 0:
             break
-        k = _home(dk[j], mask)
-        if i <= j:
-            stays = i < k <= j
-        else:
-            stays = k > i or k <= j
-        if stays:
+        if stays_in_probe_run(i, j, _home(dk[j], mask)):
             continue
         dk[i] = dk[j]
         ds[i] = ds[j]
