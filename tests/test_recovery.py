@@ -13,6 +13,7 @@ import time
 import pytest
 
 import rankcast as rc
+from rankcast.actors.recovery import STATE_FORMAT, StateStore
 from rankcast.actors.testing import play, random_calls
 from rankcast.baselines import BruteForceEngine
 
@@ -173,7 +174,7 @@ def test_partitions_holding_the_window_killed_mid_stream(ray_session, tmp_path, 
 def test_whole_cluster_restart_resumes(ray_session, tmp_path):
     """Every process of the cluster gone at once (the coordinator killed for good, its roles
     with it); Cluster.start with the same name and state directory resumes with identical
-    results and delivery stream. Another config for that state is refused."""
+    results and delivery stream. Another config, or state of another format, is refused."""
     import ray
 
     cfg = _ccfg("test-restart", tmp_path, checkpoint_every=3600)
@@ -200,6 +201,14 @@ def test_whole_cluster_restart_resumes(ray_session, tmp_path):
     crash()
     with pytest.raises(rc.InvalidInput, match="another engine config"):
         rc.Cluster.start(cfg.replace(engine=cfg.engine.replace(window=41)))
+    # state written by a version without the format (or another one) is refused, untouched
+    store = StateStore(cfg.state_dir, cfg.name)
+    manifest = store.read("MANIFEST")
+    assert manifest["format"] == STATE_FORMAT
+    store.write("MANIFEST", {k: v for k, v in manifest.items() if k != "format"})
+    with pytest.raises(rc.InvalidInput, match="field 'state_dir'.*state format 0"):
+        rc.Cluster.start(cfg)
+    assert "format" not in store.read("MANIFEST")
     cl3 = rc.Cluster.start(cfg, fresh=True)
     assert cl3.stats()["subscriptions"] == 0
     cl3.shutdown()

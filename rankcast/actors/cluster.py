@@ -32,7 +32,7 @@ from ..matcher import matches_from_arrays
 from ..columns import shift_position
 from ..errors import InvalidInput, UnknownSubscription
 from ..model import Delivery
-from .coordinator import RemoteUpdates, check_same_cluster, concat_updates, coordinator_class
+from .coordinator import RemoteUpdates, check_resumable, concat_updates, coordinator_class
 from .recovery import StateStore, is_role_death
 from .runtime import LocalHandle, writable_class
 
@@ -105,7 +105,7 @@ class Cluster:
                 store.destroy()
                 store = StateStore(ccfg.state_dir, ccfg.name)
             elif store.exists("MANIFEST"):      # refused here: Ray keeps no error type of an __init__
-                check_same_cluster(store.read_config(), ccfg)
+                check_resumable(store, ccfg)
             # the coordinator reads its config from the state: Ray restarts it from tiny
             # arguments, whoever started it and whether that process still runs
             store.write("START", (ccfg, sample))

@@ -71,11 +71,11 @@ from .distributor import Distributor, shard_payloads
 from .metrics import RoleMetrics
 from .partition import PartitionOps, SoloPartition, SubscriptionPartition
 from .policies import Policy, Routing, make_policy
-from .recovery import StateStore, Writer, is_role_death, shared_config, write_snapshots
+from .recovery import STATE_FORMAT, StateStore, Writer, is_role_death, shared_config, write_snapshots
 from .runtime import InprocRuntime, RayRuntime, Runtime
 from .shard import WindowShard
 
-__all__ = ["CoordinatorBase", "Coordinator", "check_same_cluster", "coordinator_class", "UpdateParts",
+__all__ = ["CoordinatorBase", "Coordinator", "check_resumable", "coordinator_class", "UpdateParts",
            "RemoteUpdates", "update_arrays"]
 
 _NO_UPDATES = (np.zeros(0, np.int64), np.zeros(1, np.int64), np.zeros(0, np.int64), np.zeros(0))
@@ -146,10 +146,18 @@ def _select(arrays: tuple, keep: np.ndarray) -> tuple:
     return ids[rows], new_off, mids[idx], scs[idx]
 
 
-def check_same_cluster(stored: ClusterConfig, given: ClusterConfig) -> None:
-    """A restart resumes the stored cluster only under the same semantics (the kind, its
-    engine config and the policy); the stored topology (partitions added by load monitoring)
-    is kept."""
+def check_resumable(store: StateStore, given: ClusterConfig) -> None:
+    """A restart resumes the stored cluster only from state of this version's format
+    (:data:`~rankcast.actors.recovery.STATE_FORMAT`) and under the same semantics (the kind,
+    its engine config and the policy); the stored topology (partitions added by load
+    monitoring) is kept."""
+    found = store.read("MANIFEST").get("format", 0)
+    if found != STATE_FORMAT:
+        raise InvalidInput(f"Cluster.start: field 'state_dir': the durable state of cluster {given.name!r} "
+                           f"under {given.state_dir!r} has state format {found}, and this rankcast "
+                           f"reads format {STATE_FORMAT}; start it with another name or state_dir, "
+                           f"or Cluster.start(..., fresh=True) to discard that state")
+    stored = store.read_config()
     a, b = stored.engine, given.engine
     if type(a) is not type(b):
         same = False
@@ -668,7 +676,7 @@ class CoordinatorBase:
         if not self._config_written:          # the config (its vocabulary: megabytes) once
             self.store.write("CONFIG", self.ccfg)
             self._config_written = True
-        self.store.write("MANIFEST", {"epoch": e, "time": time.time()})
+        self.store.write("MANIFEST", {"epoch": e, "time": time.time(), "format": STATE_FORMAT})
         for old in self.store.list():
             if old.startswith(("ckpt-", "log-")) and old.split(".")[0].split("-")[-1].isdigit() \
                     and int(old.split(".")[0].split("-")[-1]) < e:
@@ -815,7 +823,7 @@ class CoordinatorBase:
         """Start from the durable state (after the coordinator's own death, or a restart of
         the whole cluster): the checkpoint, then the log replayed."""
         t0 = time.perf_counter()
-        check_same_cluster(self.store.read_config(), self.ccfg)
+        check_resumable(self.store, self.ccfg)
         self._depth += 1
         self._replaying = True
         try:

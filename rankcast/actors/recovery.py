@@ -5,7 +5,8 @@ a local path, or a URI that ``pyarrow.fs`` opens, such as ``file:///mnt/shared/r
 ``hdfs://namenode/rankcast``, for a filesystem every node sees)::
 
     CONFIG            the cluster's ClusterConfig (written once; a restart must match it)
-    MANIFEST          the live checkpoint's epoch (replaced atomically, last step of a checkpoint)
+    MANIFEST          the live checkpoint's epoch and the state format (replaced atomically,
+                      last step of a checkpoint)
     ckpt-<e>/         one snapshot per role, taken at one quiesced stream position
     log-<e>           every call accepted since snapshot e was taken, appended before it is
                       applied; the logs of the MANIFEST's epoch and after replay in order
@@ -251,9 +252,8 @@ class StateStore:
         return u.load()
 
     def read_config(self):
-        """The ClusterConfig the state belongs to (``CONFIG``; a MANIFEST of an older
-        version carried it)."""
-        return self.read("CONFIG") if self.exists("CONFIG") else self.read("MANIFEST")["config"]
+        """The ClusterConfig the state belongs to."""
+        return self.read("CONFIG")
 
     def exists(self, rel: str) -> bool:
         from pyarrow import fs
@@ -353,6 +353,13 @@ def shared_config(cfg) -> dict:
     if cfg is None:
         return {}
     return {"cfg": cfg, "vocabulary": getattr(cfg, "vocabulary", None)}
+
+
+# The layout of the roles' snapshots and the coordinator's checkpoint. Bump it when a role's
+# ``_STATE`` (or what one of its attributes holds) changes, so that a restart refuses state
+# written by another version instead of failing part way through a restore. A MANIFEST
+# without it was written before it existed (format 0).
+STATE_FORMAT = 1
 
 
 class Recoverable:
