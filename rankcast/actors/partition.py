@@ -100,7 +100,7 @@ def warm_walk(cfg: EngineConfig) -> None:
     """A question of one subscription to a window holding more than FLAT_BATCH terms, which
     one kernel call answers (``window._walk``: a partition's few re-evaluations per step in
     a full window) and which random calls on small windows never reach: otherwise its
-    kernel is loaded inside the stream, at the first such step (0.05 to 0.15 s). A count
+    kernel is loaded inside the stream, at the first such step (20-30 ms of CPU). A count
     window too small to hold that many terms never asks it either."""
     from ..engine import Engine
     from ..indexing.window import FLAT_BATCH
