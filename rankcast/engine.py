@@ -153,12 +153,26 @@ def columns_table(k_col, rank, i_col, s_col, empty, *, key: str = "subscription_
                   item: str = "message_id") -> pa.Table:
     """The update table of :func:`updates_table` from its columns (``empty``: the rows of an
     empty top-k, null in ``rank``, ``item`` and ``score``; None: no such row)."""
-    mask = empty if empty is not None and empty.any() else None
+    if empty is None or not empty.any():
+        return pa.table({
+            key: pa.array(k_col, pa.int64()),
+            "rank": pa.array(rank, pa.int32()),
+            item: pa.array(i_col, pa.int64()),
+            "score": pa.array(s_col, pa.float64()),
+        })
+    # the validity bitmap made once and shared, the values' buffers as they are: pa.array
+    # with a mask converts every value (about 0.8 ms per call of 300k update rows)
+    n, nulls = len(k_col), int(np.count_nonzero(empty))
+    valid = pa.py_buffer(np.packbits(~np.asarray(empty, np.bool_), bitorder="little"))
+
+    def col(values, typ, dtype):
+        return pa.Array.from_buffers(typ, n, [valid, pa.py_buffer(np.ascontiguousarray(values, dtype))],
+                                     null_count=nulls)
     return pa.table({
         key: pa.array(k_col, pa.int64()),
-        "rank": pa.array(rank, pa.int32(), mask=mask),
-        item: pa.array(i_col, pa.int64(), mask=mask),
-        "score": pa.array(s_col, pa.float64(), mask=mask),
+        "rank": col(rank, pa.int32(), np.int32),
+        item: col(i_col, pa.int64(), np.int64),
+        "score": col(s_col, pa.float64(), np.float64),
     })
 
 

@@ -757,3 +757,28 @@ def test_prefix_reallocation_plan_against_its_definition():
                 got_plen.update(zip([p] * len(o.plen_ids), o.plen_ids.tolist(), o.plen.tolist()))
     assert got_add == want_add
     assert got_plen == want_plen and n_plen == len(want_plen)
+
+
+@pytest.mark.parametrize("time_window", [False, True])
+def test_warm_asks_the_one_walk_question(monkeypatch, time_window):
+    """A role's warm-up (``warm_spatial``) reaches the kernel that answers a few
+    subscriptions' questions to a full window in one call (``window._walk``, a partition's
+    re-evaluations in a stream); otherwise that kernel is loaded inside the stream. A count
+    window too small for the question skips it."""
+    from rankcast.actors.partition import warm_spatial
+    from rankcast.indexing import window
+
+    calls = []
+    real = window._walk
+
+    def spy(*args):
+        calls.append(len(args[0]) - 1)
+        return real(*args)
+    monkeypatch.setattr(window, "_walk", spy)
+    cfg = rc.EngineConfig(bounds=BOUNDS, window_seconds=60.0) if time_window else \
+        rc.EngineConfig(bounds=BOUNDS, window=2000)
+    warm_spatial(cfg)
+    assert calls and min(calls) == 1, calls
+    calls.clear()
+    warm_spatial(rc.EngineConfig(bounds=BOUNDS, window=40))
+    assert not calls

@@ -284,6 +284,31 @@ def test_deliveries_are_written_once_in_chunks_and_evicted_with_retention(tmp_pa
 
 
 
+def test_raw_files_hold_their_arrays_beside_compressed_ones(tmp_path):
+    """``StateStore.write_raw`` (a pickle and its arrays' buffers, not compressed) reads back
+    equal, with writable arrays, next to files that ``write`` compressed."""
+    import numpy as np
+
+    from rankcast.actors.recovery import StateStore
+    store = StateStore(str(tmp_path), "raw")
+    rng = np.random.default_rng(3)
+    obj = [(5, (np.arange(7), np.zeros(0, np.int64), rng.random(9), np.asfortranarray(rng.random((3, 4))))),
+           (9, (rng.integers(0, 99, 4)[::2], "text"))]
+    store.write_raw("a", obj)
+    store.write("b", obj)
+    for got in (store.read("a"), store.read("b")):
+        for (p, arrays), (q, want) in zip(got, obj):
+            assert p == q
+            for x, y in zip(arrays, want):
+                if isinstance(y, np.ndarray):
+                    assert x.dtype == y.dtype and np.array_equal(x, y) and x.flags.writeable
+                else:
+                    assert x == y
+    with open(store.path("a"), "rb") as f:
+        head = f.read()
+    assert obj[0][1][2].tobytes() in head, "the arrays' bytes are in the file as they are"
+
+
 class CutRecorder:
     """rc.Engine that predicts the deliveries of pipelined calls: at each cut, the
     subscriptions whose top-k differs from their list at the previous cut (or their initial

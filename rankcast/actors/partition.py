@@ -90,6 +90,30 @@ def warm_spatial(cfg: EngineConfig) -> None:
     eng = Engine(cfg)
     for call in random_calls(0, 25, bounds=cfg.bounds, time_window=cfg.time_window, invalid=False):
         getattr(eng, call.op)(call.arg)
+    warm_walk(cfg)
+
+
+WARM_TERMS = 16     # terms of each message of warm_walk's window
+
+
+def warm_walk(cfg: EngineConfig) -> None:
+    """A question of one subscription to a window holding more than FLAT_BATCH terms, which
+    one kernel call answers (``window._walk``: a partition's few re-evaluations per step in
+    a full window) and which random calls on small windows never reach: otherwise its
+    kernel is loaded inside the stream, at the first such step (20-30 ms of CPU). A count
+    window too small to hold that many terms never asks it either."""
+    from ..engine import Engine
+    from ..indexing.window import FLAT_BATCH
+    from ..model import Message, Subscription
+
+    n = FLAT_BATCH // WARM_TERMS + 2
+    if cfg.window is not None and cfg.window < n:
+        return
+    eng = Engine(cfg)
+    x, y = (cfg.bounds[0] + cfg.bounds[2]) / 2, (cfg.bounds[1] + cfg.bounds[3]) / 2
+    terms = {f"warm{j}": 1.0 for j in range(WARM_TERMS)}
+    eng.publish([Message(i, x, y, terms=terms, t=i * 1e-9) for i in range(n)], updates="none")
+    eng.subscribe([Subscription(0, x, y, terms={"warm0": 1.0}, k=5)])
 
 
 class SubscriptionPartition(Recoverable):

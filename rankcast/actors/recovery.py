@@ -42,6 +42,8 @@ import time
 __all__ = ["StateStore", "Recoverable", "Writer", "ForkWriter", "write_snapshot", "write_snapshots", "fork_snapshots", "dumps", "PeerLost", "is_role_death", "shared_config", "LOG_HEADER"]
 
 LOG_HEADER = struct.Struct("<Q")      # byte length of the pickled record that follows
+RAW_MAGIC = b"RCR1"      # the first bytes of a file of a pickle and its buffers (write_raw)
+RAW_HEADER = struct.Struct("<QQ")     # the pickle's byte length, its buffers' count
 SNAPSHOT_TIMEOUT = 600.0              # seconds a forked writer may take before it is killed
 
 
@@ -70,19 +72,25 @@ def _yield_cpu() -> None:
 class Writer(threading.Thread):
     """Writes one snapshot's bytes in the background (lz4 and the file system release the
     GIL): the role goes on with the stream while its snapshot reaches the disk. ``pickled``
-    False: the files are objects that no one changes any more, pickled by the thread too."""
+    False: the files are objects that no one changes any more, pickled by the thread too;
+    ``raw`` (with ``pickled`` False): written by :meth:`StateStore.write_raw`."""
 
-    def __init__(self, store: "StateStore", files: list[tuple[str, object]], pickled: bool = True):
+    def __init__(self, store: "StateStore", files: list[tuple[str, object]], pickled: bool = True,
+                 raw: bool = False):
         self.rel = ", ".join(rel for rel, _ in files)
         super().__init__(daemon=True, name=f"rankcast-snapshot {self.rel}")
         self.store, self.files, self.pickled, self.error = store, files, pickled, None
+        self.raw = raw
         self.start()
 
     def run(self):
         try:
             _yield_cpu()
             for rel, data in self.files:
-                self.store.write_bytes(rel, data if self.pickled else dumps(data))
+                if self.raw:
+                    self.store.write_raw(rel, data)
+                else:
+                    self.store.write_bytes(rel, data if self.pickled else dumps(data))
         except BaseException as e:   # reported by done()
             self.error = e
         finally:
@@ -236,8 +244,26 @@ class StateStore:
         copied into every snapshot."""
         self.write_bytes(rel, dumps(obj, shared))
 
+    def write_raw(self, rel: str, obj) -> None:
+        """``obj`` to ``rel``, atomically and not compressed, its arrays' bytes written from
+        where they are (pickle protocol 5 out-of-band buffers) instead of being copied
+        into a pickle first: the file is the header, the pickle, then each buffer."""
+        bufs: list = []
+        data = pickle.dumps(obj, protocol=5, buffer_callback=bufs.append)
+        raws = [b.raw() for b in bufs]
+        sizes = struct.pack(f"<{len(raws)}Q", *(r.nbytes for r in raws))
+        parent = self.path(rel).rsplit("/", 1)[0]
+        self.fs.create_dir(parent, recursive=True)
+        tmp = self.path(rel + ".tmp")
+        with self.fs.open_output_stream(tmp) as f:
+            f.write(RAW_MAGIC + RAW_HEADER.pack(len(data), len(raws)) + sizes)
+            f.write(data)
+            for r in raws:
+                f.write(r)
+        self.fs.move(tmp, self.path(rel))
+
     def write_bytes(self, rel: str, data) -> None:
-        """``data`` (from :func:`dumps`) to ``rel``, atomically and compressed."""
+        """``data`` (from :func:`dumps`) to ``rel``, atomically and lz4 compressed."""
         parent = self.path(rel).rsplit("/", 1)[0]
         self.fs.create_dir(parent, recursive=True)
         tmp = self.path(rel + ".tmp")
@@ -246,10 +272,28 @@ class StateStore:
         self.fs.move(tmp, self.path(rel))
 
     def read(self, rel: str, shared: dict | None = None):
+        with self.fs.open_input_stream(self.path(rel)) as f:
+            if f.read(len(RAW_MAGIC)) == RAW_MAGIC:         # an lz4 frame starts otherwise
+                return self._read_raw(rel)
         with self.fs.open_input_stream(self.path(rel), compression="lz4") as f:
             u = pickle.Unpickler(io.BytesIO(f.read()))
         u.persistent_load = (shared or {}).__getitem__
         return u.load()
+
+    def _read_raw(self, rel: str):
+        """What :meth:`write_raw` wrote; its arrays are writable views of one buffer."""
+        with self.fs.open_input_stream(self.path(rel)) as f:
+            data = memoryview(bytearray(f.read()))
+        at = len(RAW_MAGIC) + RAW_HEADER.size
+        n_pickle, n_bufs = RAW_HEADER.unpack(data[len(RAW_MAGIC):at])
+        sizes = struct.unpack(f"<{n_bufs}Q", data[at:at + 8 * n_bufs])
+        at += 8 * n_bufs
+        body, at = data[at:at + n_pickle], at + n_pickle
+        bufs = []
+        for n in sizes:
+            bufs.append(data[at:at + n])
+            at += n
+        return pickle.loads(body, buffers=bufs)
 
     def read_config(self):
         """The ClusterConfig the state belongs to."""
