@@ -56,13 +56,14 @@ def _window(rng, n_msgs, fine_from, split_at):
 
 
 @pytest.mark.parametrize("seed", range(4))
-@pytest.mark.parametrize("flat_upto", [-1, 30, 10 ** 9])
-def test_flat_and_best_first_searches_equal_brute_force(seed, flat_upto):
+@pytest.mark.parametrize("flat_upto,deep_upto", [(-1, -1.0), (-1, 1e9), (30, 1.0), (10 ** 9, 1.0)])
+def test_flat_and_best_first_searches_equal_brute_force(seed, flat_upto, deep_upto):
     """``flat_upto``: -1 walks the index for every row, 10**9 reads every row flat, 30 mixes
-    the two within a batch. Deep trees (small split sizes) on odd seeds."""
+    the two within a batch; the walks best-first (``deep_upto`` -1) or depth-first (1e9).
+    Deep trees (small split sizes) on odd seeds."""
     rng = np.random.default_rng(seed)
     win, sb = _window(rng, 1500, *((3, 2) if seed % 2 else (16, 256)))
-    win.flat_upto = flat_upto
+    win.flat_upto, win.deep_upto = flat_upto, deep_upto
     flat = win._flat_rows(sb)[0]
     if flat_upto == 30:
         assert flat.any() and not flat.all()
@@ -109,12 +110,16 @@ def test_small_batches_walk_the_index():
 
 
 @pytest.mark.parametrize("seed", range(2))
-def test_small_batches_answer_ranges_floors_ids_and_flags(seed):
+@pytest.mark.parametrize("deep_upto", [-1.0, 1.0, 1e9])
+def test_small_batches_answer_ranges_floors_ids_and_flags(seed, deep_upto):
     """The stream's questions (batches too small for a flat row, answered in one kernel
     call) over every row: a sub-range of seqs, floors, K from 1 to more than any row
-    matches; rows, completeness flags, message ids and times equal brute force."""
+    matches; rows, completeness flags, message ids and times equal brute force.
+    ``deep_upto``: -1 walks every row best-first, 1e9 depth-first (bounds pruning once a
+    threshold is known), 1.0 mixes the two within a batch."""
     rng = np.random.default_rng(20 + seed)
     win, sb = _window(rng, 1500, *((3, 2) if seed else (16, 256)))
+    win.deep_upto = deep_upto
     few = (win.tcount - win.thead) // FLAT_BATCH
     snap, seqs = win.snapshot(), win.seqs()
     id_of = dict(zip(seqs.tolist(), snap.ids.tolist()))
@@ -199,3 +204,45 @@ def test_window_shard_sizes_its_index_once_half_full():
             assert len(rings[0]) >= 1000
     assert len(shard.window) == 1000
     assert rings[0] is shard.window.r_seq and rings[1] is shard.window.tr_term
+
+
+@pytest.mark.parametrize("seed", range(2))
+def test_shards_asked_for_a_share_of_k_merge_to_an_exact_prefix(seed):
+    """The window split over shards (seq mod S), each asked for fewer than K candidates
+    (``asked``): the merge keeps an exact prefix of the whole window's top-K, all K where
+    the answers certify them, complete only where every match is listed. With a share of
+    1 most rows are cut short; with ``shard_candidates`` most keep K."""
+    from rankcast.actors.aggregator import merge_candidates, shard_candidates
+    rng = np.random.default_rng(40 + seed)
+    win, sb = _window(rng, 1500, *((3, 2) if seed else (16, 256)))
+    snap, seqs = win.snapshot(), win.seqs()
+    S = 5
+    shards = []
+    for s in range(S):
+        w = MessageWindow(rc.EngineConfig(bounds=(0.0, 0.0, 10.0, 10.0), window=1500))
+        rows = np.flatnonzero(np.arange(len(seqs)) % S == s)
+        w.append(snap.take(rows), seqs[rows])
+        shards.append(w)
+    K = np.maximum(sb.k * int(rng.integers(1, 4)), 1).astype(np.int64)
+    K[::7] = 400
+    after, upto = -1, int(seqs[-1])
+    every = _brute(win, sb, after, upto)
+    for asked in (np.ones(len(K), np.int64), shard_candidates(K, S), K):
+        got = merge_candidates([w.search(sb, asked, after_seq=after, upto_seq=upto) for w in shards], K, asked)
+        short = 0
+        for i in range(len(K)):
+            a, b = got.offsets[i], got.offsets[i + 1]
+            rows = list(zip(got.score[a:b].tolist(), got.seq[a:b].tolist()))
+            want = every[i][: K[i]]
+            assert rows == want[: len(rows)], (i, asked[i])
+            short += len(rows) < len(want)
+            if got.complete[i]:                         # complete: every match listed
+                assert rows == every[i], i
+            if len(every[i]) < asked[i]:                # no shard filled its share
+                assert got.complete[i], i
+        if asked is K:
+            assert short == 0
+        elif asked[0] == 1:
+            assert short > len(K) // 4
+        else:
+            assert short < len(K) // 10

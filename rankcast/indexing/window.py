@@ -61,6 +61,7 @@ MAX_LEVEL = 3
 # + floored shard): dense stream 13 + 12 us flat against 51 + 43 walked (every row is under
 # the limit there); GeoNames 38 + 27 against 42 + 29, and slower than the walk from 8k on
 FLAT_UPTO = 4096
+DEEP_UPTO = 1.0
 HIST = 64           # buckets of the scores a flat row selects its best K from
 # A batch reads rows flat only with a flat row per FLAT_BATCH live postings of the window at
 # least: gathering the lists reads the whole window (about 4 ms at 450k postings, the walks
@@ -126,20 +127,25 @@ class CandidateLists:
         return out
 
     @staticmethod
-    def merge(parts: list["CandidateLists"], K: np.ndarray) -> "CandidateLists":
+    def merge(parts: list["CandidateLists"], K: np.ndarray, asked: np.ndarray | None = None) -> "CandidateLists":
         """Per-row top-K of several lists over disjoint message sets (window shards).
 
-        A row is complete only if it is complete in every part and keeps all it got."""
+        ``asked``: per row, how many each part was asked for (None: K). A part asked for
+        fewer than K that lists all it was asked for lists its best only: the merge keeps
+        the rows at or above the lowest listed row of every such part, all the union holds
+        there (possibly fewer than K: an exact prefix, not complete). A row is complete only
+        if it is complete in every part and keeps all it got."""
         K = np.asarray(K, np.int64)
         if len(parts) == 1:
             return parts[0]
+        asked = K if asked is None else np.asarray(asked, np.int64)
         n, S = len(K), len(parts)
         # one concatenation per column (a shard answers a handful of rows: these calls, not
         # the merge, are most of the time)
         cat = lambda name, dt: np.concatenate([getattr(p, name) for p in parts]).astype(dt, copy=False)
         works = np.concatenate([p.work if p.work is not None else np.zeros(n, np.int64) for p in parts])
         off, seq, ids, t, sc, comp, work = _merge_candidates(
-            n, K, cat("offsets", np.int64).reshape(S, n + 1), cat("seq", np.int64), cat("ids", np.int64),
+            n, K, asked, cat("offsets", np.int64).reshape(S, n + 1), cat("seq", np.int64), cat("ids", np.int64),
             cat("t", np.float64), cat("score", np.float64), cat("complete", np.bool_).reshape(S, n),
             works.astype(np.int64, copy=False).reshape(S, n))
         return CandidateLists(off, seq, ids, t, sc, comp, work)
@@ -148,8 +154,10 @@ class CandidateLists:
 # --------------------------------------------------------------------------- kernels
 
 @numba.njit(cache=True)
-def _merge_candidates(n, K, offs, seqs, ids, ts, scs, comps, works):
-    """Per-row top-K[i] of S sorted candidate lists by (score desc, seq desc).
+def _merge_candidates(n, K, asked, offs, seqs, ids, ts, scs, comps, works):
+    """Per-row top-K[i] of S sorted candidate lists by (score desc, seq desc), cut at the
+    lowest listed row of every list that was asked for fewer than K[i] (``asked[i]``) and
+    lists that many without being complete: below it, that list's messages are not known.
 
     offs: int64[S, n + 1], each list's own row offsets (from 0); the other arrays are the S
     lists concatenated (list s starts after the rows of the lists before it). Returns the
@@ -175,16 +183,21 @@ def _merge_candidates(n, K, offs, seqs, ids, ts, scs, comps, works):
     w = 0
     for i in range(n):
         avail = 0
+        cut = -1                  # the highest (score, seq) among the cut lists' last rows
         for s in range(S):
             head[s] = base[s] + offs[s, i]
-            avail += offs[s, i + 1] - offs[s, i]
+            got = offs[s, i + 1] - offs[s, i]
+            avail += got
             if not comps[s, i]:
                 comp[i] = False
+                if asked[i] < K[i] and got >= asked[i] and got > 0:
+                    last = base[s] + offs[s, i + 1] - 1
+                    if cut < 0 or scs[last] > scs[cut] or (scs[last] == scs[cut] and seqs[last] > seqs[cut]):
+                        cut = last
             work[i] += works[s, i]
         take = min(avail, K[i])
-        if take < avail:
-            comp[i] = False
-        for _ in range(take):
+        kept = 0
+        while kept < take:
             best = -1
             for s in range(S):
                 if head[s] < base[s] + offs[s, i + 1]:
@@ -196,14 +209,19 @@ def _merge_candidates(n, K, offs, seqs, ids, ts, scs, comps, works):
                         if scs[a] > scs[b] or (scs[a] == scs[b] and seqs[a] > seqs[b]):
                             best = s
             r = head[best]
+            if cut >= 0 and (scs[r] < scs[cut] or (scs[r] == scs[cut] and seqs[r] < seqs[cut])):
+                break             # below a cut list's last row: not known to be the next
             o_seq[w] = seqs[r]
             o_id[w] = ids[r]
             o_t[w] = ts[r]
             o_sc[w] = scs[r]
             w += 1
+            kept += 1
             head[best] += 1
+        if kept < avail:
+            comp[i] = False
         out_off[i + 1] = w
-    return out_off, o_seq, o_id, o_t, o_sc, comp, work
+    return out_off, o_seq[:w], o_id[:w], o_t[:w], o_sc[:w], comp, work
 
 
 @numba.njit(cache=True, inline="always")
@@ -233,29 +251,30 @@ def _text_ub(w, r, a_max):
 
 
 @numba.njit(cache=True, inline="always")
-def _node_key(t, level, x, y, w, bounds):
+def _node_key(t, level, x, y, w, bounds, grid, bands):
     """(term, level, grid cell of that level, weight band) packed in one int64.
 
     Level 0 is the term's root (one per term); level l >= 1 cuts the bounds into
-    ``GRID**l`` x ``GRID**l`` cells, each split by weight band."""
+    ``grid**l`` x ``grid**l`` cells, each split by weight band (``bands`` of them; at most
+    ``GRID`` and ``BANDS``, so that a term's keys stay within its ``PER_TERM``)."""
     if level == 0:
         return t * PER_TERM
     off = 1
     g = 1
     for _ in range(level - 1):
-        g *= GRID
-        off += g * g * BANDS
-    g *= GRID
+        g *= grid
+        off += g * g * bands
+    g *= grid
     cx = int((x - bounds[0]) / (bounds[2] - bounds[0]) * g)
     cy = int((y - bounds[1]) / (bounds[3] - bounds[1]) * g)
     cx = min(max(cx, 0), g - 1)
     cy = min(max(cy, 0), g - 1)
-    band = BANDS - 1
+    band = bands - 1
     edge = BAND_RATIO
-    while band > 0 and w < edge:   # bands [r, 1], [r^2, r), ... , [0, r^(BANDS-1))
+    while band > 0 and w < edge:   # bands [r, 1], [r^2, r), ... , [0, r^(bands-1))
         band -= 1
         edge *= BAND_RATIO
-    return t * PER_TERM + off + (cy * g + cx) * BANDS + band
+    return t * PER_TERM + off + (cy * g + cx) * bands + band
 
 
 # Node rows: float [box x0, y0, x1, y1, largest weight] over the subtree, ever (they never
@@ -333,7 +352,7 @@ def _new_node(nd_f, nd_i, nd, parent, level):
 
 
 @numba.njit(cache=True, nogil=True)
-def _append(seqs, ids, xs, ys, ts, offsets, term_ids, weights, bounds, fine_from, split_at,
+def _append(seqs, ids, xs, ys, ts, offsets, term_ids, weights, bounds, fine_from, split_at, grid, bands,
             r_seq, r_id, r_x, r_y, r_t, r_toff, r_tlen, mask, count,
             tr_term, tr_w, tr_bk, tmask, tcount, ch_f, ch_i, free_chunks, n_free,
             nd_of, nd_f, nd_i, n_nd, term_root, term_maxw, term_live):
@@ -381,7 +400,7 @@ def _append(seqs, ids, xs, ys, ts, offsets, term_ids, weights, bounds, fine_from
                     down = level < MAX_LEVEL and nd_i[nd, NI_LIVE] > split_at
                 if not down:
                     break
-                key = _node_key(t, level + 1, x, y, w, bounds)
+                key = _node_key(t, level + 1, x, y, w, bounds, grid, bands)
                 if key in nd_of:
                     child = nd_of[key]
                 else:
@@ -497,6 +516,21 @@ def _pq_pop(pu, pj, pn, size):
     if size > 0:
         pu[k] = u; pj[k] = j; pn[k] = nd
     return size
+
+
+@numba.njit(cache=True, inline="always")
+def _stack_push(pu, pj, pn, size, j, nd):
+    """Push (j, nd) on a depth-first walk's stack (the heap's arrays, ``pu`` unused); grows
+    the arrays when full."""
+    if size == pj.shape[0]:
+        nj = np.empty(2 * size, np.int64)
+        nn = np.empty(2 * size, np.int64)
+        nj[:size] = pj
+        nn[:size] = pn
+        pu, pj, pn = np.empty(2 * size), nj, nn
+    pj[size] = j
+    pn[size] = nd
+    return pu, pj, pn, size + 1
 
 
 @numba.njit(cache=True, inline="always")
@@ -639,7 +673,8 @@ def _gather(terms, n_terms, after_seq, upto_seq, head, count, r_seq, r_x, r_y, r
 @numba.njit(cache=True)
 def _search(order, s_off, s_terms, s_w, s_x, s_y, s_alpha, K, after_seq, upto_seq, max_dist,
             r_toff, r_tlen, mask, tr_term, tr_w, tmask, ch_f, ch_i, nd_f, nd_i, term_root,
-            term_maxw, n_terms, floor, flat, s_gix, held, g_off, g_ins, g_w, g_x, g_y, g_sig, g_seq):
+            term_maxw, n_terms, floor, flat, s_gix, held, g_off, g_ins, g_w, g_x, g_y, g_sig, g_seq,
+            deep_upto):
     """Top-K[i] messages for each subscription row, best first; rows are answered in
     ``order`` (neighbours in that order share index data in cache), output in row order.
 
@@ -814,25 +849,47 @@ def _search(order, s_off, s_terms, s_w, s_x, s_y, s_alpha, K, after_seq, upto_se
             for l in range(q):
                 if l != j:
                     other[j] |= bit[l]
+        # depth first where the row's terms hold few postings for its K (``deep_upto``):
+        # most of them are read whatever the order, and the heap's order costs a bound and
+        # two sifts per node; the bounds prune only once a threshold is known
+        live = 0
+        for j in range(q):
+            t = st[j]
+            if t < n_terms and term_root[t] >= 0:
+                live += nd_i[term_root[t], NI_LIVE]
+        deep = live <= deep_upto * Ki
         for j in range(q):
             t = st[j]
             if t < n_terms and term_root[t] >= 0 and nd_i[term_root[t], NI_LIVE] > 0:
-                u0 = _row_ub(sx, sy, alpha, sw[j], math.sqrt(rest[j + 1]), tail[j + 1], nd_f,
-                             term_root[t], max_dist)
-                pu, pj, pn, size = _pq_push(pu, pj, pn, size, u0, j, term_root[t])
+                if deep:
+                    pu, pj, pn, size = _stack_push(pu, pj, pn, size, j, term_root[t])
+                else:
+                    u0 = _row_ub(sx, sy, alpha, sw[j], math.sqrt(rest[j + 1]), tail[j + 1], nd_f,
+                                 term_root[t], max_dist)
+                    pu, pj, pn, size = _pq_push(pu, pj, pn, size, u0, j, term_root[t])
                 pushed += 1
         while size > 0:
-            if below(pu[0], thr):
-                break
-            j = pj[0]
-            node = pn[0]
-            size = _pq_pop(pu, pj, pn, size)
-            r = math.sqrt(rest[j + 1])
+            if deep:
+                size -= 1
+                j = pj[size]
+                node = pn[size]
+                r = math.sqrt(rest[j + 1])
+                if thr > -math.inf and below(_row_ub(sx, sy, alpha, sw[j], r, tail[j + 1], nd_f, node,
+                                                     max_dist), thr):
+                    continue
+            else:
+                if below(pu[0], thr):
+                    break
+                j = pj[0]
+                node = pn[0]
+                size = _pq_pop(pu, pj, pn, size)
+                r = math.sqrt(rest[j + 1])
             c = nd_i[node, NI_HEAD]
             while c >= 0:
                 cur = c
                 c = ch_i[c, CI_NEXT]
-                if below(_row_ub(sx, sy, alpha, sw[j], r, tail[j + 1], ch_f, cur, max_dist), thr):
+                if thr > -math.inf and below(_row_ub(sx, sy, alpha, sw[j], r, tail[j + 1], ch_f, cur,
+                                                     max_dist), thr):
                     continue
                 for p in range(ch_i[cur, CI_START], ch_i[cur, CI_N]):
                     sq = ch_i[cur, CI_SEQ + p]
@@ -897,6 +954,11 @@ def _search(order, s_off, s_terms, s_w, s_x, s_y, s_alpha, K, after_seq, upto_se
                     if hn == Ki:
                         thr = max(h_sc[0], floor[i])
             ch = nd_i[node, NI_CHILD]
+            while deep and ch >= 0:
+                if nd_i[ch, NI_LIVE] > 0:
+                    pu, pj, pn, size = _stack_push(pu, pj, pn, size, j, ch)
+                    pushed += 1
+                ch = nd_i[ch, NI_NEXT]
             while ch >= 0:
                 if nd_i[ch, NI_LIVE] > 0:
                     cu = _row_ub(sx, sy, alpha, sw[j], r, tail[j + 1], nd_f, ch, max_dist)
@@ -938,7 +1000,7 @@ def _search(order, s_off, s_terms, s_w, s_x, s_y, s_alpha, K, after_seq, upto_se
 @numba.njit(cache=True)
 def _walk(s_off, s_terms, s_w, s_x, s_y, s_alpha, K, floor, after_seq, upto_seq, max_dist, bounds,
           r_id, r_t, r_toff, r_tlen, mask, tr_term, tr_w, tmask, ch_f, ch_i, nd_f, nd_i, term_root,
-          term_maxw):
+          term_maxw, deep_upto):
     """:meth:`MessageWindow.search` of a batch too small for any row to read flat (the
     stream's re-evaluations: most of a window shard's questions, a few rows each), in one
     call: the order of :meth:`MessageWindow.query_order` (a stable sort by (last term,
@@ -958,7 +1020,7 @@ def _walk(s_off, s_terms, s_w, s_x, s_y, s_alpha, K, floor, after_seq, upto_seq,
         order, s_off, s_terms, s_w, s_x, s_y, s_alpha, K, after_seq, upto_seq, max_dist, r_toff,
         r_tlen, mask, tr_term, tr_w, tmask, ch_f, ch_i, nd_f, nd_i, term_root, term_maxw,
         term_root.shape[0], floor, no_flat, none_i, np.zeros((0, 1), np.int64), np.zeros(1, np.int64),
-        none_i, none_f, none_f, none_f, none_i, none_i)
+        none_i, none_f, none_f, none_f, none_i, none_i, deep_upto)
     ids = np.empty(ins.shape[0], np.int64)
     ts = np.empty(ins.shape[0])
     for r in range(ins.shape[0]):
@@ -993,7 +1055,10 @@ class MessageWindow:
         self.bounds = np.asarray(cfg.bounds, np.float64)
         self.fine_from = FINE_FROM
         self.split_at = SPLIT_AT
+        self.grid = GRID
+        self.bands = BANDS
         self.flat_upto = FLAT_UPTO
+        self.deep_upto = DEEP_UPTO
         self._held = np.zeros((0, 1), np.int64)     # the flat path's membership bits
         self.term_root = np.full(1024, -1, np.int64)    # root node of each term
         self.term_maxw = np.zeros(1024)                 # largest weight each term ever had here
@@ -1107,7 +1172,7 @@ class MessageWindow:
         self._ensure(len(msgs), n_terms, int(msgs.term_ids.max()) if n_terms else 0)
         self.count, self.tcount, self.n_free, self.n_nd = _append(
             seqs, msgs.ids, msgs.x, msgs.y, msgs.t, msgs.offsets, msgs.term_ids, msgs.weights, self.bounds,
-            self.fine_from, self.split_at,
+            self.fine_from, self.split_at, self.grid, self.bands,
             self.r_seq, self.r_id, self.r_x, self.r_y, self.r_t, self.r_toff, self.r_tlen,
             self.mask, self.count, self.tr_term, self.tr_w, self.tr_bk, self.tmask, self.tcount,
             self.ch_f, self.ch_i, self.free_chunks, self.n_free,
@@ -1156,7 +1221,7 @@ class MessageWindow:
                 subs.offsets, subs.term_ids, subs.weights, subs.x, subs.y, subs.alpha, K, floor,
                 int(after_seq), up, self.max_dist, self.bounds, self.r_id, self.r_t, self.r_toff,
                 self.r_tlen, self.mask, self.tr_term, self.tr_w, self.tmask, self.ch_f, self.ch_i,
-                self.nd_f, self.nd_i, self.term_root, self.term_maxw))
+                self.nd_f, self.nd_i, self.term_root, self.term_maxw, self.deep_upto))
         order = self.query_order(subs)
         flat, s_gix, terms = self._flat_rows(subs)
         lens = np.diff(subs.offsets)[flat]
@@ -1172,7 +1237,8 @@ class MessageWindow:
             order, subs.offsets, subs.term_ids, subs.weights, subs.x, subs.y, subs.alpha, K,
             int(after_seq), up, self.max_dist, self.r_toff, self.r_tlen, self.mask, self.tr_term,
             self.tr_w, self.tmask, self.ch_f, self.ch_i, self.nd_f, self.nd_i, self.term_root,
-            self.term_maxw, len(self.term_root), floor, flat, s_gix, self._held, *lists)
+            self.term_maxw, len(self.term_root), floor, flat, s_gix, self._held, *lists,
+            self.deep_upto)
         slots = ins & self.mask
         return CandidateLists(off, seq, self.r_id[slots], self.r_t[slots], sc, comp, work)
 
