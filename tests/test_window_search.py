@@ -56,14 +56,13 @@ def _window(rng, n_msgs, fine_from, split_at):
 
 
 @pytest.mark.parametrize("seed", range(4))
-@pytest.mark.parametrize("flat_upto,deep_upto", [(-1, -1.0), (-1, 1e9), (30, 1.0), (10 ** 9, 1.0)])
-def test_flat_and_best_first_searches_equal_brute_force(seed, flat_upto, deep_upto):
+@pytest.mark.parametrize("flat_upto", [-1, 30, 10 ** 9])
+def test_flat_and_best_first_searches_equal_brute_force(seed, flat_upto):
     """``flat_upto``: -1 walks the index for every row, 10**9 reads every row flat, 30 mixes
-    the two within a batch; the walks best-first (``deep_upto`` -1) or depth-first (1e9).
-    Deep trees (small split sizes) on odd seeds."""
+    the two within a batch. Deep trees (small split sizes) on odd seeds."""
     rng = np.random.default_rng(seed)
     win, sb = _window(rng, 1500, *((3, 2) if seed % 2 else (16, 256)))
-    win.flat_upto, win.deep_upto = flat_upto, deep_upto
+    win.flat_upto = flat_upto
     flat = win._flat_rows(sb)[0]
     if flat_upto == 30:
         assert flat.any() and not flat.all()
@@ -110,16 +109,12 @@ def test_small_batches_walk_the_index():
 
 
 @pytest.mark.parametrize("seed", range(2))
-@pytest.mark.parametrize("deep_upto", [-1.0, 1.0, 1e9])
-def test_small_batches_answer_ranges_floors_ids_and_flags(seed, deep_upto):
+def test_small_batches_answer_ranges_floors_ids_and_flags(seed):
     """The stream's questions (batches too small for a flat row, answered in one kernel
     call) over every row: a sub-range of seqs, floors, K from 1 to more than any row
-    matches; rows, completeness flags, message ids and times equal brute force.
-    ``deep_upto``: -1 walks every row best-first, 1e9 depth-first (bounds pruning once a
-    threshold is known), 1.0 mixes the two within a batch."""
+    matches; rows, completeness flags, message ids and times equal brute force."""
     rng = np.random.default_rng(20 + seed)
     win, sb = _window(rng, 1500, *((3, 2) if seed else (16, 256)))
-    win.deep_upto = deep_upto
     few = (win.tcount - win.thead) // FLAT_BATCH
     snap, seqs = win.snapshot(), win.seqs()
     id_of = dict(zip(seqs.tolist(), snap.ids.tolist()))

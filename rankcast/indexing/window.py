@@ -61,7 +61,6 @@ MAX_LEVEL = 3
 # + floored shard): dense stream 13 + 12 us flat against 51 + 43 walked (every row is under
 # the limit there); GeoNames 38 + 27 against 42 + 29, and slower than the walk from 8k on
 FLAT_UPTO = 4096
-DEEP_UPTO = 1.0
 HIST = 64           # buckets of the scores a flat row selects its best K from
 # A batch reads rows flat only with a flat row per FLAT_BATCH live postings of the window at
 # least: gathering the lists reads the whole window (about 4 ms at 450k postings, the walks
@@ -251,30 +250,29 @@ def _text_ub(w, r, a_max):
 
 
 @numba.njit(cache=True, inline="always")
-def _node_key(t, level, x, y, w, bounds, grid, bands):
+def _node_key(t, level, x, y, w, bounds):
     """(term, level, grid cell of that level, weight band) packed in one int64.
 
     Level 0 is the term's root (one per term); level l >= 1 cuts the bounds into
-    ``grid**l`` x ``grid**l`` cells, each split by weight band (``bands`` of them; at most
-    ``GRID`` and ``BANDS``, so that a term's keys stay within its ``PER_TERM``)."""
+    ``GRID**l`` x ``GRID**l`` cells, each split by weight band."""
     if level == 0:
         return t * PER_TERM
     off = 1
     g = 1
     for _ in range(level - 1):
-        g *= grid
-        off += g * g * bands
-    g *= grid
+        g *= GRID
+        off += g * g * BANDS
+    g *= GRID
     cx = int((x - bounds[0]) / (bounds[2] - bounds[0]) * g)
     cy = int((y - bounds[1]) / (bounds[3] - bounds[1]) * g)
     cx = min(max(cx, 0), g - 1)
     cy = min(max(cy, 0), g - 1)
-    band = bands - 1
+    band = BANDS - 1
     edge = BAND_RATIO
-    while band > 0 and w < edge:   # bands [r, 1], [r^2, r), ... , [0, r^(bands-1))
+    while band > 0 and w < edge:   # bands [r, 1], [r^2, r), ... , [0, r^(BANDS-1))
         band -= 1
         edge *= BAND_RATIO
-    return t * PER_TERM + off + (cy * g + cx) * bands + band
+    return t * PER_TERM + off + (cy * g + cx) * BANDS + band
 
 
 # Node rows: float [box x0, y0, x1, y1, largest weight] over the subtree, ever (they never
@@ -352,7 +350,7 @@ def _new_node(nd_f, nd_i, nd, parent, level):
 
 
 @numba.njit(cache=True, nogil=True)
-def _append(seqs, ids, xs, ys, ts, offsets, term_ids, weights, bounds, fine_from, split_at, grid, bands,
+def _append(seqs, ids, xs, ys, ts, offsets, term_ids, weights, bounds, fine_from, split_at,
             r_seq, r_id, r_x, r_y, r_t, r_toff, r_tlen, mask, count,
             tr_term, tr_w, tr_bk, tmask, tcount, ch_f, ch_i, free_chunks, n_free,
             nd_of, nd_f, nd_i, n_nd, term_root, term_maxw, term_live):
@@ -400,7 +398,7 @@ def _append(seqs, ids, xs, ys, ts, offsets, term_ids, weights, bounds, fine_from
                     down = level < MAX_LEVEL and nd_i[nd, NI_LIVE] > split_at
                 if not down:
                     break
-                key = _node_key(t, level + 1, x, y, w, bounds, grid, bands)
+                key = _node_key(t, level + 1, x, y, w, bounds)
                 if key in nd_of:
                     child = nd_of[key]
                 else:
@@ -516,21 +514,6 @@ def _pq_pop(pu, pj, pn, size):
     if size > 0:
         pu[k] = u; pj[k] = j; pn[k] = nd
     return size
-
-
-@numba.njit(cache=True, inline="always")
-def _stack_push(pu, pj, pn, size, j, nd):
-    """Push (j, nd) on a depth-first walk's stack (the heap's arrays, ``pu`` unused); grows
-    the arrays when full."""
-    if size == pj.shape[0]:
-        nj = np.empty(2 * size, np.int64)
-        nn = np.empty(2 * size, np.int64)
-        nj[:size] = pj
-        nn[:size] = pn
-        pu, pj, pn = np.empty(2 * size), nj, nn
-    pj[size] = j
-    pn[size] = nd
-    return pu, pj, pn, size + 1
 
 
 @numba.njit(cache=True, inline="always")
@@ -673,8 +656,7 @@ def _gather(terms, n_terms, after_seq, upto_seq, head, count, r_seq, r_x, r_y, r
 @numba.njit(cache=True)
 def _search(order, s_off, s_terms, s_w, s_x, s_y, s_alpha, K, after_seq, upto_seq, max_dist,
             r_toff, r_tlen, mask, tr_term, tr_w, tmask, ch_f, ch_i, nd_f, nd_i, term_root,
-            term_maxw, n_terms, floor, flat, s_gix, held, g_off, g_ins, g_w, g_x, g_y, g_sig, g_seq,
-            deep_upto):
+            term_maxw, n_terms, floor, flat, s_gix, held, g_off, g_ins, g_w, g_x, g_y, g_sig, g_seq):
     """Top-K[i] messages for each subscription row, best first; rows are answered in
     ``order`` (neighbours in that order share index data in cache), output in row order.
 
@@ -849,47 +831,25 @@ def _search(order, s_off, s_terms, s_w, s_x, s_y, s_alpha, K, after_seq, upto_se
             for l in range(q):
                 if l != j:
                     other[j] |= bit[l]
-        # depth first where the row's terms hold few postings for its K (``deep_upto``):
-        # most of them are read whatever the order, and the heap's order costs a bound and
-        # two sifts per node; the bounds prune only once a threshold is known
-        live = 0
-        for j in range(q):
-            t = st[j]
-            if t < n_terms and term_root[t] >= 0:
-                live += nd_i[term_root[t], NI_LIVE]
-        deep = live <= deep_upto * Ki
         for j in range(q):
             t = st[j]
             if t < n_terms and term_root[t] >= 0 and nd_i[term_root[t], NI_LIVE] > 0:
-                if deep:
-                    pu, pj, pn, size = _stack_push(pu, pj, pn, size, j, term_root[t])
-                else:
-                    u0 = _row_ub(sx, sy, alpha, sw[j], math.sqrt(rest[j + 1]), tail[j + 1], nd_f,
-                                 term_root[t], max_dist)
-                    pu, pj, pn, size = _pq_push(pu, pj, pn, size, u0, j, term_root[t])
+                u0 = _row_ub(sx, sy, alpha, sw[j], math.sqrt(rest[j + 1]), tail[j + 1], nd_f,
+                             term_root[t], max_dist)
+                pu, pj, pn, size = _pq_push(pu, pj, pn, size, u0, j, term_root[t])
                 pushed += 1
         while size > 0:
-            if deep:
-                size -= 1
-                j = pj[size]
-                node = pn[size]
-                r = math.sqrt(rest[j + 1])
-                if thr > -math.inf and below(_row_ub(sx, sy, alpha, sw[j], r, tail[j + 1], nd_f, node,
-                                                     max_dist), thr):
-                    continue
-            else:
-                if below(pu[0], thr):
-                    break
-                j = pj[0]
-                node = pn[0]
-                size = _pq_pop(pu, pj, pn, size)
-                r = math.sqrt(rest[j + 1])
+            if below(pu[0], thr):
+                break
+            j = pj[0]
+            node = pn[0]
+            size = _pq_pop(pu, pj, pn, size)
+            r = math.sqrt(rest[j + 1])
             c = nd_i[node, NI_HEAD]
             while c >= 0:
                 cur = c
                 c = ch_i[c, CI_NEXT]
-                if thr > -math.inf and below(_row_ub(sx, sy, alpha, sw[j], r, tail[j + 1], ch_f, cur,
-                                                     max_dist), thr):
+                if below(_row_ub(sx, sy, alpha, sw[j], r, tail[j + 1], ch_f, cur, max_dist), thr):
                     continue
                 for p in range(ch_i[cur, CI_START], ch_i[cur, CI_N]):
                     sq = ch_i[cur, CI_SEQ + p]
@@ -954,11 +914,6 @@ def _search(order, s_off, s_terms, s_w, s_x, s_y, s_alpha, K, after_seq, upto_se
                     if hn == Ki:
                         thr = max(h_sc[0], floor[i])
             ch = nd_i[node, NI_CHILD]
-            while deep and ch >= 0:
-                if nd_i[ch, NI_LIVE] > 0:
-                    pu, pj, pn, size = _stack_push(pu, pj, pn, size, j, ch)
-                    pushed += 1
-                ch = nd_i[ch, NI_NEXT]
             while ch >= 0:
                 if nd_i[ch, NI_LIVE] > 0:
                     cu = _row_ub(sx, sy, alpha, sw[j], r, tail[j + 1], nd_f, ch, max_dist)
@@ -1000,7 +955,7 @@ def _search(order, s_off, s_terms, s_w, s_x, s_y, s_alpha, K, after_seq, upto_se
 @numba.njit(cache=True)
 def _walk(s_off, s_terms, s_w, s_x, s_y, s_alpha, K, floor, after_seq, upto_seq, max_dist, bounds,
           r_id, r_t, r_toff, r_tlen, mask, tr_term, tr_w, tmask, ch_f, ch_i, nd_f, nd_i, term_root,
-          term_maxw, deep_upto):
+          term_maxw):
     """:meth:`MessageWindow.search` of a batch too small for any row to read flat (the
     stream's re-evaluations: most of a window shard's questions, a few rows each), in one
     call: the order of :meth:`MessageWindow.query_order` (a stable sort by (last term,
@@ -1020,7 +975,7 @@ def _walk(s_off, s_terms, s_w, s_x, s_y, s_alpha, K, floor, after_seq, upto_seq,
         order, s_off, s_terms, s_w, s_x, s_y, s_alpha, K, after_seq, upto_seq, max_dist, r_toff,
         r_tlen, mask, tr_term, tr_w, tmask, ch_f, ch_i, nd_f, nd_i, term_root, term_maxw,
         term_root.shape[0], floor, no_flat, none_i, np.zeros((0, 1), np.int64), np.zeros(1, np.int64),
-        none_i, none_f, none_f, none_f, none_i, none_i, deep_upto)
+        none_i, none_f, none_f, none_f, none_i, none_i)
     ids = np.empty(ins.shape[0], np.int64)
     ts = np.empty(ins.shape[0])
     for r in range(ins.shape[0]):
@@ -1055,10 +1010,7 @@ class MessageWindow:
         self.bounds = np.asarray(cfg.bounds, np.float64)
         self.fine_from = FINE_FROM
         self.split_at = SPLIT_AT
-        self.grid = GRID
-        self.bands = BANDS
         self.flat_upto = FLAT_UPTO
-        self.deep_upto = DEEP_UPTO
         self._held = np.zeros((0, 1), np.int64)     # the flat path's membership bits
         self.term_root = np.full(1024, -1, np.int64)    # root node of each term
         self.term_maxw = np.zeros(1024)                 # largest weight each term ever had here
@@ -1172,7 +1124,7 @@ class MessageWindow:
         self._ensure(len(msgs), n_terms, int(msgs.term_ids.max()) if n_terms else 0)
         self.count, self.tcount, self.n_free, self.n_nd = _append(
             seqs, msgs.ids, msgs.x, msgs.y, msgs.t, msgs.offsets, msgs.term_ids, msgs.weights, self.bounds,
-            self.fine_from, self.split_at, self.grid, self.bands,
+            self.fine_from, self.split_at,
             self.r_seq, self.r_id, self.r_x, self.r_y, self.r_t, self.r_toff, self.r_tlen,
             self.mask, self.count, self.tr_term, self.tr_w, self.tr_bk, self.tmask, self.tcount,
             self.ch_f, self.ch_i, self.free_chunks, self.n_free,
@@ -1221,7 +1173,7 @@ class MessageWindow:
                 subs.offsets, subs.term_ids, subs.weights, subs.x, subs.y, subs.alpha, K, floor,
                 int(after_seq), up, self.max_dist, self.bounds, self.r_id, self.r_t, self.r_toff,
                 self.r_tlen, self.mask, self.tr_term, self.tr_w, self.tmask, self.ch_f, self.ch_i,
-                self.nd_f, self.nd_i, self.term_root, self.term_maxw, self.deep_upto))
+                self.nd_f, self.nd_i, self.term_root, self.term_maxw))
         order = self.query_order(subs)
         flat, s_gix, terms = self._flat_rows(subs)
         lens = np.diff(subs.offsets)[flat]
@@ -1237,8 +1189,7 @@ class MessageWindow:
             order, subs.offsets, subs.term_ids, subs.weights, subs.x, subs.y, subs.alpha, K,
             int(after_seq), up, self.max_dist, self.r_toff, self.r_tlen, self.mask, self.tr_term,
             self.tr_w, self.tmask, self.ch_f, self.ch_i, self.nd_f, self.nd_i, self.term_root,
-            self.term_maxw, len(self.term_root), floor, flat, s_gix, self._held, *lists,
-            self.deep_upto)
+            self.term_maxw, len(self.term_root), floor, flat, s_gix, self._held, *lists)
         slots = ins & self.mask
         return CandidateLists(off, seq, self.r_id[slots], self.r_t[slots], sc, comp, work)
 
