@@ -69,15 +69,15 @@ def test_shard_floor_keeps_results_exact(policy, time_window, monkeypatch):
     seen = {"rows": 0, "floored": 0, "differ": 0}
 
     def checked(self, step, req, K, after, upto, floor=True):
-        refs = ask(self, step, req, K, after, upto, floor)
+        refs, asked = ask(self, step, req, K, after, upto, floor)
         plain = [s.search.remote(step, req, K, after, upto) for s in self.shards]
-        a, b = (merge_candidates(self.rt.get(r), K) for r in (refs, plain))
+        a, b = merge_candidates(self.rt.get(refs), K, asked), merge_candidates(self.rt.get(plain), K)
         seen["rows"] += len(K)
         seen["floored"] += int(np.isfinite(self.rt.get(plain[0]).kth_scores(K)).sum())
         if not (np.array_equal(a.offsets, b.offsets) and np.array_equal(a.seq, b.seq)
                 and np.array_equal(a.score, b.score)):
             seen["differ"] += 1
-        return refs
+        return refs, asked
 
     monkeypatch.setattr(partition.SubscriptionPartition, "_ask_shards", checked)
     seed = 7100 + 10 * ["hash", "prefix", "keyword-first"].index(policy) + time_window
@@ -89,6 +89,55 @@ def test_shard_floor_keeps_results_exact(policy, time_window, monkeypatch):
     assert seen["differ"] == 0 and seen["rows"] > 0
     if not time_window:                   # floors pruned (short time windows rarely hold K)
         assert seen["floored"] > 0
+
+
+@pytest.mark.parametrize("share", [1.0, 3.0])
+@pytest.mark.parametrize("policy,via_agg", [("hash", True), ("prefix", True), ("prefix", False)])
+def test_shards_asked_for_a_share_of_k_keep_results_exact(policy, via_agg, share, monkeypatch):
+    """Six window shards, each asked for ceil(share * K / 6) candidates of a row (a share of
+    1: the merges often certify fewer than K, and the partitions ask again for more): every
+    merged answer is a prefix of the merge of the shards' whole answers, the partition's
+    merge is told the shares, and the results stay exact after every call, merged at an
+    aggregator or in the partition."""
+    from rankcast.actors import aggregator, partition
+
+    monkeypatch.setattr(aggregator, "SHARD_SHARE", share)
+    ask = partition.SubscriptionPartition._ask_shards
+    seen = {"cut": 0, "short": 0, "differ": 0}
+
+    def checked(self, step, req, K, after, upto, floor=True):
+        # each merged answer is a prefix of the merge of the shards' whole answers (K each)
+        refs, asked = ask(self, step, req, K, after, upto, floor)
+        plain = [s.search.remote(step, req, K, after, upto) for s in self.shards]
+        a, b = merge(self.rt.get(refs), K, asked), merge(self.rt.get(plain), K)
+        seen["cut"] += int((asked < K).sum())
+        for i in range(len(K)):
+            ra = list(zip(a.score[a.offsets[i]:a.offsets[i + 1]], a.seq[a.offsets[i]:a.offsets[i + 1]]))
+            rb = list(zip(b.score[b.offsets[i]:b.offsets[i + 1]], b.seq[b.offsets[i]:b.offsets[i + 1]]))
+            seen["short"] += len(ra) < len(rb)
+            if ra != rb[: len(ra)] or (a.complete[i] and (ra != rb or not b.complete[i])):
+                seen["differ"] += 1
+        return refs, asked
+
+    merge = aggregator.merge_candidates
+
+    def merged(parts, K, asked=None):        # the partition's own merge is told the shares
+        seen["merged_cut"] += 0 if asked is None else int((np.asarray(asked) < K).sum())
+        return merge(parts, K, asked)
+
+    seen["merged_cut"] = 0
+    monkeypatch.setattr(partition.SubscriptionPartition, "_ask_shards", checked)
+    monkeypatch.setattr(aggregator, "merge_candidates", merged)
+    monkeypatch.setattr(partition, "merge_candidates", merged)
+    seed = 7300 + 10 * ["hash", "prefix"].index(policy) + via_agg + 2 * int(share)
+    cfg = _cfg(False)
+    calls = random_calls(seed, 35)
+    cl = _start(policy, cfg, (4, 6, 2, 2, 7, 3), merge_via_aggregator=via_agg)
+    checks = play({"engine": rc.Engine(cfg), "cluster": cl, "brute": BruteForceEngine(cfg)}, calls)
+    assert checks == len(calls)
+    assert seen["differ"] == 0 and seen["cut"] > 0 and seen["merged_cut"] == seen["cut"]
+    if share == 1.0:
+        assert seen["short"] > 0
 
 
 @pytest.mark.parametrize("policy", ["prefix", "keyword", "spatial-first"])

@@ -199,3 +199,45 @@ def test_window_shard_sizes_its_index_once_half_full():
             assert len(rings[0]) >= 1000
     assert len(shard.window) == 1000
     assert rings[0] is shard.window.r_seq and rings[1] is shard.window.tr_term
+
+
+@pytest.mark.parametrize("seed", range(2))
+def test_shards_asked_for_a_share_of_k_merge_to_an_exact_prefix(seed):
+    """The window split over shards (seq mod S), each asked for fewer than K candidates
+    (``asked``): the merge keeps an exact prefix of the whole window's top-K, all K where
+    the answers certify them, complete only where every match is listed. With a share of
+    1 most rows are cut short; with ``shard_candidates`` most keep K."""
+    from rankcast.actors.aggregator import merge_candidates, shard_candidates
+    rng = np.random.default_rng(40 + seed)
+    win, sb = _window(rng, 1500, *((3, 2) if seed else (16, 256)))
+    snap, seqs = win.snapshot(), win.seqs()
+    S = 5
+    shards = []
+    for s in range(S):
+        w = MessageWindow(rc.EngineConfig(bounds=(0.0, 0.0, 10.0, 10.0), window=1500))
+        rows = np.flatnonzero(np.arange(len(seqs)) % S == s)
+        w.append(snap.take(rows), seqs[rows])
+        shards.append(w)
+    K = np.maximum(sb.k * int(rng.integers(1, 4)), 1).astype(np.int64)
+    K[::7] = 400
+    after, upto = -1, int(seqs[-1])
+    every = _brute(win, sb, after, upto)
+    for asked in (np.ones(len(K), np.int64), shard_candidates(K, S), K):
+        got = merge_candidates([w.search(sb, asked, after_seq=after, upto_seq=upto) for w in shards], K, asked)
+        short = 0
+        for i in range(len(K)):
+            a, b = got.offsets[i], got.offsets[i + 1]
+            rows = list(zip(got.score[a:b].tolist(), got.seq[a:b].tolist()))
+            want = every[i][: K[i]]
+            assert rows == want[: len(rows)], (i, asked[i])
+            short += len(rows) < len(want)
+            if got.complete[i]:                         # complete: every match listed
+                assert rows == every[i], i
+            if len(every[i]) < asked[i]:                # no shard filled its share
+                assert got.complete[i], i
+        if asked is K:
+            assert short == 0
+        elif asked[0] == 1:
+            assert short > len(K) // 4
+        else:
+            assert short < len(K) // 10

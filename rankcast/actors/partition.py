@@ -32,7 +32,7 @@ from ..columns import MessageBatch, SubscriptionBatch
 from ..config import EngineConfig
 from ..indexing.core import SkypeCore
 from ..indexing.igpt import SideThread
-from .aggregator import merge_candidates
+from .aggregator import merge_candidates, shard_candidates
 from .metrics import RoleMetrics
 from ..indexing.scoring import EPS
 from .policies import needed_prefix
@@ -349,38 +349,41 @@ class SubscriptionPartition(Recoverable):
                 with self.metrics.waiting():
                     self.rt.get(list(self._shards_ready))
                 self._shards_ready = None
-            refs = self._ask_shards(step, req, K, exp_end, pos_end, floor)
+            refs, asked = self._ask_shards(step, req, K, exp_end, pos_end, floor)
             # writable: Ray's answers are read-only, and a kernel given a read-only array is
             # compiled once more (seconds, in a stream's first steps on a cold cache)
             with self.metrics.waiting():
                 if self.via_agg and len(self.shards) > 1:
                     agg = self.aggs[(self.index + step) % len(self.aggs)]
-                    cands = writable(self.rt.get(agg.merge_candidates.remote(K, *refs)))
+                    cands = writable(self.rt.get(agg.merge_candidates.remote(K, *refs, asked=asked)))
                 else:
-                    cands = merge_candidates(writable(self.rt.get(refs)), K)
+                    cands = merge_candidates(writable(self.rt.get(refs)), K, asked)
             more = core.apply_reevals(slots, cands, window_size)
             self.metrics.inc("reevaluations", len(slots) - len(more))
 
     def _ask_shards(self, step: int, req: SubscriptionBatch, K: np.ndarray, after: int, upto: int,
-                    floor: bool = True) -> list:
-        """Every shard's answer (refs). A batch of at least ``FLOOR_FROM`` rows asks one shard
-        first (rotating) and gives the others its K-th scores as a floor: what scores under
-        it cannot be in the union's top K, so they prune from their first posting on (about a
-        quarter of their work). Smaller batches, and any with ``floor=False`` (a rebuild, which
-        the stream waits for: the shards answer side by side), ask all at once."""
+                    floor: bool = True) -> tuple[list, np.ndarray]:
+        """Every shard's answer (refs), and how many candidates per row each was asked for.
+        A batch of at least ``FLOOR_FROM`` rows asks one shard first (rotating) for K and
+        gives the others its K-th scores as a floor: what scores under it cannot be in the
+        union's top K, so they prune from their first posting on (about a quarter of their
+        work). Smaller batches, and any with ``floor=False`` (a rebuild, which the stream
+        waits for: the shards answer side by side), ask all at once, each shard for its share
+        of K (``shard_candidates``; the merge keeps what the answers certify)."""
         S = len(self.shards)
         first = (self.index + step) % S
         if S == 1 or len(K) < FLOOR_FROM or not floor:
             # asked from a rotating one on (in process they answer in turn, and the first one
             # asked after the partition's own work found the caches cold), listed in order
-            refs = {(first + i) % S: _ask(self.shards[(first + i) % S], step, req, K, after, upto)
+            asked = shard_candidates(K, S)
+            refs = {(first + i) % S: _ask(self.shards[(first + i) % S], step, req, asked, after, upto)
                     for i in range(S)}
-            return [refs[i] for i in range(S)]
+            return [refs[i] for i in range(S)], asked
         ref = _ask(self.shards[first], step, req, K, after, upto)
         with self.metrics.waiting():
             floor = self.rt.get(ref).kth_scores(K)
         return [ref if i == first else _ask(s, step, req, K, after, upto, floor)
-                for i, s in enumerate(self.shards)]
+                for i, s in enumerate(self.shards)], K
 
     def _realloc_requests(self, pos_end: int):
         """Replicas whose kScore no longer stays above the bound of the terms beyond the

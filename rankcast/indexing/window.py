@@ -126,20 +126,25 @@ class CandidateLists:
         return out
 
     @staticmethod
-    def merge(parts: list["CandidateLists"], K: np.ndarray) -> "CandidateLists":
+    def merge(parts: list["CandidateLists"], K: np.ndarray, asked: np.ndarray | None = None) -> "CandidateLists":
         """Per-row top-K of several lists over disjoint message sets (window shards).
 
-        A row is complete only if it is complete in every part and keeps all it got."""
+        ``asked``: per row, how many each part was asked for (None: K). A part asked for
+        fewer than K that lists all it was asked for lists its best only: the merge keeps
+        the rows at or above the lowest listed row of every such part, all the union holds
+        there (possibly fewer than K: an exact prefix, not complete). A row is complete only
+        if it is complete in every part and keeps all it got."""
         K = np.asarray(K, np.int64)
         if len(parts) == 1:
             return parts[0]
+        asked = K if asked is None else np.asarray(asked, np.int64)
         n, S = len(K), len(parts)
         # one concatenation per column (a shard answers a handful of rows: these calls, not
         # the merge, are most of the time)
         cat = lambda name, dt: np.concatenate([getattr(p, name) for p in parts]).astype(dt, copy=False)
         works = np.concatenate([p.work if p.work is not None else np.zeros(n, np.int64) for p in parts])
         off, seq, ids, t, sc, comp, work = _merge_candidates(
-            n, K, cat("offsets", np.int64).reshape(S, n + 1), cat("seq", np.int64), cat("ids", np.int64),
+            n, K, asked, cat("offsets", np.int64).reshape(S, n + 1), cat("seq", np.int64), cat("ids", np.int64),
             cat("t", np.float64), cat("score", np.float64), cat("complete", np.bool_).reshape(S, n),
             works.astype(np.int64, copy=False).reshape(S, n))
         return CandidateLists(off, seq, ids, t, sc, comp, work)
@@ -148,8 +153,10 @@ class CandidateLists:
 # --------------------------------------------------------------------------- kernels
 
 @numba.njit(cache=True)
-def _merge_candidates(n, K, offs, seqs, ids, ts, scs, comps, works):
-    """Per-row top-K[i] of S sorted candidate lists by (score desc, seq desc).
+def _merge_candidates(n, K, asked, offs, seqs, ids, ts, scs, comps, works):
+    """Per-row top-K[i] of S sorted candidate lists by (score desc, seq desc), cut at the
+    lowest listed row of every list that was asked for fewer than K[i] (``asked[i]``) and
+    lists that many without being complete: below it, that list's messages are not known.
 
     offs: int64[S, n + 1], each list's own row offsets (from 0); the other arrays are the S
     lists concatenated (list s starts after the rows of the lists before it). Returns the
@@ -175,16 +182,21 @@ def _merge_candidates(n, K, offs, seqs, ids, ts, scs, comps, works):
     w = 0
     for i in range(n):
         avail = 0
+        cut = -1                  # the highest (score, seq) among the cut lists' last rows
         for s in range(S):
             head[s] = base[s] + offs[s, i]
-            avail += offs[s, i + 1] - offs[s, i]
+            got = offs[s, i + 1] - offs[s, i]
+            avail += got
             if not comps[s, i]:
                 comp[i] = False
+                if asked[i] < K[i] and got >= asked[i] and got > 0:
+                    last = base[s] + offs[s, i + 1] - 1
+                    if cut < 0 or scs[last] > scs[cut] or (scs[last] == scs[cut] and seqs[last] > seqs[cut]):
+                        cut = last
             work[i] += works[s, i]
         take = min(avail, K[i])
-        if take < avail:
-            comp[i] = False
-        for _ in range(take):
+        kept = 0
+        while kept < take:
             best = -1
             for s in range(S):
                 if head[s] < base[s] + offs[s, i + 1]:
@@ -196,14 +208,19 @@ def _merge_candidates(n, K, offs, seqs, ids, ts, scs, comps, works):
                         if scs[a] > scs[b] or (scs[a] == scs[b] and seqs[a] > seqs[b]):
                             best = s
             r = head[best]
+            if cut >= 0 and (scs[r] < scs[cut] or (scs[r] == scs[cut] and seqs[r] < seqs[cut])):
+                break             # below a cut list's last row: not known to be the next
             o_seq[w] = seqs[r]
             o_id[w] = ids[r]
             o_t[w] = ts[r]
             o_sc[w] = scs[r]
             w += 1
+            kept += 1
             head[best] += 1
+        if kept < avail:
+            comp[i] = False
         out_off[i + 1] = w
-    return out_off, o_seq, o_id, o_t, o_sc, comp, work
+    return out_off, o_seq[:w], o_id[:w], o_t[:w], o_sc[:w], comp, work
 
 
 @numba.njit(cache=True, inline="always")
