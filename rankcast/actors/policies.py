@@ -852,13 +852,14 @@ def _shared_postings(v, t_moff, t_msgs, m_off, m_terms, t_soff, t_subs, s_off, s
 def _place_light(order, t_soff, t_subs, sp_off, sp_terms, t_moff, t_msgs, m_cnt, walk, group, load,
                  copies, covered, cap, msg_cost, per_rep):
     """Greedy co-location of the sample's light terms (``order``): each goes to the group
-    holding most of the other prefix terms of the sample subscriptions whose prefix has it
-    (one replica less for each), among the groups it fits in (``load`` per copy plus its cost
+    holding other prefix terms of most of the sample subscriptions whose prefix has it (one
+    replica less for each), among the groups it fits in (``load`` per copy plus its cost
     at most ``cap``), else to the group where it costs least on top of its load. A term's
     cost in group ``g``: ``msg_cost`` per sample message of it that ``g`` does not already
-    receive (``covered``), plus the postings its messages walk, ``walk / copies[g]``
-    (:func:`_shared_postings`); a group of several copies takes it only when its messages
-    already reach them."""
+    receive (``covered``), plus ``walk / copies[g]`` (the postings its messages walk,
+    :func:`_shared_postings`, or its cost under a model, replicas included), less
+    ``per_rep`` for each of those subscriptions already held by ``g`` (the replica it does
+    not add); a group of several copies takes it only when its messages already reach them."""
     G = load.shape[0]
     gain = np.zeros(G, np.int64)
     last = np.full(G, -1, np.int64)
@@ -1069,15 +1070,25 @@ class TermGroups:
         partition holding it: ``msg_cost`` per message of it plus the posting entries those
         messages walk among its subscriptions (every shared term: :func:`_shared_postings`,
         counted on the sample). A term costing more than an even share ``cap`` gets a group
-        of its own with the copies that bring its postings within it (in proportion when the
-        partitions do not suffice; at least a quarter stay groups of one); the other
-        partitions are groups of one, and the remaining terms of the sample's subscriptions
-        join them by :func:`_place_light`, those in most sampled prefixes first. Terms only
-        messages hold get no group (:meth:`assign` gives one when a subscription holds one).
-        ``model``: the cost of replicas that index their placed terms (:class:`PlacedCost`),
-        in CPU microseconds per stream message: a term's own candidates and postings (in
-        place of every shared term's postings) and ``C_MESSAGE`` x its share of the messages
-        (in place of ``msg_cost`` per message)."""
+        of its own, with copies (at least a quarter of the partitions stay groups of one):
+        :func:`_heavy_copies` splits the partitions so that the largest cost per partition,
+        a heavy copy's or a light partition's, is least. The other partitions are groups of
+        one, and the remaining terms of the sample's subscriptions join them by
+        :func:`_place_light`, those in most sampled prefixes first, each group up to the
+        light partitions' share times one of ``PLACE_SLACK``; the split is made again with
+        the light groups' load as placed (co-location and shared messages lower it), and the
+        slack whose placement has the least largest load is kept. Terms only messages hold
+        get no group (:meth:`assign` gives one when a subscription holds one).
+        ``model``: the cost of replicas that index their placed terms (:class:`PlacedCost`,
+        :class:`GroupCost` for the prefix policy), in CPU microseconds per stream message: a
+        term's own candidates and postings (in place of every shared term's postings) and
+        ``C_MESSAGE`` x its share of the messages (in place of ``msg_cost`` per message);
+        with ``replicas``, also ``B_REPLICA`` per replica its sampled prefixes place (less
+        where co-located), the replicas of terms the sample does not hold spread over the
+        light partitions (estimated leave-one-out: the sampled prefix terms no other sampled
+        row holds), and the map then counts each replica routed by a term the fit did not
+        see as it comes (:meth:`route`), so that :meth:`assign` gives new terms to the
+        groups holding fewest."""
         v = max(int(v), int(s_terms.max(initial=-1)) + 1, int(m_terms.max(initial=-1)) + 1, 1)
         ns, nm = len(s_off) - 1, len(m_off) - 1
         m_rows = np.repeat(np.arange(nm, dtype=np.int64), np.diff(m_off))
