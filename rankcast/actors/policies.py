@@ -638,12 +638,12 @@ class PlacedCost:
 
 class GroupCost(PlacedCost):
     """:class:`PlacedCost` for the prefix policy's term groups, refitted on its own partitions
-    (GeoNames, 100k subscriptions, 64 partitions, in process: a least-squares fit of each
-    partition's CPU time over the stream against its messages received, replicas held and
-    its terms' sampled candidates and postings): a prefix replica is routed by part of its
+    (GeoNames, 100k subscriptions, 64 partitions, in process, two runs with different groups:
+    a least-squares fit of each partition's CPU time over the stream against its messages
+    received, replicas held and its terms' sampled candidates and postings): a prefix replica is routed by part of its
     terms and keeps a deeper buffer (no arrival share), and a partition's messages carry
     every term of the message, so a message received and a posting met cost more than in a
-    keyword partition. It follows the measured partitions with correlation 0.80, where
+    keyword partition. It follows the measured partitions with correlation 0.81, where
     PlacedCost's factors give 0.38. Unlike the keyword fit, a group also pays ``B_REPLICA``
     per replica its terms place (:meth:`TermGroups.build`)."""
 
@@ -977,6 +977,11 @@ class TermGroups:
     the new terms of subscriptions a group before they are routed; a term no subscription
     has is routed nowhere, as no prefix can hold it); only a refit (load monitoring) moves
     terms, and the coordinator then re-places the subscriptions concerned."""
+
+    # a map pickled before replicas were counted (a snapshot's policy) counts none
+    replica = 0.0
+    fitted = 0
+    fitted_mask = np.zeros(0, np.bool_)
 
     def __init__(self, group: np.ndarray, first: np.ndarray, copies: np.ndarray, load: np.ndarray,
                  cap: float, unit: float, replica: float = 0.0):
