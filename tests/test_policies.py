@@ -432,3 +432,52 @@ def test_prefix_policy_copies_learn_assignments(sample):
     copy.set_assignments(*new)
     got = copy.route_messages(late_msgs)
     assert np.array_equal(got.offsets, want.offsets) and np.array_equal(got.parts, want.parts)
+
+
+def test_heavy_copies_least_largest_cost():
+    """The copies of the heavy terms and the light partitions give the least largest cost
+    per partition of every split of the partitions (brute force over small cases): a heavy
+    copy costs its messages plus its share of the rest, a light partition its share of the
+    light terms."""
+    import itertools
+    from rankcast.actors.policies import _heavy_copies
+    rng = np.random.default_rng(4)
+    for _ in range(40):
+        h = int(rng.integers(0, 3))
+        n, min_light = int(rng.integers(h + 1, 9)), 1
+        fixed, shared, light = rng.uniform(0, 2, h), rng.uniform(0, 20, h), float(rng.uniform(0, 20))
+        copies, n_light = _heavy_copies(fixed, shared, light, n, min_light)
+        assert copies.sum() + n_light == n and np.all(copies >= 1) and n_light >= min_light
+
+        def worst(c, nl):
+            return max([light / nl] + [f + s / k for f, s, k in zip(fixed, shared, c)])
+        best = min(worst(c, n - sum(c)) for c in itertools.product(range(1, n + 1), repeat=h)
+                   if n - sum(c) >= min_light)
+        assert worst(copies, n_light) <= best + 1e-12, (fixed, shared, light, n, copies, n_light)
+
+
+def test_prefix_groups_count_replicas_of_terms_the_fit_did_not_see(sample):
+    """Under the group cost, a subscription routed by a term the fit never saw adds one
+    replica's load to that term's group (a copy's share where the group has copies), one
+    routed by a fitted term adds none (the fit counted those), and a new term then joins the
+    group holding the least load."""
+    subs, msgs = sample
+    pol = make_policy("prefix", 6, BOUNDS, MAX_DIST, window=200,
+                      options={"subscriptions_estimate": 10_000}).fit(subs, msgs)
+    km = pol.kmap
+    assert km.replica > 0
+    old = int(subs.term_ids[0])
+    one = SubscriptionBatch(np.array([7000, 7001, 7002], np.int64), np.array([1.0, 2.0, 3.0]),
+                            np.array([1.0, 2.0, 3.0]), np.array([3, 3, 3], np.int64), np.full(3, 0.5),
+                            np.array([0, 1, 2, 3], np.int64), np.array([150, 150, old], np.int64), np.full(3, 1.0))
+    km.assign(one.offsets, one.term_ids)
+    g = int(km.group[150])
+    before = km.load.copy()
+    pol.route_subscriptions(one, np.ones(3, np.int64))
+    want = before.copy()
+    want[g] += 2 * km.replica / km.copies[g]
+    assert np.allclose(km.load, want), (km.load - before, g)
+    km.load[:] = 100.0
+    km.load[3] = 0.0
+    km.assign(np.array([0, 1], np.int64), np.array([160], np.int64))
+    assert km.group[160] == 3, "a new term joins the least loaded group"

@@ -636,6 +636,23 @@ class PlacedCost:
                 + self.C_MESSAGE * p)
 
 
+class GroupCost(PlacedCost):
+    """:class:`PlacedCost` for the prefix policy's term groups, refitted on its own partitions
+    (GeoNames, 100k subscriptions, 64 partitions, in process, two runs with different groups:
+    a least-squares fit of each partition's CPU time over the stream against its messages
+    received, replicas held and its terms' sampled candidates and postings): a prefix replica is routed by part of its
+    terms and keeps a deeper buffer (no arrival share), and a partition's messages carry
+    every term of the message, so a message received and a posting met cost more than in a
+    keyword partition. It follows the measured partitions with correlation 0.81, where
+    PlacedCost's factors give 0.38. Unlike the keyword fit, a group also pays ``B_REPLICA``
+    per replica its terms place (:meth:`TermGroups.build`)."""
+
+    A_PAIR = 0.16
+    D_POSTING = 0.0066
+    B_REPLICA = 0.00113
+    C_MESSAGE = 5.8
+
+
 @numba.njit(cache=True)
 def _by_term_prev(offsets, terms, v):
     """Every term occurrence of a CSR batch grouped by term: (offsets int64[v + 1], the
@@ -801,6 +818,7 @@ def _best_keyword(s_off, s_terms, m_off, m_terms, lo, hi, n) -> tuple[int, int]:
 
 MSG_COST = 8.0      # cost of one message reaching a partition, in posting entries of the sample
 SLACK = 0.1         # a group may exceed the even share of the cost by this fraction
+PLACE_SLACK = (-0.35, -0.2, -0.1, 0.0, 0.1)
 
 
 @numba.njit(cache=True)
@@ -832,32 +850,36 @@ def _shared_postings(v, t_moff, t_msgs, m_off, m_terms, t_soff, t_subs, s_off, s
 
 @numba.njit(cache=True)
 def _place_light(order, t_soff, t_subs, sp_off, sp_terms, t_moff, t_msgs, m_cnt, walk, group, load,
-                 copies, covered, cap, msg_cost):
+                 copies, covered, cap, msg_cost, per_rep):
     """Greedy co-location of the sample's light terms (``order``): each goes to the group
-    holding most of the other prefix terms of the sample subscriptions whose prefix has it
-    (one replica less for each), among the groups it fits in (``load`` per copy plus its cost
+    holding other prefix terms of most of the sample subscriptions whose prefix has it (one
+    replica less for each), among the groups it fits in (``load`` per copy plus its cost
     at most ``cap``), else to the group where it costs least on top of its load. A term's
     cost in group ``g``: ``msg_cost`` per sample message of it that ``g`` does not already
-    receive (``covered``), plus the postings its messages walk, ``walk / copies[g]``
-    (:func:`_shared_postings`); a group of several copies takes it only when its messages
-    already reach them."""
+    receive (``covered``), plus ``walk / copies[g]`` (the postings its messages walk,
+    :func:`_shared_postings`, or its cost under a model, replicas included), less
+    ``per_rep`` for each of those subscriptions already held by ``g`` (the replica it does
+    not add); a group of several copies takes it only when its messages already reach them."""
     G = load.shape[0]
     gain = np.zeros(G, np.int64)
+    last = np.full(G, -1, np.int64)
     extra = np.zeros(G)
     for t in order:
         gain[:] = 0
+        last[:] = -1
         for a in range(t_soff[t], t_soff[t + 1]):
             s = t_subs[a]
             for b in range(sp_off[s], sp_off[s + 1]):
                 u = sp_terms[b]
-                if u != t and group[u] >= 0:
+                if u != t and group[u] >= 0 and last[group[u]] != s:
                     gain[group[u]] += 1
+                    last[group[u]] = s
         for g in range(G):
             new = 0
             for a in range(t_moff[t], t_moff[t + 1]):
                 if not covered[g, t_msgs[a]]:
                     new += 1
-            extra[g] = msg_cost * new + walk[t] / copies[g]
+            extra[g] = msg_cost * new + (walk[t] - per_rep * gain[g]) / copies[g]
             if copies[g] > 1 and new > 0.1 * m_cnt[t]:
                 extra[g] = np.inf      # its messages would reach every copy: only if they do already
         best = -1
@@ -920,6 +942,27 @@ def _first_sight(offsets, terms, group, load, cap, unit):
     return out[:n_new]
 
 
+def _heavy_copies(fixed: np.ndarray, shared: np.ndarray, light: float, n: int,
+                  min_light: int) -> tuple[np.ndarray, int]:
+    """Copies of each heavy term and the partitions left to the light terms, for ``n``
+    partitions: a copy of heavy term ``h`` costs ``fixed[h]`` (its messages reach every
+    copy) plus ``shared[h] / copies`` (its postings, candidates and replicas, split), a light
+    partition ``light / partitions`` (at least ``min_light`` of them). Each partition beyond
+    one per heavy term and ``min_light`` goes, one at a time, to the costliest per partition
+    (for these costs, which only fall as partitions are added, the least largest cost)."""
+    fixed, shared = np.asarray(fixed, np.float64), np.asarray(shared, np.float64)
+    copies = np.ones(len(fixed), np.int64)
+    n_light = min_light
+    for _ in range(n - len(fixed) - min_light):
+        per = fixed + shared / copies
+        h = int(np.argmax(per)) if len(per) else -1
+        if h < 0 or light / n_light >= per[h]:
+            n_light += 1
+        else:
+            copies[h] += 1
+    return copies, n_light
+
+
 class TermGroups:
     """Term -> group of partitions for the prefix policy: groups of terms that co-occur in
     subscriptions' loose prefixes, so that the prefix terms of one subscription mostly lie in
@@ -935,9 +978,17 @@ class TermGroups:
     has is routed nowhere, as no prefix can hold it); only a refit (load monitoring) moves
     terms, and the coordinator then re-places the subscriptions concerned."""
 
+    # a map pickled before replicas were counted (a snapshot's policy) counts none
+    replica = 0.0
+    fitted = 0
+    fitted_mask = np.zeros(0, np.bool_)
+
     def __init__(self, group: np.ndarray, first: np.ndarray, copies: np.ndarray, load: np.ndarray,
-                 cap: float, unit: float):
+                 cap: float, unit: float, replica: float = 0.0):
         self.group = np.asarray(group, np.int64)
+        self.fitted = len(self.group)           # terms below: grouped by the fit (their replicas in load)
+        self.fitted_mask = self.group >= 0
+        self.replica = float(replica)           # load of a replica routed by a term the fit did not see
         self.first = np.asarray(first, np.int64)
         self.copies = np.asarray(copies, np.int64)
         self.load = np.asarray(load, np.float64)
@@ -986,9 +1037,24 @@ class TermGroups:
         offsets = np.asarray(offsets, np.int64)
         own = (np.repeat(np.asarray(owners, np.int64), np.diff(offsets)) if owners is not None
                else np.zeros(0, np.int64))
-        off, parts = _group_route(offsets, np.asarray(term_ids, np.int64), own, self.group, self.first,
+        term_ids = np.asarray(term_ids, np.int64)
+        if owners is not None and self.replica > 0 and len(term_ids):
+            self._count_replicas(term_ids)
+        off, parts = _group_route(offsets, term_ids, own, self.group, self.first,
                                   self.copies, 0, base)
         return _dedupe_rows(off, parts)
+
+    def _count_replicas(self, term_ids: np.ndarray) -> None:
+        """Load of the replicas that terms the fit did not see place (routing terms of
+        subscriptions): ``replica`` per copy's share, so that :meth:`assign` gives new terms
+        to the groups holding fewest (the fit's load counts its own terms' replicas)."""
+        g = self.group[term_ids[term_ids < len(self.group)]]
+        t = term_ids[term_ids < len(self.group)]
+        new = g >= 0
+        new[t < self.fitted] &= ~self.fitted_mask[t[t < self.fitted]]
+        g = g[new]
+        if len(g):
+            self.load += self.replica * np.bincount(g, minlength=len(self.load)) / self.copies
 
     def parts(self, term_ids: np.ndarray, owners: np.ndarray) -> np.ndarray:
         """The partition a subscription ``owners[i]`` is placed in for ``term_ids[i]`` (-1
@@ -1002,21 +1068,32 @@ class TermGroups:
 
     @staticmethod
     def build(n_parts: int, s_off, s_terms, sp_off, sp_terms, m_off, m_terms, v: int,
-              msg_cost: float = MSG_COST, model: "PlacedCost | None" = None) -> "TermGroups":
+              msg_cost: float = MSG_COST, model: "PlacedCost | None" = None,
+              replicas: bool = True) -> "TermGroups":
         """Fit on a sample: subscriptions' terms (``s_off``/``s_terms``) and their loose
         prefixes (``sp_off``/``sp_terms``), messages. A term's cost is what it brings to the
         partition holding it: ``msg_cost`` per message of it plus the posting entries those
         messages walk among its subscriptions (every shared term: :func:`_shared_postings`,
         counted on the sample). A term costing more than an even share ``cap`` gets a group
-        of its own with the copies that bring its postings within it (in proportion when the
-        partitions do not suffice; at least a quarter stay groups of one); the other
-        partitions are groups of one, and the remaining terms of the sample's subscriptions
-        join them by :func:`_place_light`, those in most sampled prefixes first. Terms only
-        messages hold get no group (:meth:`assign` gives one when a subscription holds one).
-        ``model``: the cost of replicas that index their placed terms (:class:`PlacedCost`),
-        in CPU microseconds per stream message: a term's own candidates and postings (in
-        place of every shared term's postings) and ``C_MESSAGE`` x its share of the messages
-        (in place of ``msg_cost`` per message)."""
+        of its own, with copies (at least a quarter of the partitions stay groups of one):
+        :func:`_heavy_copies` splits the partitions so that the largest cost per partition,
+        a heavy copy's or a light partition's, is least. The other partitions are groups of
+        one, and the remaining terms of the sample's subscriptions join them by
+        :func:`_place_light`, those in most sampled prefixes first, each group up to the
+        light partitions' share times one of ``PLACE_SLACK``; the split is made again with
+        the light groups' load as placed (co-location and shared messages lower it), and the
+        slack whose placement has the least largest load is kept. Terms only messages hold
+        get no group (:meth:`assign` gives one when a subscription holds one).
+        ``model``: the cost of replicas that index their placed terms (:class:`PlacedCost`,
+        :class:`GroupCost` for the prefix policy), in CPU microseconds per stream message: a
+        term's own candidates and postings (in place of every shared term's postings) and
+        ``C_MESSAGE`` x its share of the messages (in place of ``msg_cost`` per message);
+        with ``replicas``, also ``B_REPLICA`` per replica its sampled prefixes place (less
+        where co-located), the replicas of terms the sample does not hold spread over the
+        light partitions (estimated leave-one-out: the sampled prefix terms no other sampled
+        row holds), and the map then counts each replica routed by a term the fit did not
+        see as it comes (:meth:`route`), so that :meth:`assign` gives new terms to the
+        groups holding fewest."""
         v = max(int(v), int(s_terms.max(initial=-1)) + 1, int(m_terms.max(initial=-1)) + 1, 1)
         ns, nm = len(s_off) - 1, len(m_off) - 1
         m_rows = np.repeat(np.arange(nm, dtype=np.int64), np.diff(m_off))
@@ -1024,6 +1101,10 @@ class TermGroups:
         m_cnt = np.diff(t_moff).astype(np.float64)
         s_rows = np.repeat(np.arange(ns, dtype=np.int64), np.diff(s_off))
         ta_off, ta_subs = _csr_by(np.asarray(s_terms, np.int64), s_rows, v)
+        sp_rows = np.repeat(np.arange(ns, dtype=np.int64), np.diff(sp_off))
+        t_soff, t_subs = _csr_by(np.asarray(sp_terms, np.int64), sp_rows, v)
+        n_pref = np.diff(t_soff)
+        per_rep = 0.0       # the cost of a replica, where counted (a co-located term saves it)
         if model is None:
             walk = _shared_postings(v, t_moff, t_msgs, np.asarray(m_off, np.int64), np.asarray(m_terms, np.int64),
                                     ta_off, ta_subs, np.asarray(s_off, np.int64), np.asarray(s_terms, np.int64))
@@ -1033,43 +1114,58 @@ class TermGroups:
             n = min(v, len(model.pairs))
             walk[:n] = per_msg * (model.A_PAIR * model.pairs[:n] + model.D_POSTING * model.walks[:n])
             msg_cost = model.C_MESSAGE / max(nm, 1)
+            if replicas:     # the replicas its sampled prefixes place (fewer where co-located)
+                per_rep = model.scale * model.B_REPLICA
+                walk += per_rep * n_pref
         placed = np.flatnonzero(np.diff(ta_off) > 0)
         cost = msg_cost * m_cnt + walk
         cap = max(cost[placed].sum() / n_parts, 1e-9)
         # heavy terms: their own groups, with copies
         heavy = placed[cost[placed] > cap]
         heavy = heavy[np.argsort(-cost[heavy], kind="stable")]
-        room = np.maximum(cap - msg_cost * m_cnt[heavy], 0.25 * cap)
-        want = np.maximum(np.ceil(walk[heavy] / room), 1)
-        light_parts = max(int(np.ceil(cost[placed].sum() / cap - cost[heavy].sum() / cap)), n_parts // 4, 1)
-        budget = n_parts - light_parts
-        if want.sum() > budget:      # too few partitions for all: copies in proportion
-            share = want * budget / want.sum()
-            want = np.maximum(np.floor(share), 1)
-            spare = int(budget - want.sum())
-            if spare > 0:            # the largest remainders get one more
-                want[np.argsort(-(share - want), kind="stable")[:spare]] += 1
-        keep = np.cumsum(want) <= budget
-        heavy, copies_h = heavy[keep], want[keep].astype(np.int64).tolist()
-        left = n_parts - int(sum(copies_h))
-        copies = np.array(copies_h + [1] * left, np.int64)
-        first = np.concatenate([[0], np.cumsum(copies)[:-1]]).astype(np.int64)
-        G = len(copies)
-        group = np.full(v, -1, np.int64)
-        load = np.zeros(G)
-        covered = np.zeros((G, max(nm, 1)), np.bool_)
-        for g, t in enumerate(heavy.tolist()):
-            group[t] = g
-            load[g] = msg_cost * m_cnt[t] + walk[t] / copies[g]
-            covered[g, t_msgs[t_moff[t]:t_moff[t + 1]]] = True
-        light = placed[group[placed] < 0]
-        sp_rows = np.repeat(np.arange(ns, dtype=np.int64), np.diff(sp_off))
-        t_soff, t_subs = _csr_by(np.asarray(sp_terms, np.int64), sp_rows, v)
-        n_pref = np.diff(t_soff)
+        min_light = max(n_parts // 4, 1)
+        heavy = heavy[: max(n_parts - min_light, 0)]
+        # replicas of terms the sample does not hold: their terms join groups as first seen,
+        # spread over the light groups (_first_sight); their share of the prefix terms,
+        # leave-one-out, is that of the sampled prefix terms no other sampled row holds
+        unseen = per_rep * float((np.diff(ta_off)[np.asarray(sp_terms, np.int64)] == 1).sum())
+        light_cost = cost[placed].sum() - cost[heavy].sum() + unseen
+        light = placed[cost[placed] <= cap]
+        light = np.concatenate([light, placed[cost[placed] > cap][len(heavy):]])
         light = light[np.lexsort((-cost[light], -n_pref[light]))]
-        _place_light(light, t_soff, t_subs, np.asarray(sp_off, np.int64), np.asarray(sp_terms, np.int64),
-                     t_moff, t_msgs, m_cnt, walk, group, load, copies.astype(np.float64), covered,
-                     cap * (1.0 + SLACK), float(msg_cost))
+        sp_off, sp_terms = np.asarray(sp_off, np.int64), np.asarray(sp_terms, np.int64)
+
+        def place(light_cost, slack):
+            copies_h, n_light = _heavy_copies(msg_cost * m_cnt[heavy], walk[heavy], light_cost, n_parts,
+                                              min_light)
+            copies = np.concatenate([copies_h, np.ones(n_parts - int(copies_h.sum()), np.int64)])
+            G = len(copies)
+            group = np.full(v, -1, np.int64)
+            load = np.zeros(G)
+            covered = np.zeros((G, max(nm, 1)), np.bool_)
+            for g, t in enumerate(heavy.tolist()):
+                group[t] = g
+                load[g] = msg_cost * m_cnt[t] + walk[t] / copies[g]
+                covered[g, t_msgs[t_moff[t]:t_moff[t + 1]]] = True
+            _place_light(light, t_soff, t_subs, sp_off, sp_terms, t_moff, t_msgs, m_cnt, walk, group, load,
+                         copies.astype(np.float64), covered, light_cost / n_light * (1.0 + slack),
+                         float(msg_cost), per_rep)
+            return copies, group, load
+
+        best = None
+        for slack in PLACE_SLACK:
+            lc = light_cost
+            for _ in range(2):      # again with the light groups' load as placed (shared messages, co-location)
+                copies, group, load = place(lc, slack) if lc > 0 else place(cap, slack)
+                lc = float(load[len(heavy):].sum()) + unseen
+            worst = max(load[:len(heavy)].max(initial=0.0),
+                        load[len(heavy):].max(initial=0.0) + unseen / max(len(load) - len(heavy), 1))
+            if best is None or worst < best[0]:
+                best = (worst, copies, group, load)
+        _, copies, group, load = best
+        first = np.concatenate([[0], np.cumsum(copies)[:-1]]).astype(np.int64)
+        if replicas and model is not None:      # replicas are counted as routed (route)
+            return TermGroups(group, first, copies, load, cap, msg_cost, model.B_REPLICA)
         unit = msg_cost + (1.0 if model is None else model.scale * model.B_REPLICA)
         return TermGroups(group, first, copies, load, cap, unit)
 
@@ -1195,6 +1291,7 @@ class KeywordPolicy(Policy):
     # there, where the index's bound covers the whole score (rankcast.indexing.igpt). Each
     # term's postings then live in one partition (or one copy), not in every replica.
     index_placed = True
+    cost_model = PlacedCost
 
     def _routing_terms(self, subs, plen):
         if plen is None:
@@ -1232,7 +1329,7 @@ class KeywordPolicy(Policy):
         walks = (np.bincount(subs.term_ids, minlength=v_fit)[:v_fit].astype(np.float64)
                  * np.bincount(msgs.term_ids, minlength=v_fit)[:v_fit])
         scale = float(total) / len(subs) if total and len(subs) else 1.0
-        return PlacedCost(pairs, walks, len(msgs), scale)
+        return self.cost_model(pairs, walks, len(msgs), scale)
 
     def route_subscriptions(self, subs, plen=None):
         off, terms = self._routing_terms(subs, plen)
@@ -1280,6 +1377,7 @@ class PrefixPolicy(KeywordPolicy):
 
     name = "prefix"
     prefix = True
+    cost_model = GroupCost
     # A replica indexes every term of its subscription that the map places in its partition,
     # inside the routed prefix or beyond it (``placement``): that set does not depend on the
     # prefix, so a replica kept when the prefix grows indexes its new prefix terms already.
@@ -1311,7 +1409,8 @@ class PrefixPolicy(KeywordPolicy):
                 if self.options.get("group_cost", "placed") == "placed" else None)
         return TermGroups.build(self.n_partitions, subs.offsets, subs.term_ids, sp_off, sp_terms,
                                 msgs.offsets, msgs.term_ids, v,
-                                float(self.options.get("msg_cost", MSG_COST)), cost)
+                                float(self.options.get("msg_cost", MSG_COST)), cost,
+                                bool(self.options.get("group_replicas", True)))
 
     def route_subscriptions(self, subs, plen=None):
         if plen is None:
