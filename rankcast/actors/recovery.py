@@ -39,7 +39,8 @@ import struct
 import threading
 import time
 
-__all__ = ["StateStore", "Recoverable", "Writer", "ForkWriter", "write_snapshot", "write_snapshots", "fork_snapshots", "dumps", "PeerLost", "is_role_death", "shared_config", "LOG_HEADER"]
+__all__ = ["StateStore", "Recoverable", "Writer", "ForkWriter", "write_snapshot", "write_snapshots",
+           "fork_snapshots", "dumps", "PeerLost", "is_role_death", "shared_config", "LOG_HEADER", "STATE_FORMAT"]
 
 LOG_HEADER = struct.Struct("<Q")      # byte length of the pickled record that follows
 RAW_MAGIC = b"RCR1"      # the first bytes of a file of a pickle and its buffers (write_raw)
