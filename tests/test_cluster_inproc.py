@@ -55,6 +55,22 @@ def test_cluster_equals_engine_and_brute_force(policy, time_window, topo):
         assert st["communication_cost"] in (0.0, float(topo[0]))
 
 
+def _shadow_asks(monkeypatch, compare):
+    """Every question a partition asks its window shards is asked of each shard once more,
+    for all of K and with no floor: ``compare(K, asked, answers, whole)`` sees both answers."""
+    from rankcast.actors import partition
+
+    ask = partition.SubscriptionPartition._ask_shards
+
+    def shadowed(self, step, req, K, after, upto, floor=True):
+        refs, asked = ask(self, step, req, K, after, upto, floor)
+        whole = [s.search.remote(step, req, K, after, upto) for s in self.shards]
+        compare(K, asked, self.rt.get(refs), self.rt.get(whole))
+        return refs, asked
+
+    monkeypatch.setattr(partition.SubscriptionPartition, "_ask_shards", shadowed)
+
+
 @pytest.mark.parametrize("policy", ["hash", "prefix", "keyword-first"])
 @pytest.mark.parametrize("time_window", [False, True], ids=["count", "time"])
 def test_shard_floor_keeps_results_exact(policy, time_window, monkeypatch):
@@ -65,21 +81,17 @@ def test_shard_floor_keeps_results_exact(policy, time_window, monkeypatch):
     from rankcast.actors.aggregator import merge_candidates
 
     monkeypatch.setattr(partition, "FLOOR_FROM", 1)
-    ask = partition.SubscriptionPartition._ask_shards
     seen = {"rows": 0, "floored": 0, "differ": 0}
 
-    def checked(self, step, req, K, after, upto, floor=True):
-        refs, asked = ask(self, step, req, K, after, upto, floor)
-        plain = [s.search.remote(step, req, K, after, upto) for s in self.shards]
-        a, b = merge_candidates(self.rt.get(refs), K, asked), merge_candidates(self.rt.get(plain), K)
+    def compare(K, asked, answers, whole):
+        a, b = merge_candidates(answers, K, asked), merge_candidates(whole, K)
         seen["rows"] += len(K)
-        seen["floored"] += int(np.isfinite(self.rt.get(plain[0]).kth_scores(K)).sum())
+        seen["floored"] += int(np.isfinite(whole[0].kth_scores(K)).sum())
         if not (np.array_equal(a.offsets, b.offsets) and np.array_equal(a.seq, b.seq)
                 and np.array_equal(a.score, b.score)):
             seen["differ"] += 1
-        return refs, asked
 
-    monkeypatch.setattr(partition.SubscriptionPartition, "_ask_shards", checked)
+    _shadow_asks(monkeypatch, compare)
     seed = 7100 + 10 * ["hash", "prefix", "keyword-first"].index(policy) + time_window
     cfg = _cfg(time_window)
     calls = random_calls(seed, 35, time_window=time_window)
@@ -102,14 +114,11 @@ def test_shards_asked_for_a_share_of_k_keep_results_exact(policy, via_agg, share
     from rankcast.actors import aggregator, partition
 
     monkeypatch.setattr(aggregator, "SHARD_SHARE", share)
-    ask = partition.SubscriptionPartition._ask_shards
     seen = {"cut": 0, "short": 0, "differ": 0}
 
-    def checked(self, step, req, K, after, upto, floor=True):
+    def compare(K, asked, answers, whole):
         # each merged answer is a prefix of the merge of the shards' whole answers (K each)
-        refs, asked = ask(self, step, req, K, after, upto, floor)
-        plain = [s.search.remote(step, req, K, after, upto) for s in self.shards]
-        a, b = merge(self.rt.get(refs), K, asked), merge(self.rt.get(plain), K)
+        a, b = merge(answers, K, asked), merge(whole, K)
         seen["cut"] += int((asked < K).sum())
         for i in range(len(K)):
             ra = list(zip(a.score[a.offsets[i]:a.offsets[i + 1]], a.seq[a.offsets[i]:a.offsets[i + 1]]))
@@ -117,7 +126,6 @@ def test_shards_asked_for_a_share_of_k_keep_results_exact(policy, via_agg, share
             seen["short"] += len(ra) < len(rb)
             if ra != rb[: len(ra)] or (a.complete[i] and (ra != rb or not b.complete[i])):
                 seen["differ"] += 1
-        return refs, asked
 
     merge = aggregator.merge_candidates
 
@@ -126,7 +134,7 @@ def test_shards_asked_for_a_share_of_k_keep_results_exact(policy, via_agg, share
         return merge(parts, K, asked)
 
     seen["merged_cut"] = 0
-    monkeypatch.setattr(partition.SubscriptionPartition, "_ask_shards", checked)
+    _shadow_asks(monkeypatch, compare)
     monkeypatch.setattr(aggregator, "merge_candidates", merged)
     monkeypatch.setattr(partition, "merge_candidates", merged)
     seed = 7300 + 10 * ["hash", "prefix"].index(policy) + via_agg + 2 * int(share)
