@@ -8,7 +8,7 @@ from hypothesis import HealthCheck, given, settings, strategies as st
 
 import rankcast as rc
 from rankcast.baselines.brute import BruteForceCore
-from rankcast.indexing.window import MAX_LEVEL, NI_LEVEL
+from rankcast.indexing.window import MAX_LEVEL, NI_LEVEL, NI_LIVE, MessageWindow
 from rankcast.testing import assert_engine_exact
 
 WORDS = [f"w{i}" for i in range(24)]
@@ -144,13 +144,21 @@ def test_time_window_random(seed):
 
 @pytest.mark.parametrize("seed", range(3))
 @pytest.mark.parametrize("clustered", [False, True])
-def test_deep_message_index(seed, clustered):
+def test_deep_message_index(seed, clustered, monkeypatch):
     """Terms split from 3 live postings and nodes from 2: every level of the message index
     (root, cells, sub-cells, deepest cells) holds postings and expires them, and the
     best-first search must still find exactly the top-k."""
-    eng = _run(300 + seed, window=80, window_seconds=None, clustered=clustered, steps=70, index=(3, 2))
-    levels = eng.window.nd_i[: eng.window.n_nd, NI_LEVEL]
-    assert levels.max() == MAX_LEVEL, levels.max()
+    deepest = [0]
+    append = MessageWindow.append
+
+    def recorded(self, *args, **kw):      # the deepest node open after each append (rows are reused)
+        append(self, *args, **kw)
+        levels = self.nd_i[: self.n_nd, NI_LEVEL][self.nd_i[: self.n_nd, NI_LIVE] > 0]
+        deepest[0] = max(deepest[0], int(levels.max(initial=0)))
+
+    monkeypatch.setattr(MessageWindow, "append", recorded)
+    _run(300 + seed, window=80, window_seconds=None, clustered=clustered, steps=70, index=(3, 2))
+    assert deepest[0] == MAX_LEVEL, deepest[0]
 
 
 def test_deep_message_index_time_window():

@@ -403,8 +403,9 @@ def shared_config(cfg) -> dict:
 # The layout of the roles' snapshots and the coordinator's checkpoint. Bump it when a role's
 # ``_STATE`` (or what one of its attributes holds) changes, so that a restart refuses state
 # written by another version instead of failing part way through a restore. A MANIFEST
-# without it was written before it existed (format 0).
-STATE_FORMAT = 1
+# without it was written before it existed (format 0). 2: the message index's node rows
+# (MessageWindow: closed nodes, sibling links both ways).
+STATE_FORMAT = 2
 
 
 class Recoverable:

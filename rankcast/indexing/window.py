@@ -275,11 +275,14 @@ def _node_key(t, level, x, y, w, bounds):
     return t * PER_TERM + off + (cy * g + cx) * BANDS + band
 
 
-# Node rows: float [box x0, y0, x1, y1, largest weight] over the subtree, ever (they never
-# shrink, so they stay bounds); int [own chunk head, tail, first child, next sibling, parent,
-# level, live postings of the subtree].
+# Node rows: float [box x0, y0, x1, y1, largest weight] over the subtree since the node was
+# opened (they never shrink, so they stay bounds); int [own chunk head, tail, first child,
+# next sibling, parent, level, live postings of the subtree, previous sibling, key in
+# ``nd_of`` (-1: a term's root)]. A node whose subtree's last posting expires is closed
+# (unlinked, its row reused), so the nodes are those of the postings held.
 NF_MAXW = 4
-NI_HEAD, NI_TAIL, NI_CHILD, NI_NEXT, NI_PARENT, NI_LEVEL, NI_LIVE = range(7)
+NI_HEAD, NI_TAIL, NI_CHILD, NI_NEXT, NI_PARENT, NI_LEVEL, NI_LIVE, NI_PREV, NI_KEY = range(9)
+NI_WIDTH = 9
 # Chunk rows (one row of each array per chunk, so a visit touches two places, not ten):
 # float [box x0, y0, x1, y1, largest weight, x[CHUNK], y[CHUNK], w[CHUNK]];
 # int [count, first live, next chunk, seq[CHUNK], ring position[CHUNK], signature[CHUNK],
@@ -347,20 +350,31 @@ def _new_node(nd_f, nd_i, nd, parent, level):
     nd_i[nd, NI_PARENT] = parent
     nd_i[nd, NI_LEVEL] = level
     nd_i[nd, NI_LIVE] = 0
+    nd_i[nd, NI_PREV] = -1
+    nd_i[nd, NI_KEY] = -1
+
+
+@numba.njit(cache=True, inline="always")
+def _open_node(nd_free, n_nd_free, n_nd):
+    """A row for a new node: a closed one's, else the next; returns (row, n_nd_free, n_nd)."""
+    if n_nd_free > 0:
+        n_nd_free -= 1
+        return nd_free[n_nd_free], n_nd_free, n_nd
+    return n_nd, n_nd_free, n_nd + 1
 
 
 @numba.njit(cache=True, nogil=True)
 def _append(seqs, ids, xs, ys, ts, offsets, term_ids, weights, bounds, fine_from, split_at,
             r_seq, r_id, r_x, r_y, r_t, r_toff, r_tlen, mask, count,
             tr_term, tr_w, tr_bk, tmask, tcount, ch_f, ch_i, free_chunks, n_free,
-            nd_of, nd_f, nd_i, n_nd, term_root, term_maxw, term_live):
+            nd_of, nd_f, nd_i, n_nd, nd_free, n_nd_free, term_root, term_maxw, term_live):
     """Append messages to the ring and their postings to the index.
 
     A posting walks down from its term's root, growing every node's bounds and live count
     on the way, and stops at the first node that is not split: the root while the term has
     fewer than ``fine_from`` live postings, a deeper node while it holds ``split_at`` or
-    fewer (or at ``MAX_LEVEL``). Returns (count, tcount, n_free, n_nd). Capacity is ensured
-    by the caller."""
+    fewer (or at ``MAX_LEVEL``). Returns (count, tcount, n_free, n_nd, n_nd_free). Capacity
+    is ensured by the caller."""
     for i in range(seqs.shape[0]):
         slot = count & mask
         x = xs[i]
@@ -384,8 +398,7 @@ def _append(seqs, ids, xs, ys, ts, offsets, term_ids, weights, bounds, fine_from
             w = weights[j]
             nd = term_root[t]
             if nd < 0:
-                nd = n_nd
-                n_nd += 1
+                nd, n_nd_free, n_nd = _open_node(nd_free, n_nd_free, n_nd)
                 _new_node(nd_f, nd_i, nd, -1, 0)
                 term_root[t] = nd
             level = 0
@@ -402,11 +415,14 @@ def _append(seqs, ids, xs, ys, ts, offsets, term_ids, weights, bounds, fine_from
                 if key in nd_of:
                     child = nd_of[key]
                 else:
-                    child = n_nd
-                    n_nd += 1
+                    child, n_nd_free, n_nd = _open_node(nd_free, n_nd_free, n_nd)
                     nd_of[key] = child
                     _new_node(nd_f, nd_i, child, nd, level + 1)
-                    nd_i[child, NI_NEXT] = nd_i[nd, NI_CHILD]
+                    nd_i[child, NI_KEY] = key
+                    first = nd_i[nd, NI_CHILD]
+                    nd_i[child, NI_NEXT] = first
+                    if first >= 0:
+                        nd_i[first, NI_PREV] = child
                     nd_i[nd, NI_CHILD] = child
                 nd = child
                 level += 1
@@ -441,14 +457,15 @@ def _append(seqs, ids, xs, ys, ts, offsets, term_ids, weights, bounds, fine_from
             tr_bk[tcount & tmask] = nd
             tcount += 1
         count += 1
-    return count, tcount, n_free, n_nd
+    return count, tcount, n_free, n_nd, n_nd_free
 
 
 @numba.njit(cache=True, nogil=True)
 def _expire(upto, head, count, r_seq, r_toff, r_tlen, mask, tr_term, tr_bk, tmask,
-            ch_i, free_chunks, n_free, nd_i, term_live):
-    """Drop messages with seq <= upto from the front; returns (head, n_free). A message's
-    postings are the first live ones of their nodes, which are in arrival order."""
+            ch_i, free_chunks, n_free, nd_i, nd_of, nd_free, n_nd_free, term_root, term_live):
+    """Drop messages with seq <= upto from the front; returns (head, n_free, n_nd_free). A
+    message's postings are the first live ones of their nodes, which are in arrival order. A
+    node left with no live posting below it is closed (its chunks are free by then)."""
     while head < count and r_seq[head & mask] <= upto:
         slot = head & mask
         a = r_toff[slot]
@@ -466,9 +483,25 @@ def _expire(upto, head, count, r_seq, r_toff, r_tlen, mask, tr_term, tr_bk, tmas
                 n_free += 1
             while nd >= 0:
                 nd_i[nd, NI_LIVE] -= 1
-                nd = nd_i[nd, NI_PARENT]
+                up = nd_i[nd, NI_PARENT]
+                if nd_i[nd, NI_LIVE] == 0:
+                    if up < 0:
+                        term_root[tr_term[(a + j) & tmask]] = -1
+                    else:
+                        prv = nd_i[nd, NI_PREV]
+                        nxt = nd_i[nd, NI_NEXT]
+                        if prv >= 0:
+                            nd_i[prv, NI_NEXT] = nxt
+                        else:
+                            nd_i[up, NI_CHILD] = nxt
+                        if nxt >= 0:
+                            nd_i[nxt, NI_PREV] = prv
+                        del nd_of[nd_i[nd, NI_KEY]]
+                    nd_free[n_nd_free] = nd
+                    n_nd_free += 1
+                nd = up
         head += 1
-    return head, n_free
+    return head, n_free, n_nd_free
 
 
 @numba.njit(cache=True, inline="always")
@@ -1017,8 +1050,10 @@ class MessageWindow:
         self.term_live = np.zeros(1024, np.int64)       # live postings of each term
         self.nd_of = Dict.empty(key_type=types.int64, value_type=types.int64)
         self.nd_f = np.zeros((1024, 5))
-        self.nd_i = np.zeros((1024, 7), np.int64)
-        self.n_nd = 0
+        self.nd_i = np.zeros((1024, NI_WIDTH), np.int64)
+        self.n_nd = 0                                   # node rows ever used
+        self.nd_free = np.zeros(1024, np.int64)         # rows of closed nodes, to reuse
+        self.n_nd_free = 0
         # id -> seq of the messages held, for :meth:`has_ids` (an engine's validation); a
         # window shard is not asked (``track_ids=False``): a dict entry per message less
         self.id_seq: dict[int, int] | None = {} if track_ids else None
@@ -1063,7 +1098,7 @@ class MessageWindow:
     def reserve(self, n_msgs: int) -> None:
         """Room for ``n_msgs`` held messages, sized from what is held now: as many terms,
         index chunks and index nodes per message, plus a quarter (nodes: at least twice
-        those opened so far; a node stays once opened). A window shard calls it once, with
+        those open). A window shard calls it once, with
         its share of the window plus the steps in flight: otherwise its rings and chunk pool
         double inside the stream the first time the steps in flight push it past its initial
         size (a copy of hundreds of milliseconds in the middle of a step). No-op while empty."""
@@ -1077,7 +1112,7 @@ class MessageWindow:
         chunks = int((len(self.ch_i) - self.n_free) * scale) + 1
         if chunks > len(self.ch_i):
             self._add_chunks(chunks - len(self.ch_i))
-        nodes = int(max(2.0, scale) * self.n_nd)
+        nodes = int(max(2.0, scale) * (self.n_nd - self.n_nd_free))
         if nodes > len(self.nd_i):
             self._resize_nodes(nodes)
 
@@ -1108,7 +1143,8 @@ class MessageWindow:
 
     def _resize_nodes(self, n: int) -> None:
         self.nd_f = np.concatenate([self.nd_f, np.zeros((n - len(self.nd_f), 5))])
-        self.nd_i = np.concatenate([self.nd_i, np.zeros((n - len(self.nd_i), 7), np.int64)])
+        self.nd_i = np.concatenate([self.nd_i, np.zeros((n - len(self.nd_i), NI_WIDTH), np.int64)])
+        self.nd_free = np.concatenate([self.nd_free, np.zeros(n - len(self.nd_free), np.int64)])
 
     # ------------------------------------------------------------------ updates
     def append(self, msgs: MessageBatch, seqs: np.ndarray, expire_upto: np.ndarray | None = None) -> None:
@@ -1122,13 +1158,14 @@ class MessageWindow:
             return
         n_terms = len(msgs.term_ids)
         self._ensure(len(msgs), n_terms, int(msgs.term_ids.max()) if n_terms else 0)
-        self.count, self.tcount, self.n_free, self.n_nd = _append(
+        self.count, self.tcount, self.n_free, self.n_nd, self.n_nd_free = _append(
             seqs, msgs.ids, msgs.x, msgs.y, msgs.t, msgs.offsets, msgs.term_ids, msgs.weights, self.bounds,
             self.fine_from, self.split_at,
             self.r_seq, self.r_id, self.r_x, self.r_y, self.r_t, self.r_toff, self.r_tlen,
             self.mask, self.count, self.tr_term, self.tr_w, self.tr_bk, self.tmask, self.tcount,
             self.ch_f, self.ch_i, self.free_chunks, self.n_free,
-            self.nd_of, self.nd_f, self.nd_i, self.n_nd, self.term_root, self.term_maxw, self.term_live)
+            self.nd_of, self.nd_f, self.nd_i, self.n_nd, self.nd_free, self.n_nd_free, self.term_root,
+            self.term_maxw, self.term_live)
         if self.id_seq is not None:
             self.id_seq.update(zip(msgs.ids.tolist(), seqs.tolist()))
         self.last_seq = int(seqs[-1])
@@ -1140,10 +1177,10 @@ class MessageWindow:
     def expire(self, upto_seq: int) -> None:
         """Drop every message with seq <= upto_seq."""
         old_head = self.head
-        self.head, self.n_free = _expire(
+        self.head, self.n_free, self.n_nd_free = _expire(
             upto_seq, self.head, self.count, self.r_seq, self.r_toff, self.r_tlen, self.mask,
             self.tr_term, self.tr_bk, self.tmask, self.ch_i, self.free_chunks, self.n_free,
-            self.nd_i, self.term_live)
+            self.nd_i, self.nd_of, self.nd_free, self.n_nd_free, self.term_root, self.term_live)
         if self.head > old_head:
             if self.id_seq is not None:
                 pop = self.id_seq.pop
