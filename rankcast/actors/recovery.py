@@ -253,23 +253,20 @@ class StateStore:
         data = pickle.dumps(obj, protocol=5, buffer_callback=bufs.append)
         raws = [b.raw() for b in bufs]
         sizes = struct.pack(f"<{len(raws)}Q", *(r.nbytes for r in raws))
-        parent = self.path(rel).rsplit("/", 1)[0]
-        self.fs.create_dir(parent, recursive=True)
-        tmp = self.path(rel + ".tmp")
-        with self.fs.open_output_stream(tmp) as f:
-            f.write(RAW_MAGIC + RAW_HEADER.pack(len(data), len(raws)) + sizes)
-            f.write(data)
-            for r in raws:
-                f.write(r)
-        self.fs.move(tmp, self.path(rel))
+        self._write_atomic(rel, [RAW_MAGIC + RAW_HEADER.pack(len(data), len(raws)) + sizes, data, *raws])
 
     def write_bytes(self, rel: str, data) -> None:
         """``data`` (from :func:`dumps`) to ``rel``, atomically and lz4 compressed."""
+        self._write_atomic(rel, [data], compression="lz4")
+
+    def _write_atomic(self, rel: str, parts, compression: str | None = None) -> None:
+        """``parts`` one after the other to a temporary file, then moved to ``rel``."""
         parent = self.path(rel).rsplit("/", 1)[0]
         self.fs.create_dir(parent, recursive=True)
         tmp = self.path(rel + ".tmp")
-        with self.fs.open_output_stream(tmp, compression="lz4") as f:
-            f.write(data)
+        with self.fs.open_output_stream(tmp, compression=compression) as f:
+            for part in parts:
+                f.write(part)
         self.fs.move(tmp, self.path(rel))
 
     def read(self, rel: str, shared: dict | None = None):
