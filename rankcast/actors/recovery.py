@@ -271,17 +271,19 @@ class StateStore:
 
     def read(self, rel: str, shared: dict | None = None):
         with self.fs.open_input_stream(self.path(rel)) as f:
-            if f.read(len(RAW_MAGIC)) == RAW_MAGIC:         # an lz4 frame starts otherwise
-                return self._read_raw(rel)
-        with self.fs.open_input_stream(self.path(rel), compression="lz4") as f:
+            data = f.read()                 # one open: the first bytes tell the kind
+        if data[:len(RAW_MAGIC)] == RAW_MAGIC:              # an lz4 frame starts otherwise
+            return self._parse_raw(data)
+        import pyarrow as pa
+        with pa.input_stream(pa.py_buffer(data), compression="lz4") as f:
             u = pickle.Unpickler(io.BytesIO(f.read()))
         u.persistent_load = (shared or {}).__getitem__
         return u.load()
 
-    def _read_raw(self, rel: str):
+    @staticmethod
+    def _parse_raw(raw: bytes):
         """What :meth:`write_raw` wrote; its arrays are writable views of one buffer."""
-        with self.fs.open_input_stream(self.path(rel)) as f:
-            data = memoryview(bytearray(f.read()))
+        data = memoryview(bytearray(raw))
         at = len(RAW_MAGIC) + RAW_HEADER.size
         n_pickle, n_bufs = RAW_HEADER.unpack(data[len(RAW_MAGIC):at])
         sizes = struct.unpack(f"<{n_bufs}Q", data[at:at + 8 * n_bufs])
