@@ -10,7 +10,8 @@ import math
 
 import numpy as np
 
-__all__ = ["brute_scores", "brute_topk", "assert_engine_exact", "brute_match", "assert_matches_exact"]
+__all__ = ["brute_scores", "brute_topk", "assert_engine_exact", "brute_match", "assert_matches_exact",
+           "random_expressions", "random_events"]
 
 
 def brute_scores(sub, window_msgs, window_seqs, max_dist) -> list[tuple[float, int, int]]:
@@ -121,3 +122,62 @@ def assert_matches_exact(matches, expressions, events, scoring: str, k: int, tol
         assert m.event_id == ev.id
         assert [g[0] for g in m.top] == [w[0] for w in want], (ev, m.top, want)
         assert all(abs(g[1] - w[1]) <= tol for g, w in zip(m.top, want)), (ev, m.top, want)
+
+
+# ---------------------------------------------------------------- random ranked-matching input
+# A few numeric and string attributes, values on a small grid (events land exactly on interval
+# ends, intervals nest, repeat and touch), repeated weights and scores (ties).
+NUM_ATTRS = ("age", "price", "size")
+STR_ATTRS = ("color", "city")
+WORDS = ("red", "green", "blue", "paris", "rome", "oslo")
+OPS_NUM = ("<", "<=", "==", "!=", ">=", ">", "in", "not in", "between")
+OPS_STR = ("==", "!=", "in", "not in")
+
+
+def half_grid(rng) -> float:
+    """A numeric value from 0 to 4 in steps of 0.5."""
+    return float(rng.integers(0, 9)) / 2
+
+
+def _random_predicate(rng, attr: str, num, ops_num):
+    import rankcast as rc
+    w = float(rng.choice([0.0, 0.5, 1.0, 1.0, 2.0, 3.0]))
+    if attr in STR_ATTRS:
+        op = str(rng.choice(OPS_STR))
+        if op in ("in", "not in"):
+            return rc.Predicate(attr, op, list(rng.choice(WORDS, int(rng.integers(1, 4)), replace=False)), w)
+        return rc.Predicate(attr, op, str(rng.choice(WORDS)), w)
+    op = str(rng.choice(ops_num))
+    if op == "between":
+        a, b = sorted((num(rng), num(rng)))
+        return rc.Predicate(attr, op, (a, b), w)          # degenerate [v, v] included
+    if op in ("in", "not in"):
+        return rc.Predicate(attr, op, [num(rng) for _ in range(int(rng.integers(1, 4)))], w)
+    return rc.Predicate(attr, op, num(rng), w)
+
+
+def random_expressions(rng, start: int, n: int, num=half_grid, ops_num=OPS_NUM) -> list:
+    """``n`` ``rc.Expression`` objects with ids from ``start``, of 1 to 3 predicates each;
+    ``num(rng)`` draws a numeric value, ``ops_num`` are the numeric operators drawn from."""
+    import rankcast as rc
+    out = []
+    for i in range(n):
+        attrs = rng.choice(NUM_ATTRS + STR_ATTRS, int(rng.integers(1, 4)), replace=False)
+        out.append(rc.Expression(start + i, [_random_predicate(rng, str(a), num, ops_num) for a in attrs],
+                                 score=float(rng.choice([0.0, 0.5, 1.0, 1.0, 2.0]))))
+    return out
+
+
+def random_events(rng, start: int, n: int, num=half_grid) -> list:
+    """``n`` ``rc.Event`` objects with ids from ``start``: 0 to 5 attributes (an unknown one
+    and unseen words too), half of them with weights for some of their attributes."""
+    import rankcast as rc
+    out = []
+    for i in range(n):
+        attrs = rng.choice(NUM_ATTRS + STR_ATTRS + ("other",), int(rng.integers(0, 6)), replace=False)
+        vals = {str(a): (str(rng.choice(WORDS + ("unseen",))) if a in STR_ATTRS else num(rng)) for a in attrs}
+        weights = None
+        if vals and rng.random() < 0.5:
+            weights = {a: float(rng.choice([0.0, 0.5, 1.0, 2.0])) for a in vals if rng.random() < 0.7}
+        out.append(rc.Event(start + i, vals, weights=weights))
+    return out

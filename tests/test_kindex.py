@@ -10,60 +10,23 @@ import pytest
 
 import rankcast as rc
 from rankcast.baselines.kindex import KIndexCore
-from rankcast.testing import assert_matches_exact
+from rankcast.testing import assert_matches_exact, random_events, random_expressions
 
-NUM = ["age", "price", "size"]
-STR = ["color", "city"]
-WORDS = ["red", "green", "blue", "paris", "rome", "oslo"]
-OPS_NUM = ["==", "!=", "in", "not in", "between"]
-OPS_STR = ["==", "!=", "in", "not in"]
 SCORINGS = ["static", "weighted"]
-
-
-def _matcher(scoring, k=5, **opts):
-    core = functools.partial(KIndexCore, **opts) if opts else KIndexCore
-    return rc.Matcher(rc.MatchConfig(scoring=scoring, index="scan", k=k), core=core)
 
 
 def _num(rng):
     return int(rng.integers(0, 7))       # a small grid: ranges nest, repeat and touch
 
 
-def _predicate(rng, attr):
-    w = float(rng.choice([0.0, 0.5, 1.0, 1.0, 2.0, 3.0]))     # repeated weights: ties
-    if attr in STR:
-        op = str(rng.choice(OPS_STR))
-        if op in ("in", "not in"):
-            return rc.Predicate(attr, op, list(rng.choice(WORDS, int(rng.integers(1, 4)), replace=False)), w)
-        return rc.Predicate(attr, op, str(rng.choice(WORDS)), w)
-    op = str(rng.choice(OPS_NUM))
-    if op == "between":
-        a, b = sorted((_num(rng), _num(rng)))
-        return rc.Predicate(attr, op, (a, b), w)          # degenerate [v, v] included
-    if op in ("in", "not in"):
-        return rc.Predicate(attr, op, [_num(rng) for _ in range(int(rng.integers(1, 4)))], w)
-    return rc.Predicate(attr, op, _num(rng), w)
+# k-index enumerates discrete values: no ordering operators
+_expressions = functools.partial(random_expressions, num=_num, ops_num=("==", "!=", "in", "not in", "between"))
+_events = functools.partial(random_events, num=_num)
 
 
-def _expressions(rng, start, n):
-    out = []
-    for i in range(n):
-        attrs = rng.choice(NUM + STR, int(rng.integers(1, 4)), replace=False)
-        out.append(rc.Expression(start + i, [_predicate(rng, str(a)) for a in attrs],
-                                 score=float(rng.choice([0.0, 0.5, 1.0, 1.0, 2.0]))))
-    return out
-
-
-def _events(rng, start, n):
-    out = []
-    for i in range(n):
-        attrs = rng.choice(NUM + STR + ["other"], int(rng.integers(0, 6)), replace=False)   # missing ones too
-        vals = {str(a): (str(rng.choice(WORDS + ["unseen"])) if a in STR else _num(rng)) for a in attrs}
-        weights = None
-        if vals and rng.random() < 0.5:
-            weights = {a: float(rng.choice([0.0, 0.5, 1.0, 2.0])) for a in vals if rng.random() < 0.7}
-        out.append(rc.Event(start + i, vals, weights=weights))
-    return out
+def _matcher(scoring, k=5, **opts):
+    core = functools.partial(KIndexCore, **opts) if opts else KIndexCore
+    return rc.Matcher(rc.MatchConfig(scoring=scoring, index="scan", k=k), core=core)
 
 
 def _run(scoring, seed, steps=25):
