@@ -149,6 +149,32 @@ def test_size_class_bounds_stay_exact_on_near_ties(leaf_capacity, long_class):
     _exact_before_and_after_removing(m, exprs, exprs[::4], w.event_objects(), (1, 5))
 
 
+@pytest.mark.parametrize("weight", [0.7, 0.1])
+def test_float32_summaries_round_up_on_exact_ties(weight):
+    """The view holds summary weights as float32 rounded up (``_write_sum``). With every
+    weight ``weight`` (0.7: float32's nearest lies below it; 0.1: above) every expression of
+    ``s`` predicates that matches scores exactly its class's bound, so ties abound and the
+    smaller id must win: a summary rounded down (or, for 0.7, to nearest) bounds the node
+    below the tie held, prunes it, and the top-k misses the smaller id (both mutations fail
+    here). Range ends and event values come from one grid of decimals (few of them float32s),
+    so events often lie exactly on a range's end."""
+    rng = np.random.default_rng(7)
+    grid = [0.1 + 1.3 * i for i in range(11)]
+    exprs = []
+    ids = rng.permutation(600)
+    for i in range(600):
+        attrs = rng.choice(8, int(rng.integers(2, 6)), replace=False)
+        exprs.append(rc.Expression(int(ids[i]), [rc.Predicate(f"a{a}", "between", (grid[lo], grid[lo + 6]), weight)
+                                                 for a, lo in zip(attrs, rng.integers(0, 5, len(attrs)))]))
+    m = _matcher("weighted", leaf_capacity=2)
+    m.subscribe(exprs)
+    evs = [rc.Event(j, {f"a{a}": grid[int(rng.integers(0, 11))] for a in range(8) if rng.random() < 0.85})
+           for j in range(80)]
+    for k in (1, 5):
+        assert_matches_exact(m.publish(evs, k=k), exprs, evs, "weighted", k)
+    check_structure(m.core)
+
+
 def test_size_classes_prune_what_one_summary_cannot():
     """A match of 4 predicates among expressions whose attributes together cover the event:
     2-predicate decoys (a smaller class: bounded by 2) and 4-predicate ones with an attribute

@@ -90,8 +90,12 @@ bounded and scanned, then their bounds computed; a pushed p-node's c-directory r
 c-directory node's children rows are prefetched, and so are the next rows of the p-node at the
 heap's top while a popped one is searched; a popped p-node's c-directory is searched whole first (the blocks of the
 buckets holding the event's value prefetched as they are found), then those buckets visited.
-The search itself runs without reference counting (``_match_events``). A short summary
-class's attributes are read in one sequential pass (with A = 5 most classes are short). A
+The search itself runs without reference counting (``_match_events``). Summaries are
+32-bit words (``_write_sum``): attributes and class headers as uint32, weights as float32
+rounded up (the smallest float32 at or above the weight: a bound still, and only bounds read
+them; scores come from the float64 weights of the expression rows), half the cache lines of
+float64 pairs (at 1M: the arena 442 MiB instead of 559, top-1 and top-5 0.88x the time side by
+side on one tree). A short summary class's attributes are read in one sequential pass (with A = 5 most classes are short). A
 long one (at least ``long_class`` = 32 attributes besides the path's: the top levels' classes
 hold hundreds) is kept as 32-attribute bit words only (which attributes), and its bound takes
 each attribute's global maximum weight (the one ``G`` uses) instead of the class's own: the
@@ -1260,7 +1264,7 @@ def _sum_floats(IL, R, base, mode, pb, pd):
         n += 4 + 2 * npath
         n += 1 + nw if nother >= long_from else 2 * nother
         i0 = i1
-    return n
+    return (n + 1) // 2                         # 32-bit words (_write_sum), two a float
 
 
 @numba.njit(cache=True)
@@ -1271,23 +1275,37 @@ def _p_sum_floats(IL, p, mode):
     return _sum_floats(IL, IL[I_P], p * NP, mode, CI[r * NC + C_BOX], CI[r * NC + C_DEP])
 
 
+@numba.njit(cache=True, inline="always")
+def _put_up(S, SU, i, w):
+    """``w`` (non-negative) at 32-bit place ``i`` as the smallest float32 at or above it: a
+    float32 rounded to nearest may lie below ``w``, and a summary must bound it."""
+    S[i] = w
+    if S[i] < w:
+        SU[i] += 1                              # the next float32 up (w >= 0, finite)
+
+
 @numba.njit(cache=True)
 def _write_sum(IL, FL, R, base, pb, pd, pos):
-    """The summary of record ``base`` of ``R`` in the view at ``pos`` (returns the end): per
-    size class, largest first, (size, path attributes, body floats, words), then the path's
+    """The summary of record ``base`` of ``R`` in the view at ``pos`` (returns the end) as
+    32-bit words (``AR.view(uint32)`` from ``2 * pos``; half the cache lines of floats): per
+    size class, largest first, (size, path attributes, body words, bit words), then the path's
     (attribute, weight) pairs (``BA[pb:pb + pd]``: every expression below has them), then the
-    others. A short class (fewer others than ``num[U_LONG]``; words 0) lists them as
-    (attribute, weight) pairs by attribute. A long one holds the first 32-attribute word they
-    span, then per word the bit set of its attributes, and no weights: its bound takes the
-    global maximum weight of each attribute (``_vbound``)."""
+    others. A weight is a float32 rounded up (``_put_up``: the bound stays a bound; scores are
+    computed from the float64 weights of the expression rows). A short class (fewer others
+    than ``num[U_LONG]``; bit words 0) lists them as (attribute, weight) pairs by attribute. A
+    long one holds the first 32-attribute word they span, then per word the bit set of its
+    attributes, and no weights: its bound takes the global maximum weight of each attribute
+    (``_vbound``). An odd word count ends with a 0 word."""
     AR = FL[F_AR]
+    S = AR.view(np.float32)
+    SU = AR.view(np.uint32)
     WA = IL[I_WA]
     WM = FL[F_WM]
     BA = IL[I_BA]
     long_from = IL[I_NUM][U_LONG]
     ws, wc = R[base + WS], R[base + WC]
     i0 = ws
-    w = pos
+    w = 2 * pos
     while i0 < ws + wc:
         cls = WA[i0] >> 32
         i1 = i0 + 1
@@ -1298,34 +1316,37 @@ def _write_sum(IL, FL, R, base, pb, pd, pos):
         if nother < long_from:
             nw = 0
         h = w
-        AR[h] = size
-        AR[h + 1] = npath
-        AR[h + 3] = nw
+        SU[h] = size
+        SU[h + 1] = npath
+        SU[h + 3] = nw
         w += 4
         for j in range(pb, pb + pd):
             x = find_sorted(WA, i0, i1, _wkey(size, BA[j]))
             if x >= 0:
-                AR[w] = BA[j]
-                AR[w + 1] = WM[x]
+                SU[w] = BA[j]
+                _put_up(S, SU, w + 1, WM[x])
                 w += 2
         if nw > 0:
-            AR[w] = wlo
-            AR[w + 1: w + 1 + nw] = 0.0
+            SU[w] = wlo
+            SU[w + 1: w + 1 + nw] = 0
             for x in range(i0, i1):
                 a = WA[x] & 0xFFFFFFFF
                 if not _on_path(BA, pb, pd, a):
-                    AR[w + 1 + (a >> 5) - wlo] += float(1 << (a & 31))   # distinct bits: the sum is the or
+                    SU[w + 1 + (a >> 5) - wlo] |= np.uint32(1 << (a & 31))
             w += 1 + nw
         else:
             for x in range(i0, i1):
                 a = WA[x] & 0xFFFFFFFF
                 if not _on_path(BA, pb, pd, a):
-                    AR[w] = a
-                    AR[w + 1] = WM[x]
+                    SU[w] = a
+                    _put_up(S, SU, w + 1, WM[x])
                     w += 2
-        AR[h + 2] = w - h - 4
+        SU[h + 2] = w - h - 4
         i0 = i1
-    return w
+    if w & 1:
+        SU[w] = 0
+        w += 1
+    return w // 2
 
 
 @numba.njit(cache=True)
@@ -1554,8 +1575,9 @@ def _refresh_view(IL, FL, q, mode, NEXT, p_start, p_end, p_attr, p_op, p_a, p_b,
 
 
 @numba.njit(cache=True, inline="always")
-def _vbound(mode, AR, at, slen, nmx, ev_attr, e0, e1, has, ew, EO, EP, tb, G, cut):
-    """The bound of a node's summary (``slen`` floats at ``AR[at:]``, module docstring
+def _vbound(mode, S, SU, at, slen, nmx, ev_attr, e0, e1, has, ew, EO, EP, tb, G, cut):
+    """The bound of a node's summary (``slen`` floats at ``AR[at:]``, read as 32-bit words:
+    ``S``/``SU``, the arena as float32/uint32, ``_write_sum``; module docstring
     "Bounds"): the largest over its size classes of (the path's products, then the largest
     products of the other attributes the event has, up to the class's size); 0 when no class
     can match. ``G[s]``: the sum of the event's ``s`` largest products with the global
@@ -1567,14 +1589,14 @@ def _vbound(mode, AR, at, slen, nmx, ev_attr, e0, e1, has, ew, EO, EP, tb, G, cu
         return nmx
     m = e1 - e0
     best = 0.0
-    j = at
-    end = at + slen
+    j = 2 * at
+    end = j + 2 * slen - 1                     # an odd count's last word is padding
     while j < end:
-        size = int(AR[j])
-        npath = int(AR[j + 1])
-        nw = int(AR[j + 3])
+        size = int(SU[j])
+        npath = int(SU[j + 1])
+        nw = int(SU[j + 3])
         body = j + 4
-        j = body + int(AR[j + 2])
+        j = body + int(SU[j + 2])
         if size > m:
             continue                           # more attributes than the event has
         g = G[size]
@@ -1583,11 +1605,11 @@ def _vbound(mode, AR, at, slen, nmx, ev_attr, e0, e1, has, ew, EO, EP, tb, G, cu
         acc = 0.0
         ok = True
         for x in range(body, body + 2 * npath, 2):
-            a = int(AR[x])
+            a = int(SU[x])
             if not has[a]:
                 ok = False
                 break
-            acc += ew[a] * AR[x + 1]
+            acc += ew[a] * S[x + 1]
         if not ok:
             continue
         need = size - npath
@@ -1595,9 +1617,9 @@ def _vbound(mode, AR, at, slen, nmx, ev_attr, e0, e1, has, ew, EO, EP, tb, G, cu
         c = 0
         if nw == 0:
             for x in range(r0, j, 2):          # short: sequential
-                a = int(AR[x])
+                a = int(SU[x])
                 if has[a]:
-                    tb[c] = ew[a] * AR[x + 1]
+                    tb[c] = ew[a] * S[x + 1]
                     c += 1
         else:
             # long: the event's attributes by product with the global maximum weight, largest
@@ -1605,12 +1627,12 @@ def _vbound(mode, AR, at, slen, nmx, ev_attr, e0, e1, has, ew, EO, EP, tb, G, cu
             # That maximum bounds the class's own weight, so the sum still bounds the class
             # (equal where, as with the paper's weights, an attribute weighs the same
             # everywhere), reads a few words instead of scattered weights, and needs no sort
-            wlo = int(AR[r0])
+            wlo = int(SU[r0])
             mw = r0 + 1
             for i in range(m if need > 0 else 0):
                 a = EO[i]
                 wi = (a >> 5) - wlo
-                if wi >= 0 and wi < nw and (int(AR[mw + wi]) >> (a & 31)) & 1:
+                if wi >= 0 and wi < nw and (int(SU[mw + wi]) >> (a & 31)) & 1:
                     acc += EP[i]
                     c += 1
                     if c == need:
@@ -1642,12 +1664,12 @@ def _entry_beaten(mode, nmx, m, G, n, k, tsc):
 
 
 @numba.njit(cache=True, inline="always")
-def _consider(mode, HV, AR, pb, ev_attr, e0, e1, has, ew, EO, EP, tb, G, n, k, tsc, hb, hp, nh, cnt):
+def _consider(mode, HV, AR, S, SU, pb, ev_attr, e0, e1, has, ew, EO, EP, tb, G, n, k, tsc, hb, hp, nh, cnt):
     """Push the p-node whose block is at ``pb`` (on an attribute the event has, its value in
     the p-node's c-directory box) unless its bound cannot beat the k-th score (and prefetch
     its c-directory root's hot row, read when it is popped); returns the heap's size."""
     cut = tsc[0] if n == k else -INF
-    bnd = _vbound(mode, AR, pb + 4, int(AR[pb]), AR[pb + 1], ev_attr, e0, e1, has, ew, EO, EP, tb, G, cut)
+    bnd = _vbound(mode, S, SU, pb + 4, int(AR[pb]), AR[pb + 1], ev_attr, e0, e1, has, ew, EO, EP, tb, G, cut)
     if n == k and tsc[0] > bnd * (1.0 + EPS):
         cnt[M_PRUNED] += 1
         return nh
@@ -1719,12 +1741,12 @@ def _match_many(HV, AR, PV, mode, k, ev_off, ev_attr, ev_val, ev_w, val, has, ew
     order = np.empty(k, np.int64)
     EO = np.empty(max_ev, np.int64)
     EP = np.empty(max_ev)
-    _match_events(HV, AR, AR.view(np.int64), mode, k, ev_off, ev_attr, ev_val, ev_w, val, has, ew, wmax, set_vals,
+    _match_events(HV, AR, AR.view(np.int64), AR.view(np.float32), AR.view(np.uint32), mode, k, ev_off, ev_attr, ev_val, ev_w, val, has, ew, wmax, set_vals,
                   out_id, out_sc, out_n, cnt, tsc, tid, hb, hp, stack, cq, tb, pbs, G, order, EO, EP)
 
 
 @numba.njit(cache=True, _nrt=False)
-def _match_events(HV, AR, ARI, mode, k, ev_off, ev_attr, ev_val, ev_w, val, has, ew, wmax, set_vals, out_id,
+def _match_events(HV, AR, ARI, S, SU, mode, k, ev_off, ev_attr, ev_val, ev_w, val, has, ew, wmax, set_vals, out_id,
                   out_sc, out_n, cnt, tsc, tid, hb, hp, stack, cq, tb, pbs, G, order, EO, EP):
     """The search of ``_match_many`` over its scratch arrays (allocated there). It allocates
     nothing, so it is compiled without reference counting (numba's ``_nrt=False``): with it,
@@ -1793,7 +1815,7 @@ def _match_events(HV, AR, ARI, mode, k, ev_off, ev_attr, ev_val, ev_w, val, has,
                                 prefetch(AR, pbs[npb])
                                 npb += 1
                 if elen > 0:
-                    bnd = _vbound(mode, AR, dir0 + ND * nd, nsum, AR[b + 1], ev_attr, e0, e1, has, ew, EO, EP, tb, G,
+                    bnd = _vbound(mode, S, SU, dir0 + ND * nd, nsum, AR[b + 1], ev_attr, e0, e1, has, ew, EO, EP, tb, G,
                                   tsc[0] if n == k else -INF)
                     if n == k and tsc[0] > bnd * (1.0 + EPS):
                         cnt[M_PRUNED] += 1
@@ -1804,7 +1826,7 @@ def _match_events(HV, AR, ARI, mode, k, ev_off, ev_attr, ev_val, ev_w, val, has,
                     else:
                         nh = _hpush(hb, hp, nh, bnd, -1 - c)
                 for i in range(npb):
-                    nh = _consider(mode, HV, AR, pbs[i], ev_attr, e0, e1, has, ew, EO, EP, tb, G, n, k, tsc, hb, hp, nh,
+                    nh = _consider(mode, HV, AR, S, SU, pbs[i], ev_attr, e0, e1, has, ew, EO, EP, tb, G, n, k, tsc, hb, hp, nh,
                                    cnt)
             # next bucket: from the c-directory searched last, else the best p-node left
             if qi < nq:
@@ -2108,10 +2130,19 @@ def check_structure(core: BETreeCore) -> None:
     HV, AR, PV = FL[F_HV], FL[F_AR], IL[I_PV]
     assert num[U_NDIRTY] == 0, "match view not refreshed"
 
+    def up32(w):
+        """The smallest float32 at or above ``w``, as its bits."""
+        f = np.float32(w)
+        if float(f) < float(w):      # as Python floats: numpy would compare a Python float in float32
+            f = np.nextafter(f, np.float32(np.inf))
+        assert float(f) >= float(w)
+        return int(np.array([f], np.float32).view(np.uint32)[0])
+
     def sum_rows(rec, node, path):
-        """The summary's view (``_write_sum``): per size class, largest first, (size, path
-        attributes, body floats, words), the path's (attribute, weight) pairs, then the others
-        by attribute: as pairs, or (long classes) as the words of their bits, without weights."""
+        """The summary's view as 32-bit words (``_write_sum``): per size class, largest
+        first, (size, path attributes, body words, bit words), the path's (attribute, weight
+        rounded up to a float32) pairs, then the others by attribute: as pairs, or (long
+        classes) as the words of their bits, without weights; padded to an even count."""
         if mode == STATIC:
             return []
         summ = summary(rec, node, None)
@@ -2120,7 +2151,7 @@ def check_structure(core: BETreeCore) -> None:
             cls = {a: w for (z, a), w in summ.items() if z == size}
             on = [a for a in path if a in cls]
             others = [a for a in sorted(cls) if a not in on]
-            body = [x for a in on for x in (a, cls[a])]
+            body = [x for a in on for x in (a, up32(cls[a]))]
             if len(others) >= core.long_class:      # words of 32 attributes' bits
                 wlo = others[0] >> 5
                 words = [0] * ((others[-1] >> 5) - wlo + 1)
@@ -2129,9 +2160,9 @@ def check_structure(core: BETreeCore) -> None:
                 body += [wlo] + words
                 out += [size, len(on), len(body), len(words)] + body
             else:
-                body += [x for a in others for x in (a, cls[a])]
+                body += [x for a in others for x in (a, up32(cls[a]))]
                 out += [size, len(on), len(body), 0] + body
-        return [float(x) for x in out]
+        return out + [0] * (len(out) & 1)
 
     def view_c(c):
         h = HV[c * NV: (c + 1) * NV]
@@ -2159,12 +2190,14 @@ def check_structure(core: BETreeCore) -> None:
                           t.set_off[p + 1] if setop else t.p_b[p], t.p_w[p]]
         d = CI[c, C_DEP]
         sm = sum_rows(CI, c, BA[CI[c, C_BOX]: CI[c, C_BOX] + d].tolist())
-        head = [len(sm), CS[c] if mode == STATIC else CI[c, NMAX], dc, len(exprs)] + dirs + sm
+        head = [len(sm) // 2, CS[c] if mode == STATIC else CI[c, NMAX], dc, len(exprs)] + dirs
         assert h[V_M] == max([float(head[1])] + dirs[4::ND]), f"hot row of c-node {c}: most predicates or bound"
         b = int(h[V_B])
         assert b >= 0, f"view block of c-node {c}: none"
         assert b % VIEW_ALIGN == 0, f"view block of c-node {c}: does not start a cache line"
-        got = AR[b: b + len(head) + len(exprs)].copy()
+        s0 = b + len(head)
+        assert AR[s0: s0 + len(sm) // 2].view(np.uint32).tolist() == sm, f"view block of c-node {c}: summary"
+        got = np.concatenate((AR[b: s0], AR[s0 + len(sm) // 2: s0 + len(sm) // 2 + len(exprs)]))
         for i in id_at:                # an id is stored as its int64 bits
             j = len(head) + i + 1
             assert got[j: j + 1].view(np.int64)[0] == exprs[i + 1], f"view block of c-node {c}: id"
@@ -2174,10 +2207,11 @@ def check_structure(core: BETreeCore) -> None:
     def view_p(p):
         r = PI[p, P_ROOT]
         sm = sum_rows(PI, p, BA[CI[r, C_BOX]: CI[r, C_BOX] + CI[r, C_DEP]].tolist())
-        want = [len(sm), PS[p] if mode == STATIC else PI[p, NMAX], PI[p, P_ROOT], PI[p, P_ATTR]] + sm
+        want = [len(sm) // 2, PS[p] if mode == STATIC else PI[p, NMAX], PI[p, P_ROOT], PI[p, P_ATTR]]
         b = int(PV[p])
         assert b % VIEW_ALIGN == 0, f"view block of p-node {p}: does not start a cache line"
-        assert b >= 0 and AR[b: b + len(want)].tolist() == [float(x) for x in want], f"view block of p-node {p}"
+        assert b >= 0 and AR[b: b + 4].tolist() == [float(x) for x in want], f"view block of p-node {p}"
+        assert AR[b + 4: b + 4 + len(sm) // 2].view(np.uint32).tolist() == sm, f"view block of p-node {p}: summary"
 
     def visit_c(c, path):
         """Check bucket c (and its c-directory children); returns every slot in its c-directory subtree."""
