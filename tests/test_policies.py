@@ -331,7 +331,7 @@ def test_placed_cost_ranges_are_the_least_limit_sweep():
     assert fitted <= KeywordMap.build(8, *args, v).costs(*args, cost).max() + 1e-12
     so, sp = _by_term_prev(subs.offsets, subs.term_ids, v)
     mo, mp = _by_term_prev(msgs.offsets, msgs.term_ids, v)
-    additive = cost.per_term(v)
+    additive = (cost.scale * (cost.A_PAIR * cost.pairs + cost.D_POSTING * cost.walks) / cost.n_msgs)[:v]
     per_sub, per_msg = cost.scale * cost.B_REPLICA, cost.C_MESSAGE / len(msgs)
     for limit in (0.5 * fitted, fitted, 2 * fitted):
         lows, cps = np.zeros(v, np.int64), np.zeros(v, np.int64)
@@ -481,35 +481,3 @@ def test_prefix_groups_count_replicas_of_terms_the_fit_did_not_see(sample):
     km.load[3] = 0.0
     km.assign(np.array([0, 1], np.int64), np.array([160], np.int64))
     assert km.group[160] == 3, "a new term joins the least loaded group"
-
-
-def test_keyword_cost_counts_the_pairs_its_index_verifies():
-    """Keyword's cost (:class:`KeywordCost`) counts, besides the candidates above a replica
-    buffer's depth, the deeper pairs its index verifies (a threshold VERIFY_DEPTH x k deep,
-    so at least as many pairs, per term); a range costs the sum of its terms' counts split
-    among its copies, plus its replicas and its share of the messages."""
-    from rankcast.actors.policies import KeywordCost, _row_min_max_in
-
-    rng = np.random.default_rng(5)
-    subs = _with_hot_term(rng, subs_batch(rng, 300), 60, 0.5)
-    msgs = _with_hot_term(rng, msgs_batch(rng, 400), 60, 0.5)
-    pol = make_policy("keyword", 8, BOUNDS, MAX_DIST, window=200,
-                      options={"subscriptions_estimate": 20_000}).fit(subs, msgs)
-    cost, km = pol.cost, pol.kmap
-    assert isinstance(cost, KeywordCost) and cost.verified is not None
-    assert cost.verified.shape == cost.pairs.shape
-    assert np.all(cost.verified >= cost.pairs) and cost.verified.sum() > cost.pairs.sum()
-    v = km.v_fit
-    per = cost.scale / cost.n_msgs
-    want = per * (cost.A_PAIR * cost.pairs + cost.D_POSTING * cost.walks + cost.V_PAIR * cost.verified)[:v]
-    assert np.allclose(cost.per_term(v), want)
-    got = km.costs(subs.offsets, subs.term_ids, msgs.offsets, msgs.term_ids, cost)
-    for i in range(len(km.copies)):
-        lo, hi, c = int(km.bounds[i]), int(km.bounds[i + 1]), int(km.copies[i])
-        n_s = (_row_min_max_in(subs.offsets, subs.term_ids, lo, hi)[0] >= 0).sum()
-        p = (_row_min_max_in(msgs.offsets, msgs.term_ids, lo, hi)[0] >= 0).sum() / len(msgs)
-        one = (cost.of(cost.pairs[lo:hi].sum() / c, cost.walks[lo:hi].sum() / c, n_s / c, p,
-                       cost.verified[lo:hi].sum() / c))
-        assert np.allclose(got[km.first[i]: km.first[i] + c], one)
-    # the prefix policy keeps its own model
-    assert make_policy("prefix", 8, BOUNDS, MAX_DIST, window=200).cost_model.__name__ == "GroupCost"

@@ -592,7 +592,6 @@ class KeywordMap:
         copies share its subscriptions), or ``cost``'s model (:class:`PlacedCost`)."""
         out = np.zeros(self.n)
         nm = max(len(m_off) - 1, 1)
-        terms = cost.per_term(int(self.v_fit)) if cost is not None else None
         for i in range(len(self.copies)):
             lo, hi = int(self.bounds[i]), int(self.bounds[i + 1])
             sm, _ = _row_min_max_in(s_off, s_terms, lo, hi)
@@ -601,7 +600,7 @@ class KeywordMap:
             n_s, p = float((sm >= 0).sum()), (mm >= 0).sum() / nm
             out[self.first[i]: self.first[i] + c] = (
                 n_s * p / c if cost is None
-                else terms[lo:hi].sum() / c + cost.scale * cost.B_REPLICA * n_s / c + cost.C_MESSAGE * p)
+                else cost.of(cost.pairs[lo:hi].sum() / c, cost.walks[lo:hi].sum() / c, n_s / c, p))
         return out
 
 
@@ -635,55 +634,6 @@ class PlacedCost:
         per_msg = 1.0 / max(self.n_msgs, 1)
         return (self.scale * (per_msg * (self.A_PAIR * pairs + self.D_POSTING * walks) + self.B_REPLICA * n_subs)
                 + self.C_MESSAGE * p)
-
-    def per_term(self, v: int) -> np.ndarray:
-        """The part of the cost that adds up over terms (candidates, postings), float64[v]:
-        a range costs the sum over its terms, split among its copies, plus ``B_REPLICA`` per
-        replica and ``C_MESSAGE`` x its share of the messages."""
-        out = np.zeros(v)
-        n = min(v, len(self.pairs))
-        out[:n] = self.scale / max(self.n_msgs, 1) * (self.A_PAIR * self.pairs[:n] + self.D_POSTING * self.walks[:n])
-        return out
-
-
-@dataclass
-class KeywordCost(PlacedCost):
-    """The keyword policy's cost of a partition (replicas indexing their placed terms), in
-    CPU microseconds per stream message, refitted on its own partitions: ``A_PAIR`` per
-    candidate buffered (the sampled pairs above a replica buffer's depth at their first
-    shared term, as :class:`PlacedCost`), ``V_PAIR`` per pair the index cannot prune and
-    verifies (``verified``: the sampled pairs at their first shared term scoring at least
-    the ``VERIFY_DEPTH x k``-th best score of the subscription scaled to the window, a
-    threshold far below the buffer's: what an IGPT group's bound lets through), and
-    ``B_REPLICA`` per replica held. A non-negative least-squares fit of the 64 keyword
-    partitions' CPU time over the stream (GeoNames, 100k subscriptions, in process: `rankcast
-    bench cluster --scale 64 --scale-policies keyword`, a 5,000-row fitting sample) on the
-    sample's counts: correlation 0.76 with the measured partitions, against 0.28 for
-    :class:`PlacedCost`'s factors, whose postings (subscriptions x messages of a term)
-    follow the pairs verified with 0.55 where these deep pairs follow them with 0.66-0.77.
-    The fit gives the messages received no weight of their own once the verified pairs are
-    counted (a range's message share only matters through the pairs its messages make);
-    ``C_MESSAGE`` keeps a small share so that copies of a range are not free."""
-
-    verified: np.ndarray | None = None    # float64[v_fit]: deep pairs of each term, in the sample
-
-    A_PAIR = 0.27
-    D_POSTING = 0.0
-    V_PAIR = 0.0062
-    B_REPLICA = 0.00055
-    C_MESSAGE = 1.0
-    VERIFY_DEPTH = 256.0
-
-    def of(self, pairs, walks, n_subs, p, verified=0.0):
-        return (super().of(pairs, walks, n_subs, p)
-                + self.scale / max(self.n_msgs, 1) * self.V_PAIR * verified)
-
-    def per_term(self, v: int) -> np.ndarray:
-        out = super().per_term(v)
-        if self.verified is not None:
-            n = min(v, len(self.verified))
-            out[:n] += self.scale / max(self.n_msgs, 1) * self.V_PAIR * self.verified[:n]
-        return out
 
 
 class GroupCost(PlacedCost):
@@ -787,7 +737,11 @@ def _placed_ranges(n: int, s_off, s_terms, m_off, m_terms, v_fit: int, cost: "Pl
     so, sp = _by_term_prev(s_off, s_terms, v_fit)
     mo, mp = _by_term_prev(m_off, m_terms, v_fit)
     nm = max(len(m_off) - 1, 1)
-    additive = cost.per_term(v_fit)
+    per_pair = cost.scale * cost.A_PAIR / max(cost.n_msgs, 1)
+    per_walk = cost.scale * cost.D_POSTING / max(cost.n_msgs, 1)
+    additive = per_pair * cost.pairs[:v_fit] + per_walk * cost.walks[:v_fit]
+    if len(additive) < v_fit:
+        additive = np.concatenate([additive, np.zeros(v_fit - len(additive))])
     per_sub = cost.scale * cost.B_REPLICA
     per_msg = cost.C_MESSAGE / nm
     lo_out = np.zeros(v_fit, np.int64)
@@ -1337,7 +1291,7 @@ class KeywordPolicy(Policy):
     # there, where the index's bound covers the whole score (rankcast.indexing.igpt). Each
     # term's postings then live in one partition (or one copy), not in every replica.
     index_placed = True
-    cost_model = KeywordCost
+    cost_model = PlacedCost
 
     def _routing_terms(self, subs, plen):
         if plen is None:
@@ -1375,10 +1329,7 @@ class KeywordPolicy(Policy):
         walks = (np.bincount(subs.term_ids, minlength=v_fit)[:v_fit].astype(np.float64)
                  * np.bincount(msgs.term_ids, minlength=v_fit)[:v_fit])
         scale = float(total) / len(subs) if total and len(subs) else 1.0
-        cost = self.cost_model(pairs, walks, len(msgs), scale)
-        if isinstance(cost, KeywordCost):       # the pairs its index verifies
-            cost.verified = candidate_pairs(subs, msgs, self.max_dist, self.window, cost.VERIFY_DEPTH, v_fit)
-        return cost
+        return self.cost_model(pairs, walks, len(msgs), scale)
 
     def route_subscriptions(self, subs, plen=None):
         off, terms = self._routing_terms(subs, plen)
