@@ -1,0 +1,82 @@
+"""Per-partition CPU time and counters of one in-process cluster over `bench cluster`'s
+scaling stream (GeoNames, 100k subscriptions, window 20,000, 5,000 messages pipelined,
+the bench's topology and 5,000-row fitting sample), with each range's sampled cost
+features (keyword policy: candidate pairs, postings, replicas, message share per copy):
+
+    PYTHONPATH=$PWD python scripts/partition_counters.py <out.json> [policy] [partitions]
+
+Prints the stages' CPU seconds and the slowest partitions' counters (messages received,
+replicas held, buffer rows inserted, pairs verified); the JSON holds every partition's.
+"""
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+
+import numpy as np
+
+import rankcast as rc
+from rankcast.actors import bench as B
+from rankcast.actors.policies import KeywordPolicy, _row_min_max_in
+from rankcast.bench._common import build_workload
+
+WINDOW, MESSAGES, SUBS, SAMPLE = 20_000, 5_000, 100_000, 5_000
+
+
+def _range_features(cl, work) -> dict:
+    """Each keyword partition's sampled features: pairs / copies, postings / copies,
+    sampled replicas / copies, share of the sampled messages (as the cost model sees them)."""
+    coord = cl._coord.local
+    pol = coord.policy
+    if not isinstance(pol, KeywordPolicy) or not hasattr(pol, "kmap") or pol.cost is None:
+        return {}
+    km, cost = pol.kmap, pol.cost
+    sb, mb = coord._encode_sample((B._take(work.subs, 0, SAMPLE), B._take(work.msgs, 0, SAMPLE)))
+    feats = np.zeros((km.n, 4))
+    for i in range(len(km.copies)):
+        lo, hi, c = int(km.bounds[i]), int(km.bounds[i + 1]), int(km.copies[i])
+        sm = _row_min_max_in(sb.offsets, sb.term_ids, lo, hi)[0]
+        mm = _row_min_max_in(mb.offsets, mb.term_ids, lo, hi)[0]
+        feats[km.first[i]: km.first[i] + c] = [cost.pairs[lo:hi].sum() / c, cost.walks[lo:hi].sum() / c,
+                                               (sm >= 0).sum() / c, (mm >= 0).sum() / max(len(mb), 1)]
+    return {"bounds": km.bounds.tolist(), "copies": km.copies.tolist(), "features": feats.tolist(),
+            "scale": cost.scale, "sample_messages": cost.n_msgs}
+
+
+def main(out: str, policy: str = "keyword", P: int = 64) -> None:
+    work = build_workload("geonames", WINDOW + MESSAGES, SUBS, 0)
+    cfg = rc.EngineConfig(bounds=work.bounds, window=WINDOW, vocabulary=work.vocab)
+    small = build_workload("geonames", 600, 200, 0)      # compile the kernels first
+    wcfg = rc.EngineConfig(bounds=small.bounds, window=300, vocabulary=small.vocab)
+    B._drive(B._inproc_cluster(small, wcfg, policy, 16, 2, 1, 64, 200), small, 300, 300, 100)
+    cl = B._inproc_cluster(work, cfg, policy, P, max(2, P // 4), max(1, P // 16), 1024, SAMPLE,
+                           options={"aggregators": max(1, P // 8)}, monitor_every=0.0,
+                           delivery_interval=B.SCALE_DELIVERY)
+    r = B._drive(cl, work, WINDOW, MESSAGES, 1000, collect=False)
+    st = cl.stats()
+    d = B._delta(st, r["before"])
+    pr = B._projected(d["busy"], MESSAGES)
+    parts = []
+    for a, b in zip(st["roles"]["partition"], r["before"]["roles"]["partition"]):
+        row = {k: a[k] - b.get(k, 0) for k in a
+               if isinstance(a[k], (int, float)) and not isinstance(a[k], bool)}
+        row["subscriptions_held"] = a["subscriptions"]
+        parts.append(row)
+    res = {"stage_seconds": pr["stage_seconds"], "partition_balance": pr["partition_balance"],
+           "busy": d["busy"]["partition"], "replication_ratio": st.get("replication_ratio"),
+           "communication_cost": d["communication_cost"], "partitions": parts,
+           "ranges": _range_features(cl, work)}
+    cl.shutdown()
+    Path(out).write_text(json.dumps(res, default=float))
+    print({k: round(v, 4) for k, v in pr["stage_seconds"].items()}, "balance", round(pr["partition_balance"], 3),
+          "replication", res["replication_ratio"], "tuples/msg", round(d["communication_cost"], 2))
+    busy = np.array(res["busy"])
+    for j in np.argsort(-busy)[:8]:
+        p = parts[j]
+        print(f"partition {j}: {busy[j]:.4f} s, messages {p['messages']}, replicas {p['subscriptions_held']}, "
+              f"inserted {p['core_inserted']}, verified {p['core_verified']}")
+
+
+if __name__ == "__main__":
+    main(sys.argv[1], *(sys.argv[2:3]), *([int(sys.argv[3])] if len(sys.argv) > 3 else []))
