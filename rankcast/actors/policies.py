@@ -819,6 +819,7 @@ def _best_keyword(s_off, s_terms, m_off, m_terms, lo, hi, n) -> tuple[int, int]:
 MSG_COST = 8.0      # cost of one message reaching a partition, in posting entries of the sample
 SLACK = 0.1         # a group may exceed the even share of the cost by this fraction
 PLACE_SLACK = (-0.35, -0.2, -0.1, 0.0, 0.1)
+UNSEEN_COST = 0.3   # a replica (or a new term) the fitting sample did not see, per a sampled one's cost
 
 
 @numba.njit(cache=True)
@@ -1069,7 +1070,7 @@ class TermGroups:
     @staticmethod
     def build(n_parts: int, s_off, s_terms, sp_off, sp_terms, m_off, m_terms, v: int,
               msg_cost: float = MSG_COST, model: "PlacedCost | None" = None,
-              replicas: bool = True) -> "TermGroups":
+              replicas: bool = True, unseen_cost: float = 1.0) -> "TermGroups":
         """Fit on a sample: subscriptions' terms (``s_off``/``s_terms``) and their loose
         prefixes (``sp_off``/``sp_terms``), messages. A term's cost is what it brings to the
         partition holding it: ``msg_cost`` per message of it plus the posting entries those
@@ -1127,8 +1128,9 @@ class TermGroups:
         heavy = heavy[: max(n_parts - min_light, 0)]
         # replicas of terms the sample does not hold: their terms join groups as first seen,
         # spread over the light groups (_first_sight); their share of the prefix terms,
-        # leave-one-out, is that of the sampled prefix terms no other sampled row holds
-        unseen = per_rep * float((np.diff(ta_off)[np.asarray(sp_terms, np.int64)] == 1).sum())
+        # leave-one-out, is that of the sampled prefix terms no other sampled row holds, each
+        # at ``unseen_cost`` times a sampled replica's cost
+        unseen = unseen_cost * per_rep * float((np.diff(ta_off)[np.asarray(sp_terms, np.int64)] == 1).sum())
         light_cost = cost[placed].sum() - cost[heavy].sum() + unseen
         light = placed[cost[placed] <= cap]
         light = np.concatenate([light, placed[cost[placed] > cap][len(heavy):]])
@@ -1165,7 +1167,8 @@ class TermGroups:
         _, copies, group, load = best
         first = np.concatenate([[0], np.cumsum(copies)[:-1]]).astype(np.int64)
         if replicas and model is not None:      # replicas are counted as routed (route)
-            return TermGroups(group, first, copies, load, cap, msg_cost, model.B_REPLICA)
+            return TermGroups(group, first, copies, load, cap, unseen_cost * msg_cost,
+                              unseen_cost * model.B_REPLICA)
         unit = msg_cost + (1.0 if model is None else model.scale * model.B_REPLICA)
         return TermGroups(group, first, copies, load, cap, unit)
 
@@ -1410,7 +1413,8 @@ class PrefixPolicy(KeywordPolicy):
         return TermGroups.build(self.n_partitions, subs.offsets, subs.term_ids, sp_off, sp_terms,
                                 msgs.offsets, msgs.term_ids, v,
                                 float(self.options.get("msg_cost", MSG_COST)), cost,
-                                bool(self.options.get("group_replicas", True)))
+                                bool(self.options.get("group_replicas", True)),
+                                float(self.options.get("unseen_cost", UNSEEN_COST)))
 
     def route_subscriptions(self, subs, plen=None):
         if plen is None:
