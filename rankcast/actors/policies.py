@@ -1094,7 +1094,10 @@ class TermGroups:
         light partitions (estimated leave-one-out: the sampled prefix terms no other sampled
         row holds), and the map then counts each replica routed by a term the fit did not
         see as it comes (:meth:`route`), so that :meth:`assign` gives new terms to the
-        groups holding fewest."""
+        groups holding fewest. Such a replica, and a new term, cost ``unseen_cost`` times a
+        sampled one (:data:`UNSEEN_COST`: their terms are rare, so few candidates reach their
+        buffers; at the full price the light groups that took most of them measured the
+        least busy, and the heavy terms got too few copies)."""
         v = max(int(v), int(s_terms.max(initial=-1)) + 1, int(m_terms.max(initial=-1)) + 1, 1)
         ns, nm = len(s_off) - 1, len(m_off) - 1
         m_rows = np.repeat(np.arange(nm, dtype=np.int64), np.diff(m_off))
