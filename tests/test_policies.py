@@ -481,3 +481,35 @@ def test_prefix_groups_count_replicas_of_terms_the_fit_did_not_see(sample):
     km.load[3] = 0.0
     km.assign(np.array([0, 1], np.int64), np.array([160], np.int64))
     assert km.group[160] == 3, "a new term joins the least loaded group"
+
+
+def test_prefix_groups_price_what_the_fit_did_not_see_below_a_sampled_replica(sample):
+    """A replica routed by a term the fit did not see, and a new term, load their group at
+    ``UNSEEN_COST`` times a sampled one's cost (such terms are rare: few candidates reach
+    their replicas' buffers), and so does the fit's leave-one-out estimate of those replicas,
+    which the heavy terms' copies are weighed against: a dearer price leaves the heavy term
+    fewer copies."""
+    from rankcast.actors.policies import UNSEEN_COST, GroupCost, TermGroups
+    subs, msgs = sample
+
+    def fit(**opt):
+        return make_policy("prefix", 6, BOUNDS, MAX_DIST, window=200,
+                           options={"subscriptions_estimate": 10_000, **opt}).fit(subs, msgs).kmap
+    km, full = fit(), fit(unseen_cost=1.0)
+    assert 0 < UNSEEN_COST < 1
+    assert np.isclose(full.replica, GroupCost.B_REPLICA)
+    assert np.isclose(km.replica, UNSEEN_COST * GroupCost.B_REPLICA)
+    assert np.isclose(km.unit, UNSEEN_COST * full.unit) and full.unit > 0
+    # one heavy term (0), 39 light ones, and 6,000 sampled prefixes of a term no other row holds
+    rng = np.random.default_rng(0)
+    v = 6100
+    terms = np.concatenate([np.arange(400) % 40, 40 + np.arange(6000)]).astype(np.int64)
+    off = np.arange(len(terms) + 1, dtype=np.int64)
+    m_terms = rng.integers(0, 40, 200).astype(np.int64)
+    m_off = np.arange(201, dtype=np.int64)
+    pairs = np.full(v, 10.0)
+    pairs[0], pairs[40:] = 3000.0, 0.0
+    model = GroupCost(pairs=pairs, walks=np.zeros(v), n_msgs=200, scale=20.0)
+    copies = [TermGroups.build(8, off, terms, off, terms, m_off, m_terms, v, model=model, unseen_cost=f).copies[0]
+              for f in (0.0, UNSEEN_COST, 1.0)]
+    assert copies[0] >= copies[1] >= copies[2] and copies[0] > copies[2], copies

@@ -819,6 +819,7 @@ def _best_keyword(s_off, s_terms, m_off, m_terms, lo, hi, n) -> tuple[int, int]:
 MSG_COST = 8.0      # cost of one message reaching a partition, in posting entries of the sample
 SLACK = 0.1         # a group may exceed the even share of the cost by this fraction
 PLACE_SLACK = (-0.35, -0.2, -0.1, 0.0, 0.1)
+UNSEEN_COST = 0.3   # a replica (or a new term) the fitting sample did not see, per a sampled one's cost
 
 
 @numba.njit(cache=True)
@@ -1069,7 +1070,7 @@ class TermGroups:
     @staticmethod
     def build(n_parts: int, s_off, s_terms, sp_off, sp_terms, m_off, m_terms, v: int,
               msg_cost: float = MSG_COST, model: "PlacedCost | None" = None,
-              replicas: bool = True) -> "TermGroups":
+              replicas: bool = True, unseen_cost: float = 1.0) -> "TermGroups":
         """Fit on a sample: subscriptions' terms (``s_off``/``s_terms``) and their loose
         prefixes (``sp_off``/``sp_terms``), messages. A term's cost is what it brings to the
         partition holding it: ``msg_cost`` per message of it plus the posting entries those
@@ -1093,7 +1094,10 @@ class TermGroups:
         light partitions (estimated leave-one-out: the sampled prefix terms no other sampled
         row holds), and the map then counts each replica routed by a term the fit did not
         see as it comes (:meth:`route`), so that :meth:`assign` gives new terms to the
-        groups holding fewest."""
+        groups holding fewest. Such a replica, and a new term, cost ``unseen_cost`` times a
+        sampled one (:data:`UNSEEN_COST`: their terms are rare, so few candidates reach their
+        buffers; at the full price the light groups that took most of them measured the
+        least busy, and the heavy terms got too few copies)."""
         v = max(int(v), int(s_terms.max(initial=-1)) + 1, int(m_terms.max(initial=-1)) + 1, 1)
         ns, nm = len(s_off) - 1, len(m_off) - 1
         m_rows = np.repeat(np.arange(nm, dtype=np.int64), np.diff(m_off))
@@ -1127,8 +1131,9 @@ class TermGroups:
         heavy = heavy[: max(n_parts - min_light, 0)]
         # replicas of terms the sample does not hold: their terms join groups as first seen,
         # spread over the light groups (_first_sight); their share of the prefix terms,
-        # leave-one-out, is that of the sampled prefix terms no other sampled row holds
-        unseen = per_rep * float((np.diff(ta_off)[np.asarray(sp_terms, np.int64)] == 1).sum())
+        # leave-one-out, is that of the sampled prefix terms no other sampled row holds, each
+        # at ``unseen_cost`` times a sampled replica's cost
+        unseen = unseen_cost * per_rep * float((np.diff(ta_off)[np.asarray(sp_terms, np.int64)] == 1).sum())
         light_cost = cost[placed].sum() - cost[heavy].sum() + unseen
         light = placed[cost[placed] <= cap]
         light = np.concatenate([light, placed[cost[placed] > cap][len(heavy):]])
@@ -1165,7 +1170,8 @@ class TermGroups:
         _, copies, group, load = best
         first = np.concatenate([[0], np.cumsum(copies)[:-1]]).astype(np.int64)
         if replicas and model is not None:      # replicas are counted as routed (route)
-            return TermGroups(group, first, copies, load, cap, msg_cost, model.B_REPLICA)
+            return TermGroups(group, first, copies, load, cap, unseen_cost * msg_cost,
+                              unseen_cost * model.B_REPLICA)
         unit = msg_cost + (1.0 if model is None else model.scale * model.B_REPLICA)
         return TermGroups(group, first, copies, load, cap, unit)
 
@@ -1410,7 +1416,8 @@ class PrefixPolicy(KeywordPolicy):
         return TermGroups.build(self.n_partitions, subs.offsets, subs.term_ids, sp_off, sp_terms,
                                 msgs.offsets, msgs.term_ids, v,
                                 float(self.options.get("msg_cost", MSG_COST)), cost,
-                                bool(self.options.get("group_replicas", True)))
+                                bool(self.options.get("group_replicas", True)),
+                                float(self.options.get("unseen_cost", UNSEEN_COST)))
 
     def route_subscriptions(self, subs, plen=None):
         if plen is None:
