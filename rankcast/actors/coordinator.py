@@ -1399,7 +1399,9 @@ class Coordinator(CoordinatorBase):
             # its index drops what each step expires: the window and one step
             held = 0 if self.cfg.window is None else self.cfg.window + ccfg.batch_size
             self.shards, self.aggs, self.dists, self._part_args = [], [], [], ()
-            self.parts = [make("partition", SoloPartition, p, cfg, p, held, name, export, delay, seed)
+            # the only partition: its subscriptions in two halves, a thread each (SoloPartition)
+            halves = P == 1 and bool(opts.get("solo_halves", True))
+            self.parts = [make("partition", SoloPartition, p, cfg, p, held, name, export, delay, seed, halves)
                           for p in range(P)]
         else:
             # a shard's index holds its share of the window plus that of the steps in flight
