@@ -2,16 +2,19 @@
 
 The bench's engine workload (``rankcast bench cluster --ray-clusters 1``: GeoNames, 20k
 subscriptions, a window of 20k messages, calls of 1,000 messages, Arrow updates), in this
-process, no Ray. ``Halves`` holds one message window and two Skype cores, one per half of the
-subscriptions (id parity): a call appends its messages to the window once, then runs both
-halves' step (matching, buffers, re-evaluations against the window, read-only meanwhile,
-their updates) on two threads, and merges the halves' update lists into subscription id order
-(the Engine's, and a partition's). Each round times the same calls on a fresh Engine and on
-a fresh ``Halves``, alternating call by call, checks every call's table equal to the
-engine's, and prints per-call wall-clock medians and the ratio (engine / halves: > 1 is
-faster), with the process's CPU time per message.
+process, no Ray. ``Halves`` holds one message window and a ``HalvesCore`` (two Skype cores,
+one per half of the subscriptions: id parity) and runs the solo partition's step
+(``HalvesCore.step``): the window's append on the second thread, then on each thread a
+half's matching, buffers, re-evaluations against the window (read-only meanwhile) and
+updates, merged into subscription id order (the Engine's, and a partition's). Each round
+times the same calls on a fresh Engine and on a fresh ``Halves``, alternating call by call,
+checks every call's Arrow table equal to the engine's, and prints per-call wall-clock
+medians and the ratio (engine / halves: > 1 is faster), the process's CPU time per message,
+and the CPU critical path (the engine's call against the halves' serial parts plus the
+longer half: what two free cores would give, whatever the machine's load).
+``--threads 1``: both halves on the calling thread (the split's own cost).
 
-    PYTHONPATH=$PWD python scripts/solo_halves.py [--calls 10] [--rounds 3]
+    PYTHONPATH=$PWD python scripts/solo_halves.py [--calls 10] [--rounds 3] [--threads 1]
 """
 from __future__ import annotations
 
@@ -22,145 +25,62 @@ import statistics
 import time
 from concurrent.futures import ThreadPoolExecutor
 
-import numba
 import numpy as np
 
 import rankcast as rc
 from rankcast.actors.bench import _take
 from rankcast.bench._common import build_workload
 from rankcast.engine import columns_table
-from rankcast.indexing.core import SkypeCore
+from rankcast.indexing.halves import HalvesCore
 from rankcast.indexing.window import MessageWindow, WindowClock
 
 
-class _View:
-    """A half's view of the shared window: its own scratch (``_held``), the rest shared."""
-
-    def __init__(self, window):
-        self.__dict__["_w"] = window
-        self.__dict__["_held"] = np.zeros((0, 0), np.int64)
-
-    def __getattr__(self, name):
-        return getattr(self._w, name)
-
-    def __setattr__(self, name, value):
-        if name != "_held":
-            raise AttributeError(name)
-        self.__dict__[name] = value
-
-    def search(self, *a, **kw):
-        return MessageWindow.search(self, *a, **kw)
-
-    def query_order(self, subs):
-        return MessageWindow.query_order(self, subs)
-
-    def _flat_rows(self, subs):
-        return MessageWindow._flat_rows(self, subs)
-
-
-@numba.njit(cache=True, nogil=True)
-def merge_updates(a_ids, a_off, a_mid, a_sc, b_ids, b_off, b_mid, b_sc):
-    """Two id-ordered update lists (ids, offsets, message ids, scores) as one, id-ordered."""
-    n, m = a_ids.shape[0], b_ids.shape[0]
-    rows = a_off[n] - a_off[0] + b_off[m] - b_off[0]
-    ids = np.empty(n + m, np.int64)
-    off = np.empty(n + m + 1, np.int64)
-    mid = np.empty(rows, np.int64)
-    sc = np.empty(rows)
-    i = j = w = r = 0
-    off[0] = 0
-    while i < n or j < m:
-        if j >= m or (i < n and a_ids[i] < b_ids[j]):
-            ids[w] = a_ids[i]
-            for p in range(a_off[i], a_off[i + 1]):
-                mid[r] = a_mid[p]
-                sc[r] = a_sc[p]
-                r += 1
-            i += 1
-        else:
-            ids[w] = b_ids[j]
-            for p in range(b_off[j], b_off[j + 1]):
-                mid[r] = b_mid[p]
-                sc[r] = b_sc[p]
-                r += 1
-            j += 1
-        w += 1
-        off[w] = r
-    return ids, off, mid, sc
-
-
 class Halves:
-    """One window, two Skype cores over the subscription halves (id % 2), two threads."""
+    """The solo partition's step without the actor: one window, a HalvesCore over the
+    subscription halves (id % 2); ``threads`` 1 runs both halves on the calling thread."""
 
     def __init__(self, cfg, threads: int = 2):
         self.cfg = cfg
         self.clock = WindowClock(cfg)
         self.window = MessageWindow(cfg)
-        self.cores = [SkypeCore(cfg), SkypeCore(cfg)]
-        self.views = [_View(self.window), _View(self.window)]
+        self.core = HalvesCore(cfg)
         self.pool = ThreadPoolExecutor(1) if threads == 2 else None
+        self.scratch = [[], []]
         self.last_seq = -1
+        self.exp_end = -1
+        self.cpu = [0.0, 0.0, 0.0]     # this thread's whole call, half 0, half 1 (with the append)
 
     def subscribe(self, batch):
-        for h in range(2):
-            part = batch.take(np.flatnonzero(batch.ids % 2 == h))
-            if len(part):
-                self.cores[h].add(part)
-                self._reevaluate(h)
-                self.cores[h].take_updates()
-
-    def _reevaluate(self, h):
-        core, win = self.cores[h], self.views[h]
+        self.core.add(batch)
         while True:
-            slots, req, K = core.reeval_requests()
+            slots, req, K = self.core.reeval_requests()
             if len(slots) == 0:
-                return
-            t0 = time.perf_counter()
-            cands = win.search(req, K)
-            core.apply_reevals(slots, cands, len(self.window), time.perf_counter() - t0)
+                break
+            self.core.apply_reevals(slots, self.window.search(req, K), len(self.window))
+        self.core.take_updates()
 
     def publish(self, batch, updates="arrow"):
         c_in = time.thread_time()
         n = len(batch)
         seqs = np.arange(self.last_seq + 1, self.last_seq + 1 + n, dtype=np.int64)
         expire_upto = self.clock.advance(seqs, batch.t)
-        before = len(self.window)
-        self.window.append(batch, seqs, expire_upto)
-        for c in self.cores:
-            c.observe_window(len(self.window), n, before + n - len(self.window))
-        self.last_seq = int(seqs[-1])
+        exp_end, pos_end = int(expire_upto[-1]), int(seqs[-1])
+        size, expiries = pos_end - exp_end, max(0, exp_end - self.exp_end)
+        self.last_seq, self.exp_end = pos_end, max(self.exp_end, exp_end)
 
-        self.cpu = [time.thread_time() - c_in, 0.0, 0.0, 0.0]   # before, half 0, half 1, after
+        def observe(core):
+            core.expire(exp_end)
+            core.observe_window(size, n, expiries)
 
-        def half(h):
-            c0 = time.thread_time()
-            try:
-                return _half(h)
-            finally:
-                self.cpu[1 + h] = time.thread_time() - c0
+        def search(h, req, K):
+            return self.window.search(req, K, after_seq=exp_end, upto_seq=pos_end, scratch=self.scratch[h])
 
-        def _half(h):
-            core = self.cores[h]
-            core.process(batch, seqs, expire_upto, last=True)
-            self._reevaluate(h)
-            if updates == "none":
-                core.discard_updates()
-                return None
-            return core.take_updates()
-
-        if self.pool is None:
-            a, b = half(0), half(1)
-        else:
-            fut = self.pool.submit(half, 1)
-            try:
-                a = half(0)
-            finally:
-                b = fut.result()
-        if updates == "none":
-            return None
-        c0 = time.thread_time()
-        out = merge_updates(*a, *b)
-        self.cpu[3] = time.thread_time() - c0
+        take = updates != "none"
+        out, _, _ = self.core.step(batch, seqs, expire_upto, True, self.pool,
+                                   lambda: self.window.append(batch, seqs, expire_upto), search, observe, take)
+        if not take:
+            self.core.discard_updates()
+        self.cpu = [time.thread_time() - c_in, *self.core.half_cpu]
         return out
 
 
@@ -213,8 +133,10 @@ def main():
                         p = hv.publish(part)
                         t1 = time.thread_time()
                         tab_h = _table(p)
-                        # the critical path on two free cores: serial parts + the longer half
-                        cp_h.append(hv.cpu[0] + max(hv.cpu[1], hv.cpu[2]) + hv.cpu[3] + time.thread_time() - t1)
+                        # the critical path on two free cores: this thread's own parts (its call
+                        # less its half, the table) + the longer half
+                        mine, h0, h1 = hv.cpu
+                        cp_h.append(mine - h0 + max(h0, h1) + time.thread_time() - t1)
                         split.append(hv.cpu[1] / max(hv.cpu[1] + hv.cpu[2], 1e-9))
                     dt, dc = time.perf_counter() - t0, time.process_time() - c0
                     (te if who == 0 else th).append(dt)

@@ -183,6 +183,9 @@ def _delta(after: dict, before: dict | None) -> dict:
             "tuples": tuples,
             "communication_cost": tuples / n if n else 0.0,
             "reevaluations": total("partition", "reevaluations"),
+            # the only partition's subscription halves: steps, and those run on two threads
+            "halves_steps": total("partition", "halves_steps"),
+            "halves_threaded_steps": total("partition", "halves_threaded_steps"),
             "busy": {r: busy(r) for r in ("coordinator", "distributor", "partition", "shard", "aggregator")},
             "busy_wall": {r: busy(r, "busy_seconds")
                           for r in ("coordinator", "distributor", "partition", "shard", "aggregator")}}
@@ -479,11 +482,14 @@ def _ray_overhead(work, cfg, window, messages, batch, cluster_batch, address, pr
                 row[mode] = {"throughput": r["throughput"], "engine_throughput": e,
                              "vs_engine": r["throughput"] / e, "seconds": r["seconds"], "updates": r["updates"],
                              "busy": d["busy_wall"], "topk_equal_engine": same_topk(cl),
+                             "halves_steps": d["halves_steps"], "halves_threaded_steps": d["halves_threaded_steps"],
                              "cpu_us_per_message": _cpu_per_message(d["busy"], cpu, r["cpu_seconds"],
                                                                     er["cpu_seconds"], messages)}
                 c = row[mode]["cpu_us_per_message"]
                 progress(f"ray {label}, {mode}: {r['throughput']:.0f} msg/s (engine just before: {e:.0f}); "
-                         f"CPU {c['total']:.0f} us/msg in all against the engine's {c['engine']:.0f}")
+                         f"CPU {c['total']:.0f} us/msg in all against the engine's {c['engine']:.0f}"
+                         + (f"; halves on two threads in {d['halves_threaded_steps']:.0f} of {d['halves_steps']:.0f} steps"
+                            if d["halves_steps"] else ""))
             finally:
                 cl.shutdown()
         row["vs_engine"] = row["per_call"]["vs_engine"]

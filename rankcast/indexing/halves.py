@@ -23,6 +23,7 @@ import numpy as np
 from .._arrays import runs
 from ..columns import SubscriptionBatch
 from ..config import EngineConfig
+from ..errors import UnknownSubscription
 from .core import SkypeCore, _take_rows
 from .window import CandidateLists
 
@@ -96,6 +97,7 @@ class HalvesCore:
         self.cfg = cfg
         self.cores = [SkypeCore(cfg) for _ in range(HALVES)]
         self.subs = _Subs(self.cores)
+        self.half_cpu = [0.0] * HALVES      # each half's thread CPU seconds in the last step
 
     # ------------------------------------------------------------------ subscriptions
     def add(self, b: SubscriptionBatch, indexed: np.ndarray | None = None) -> np.ndarray:
@@ -120,6 +122,8 @@ class HalvesCore:
     def remove(self, ids) -> None:
         ids = np.asarray(ids, np.int64)
         # every id checked before any is removed (SkypeCore.remove raises before it changes anything)
+        if len(np.unique(ids)) != len(ids):
+            raise UnknownSubscription("unsubscribe names a subscription twice")
         for h, core in enumerate(self.cores):
             core.slots_of(ids[ids % HALVES == h])
         for h, core in enumerate(self.cores):
@@ -142,11 +146,18 @@ class HalvesCore:
         expiries and window), its re-evaluations (``search(half, requests, K)``, once the
         append is done) and, with ``take``, its updates. ``pool``: an executor of one thread
         (None: both halves on this thread). Returns (updates or None, re-evaluations done,
-        re-evaluation rows asked)."""
+        re-evaluation rows asked); ``half_cpu``: each half's CPU time (the append's with half 1)."""
         appended = threading.Event()
         counts = [[0, 0] for _ in self.cores]
 
         def half(h: int, with_append: bool):
+            c0 = time.thread_time()
+            try:
+                return _half(h, with_append)
+            finally:
+                self.half_cpu[h] = time.thread_time() - c0
+
+        def _half(h: int, with_append: bool):
             if with_append:
                 try:
                     append()
