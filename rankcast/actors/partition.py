@@ -601,7 +601,7 @@ class SoloPartition(SubscriptionPartition):
             side.overlap((time.process_time() - c0) / max(time.perf_counter() - w0, 1e-9))
         self._taken = (step, updates) if last else None
         self.metrics.inc("halves_steps", 1)
-        self.metrics.inc("halves_threaded_steps", pool is not None)
+        self.metrics.inc("halves_threaded_steps", int(pool is not None))
         self.metrics.inc("reevaluations", done)
         shard.metrics.inc("searches", asked)
 
