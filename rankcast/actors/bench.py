@@ -70,6 +70,7 @@ ALL_POLICIES = ("hash", "location", "keyword", "prefix", "spatial-first", "keywo
 # and "2-shard" are the same clusters with a window shard of their own, the layout before
 # (for comparison, not run by default)
 RAY_CLUSTERS = {"1": ("1 partition", "hash", 1, {}),
+                "1-one-core": ("1 partition, one core", "hash", 1, {"solo_halves": False}),
                 "1-shard": ("1 partition, window shard", "hash", 1, {"solo": False}),
                 "2": ("2 partitions", "hash", 2, {}),
                 "2-shard": ("2 partitions, window shard", "hash", 2, {"solo": False}),

@@ -567,9 +567,15 @@ class SoloPartition(SubscriptionPartition):
             e = np.zeros(0, np.int64)
             merge_updates(e, np.zeros(1, np.int64), e, np.zeros(0), e, np.zeros(1, np.int64), e, np.zeros(0))
 
+    # a verdict of "no free core" keeps a halves' step on one thread for this many steps
+    # before it tries two again (a per-call stream pays a wrong verdict in every step it holds)
+    HALVES_PROBE_EVERY = 4
+
     def _side_thread(self) -> SideThread:
         if self._side is None:
             self._side = SideThread()
+            if self.halves:
+                self._side.PROBE_EVERY = self.HALVES_PROBE_EVERY
         return self._side
 
     def _advance(self, step: int, exp_end: int, payload, last: bool, window_size: int, n_msgs: int,
