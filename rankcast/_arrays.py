@@ -57,7 +57,7 @@ def concat_offsets(offsets: list[np.ndarray]) -> np.ndarray:
     return np.concatenate([np.zeros(1, np.int64)] + [o[1:] + b for o, b in zip(offsets, base)]).astype(np.int64)
 
 
-@numba.njit(cache=True)
+@numba.njit(cache=True, nogil=True)
 def expand_runs(keys, starts, lens, ids, id_col, scores, sc_col):
     """The rows of an update table (rankcast.engine.updates_table): list ``i`` is rows
     ``starts[i] .. starts[i] + lens[i]`` of the 2-d tables ``ids`` (column ``id_col``) and

@@ -676,6 +676,52 @@ def test_partitions_holding_the_window_are_engines_in_actors(policy, partitions,
     cl2.shutdown()
 
 
+@pytest.mark.parametrize("time_window", [False, True], ids=["count", "time"])
+def test_only_partition_runs_its_halves_on_two_threads(time_window, tmp_path, monkeypatch):
+    """The cluster's only partition holds its subscriptions in two hash halves
+    (``HalvesCore``), each step's halves on two threads: equal to the engine and brute force
+    after every call, both halves holding subscriptions and steps run on both threads; then
+    resumed from its durable state (a checkpoint and the log after it: the halves rebuilt
+    from the subscriptions) it goes on equal. ``options["solo_halves"]`` False: one core."""
+    from rankcast.indexing.core import SkypeCore
+    from rankcast.indexing.halves import HalvesCore
+    from rankcast.indexing.igpt import SideThread
+
+    monkeypatch.setattr(SideThread, "MIN_OVERLAP", 0.0)     # two threads, however loaded the machine
+    cfg = _cfg(time_window)
+    calls = random_calls(4242 + time_window, 60, time_window=time_window)
+    ccfg = rc.ClusterConfig(engine=cfg, policy="hash", partitions=1, batch_size=7, max_in_flight=3,
+                            name=f"halves-{time_window}", state_dir=str(tmp_path), checkpoint_every=3600,
+                            options={"runtime": "inproc", "durable": True})
+    cl = rc.Cluster.start(ccfg, fresh=True)
+    part = cl._coord.local.parts[0].local
+    assert part.halves and isinstance(part.core, HalvesCore)
+    eng, brute = rc.Engine(cfg), BruteForceEngine(cfg)
+    targets = {"engine": eng, "cluster": cl, "brute": brute}
+    live: set[int] = set()
+    play(targets, calls[:25], live=live)
+    cl.checkpoint()
+    play(targets, calls[25:40], live=live)                  # only in the log
+    assert all(len(c.subs) > 0 for c in part.core.cores)
+    assert {int(i) % 2 for c in part.core.cores for i in c.subs.ids[c.subs.live_slots()]} == {0, 1}
+    st = cl.stats()["roles"]["partition"][0]
+    assert 0 < st["halves_threaded_steps"] <= st["halves_steps"]
+    assert st["subscriptions"] == len(live) == st["core_subscriptions"]
+    cl._coord.local.store.close_log()                       # the cluster's processes are gone
+    cl2 = rc.Cluster.start(ccfg)
+    part2 = cl2._coord.local.parts[0].local
+    assert isinstance(part2.core, HalvesCore) and len(part2.core.subs) == len(live)
+    assert cl2.stats()["recovery"]["recoveries"][-1]["replayed_calls"] > 0
+    targets["cluster"] = cl2
+    play(targets, calls[40:], live=live)
+    assert cl2.stats()["roles"]["partition"][0]["halves_threaded_steps"] > 0
+    cl2.shutdown()
+    off = rc.Cluster.start(ccfg.replace(name=f"halves-off-{time_window}", state_dir=None,
+                                        options={"runtime": "inproc", "solo_halves": False}))
+    assert type(off._coord.local.parts[0].local.core) is SkypeCore
+    off.shutdown()
+
+
 def test_partitions_hold_the_window_only_where_it_pays():
     """A location cluster that may split, ``options["solo"]`` False, more partitions than
     ``solo_partitions``, or a policy that replicates subscriptions or routes messages keeps

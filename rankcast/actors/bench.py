@@ -70,6 +70,7 @@ ALL_POLICIES = ("hash", "location", "keyword", "prefix", "spatial-first", "keywo
 # and "2-shard" are the same clusters with a window shard of their own, the layout before
 # (for comparison, not run by default)
 RAY_CLUSTERS = {"1": ("1 partition", "hash", 1, {}),
+                "1-one-core": ("1 partition, one core", "hash", 1, {"solo_halves": False}),
                 "1-shard": ("1 partition, window shard", "hash", 1, {"solo": False}),
                 "2": ("2 partitions", "hash", 2, {}),
                 "2-shard": ("2 partitions, window shard", "hash", 2, {"solo": False}),
@@ -183,6 +184,9 @@ def _delta(after: dict, before: dict | None) -> dict:
             "tuples": tuples,
             "communication_cost": tuples / n if n else 0.0,
             "reevaluations": total("partition", "reevaluations"),
+            # the only partition's subscription halves: steps, and those run on two threads
+            "halves_steps": total("partition", "halves_steps"),
+            "halves_threaded_steps": total("partition", "halves_threaded_steps"),
             "busy": {r: busy(r) for r in ("coordinator", "distributor", "partition", "shard", "aggregator")},
             "busy_wall": {r: busy(r, "busy_seconds")
                           for r in ("coordinator", "distributor", "partition", "shard", "aggregator")}}
@@ -479,11 +483,14 @@ def _ray_overhead(work, cfg, window, messages, batch, cluster_batch, address, pr
                 row[mode] = {"throughput": r["throughput"], "engine_throughput": e,
                              "vs_engine": r["throughput"] / e, "seconds": r["seconds"], "updates": r["updates"],
                              "busy": d["busy_wall"], "topk_equal_engine": same_topk(cl),
+                             "halves_steps": d["halves_steps"], "halves_threaded_steps": d["halves_threaded_steps"],
                              "cpu_us_per_message": _cpu_per_message(d["busy"], cpu, r["cpu_seconds"],
                                                                     er["cpu_seconds"], messages)}
                 c = row[mode]["cpu_us_per_message"]
                 progress(f"ray {label}, {mode}: {r['throughput']:.0f} msg/s (engine just before: {e:.0f}); "
-                         f"CPU {c['total']:.0f} us/msg in all against the engine's {c['engine']:.0f}")
+                         f"CPU {c['total']:.0f} us/msg in all against the engine's {c['engine']:.0f}"
+                         + (f"; halves on two threads in {d['halves_threaded_steps']:.0f} of {d['halves_steps']:.0f} steps"
+                            if d["halves_steps"] else ""))
             finally:
                 cl.shutdown()
         row["vs_engine"] = row["per_call"]["vs_engine"]

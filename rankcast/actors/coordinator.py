@@ -19,7 +19,8 @@ finished when its partitions and their aggregator updates are done): backpressur
 One partition that no split can grow (``solo``) is an engine in an actor: the
 :class:`~rankcast.actors.partition.SoloPartition` holds the window too, and a step is one
 call, ``partition.process(j, ops, (msgs, seqs, exp))``, with no distributor, window shard
-or aggregator process (``options["solo"]=False`` keeps them). So are up to
+or aggregator process (``options["solo"]=False`` keeps them); its subscriptions are two
+hash halves whose steps run on two threads (``options["solo_halves"]=False``: one core). So are up to
 ``solo_partitions`` partitions under a policy that sends every message to every partition
 and no split can grow (hash; location with ``max_partitions`` reached): each appends every
 message to a window of its own, and its questions never leave its process. On 2 cores
@@ -1399,7 +1400,9 @@ class Coordinator(CoordinatorBase):
             # its index drops what each step expires: the window and one step
             held = 0 if self.cfg.window is None else self.cfg.window + ccfg.batch_size
             self.shards, self.aggs, self.dists, self._part_args = [], [], [], ()
-            self.parts = [make("partition", SoloPartition, p, cfg, p, held, name, export, delay, seed)
+            # the only partition: its subscriptions in two halves, a thread each (SoloPartition)
+            halves = P == 1 and bool(opts.get("solo_halves", True))
+            self.parts = [make("partition", SoloPartition, p, cfg, p, held, name, export, delay, seed, halves)
                           for p in range(P)]
         else:
             # a shard's index holds its share of the window plus that of the steps in flight

@@ -42,6 +42,8 @@ _DEFS = {
     "searches": ("counter", "re-evaluation questions answered by a window shard"),
     "updates": ("counter", "subscription top-k lists changed"),
     "rebuilds": ("counter", "restores that rebuilt a partition's buffers from its subscriptions"),
+    "halves_steps": ("counter", "steps of the only partition's two subscription halves (HalvesCore)"),
+    "halves_threaded_steps": ("counter", "of those, steps whose halves ran on two threads"),
     "busy_seconds": ("counter", "seconds spent working"),
     "cpu_seconds": ("counter", "CPU seconds of this role's thread while working"),
     "queue_depth": ("gauge", "steps dispatched and not yet finished"),

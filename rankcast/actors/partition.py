@@ -31,6 +31,7 @@ from .._arrays import grow
 from ..columns import MessageBatch, SubscriptionBatch
 from ..config import EngineConfig
 from ..indexing.core import SkypeCore
+from ..indexing.halves import HalvesCore, merge_updates
 from ..indexing.igpt import SideThread
 from .aggregator import merge_candidates, shard_candidates
 from .metrics import RoleMetrics
@@ -138,7 +139,7 @@ class SubscriptionPartition(Recoverable):
                  start_step: int = 0, resume=None):
         self.cfg = cfg
         self.index = index
-        self.core = SkypeCore(cfg)
+        self.core = self._make_core(cfg)
         self.shards = list(shards)
         self.aggs = list(aggregators)
         self.rt = runtime
@@ -160,6 +161,9 @@ class SubscriptionPartition(Recoverable):
         self._held = None                           # a step a peer's death interrupted (resume)
         self._shards_ready = None                   # this step's shard appends, not yet waited for
         self._resume(resume)
+
+    def _make_core(self, cfg: EngineConfig):
+        return SkypeCore(cfg)
 
     def _warm(self) -> None:
         warm_spatial(self.cfg)
@@ -186,19 +190,22 @@ class SubscriptionPartition(Recoverable):
                 raise RuntimeError(f"subscription partition {self.index}: step {step} after {self.step}")
             self.step, self.pos_end = step, int(pos_end)
             self._shards_ready = shards_ready
-            core = self.core
             added = self._apply_ops(ops) if ops is not None else None
-            n_msgs = 0
-            if payload is not None:
-                n_msgs = len(payload[0])
-                self._disseminate(step, int(exp_end), payload, last)
-            core.expire(int(exp_end))
+            n_msgs = 0 if payload is None else len(payload[0])
             window_size = int(pos_end - exp_end)
             expiries = max(0, int(exp_end) - self.exp_end)
+            self._advance(step, int(exp_end), payload, last, window_size, n_msgs, expiries)
             self.exp_end = max(self.exp_end, int(exp_end))
-            core.observe_window(window_size, n_msgs, expiries)
             self.metrics.inc("messages", n_msgs)
             return self._finish_step(step, int(pos_end), int(exp_end), window_size, added)
+
+    def _advance(self, step: int, exp_end: int, payload, last: bool, window_size: int, n_msgs: int,
+                 expiries: int) -> None:
+        """The step's messages (or None) through the core, then its watermark and window."""
+        if payload is not None:
+            self._disseminate(step, exp_end, payload, last)
+        self.core.expire(exp_end)
+        self.core.observe_window(window_size, n_msgs, expiries)
 
     def _disseminate(self, step: int, exp_end: int, payload, last: bool) -> None:
         """The step's messages through the core (matching, buffers)."""
@@ -512,13 +519,26 @@ class SoloPartition(SubscriptionPartition):
     append goes first on the second thread, which then matches the last messages of the step
     while this thread matches the first ones. The re-evaluations, which read the window, come
     after both. A ``publish(wait=True)`` waits for this actor alone while the machine's
-    other core would be idle."""
+    other core would be idle.
+
+    ``halves`` (the cluster's only partition): the subscriptions are two cores, the hash
+    halves (:class:`~rankcast.indexing.halves.HalvesCore`), and a step with messages runs
+    each half's whole step on a thread of its own: matching, buffers, re-evaluations (the
+    window, which the step's append on the second thread fills first, is read-only then) and,
+    when the step ends the epoch, its updates, merged into subscription id order. The
+    SideThread's measure of the overlap decides, as for the match: on a machine whose cores
+    are all taken both halves run on this thread. The snapshot is the same (subscriptions
+    and messages): a restore with or without halves rebuilds either."""
 
     def __init__(self, cfg: EngineConfig, index: int, capacity: int, cluster: str = "rankcast",
-                 export_metrics: bool = True, delay: float = 0.0, seed: int = 0, resume=None):
+                 export_metrics: bool = True, delay: float = 0.0, seed: int = 0, halves: bool = False,
+                 resume=None):
         # before the partition's __init__, which restores both from ``resume``
         self.window_shard = WindowShard(cfg, index, cluster, export_metrics, 0.0, seed, capacity)
         self._side: SideThread | None = None        # made at the first step (it does not pickle)
+        self.halves = bool(halves)
+        self._scratch = [[], []]                    # each half's room for the window's searches
+        self._taken = None                          # (step, updates) a halves' step took
         super().__init__(cfg, index, [LocalHandle(self.window_shard)], [], InprocRuntime(), False,
                          cluster=cluster, export_metrics=export_metrics, delay=delay, seed=seed,
                          rebuild=True, resume=resume)
@@ -533,17 +553,88 @@ class SoloPartition(SubscriptionPartition):
         self._check_whole()
         if step != self.step + 1:
             raise RuntimeError(f"subscription partition {self.index}: step {step} after {self.step}")
+        self._taken = None
         if payload is None:
             self.window_shard.append(step, None, exp_end, exp_end)
         return super().process(step, pos_end, exp_end, ops, payload, None, take)
+
+    def _make_core(self, cfg: EngineConfig):
+        return HalvesCore(cfg) if self.halves else SkypeCore(cfg)
+
+    def _warm(self) -> None:
+        super()._warm()
+        if self.halves:
+            e = np.zeros(0, np.int64)
+            merge_updates(e, np.zeros(1, np.int64), e, np.zeros(0), e, np.zeros(1, np.int64), e, np.zeros(0))
+
+    # a verdict of "no free core" keeps a halves' step on one thread for this many steps
+    # before it tries two again (a per-call stream pays a wrong verdict in every step it holds)
+    HALVES_PROBE_EVERY = 4
+
+    def _side_thread(self) -> SideThread:
+        if self._side is None:
+            self._side = SideThread()
+            if self.halves:
+                self._side.PROBE_EVERY = self.HALVES_PROBE_EVERY
+        return self._side
+
+    def _advance(self, step: int, exp_end: int, payload, last: bool, window_size: int, n_msgs: int,
+                 expiries: int) -> None:
+        """With halves, a step with messages runs each half on a thread of its own (see the
+        class docstring); otherwise as any partition (:meth:`_disseminate`)."""
+        if not self.halves or payload is None:
+            return super()._advance(step, exp_end, payload, last, window_size, n_msgs, expiries)
+        msgs, seqs, exp = payload
+        side = self._side_thread()
+        pool = side.pool if side.active() else None
+        shard, upto = self.window_shard, self.pos_end
+
+        def observe(core):
+            core.expire(exp_end)
+            core.observe_window(window_size, n_msgs, expiries)
+
+        def search(h, req, K):
+            return shard.window.search(req, K, after_seq=exp_end, upto_seq=upto, scratch=self._scratch[h])
+
+        w0, c0 = time.perf_counter(), time.process_time()
+        updates, done, asked = self.core.step(
+            msgs, seqs, exp, last, pool, lambda: shard.append(step, (msgs, seqs), exp_end, exp_end),
+            search, observe, take=last)
+        h0, h1 = self.core.half_cpu
+        if pool is not None and min(h0, h1) > 0.25 * max(h0, h1):
+            # a verdict only where both threads had work: a step of a window still filling, or
+            # of few subscriptions, is the append on one thread while the other waits
+            side.overlap((time.process_time() - c0) / max(time.perf_counter() - w0, 1e-9))
+        self._taken = (step, updates) if last else None
+        self.metrics.inc("halves_steps", 1)
+        self.metrics.inc("halves_threaded_steps", int(pool is not None))
+        self.metrics.inc("reevaluations", done)
+        shard.metrics.inc("searches", asked)
+
+    def take_updates(self, counted: bool = False):
+        """As :meth:`SubscriptionPartition.take_updates`; a halves' step that ended the epoch
+        took them already (on its threads)."""
+        taken, self._taken = self._taken, None
+        if taken is None or taken[0] != self.step:
+            return super().take_updates(counted)
+        self._check_whole()
+        with self.metrics.busy():
+            out = taken[1]
+            self.metrics.inc("updates", len(out[0]))
+            return (len(out[0]), out) if counted else out
+
+    def _set_plen(self, slots: np.ndarray, plen: np.ndarray) -> None:
+        if not self.halves:
+            return super()._set_plen(slots, plen)
+        # a solo partition is routed no prefix (it gets every message): no bound beyond one
+        self.plen[slots] = plen
+        self.ub[slots] = -np.inf
 
     def _disseminate(self, step: int, exp_end: int, payload, last: bool) -> None:
         """The step's messages: appended to the window on the side thread, which then
         matches its share of them, while this thread matches the others."""
         msgs, seqs, exp = payload
-        if self._side is None:
-            self._side = SideThread()
-        self.core.process(msgs, seqs, exp, last, side=self._side,
+        self.core.process(msgs, seqs, exp, last, side=self._side_thread(),
                           run=lambda: self.window_shard.append(step, (msgs, seqs), exp_end, exp_end))
 
     def resume(self, shards: list, aggregators: list) -> int:

@@ -204,7 +204,7 @@ def _group_record(gr, hot, a, b):
     gr.end = b
 
 
-@numba.njit(cache=True)
+@numba.njit(cache=True, nogil=True)
 def _rebuild(leaves, fresh, nchild, nhead, snext, ncount, n_ne, n_g0, n_ng, nminls,
              toff, tlen, terms, indexed, wtsum, maxwt, alpha, theta, sdin, max_dist, group_bounds,
              ent, hot, e_used, gI, g_used, grp, r_used, td, td_pool, td_used):
@@ -354,7 +354,7 @@ def _move_entry(ent, hot, d, r):
     h.thb = g.thb
 
 
-@numba.njit(cache=True)
+@numba.njit(cache=True, nogil=True)
 def _rekey(slots, skip_leaf, sleaf, n_g0, n_ng, nminls, toff, tlen, terms, indexed, maxwt, alpha, theta,
            built_theta, ent, hot, gI, grp):
     """Give the entries of ``slots`` the key of their current theta in place: each entry

@@ -324,7 +324,7 @@ def _expire_to(lo, upto, k, theta, bstart, blen, bi, bf, oldest, lnext, lprev, h
     return snap, snap_used, touched, n_touched
 
 
-@numba.njit(cache=True)
+@numba.njit(cache=True, nogil=True)
 def process(seqs, ids, ts, expire_upto, cand_off, cand_slot, cand_score,
             k, theta, alive, mode, kmax, expired_upto,
             bstart, blen, bcap, bi, bf, used, oldest, lnext, lprev, head, reeval,
@@ -493,7 +493,7 @@ def _install(s, w, p0, bstart, blen, bcap, bi, bf, used, tbi, tbf):
     return bi, bf, used
 
 
-@numba.njit(cache=True)
+@numba.njit(cache=True, nogil=True)
 def process_batch(seqs, ids, ts, expire_upto, cand_off, cand_slot, cand_score,
                   k, theta, alive, expired_upto,
                   bstart, blen, bcap, bi, bf, used, oldest, lnext, lprev, head, reeval,
@@ -643,7 +643,7 @@ def process_batch(seqs, ids, ts, expire_upto, cand_off, cand_slot, cand_score,
         g0 = g1
     return (bi, bf, used, snap, snap_used, e, touched[:n_touched], touched[:0], n_cand, ops)
 
-@numba.njit(cache=True)
+@numba.njit(cache=True, nogil=True)
 def expire_only(lo, upto, k, theta, bstart, blen, bi, bf, oldest, lnext, lprev, head, reeval,
                 epoch, epoch_of, snap_off, snap_len, snap, snap_used):
     touched = np.zeros(64, np.int64)
@@ -653,7 +653,7 @@ def expire_only(lo, upto, k, theta, bstart, blen, bi, bf, oldest, lnext, lprev, 
     return snap, snap_used, touched[:n]
 
 
-@numba.njit(cache=True)
+@numba.njit(cache=True, nogil=True)
 def raise_open(slots, k, theta, bstart, blen, bi, bf, oldest, lnext, lprev, head):
     """theta = 0 buffers hold every matching message; once they have k rows, theta can
     rise to kScore (rows below it are dropped), so that pruning starts to work for them.
@@ -696,7 +696,7 @@ def cost_cskyband(j, k, window, c_topk, p_arr, p_exp):
     return c_sm + c_topk / z
 
 
-@numba.njit(cache=True)
+@numba.njit(cache=True, nogil=True)
 def kth_scores(slots, k, bstart, blen, bf):
     """Score of the k-th buffered row of each slot; -inf with fewer rows."""
     out = np.full(slots.shape[0], -np.inf)
@@ -762,7 +762,7 @@ def choose_theta(sc, complete, k, policy, window, c_topk, p_arr, p_exp, kmax):
     return th, m
 
 
-@numba.njit(cache=True)
+@numba.njit(cache=True, nogil=True)
 def apply_reevals(slots, c_off, c_seq, c_id, c_t, c_sc, c_complete, k, theta, policy, mode, kmax,
                   window, c_topk, p_arr, p_exp, arrival_share,
                   bstart, blen, bcap, bi, bf, used, oldest, lnext, lprev, head, reeval,
@@ -814,7 +814,7 @@ def apply_reevals(slots, c_off, c_seq, c_id, c_t, c_sc, c_complete, k, theta, po
     return bi, bf, used, snap, snap_used, more[:n_more], touched[:n_touched]
 
 
-@numba.njit(cache=True)
+@numba.njit(cache=True, nogil=True)
 def gather_topk(slots, k, bstart, blen, bi, bf, with_seqs=True):
     """The top-k rows of ``slots`` laid end to end: (offsets, ids, seqs, scores);
     ``with_seqs=False`` leaves seqs empty (an update's rows need no seqs: a third less to
@@ -840,7 +840,7 @@ def gather_topk(slots, k, bstart, blen, bi, bf, with_seqs=True):
     return off, ids, seqs, sc
 
 
-@numba.njit(cache=True)
+@numba.njit(cache=True, nogil=True)
 def changed_topk(touched, k, bstart, blen, bi, snap_off, snap_len, snap):
     """Which touched slots have a top-k (ids, in order) different from their snapshot."""
     out = np.zeros(touched.shape[0], np.bool_)
@@ -859,7 +859,7 @@ def changed_topk(touched, k, bstart, blen, bi, snap_off, snap_len, snap):
     return out
 
 
-@numba.njit(cache=True)
+@numba.njit(cache=True, nogil=True)
 def compact(slots, bstart, blen, bcap, bi, bf):
     """Slide the buffers of ``slots`` to the front of the pools, in pool order, in place:
     no second pool, so a compaction costs no transient memory. Each keeps room for half its

@@ -632,7 +632,7 @@ def _insert_best(o_sc, o_seq, o_ins, pos, c, Ki, sc, sq, ins):
     return c + 1
 
 
-@numba.njit(cache=True)
+@numba.njit(cache=True, nogil=True)
 def _gather(terms, n_terms, after_seq, upto_seq, head, count, r_seq, r_x, r_y, r_toff,
             r_tlen, mask, tr_term, tr_w, tmask):
     """The postings of each term in ``terms`` (int64, distinct, each below ``n_terms``)
@@ -686,7 +686,7 @@ def _gather(terms, n_terms, after_seq, upto_seq, head, count, r_seq, r_x, r_y, r
     return g_off, g_ins, g_w, g_x, g_y, g_sig, g_seq
 
 
-@numba.njit(cache=True)
+@numba.njit(cache=True, nogil=True)
 def _search(order, s_off, s_terms, s_w, s_x, s_y, s_alpha, K, after_seq, upto_seq, max_dist,
             r_toff, r_tlen, mask, tr_term, tr_w, tmask, ch_f, ch_i, nd_f, nd_i, term_root,
             term_maxw, n_terms, floor, flat, s_gix, held, g_off, g_ins, g_w, g_x, g_y, g_sig, g_seq):
@@ -985,7 +985,7 @@ def _search(order, s_off, s_terms, s_w, s_x, s_y, s_alpha, K, after_seq, upto_se
     return out_off, f_seq, f_ins, f_sc, complete, work
 
 
-@numba.njit(cache=True)
+@numba.njit(cache=True, nogil=True)
 def _walk(s_off, s_terms, s_w, s_x, s_y, s_alpha, K, floor, after_seq, upto_seq, max_dist, bounds,
           r_id, r_t, r_toff, r_tlen, mask, tr_term, tr_w, tmask, ch_f, ch_i, nd_f, nd_i, term_root,
           term_maxw):
@@ -1044,7 +1044,7 @@ class MessageWindow:
         self.fine_from = FINE_FROM
         self.split_at = SPLIT_AT
         self.flat_upto = FLAT_UPTO
-        self._held = np.zeros((0, 1), np.int64)     # the flat path's membership bits
+        self._held: list = []       # the flat path's membership bits (one array; ``search``)
         self.term_root = np.full(1024, -1, np.int64)    # root node of each term
         self.term_maxw = np.zeros(1024)                 # largest weight each term ever had here
         self.term_live = np.zeros(1024, np.int64)       # live postings of each term
@@ -1195,12 +1195,18 @@ class MessageWindow:
         return np.fromiter((i in d for i in ids.tolist()), bool, len(ids))
 
     def search(self, subs: SubscriptionBatch, K: np.ndarray, after_seq: int = -1,
-               upto_seq: int | None = None, floor: np.ndarray | None = None) -> CandidateLists:
+               upto_seq: int | None = None, floor: np.ndarray | None = None,
+               scratch: list | None = None) -> CandidateLists:
         """Top-K[i] window messages per subscription row (see module docstring).
 
         ``floor``: per row, a score that K[i] messages elsewhere (another window shard)
         already reach; only messages scoring at least that are listed, which lets the search
-        prune from its first posting on. The top-K of the union stays exact."""
+        prune from its first posting on. The top-K of the union stays exact.
+
+        ``scratch``: a list of one array, the caller's own room for the flat path's
+        membership bits (None: the window's). Searches that run at once on several threads
+        (the halves of a solo partition) each pass their own: nothing else of the window is
+        written by a search."""
         K = np.asarray(K, np.int64)
         up = I64_MAX if upto_seq is None else int(upto_seq)
         floor = np.full(len(K), -np.inf) if floor is None else np.asarray(floor, np.float64)
@@ -1215,8 +1221,9 @@ class MessageWindow:
         flat, s_gix, terms = self._flat_rows(subs)
         lens = np.diff(subs.offsets)[flat]
         q_max = int(lens.max()) if len(lens) else 0
-        if self._held.shape[0] < q_max or self._held.shape[1] != (self.mask >> 6) + 1:
-            self._held = np.zeros((q_max, (self.mask >> 6) + 1), np.int64)
+        box = self._held if scratch is None else scratch
+        if not box or box[0].shape[0] < q_max or box[0].shape[1] != (self.mask >> 6) + 1:
+            box[:] = [np.zeros((q_max, (self.mask >> 6) + 1), np.int64)]
         # no flat row (the stream's small batches): nothing to gather, the window not read
         head = self.count if len(terms) == 0 else self.head
         lists = _gather(terms, len(self.term_root), int(after_seq), up, head, self.count,
@@ -1226,7 +1233,7 @@ class MessageWindow:
             order, subs.offsets, subs.term_ids, subs.weights, subs.x, subs.y, subs.alpha, K,
             int(after_seq), up, self.max_dist, self.r_toff, self.r_tlen, self.mask, self.tr_term,
             self.tr_w, self.tmask, self.ch_f, self.ch_i, self.nd_f, self.nd_i, self.term_root,
-            self.term_maxw, len(self.term_root), floor, flat, s_gix, self._held, *lists)
+            self.term_maxw, len(self.term_root), floor, flat, s_gix, box[0], *lists)
         slots = ins & self.mask
         return CandidateLists(off, seq, self.r_id[slots], self.r_t[slots], sc, comp, work)
 
