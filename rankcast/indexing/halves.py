@@ -32,6 +32,17 @@ __all__ = ["HalvesCore", "merge_updates"]
 HALVES = 2
 
 
+@numba.njit(cache=True, nogil=True, inline="always")
+def _copy_list(src_off, src_mid, src_sc, i, mid, sc, r):
+    """List ``i``'s rows of (``src_mid``, ``src_sc``) copied to ``mid``/``sc`` from row ``r``
+    on; returns the row after them."""
+    for p in range(src_off[i], src_off[i + 1]):
+        mid[r] = src_mid[p]
+        sc[r] = src_sc[p]
+        r += 1
+    return r
+
+
 @numba.njit(cache=True, nogil=True)
 def merge_updates(a_ids, a_off, a_mid, a_sc, b_ids, b_off, b_mid, b_sc):
     """Two id-ordered update lists (ids, offsets, message ids, scores) as one, id-ordered."""
@@ -46,17 +57,11 @@ def merge_updates(a_ids, a_off, a_mid, a_sc, b_ids, b_off, b_mid, b_sc):
     while i < n or j < m:
         if j >= m or (i < n and a_ids[i] < b_ids[j]):
             ids[w] = a_ids[i]
-            for p in range(a_off[i], a_off[i + 1]):
-                mid[r] = a_mid[p]
-                sc[r] = a_sc[p]
-                r += 1
+            r = _copy_list(a_off, a_mid, a_sc, i, mid, sc, r)
             i += 1
         else:
             ids[w] = b_ids[j]
-            for p in range(b_off[j], b_off[j + 1]):
-                mid[r] = b_mid[p]
-                sc[r] = b_sc[p]
-                r += 1
+            r = _copy_list(b_off, b_mid, b_sc, j, mid, sc, r)
             j += 1
         w += 1
         off[w] = r
