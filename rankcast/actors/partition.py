@@ -573,9 +573,7 @@ class SoloPartition(SubscriptionPartition):
 
     def _side_thread(self) -> SideThread:
         if self._side is None:
-            self._side = SideThread()
-            if self.halves:
-                self._side.PROBE_EVERY = self.HALVES_PROBE_EVERY
+            self._side = SideThread(self.HALVES_PROBE_EVERY) if self.halves else SideThread()
         return self._side
 
     def _advance(self, step: int, exp_end: int, payload, last: bool, window_size: int, n_msgs: int,

@@ -1023,8 +1023,9 @@ class SideThread:
     MIN_OVERLAP = 1.2
     PROBE_EVERY = 16
 
-    def __init__(self):
+    def __init__(self, probe_every: int = PROBE_EVERY):
         self.pool = ThreadPoolExecutor(1, thread_name_prefix="rankcast-side")
+        self.probe_every = int(probe_every)     # batches a "no free core" verdict holds
         self.share = 0.3            # of the batch's messages walked on the side thread
         self.batches = 0
         self.one_until = 0          # batches before this one run on one thread
@@ -1037,7 +1038,7 @@ class SideThread:
     def overlap(self, cpu_per_wall: float) -> None:
         """The process's CPU time per wall-clock second over a batch run on two threads."""
         if cpu_per_wall < self.MIN_OVERLAP:
-            self.one_until = self.batches + self.PROBE_EVERY - 1
+            self.one_until = self.batches + self.probe_every - 1
 
     def cut(self, n: int) -> int:
         """Messages 0..cut of a batch of ``n`` are walked on the calling thread, the rest beside."""
