@@ -76,11 +76,15 @@ class Halves:
             return self.window.search(req, K, after_seq=exp_end, upto_seq=pos_end, scratch=self.scratch[h])
 
         take = updates != "none"
+        w0, p0 = time.perf_counter(), time.process_time()
         out, _, _ = self.core.step(batch, seqs, expire_upto, True, self.pool,
                                    lambda: self.window.append(batch, seqs, expire_upto), search, observe, take)
         if not take:
             self.core.discard_updates()
         self.cpu = [time.thread_time() - c_in, *self.core.half_cpu]
+        # the two verdicts' measures (SideThread.overlap, SideThread.threads_ran)
+        self.proc_ratio = (time.process_time() - p0) / max(time.perf_counter() - w0, 1e-9)
+        self.own_ratio = min(c / max(w, 1e-9) for c, w in zip(self.core.half_cpu, self.core.half_wall))
         return out
 
 
@@ -118,7 +122,7 @@ def main():
         eng.subscribe(subs)
         hv.subscribe(subs)
         te, th, ce, ch = [], [], 0.0, 0.0
-        cp_e, cp_h, split = [], [], []
+        cp_e, cp_h, split, merge, serial, tabs, procr, ownr = [], [], [], [], [], [], [], []
         gc.collect()
         gc.disable()
         try:
@@ -138,6 +142,11 @@ def main():
                         mine, h0, h1 = hv.cpu
                         cp_h.append(mine - h0 + max(h0, h1) + time.thread_time() - t1)
                         split.append(hv.cpu[1] / max(hv.cpu[1] + hv.cpu[2], 1e-9))
+                        merge.append(hv.core.merge_cpu)
+                        serial.append(mine - h0)
+                        tabs.append(time.thread_time() - t1)
+                        procr.append(hv.proc_ratio)
+                        ownr.append(hv.own_ratio)
                     dt, dc = time.perf_counter() - t0, time.process_time() - c0
                     (te if who == 0 else th).append(dt)
                     if who == 0:
@@ -161,6 +170,11 @@ def main():
         print(f"  CPU critical path (thread CPU, ms/call): engine {cpe * 1e3:.1f}, halves {cph * 1e3:.1f} "
               f"(serial + longer half), {cpe / cph:.2f}x; half 0's share of the halves' CPU "
               f"{statistics.median(split):.2f}", flush=True)
+        print(f"  serial parts (ms/call, median): this thread beside its half {statistics.median(serial) * 1e3:.2f} "
+              f"(of which the merge {statistics.median(merge) * 1e3:.2f}), the Arrow table "
+              f"{statistics.median(tabs) * 1e3:.2f}", flush=True)
+        print(f"  verdict measures per call: process CPU/wall {' '.join(f'{x:.2f}' for x in procr)}; "
+              f"min thread CPU/wall {' '.join(f'{x:.2f}' for x in ownr)}", flush=True)
     print(f"median speed-up {statistics.median(ratios):.2f}x (all calls: engine "
           f"{statistics.median(e_all) * 1e3:.1f} ms, halves {statistics.median(h_all) * 1e3:.1f} ms; "
           f"threads {a.threads}); median CPU critical-path speed-up {statistics.median(cp_ratios):.2f}x")
