@@ -12,9 +12,16 @@ checks every call's Arrow table equal to the engine's, and prints per-call wall-
 medians and the ratio (engine / halves: > 1 is faster), the process's CPU time per message,
 and the CPU critical path (the engine's call against the halves' serial parts plus the
 longer half: what two free cores would give, whatever the machine's load).
-``--threads 1``: both halves on the calling thread (the split's own cost).
+``--threads 1``: both halves on the calling thread (the split's own cost); ``--merge one``:
+the halves' updates merged on the calling thread alone. Per round it also prints the serial
+parts of the halves' call (this thread's CPU beside its half, the merge, the Arrow table) and
+per call both "free core" measures (the process's CPU per wall second; each half's thread
+CPU per wall second of its part, the lower of the two: ``SideThread.threads_ran``). Run it
+with the actor's allocator settings (``rankcast.actors.runtime.STEP_ROLE_ENV``) for the
+actor's figures:
 
-    PYTHONPATH=$PWD python scripts/solo_halves.py [--calls 10] [--rounds 3] [--threads 1]
+    MALLOC_MMAP_THRESHOLD_=268435456 MALLOC_TRIM_THRESHOLD_=1099511627776 MALLOC_ARENA_MAX=2 \
+    PYTHONPATH=$PWD python scripts/solo_halves.py [--calls 10] [--rounds 3] [--threads 1] [--merge one]
 """
 from __future__ import annotations
 
@@ -108,7 +115,12 @@ def main():
     ap.add_argument("--batch", type=int, default=1_000)
     ap.add_argument("--rounds", type=int, default=3)
     ap.add_argument("--threads", type=int, default=2, choices=[1, 2])
+    ap.add_argument("--merge", default="beside", choices=["beside", "one"],
+                    help="one: the halves' updates merged on the calling thread alone (the code before)")
     a = ap.parse_args()
+    if a.merge == "one":
+        import rankcast.indexing.halves as halves_mod
+        halves_mod.merge_updates_beside = lambda x, y, pool: halves_mod.merge_updates(*x, *y)
     work = build_workload(a.dataset, a.window + a.calls * a.batch, a.subs, 0)
     cfg = rc.EngineConfig(bounds=work.bounds, window=a.window, vocabulary=work.vocab)
     ratios, e_all, h_all, cp_ratios = [], [], [], []
@@ -122,7 +134,7 @@ def main():
         eng.subscribe(subs)
         hv.subscribe(subs)
         te, th, ce, ch = [], [], 0.0, 0.0
-        cp_e, cp_h, split, merge, serial, tabs, procr, ownr = [], [], [], [], [], [], [], []
+        cp_e, cp_h, split, merge, mwall, serial, tabs, procr, ownr = [], [], [], [], [], [], [], [], []
         gc.collect()
         gc.disable()
         try:
@@ -143,6 +155,7 @@ def main():
                         cp_h.append(mine - h0 + max(h0, h1) + time.thread_time() - t1)
                         split.append(hv.cpu[1] / max(hv.cpu[1] + hv.cpu[2], 1e-9))
                         merge.append(hv.core.merge_cpu)
+                        mwall.append(hv.core.merge_wall)
                         serial.append(mine - h0)
                         tabs.append(time.thread_time() - t1)
                         procr.append(hv.proc_ratio)
@@ -171,7 +184,8 @@ def main():
               f"(serial + longer half), {cpe / cph:.2f}x; half 0's share of the halves' CPU "
               f"{statistics.median(split):.2f}", flush=True)
         print(f"  serial parts (ms/call, median): this thread beside its half {statistics.median(serial) * 1e3:.2f} "
-              f"(of which the merge {statistics.median(merge) * 1e3:.2f}), the Arrow table "
+              f"(of which the merge {statistics.median(merge) * 1e3:.2f}, its wall clock "
+              f"{statistics.median(mwall) * 1e3:.2f}), the Arrow table "
               f"{statistics.median(tabs) * 1e3:.2f}", flush=True)
         print(f"  verdict measures per call: process CPU/wall {' '.join(f'{x:.2f}' for x in procr)}; "
               f"min thread CPU/wall {' '.join(f'{x:.2f}' for x in ownr)}", flush=True)

@@ -634,9 +634,10 @@ def test_side_thread_backoff_is_capped_by_probe_every():
 
 
 def test_side_thread_verdict_from_each_threads_own_cpu():
-    """``threads_ran``: free only where each thread got MIN_OWN of a core over its part of
-    the batch (its CPU time against its wall clock, less its waits): two threads sharing one
-    core get about half each; one thread starved is enough for "no free core"."""
+    """``threads_ran``: free where each thread got MIN_OWN of a core over its part of the
+    batch (its CPU time against its wall clock, less its waits): two threads sharing one
+    core get about half each; one thread starved is enough for "no free core", unless the
+    process's CPU per wall second (when given) reached MIN_OVERLAP."""
     from rankcast.indexing.igpt import SideThread
 
     side = SideThread()
@@ -647,7 +648,8 @@ def test_side_thread_verdict_from_each_threads_own_cpu():
              (([0.015, 0.015], [0.0201, 0.0199]), False),
              (([0.0, 0.0], [0.0, 0.0]), False)]             # nothing measured: not free
     for (cpu, wall), free in cases:
-        side = SideThread()
-        assert side.active()
-        side.threads_ran(cpu, wall)
-        assert side.active() is free and side.verdicts == [int(not free), int(free)], (cpu, wall)
+        for proc, either in ((None, free), (1.0, free), (1.3, True)):
+            side = SideThread()
+            assert side.active()
+            side.threads_ran(cpu, wall, proc)
+            assert side.active() is either and side.verdicts == [int(not either), int(either)], (cpu, wall, proc)

@@ -597,15 +597,18 @@ class SoloPartition(SubscriptionPartition):
         def search(h, req, K):
             return shard.window.search(req, K, after_seq=exp_end, upto_seq=upto, scratch=self._scratch[h])
 
+        w0, c0 = time.perf_counter(), time.process_time()
         updates, done, asked = self.core.step(
             msgs, seqs, exp, last, pool, lambda: shard.append(step, (msgs, seqs), exp_end, exp_end),
             search, observe, take=last)
         h0, h1 = self.core.half_cpu
         if pool is not None and min(h0, h1) > 0.25 * max(h0, h1):
             # a verdict only where both threads had work: a step of a window still filling, or
-            # of few subscriptions, is the append on one thread while the other waits. Each
-            # thread's own CPU against its wall clock: Ray's threads in this process do not count
-            side.threads_ran(self.core.half_cpu, self.core.half_wall)
+            # of few subscriptions, is the append on one thread while the other waits. "No
+            # free core" where neither each thread's CPU against its wall clock nor the
+            # process's says a second core ran
+            side.threads_ran(self.core.half_cpu, self.core.half_wall,
+                             (time.process_time() - c0) / max(time.perf_counter() - w0, 1e-9))
         self._taken = (step, updates) if last else None
         self.metrics.inc("halves_steps", 1)
         self.metrics.inc("halves_threaded_steps", int(pool is not None))

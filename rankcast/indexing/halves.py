@@ -155,7 +155,8 @@ class HalvesCore:
         self.subs = _Subs(self.cores)
         self.half_cpu = [0.0] * HALVES      # each half's thread CPU seconds in the last step
         self.half_wall = [0.0] * HALVES     # and its wall-clock seconds, less its wait for the append
-        self.merge_cpu = 0.0                # CPU seconds of the last step's merge of the updates
+        self.merge_cpu = 0.0                # this thread's CPU seconds in the last step's merge of the updates
+        self.merge_wall = 0.0               # and its wall-clock seconds
 
     # ------------------------------------------------------------------ subscriptions
     def add(self, b: SubscriptionBatch, indexed: np.ndarray | None = None) -> np.ndarray:
@@ -253,14 +254,14 @@ class HalvesCore:
             finally:
                 other = fut.result()        # the side's work ends here, raising or not
             outs = [mine, other]
-        m0 = time.thread_time()
+        m0, mw = time.thread_time(), time.perf_counter()
         if not take:
             updates = None
         elif pool is None:
             updates = merge_updates(*outs[0], *outs[1])
         else:           # each half's rows copied on its own thread
             updates = merge_updates_beside(outs[0], outs[1], pool)
-        self.merge_cpu = time.thread_time() - m0
+        self.merge_cpu, self.merge_wall = time.thread_time() - m0, time.perf_counter() - mw
         return updates, sum(c[0] for c in counts), sum(c[1] for c in counts)
 
     # ------------------------------------------------------------------ the SkypeCore calls, in turn
