@@ -723,6 +723,33 @@ def test_only_partition_runs_its_halves_on_two_threads(time_window, tmp_path, mo
     off.shutdown()
 
 
+@pytest.mark.parametrize("free", [False, True], ids=["no-core", "free"])
+def test_only_partitions_halves_back_off_from_two_threads_where_no_core_is_free(free, monkeypatch):
+    """The halves' verdict in a cluster: where neither each thread's CPU nor the process's
+    says a second core ran, every verdict is "no free core" and the steps go back to one
+    thread (1, 2, 4, ... steps: some steps still probe two); where both say free, no step
+    leaves two threads. Equal to the engine and brute force after every call either way."""
+    from rankcast.indexing.igpt import SideThread
+
+    monkeypatch.setattr(SideThread, "MIN_OVERLAP", 0.0 if free else 1e9)
+    monkeypatch.setattr(SideThread, "MIN_OWN", 0.0 if free else 1e9)
+    cfg = _cfg(False)
+    cl = rc.Cluster.start(rc.ClusterConfig(engine=cfg, policy="hash", partitions=1, batch_size=7, max_in_flight=3,
+                                           name=f"halves-verdict-{free}", options={"runtime": "inproc"}))
+    part = cl._coord.local.parts[0].local
+    targets = {"engine": rc.Engine(cfg), "cluster": cl, "brute": BruteForceEngine(cfg)}
+    play(targets, random_calls(4343, 60, time_window=False), live=set())
+    st = cl.stats()["roles"]["partition"][0]
+    side = part._side
+    if free:
+        assert side.verdicts[0] == 0 and side.verdicts[1] > 0
+        assert st["halves_threaded_steps"] == st["halves_steps"]
+    else:
+        assert side.verdicts[1] == 0 and side.verdicts[0] >= 2
+        assert 2 <= st["halves_threaded_steps"] < st["halves_steps"]
+    cl.shutdown()
+
+
 @pytest.mark.parametrize("seed", range(4))
 def test_halves_updates_merge_on_two_threads_as_on_one(seed):
     """The halves' updates (id-ordered lists, some empty: a top-k that became empty) merged
