@@ -121,8 +121,8 @@ def updates_table(keys, offsets, item_ids, scores, *, key: str = "subscription_i
     Update list is ordered) or in the given order (ranked matching: events in input order),
     then by rank. No Python object per row: lists that already lie in the table's order,
     none of them empty (a cluster partition's, by id), keep their ids and scores as the
-    columns and only the key and rank columns are made (one kernel: ``key_rank``); otherwise one kernel
-    (``expand_runs``) writes every column."""
+    columns and only the key and rank columns are made (one kernel: ``key_rank``);
+    otherwise one kernel (``expand_runs``) writes every column."""
     keys = np.asarray(keys, np.int64)
     offsets = np.asarray(offsets, np.int64)
     lens = np.diff(offsets)

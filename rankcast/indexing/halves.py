@@ -155,7 +155,7 @@ class HalvesCore:
         self.subs = _Subs(self.cores)
         self.half_cpu = [0.0] * HALVES      # each half's thread CPU seconds in the last step
         self.half_wall = [0.0] * HALVES     # and its wall-clock seconds, less its wait for the append
-        self.merge_cpu = 0.0                # this thread's CPU seconds in the last step's merge of the updates
+        self.merge_cpu = 0.0                # this thread's CPU seconds in the last step's merge
         self.merge_wall = 0.0               # and its wall-clock seconds
 
     # ------------------------------------------------------------------ subscriptions
@@ -205,10 +205,10 @@ class HalvesCore:
         expiries and window), its re-evaluations (``search(half, requests, K)``, once the
         append is done) and, with ``take``, its updates, merged into id order (each half's
         rows copied on its own thread: :func:`merge_updates_beside`). ``pool``: an executor
-        of one thread (None: both halves and the merge on this thread). Returns (updates or None, re-evaluations done,
-        re-evaluation rows asked); ``half_cpu``: each half's CPU time (the append's with half 1),
-        ``half_wall``: its wall-clock time less its wait for the append (with a core of its
-        own, about its CPU time: :meth:`SideThread.threads_ran`)."""
+        of one thread (None: both halves and the merge on this thread). Returns (updates or
+        None, re-evaluations done, re-evaluation rows asked); ``half_cpu``: each half's CPU
+        time (the append's with half 1), ``half_wall``: its wall-clock time less its wait for
+        the append (with a core of its own, about its CPU time: :meth:`SideThread.threads_ran`)."""
         appended = threading.Event()
         counts = [[0, 0] for _ in self.cores]
         waited = [0.0] * HALVES
