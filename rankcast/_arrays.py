@@ -9,7 +9,7 @@ from numba import types
 from numba.core import cgutils
 from numba.extending import intrinsic
 
-__all__ = ["grow", "grown", "runs", "concat_offsets", "expand_runs", "prefetch"]
+__all__ = ["grow", "grown", "runs", "concat_offsets", "expand_runs", "key_rank", "prefetch"]
 
 
 def grow(arr: np.ndarray, n: int, fill=0) -> np.ndarray:
@@ -87,6 +87,24 @@ def expand_runs(keys, starts, lens, ids, id_col, scores, sc_col):
             out_sc[w] = scores[a + r, sc_col]
             w += 1
     return key, rank, out_id, out_sc, empty
+
+
+@numba.njit(cache=True, nogil=True)
+def key_rank(keys, offsets):
+    """The key and rank (from 1) columns of an update table whose lists (rows
+    ``offsets[i] .. offsets[i + 1]``, none empty) already lie in the table's order: list
+    ``i``'s key on each of its rows, with the row's place in the list. One pass, where
+    numpy's repeat, arange, subtraction and cast took four (about half the CPU time of a
+    call's table of 300k rows)."""
+    a = offsets[0]
+    key = np.empty(offsets[keys.shape[0]] - a, np.int64)
+    rank = np.empty(key.shape[0], np.int32)
+    for i in range(keys.shape[0]):
+        lo = offsets[i]
+        for p in range(lo, offsets[i + 1]):
+            key[p - a] = keys[i]
+            rank[p - a] = p - lo + 1
+    return key, rank
 
 
 @intrinsic

@@ -11,7 +11,7 @@ from typing import Callable, Iterable, Sized
 import numpy as np
 import pyarrow as pa
 
-from ._arrays import expand_runs, runs
+from ._arrays import expand_runs, key_rank, runs
 from .columns import Encoder, MessageBatch, item_error, plain, too_many
 from .config import EngineConfig, limits
 from .errors import InvalidInput, UnknownSubscription
@@ -121,16 +121,16 @@ def updates_table(keys, offsets, item_ids, scores, *, key: str = "subscription_i
     Update list is ordered) or in the given order (ranked matching: events in input order),
     then by rank. No Python object per row: lists that already lie in the table's order,
     none of them empty (a cluster partition's, by id), keep their ids and scores as the
-    columns and only the key and rank columns are made; otherwise one kernel
-    (``expand_runs``) writes every column."""
+    columns and only the key and rank columns are made (one kernel: ``key_rank``);
+    otherwise one kernel (``expand_runs``) writes every column."""
     keys = np.asarray(keys, np.int64)
     offsets = np.asarray(offsets, np.int64)
     lens = np.diff(offsets)
     in_order = not by_key or len(keys) < 2 or bool((keys[1:] > keys[:-1]).all())
     if in_order and (lens > 0).all():
         a, b = int(offsets[0]), int(offsets[-1])
-        rank = (np.arange(1, b - a + 1, dtype=np.int64) - np.repeat(offsets[:-1] - a, lens)).astype(np.int32)
-        return columns_table(np.repeat(keys, lens), rank, np.asarray(item_ids, np.int64)[a:b],
+        k_col, rank = key_rank(_read_only(keys), _read_only(offsets))
+        return columns_table(k_col, rank, np.asarray(item_ids, np.int64)[a:b],
                              np.asarray(scores, np.float64)[a:b], None, key=key, item=item)
     order = np.argsort(keys, kind="stable") if by_key else np.arange(len(keys))
     cols = expand_runs(keys[order], offsets[:-1][order], lens[order],

@@ -12,9 +12,16 @@ checks every call's Arrow table equal to the engine's, and prints per-call wall-
 medians and the ratio (engine / halves: > 1 is faster), the process's CPU time per message,
 and the CPU critical path (the engine's call against the halves' serial parts plus the
 longer half: what two free cores would give, whatever the machine's load).
-``--threads 1``: both halves on the calling thread (the split's own cost).
+``--threads 1``: both halves on the calling thread (the split's own cost); ``--merge one``:
+the halves' updates merged on the calling thread alone. Per round it also prints the serial
+parts of the halves' call (this thread's CPU beside its half, the merge, the Arrow table) and
+per call both "free core" measures (the process's CPU per wall second; each half's thread
+CPU per wall second of its part, the lower of the two: ``SideThread.threads_ran``). Run it
+with the actor's allocator settings (``rankcast.actors.runtime.STEP_ROLE_ENV``) for the
+actor's figures:
 
-    PYTHONPATH=$PWD python scripts/solo_halves.py [--calls 10] [--rounds 3] [--threads 1]
+    MALLOC_MMAP_THRESHOLD_=268435456 MALLOC_TRIM_THRESHOLD_=1099511627776 MALLOC_ARENA_MAX=2 \
+    PYTHONPATH=$PWD python scripts/solo_halves.py [--calls 10] [--rounds 3] [--threads 1] [--merge one]
 """
 from __future__ import annotations
 
@@ -76,11 +83,15 @@ class Halves:
             return self.window.search(req, K, after_seq=exp_end, upto_seq=pos_end, scratch=self.scratch[h])
 
         take = updates != "none"
+        w0, p0 = time.perf_counter(), time.process_time()
         out, _, _ = self.core.step(batch, seqs, expire_upto, True, self.pool,
                                    lambda: self.window.append(batch, seqs, expire_upto), search, observe, take)
         if not take:
             self.core.discard_updates()
         self.cpu = [time.thread_time() - c_in, *self.core.half_cpu]
+        # the two verdicts' measures (SideThread.overlap, SideThread.threads_ran)
+        self.proc_ratio = (time.process_time() - p0) / max(time.perf_counter() - w0, 1e-9)
+        self.own_ratio = min(c / max(w, 1e-9) for c, w in zip(self.core.half_cpu, self.core.half_wall))
         return out
 
 
@@ -104,7 +115,12 @@ def main():
     ap.add_argument("--batch", type=int, default=1_000)
     ap.add_argument("--rounds", type=int, default=3)
     ap.add_argument("--threads", type=int, default=2, choices=[1, 2])
+    ap.add_argument("--merge", default="beside", choices=["beside", "one"],
+                    help="one: the halves' updates merged on the calling thread alone (the code before)")
     a = ap.parse_args()
+    if a.merge == "one":
+        import rankcast.indexing.halves as halves_mod
+        halves_mod.merge_updates_beside = lambda x, y, pool: halves_mod.merge_updates(*x, *y)
     work = build_workload(a.dataset, a.window + a.calls * a.batch, a.subs, 0)
     cfg = rc.EngineConfig(bounds=work.bounds, window=a.window, vocabulary=work.vocab)
     ratios, e_all, h_all, cp_ratios = [], [], [], []
@@ -118,7 +134,7 @@ def main():
         eng.subscribe(subs)
         hv.subscribe(subs)
         te, th, ce, ch = [], [], 0.0, 0.0
-        cp_e, cp_h, split = [], [], []
+        cp_e, cp_h, split, merge, mwall, serial, tabs, procr, ownr = [], [], [], [], [], [], [], [], []
         gc.collect()
         gc.disable()
         try:
@@ -138,6 +154,12 @@ def main():
                         mine, h0, h1 = hv.cpu
                         cp_h.append(mine - h0 + max(h0, h1) + time.thread_time() - t1)
                         split.append(hv.cpu[1] / max(hv.cpu[1] + hv.cpu[2], 1e-9))
+                        merge.append(hv.core.merge_cpu)
+                        mwall.append(hv.core.merge_wall)
+                        serial.append(mine - h0)
+                        tabs.append(time.thread_time() - t1)
+                        procr.append(hv.proc_ratio)
+                        ownr.append(hv.own_ratio)
                     dt, dc = time.perf_counter() - t0, time.process_time() - c0
                     (te if who == 0 else th).append(dt)
                     if who == 0:
@@ -161,6 +183,12 @@ def main():
         print(f"  CPU critical path (thread CPU, ms/call): engine {cpe * 1e3:.1f}, halves {cph * 1e3:.1f} "
               f"(serial + longer half), {cpe / cph:.2f}x; half 0's share of the halves' CPU "
               f"{statistics.median(split):.2f}", flush=True)
+        print(f"  serial parts (ms/call, median): this thread beside its half {statistics.median(serial) * 1e3:.2f} "
+              f"(of which the merge {statistics.median(merge) * 1e3:.2f}, its wall clock "
+              f"{statistics.median(mwall) * 1e3:.2f}), the Arrow table "
+              f"{statistics.median(tabs) * 1e3:.2f}", flush=True)
+        print(f"  verdict measures per call: process CPU/wall {' '.join(f'{x:.2f}' for x in procr)}; "
+              f"min thread CPU/wall {' '.join(f'{x:.2f}' for x in ownr)}", flush=True)
     print(f"median speed-up {statistics.median(ratios):.2f}x (all calls: engine "
           f"{statistics.median(e_all) * 1e3:.1f} ms, halves {statistics.median(h_all) * 1e3:.1f} ms; "
           f"threads {a.threads}); median CPU critical-path speed-up {statistics.median(cp_ratios):.2f}x")

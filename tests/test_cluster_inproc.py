@@ -688,6 +688,7 @@ def test_only_partition_runs_its_halves_on_two_threads(time_window, tmp_path, mo
     from rankcast.indexing.igpt import SideThread
 
     monkeypatch.setattr(SideThread, "MIN_OVERLAP", 0.0)     # two threads, however loaded the machine
+    monkeypatch.setattr(SideThread, "MIN_OWN", 0.0)
     cfg = _cfg(time_window)
     calls = random_calls(4242 + time_window, 60, time_window=time_window)
     ccfg = rc.ClusterConfig(engine=cfg, policy="hash", partitions=1, batch_size=7, max_in_flight=3,
@@ -720,6 +721,69 @@ def test_only_partition_runs_its_halves_on_two_threads(time_window, tmp_path, mo
                                         options={"runtime": "inproc", "solo_halves": False}))
     assert type(off._coord.local.parts[0].local.core) is SkypeCore
     off.shutdown()
+
+
+@pytest.mark.parametrize("free", [False, True], ids=["no-core", "free"])
+def test_only_partitions_halves_back_off_from_two_threads_where_no_core_is_free(free, monkeypatch):
+    """The halves' verdict in a cluster: where neither each thread's CPU nor the process's
+    says a second core ran, every verdict is "no free core" and the steps go back to one
+    thread (1, 2, 4, ... steps: some steps still probe two); where both say free, no step
+    leaves two threads. Equal to the engine and brute force after every call either way."""
+    from rankcast.indexing.igpt import SideThread
+
+    monkeypatch.setattr(SideThread, "MIN_OVERLAP", 0.0 if free else 1e9)
+    monkeypatch.setattr(SideThread, "MIN_OWN", 0.0 if free else 1e9)
+    cfg = _cfg(False)
+    cl = rc.Cluster.start(rc.ClusterConfig(engine=cfg, policy="hash", partitions=1, batch_size=7, max_in_flight=3,
+                                           name=f"halves-verdict-{free}", options={"runtime": "inproc"}))
+    part = cl._coord.local.parts[0].local
+    targets = {"engine": rc.Engine(cfg), "cluster": cl, "brute": BruteForceEngine(cfg)}
+    play(targets, random_calls(4343, 60, time_window=False), live=set())
+    st = cl.stats()["roles"]["partition"][0]
+    side = part._side
+    if free:
+        assert side.verdicts[0] == 0 and side.verdicts[1] > 0
+        assert st["halves_threaded_steps"] == st["halves_steps"]
+    else:
+        assert side.verdicts[1] == 0 and side.verdicts[0] >= 2
+        assert 2 <= st["halves_threaded_steps"] < st["halves_steps"]
+    cl.shutdown()
+
+
+@pytest.mark.parametrize("seed", range(4))
+def test_halves_updates_merge_on_two_threads_as_on_one(seed):
+    """The halves' updates (id-ordered lists, some empty: a top-k that became empty) merged
+    into one id order: ``merge_updates_beside`` (each half's rows copied on its own thread)
+    gives exactly ``merge_updates`` and a sort of both halves' lists, also with a half
+    without updates."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    from rankcast.indexing.halves import merge_updates, merge_updates_beside
+
+    rng = np.random.default_rng(seed)
+
+    def half(h, n):
+        ids = np.sort(rng.choice(np.arange(h, 4000, 2), n, replace=False)).astype(np.int64)
+        off = np.zeros(n + 1, np.int64)
+        off[1:] = np.cumsum(rng.integers(0, 6, n))
+        base = int(rng.integers(0, 3))      # lists that start past row 0 of their arrays
+        mid = rng.integers(0, 10**6, off[-1] + base).astype(np.int64)
+        sc = rng.random(off[-1] + base)
+        return ids, off + base, mid, sc
+
+    sizes = [(300, 250), (0, 40), (40, 0), (0, 0)][seed]
+    a, b = half(0, sizes[0]), half(1, sizes[1])
+    ids = np.concatenate([a[0], b[0]])
+    lists = {int(i): (x[2][x[1][k]:x[1][k + 1]], x[3][x[1][k]:x[1][k + 1]])
+             for x in (a, b) for k, i in enumerate(x[0])}
+    want_ids = np.sort(ids)
+    want_off = np.concatenate([[0], np.cumsum([len(lists[int(i)][0]) for i in want_ids])]).astype(np.int64)
+    want_mid = np.concatenate([lists[int(i)][0] for i in want_ids] + [np.zeros(0, np.int64)])
+    want_sc = np.concatenate([lists[int(i)][1] for i in want_ids] + [np.zeros(0)])
+    with ThreadPoolExecutor(1) as pool:
+        for got in (merge_updates(*a, *b), merge_updates_beside(a, b, pool)):
+            for g, w in zip(got, (want_ids, want_off, want_mid, want_sc)):
+                assert g.dtype == w.dtype and np.array_equal(g, w)
 
 
 def test_partitions_hold_the_window_only_where_it_pays():

@@ -579,14 +579,77 @@ def test_side_thread_share_ends_both_threads_together():
 
 def test_side_thread_goes_back_to_one_thread_where_no_core_is_free():
     """A batch on two threads whose process got no more CPU time than wall-clock time (no
-    free core) sends the next batches to one thread, and every PROBE_EVERY-th batch tries
-    two again."""
+    free core) sends the next batch to one thread; verdicts in a row hold 1, 2, 4, ... and at
+    most PROBE_EVERY - 1 batches (every PROBE_EVERY-th batch tries two again); a batch that
+    finds its core again starts the backoff anew at 1."""
     from rankcast.indexing.igpt import SideThread
+
+    def pattern(side, failures):
+        """Which of the next batches run on two threads, each two-thread batch failing."""
+        out = []
+        while failures:
+            two = side.active()
+            out.append(two)
+            if two:
+                side.overlap(0.9)
+                failures -= 1
+        return out
 
     side = SideThread()
     assert side.active()
     side.overlap(1.8)                  # a second core was free
+    assert side.active() and side.hold == 1
+    P = SideThread.PROBE_EVERY
+    got = pattern(side, 7)
+    T, F = True, False
+    assert got == ([T, F] + [T, F, F] + [T] + [F] * 4 + [T] + [F] * 8 + [T] + [F] * (P - 1)
+                   + [T] + [F] * (P - 1) + [T])
+    assert side.one_until == side.batches + P - 1 and side.verdicts == [7, 1]
+    for _ in range(P - 1):
+        assert not side.active()
     assert side.active()
+    side.overlap(1.5)                  # the core is back: the next failure holds one batch
+    assert side.hold == 1 and side.active()
     side.overlap(0.9)
-    runs = [side.active() for _ in range(2 * SideThread.PROBE_EVERY)]
-    assert runs.index(True) == SideThread.PROBE_EVERY - 1 and all(runs[SideThread.PROBE_EVERY - 1:])
+    assert [side.active() for _ in range(2)] == [False, True]
+
+
+def test_side_thread_backoff_is_capped_by_probe_every():
+    """A SideThread made with ``probe_every`` (a solo partition's halves: 8) holds at most
+    probe_every - 1 batches; with 2, every other batch; with 1, none (each verdict holds 1)."""
+    from rankcast.indexing.igpt import SideThread
+
+    for probe_every, holds in ((8, [1, 2, 4, 7, 7]), (2, [1, 1, 1]), (1, [1, 1])):
+        side = SideThread(probe_every)
+        got = []
+        for _ in holds:
+            assert side.active()
+            side.verdict(False)
+            n = 0
+            while not side.active():
+                n += 1
+            got.append(n)
+            side.batches -= 1          # the probing batch is the next verdict's
+        assert got == holds, probe_every
+
+
+def test_side_thread_verdict_from_each_threads_own_cpu():
+    """``threads_ran``: free where each thread got MIN_OWN of a core over its part of the
+    batch (its CPU time against its wall clock, less its waits): two threads sharing one
+    core get about half each; one thread starved is enough for "no free core", unless the
+    process's CPU per wall second (when given) reached MIN_OVERLAP."""
+    from rankcast.indexing.igpt import SideThread
+
+    side = SideThread()
+    cases = [(([0.020, 0.018], [0.021, 0.019]), True),      # each thread on its core
+             (([0.020, 0.018], [0.040, 0.036]), False),     # one core shared
+             (([0.020, 0.009], [0.021, 0.019]), False),     # the side thread starved
+             (([0.015, 0.015], [0.0199, 0.0199]), True),    # 0.754 of a core each
+             (([0.015, 0.015], [0.0201, 0.0199]), False),
+             (([0.0, 0.0], [0.0, 0.0]), False)]             # nothing measured: not free
+    for (cpu, wall), free in cases:
+        for proc, either in ((None, free), (1.0, free), (1.3, True)):
+            side = SideThread()
+            assert side.active()
+            side.threads_ran(cpu, wall, proc)
+            assert side.active() is either and side.verdicts == [int(not either), int(either)], (cpu, wall, proc)

@@ -232,3 +232,16 @@ def test_a_clients_update_tables_use_the_engines_compiled_kernel():
     assert updates_table(*arrays).equals(writable_table)
     assert len(expand_runs.signatures) == n, expand_runs.signatures
     assert writable_table.column("subscription_id").to_pylist() == [3, 4, 5, 5]
+    # lists in key order, none empty: ``key_rank``, loaded by the warm-up too
+    from rankcast._arrays import key_rank
+    m = len(key_rank.signatures)
+    arrays = [np.array([3, 4, 5], np.int64), np.array([1, 3, 4, 5], np.int64), np.array([1, 2, 9, 6, 0], np.int64),
+              np.array([0.9, 0.8, 0.7, 0.6, 0.5])]
+    writable_table = updates_table(*arrays)
+    for a in arrays:
+        a.flags.writeable = False
+    assert updates_table(*arrays).equals(writable_table)
+    assert len(key_rank.signatures) == m, key_rank.signatures
+    assert writable_table.column("subscription_id").to_pylist() == [3, 3, 4, 5]
+    assert writable_table.column("rank").to_pylist() == [1, 2, 1, 1]
+    assert writable_table.column("message_id").to_pylist() == [2, 9, 6, 0]

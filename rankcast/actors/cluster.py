@@ -40,13 +40,15 @@ __all__ = ["Cluster"]
 
 
 def _warm_client() -> None:
-    """Load the kernel that turns a call's updates into an Arrow table here: a list that
+    """Load the kernels that turn a call's updates into an Arrow table here: a list that
     became empty, or lists out of id order, take ``expand_runs``, which a client otherwise
-    loaded (or, on a cold cache, compiled: 0.4-0.8 s) in the first call that met one.
-    ``updates_table`` passes it read-only views, so these writable arrays load the version
-    that arrays from Ray's object store use."""
+    loaded (or, on a cold cache, compiled: 0.4-0.8 s) in the first call that met one; lists
+    in id order, ``key_rank``. ``updates_table`` passes them read-only views, so these
+    writable arrays load the versions that arrays from Ray's object store use."""
     updates_table(np.array([2, 1], np.int64), np.array([0, 1, 1], np.int64), np.array([7], np.int64),
                   np.array([0.5]))
+    updates_table(np.array([1, 2], np.int64), np.array([0, 1, 2], np.int64), np.array([7, 8], np.int64),
+                  np.array([0.5, 0.25]))
 
 
 def _unwrap(exc: BaseException) -> BaseException:

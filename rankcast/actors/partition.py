@@ -31,7 +31,7 @@ from .._arrays import grow
 from ..columns import MessageBatch, SubscriptionBatch
 from ..config import EngineConfig
 from ..indexing.core import SkypeCore
-from ..indexing.halves import HalvesCore, merge_updates
+from ..indexing.halves import HalvesCore, merge_plan, merge_updates, scatter_lists
 from ..indexing.igpt import SideThread
 from .aggregator import merge_candidates, shard_candidates
 from .metrics import RoleMetrics
@@ -565,11 +565,14 @@ class SoloPartition(SubscriptionPartition):
         super()._warm()
         if self.halves:
             e = np.zeros(0, np.int64)
-            merge_updates(e, np.zeros(1, np.int64), e, np.zeros(0), e, np.zeros(1, np.int64), e, np.zeros(0))
+            z = np.zeros(1, np.int64)
+            merge_updates(e, z, e, np.zeros(0), e, z, e, np.zeros(0))
+            merge_plan(e, z, e, z)
+            scatter_lists(z, e, np.zeros(0), e, e, np.zeros(0))
 
-    # a verdict of "no free core" keeps a halves' step on one thread for this many steps
-    # before it tries two again (a per-call stream pays a wrong verdict in every step it holds)
-    HALVES_PROBE_EVERY = 4
+    # "no free core" verdicts in a row keep a halves' step on one thread for 1, 2, 4, then at
+    # most HALVES_PROBE_EVERY - 1 steps (SideThread.verdict): a wrong verdict costs one step
+    HALVES_PROBE_EVERY = 8
 
     def _side_thread(self) -> SideThread:
         if self._side is None:
@@ -601,8 +604,11 @@ class SoloPartition(SubscriptionPartition):
         h0, h1 = self.core.half_cpu
         if pool is not None and min(h0, h1) > 0.25 * max(h0, h1):
             # a verdict only where both threads had work: a step of a window still filling, or
-            # of few subscriptions, is the append on one thread while the other waits
-            side.overlap((time.process_time() - c0) / max(time.perf_counter() - w0, 1e-9))
+            # of few subscriptions, is the append on one thread while the other waits. "No
+            # free core" where neither each thread's CPU against its wall clock nor the
+            # process's says a second core ran
+            side.threads_ran(self.core.half_cpu, self.core.half_wall,
+                             (time.process_time() - c0) / max(time.perf_counter() - w0, 1e-9))
         self._taken = (step, updates) if last else None
         self.metrics.inc("halves_steps", 1)
         self.metrics.inc("halves_threaded_steps", int(pool is not None))

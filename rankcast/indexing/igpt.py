@@ -1017,28 +1017,54 @@ class SideThread:
     # Two threads pay only where a second core is free. On a machine whose cores are all
     # taken (other processes; or their sessions, which Linux's autogroups share the CPU
     # between: a session gets its share whatever its threads), the process's CPU time over
-    # a split batch grows no faster than the wall clock, and the hand-over costs about 5%
-    # of a step: below MIN_OVERLAP the batches go on one thread, and every PROBE_EVERY-th
-    # batch tries two again.
+    # a split batch grows no faster than the wall clock (below MIN_OVERLAP), or a thread's
+    # CPU time falls well below its wall-clock time (below MIN_OWN: two threads on one core
+    # get about half each), and the hand-over costs about 5% of a step: a "no free core"
+    # verdict sends the next batches to one thread, 1 the first time, twice as many at each
+    # verdict that follows (at most PROBE_EVERY - 1: every PROBE_EVERY-th batch then tries
+    # two again), and a batch that finds its core again resets it to 1. A wrong verdict (a
+    # warm-up, a GC, Ray's own threads) then costs one batch on one thread, not PROBE_EVERY.
     MIN_OVERLAP = 1.2
+    MIN_OWN = 0.75
     PROBE_EVERY = 16
 
     def __init__(self, probe_every: int = PROBE_EVERY):
         self.pool = ThreadPoolExecutor(1, thread_name_prefix="rankcast-side")
-        self.probe_every = int(probe_every)     # batches a "no free core" verdict holds
+        self.probe_every = int(probe_every)     # the longest a "no free core" verdict holds, + 1
         self.share = 0.3            # of the batch's messages walked on the side thread
         self.batches = 0
         self.one_until = 0          # batches before this one run on one thread
+        self.hold = 1               # batches the next "no free core" verdict sends to one thread
+        self.verdicts = [0, 0]      # ("no free core", free) verdicts so far
 
     def active(self) -> bool:
         """Whether this batch runs on two threads (counts the batch)."""
         self.batches += 1
         return self.batches > self.one_until
 
+    def verdict(self, free: bool) -> None:
+        """A batch run on two threads found a free core (``free``), or not: the next
+        ``hold`` batches on one thread, ``hold`` doubled (see above)."""
+        self.verdicts[bool(free)] += 1
+        if free:
+            self.hold = 1
+            return
+        self.one_until = self.batches + self.hold
+        self.hold = min(2 * self.hold, max(1, self.probe_every - 1))
+
     def overlap(self, cpu_per_wall: float) -> None:
         """The process's CPU time per wall-clock second over a batch run on two threads."""
-        if cpu_per_wall < self.MIN_OVERLAP:
-            self.one_until = self.batches + self.probe_every - 1
+        self.verdict(cpu_per_wall >= self.MIN_OVERLAP)
+
+    def threads_ran(self, cpu, wall, cpu_per_wall: float | None = None) -> None:
+        """Each thread's CPU and wall-clock seconds over its part of a batch run on two
+        threads (less its waits for the other): free where each got at least MIN_OWN of a
+        core (two threads sharing one core get about half each: 0.41-0.54 measured), or
+        where the process's CPU per wall second over the batch (``cpu_per_wall``, if given)
+        reached MIN_OVERLAP: "no free core" only where both measures say so, so that a
+        thread's waits for the GIL on a free core do not read as a lost core."""
+        own = min(c / max(w, 1e-9) for c, w in zip(cpu, wall))
+        self.verdict(own >= self.MIN_OWN or (cpu_per_wall is not None and cpu_per_wall >= self.MIN_OVERLAP))
 
     def cut(self, n: int) -> int:
         """Messages 0..cut of a batch of ``n`` are walked on the calling thread, the rest beside."""
