@@ -242,12 +242,14 @@ def run_cluster_bench(dataset: str = "geonames", subs: int = 20_000, window: int
                       address: str | None = None, seed: int = 0, out: str | None = "out/bench",
                       progress=print, updates: str = "arrow", scale_subs: int | None = SCALE_SUBS,
                       fit_sample: int = 5_000, ray_clusters=DEFAULT_RAY_CLUSTERS,
-                      engine_repeats: int = ENGINE_REPEATS) -> dict:
+                      engine_repeats: int = ENGINE_REPEATS, ray_repeats: int = 1) -> dict:
     """Run the three parts (see the module docstring); returns the JSON-able result and
     writes ``cluster.json`` / ``cluster.png`` under ``out``. ``scale_subs``: subscriptions of
     the scaling part (None: ``subs``); ``fit_sample``: rows of the policies' fitting sample;
     ``ray_clusters``: the keys of :data:`RAY_CLUSTERS` that the Ray part runs;
-    ``engine_repeats``: runs of each engine reference stream (the fastest CPU time taken)."""
+    ``engine_repeats``: runs of each engine reference stream (the fastest CPU time taken);
+    ``ray_repeats``: runs of each Ray cluster and mode, each against the engine just before it
+    (the median ratio reported, every run kept)."""
     import rankcast as rc
     from ..bench._common import build_workload
 
@@ -345,7 +347,7 @@ def run_cluster_bench(dataset: str = "geonames", subs: int = 20_000, window: int
     # 3. Ray overhead, real wall clock on this machine
     if ray:
         res["ray"] = _ray_overhead(work, cfg, window, messages, batch, cluster_batch, address, progress,
-                                   same_topk, updates, ray_clusters)
+                                   same_topk, updates, ray_clusters, ray_repeats)
 
     res["machine"]["loadavg_end"] = os.getloadavg()
     if out:
@@ -446,16 +448,17 @@ def _cpu_per_message(busy: dict, procs: dict, client_thread: float, engine_cpu: 
 
 
 def _ray_overhead(work, cfg, window, messages, batch, cluster_batch, address, progress, same_topk,
-                  updates: str = "arrow", clusters=DEFAULT_RAY_CLUSTERS) -> dict:
-    """Each cluster twice, against the engine measured right before it: ``per_call`` publishes
-    like the engine (``publish(wait=True)`` per batch, every call's updates returned in the
-    ``updates`` form), so every call pays the roles' round trips; ``streamed`` publishes the
-    same batches with ``wait=False`` and takes the updates with one ``flush`` at the end (every
-    call's changes are still computed and delivered to listeners at the cuts; the flush
-    returns each subscription's latest list), so the roles work side by side."""
+                  updates: str = "arrow", clusters=DEFAULT_RAY_CLUSTERS, repeats: int = 1) -> dict:
+    """Each cluster in two modes, each ``repeats`` times against the engine measured right
+    before it: ``per_call`` publishes like the engine (``publish(wait=True)`` per batch, every
+    call's updates returned in the ``updates`` form), so every call pays the roles' round
+    trips; ``streamed`` publishes the same batches with ``wait=False`` and takes the updates
+    with one ``flush`` at the end (every call's changes are still computed and delivered to
+    listeners at the cuts; the flush returns each subscription's latest list), so the roles
+    work side by side. A mode's figures are those of its median run by ratio; ``runs`` keeps
+    every run's ratio and both throughputs."""
     import ray as _ray
 
-    import rankcast as rc
     if not _ray.is_initialized():
         if address:
             _ray.init(address=address, log_to_driver=False)
@@ -465,36 +468,53 @@ def _ray_overhead(work, cfg, window, messages, batch, cluster_batch, address, pr
     for label, policy, P, options in (RAY_CLUSTERS[c] for c in clusters):
         row = out[label] = {"policy": policy, "partitions": P, "updates_form": updates}
         for mode in ("per_call", "streamed"):
-            # the engine right before, so that both see the same load on this shared machine
-            er = _drive(rc.Engine(cfg), work, window, messages, batch, pipelined=False, updates=updates)
-            e = er["throughput"]
-            ccfg = rc.ClusterConfig(engine=cfg, policy=policy, partitions=P, window_shards=1, distributors=1,
-                                    aggregators=1, batch_size=cluster_batch, actor_cpus=0.01,
-                                    name=f"rankcast-bench-{P}-{policy}", options=options)
-            cl = rc.Cluster.start(ccfg, address=address, fresh=True,
-                                  sample=(_take(work.subs, 0, 5000), _take(work.msgs, 0, 5000)))
-            try:
-                # kernels loaded before the timings, as the engine's already are
-                procs = _ProcessCPU(cl.warm())
-                r = _drive(cl, work, window, messages, batch, pipelined=mode == "streamed", updates=updates,
-                           at_start=procs.start)
-                cpu = procs.seconds()
-                d = _delta(cl.stats(), r["before"])
-                row[mode] = {"throughput": r["throughput"], "engine_throughput": e,
-                             "vs_engine": r["throughput"] / e, "seconds": r["seconds"], "updates": r["updates"],
-                             "busy": d["busy_wall"], "topk_equal_engine": same_topk(cl),
-                             "halves_steps": d["halves_steps"], "halves_threaded_steps": d["halves_threaded_steps"],
-                             "cpu_us_per_message": _cpu_per_message(d["busy"], cpu, r["cpu_seconds"],
-                                                                    er["cpu_seconds"], messages)}
-                c = row[mode]["cpu_us_per_message"]
-                progress(f"ray {label}, {mode}: {r['throughput']:.0f} msg/s (engine just before: {e:.0f}); "
-                         f"CPU {c['total']:.0f} us/msg in all against the engine's {c['engine']:.0f}"
-                         + (f"; halves on two threads in {d['halves_threaded_steps']:.0f} of {d['halves_steps']:.0f} steps"
-                            if d["halves_steps"] else ""))
-            finally:
-                cl.shutdown()
+            runs = [_ray_run(work, cfg, window, messages, batch, cluster_batch, address, same_topk, updates,
+                             label, policy, P, options, mode, progress) for _ in range(max(1, repeats))]
+            med = sorted(runs, key=lambda r: r["vs_engine"])[(len(runs) - 1) // 2]
+            row[mode] = {**med, "runs": [{k: r[k] for k in ("vs_engine", "throughput", "engine_throughput",
+                                                            "halves_steps", "halves_threaded_steps")}
+                                         for r in runs]}
+            if len(runs) > 1:
+                each = ", ".join(f"{r['vs_engine']:.2f}x" for r in runs)
+                progress(f"ray {label}, {mode}: median of {len(runs)} runs {med['vs_engine']:.2f}x the engine "
+                         f"(runs {each})")
         row["vs_engine"] = row["per_call"]["vs_engine"]
     return out
+
+
+def _ray_run(work, cfg, window, messages, batch, cluster_batch, address, same_topk, updates,
+             label, policy, P, options, mode, progress) -> dict:
+    """One run of a cluster in one mode, after the engine's run right before it, so that both
+    see the same load on this shared machine."""
+    import rankcast as rc
+    er = _drive(rc.Engine(cfg), work, window, messages, batch, pipelined=False, updates=updates)
+    e = er["throughput"]
+    ccfg = rc.ClusterConfig(engine=cfg, policy=policy, partitions=P, window_shards=1, distributors=1,
+                            aggregators=1, batch_size=cluster_batch, actor_cpus=0.01,
+                            name=f"rankcast-bench-{P}-{policy}", options=options)
+    cl = rc.Cluster.start(ccfg, address=address, fresh=True,
+                          sample=(_take(work.subs, 0, 5000), _take(work.msgs, 0, 5000)))
+    try:
+        # kernels loaded before the timings, as the engine's already are
+        procs = _ProcessCPU(cl.warm())
+        r = _drive(cl, work, window, messages, batch, pipelined=mode == "streamed", updates=updates,
+                   at_start=procs.start)
+        cpu = procs.seconds()
+        d = _delta(cl.stats(), r["before"])
+        run = {"throughput": r["throughput"], "engine_throughput": e,
+               "vs_engine": r["throughput"] / e, "seconds": r["seconds"], "updates": r["updates"],
+               "busy": d["busy_wall"], "topk_equal_engine": same_topk(cl),
+               "halves_steps": d["halves_steps"], "halves_threaded_steps": d["halves_threaded_steps"],
+               "cpu_us_per_message": _cpu_per_message(d["busy"], cpu, r["cpu_seconds"],
+                                                      er["cpu_seconds"], messages)}
+        c = run["cpu_us_per_message"]
+        progress(f"ray {label}, {mode}: {r['throughput']:.0f} msg/s (engine just before: {e:.0f}); "
+                 f"CPU {c['total']:.0f} us/msg in all against the engine's {c['engine']:.0f}"
+                 + (f"; halves on two threads in {d['halves_threaded_steps']:.0f} of {d['halves_steps']:.0f} steps"
+                    if d["halves_steps"] else ""))
+        return run
+    finally:
+        cl.shutdown()
 
 
 def add_arguments(p) -> None:
@@ -519,6 +539,9 @@ def add_arguments(p) -> None:
     p.add_argument("--ray-clusters", nargs="*", default=list(DEFAULT_RAY_CLUSTERS), choices=list(RAY_CLUSTERS),
                    help="the clusters of the Ray runs (1-shard, 2-shard: partitions with a window "
                         "shard of their own, the layout before partitions held the window)")
+    p.add_argument("--ray-repeats", type=int, default=1,
+                   help="runs of each Ray cluster and mode, each against the engine right before it "
+                        "(the median ratio reported, every run kept under 'runs')")
     p.add_argument("--address", default=None)
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--out", default="out/bench")
@@ -532,7 +555,8 @@ def main(args) -> int:
                             ray=not args.no_ray, address=args.address, seed=args.seed, out=args.out,
                             progress=lambda m: print(m, file=sys.stderr), updates=args.updates,
                             scale_subs=args.scale_subs or None, fit_sample=args.fit_sample,
-                            ray_clusters=tuple(args.ray_clusters), engine_repeats=args.engine_repeats)
+                            ray_clusters=tuple(args.ray_clusters), engine_repeats=args.engine_repeats,
+                            ray_repeats=args.ray_repeats)
     print(json.dumps(res, indent=2, default=float))
     return 0
 
