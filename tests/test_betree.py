@@ -291,10 +291,11 @@ def test_packed_and_unpacked_summary_classes_bound_exactly():
     one holding an attribute from 65,536 on keeps float32 pairs. Attributes 0-29 and
     65,540-65,569 (66,000 interned first by events), mixed within expressions and within
     size classes, weights spread widely: top-k equals brute force and the view is as
-    ``check_structure`` derives it, after inserts and deletions, long classes included."""
+    ``check_structure`` derives it, after inserts and deletions, long classes included; and
+    with weights beyond float32 (1e39, 1e45: a packed class's scale infinite from about 2e43)."""
     from rankcast.indexing.betree import PACK_ATTRS
     rng = np.random.default_rng(5)
-    for long_class in (32, 3):
+    for long_class, wts in ((32, [0.1, 0.7, 1.0, 3.3, 9.0]), (3, [0.1, 0.7, 1.0, 3.3, 9.0]), (5, [0.5, 1e39, 1e45])):
         m = _matcher("weighted", leaf_capacity=2, long_class=long_class)
         m.publish([rc.Event(j, {f"x{i}": 0.0 for i in range(1000 * j, 1000 * j + 1000)}) for j in range(66)], k=1)
         names = [f"x{i}" for i in range(30)] + [f"x{i}" for i in range(65540, 65570)]
@@ -306,7 +307,7 @@ def test_packed_and_unpacked_summary_classes_bound_exactly():
             for a in rng.choice(pool, int(rng.integers(2, 6)), replace=False):
                 lo = float(rng.integers(0, 8))
                 preds.append(rc.Predicate(names[a], "between", (lo, lo + float(rng.integers(1, 4))),
-                                          float(rng.choice([0.1, 0.7, 1.0, 3.3, 9.0]))))
+                                          float(rng.choice(wts))))
             exprs.append(rc.Expression(i, preds))
         m.subscribe(exprs)
         evs = []

@@ -1266,7 +1266,11 @@ def _class_packed(WA, i1):
 
 @numba.njit(cache=True, inline="always")
 def _quant(w, sc):
-    """The fewest multiples of ``sc`` at or above ``w`` (>= 0): a packed weight, still a bound."""
+    """The fewest multiples of ``sc`` at or above ``w`` (>= 0): a packed weight, still a bound.
+    A scale beyond float32 (weights above about 2e43) is infinite: one multiple, an infinite
+    bound, as an unpacked float32 weight beyond its range."""
+    if sc == np.inf:
+        return 1
     q = int(np.ceil(w / sc))
     if q * sc < w:
         q += 1
@@ -2207,8 +2211,9 @@ def check_structure(core: BETreeCore) -> None:
     assert num[U_NDIRTY] == 0, "match view not refreshed"
 
     def up32(w):
-        """The smallest float32 at or above ``w``, as its bits."""
-        f = np.float32(w)
+        """The smallest float32 at or above ``w``, as its bits (inf beyond float32)."""
+        with np.errstate(over="ignore"):
+            f = np.float32(w)
         if float(f) < float(w):      # as Python floats: numpy would compare a Python float in float32
             f = np.nextafter(f, np.float32(np.inf))
         assert float(f) >= float(w)
@@ -2235,7 +2240,7 @@ def check_structure(core: BETreeCore) -> None:
                 sc = float(np.array([scb], np.uint32).view(np.float32)[0])
 
                 def pair(a):
-                    q = math.ceil(cls[a] / sc)
+                    q = 1 if math.isinf(sc) else math.ceil(cls[a] / sc)
                     q += q * sc < cls[a]
                     assert q * sc >= cls[a] and q < 1 << 16
                     return [a | q << 16]
