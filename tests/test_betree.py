@@ -283,3 +283,36 @@ def test_view_arrays_copied_for_huge_pages_stay_exact(monkeypatch):
     _drive(m2, "weighted", seed=12, steps=12)
     for core in (m.core, m2.core):          # copies start a cache line (blocks: check_structure)
         assert core.FL[bt.F_HV].ctypes.data % 64 == 0 and core.FL[bt.F_AR].ctypes.data % 64 == 0
+
+
+def test_packed_and_unpacked_summary_classes_bound_exactly():
+    """A summary class whose attributes all fit 16 bits is packed (``_write_sum``: one word
+    per attribute and weight, the weight a 16-bit multiple of the class's scale rounded up);
+    one holding an attribute from 65,536 on keeps float32 pairs. Attributes 0-29 and
+    65,540-65,569 (66,000 interned first by events), mixed within expressions and within
+    size classes, weights spread widely: top-k equals brute force and the view is as
+    ``check_structure`` derives it, after inserts and deletions, long classes included; and
+    with weights beyond float32 (1e39, 1e45: a packed class's scale infinite from about 2e43)."""
+    from rankcast.indexing.betree import PACK_ATTRS
+    rng = np.random.default_rng(5)
+    for long_class, wts in ((32, [0.1, 0.7, 1.0, 3.3, 9.0]), (3, [0.1, 0.7, 1.0, 3.3, 9.0]), (5, [0.5, 1e39, 1e45])):
+        m = _matcher("weighted", leaf_capacity=2, long_class=long_class)
+        m.publish([rc.Event(j, {f"x{i}": 0.0 for i in range(1000 * j, 1000 * j + 1000)}) for j in range(66)], k=1)
+        names = [f"x{i}" for i in range(30)] + [f"x{i}" for i in range(65540, 65570)]
+        assert m.core.ev.val.shape[0] >= 66000 and 65540 + 30 > PACK_ATTRS
+        exprs = []
+        for i in range(1500):
+            pool = 30 if i % 2 else 60          # half only low attributes: packed classes
+            preds = []
+            for a in rng.choice(pool, int(rng.integers(2, 6)), replace=False):
+                lo = float(rng.integers(0, 8))
+                preds.append(rc.Predicate(names[a], "between", (lo, lo + float(rng.integers(1, 4))),
+                                          float(rng.choice(wts))))
+            exprs.append(rc.Expression(i, preds))
+        m.subscribe(exprs)
+        evs = []
+        for j in range(40):
+            attrs = rng.choice(60, int(rng.integers(6, 40)), replace=False)
+            evs.append(rc.Event(100 + j, {names[a]: float(rng.integers(0, 10)) for a in attrs},
+                                weights={names[a]: float(rng.choice([0.3, 1.0, 2.5])) for a in attrs}))
+        _exact_before_and_after_removing(m, exprs, exprs[::3], evs, (1, 5))
