@@ -292,10 +292,15 @@ def test_packed_and_unpacked_summary_classes_bound_exactly():
     65,540-65,569 (66,000 interned first by events), mixed within expressions and within
     size classes, weights spread widely: top-k equals brute force and the view is as
     ``check_structure`` derives it, after inserts and deletions, long classes included; and
-    with weights beyond float32 (1e39, 1e45: a packed class's scale infinite from about 2e43)."""
+    with weights beyond float32 (1e39, 1e45: a packed class's scale infinite from about 2e43),
+    also against event weights of 0."""
     from rankcast.indexing.betree import PACK_ATTRS
     rng = np.random.default_rng(5)
-    for long_class, wts in ((32, [0.1, 0.7, 1.0, 3.3, 9.0]), (3, [0.1, 0.7, 1.0, 3.3, 9.0]), (5, [0.5, 1e39, 1e45])):
+    # event weights of 0 against weights beyond float32: a stored bound inf times 0 is NaN
+    for long_class, wts, ews in ((32, [0.1, 0.7, 1.0, 3.3, 9.0], [0.3, 1.0, 2.5]),
+                                 (3, [0.1, 0.7, 1.0, 3.3, 9.0], [0.3, 1.0, 2.5]),
+                                 (5, [0.5, 1e39, 1e45], [0.3, 1.0, 2.5]),
+                                 (5, [0.5, 1e39, 1e45], [0.0, 0.0, 0.3, 1.0])):
         m = _matcher("weighted", leaf_capacity=2, long_class=long_class)
         m.publish([rc.Event(j, {f"x{i}": 0.0 for i in range(1000 * j, 1000 * j + 1000)}) for j in range(66)], k=1)
         names = [f"x{i}" for i in range(30)] + [f"x{i}" for i in range(65540, 65570)]
@@ -314,5 +319,5 @@ def test_packed_and_unpacked_summary_classes_bound_exactly():
         for j in range(40):
             attrs = rng.choice(60, int(rng.integers(6, 40)), replace=False)
             evs.append(rc.Event(100 + j, {names[a]: float(rng.integers(0, 10)) for a in attrs},
-                                weights={names[a]: float(rng.choice([0.3, 1.0, 2.5])) for a in attrs}))
+                                weights={names[a]: float(rng.choice(ews)) for a in attrs}))
         _exact_before_and_after_removing(m, exprs, exprs[::3], evs, (1, 5))

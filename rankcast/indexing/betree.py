@@ -1674,7 +1674,8 @@ def _vbound(mode, S, SU, at, slen, nmx, ev_attr, e0, e1, has, ew, EO, EP, tb, G,
                     ok = False
                     break
                 acc += ew[a] * float(u >> 16)
-            acc *= sc
+            if acc > 0.0:                      # an infinite scale times 0 would be NaN
+                acc *= sc
         else:                                  # (attribute, float32 weight) pairs
             r0 = body + 2 * npath
             for x in range(body, r0, 2):
@@ -1682,7 +1683,8 @@ def _vbound(mode, S, SU, at, slen, nmx, ev_attr, e0, e1, has, ew, EO, EP, tb, G,
                 if not has[a]:
                     ok = False
                     break
-                acc += ew[a] * S[x + 1]
+                if ew[a] > 0.0:                # a weight beyond float32 is inf: inf times 0 is NaN
+                    acc += ew[a] * S[x + 1]
         if not ok:
             continue
         need = size - npath
@@ -1693,13 +1695,13 @@ def _vbound(mode, S, SU, at, slen, nmx, ev_attr, e0, e1, has, ew, EO, EP, tb, G,
                     u = int(SU[x])
                     a = u & 0xFFFF
                     if has[a]:
-                        tb[c] = ew[a] * float(u >> 16) * sc
+                        tb[c] = ew[a] * float(u >> 16) * sc if ew[a] > 0.0 else 0.0
                         c += 1
             else:
                 for x in range(r0, j, 2):
                     a = int(SU[x])
                     if has[a]:
-                        tb[c] = ew[a] * S[x + 1]
+                        tb[c] = ew[a] * S[x + 1] if ew[a] > 0.0 else 0.0
                         c += 1
         else:
             # long: the event's attributes by product with the global maximum weight, largest
