@@ -219,29 +219,30 @@ def test_a_clients_update_tables_use_the_engines_compiled_kernel():
     use one compiled version, which ``Cluster.warm`` loads in the client; the same table."""
     import numpy as np
 
-    from rankcast._arrays import expand_runs
+    from rankcast._arrays import expand_runs, key_rank
     from rankcast.actors.cluster import _warm_client
 
     _warm_client()
-    n = len(expand_runs.signatures)
-    arrays = [np.array([5, 3, 4], np.int64), np.array([0, 2, 2, 3], np.int64), np.array([1, 2, 9], np.int64),
-              np.array([0.9, 0.8, 0.7])]
-    writable_table = updates_table(*arrays)
-    for a in arrays:
-        a.flags.writeable = False
-    assert updates_table(*arrays).equals(writable_table)
-    assert len(expand_runs.signatures) == n, expand_runs.signatures
+
+    def same_table_read_only(kernel, arrays):
+        """The table of ``arrays`` equals that of read-only copies, and ``kernel`` compiled
+        nothing new for them (the warm-up loaded both forms)."""
+        n = len(kernel.signatures)
+        writable_table = updates_table(*arrays)
+        for a in arrays:
+            a.flags.writeable = False
+        assert updates_table(*arrays).equals(writable_table)
+        assert len(kernel.signatures) == n, kernel.signatures
+        return writable_table
+
+    writable_table = same_table_read_only(expand_runs, [
+        np.array([5, 3, 4], np.int64), np.array([0, 2, 2, 3], np.int64), np.array([1, 2, 9], np.int64),
+        np.array([0.9, 0.8, 0.7])])
     assert writable_table.column("subscription_id").to_pylist() == [3, 4, 5, 5]
     # lists in key order, none empty: ``key_rank``, loaded by the warm-up too
-    from rankcast._arrays import key_rank
-    m = len(key_rank.signatures)
-    arrays = [np.array([3, 4, 5], np.int64), np.array([1, 3, 4, 5], np.int64), np.array([1, 2, 9, 6, 0], np.int64),
-              np.array([0.9, 0.8, 0.7, 0.6, 0.5])]
-    writable_table = updates_table(*arrays)
-    for a in arrays:
-        a.flags.writeable = False
-    assert updates_table(*arrays).equals(writable_table)
-    assert len(key_rank.signatures) == m, key_rank.signatures
+    writable_table = same_table_read_only(key_rank, [
+        np.array([3, 4, 5], np.int64), np.array([1, 3, 4, 5], np.int64), np.array([1, 2, 9, 6, 0], np.int64),
+        np.array([0.9, 0.8, 0.7, 0.6, 0.5])])
     assert writable_table.column("subscription_id").to_pylist() == [3, 3, 4, 5]
     assert writable_table.column("rank").to_pylist() == [1, 2, 1, 1]
     assert writable_table.column("message_id").to_pylist() == [2, 9, 6, 0]
