@@ -212,7 +212,7 @@ def test_bench_cpu_accounting_charges_each_process_its_own_time():
     assert acc["roles_busy"] == {"partition": [100.0]} and acc["engine"] == 250.0, acc
 
 
-def test_bench_counts_the_cores_the_rest_of_the_machine_took():
+def test_bench_counts_the_cores_the_rest_of_the_machine_took(monkeypatch):
     """The Ray runs' measure of other load: the machine's busy CPU less ours, per wall
     second; a run is quiet where it stayed at most QUIET_OTHER_CORES in both of its streams,
     and the reported median is that of the quiet runs."""
@@ -236,6 +236,11 @@ def test_bench_counts_the_cores_the_rest_of_the_machine_took():
     assert [B._quiet(r) for r in runs] == [False, True, True, False]
     assert B._median_run([r for r in runs if B._quiet(r)])["vs_engine"] == 1.4
     assert not B._quiet({"vs_engine": 1.0, "other_cores": {"engine": None, "cluster": 0.0}})
+    # --ray-wait-quiet: 0 waits for nothing; a machine under the bound ends the wait at once
+    assert B._wait_quiet(0, print) is None
+    monkeypatch.setattr(B, "QUIET_OTHER_CORES", 100.0)
+    t = time.monotonic()
+    assert B._wait_quiet(30, print, probe=0.05) <= 100.0 and time.monotonic() - t < 5
 
 
 def test_a_clients_update_tables_use_the_engines_compiled_kernel():

@@ -250,14 +250,16 @@ def run_cluster_bench(dataset: str = "geonames", subs: int = 20_000, window: int
                       address: str | None = None, seed: int = 0, out: str | None = "out/bench",
                       progress=print, updates: str = "arrow", scale_subs: int | None = SCALE_SUBS,
                       fit_sample: int = 5_000, ray_clusters=DEFAULT_RAY_CLUSTERS,
-                      engine_repeats: int = ENGINE_REPEATS, ray_repeats: int = 1) -> dict:
+                      engine_repeats: int = ENGINE_REPEATS, ray_repeats: int = 1,
+                      ray_wait_quiet: float = 0.0) -> dict:
     """Run the three parts (see the module docstring); returns the JSON-able result and
     writes ``cluster.json`` / ``cluster.png`` under ``out``. ``scale_subs``: subscriptions of
     the scaling part (None: ``subs``); ``fit_sample``: rows of the policies' fitting sample;
     ``ray_clusters``: the keys of :data:`RAY_CLUSTERS` that the Ray part runs;
     ``engine_repeats``: runs of each engine reference stream (the fastest CPU time taken);
     ``ray_repeats``: runs of each Ray cluster and mode, each against the engine just before it
-    (the median ratio reported, every run kept)."""
+    (the median ratio reported, every run kept); ``ray_wait_quiet``: seconds each Ray run
+    waits at most for the rest of the machine to go quiet."""
     import rankcast as rc
     from ..bench._common import build_workload
 
@@ -355,7 +357,7 @@ def run_cluster_bench(dataset: str = "geonames", subs: int = 20_000, window: int
     # 3. Ray overhead, real wall clock on this machine
     if ray:
         res["ray"] = _ray_overhead(work, cfg, window, messages, batch, cluster_batch, address, progress,
-                                   same_topk, updates, ray_clusters, ray_repeats)
+                                   same_topk, updates, ray_clusters, ray_repeats, ray_wait_quiet)
 
     res["machine"]["loadavg_end"] = os.getloadavg()
     if out:
@@ -507,19 +509,38 @@ def _quiet(run: dict) -> bool:
     return all(v is not None and v <= QUIET_OTHER_CORES for v in (oc.get("engine"), oc.get("cluster")))
 
 
+def _wait_quiet(seconds: float, progress, probe: float = 1.0) -> float | None:
+    """Wait, at most ``seconds``, for a probe of ``probe`` seconds in which the rest of the
+    machine took at most QUIET_OTHER_CORES; the cores of the last probe (None: not measured)."""
+    deadline = time.monotonic() + seconds
+    cores = None
+    while seconds > 0:
+        o = _OtherCPU(_own_cpu)
+        o.start()
+        time.sleep(probe)
+        cores = o.cores()
+        if cores is None or cores <= QUIET_OTHER_CORES or time.monotonic() >= deadline:
+            break
+    if cores is not None and cores > QUIET_OTHER_CORES:
+        progress(f"the rest of the machine still takes {cores:.2f} cores: running anyway")
+    return cores
+
+
 def _median_run(runs: list[dict]) -> dict:
     return sorted(runs, key=lambda r: r["vs_engine"])[(len(runs) - 1) // 2]
 
 
 def _ray_overhead(work, cfg, window, messages, batch, cluster_batch, address, progress, same_topk,
-                  updates: str = "arrow", clusters=DEFAULT_RAY_CLUSTERS, repeats: int = 1) -> dict:
+                  updates: str = "arrow", clusters=DEFAULT_RAY_CLUSTERS, repeats: int = 1,
+                  wait_quiet: float = 0.0) -> dict:
     """Each cluster in two modes, each ``repeats`` times against the engine measured right
     before it: ``per_call`` publishes like the engine (``publish(wait=True)`` per batch, every
     call's updates returned in the ``updates`` form), so every call pays the roles' round
     trips; ``streamed`` publishes the same batches with ``wait=False`` and takes the updates
     with one ``flush`` at the end (every call's changes are still computed and delivered to
     listeners at the cuts; the flush returns each subscription's latest list), so the roles
-    work side by side. A mode's figures are those of its median run by ratio among the quiet
+    work side by side. ``wait_quiet``: seconds each run waits at most for the rest of the
+    machine to go quiet (:func:`_wait_quiet`). A mode's figures are those of its median run by ratio among the quiet
     runs (:data:`QUIET_OTHER_CORES`; all runs where none is quiet: ``quiet_runs`` 0), with
     ``median_all_runs``; ``runs`` keeps every run's ratio, both throughputs and the cores
     the rest of the machine took."""
@@ -534,8 +555,11 @@ def _ray_overhead(work, cfg, window, messages, batch, cluster_batch, address, pr
     for label, policy, P, options in (RAY_CLUSTERS[c] for c in clusters):
         row = out[label] = {"policy": policy, "partitions": P, "updates_form": updates}
         for mode in ("per_call", "streamed"):
-            runs = [_ray_run(work, cfg, window, messages, batch, cluster_batch, address, same_topk, updates,
-                             label, policy, P, options, mode, progress) for _ in range(max(1, repeats))]
+            runs = []
+            for _ in range(max(1, repeats)):
+                _wait_quiet(wait_quiet, progress)
+                runs.append(_ray_run(work, cfg, window, messages, batch, cluster_batch, address, same_topk,
+                                     updates, label, policy, P, options, mode, progress))
             quiet = [r for r in runs if _quiet(r)]
             med = _median_run(quiet or runs)
             row[mode] = {**med, "quiet_runs": len(quiet),
@@ -631,6 +655,9 @@ def add_arguments(p) -> None:
     p.add_argument("--ray-repeats", type=int, default=1,
                    help="runs of each Ray cluster and mode, each against the engine right before it "
                         "(the median ratio reported, every run kept under 'runs')")
+    p.add_argument("--ray-wait-quiet", type=float, default=0.0,
+                   help="seconds each Ray run waits at most for the rest of the machine to take at most "
+                        f"{QUIET_OTHER_CORES} cores (other sessions' load halves what a cluster gets)")
     p.add_argument("--address", default=None)
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--out", default="out/bench")
@@ -645,7 +672,7 @@ def main(args) -> int:
                             progress=lambda m: print(m, file=sys.stderr), updates=args.updates,
                             scale_subs=args.scale_subs or None, fit_sample=args.fit_sample,
                             ray_clusters=tuple(args.ray_clusters), engine_repeats=args.engine_repeats,
-                            ray_repeats=args.ray_repeats)
+                            ray_repeats=args.ray_repeats, ray_wait_quiet=args.ray_wait_quiet)
     print(json.dumps(res, indent=2, default=float))
     return 0
 
