@@ -540,10 +540,10 @@ def _ray_overhead(work, cfg, window, messages, batch, cluster_batch, address, pr
     with one ``flush`` at the end (every call's changes are still computed and delivered to
     listeners at the cuts; the flush returns each subscription's latest list), so the roles
     work side by side. ``wait_quiet``: seconds each run waits at most for the rest of the
-    machine to go quiet (:func:`_wait_quiet`). A mode's figures are those of its median run by ratio among the quiet
-    runs (:data:`QUIET_OTHER_CORES`; all runs where none is quiet: ``quiet_runs`` 0), with
-    ``median_all_runs``; ``runs`` keeps every run's ratio, both throughputs and the cores
-    the rest of the machine took."""
+    machine to go quiet (:func:`_wait_quiet`). A mode's figures are those of its median run
+    by ratio among the quiet runs (:data:`QUIET_OTHER_CORES`; all runs where none is quiet:
+    ``quiet_runs`` 0), with ``median_all_runs``; ``runs`` keeps every run's ratio, both
+    throughputs and the cores the rest of the machine took."""
     import ray as _ray
 
     if not _ray.is_initialized():
