@@ -677,6 +677,33 @@ def test_partitions_holding_the_window_are_engines_in_actors(policy, partitions,
 
 
 @pytest.mark.parametrize("time_window", [False, True], ids=["count", "time"])
+@pytest.mark.parametrize("side", [False, True], ids=["one-thread", "side-thread"])
+def test_partitions_holding_the_window_with_and_without_the_side_thread(time_window, side):
+    """Two hash partitions holding the window, their match with its side thread (the
+    window's append and a share of the match beside the step's thread) or without
+    (``options["solo_side"]`` False: the append, then the match, on the actor's thread):
+    equal to the engine and brute force after every call either way, and the partitions
+    count their steps (``side_steps``) and those matched on two threads."""
+    cfg = _cfg(time_window)
+    calls = random_calls(4242 + time_window, 40, time_window=time_window)
+    ccfg = rc.ClusterConfig(engine=cfg, policy="hash", partitions=2, batch_size=7, max_in_flight=3,
+                            max_partitions=2, name=f"solo-side-{side}-{time_window}",
+                            options={"runtime": "inproc", "solo_side": side})
+    cl = rc.Cluster.start(ccfg)
+    co = cl._coord.local
+    assert co.solo and [p.local.side for p in co.parts] == [side, side]
+    eng, brute = rc.Engine(cfg), BruteForceEngine(cfg)
+    assert play({"engine": eng, "cluster": cl, "brute": brute}, calls, live=set()) == len(calls)
+    st = cl.stats()
+    steps = [p["side_steps"] for p in st["roles"]["partition"]]
+    assert min(steps) > 0 and [s["messages"] for s in st["roles"]["shard"]] == [st["published"]] * 2
+    if not side:
+        assert [p["side_threaded_steps"] for p in st["roles"]["partition"]] == [0, 0]
+        assert all(p.local._side is None for p in co.parts)
+    cl.shutdown()
+
+
+@pytest.mark.parametrize("time_window", [False, True], ids=["count", "time"])
 def test_only_partition_runs_its_halves_on_two_threads(time_window, tmp_path, monkeypatch):
     """The cluster's only partition holds its subscriptions in two hash halves
     (``HalvesCore``), each step's halves on two threads: equal to the engine and brute force

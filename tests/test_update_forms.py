@@ -212,6 +212,37 @@ def test_bench_cpu_accounting_charges_each_process_its_own_time():
     assert acc["roles_busy"] == {"partition": [100.0]} and acc["engine"] == 250.0, acc
 
 
+def test_bench_counts_the_cores_the_rest_of_the_machine_took(monkeypatch):
+    """The Ray runs' measure of other load: the machine's busy CPU less ours, per wall
+    second; a run is quiet where it stayed at most QUIET_OTHER_CORES in both of its streams,
+    and the reported median is that of the quiet runs."""
+    import time
+
+    from rankcast.actors import bench as B
+
+    ticks = iter([100.0, 103.0])          # the machine: 3 CPU seconds over 2 wall seconds
+    ours = iter([10.0, 11.0])             # of which 1 was ours
+    clock = iter([0.0, 2.0])
+    o = B._OtherCPU(lambda: next(ours), machine=lambda: next(ticks), clock=lambda: next(clock))
+    o.start()
+    assert o.cores() == 1.0
+    # the machine's own counter sees this process's work
+    m0, t = B._machine_busy(), time.process_time()
+    while time.process_time() - t < 0.3:
+        pass
+    assert B._machine_busy() - m0 >= 0.25
+    runs = [{"vs_engine": v, "other_cores": {"engine": e, "cluster": c}}
+            for v, e, c in ((0.8, 0.0, 1.0), (1.5, 0.1, 0.1), (1.4, 0.0, 0.2), (0.7, 0.9, 0.0))]
+    assert [B._quiet(r) for r in runs] == [False, True, True, False]
+    assert B._median_run([r for r in runs if B._quiet(r)])["vs_engine"] == 1.4
+    assert not B._quiet({"vs_engine": 1.0, "other_cores": {"engine": None, "cluster": 0.0}})
+    # --ray-wait-quiet: 0 waits for nothing; a machine under the bound ends the wait at once
+    assert B._wait_quiet(0, print) is None
+    monkeypatch.setattr(B, "QUIET_OTHER_CORES", 100.0)
+    t = time.monotonic()
+    assert B._wait_quiet(30, print, probe=0.05) <= 100.0 and time.monotonic() - t < 5
+
+
 def test_a_clients_update_tables_use_the_engines_compiled_kernel():
     """Arrays from Ray's object store are read-only, and numba compiles a kernel once per
     read-only-ness of its arguments: ``updates_table`` gives ``expand_runs`` read-only views

@@ -42,6 +42,7 @@ from __future__ import annotations
 
 import gc
 import json
+import os
 import sys
 import time
 from pathlib import Path
@@ -110,14 +111,16 @@ class _BuildTimer:
 
 
 def _drive(target, work, window: int, messages: int, batch: int, sub_batch: int = 20_000,
-           pipelined: bool = True, updates: str = "objects", collect: bool = True, at_start=None) -> dict:
+           pipelined: bool = True, updates: str = "objects", collect: bool = True, at_start=None,
+           settle=None) -> dict:
     """Fill, subscribe, stream; returns the stream's wall time, CPU time of the calling
     thread, and the part of it spent building ``Update`` objects. ``updates``: the form each
     per-call publish returns (``"arrow"``: one table, no Python object per update).
     ``collect=False``: no garbage collection during the stream (in-process runs: every role
     shares one heap there, and a full collection, tenths of a second over the whole
     simulated cluster's objects, lands in the busy time of whichever role triggers it).
-    ``at_start``: called right before the stream (after the fill and the subscriptions)."""
+    ``at_start``: called right before the stream (after the fill and the subscriptions);
+    ``settle``: called before that, and before the stats the stream's figures start from."""
     msgs, subs = work.msgs, work.subs
     for a in range(0, window, max(batch, 5000)):
         part = _take(msgs, a, min(window, a + max(batch, 5000)))
@@ -129,6 +132,8 @@ def _drive(target, work, window: int, messages: int, batch: int, sub_batch: int 
         target.flush()
     for a in range(0, len(subs), sub_batch):
         target.subscribe(_take(subs, a, a + sub_batch))
+    if settle is not None:
+        settle()
     before = target.stats() if hasattr(target, "topk_many") else None
     if at_start is not None:
         at_start()
@@ -187,6 +192,9 @@ def _delta(after: dict, before: dict | None) -> dict:
             # the only partition's subscription halves: steps, and those run on two threads
             "halves_steps": total("partition", "halves_steps"),
             "halves_threaded_steps": total("partition", "halves_threaded_steps"),
+            # partitions holding the window, not in halves: steps, those matched on two threads
+            "side_steps": total("partition", "side_steps"),
+            "side_threaded_steps": total("partition", "side_threaded_steps"),
             "busy": {r: busy(r) for r in ("coordinator", "distributor", "partition", "shard", "aggregator")},
             "busy_wall": {r: busy(r, "busy_seconds")
                           for r in ("coordinator", "distributor", "partition", "shard", "aggregator")}}
@@ -242,14 +250,16 @@ def run_cluster_bench(dataset: str = "geonames", subs: int = 20_000, window: int
                       address: str | None = None, seed: int = 0, out: str | None = "out/bench",
                       progress=print, updates: str = "arrow", scale_subs: int | None = SCALE_SUBS,
                       fit_sample: int = 5_000, ray_clusters=DEFAULT_RAY_CLUSTERS,
-                      engine_repeats: int = ENGINE_REPEATS, ray_repeats: int = 1) -> dict:
+                      engine_repeats: int = ENGINE_REPEATS, ray_repeats: int = 1,
+                      ray_wait_quiet: float = 0.0) -> dict:
     """Run the three parts (see the module docstring); returns the JSON-able result and
     writes ``cluster.json`` / ``cluster.png`` under ``out``. ``scale_subs``: subscriptions of
     the scaling part (None: ``subs``); ``fit_sample``: rows of the policies' fitting sample;
     ``ray_clusters``: the keys of :data:`RAY_CLUSTERS` that the Ray part runs;
     ``engine_repeats``: runs of each engine reference stream (the fastest CPU time taken);
     ``ray_repeats``: runs of each Ray cluster and mode, each against the engine just before it
-    (the median ratio reported, every run kept)."""
+    (the median ratio reported, every run kept); ``ray_wait_quiet``: seconds each Ray run
+    waits at most for the rest of the machine to go quiet."""
     import rankcast as rc
     from ..bench._common import build_workload
 
@@ -347,7 +357,7 @@ def run_cluster_bench(dataset: str = "geonames", subs: int = 20_000, window: int
     # 3. Ray overhead, real wall clock on this machine
     if ray:
         res["ray"] = _ray_overhead(work, cfg, window, messages, batch, cluster_batch, address, progress,
-                                   same_topk, updates, ray_clusters, ray_repeats)
+                                   same_topk, updates, ray_clusters, ray_repeats, ray_wait_quiet)
 
     res["machine"]["loadavg_end"] = os.getloadavg()
     if out:
@@ -390,6 +400,44 @@ def _engine_reference(work, cfg, window, messages, batch, seed, progress, repeat
     return out, same_topk
 
 
+def _machine_busy() -> float | None:
+    """CPU seconds the whole machine has spent busy since boot, every CPU and every process
+    (``/proc/stat``: user, nice, system, irq, softirq, steal); None where there is no such file."""
+    try:
+        with open("/proc/stat") as f:
+            v = [int(x) for x in f.readline().split()[1:9]]
+    except (OSError, ValueError):
+        return None
+    return (v[0] + v[1] + v[2] + v[5] + v[6] + v[7]) / os.sysconf("SC_CLK_TCK")
+
+
+class _OtherCPU:
+    """The CPU the rest of the machine took over a timed stretch, in cores (CPU seconds per
+    wall second): the machine's busy time less that of ``ours`` (a callable: our processes'
+    CPU seconds so far). On a machine shared with other sessions this is what decides a
+    run: Linux's autogroups give every session (a client and every Ray process it started
+    are one) an equal share of the cores, so one other busy session leaves the whole cluster
+    about one core, as much as the engine's one thread gets."""
+
+    def __init__(self, ours, machine=None, clock=time.perf_counter):
+        self.ours, self.machine, self.clock = ours, machine or _machine_busy, clock
+        self.t0 = self.m0 = self.o0 = None
+
+    def start(self) -> None:
+        self.t0, self.m0, self.o0 = self.clock(), self.machine(), self.ours()
+
+    def cores(self) -> float | None:
+        m1, o1, wall = self.machine(), self.ours(), self.clock() - self.t0
+        if self.m0 is None or m1 is None or wall <= 0:
+            return None
+        return max(0.0, (m1 - self.m0) - (o1 - self.o0)) / wall
+
+
+def _own_cpu() -> float:
+    t = os.times()
+    return t.user + t.system
+
+
 class _ProcessCPU:
     """CPU time (user + system) of every process of a Ray cluster over a stream: the roles'
     (by their pids), this client's, and Ray's own (raylet, GCS, other workers: the
@@ -424,6 +472,8 @@ class _ProcessCPU:
 
     def start(self) -> None:
         self.t0 = self._now()
+        self.other = _OtherCPU(lambda: sum(c for _, c in self._now().values()))
+        self.other.start()
 
     def seconds(self) -> dict[str, float]:
         """CPU seconds since :meth:`start` by process label (Ray's own processes by name)."""
@@ -447,16 +497,53 @@ def _cpu_per_message(busy: dict, procs: dict, client_thread: float, engine_cpu: 
             "total_vs_engine": total / engine_cpu if engine_cpu else 0.0}
 
 
+SETTLE_CHECKPOINT = True    # a checkpoint right before each Ray run's timed stream (see _ray_run)
+# A run is quiet where the rest of the machine took at most this many cores during both its
+# engine stream and its cluster stream (_OtherCPU): one other busy session halves what a
+# cluster of several processes gets, not what the engine's one thread gets
+QUIET_OTHER_CORES = 0.25
+
+
+def _quiet(run: dict) -> bool:
+    oc = run.get("other_cores") or {}
+    return all(v is not None and v <= QUIET_OTHER_CORES for v in (oc.get("engine"), oc.get("cluster")))
+
+
+def _wait_quiet(seconds: float, progress, probe: float = 1.0) -> float | None:
+    """Wait, at most ``seconds``, for a probe of ``probe`` seconds in which the rest of the
+    machine took at most QUIET_OTHER_CORES; the cores of the last probe (None: not measured)."""
+    deadline = time.monotonic() + seconds
+    cores = None
+    while seconds > 0:
+        o = _OtherCPU(_own_cpu)
+        o.start()
+        time.sleep(probe)
+        cores = o.cores()
+        if cores is None or cores <= QUIET_OTHER_CORES or time.monotonic() >= deadline:
+            break
+    if cores is not None and cores > QUIET_OTHER_CORES:
+        progress(f"the rest of the machine still takes {cores:.2f} cores: running anyway")
+    return cores
+
+
+def _median_run(runs: list[dict]) -> dict:
+    return sorted(runs, key=lambda r: r["vs_engine"])[(len(runs) - 1) // 2]
+
+
 def _ray_overhead(work, cfg, window, messages, batch, cluster_batch, address, progress, same_topk,
-                  updates: str = "arrow", clusters=DEFAULT_RAY_CLUSTERS, repeats: int = 1) -> dict:
+                  updates: str = "arrow", clusters=DEFAULT_RAY_CLUSTERS, repeats: int = 1,
+                  wait_quiet: float = 0.0) -> dict:
     """Each cluster in two modes, each ``repeats`` times against the engine measured right
     before it: ``per_call`` publishes like the engine (``publish(wait=True)`` per batch, every
     call's updates returned in the ``updates`` form), so every call pays the roles' round
     trips; ``streamed`` publishes the same batches with ``wait=False`` and takes the updates
     with one ``flush`` at the end (every call's changes are still computed and delivered to
     listeners at the cuts; the flush returns each subscription's latest list), so the roles
-    work side by side. A mode's figures are those of its median run by ratio; ``runs`` keeps
-    every run's ratio and both throughputs."""
+    work side by side. ``wait_quiet``: seconds each run waits at most for the rest of the
+    machine to go quiet (:func:`_wait_quiet`). A mode's figures are those of its median run
+    by ratio among the quiet runs (:data:`QUIET_OTHER_CORES`; all runs where none is quiet:
+    ``quiet_runs`` 0), with ``median_all_runs``; ``runs`` keeps every run's ratio, both
+    throughputs and the cores the rest of the machine took."""
     import ray as _ray
 
     if not _ray.is_initialized():
@@ -468,16 +555,24 @@ def _ray_overhead(work, cfg, window, messages, batch, cluster_batch, address, pr
     for label, policy, P, options in (RAY_CLUSTERS[c] for c in clusters):
         row = out[label] = {"policy": policy, "partitions": P, "updates_form": updates}
         for mode in ("per_call", "streamed"):
-            runs = [_ray_run(work, cfg, window, messages, batch, cluster_batch, address, same_topk, updates,
-                             label, policy, P, options, mode, progress) for _ in range(max(1, repeats))]
-            med = sorted(runs, key=lambda r: r["vs_engine"])[(len(runs) - 1) // 2]
-            row[mode] = {**med, "runs": [{k: r[k] for k in ("vs_engine", "throughput", "engine_throughput",
-                                                            "halves_steps", "halves_threaded_steps")}
-                                         for r in runs]}
+            runs = []
+            for _ in range(max(1, repeats)):
+                _wait_quiet(wait_quiet, progress)
+                runs.append(_ray_run(work, cfg, window, messages, batch, cluster_batch, address, same_topk,
+                                     updates, label, policy, P, options, mode, progress))
+            quiet = [r for r in runs if _quiet(r)]
+            med = _median_run(quiet or runs)
+            row[mode] = {**med, "quiet_runs": len(quiet),
+                         "median_all_runs": _median_run(runs)["vs_engine"],
+                         "runs": [{k: r[k] for k in ("vs_engine", "throughput", "engine_throughput",
+                                                     "halves_steps", "halves_threaded_steps",
+                                                     "other_cores", "checkpoints")}
+                                  for r in runs]}
             if len(runs) > 1:
-                each = ", ".join(f"{r['vs_engine']:.2f}x" for r in runs)
-                progress(f"ray {label}, {mode}: median of {len(runs)} runs {med['vs_engine']:.2f}x the engine "
-                         f"(runs {each})")
+                each = ", ".join(f"{r['vs_engine']:.2f}x" + ("" if _quiet(r) else " (busy)") for r in runs)
+                progress(f"ray {label}, {mode}: median of {len(quiet) or len(runs)} "
+                         f"{'quiet ' if quiet else ''}runs {med['vs_engine']:.2f}x the engine "
+                         f"(runs {each}; median of all {row[mode]['median_all_runs']:.2f}x)")
         row["vs_engine"] = row["per_call"]["vs_engine"]
     return out
 
@@ -487,8 +582,10 @@ def _ray_run(work, cfg, window, messages, batch, cluster_batch, address, same_to
     """One run of a cluster in one mode, after the engine's run right before it, so that both
     see the same load on this shared machine."""
     import rankcast as rc
-    er = _drive(rc.Engine(cfg), work, window, messages, batch, pipelined=False, updates=updates)
-    e = er["throughput"]
+    other = _OtherCPU(_own_cpu)
+    er = _drive(rc.Engine(cfg), work, window, messages, batch, pipelined=False, updates=updates,
+                at_start=other.start)
+    e, e_other = er["throughput"], other.cores()
     ccfg = rc.ClusterConfig(engine=cfg, policy=policy, partitions=P, window_shards=1, distributors=1,
                             aggregators=1, batch_size=cluster_batch, actor_cpus=0.01,
                             name=f"rankcast-bench-{P}-{policy}", options=options)
@@ -497,19 +594,35 @@ def _ray_run(work, cfg, window, messages, batch, cluster_batch, address, same_to
     try:
         # kernels loaded before the timings, as the engine's already are
         procs = _ProcessCPU(cl.warm())
+        # a durable cluster checkpoints every checkpoint_every seconds (5): the fill and the
+        # subscriptions take about that long, so one used to begin inside the timed stream
+        # in some runs and not in others (its snapshots beside the steps: 1,045 msg/s once,
+        # a loaded run). One taken right before the stream leaves the stream none
+        settle = cl.checkpoint if SETTLE_CHECKPOINT and cl.stats()["recovery"]["durable"] else None
         r = _drive(cl, work, window, messages, batch, pipelined=mode == "streamed", updates=updates,
-                   at_start=procs.start)
+                   at_start=procs.start, settle=settle)
+        c_other = procs.other.cores()
         cpu = procs.seconds()
-        d = _delta(cl.stats(), r["before"])
+        after = cl.stats()
+        d = _delta(after, r["before"])
         run = {"throughput": r["throughput"], "engine_throughput": e,
                "vs_engine": r["throughput"] / e, "seconds": r["seconds"], "updates": r["updates"],
                "busy": d["busy_wall"], "topk_equal_engine": same_topk(cl),
                "halves_steps": d["halves_steps"], "halves_threaded_steps": d["halves_threaded_steps"],
+               "side_steps": d["side_steps"], "side_threaded_steps": d["side_threaded_steps"],
+               # checkpoints begun inside the timed stream (a durable cluster's, every
+               # checkpoint_every seconds: its snapshots run beside the steps)
+               "checkpoints": after["recovery"]["checkpoints"] - r["before"]["recovery"]["checkpoints"],
+               # cores the rest of the machine took during the engine's stream and the cluster's
+               "other_cores": {"engine": e_other, "cluster": c_other},
                "cpu_us_per_message": _cpu_per_message(d["busy"], cpu, r["cpu_seconds"],
                                                       er["cpu_seconds"], messages)}
         c = run["cpu_us_per_message"]
+        oc = run["other_cores"]
         progress(f"ray {label}, {mode}: {r['throughput']:.0f} msg/s (engine just before: {e:.0f}); "
                  f"CPU {c['total']:.0f} us/msg in all against the engine's {c['engine']:.0f}"
+                 + ("" if None in oc.values() else
+                    f"; other processes {oc['engine']:.2f} / {oc['cluster']:.2f} cores (engine / cluster)")
                  + (f"; halves on two threads in {d['halves_threaded_steps']:.0f} of {d['halves_steps']:.0f} steps"
                     if d["halves_steps"] else ""))
         return run
@@ -542,6 +655,9 @@ def add_arguments(p) -> None:
     p.add_argument("--ray-repeats", type=int, default=1,
                    help="runs of each Ray cluster and mode, each against the engine right before it "
                         "(the median ratio reported, every run kept under 'runs')")
+    p.add_argument("--ray-wait-quiet", type=float, default=0.0,
+                   help="seconds each Ray run waits at most for the rest of the machine to take at most "
+                        f"{QUIET_OTHER_CORES} cores (other sessions' load halves what a cluster gets)")
     p.add_argument("--address", default=None)
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--out", default="out/bench")
@@ -556,7 +672,7 @@ def main(args) -> int:
                             progress=lambda m: print(m, file=sys.stderr), updates=args.updates,
                             scale_subs=args.scale_subs or None, fit_sample=args.fit_sample,
                             ray_clusters=tuple(args.ray_clusters), engine_repeats=args.engine_repeats,
-                            ray_repeats=args.ray_repeats)
+                            ray_repeats=args.ray_repeats, ray_wait_quiet=args.ray_wait_quiet)
     print(json.dumps(res, indent=2, default=float))
     return 0
 

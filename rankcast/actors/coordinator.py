@@ -1402,8 +1402,10 @@ class Coordinator(CoordinatorBase):
             self.shards, self.aggs, self.dists, self._part_args = [], [], [], ()
             # the only partition: its subscriptions in two halves, a thread each (SoloPartition)
             halves = P == 1 and bool(opts.get("solo_halves", True))
-            self.parts = [make("partition", SoloPartition, p, cfg, p, held, name, export, delay, seed, halves)
-                          for p in range(P)]
+            # the match's side thread (SoloPartition; options["solo_side"]=False: none)
+            side = bool(opts.get("solo_side", True))
+            self.parts = [make("partition", SoloPartition, p, cfg, p, held, name, export, delay, seed, halves,
+                               side) for p in range(P)]
         else:
             # a shard's index holds its share of the window plus that of the steps in flight
             held = 0 if self.cfg.window is None else -(-(self.cfg.window + ccfg.max_in_flight * ccfg.batch_size) // S)

@@ -44,6 +44,8 @@ _DEFS = {
     "rebuilds": ("counter", "restores that rebuilt a partition's buffers from its subscriptions"),
     "halves_steps": ("counter", "steps of the only partition's two subscription halves (HalvesCore)"),
     "halves_threaded_steps": ("counter", "of those, steps whose halves ran on two threads"),
+    "side_steps": ("counter", "steps with messages of a partition holding the window, not in halves"),
+    "side_threaded_steps": ("counter", "of those, steps whose match ran on two threads (SideThread)"),
     "busy_seconds": ("counter", "seconds spent working"),
     "cpu_seconds": ("counter", "CPU seconds of this role's thread while working"),
     "queue_depth": ("gauge", "steps dispatched and not yet finished"),

@@ -532,11 +532,12 @@ class SoloPartition(SubscriptionPartition):
 
     def __init__(self, cfg: EngineConfig, index: int, capacity: int, cluster: str = "rankcast",
                  export_metrics: bool = True, delay: float = 0.0, seed: int = 0, halves: bool = False,
-                 resume=None):
+                 side: bool = True, resume=None):
         # before the partition's __init__, which restores both from ``resume``
         self.window_shard = WindowShard(cfg, index, cluster, export_metrics, 0.0, seed, capacity)
         self._side: SideThread | None = None        # made at the first step (it does not pickle)
         self.halves = bool(halves)
+        self.side = bool(side)       # the match's SideThread (see _disseminate); False: none
         self._scratch = [[], []]                    # each half's room for the window's searches
         self._taken = None                          # (step, updates) a halves' step took
         super().__init__(cfg, index, [LocalHandle(self.window_shard)], [], InprocRuntime(), False,
@@ -638,8 +639,20 @@ class SoloPartition(SubscriptionPartition):
         """The step's messages: appended to the window on the side thread, which then
         matches its share of them, while this thread matches the others."""
         msgs, seqs, exp = payload
-        self.core.process(msgs, seqs, exp, last, side=self._side_thread(),
-                          run=lambda: self.window_shard.append(step, (msgs, seqs), exp_end, exp_end))
+
+        def append():
+            self.window_shard.append(step, (msgs, seqs), exp_end, exp_end)
+        if not self.side:
+            append()
+            self.core.process(msgs, seqs, exp, last)
+            self.metrics.inc("side_steps", 1)
+            return
+        side = self._side_thread()
+        before = sum(side.verdicts)
+        self.core.process(msgs, seqs, exp, last, side=side, run=append)
+        self.metrics.inc("side_steps", 1)
+        # a batch matched on two threads gives one verdict
+        self.metrics.inc("side_threaded_steps", sum(side.verdicts) - before)
 
     def resume(self, shards: list, aggregators: list) -> int:
         """As :meth:`SubscriptionPartition.resume`; the shard is its own (``shards`` is empty)."""
