@@ -399,12 +399,102 @@ def _sum_add(IL, FL, q, rec, node, s, p_start, p_end, p_attr, p_w, score):
                 _touch_p(IL, node)
         return
     base = node * (NC if rec == I_C else NP)
+    if rec == I_C:
+        _touch_c(IL, node)
+    else:
+        _touch_p(IL, node)
     R = IL[rec]
-    if R[base + NMAX] < p_end[s] - p_start[s]:
-        R[base + NMAX] = p_end[s] - p_start[s]
     size = p_end[s] - p_start[s]
+    if R[base + NMAX] < size:
+        R[base + NMAX] = size
+    # one pass for the keys already there (their maxima raised in place), then the new ones
+    # merged in at once from the back (one shift of the summary, not one per key)
+    ws, wc = R[base + WS], R[base + WC]
+    WA = IL[I_WA]
+    WM = FL[F_WM]
+    m = 0
     for p in range(p_start[s], p_end[s]):
-        _w_add(IL, FL, rec, base, _wkey(size, p_attr[p]), p_w[p])
+        key = _wkey(size, p_attr[p])
+        lo = lower_bound(WA, ws, ws + wc, key)
+        if lo < ws + wc and WA[lo] == key:
+            if WM[lo] < p_w[p]:
+                WM[lo] = p_w[p]
+        else:
+            m += 1
+    if m > 0:
+        _sum_merge(IL, FL, R, base, s, size, m, p_start, p_end, p_attr, p_w)
+
+
+@numba.njit(cache=True)
+def _sum_merge(IL, FL, R, base, s, size, m, p_start, p_end, p_attr, p_w):
+    """The ``m`` keys of expression ``s`` (of ``size`` predicates) not yet in the summary of
+    record ``base`` of ``R`` merged into it (sorted; relocated to the end of the pool, doubled,
+    when it does not fit)."""
+    ws, wc, wk = R[base + WS], R[base + WC], R[base + WK]
+    WA = IL[I_WA]
+    WM = FL[F_WM]
+    nk_ = np.empty(m, np.int64)
+    nw_ = np.empty(m)
+    n = 0
+    for p in range(p_start[s], p_end[s]):
+        key = _wkey(size, p_attr[p])
+        lo = lower_bound(WA, ws, ws + wc, key)
+        if lo < ws + wc and WA[lo] == key:
+            continue
+        w = p_w[p]
+        y = n - 1                                      # insertion sort, duplicates kept once (max)
+        dup = -1
+        while y >= 0 and nk_[y] >= key:
+            if nk_[y] == key:
+                dup = y
+                break
+            y -= 1
+        if dup >= 0:
+            if nw_[dup] < w:
+                nw_[dup] = w
+            continue
+        y = n - 1
+        while y >= 0 and nk_[y] > key:
+            nk_[y + 1] = nk_[y]
+            nw_[y + 1] = nw_[y]
+            y -= 1
+        nk_[y + 1] = key
+        nw_[y + 1] = w
+        n += 1
+    dst = ws
+    if wc + n > wk:                                    # relocate to the end of the pool, doubled
+        num = IL[I_NUM]
+        nk = max(4, 2 * wk)
+        while nk < wc + n:
+            nk *= 2
+        nb = num[U_W]
+        num[U_W] = nb + nk
+        _grow_i(IL, I_WA, nb + nk)
+        _grow_f(FL, F_WM, nb + nk, 0.0)
+        WA = IL[I_WA]
+        WM = FL[F_WM]
+        dst = nb
+        R[base + WS] = nb
+        R[base + WK] = nk
+    # merge from the back: old entries ws..ws+wc and the n new ones into dst..dst+wc+n
+    i = wc - 1
+    j = n - 1
+    o = wc + n - 1
+    while j >= 0:
+        if i >= 0 and WA[ws + i] > nk_[j]:
+            WA[dst + o] = WA[ws + i]
+            WM[dst + o] = WM[ws + i]
+            i -= 1
+        else:
+            WA[dst + o] = nk_[j]
+            WM[dst + o] = nw_[j]
+            j -= 1
+        o -= 1
+    if dst != ws:
+        for x in range(i + 1):
+            WA[dst + x] = WA[ws + x]
+            WM[dst + x] = WM[ws + x]
+    R[base + WC] = wc + n
 
 
 @numba.njit(cache=True)
