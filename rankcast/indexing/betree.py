@@ -158,6 +158,7 @@ T_CLUSTER, T_PARTITION = 0, 1
 # match counters
 M_EVENTS, M_CNODES, M_LNODES, M_EVALS, M_PUSHED, M_POPPED, M_PRUNED, M_CDIR = range(8)
 NM = 8
+BLOCK_LINES = 4       # cache lines prefetched of a block to visit (c-node) or to bound (p-node)
 HUGE_BYTES = 4 << 20   # numpy asks for transparent huge pages from this size on
 VIEW_ALIGN = 8         # floats: every view block starts a 64-byte cache line (the arena is aligned so)
 # a packed summary class (_write_sum): one 32-bit word per (attribute, weight), the attribute in the
@@ -1890,6 +1891,14 @@ def _scan(mode, AR, ARI, r, end, m, G, has, val, ew, set_vals, tsc, tid, n, k, c
     return n
 
 
+@numba.njit(cache=True, inline="always")
+def _prefetch_block(AR, b):
+    """Prefetch the first ``BLOCK_LINES`` cache lines of the view block at ``AR[b]`` (a block starts
+    a line; past its end the hints are wasted, never wrong)."""
+    for j in range(b, b + BLOCK_LINES * VIEW_ALIGN, VIEW_ALIGN):
+        prefetch(AR, j)
+
+
 @numba.njit(cache=True)
 def _match_many(HV, AR, PV, mode, k, ev_off, ev_attr, ev_val, ev_w, val, has, ew, wmax, set_vals, out_id, out_sc,
                 out_n, cnt):
@@ -1972,7 +1981,7 @@ def _match_events(HV, AR, ARI, S, SU, mode, k, ev_off, ev_attr, ev_val, ev_w, va
                                     cnt[M_PRUNED] += 1
                                     continue
                                 pbs[npb] = int(AR[x + 1])
-                                prefetch(AR, pbs[npb])
+                                _prefetch_block(AR, pbs[npb])
                                 npb += 1
                     else:
                         for i in range(e0, e1):
@@ -1984,7 +1993,7 @@ def _match_events(HV, AR, ARI, S, SU, mode, k, ev_off, ev_attr, ev_val, ev_w, va
                                     cnt[M_PRUNED] += 1
                                     continue
                                 pbs[npb] = int(AR[x + 1])
-                                prefetch(AR, pbs[npb])
+                                _prefetch_block(AR, pbs[npb])
                                 npb += 1
                 if elen > 0:
                     bnd = _vbound(mode, S, SU, dir0 + ND * nd, nsum, AR[b + 1], ev_attr, e0, e1, has, ew, EO, EP, tb, G,
@@ -2053,7 +2062,7 @@ def _match_events(HV, AR, ARI, S, SU, mode, k, ev_off, ev_attr, ev_val, ev_w, va
                         cnt[M_PRUNED] += 1      # nothing in its l-node or below its p-nodes can beat the k-th score
                         continue
                     cq[nq] = x
-                    prefetch(AR, int(HV[h + V_B]))
+                    _prefetch_block(AR, int(HV[h + V_B]))
                     nq += 1
         # best first
         for i in range(n):
