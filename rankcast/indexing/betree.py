@@ -310,50 +310,6 @@ def _new_p(IL, FL, owner, attr):
 
 
 # ----------------------------------------------------------------------------- summaries
-@numba.njit(cache=True)
-def _w_add(IL, FL, rec, base, attr, w):
-    """max-merge (key ``attr``, w) into the sorted summary of record ``base`` of pool ``rec``."""
-    if rec == I_C:
-        _touch_c(IL, base // NC)
-    else:
-        _touch_p(IL, base // NP)
-    R = IL[rec]
-    ws, wc, wk = R[base + WS], R[base + WC], R[base + WK]
-    WA = IL[I_WA]
-    lo = lower_bound(WA, ws, ws + wc, attr)
-    if lo < ws + wc and WA[lo] == attr:
-        WM = FL[F_WM]
-        if WM[lo] < w:
-            WM[lo] = w
-        return
-    if wc == wk:                                   # relocate to the end of the pool, doubled
-        num = IL[I_NUM]
-        nk = max(4, 2 * wk)
-        nb = num[U_W]
-        num[U_W] = nb + nk
-        _grow_i(IL, I_WA, nb + nk)
-        _grow_f(FL, F_WM, nb + nk, 0.0)
-        WA = IL[I_WA]
-        WM = FL[F_WM]
-        for j in range(wc):
-            WA[nb + j] = WA[ws + j]
-            WM[nb + j] = WM[ws + j]
-        lo = nb + (lo - ws)
-        ws = nb
-        R[base + WS] = nb
-        R[base + WK] = nk
-    WA = IL[I_WA]
-    WM = FL[F_WM]
-    j = ws + wc
-    while j > lo:
-        WA[j] = WA[j - 1]
-        WM[j] = WM[j - 1]
-        j -= 1
-    WA[lo] = attr
-    WM[lo] = w
-    R[base + WC] = wc + 1
-
-
 @numba.njit(cache=True, inline="always")
 def _lower_bound(AR, base, stride, n, a):
     """The first of ``n`` keys ``AR[base + stride * i]`` (ascending) not below ``a``."""
