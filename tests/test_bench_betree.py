@@ -36,6 +36,9 @@ def test_betree_paper_bench_runs_every_family(tmp_path):
         assert all(r["ms_per_event"] > 0 and r["build_seconds"] >= 0 for r in rows)
         assert all(r["index_bytes"] > 0 for r in rows if r["method"] != "scan")
         assert all(r["events"] == (5 if r["method"] == "scan" else 50) for r in rows)
+        # side by side: every method timed in each of the (default 3) rounds, the median counts
+        assert all(len(r["ms_per_event_rounds"]) == 3 for r in rows)
+        assert all(r["ms_per_event"] == sorted(r["ms_per_event_rounds"])[1] for r in rows)
     assert sorted({r["size"] for r in out["size"]}) == [2000, 4000]
     assert out["all_agree"] is True
     assert [(s["family"], s["method"]) for s in out["skipped"]] == [("geonames", "k-index")]
@@ -50,10 +53,11 @@ def test_betree_paper_bench_runs_every_family(tmp_path):
 def test_betree_paper_bench_options(tmp_path):
     """--no-scan, --full and --families: scan dropped, the all-matches k added, one family run."""
     args = _args(tmp_path, "--no-scan", "--full", "--full-k", "100000", "--families", "size",
-                 "--sizes", "2000", "--attr-dist", "zipf")
+                 "--sizes", "2000", "--attr-dist", "zipf", "--rounds", "2")
     res = betree.run_betree(args)
     rows = res["size"]
     assert {r["method"] for r in rows} == {"BE*", "BE*-B", "k-index"}
     assert {r["k"] for r in rows} == {1, 5, 100000} and all(r["agrees_with_betree"] for r in rows)
+    assert all(len(r["ms_per_event_rounds"]) == 2 for r in rows)
     assert all(res[f] == [] for f in betree.FAMILIES if f != "size")
     assert res["targets"]["scan_over_betree"]["met"] is None

@@ -10,14 +10,19 @@ at a time), ``BE*-B`` (the same, bulk-loaded), ``k-index``
 ``--scan-events`` events only; ``--no-scan`` drops it). Weighted scoring throughout; leaf
 capacity A by the match probability (paper Table II) unless ``--leaf-capacity``.
 
-Every method is built (timed, after a warm-up build on a small slice so that compilation is
-not counted), warmed on a few events, then timed on ``--events`` events at k = 1 ("top-1"), 5
-("top-5") and, with ``--full``, ``--full-k`` ("all matches", the paper's plain matching). Each
-row: ms/event and build seconds as CPU time of the calling thread (``time.thread_time``: every
-kernel here is single-threaded, and the machine may be shared; the wall-clock figures are kept
-as ``ms_per_event_wall`` and ``build_wall_seconds``), index bytes (``stats()["index_bytes"]``),
-peak RSS (reset before each method's build where the kernel allows), and whether its top-k ids
-equal BE*'s.
+Every method is built (timed, after a warm-up build on a small slice so that compilation is not
+counted) and kept, warmed on a few events, then timed on ``--events`` events at k = 1
+("top-1"), 5 ("top-5") and, with ``--full``, ``--full-k`` ("all matches", the paper's plain
+matching), in ``--rounds`` rounds (default 3) that time every method once each, in an order
+rotated every round: side by side, so that a slow spell of a shared machine falls on every
+method alike, and the median round counts (single runs of one method after another scattered
+the k-index / BE* ratio by 1.5x between two runs of the same code). Each row: ms/event (the
+median round; every round's in ``ms_per_event_rounds``) and build seconds as CPU time of the
+calling thread (``time.thread_time``: every kernel here is single-threaded, and the machine may
+be shared; the wall-clock figures are kept as ``ms_per_event_wall`` and
+``build_wall_seconds``), index bytes (``stats()["index_bytes"]``), peak RSS during its build
+(reset before it where the kernel allows; the methods built before it are still held), and
+whether its top-k ids equal BE*'s.
 
 Families (Table III defaults: dims 400, cardinality 250M, 4 clusters of size 100, sub size 8,
 event size 15, match probability 0.1%; ``--attr-dist`` uniform or zipf):
@@ -101,6 +106,8 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
                         "size_spread; 0: every expression of the average size)")
     g.add_argument("--events", type=int, default=1000, help="events timed per method")
     g.add_argument("--scan-events", type=int, default=30, help="events timed for scan (it is slow)")
+    g.add_argument("--rounds", type=int, default=3,
+                   help="timed rounds per k, every method once per round in rotated order; the median counts")
     g.add_argument("--no-scan", action="store_true", help="leave scan out")
     g.add_argument("--full", action="store_true", help="also k = --full-k (all matches)")
     g.add_argument("--full-k", type=int, default=1_000_000)
@@ -148,17 +155,20 @@ def _same(ids_a, sc_a, ids_b, sc_b) -> bool:
 
 
 def measure(w, args, family: str, params: dict, match_prob: float, skipped: list | None = None) -> list[dict]:
-    """Every method on the workload ``w``: build, then ``--events`` events at every k. A method
-    that refuses the workload (``InvalidInput``: k-index on continuous values or open ranges)
-    is left out and noted in ``skipped`` when given (else the error propagates)."""
+    """Every method on the workload ``w``: each built (and kept), then ``--rounds`` rounds at every
+    k in which every method is timed on the ``--events`` events in turn (the order rotated each
+    round, so that no method always runs first or last); a row's time is its median over the
+    rounds (each round's in ``ms_per_event_rounds``). A method that refuses the workload
+    (``InvalidInput``: k-index on continuous values or open ranges) is left out and noted in
+    ``skipped`` when given (else the error propagates)."""
     from ..errors import InvalidInput
     n_ev = min(int(args.events), len(w.events))
     evs = w.events.take(np.arange(n_ev))
     warm_ev = w.events.take(np.arange(min(WARM_EVENTS, n_ev)))
     ks = _ks(args)
-    ref: dict[int, list] = {}
-    rows = []
+    rounds = max(1, int(getattr(args, "rounds", 1)))
     tag = " ".join(f"{k}={v}" for k, v in params.items())
+    built = []
     for method in _methods(args):
         try:
             # warm-up build on a small slice: compilation (or loading it from the cache) not timed
@@ -181,35 +191,46 @@ def measure(w, args, family: str, params: dict, match_prob: float, skipped: list
             continue
         if hasattr(core, "ev"):
             core.ev.grow(w.n_attrs)
-        st = core.stats()
-        m_ev, m_n = (evs, n_ev)
+        m_ev, m_n = evs, n_ev
         if method == "scan":
             m_n = min(n_ev, int(args.scan_events))
             m_ev = w.events.take(np.arange(m_n))
-        for k in ks:
-            core.match(warm_ev, k)                      # compile / warm
-            t0, c0 = time.perf_counter(), time.thread_time()
-            res = core.match(m_ev, k)
-            secs = (time.thread_time() - c0) / max(m_n, 1)
-            wall = (time.perf_counter() - t0) / max(m_n, 1)
-            if method == "BE*":
-                ref[k] = res
-                agrees = True
-            else:
-                agrees = all(_same(a[0], a[1], b[0], b[1]) for a, b in zip(res, ref[k][:m_n]))
-            found = float(np.mean([len(r[0]) for r in res])) if res else 0.0
-            row = {"family": family, **params, "n": len(w.exprs), "method": method, "k": k,
-                   "k_label": _k_label(k), "events": m_n, "ms_per_event": secs * 1e3,
-                   "ms_per_event_wall": wall * 1e3, "build_seconds": build, "build_wall_seconds": build_wall,
-                   "index_bytes": st.get("index_bytes"),
-                   "peak_rss_mb": peak_rss_mb(), "mean_results": found, "agrees_with_betree": bool(agrees)}
+        built.append({"method": method, "core": core, "build": build, "build_wall": build_wall,
+                      "st": core.stats(), "rss": peak_rss_mb(), "ev": m_ev, "n": m_n})
+    rows = []
+    for k in ks:
+        for b in built:
+            b["core"].match(warm_ev, k)                  # compile / warm
+            b["cpu"], b["wall"], b["res"] = [], [], None
+        for r in range(rounds):
+            for b in built[r % len(built):] + built[: r % len(built)]:
+                t0, c0 = time.perf_counter(), time.thread_time()
+                res = b["core"].match(b["ev"], k)
+                b["cpu"].append((time.thread_time() - c0) / max(b["n"], 1))
+                b["wall"].append((time.perf_counter() - t0) / max(b["n"], 1))
+                if b["res"] is None:
+                    b["res"] = res
+                elif not all(_same(x[0], x[1], y[0], y[1]) for x, y in zip(res, b["res"])):
+                    raise AssertionError(f"{b['method']} at k={k}: round {r} differs from round 0")
+        ref = built[0]["res"]                            # BE*'s (the first method)
+        for b in built:
+            agrees = b is built[0] or all(_same(a[0], a[1], c[0], c[1]) for a, c in zip(b["res"], ref[: b["n"]]))
+            secs, wall = float(np.median(b["cpu"])), float(np.median(b["wall"]))
+            found = float(np.mean([len(x[0]) for x in b["res"]])) if b["res"] else 0.0
+            row = {"family": family, **params, "n": len(w.exprs), "method": b["method"], "k": k,
+                   "k_label": _k_label(k), "events": b["n"], "ms_per_event": secs * 1e3,
+                   "ms_per_event_wall": wall * 1e3, "ms_per_event_rounds": [x * 1e3 for x in b["cpu"]],
+                   "build_seconds": b["build"], "build_wall_seconds": b["build_wall"],
+                   "index_bytes": b["st"].get("index_bytes"),
+                   "peak_rss_mb": b["rss"], "mean_results": found, "agrees_with_betree": bool(agrees)}
             rows.append(row)
             ib = row["index_bytes"]
-            print(f"{family:<15} {tag:<28} {method:<8} {_k_label(k):<6} {secs * 1e3:10.4f} ms/event"
-                  f" (wall {wall * 1e3:.4f})  build {build:7.2f} s (wall {build_wall:.2f})  index {(ib or 0) / 2**20:8.1f} MiB  rss {row['peak_rss_mb']:7.0f} MiB"
+            spread = f" (rounds {min(b['cpu']) * 1e3:.4f}-{max(b['cpu']) * 1e3:.4f})" if rounds > 1 else ""
+            print(f"{family:<15} {tag:<28} {b['method']:<8} {_k_label(k):<6} {secs * 1e3:10.4f} ms/event{spread}"
+                  f" (wall {wall * 1e3:.4f})  build {b['build']:7.2f} s (wall {b['build_wall']:.2f})  index {(ib or 0) / 2**20:8.1f} MiB  rss {row['peak_rss_mb']:7.0f} MiB"
                   f"  agrees {agrees}", flush=True)
-        del core
-        gc.collect()
+    del built
+    gc.collect()
     return rows
 
 
