@@ -7,7 +7,12 @@ clock ticks: 1 tick = 1 us per message at 10,000 messages) and the scheduler's s
 and migrations (``/proc/<pid>/sched``) over the stream; each role's busy wall time beside.
 Under ``flock /tmp/rankcast-ray.lock`` with a private ``RANKCAST_STATE_DIR``:
 
-    PYTHONPATH=$PWD python scripts/two_part_threads.py [messages 10000] [runs 2]
+    PYTHONPATH=$PWD python scripts/two_part_threads.py [messages 10000] [runs 2] [--pin]
+
+``--pin``: runs alternate between unpinned and each partition process pinned to a CPU of
+its own (``sched_setaffinity``, partition i on CPU i; the coordinator, client and raylet
+stay free): whether the partition that shares its core with them is the one whose CPU
+inflates (stop 39; not measured on a quiet machine yet).
 """
 import json, os, sys, time
 from collections import defaultdict
@@ -17,8 +22,10 @@ import rankcast as rc
 from rankcast.actors import bench as B
 from rankcast.bench._common import build_workload
 from rankcast.config import local_ray_options
-M = int(sys.argv[1]) if len(sys.argv) > 1 else 10_000
-RUNS = int(sys.argv[2]) if len(sys.argv) > 2 else 2
+PIN = "--pin" in sys.argv
+args = [a for a in sys.argv[1:] if a != "--pin"]
+M = int(args[0]) if args else 10_000
+RUNS = int(args[1]) if len(args) > 1 else 2
 HZ = os.sysconf("SC_CLK_TCK")
 work = build_workload("geonames", 20_000 + M, 20_000, 0)
 cfg = rc.EngineConfig(bounds=work.bounds, window=20_000, vocabulary=work.vocab)
@@ -68,6 +75,10 @@ for run in range(RUNS):
     print(pids, flush=True)
     procs = {"coord": pids["coordinator"][0], "p0": pids["partition"][0], "p1": pids["partition"][1],
              "client": os.getpid(), "raylet": raylet()}
+    pinned = PIN and run % 2 == 1
+    if pinned:
+        for i in range(2):
+            os.sched_setaffinity(procs[f"p{i}"], {sorted(os.sched_getaffinity(0))[i]})
     snap = {}
     def start():
         snap.update({k: (threads(p), sched(p)) for k, p in procs.items()})
@@ -77,7 +88,7 @@ for run in range(RUNS):
     after = {k: (threads(p), sched(p)) for k, p in procs.items()}
     d = B._delta(cl.stats(), r["before"])
     cl.shutdown()
-    print(f"run {run} load {os.getloadavg()[0]:.1f} stream {r['seconds']:.3f} s {M / r['seconds']:.0f} msg/s busy us/msg "
+    print(f"run {run} {'pinned' if pinned else 'free'} load {os.getloadavg()[0]:.1f} stream {r['seconds']:.3f} s {M / r['seconds']:.0f} msg/s busy us/msg "
           f"{ {k: [round(1e6*x/M, 1) for x in v] for k, v in d['busy'].items() if v} }", flush=True)
     for k in procs:
         t0, s0 = snap[k]; t1, s1 = after[k]
