@@ -976,3 +976,35 @@ def test_warm_asks_the_one_walk_question(monkeypatch, time_window):
     calls.clear()
     warm_spatial(rc.EngineConfig(bounds=BOUNDS, window=40))
     assert not calls
+
+
+def test_warm_loads_the_buffers_compaction(monkeypatch):
+    """A role's warm-up (``warm_spatial``) calls the buffers' compaction kernel with the
+    argument types a core's own compaction passes: otherwise a partition loads it at its
+    first compaction, inside a stream."""
+    import numba
+    from rankcast.actors.partition import warm_spatial
+    from rankcast.actors.testing import random_calls
+    from rankcast.indexing import core, skyband
+
+    seen = []
+    real = skyband.compact
+
+    def spy(*args):
+        seen.append(tuple(numba.typeof(a) for a in args))
+        return real(*args)
+    monkeypatch.setattr(skyband, "compact", spy)
+    cfg = rc.EngineConfig(bounds=BOUNDS, window=2000)
+    warm_spatial(cfg)
+    warmed = set(seen)
+    assert warmed
+    seen.clear()
+    eng = rc.Engine(cfg)
+    for call in random_calls(1, 30, bounds=BOUNDS, time_window=False, invalid=False):
+        getattr(eng, call.op)(call.arg)
+    # a pool whose every row was handed out, most of them garbage: the core compacts it
+    monkeypatch.setattr(core.SkypeCore, "COMPACT_FROM", 0)
+    eng.core.buf.used = len(eng.core.buf.bi)
+    eng.core._maybe_compact()
+    assert seen, "no compaction"
+    assert set(seen) <= warmed
