@@ -375,11 +375,13 @@ def _sum_add(IL, FL, q, rec, node, s, p_start, p_end, p_attr, p_w, score):
     WA = IL[I_WA]
     WM = FL[F_WM]
     n = 0
+    c0 = lower_bound(WA, ws, ws + wc, _wkey(size, 0))          # the expression's size class:
+    c1 = lower_bound(WA, c0, ws + wc, _wkey(size - 1, 0))      # its keys are looked up there only
     for p in range(p_start[s], p_end[s]):
         key = _wkey(size, p_attr[p])
         w = p_w[p]
-        lo = lower_bound(WA, ws, ws + wc, key)
-        if lo < ws + wc and WA[lo] == key:
+        lo = lower_bound(WA, c0, c1, key)
+        if lo < c1 and WA[lo] == key:
             if WM[lo] < w:
                 WM[lo] = w
             continue
