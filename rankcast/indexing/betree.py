@@ -364,60 +364,53 @@ def _sum_add(IL, FL, q, rec, node, s, p_start, p_end, p_attr, p_w, score):
     size = p_end[s] - p_start[s]
     if R[base + NMAX] < size:
         R[base + NMAX] = size
-    # one pass for the keys already there (their maxima raised in place), then the new ones
-    # merged in at once from the back (one shift of the summary, not one per key)
+    # one pass: the keys already there get their maxima raised in place, the others are
+    # gathered sorted (an attribute twice kept once, with its larger weight) in the scratch at
+    # the end of the pool, past its last summary, then merged in at once from the back (one
+    # shift or relocation of the summary per expression, not one per key)
     ws, wc = R[base + WS], R[base + WC]
+    sk = IL[I_NUM][U_W]
+    _grow_i(IL, I_WA, sk + size)
+    _grow_f(FL, F_WM, sk + size, 0.0)
     WA = IL[I_WA]
     WM = FL[F_WM]
-    m = 0
+    n = 0
+    c0 = lower_bound(WA, ws, ws + wc, _wkey(size, 0))          # the expression's size class:
+    c1 = lower_bound(WA, c0, ws + wc, _wkey(size - 1, 0))      # its keys are looked up there only
     for p in range(p_start[s], p_end[s]):
         key = _wkey(size, p_attr[p])
-        lo = lower_bound(WA, ws, ws + wc, key)
-        if lo < ws + wc and WA[lo] == key:
-            if WM[lo] < p_w[p]:
-                WM[lo] = p_w[p]
-        else:
-            m += 1
-    if m > 0:
-        _sum_merge(IL, FL, R, base, s, size, m, p_start, p_end, p_attr, p_w)
+        w = p_w[p]
+        lo = lower_bound(WA, c0, c1, key)
+        if lo < c1 and WA[lo] == key:
+            if WM[lo] < w:
+                WM[lo] = w
+            continue
+        y = sk + n - 1                                 # insertion sort into the scratch
+        while y >= sk and WA[y] > key:
+            y -= 1
+        if y >= sk and WA[y] == key:                   # the attribute again: its larger weight
+            if WM[y] < w:
+                WM[y] = w
+            continue
+        for x in range(sk + n - 1, y, -1):
+            WA[x + 1] = WA[x]
+            WM[x + 1] = WM[x]
+        WA[y + 1] = key
+        WM[y + 1] = w
+        n += 1
+    if n > 0:
+        _sum_merge(IL, FL, R, base, sk, n)
 
 
 @numba.njit(cache=True)
-def _sum_merge(IL, FL, R, base, s, size, m, p_start, p_end, p_attr, p_w):
-    """The ``m`` keys of expression ``s`` (of ``size`` predicates) not yet in the summary of
-    record ``base`` of ``R`` merged into it (sorted; relocated to the end of the pool, doubled,
-    when it does not fit)."""
+def _sum_merge(IL, FL, R, base, sk, n):
+    """The ``n`` sorted new keys at ``sk`` (the scratch past the pool's last summary, with
+    their weights) merged into the summary of record ``base`` of ``R`` (relocated to the end
+    of the pool, doubled, when they do not fit: the merge from the back then writes over the
+    scratch only where it has already been read)."""
     ws, wc, wk = R[base + WS], R[base + WC], R[base + WK]
     WA = IL[I_WA]
     WM = FL[F_WM]
-    nk_ = np.empty(m, np.int64)
-    nw_ = np.empty(m)
-    n = 0
-    for p in range(p_start[s], p_end[s]):
-        key = _wkey(size, p_attr[p])
-        lo = lower_bound(WA, ws, ws + wc, key)
-        if lo < ws + wc and WA[lo] == key:
-            continue
-        w = p_w[p]
-        y = n - 1                                      # insertion sort, duplicates kept once (max)
-        dup = -1
-        while y >= 0 and nk_[y] >= key:
-            if nk_[y] == key:
-                dup = y
-                break
-            y -= 1
-        if dup >= 0:
-            if nw_[dup] < w:
-                nw_[dup] = w
-            continue
-        y = n - 1
-        while y >= 0 and nk_[y] > key:
-            nk_[y + 1] = nk_[y]
-            nw_[y + 1] = nw_[y]
-            y -= 1
-        nk_[y + 1] = key
-        nw_[y + 1] = w
-        n += 1
     dst = ws
     if wc + n > wk:                                    # relocate to the end of the pool, doubled
         num = IL[I_NUM]
@@ -438,13 +431,13 @@ def _sum_merge(IL, FL, R, base, s, size, m, p_start, p_end, p_attr, p_w):
     j = n - 1
     o = wc + n - 1
     while j >= 0:
-        if i >= 0 and WA[ws + i] > nk_[j]:
+        if i >= 0 and WA[ws + i] > WA[sk + j]:
             WA[dst + o] = WA[ws + i]
             WM[dst + o] = WM[ws + i]
             i -= 1
         else:
-            WA[dst + o] = nk_[j]
-            WM[dst + o] = nw_[j]
+            WA[dst + o] = WA[sk + j]
+            WM[dst + o] = WM[sk + j]
             j -= 1
         o -= 1
     if dst != ws:
