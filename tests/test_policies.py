@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 
 from rankcast.actors.policies import (KDTree, KeywordMap, Routing, estimate_kscores, keyword_variance,
-                                      make_policy, needed_prefix, prefix_lengths, reshape_ranges)
+                                      make_policy, needed_prefix, prefix_lengths)
 from rankcast.columns import MessageBatch, SubscriptionBatch
 from rankcast.config import POLICIES
 from rankcast.errors import InvalidInput
@@ -310,44 +310,6 @@ def test_a_hot_keyword_gets_several_partitions(name):
         for j in range(len(msgs)):
             if _shares_term(subs, i, msgs, j):
                 assert ps & set(rm.row(j).tolist()), (i, j)
-
-
-def _map_meets_every_sharing_message(km: KeywordMap, rng) -> None:
-    s_off, s_terms, _ = _rows(rng, 200, int(km.v_fit), 1, 5)
-    m_off, m_terms, _ = _rows(rng, 200, int(km.v_fit), 1, 6)
-    so, sp = km.route(s_off, s_terms, np.arange(200, dtype=np.int64))
-    mo, mp = km.route(m_off, m_terms)
-    for i in range(200):
-        for j in range(200):
-            if np.intersect1d(s_terms[s_off[i]:s_off[i + 1]], m_terms[m_off[j]:m_off[j + 1]]).size:
-                assert np.intersect1d(sp[so[i]:so[i + 1]], mp[mo[j]:mo[j + 1]]).size, (i, j)
-
-
-def test_reshape_ranges_copies_the_slowest_range_and_pays_with_few_moves():
-    """A bounded reshape from measured busy times (issue #15): the slowest range gets a copy,
-    paid for by a copy of another range or by merging two cheap neighbours; the partitions
-    stay as many, the estimated largest falls, only the ranges involved change, and the new
-    map still routes every sharing message to a replica."""
-    msgs = np.full(5, 100.0)
-    km = KeywordMap(np.array([0, 10, 20, 30, 40]), 40, np.array([1, 1, 1, 2]))
-    new, changed = reshape_ranges(km, [0.04, 0.09, 0.04, 0.04, 0.04], msgs)
-    assert new.n == km.n and np.array_equal(new.bounds, km.bounds)
-    assert new.copies.tolist() == [1, 2, 1, 1] and changed == [1, 3]
-    _map_meets_every_sharing_message(new, np.random.default_rng(3))
-    # no copies to take: the two cheap neighbours merge
-    km = KeywordMap(np.array([0, 10, 20, 30, 40]), 40)
-    new, changed = reshape_ranges(km, [0.01, 0.01, 0.09, 0.04], msgs[:4])
-    assert new.bounds.tolist() == [0, 20, 30, 40] and new.copies.tolist() == [1, 2, 1]
-    assert changed == [0, 1, 2]
-    _map_meets_every_sharing_message(new, np.random.default_rng(4))
-    # balanced: nothing to gain, nothing moves
-    new, changed = reshape_ranges(km, [0.04, 0.04, 0.04, 0.04], msgs[:4])
-    assert changed == [] and np.array_equal(new.copies, km.copies) and np.array_equal(new.bounds, km.bounds)
-    # a hot range whose messages (which copies do not split) are most of its time gains nothing
-    new, changed = reshape_ranges(km, [0.03, 0.03, 0.07, 0.03], [100, 100, 9000, 100])
-    assert changed == []
-    with pytest.raises(InvalidInput):
-        reshape_ranges(km, [0.04] * 3, msgs[:4])
 
 
 def test_placed_cost_ranges_are_the_least_limit_sweep():
