@@ -3,7 +3,10 @@ scaling stream (GeoNames, 100k subscriptions, window 20,000, 5,000 messages pipe
 the bench's topology and 5,000-row fitting sample), with each range's sampled cost
 features (keyword policy: candidate pairs, postings, replicas, message share per copy):
 
-    PYTHONPATH=$PWD python scripts/partition_counters.py <out.json> [policy] [partitions]
+    PYTHONPATH=$PWD python scripts/partition_counters.py <out.json> [policy] [partitions] [factors]
+
+``factors``: a JSON object of keyword's cost-model factors to use instead of PlacedCost's
+(e.g. '{"D_POSTING": 0.003, "B_REPLICA": 0.00054, "C_MESSAGE": 1.48}').
 
 Prints the stages' CPU seconds and the slowest partitions' counters (messages received,
 replicas held, buffer rows inserted, pairs verified); the JSON holds every partition's.
@@ -29,7 +32,7 @@ def _range_features(cl, work) -> dict:
     sampled replicas / copies, share of the sampled messages (as the cost model sees them)."""
     coord = cl._coord.local
     pol = coord.policy
-    if not isinstance(pol, KeywordPolicy) or not hasattr(pol, "kmap") or pol.cost is None:
+    if not isinstance(pol, KeywordPolicy) or not hasattr(pol, "kmap") or getattr(pol, "cost", None) is None:
         return {}
     km, cost = pol.kmap, pol.cost
     sb, mb = coord._encode_sample((B._take(work.subs, 0, SAMPLE), B._take(work.msgs, 0, SAMPLE)))
@@ -79,4 +82,21 @@ def main(out: str, policy: str = "keyword", P: int = 64) -> None:
 
 
 if __name__ == "__main__":
+    import os
+    if os.environ.get("RANKCAST_KMAP"):      # a fixed map (scripts/keyword_reshape.py) in place of the fit
+        from rankcast.actors.policies import KeywordMap
+        _fixed = json.loads(Path(os.environ["RANKCAST_KMAP"]).read_text())
+        _build = KeywordMap.build
+
+        def _fixed_build(n_parts, s_off, s_terms, m_off, m_terms, v_fit, cost=None):
+            if n_parts != sum(_fixed["copies"]) or int(v_fit) != _fixed["bounds"][-1]:
+                return _build(n_parts, s_off, s_terms, m_off, m_terms, v_fit, cost)
+            return KeywordMap(np.array(_fixed["bounds"], np.int64), int(v_fit), np.array(_fixed["copies"], np.int64))
+        KeywordMap.build = staticmethod(_fixed_build)
+    if len(sys.argv) > 4:
+        from rankcast.actors.policies import PlacedCost
+        for name, value in json.loads(sys.argv[4]).items():
+            if not hasattr(PlacedCost, name):
+                raise SystemExit(f"PlacedCost has no factor {name}")
+            setattr(PlacedCost, name, float(value))
     main(sys.argv[1], *(sys.argv[2:3]), *([int(sys.argv[3])] if len(sys.argv) > 3 else []))
