@@ -14,7 +14,7 @@ its own (``sched_setaffinity``, partition i on CPU i; the coordinator, client an
 stay free): whether the partition that shares its core with them is the one whose CPU
 inflates (stop 39; not measured on a quiet machine yet).
 """
-import json, os, sys, time
+import os, sys
 from collections import defaultdict
 from pathlib import Path
 import ray

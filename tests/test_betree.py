@@ -331,7 +331,7 @@ def _summaries_equal_brute_force(core):
     from rankcast.indexing import betree as bt
     IL, FL = core.IL, core.FL
     CI, PI = IL[bt.I_C].reshape(-1, bt.NC), IL[bt.I_P].reshape(-1, bt.NP)
-    WA, WM, DA, DP, num = IL[bt.I_WA], FL[bt.F_WM], IL[bt.I_DA], IL[bt.I_DP], IL[bt.I_NUM]
+    WA, WM, DP, num = IL[bt.I_WA], FL[bt.F_WM], IL[bt.I_DP], IL[bt.I_NUM]
     t = core.table
 
     def stored(rec, node):
