@@ -37,7 +37,6 @@ import numpy as np
 import rankcast as rc
 from rankcast.actors.bench import _take
 from rankcast.bench._common import build_workload
-from rankcast.engine import columns_table
 from rankcast.indexing.halves import HalvesCore
 from rankcast.indexing.window import MessageWindow, WindowClock
 

@@ -7,7 +7,7 @@ streamed run (each role's busy CPU per message: a partition's excludes its windo
 
     PYTHONPATH=$PWD python scripts/two_part_inproc.py [messages 10000] [rounds 2]
 """
-import sys, time, json
+import sys
 import rankcast as rc
 from rankcast.actors import bench as B
 from rankcast.bench._common import build_workload
