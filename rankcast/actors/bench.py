@@ -346,8 +346,7 @@ def run_cluster_bench(dataset: str = "geonames", subs: int = 20_000, window: int
             # engine run of the whole bench (below)
             pt["engine_after"] = _engine_run(swork, scfg, window, messages, batch)
             s_eng["repeats"].append(pt["engine_after"])
-            best = _best_processing(s_eng, messages)
-            pt["speedup_vs_engine"] = pr["throughput"] / best
+            so_far = pr["throughput"] / _best_processing(s_eng, messages)
             # per-call updates as the engine returns them, the caller's work (validation,
             # building Update objects) charged to the serial front stage
             cl = start()
@@ -359,7 +358,7 @@ def run_cluster_bench(dataset: str = "geonames", subs: int = 20_000, window: int
             cl.shutdown()
             pts.append(pt)
             progress(f"{pol} x{P}: projected {pt['projected_throughput']:.0f} msg/s "
-                     f"({pt['speedup_vs_engine']:.1f}x, bottleneck {pr['bottleneck']}; engine right after "
+                     f"({so_far:.1f}x so far, bottleneck {pr['bottleneck']}; engine right after "
                      f"{messages / pt['engine_after']['processing_cpu_seconds']:.0f} per CPU second); per call "
                      f"{pt['per_call']['speedup_vs_engine']:.1f}x (bottleneck {e2e['bottleneck']})")
     if res["scaling"]:
@@ -390,13 +389,17 @@ def run_cluster_bench(dataset: str = "geonames", subs: int = 20_000, window: int
     return res
 
 
-def _engine_run(work, cfg, window, messages, batch) -> dict:
-    """One run of the engine reference stream on a fresh engine: its CPU seconds, with and
-    without building Update objects."""
-    import rankcast as rc
-    x = _drive(rc.Engine(cfg), work, window, messages, batch, pipelined=False, collect=False)
+def _run_figures(x: dict) -> dict:
+    """An engine run's (``_drive``'s result) seconds and CPU seconds, with and without building
+    Update objects."""
     return {"seconds": x["seconds"], "cpu_seconds": x["cpu_seconds"],
             "processing_cpu_seconds": x["cpu_seconds"] - x["build_seconds"]}
+
+
+def _engine_run(work, cfg, window, messages, batch) -> dict:
+    """One run of the engine reference stream on a fresh engine: :func:`_run_figures`."""
+    import rankcast as rc
+    return _run_figures(_drive(rc.Engine(cfg), work, window, messages, batch, pipelined=False, collect=False))
 
 
 def _best_processing(eng: dict, messages: int) -> float:
@@ -416,17 +419,15 @@ def _engine_reference(work, cfg, window, messages, batch, seed, progress, repeat
     for _ in range(max(1, repeats)):
         eng = rc.Engine(cfg)
         runs.append(_drive(eng, work, window, messages, batch, pipelined=False, collect=False))
-    reps = [{"seconds": x["seconds"], "cpu_seconds": x["cpu_seconds"],
-             "processing_cpu_seconds": x["cpu_seconds"] - x["build_seconds"]} for x in runs]
+    reps = [_run_figures(x) for x in runs]
     cpu = min(x["cpu_seconds"] for x in reps)
-    e_proc = min(x["processing_cpu_seconds"] for x in reps)
     r = min(runs, key=lambda x: x["seconds"])
     out = {"subscriptions": len(work.subs), "throughput": r["throughput"], "seconds": r["seconds"],
            "cpu_seconds": cpu, "update_objects_cpu_seconds": min(x["build_seconds"] for x in runs),
-           "cpu_throughput": messages / cpu,
-           "processing_cpu_throughput": messages / e_proc, "updates": r["updates"], "repeats": reps}
+           "cpu_throughput": messages / cpu, "updates": r["updates"], "repeats": reps}
+    out["processing_cpu_throughput"] = _best_processing(out, messages)
     progress(f"engine ({len(work.subs)} subscriptions, best of {len(runs)}): {r['throughput']:.0f} msg/s; "
-             f"per CPU second {messages / cpu:.0f} ({messages / e_proc:.0f} without building Update objects; "
+             f"per CPU second {messages / cpu:.0f} ({out['processing_cpu_throughput']:.0f} without building Update objects; "
              f"runs: {', '.join(str(round(messages / x['processing_cpu_seconds'])) for x in reps)})")
     rng = np.random.default_rng(seed)
     check_ids = np.sort(rng.choice(work.subs.ids, size=min(300, len(work.subs)), replace=False)).tolist()
