@@ -457,8 +457,8 @@ def _looser_or_equal(a, b):
     return b[1] >= a[1] and all(b[0].get(k, -1.0) >= w for k, w in a[0].items())
 
 
-@pytest.mark.parametrize("scoring", ["weighted", "static"])
-def test_lazy_summaries_equal_the_incremental_upkeep(scoring, monkeypatch):
+@pytest.mark.parametrize("scoring,dense", [("weighted", True), ("weighted", False), ("static", True)])
+def test_lazy_summaries_equal_the_incremental_upkeep(scoring, dense, monkeypatch):
     """Large batches skip the per-expression summary upkeep and recompute the changed nodes'
     summaries once at their end (``_exact_summaries``); small ones keep the incremental path.
     The same calls (batches large and small, single subscribes, deletions) go to a core that
@@ -467,8 +467,11 @@ def test_lazy_summaries_equal_the_incremental_upkeep(scoring, monkeypatch):
     (and, ``weighted``, equals a brute-force recomputation), after it the lazy one's p-node
     summaries may be tighter (recomputed exactly where the incremental ones keep stale maxima)
     but both still bound, l-node summaries stay the same; the top-k equals brute force after
-    every call in both."""
+    every call in both. ``dense``: the recomputation deduplicates keys through a place per
+    (size, attribute), else (``LAZY_DENSE`` 0) by sorting all of them."""
     from rankcast.indexing import betree as bt
+    if not dense:
+        monkeypatch.setattr(bt, "LAZY_DENSE", 0)
     calls = []
     real = bt._exact_summaries
     monkeypatch.setattr(bt, "_exact_summaries", lambda *a: (calls.append(1), real(*a))[1])

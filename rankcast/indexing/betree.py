@@ -158,6 +158,7 @@ Q_A, Q_ALPHA, Q_BETA, Q_EXH, Q_MODE, Q_VSHARE, Q_VSLACK, Q_LAZY = range(8)
 # summaries of the nodes it changed once at its end
 LAZY_MIN = 512
 LAZY_SHARE = 4.0
+LAZY_DENSE = 1 << 24   # most (size, attribute) places the recomputation's deduplication may take
 # work-list tasks
 T_CLUSTER, T_PARTITION = 0, 1
 # match counters
@@ -519,6 +520,41 @@ def _sorted_unique(tk, tw, m, ok, ow):
 
 
 @numba.njit(cache=True)
+def _dense_unique(tk, tw, m, ok, ow, pos, na):
+    """``_sorted_unique`` through ``pos`` (-1 throughout, again on return), a place per key
+    (size * ``na`` + attribute): each key found once in one pass, then only the distinct keys
+    sorted."""
+    n = 0
+    for i in range(m):
+        k = tk[i]
+        x = (SZ_CAP - (k >> 32)) * na + (k & 0xFFFFFFFF)
+        j = pos[x]
+        if j < 0:
+            pos[x] = n
+            ok[n] = k
+            ow[n] = tw[i]
+            n += 1
+        elif ow[j] < tw[i]:
+            ow[j] = tw[i]
+    keys = np.sort(ok[:n])
+    for i in range(n):
+        tw[i] = ow[pos[(SZ_CAP - (keys[i] >> 32)) * na + (keys[i] & 0xFFFFFFFF)]]
+    for i in range(n):
+        k = keys[i]
+        pos[(SZ_CAP - (k >> 32)) * na + (k & 0xFFFFFFFF)] = -1
+        ok[i] = k
+        ow[i] = tw[i]
+    return n
+
+
+@numba.njit(cache=True)
+def _unique(tk, tw, m, ok, ow, pos, na):
+    if pos.shape[0] > 0:
+        return _dense_unique(tk, tw, m, ok, ow, pos, na)
+    return _sorted_unique(tk, tw, m, ok, ow)
+
+
+@numba.njit(cache=True)
 def _gather(IL, FL, R, base, tk, tw, m):
     """The summary of record ``base`` of ``R`` appended to ``tk/tw[:m]`` (grown as needed);
     returns (tk, tw, m)."""
@@ -539,14 +575,16 @@ def _gather(IL, FL, R, base, tk, tw, m):
 
 
 @numba.njit(cache=True)
-def _exact_summaries(IL, FL, q, NEXT, p_start, p_end, p_attr, p_w, score):
+def _exact_summaries(IL, FL, q, NEXT, p_start, p_end, p_attr, p_w, score, pos, na):
     """The end of a lazy batch (``q[Q_LAZY]``: ``_sum_add`` and ``_lnode_summary`` only
     marked nodes changed): the summary of every node changed since the last view refresh (the
     view's dirty list, a superset of those whose summaries the batch changed) recomputed
     exactly, once: each c-node's l-node summary from its expressions, then each p-node's
     bottom-up (deepest owners first) as the union of the l-node summaries of its
     c-directory's c-nodes and the summaries of their p-nodes (largest weight per key; the most
-    predicates and the static bound likewise the largest), one sort per node. Nodes not
+    predicates and the static bound likewise the largest): the keys gathered, deduplicated
+    through ``pos`` (a place per (size, attribute), ``na`` attributes; empty: by a sort of
+    all of them instead), the distinct ones sorted. Nodes not
     changed keep theirs: an l-node summary is always exact, a p-node summary at least an upper
     bound (a deletion leaves it stale), so the union is a bound too, and after inserts only
     every summary equals the incremental upkeep's."""
@@ -599,7 +637,7 @@ def _exact_summaries(IL, FL, q, NEXT, p_start, p_end, p_attr, p_w, score):
         if ok.shape[0] < m:
             ok = np.empty(tk.shape[0], np.int64)
             ow = np.empty(tk.shape[0])
-        n = _sorted_unique(tk, tw, m, ok, ow)
+        n = _unique(tk, tw, m, ok, ow, pos, na)
         _sum_put(IL, FL, CI, c * NC, ok, ow, n)
     # p-nodes, deepest owners first: a p-node's c-directory holds the p-nodes of the next depth
     PI = IL[I_P]
@@ -650,7 +688,7 @@ def _exact_summaries(IL, FL, q, NEXT, p_start, p_end, p_attr, p_w, score):
         if ok.shape[0] < m:
             ok = np.empty(tk.shape[0], np.int64)
             ow = np.empty(tk.shape[0])
-        n = _sorted_unique(tk, tw, m, ok, ow)
+        n = _unique(tk, tw, m, ok, ow, pos, na)
         _sum_put(IL, FL, PI, p * NP, ok, ow, n)
 
 
@@ -2341,7 +2379,11 @@ class BETreeCore:
             self.q[Q_LAZY] = 0.0
         if lazy:
             t = self.table
-            _exact_summaries(self.IL, self.FL, self.q, self.nxt, t.p_start, t.p_end, t.p_attr, t.p_w, t.score)
+            na = len(self.mark)
+            most = int((t.p_end[: t.n_slots] - t.p_start[: t.n_slots]).max(initial=0))
+            # a place per (size, attribute) key for the deduplication, unless that is too many
+            pos = np.full((most + 1) * na if (most + 1) * na <= LAZY_DENSE else 0, -1, np.int64)
+            _exact_summaries(self.IL, self.FL, self.q, self.nxt, t.p_start, t.p_end, t.p_attr, t.p_w, t.score, pos, na)
 
     def remove(self, ids: np.ndarray) -> None:
         slots = self.table.remove(np.asarray(ids, np.int64))
