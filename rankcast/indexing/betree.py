@@ -50,12 +50,19 @@ overlap length; every split point of both orderings in O(n log n) with Fenwick t
 lower bounds; both sides need ``alpha`` of the bucket) or the approximate one, with the
 space-clustering fallback (halving the bucket). Expressions left with no unused attribute stay
 in their l-node, which may then exceed ``A``. The whole cascade runs from a work list.
+Summaries are kept up per expression (``_sum_add``: into its l-node's and every p-node's on its
+path) in small batches; a batch large against the tree (at least ``lazy_min`` expressions and
+``1 / lazy_share`` of those already there; a build, a rebuild) skips that upkeep (no decision
+of the insertion reads a summary: ranks and boxes only) and only marks the nodes it changes,
+then recomputes their summaries exactly, once, at its end (``_exact_summaries``: each l-node
+from its expressions, each p-node bottom-up from its c-directory's l-nodes and the p-nodes
+below them); after inserts only they equal the per-expression upkeep's.
 
 Deletion: out of its l-node; that bucket's boxes are recomputed from its own expressions and
 its children's boxes (the inactive dimensions make this possible without going down) and the
 change goes up only while boxes change; p-node ranks drop along the path; the l-node's
 summary is recomputed exactly (p-node summaries stay: a stale maximum is still an upper
-bound). An emptied leaf bucket is unlinked; an underflowing leaf (fewer than ``alpha * A``)
+bound; a later lazy batch recomputes those it changes exactly, so tighter). An emptied leaf bucket is unlinked; an underflowing leaf (fewer than ``alpha * A``)
 merges into its parent when the parent is open (merge rule). Dead nodes are reclaimed by a
 rebuild once they outnumber live ones.
 
@@ -2281,7 +2288,8 @@ class BETreeCore:
     ``"exhaustive"`` or ``"approximate"``, ``build`` ``"dynamic"`` (one expression at a time)
     or ``"batch"`` (BE*-B: a first table bulk-loaded top-down); ``view_full_share`` and
     ``view_slack`` when the match view is rewritten whole rather than node by node
-    (``_refresh_view``; tests set them to exercise both ways)."""
+    (``_refresh_view``; tests set them to exercise both ways); ``lazy_min`` and ``lazy_share``
+    which batches recompute summaries once at their end (module docstring, "Insertion")."""
 
     index_name = "be-tree"
 
