@@ -414,3 +414,127 @@ def test_summary_upkeep_equals_a_brute_force_recomputation(leaf_capacity):
         assert _summaries_equal_brute_force(core) > 0
     num = core.IL[bt.I_NUM]
     assert twice > 50 and num[bt.U_PART] > 0 and num[bt.U_LIVEP] > 3 and num[bt.U_SPLIT] > 0, (twice, num)
+
+
+def _stored_summaries(core):
+    """Every live node's stored summary: ``weighted`` {key: weight} and the most predicates,
+    ``static`` the bound; keyed ('c', c-node) / ('p', p-node)."""
+    from rankcast.indexing import betree as bt
+    IL, FL = core.IL, core.FL
+    CI, PI = IL[bt.I_C].reshape(-1, bt.NC), IL[bt.I_P].reshape(-1, bt.NP)
+    WA, WM, num = IL[bt.I_WA], FL[bt.F_WM], IL[bt.I_NUM]
+    out = {}
+    for tag, R, n, alive, S in (("c", CI, num[bt.U_C], bt.C_ALIVE, FL[bt.F_CS]),
+                                ("p", PI, num[bt.U_P], bt.P_ALIVE, FL[bt.F_PS])):
+        for x in range(n):
+            if R[x, alive] == 1:
+                ws, wc = R[x, bt.WS], R[x, bt.WC]
+                out[tag, x] = (float(S[x]) if core.mode == bt.STATIC else
+                               (dict(zip(WA[ws: ws + wc].tolist(), WM[ws: ws + wc].tolist())), int(R[x, bt.NMAX])))
+    return out
+
+
+def _varied_expressions(rng, start, n):
+    """``n`` expressions of 1 to 8 range predicates on attributes x0-x11 (many size classes;
+    the rare large ones go deep, so a p-node's most predicates often come from the p-nodes
+    below its c-directory, not from its l-nodes)."""
+    out = []
+    for i in range(n):
+        preds = []
+        size = int(rng.integers(5, 9) if rng.random() < 0.1 else rng.integers(1, 4))   # large ones rare: deep
+        for a in rng.choice(12, size, replace=False):
+            lo = float(rng.integers(0, 9))
+            preds.append(rc.Predicate(f"x{a}", "between", (lo, lo + float(rng.integers(0, 5))),
+                                      float(rng.choice([0.1, 0.5, 1.0, 2.5]))))
+        out.append(rc.Expression(start + i, preds, score=float(rng.choice([0.0, 0.5, 1.0, 2.0, 3.5]))))
+    return out
+
+
+def _looser_or_equal(a, b):
+    """Summary ``b`` bounds everything summary ``a`` does (a float: the static bound)."""
+    if isinstance(a, float):
+        return b >= a
+    return b[1] >= a[1] and all(b[0].get(k, -1.0) >= w for k, w in a[0].items())
+
+
+@pytest.mark.parametrize("scoring,dense", [("weighted", True), ("weighted", False), ("static", True)])
+def test_lazy_summaries_equal_the_incremental_upkeep(scoring, dense, monkeypatch):
+    """Large batches skip the per-expression summary upkeep and recompute the changed nodes'
+    summaries once at their end (``_exact_summaries``); small ones keep the incremental path.
+    The same calls (batches large and small, single subscribes, deletions) go to a core that
+    takes the lazy path whenever it may and to one that never does: the tree is the same
+    (insertion reads no summary); up to the first deletion every summary is the same in both
+    (and, ``weighted``, equals a brute-force recomputation), after it the lazy one's p-node
+    summaries may be tighter (recomputed exactly where the incremental ones keep stale maxima)
+    but both still bound, l-node summaries stay the same; the top-k equals brute force after
+    every call in both. ``dense``: the recomputation deduplicates keys through a place per
+    (size, attribute), else (``LAZY_DENSE`` 0) by sorting all of them."""
+    from rankcast.indexing import betree as bt
+    if not dense:
+        monkeypatch.setattr(bt, "LAZY_DENSE", 0)
+    calls = []
+    real = bt._exact_summaries
+    monkeypatch.setattr(bt, "_exact_summaries", lambda *a: (calls.append(1), real(*a))[1])
+    rng = np.random.default_rng(23 if scoring == "weighted" else 29)
+    lazy = _matcher(scoring, leaf_capacity=2, lazy_min=16, lazy_share=2.0)
+    eager = _matcher(scoring, leaf_capacity=2, lazy_min=1 << 40)
+    live: dict[int, rc.Expression] = {}
+    nid = nev = 0
+    deleted = False
+    plan = [300, 1, 1, 40, 1, 200, "del", 1, 30, 500, "del", 1, 400, 1, "del", 250]
+    n_lazy = 0
+    for step in plan:
+        before = len(calls)
+        if step == "del":
+            gone = [int(i) for i in rng.choice(list(live), len(live) // 3, replace=False)]
+            for m in (lazy, eager):
+                m.unsubscribe(gone)
+            for i in gone:
+                del live[i]
+            deleted = True
+        else:
+            new = _varied_expressions(rng, nid, step)
+            nid += step
+            for m in (lazy, eager):
+                for x in ([new] if step > 1 else [[e] for e in new]):
+                    m.subscribe(x)
+            live.update((e.id, e) for e in new)
+        n_lazy += len(calls) > before
+        for m in (lazy, eager):
+            check_structure(m.core)
+        a, b = _stored_summaries(lazy.core), _stored_summaries(eager.core)
+        assert a.keys() == b.keys(), "the same tree either way"
+        if not deleted:
+            assert a == b, f"lazy summaries differ from the incremental ones at step {step}"
+            if scoring == "weighted":
+                assert _summaries_equal_brute_force(lazy.core) > 0
+        else:
+            for key in a:
+                if key[0] == "c":
+                    assert a[key] == b[key], f"l-node summary of {key}"
+                else:
+                    assert _looser_or_equal(a[key], b[key]), f"summary of {key}: the incremental one is tighter"
+        evs = []
+        for j in range(8):
+            attrs = [f"x{a}" for a in rng.choice(12, int(rng.integers(2, 13)), replace=False)]
+            evs.append(rc.Event(nev + j, {a: float(rng.integers(0, 10)) for a in attrs},
+                                weights={a: float(rng.choice([0.5, 1.0, 2.0])) for a in attrs}))
+        nev += len(evs)
+        for m in (lazy, eager):
+            for k in (1, 5):
+                assert_matches_exact(m.publish(evs, k=k), list(live.values()), evs, scoring, k)
+    # lazy: the 300, 200 (>= 341 / 2), 500, 400 and 250 batches (and rebuilds); never in the eager core
+    assert n_lazy >= 4, n_lazy
+    if scoring == "weighted":
+        # a p-node whose most predicates come from the p-node below its c-directory only: five
+        # one-predicate expressions on x0 (the same interval: no split, they stay in its l-node)
+        # and one of three predicates, which the c-directory's partition moves into a p-node on x1
+        m = _matcher("weighted", leaf_capacity=1, lazy_min=1)
+        one = rc.Predicate("x0", "between", (0.0, 1.0), 1.0)
+        m.subscribe([rc.Expression(i, [one]) for i in range(5)]
+                    + [rc.Expression(5, [one, rc.Predicate("x1", "between", (0.0, 1.0), 1.0),
+                                         rc.Predicate("x2", "between", (0.0, 1.0), 1.0)])])
+        check_structure(m.core)
+        PI = m.core.IL[bt.I_P].reshape(-1, bt.NP)
+        assert m.core.IL[bt.I_NUM][bt.U_LIVEP] == 2 and PI[0, bt.NMAX] == 3, PI[:2]
+        assert _summaries_equal_brute_force(m.core) > 0

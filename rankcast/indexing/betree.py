@@ -50,12 +50,19 @@ overlap length; every split point of both orderings in O(n log n) with Fenwick t
 lower bounds; both sides need ``alpha`` of the bucket) or the approximate one, with the
 space-clustering fallback (halving the bucket). Expressions left with no unused attribute stay
 in their l-node, which may then exceed ``A``. The whole cascade runs from a work list.
+Summaries are kept up per expression (``_sum_add``: into its l-node's and every p-node's on its
+path) in small batches; a batch large against the tree (at least ``lazy_min`` expressions and
+``1 / lazy_share`` of those already there; a build, a rebuild) skips that upkeep (no decision
+of the insertion reads a summary: ranks and boxes only) and only marks the nodes it changes,
+then recomputes their summaries exactly, once, at its end (``_exact_summaries``: each l-node
+from its expressions, each p-node bottom-up from its c-directory's l-nodes and the p-nodes
+below them); after inserts only they equal the per-expression upkeep's.
 
 Deletion: out of its l-node; that bucket's boxes are recomputed from its own expressions and
 its children's boxes (the inactive dimensions make this possible without going down) and the
 change goes up only while boxes change; p-node ranks drop along the path; the l-node's
 summary is recomputed exactly (p-node summaries stay: a stale maximum is still an upper
-bound). An emptied leaf bucket is unlinked; an underflowing leaf (fewer than ``alpha * A``)
+bound; a later lazy batch recomputes those it changes exactly, so tighter). An emptied leaf bucket is unlinked; an underflowing leaf (fewer than ``alpha * A``)
 merges into its parent when the parent is open (merge rule). Dead nodes are reclaimed by a
 rebuild once they outnumber live ones.
 
@@ -152,7 +159,13 @@ NV = 8
 B_OL, B_OH, B_SL, B_SH = range(4)     # a box dimension: own bucket lo, hi; c-directory subtree lo, hi
 ND = 5                                # floats of a p-directory entry in the view (_write_c)
 # parameters
-Q_A, Q_ALPHA, Q_BETA, Q_EXH, Q_MODE, Q_VSHARE, Q_VSLACK = range(7)
+Q_A, Q_ALPHA, Q_BETA, Q_EXH, Q_MODE, Q_VSHARE, Q_VSLACK, Q_LAZY = range(8)
+# lazy summaries (``_exact_summaries``): a batch of at least max(LAZY_MIN, live / LAZY_SHARE)
+# expressions (live: before it) skips the per-expression summary upkeep and recomputes the
+# summaries of the nodes it changed once at its end
+LAZY_MIN = 512
+LAZY_SHARE = 4.0
+LAZY_DENSE = 1 << 24   # most (size, attribute) places the recomputation's deduplication may take
 # work-list tasks
 T_CLUSTER, T_PARTITION = 0, 1
 # match counters
@@ -345,7 +358,14 @@ def _wkey(size, attr):
 @numba.njit(cache=True)
 def _sum_add(IL, FL, q, rec, node, s, p_start, p_end, p_attr, p_w, score):
     """Expression ``s`` into the summary of c-node (``rec`` = I_C) or p-node ``node``
-    (``weighted``: its size class, module docstring "Bounds")."""
+    (``weighted``: its size class, module docstring "Bounds"). In a lazy batch
+    (``q[Q_LAZY]``) the node is only marked changed: ``_exact_summaries`` recomputes it."""
+    if q[Q_LAZY] > 0:
+        if rec == I_C:
+            _touch_c(IL, node)
+        else:
+            _touch_p(IL, node)
+        return
     if int(q[Q_MODE]) == STATIC:
         S = FL[F_CS] if rec == I_C else FL[F_PS]
         if S[node] < score[s]:
@@ -449,8 +469,11 @@ def _sum_merge(IL, FL, R, base, sk, n):
 
 @numba.njit(cache=True)
 def _lnode_summary(IL, FL, q, c, NEXT, p_start, p_end, p_attr, p_w, score):
-    """Recompute the l-node summary of ``c`` exactly from its expressions."""
+    """Recompute the l-node summary of ``c`` exactly from its expressions (in a lazy batch:
+    only mark it changed, ``_exact_summaries`` does it once at the batch's end)."""
     _touch_c(IL, c)
+    if q[Q_LAZY] > 0:
+        return
     CI = IL[I_C]
     CI[c * NC + WC] = 0
     CI[c * NC + NMAX] = 0
@@ -459,6 +482,221 @@ def _lnode_summary(IL, FL, q, c, NEXT, p_start, p_end, p_attr, p_w, score):
     while s >= 0:
         _sum_add(IL, FL, q, I_C, c, s, p_start, p_end, p_attr, p_w, score)
         s = NEXT[s]
+
+
+@numba.njit(cache=True)
+def _sum_put(IL, FL, R, base, tk, tw, n):
+    """The sorted, deduplicated keys ``tk[:n]`` (weights ``tw``) as the summary of record
+    ``base`` of ``R``: in place when they fit its capacity, else in a region of exactly ``n``
+    at the end of the pool."""
+    if n > R[base + WK]:
+        num = IL[I_NUM]
+        nb = num[U_W]
+        num[U_W] = nb + n
+        _grow_i(IL, I_WA, nb + n)
+        _grow_f(FL, F_WM, nb + n, 0.0)
+        R[base + WS] = nb
+        R[base + WK] = n
+    WA = IL[I_WA]
+    WM = FL[F_WM]
+    ws = R[base + WS]
+    for i in range(n):
+        WA[ws + i] = tk[i]
+        WM[ws + i] = tw[i]
+    R[base + WC] = n
+
+
+@numba.njit(cache=True)
+def _sorted_unique(tk, tw, m, ok, ow):
+    """``tk[:m]`` sorted into ``ok`` with each key once (its largest weight from ``tw`` in
+    ``ow``); returns how many."""
+    o = np.argsort(tk[:m])
+    n = 0
+    for i in range(m):
+        j = o[i]
+        k = tk[j]
+        w = tw[j]
+        if n > 0 and ok[n - 1] == k:
+            if ow[n - 1] < w:
+                ow[n - 1] = w
+        else:
+            ok[n] = k
+            ow[n] = w
+            n += 1
+    return n
+
+
+@numba.njit(cache=True)
+def _dense_unique(tk, tw, m, ok, ow, pos, na):
+    """``_sorted_unique`` through ``pos`` (-1 throughout, again on return), a place per key
+    (size * ``na`` + attribute): each key found once in one pass, then only the distinct keys
+    sorted."""
+    n = 0
+    for i in range(m):
+        k = tk[i]
+        x = (SZ_CAP - (k >> 32)) * na + (k & 0xFFFFFFFF)
+        j = pos[x]
+        if j < 0:
+            pos[x] = n
+            ok[n] = k
+            ow[n] = tw[i]
+            n += 1
+        elif ow[j] < tw[i]:
+            ow[j] = tw[i]
+    keys = np.sort(ok[:n])
+    for i in range(n):
+        tw[i] = ow[pos[(SZ_CAP - (keys[i] >> 32)) * na + (keys[i] & 0xFFFFFFFF)]]
+    for i in range(n):
+        k = keys[i]
+        pos[(SZ_CAP - (k >> 32)) * na + (k & 0xFFFFFFFF)] = -1
+        ok[i] = k
+        ow[i] = tw[i]
+    return n
+
+
+@numba.njit(cache=True)
+def _unique(tk, tw, m, ok, ow, pos, na):
+    if pos.shape[0] > 0:
+        return _dense_unique(tk, tw, m, ok, ow, pos, na)
+    return _sorted_unique(tk, tw, m, ok, ow)
+
+
+@numba.njit(cache=True)
+def _gather(IL, FL, R, base, tk, tw, m):
+    """The summary of record ``base`` of ``R`` appended to ``tk/tw[:m]`` (grown as needed);
+    returns (tk, tw, m)."""
+    ws, wc = R[base + WS], R[base + WC]
+    if m + wc > tk.shape[0]:
+        nk = max(m + wc, 2 * tk.shape[0])
+        k2 = np.empty(nk, np.int64)
+        w2 = np.empty(nk)
+        k2[:m] = tk[:m]
+        w2[:m] = tw[:m]
+        tk, tw = k2, w2
+    WA = IL[I_WA]
+    WM = FL[F_WM]
+    for i in range(wc):
+        tk[m + i] = WA[ws + i]
+        tw[m + i] = WM[ws + i]
+    return tk, tw, m + wc
+
+
+@numba.njit(cache=True)
+def _exact_summaries(IL, FL, q, NEXT, p_start, p_end, p_attr, p_w, score, pos, na):
+    """The end of a lazy batch (``q[Q_LAZY]``: ``_sum_add`` and ``_lnode_summary`` only
+    marked nodes changed): the summary of every node changed since the last view refresh (the
+    view's dirty list, a superset of those whose summaries the batch changed) recomputed
+    exactly, once: each c-node's l-node summary from its expressions, then each p-node's
+    bottom-up (deepest owners first) as the union of the l-node summaries of its
+    c-directory's c-nodes and the summaries of their p-nodes (largest weight per key; the most
+    predicates and the static bound likewise the largest): the keys gathered, deduplicated
+    through ``pos`` (a place per (size, attribute), ``na`` attributes; empty: by a sort of
+    all of them instead), the distinct ones sorted. Nodes not
+    changed keep theirs: an l-node summary is always exact, a p-node summary at least an upper
+    bound (a deletion leaves it stale), so the union is a bound too, and after inserts only
+    every summary equals the incremental upkeep's."""
+    num = IL[I_NUM]
+    nd = num[U_NDIRTY]
+    DL = IL[I_DIRTY]
+    static = int(q[Q_MODE]) == STATIC
+    tk = np.empty(256, np.int64)
+    tw = np.empty(256)
+    ok = np.empty(256, np.int64)
+    ow = np.empty(256)
+    pnodes = np.empty(nd, np.int64)
+    n_p = 0
+    for i in range(nd):
+        x = DL[i]
+        if x & 1 == 1:
+            pnodes[n_p] = x >> 1
+            n_p += 1
+            continue
+        c = x >> 1
+        CI = IL[I_C]
+        if CI[c * NC + C_ALIVE] != 1:
+            continue
+        m = 0
+        most = 0
+        best = -INF
+        s = CI[c * NC + C_LH]
+        while s >= 0:
+            size = p_end[s] - p_start[s]
+            if static:
+                best = max(best, score[s])
+            else:
+                most = max(most, size)
+                if m + size > tk.shape[0]:
+                    nk = max(m + size, 2 * tk.shape[0])
+                    k2 = np.empty(nk, np.int64)
+                    w2 = np.empty(nk)
+                    k2[:m] = tk[:m]
+                    w2[:m] = tw[:m]
+                    tk, tw = k2, w2
+                for p in range(p_start[s], p_end[s]):
+                    tk[m] = _wkey(size, p_attr[p])
+                    tw[m] = p_w[p]
+                    m += 1
+            s = NEXT[s]
+        if static:
+            FL[F_CS][c] = best
+            continue
+        CI[c * NC + NMAX] = most
+        if ok.shape[0] < m:
+            ok = np.empty(tk.shape[0], np.int64)
+            ow = np.empty(tk.shape[0])
+        n = _unique(tk, tw, m, ok, ow, pos, na)
+        _sum_put(IL, FL, CI, c * NC, ok, ow, n)
+    # p-nodes, deepest owners first: a p-node's c-directory holds the p-nodes of the next depth
+    PI = IL[I_P]
+    CI = IL[I_C]
+    dep = np.empty(n_p, np.int64)
+    for i in range(n_p):
+        dep[i] = -CI[PI[pnodes[i] * NP + P_OWN] * NC + C_DEP]
+    order = np.argsort(dep)
+    stack = np.empty(64, np.int64)
+    DP = IL[I_DP]
+    for i in range(n_p):
+        p = pnodes[order[i]]
+        PI = IL[I_P]
+        CI = IL[I_C]
+        if PI[p * NP + P_ALIVE] != 1:
+            continue
+        m = 0
+        most = 0
+        best = -INF
+        stack[0] = PI[p * NP + P_ROOT]
+        ns = 1
+        while ns > 0:
+            ns -= 1
+            c = stack[ns]
+            ds, dc = CI[c * NC + C_DS], CI[c * NC + C_DC]
+            if ns + 2 > stack.shape[0]:
+                bigger = np.empty(2 * stack.shape[0], np.int64)
+                bigger[:ns] = stack[:ns]
+                stack = bigger
+            for ch in (CI[c * NC + C_L], CI[c * NC + C_R]):
+                if ch >= 0:
+                    stack[ns] = ch
+                    ns += 1
+            if static:
+                best = max(best, FL[F_CS][c])
+                for x in range(ds, ds + dc):
+                    best = max(best, FL[F_PS][DP[x]])
+                continue
+            most = max(most, CI[c * NC + NMAX])
+            tk, tw, m = _gather(IL, FL, CI, c * NC, tk, tw, m)
+            for x in range(ds, ds + dc):
+                most = max(most, PI[DP[x] * NP + NMAX])
+                tk, tw, m = _gather(IL, FL, PI, DP[x] * NP, tk, tw, m)
+        if static:
+            FL[F_PS][p] = best
+            continue
+        PI[p * NP + NMAX] = most
+        if ok.shape[0] < m:
+            ok = np.empty(tk.shape[0], np.int64)
+            ow = np.empty(tk.shape[0])
+        n = _unique(tk, tw, m, ok, ow, pos, na)
+        _sum_put(IL, FL, PI, p * NP, ok, ow, n)
 
 
 @numba.njit(cache=True)
@@ -2050,13 +2288,15 @@ class BETreeCore:
     ``"exhaustive"`` or ``"approximate"``, ``build`` ``"dynamic"`` (one expression at a time)
     or ``"batch"`` (BE*-B: a first table bulk-loaded top-down); ``view_full_share`` and
     ``view_slack`` when the match view is rewritten whole rather than node by node
-    (``_refresh_view``; tests set them to exercise both ways)."""
+    (``_refresh_view``; tests set them to exercise both ways); ``lazy_min`` and ``lazy_share``
+    which batches recompute summaries once at their end (module docstring, "Insertion")."""
 
     index_name = "be-tree"
 
     def __init__(self, scoring: str, index: str = "be-tree", *, leaf_capacity: int = 5, alpha: float = 0.1,
                  beta: float = 4.0, split: str = "exhaustive", build: str = "dynamic", view_full_share: float = 0.25,
-                 view_slack: int = 65536, long_class: int = 32, **_):
+                 view_slack: int = 65536, long_class: int = 32, lazy_min: int = LAZY_MIN,
+                 lazy_share: float = LAZY_SHARE, **_):
         self.mode = MODES[scoring]
         if self.mode == RELAXED:
             from ..errors import InvalidInput
@@ -2065,7 +2305,8 @@ class BETreeCore:
         self.ev = DenseEvent(0)
         self.build = build
         self.q = np.array([leaf_capacity, alpha, beta, 1.0 if split == "exhaustive" else 0.0, self.mode,
-                           view_full_share, view_slack], np.float64)
+                           view_full_share, view_slack, 0.0], np.float64)
+        self.lazy_min, self.lazy_share = lazy_min, lazy_share
         self.counters = np.zeros(NM, np.int64)
         self.long_class = long_class
         self._reset_tree()
@@ -2136,8 +2377,21 @@ class BETreeCore:
 
     def _insert(self, slots: np.ndarray) -> None:
         fn = _bulk_load if (self.build == "batch" and self.table.n_live == len(slots)) else _insert_many
-        fn(self.IL, self.FL, self.q, slots, self.home, self.nxt, self.prv, self.mark, self.acnt,
-           *self._expr_args())
+        # a batch large against the tree: summaries recomputed once at its end (_exact_summaries)
+        lazy = len(slots) >= max(self.lazy_min, (self.table.n_live - len(slots)) / self.lazy_share)
+        self.q[Q_LAZY] = 1.0 if lazy else 0.0
+        try:
+            fn(self.IL, self.FL, self.q, slots, self.home, self.nxt, self.prv, self.mark, self.acnt,
+               *self._expr_args())
+        finally:
+            self.q[Q_LAZY] = 0.0
+        if lazy:
+            t = self.table
+            na = len(self.mark)
+            most = int((t.p_end[: t.n_slots] - t.p_start[: t.n_slots]).max(initial=0))
+            # a place per (size, attribute) key for the deduplication, unless that is too many
+            pos = np.full((most + 1) * na if (most + 1) * na <= LAZY_DENSE else 0, -1, np.int64)
+            _exact_summaries(self.IL, self.FL, self.q, self.nxt, t.p_start, t.p_end, t.p_attr, t.p_w, t.score, pos, na)
 
     def remove(self, ids: np.ndarray) -> None:
         slots = self.table.remove(np.asarray(ids, np.int64))
