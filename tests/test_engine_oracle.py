@@ -689,4 +689,6 @@ def test_index_directory_skips_terms_under_its_smallest():
         assert idx._td_lo >= 2100
         assert not idx.td[: idx._td_lo].any()
         assert len(idx.td) == int(eng.core.subs.terms[: eng.core.subs.pool_used].max()) + 1
-    assert eng.core.index.relayouts > 0
+        # the core's counter (read without the index's stats) is the index's
+        assert eng.core.counters["verified"] == idx.stats()["verified"]
+    assert eng.core.index.relayouts > 0 and eng.core.counters["verified"] > 0

@@ -909,6 +909,11 @@ class IGPT:
         return (np.concatenate([head[0], tail[0] + cut]), np.concatenate([head[1], tail[1]]),
                 np.concatenate([head[2], tail[2]]), head[3] + tail[3])
 
+    def verified(self) -> int:
+        """The pairs verified so far (``stats()["verified"]`` without the leaves' sums: the
+        core reads it after every batch)."""
+        return int(self.counts[4])
+
     def stats(self) -> dict:
         leaves = np.flatnonzero((self.nchild[: self.n_nodes] < 0))
         c = self.counts
