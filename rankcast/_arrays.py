@@ -17,7 +17,15 @@ def grow(arr: np.ndarray, n: int, fill=0) -> np.ndarray:
     ``fill``; ``arr`` itself when it is long enough. Rows may be multi-dimensional."""
     if n <= arr.shape[0]:
         return arr
-    new = np.empty((max(n, 2 * arr.shape[0], 16),) + arr.shape[1:], dtype=arr.dtype)
+    shape = (max(n, 2 * arr.shape[0], 16),) + arr.shape[1:]
+    if np.all(np.asarray(fill) == 0):
+        # zeroed by the allocator: a large array's pages are mapped and cleared by the kernel
+        # at their first touch, so rows never touched (the doubling's slack, a directory's
+        # rows for terms never held) cost nothing, and no second pass clears them
+        new = np.zeros(shape, dtype=arr.dtype)
+        new[: arr.shape[0]] = arr
+        return new
+    new = np.empty(shape, dtype=arr.dtype)
     new[: arr.shape[0]] = arr
     new[arr.shape[0]:] = fill       # the copied rows are written once, not filled first
     return new

@@ -506,7 +506,7 @@ def test_group_records_prune(seed, flat_upto):
 def test_index_walk_redone_when_candidates_overflow(seed):
     """The subscription index answers a batch in one walk with room for a fixed number of
     candidates; with room for one it overflows in almost every call and is redone with
-    twice the room, and the results stay exact."""
+    more room (at least twice as much), and the results stay exact."""
     eng = _run(600 + seed, window=40, window_seconds=None, clustered=seed == 1, steps=40,
                batch_size=60, max_msgs=60, cand_cap=1)
     assert eng.core.index._cand_cap > 1
@@ -653,3 +653,42 @@ def test_side_thread_verdict_from_each_threads_own_cpu():
             assert side.active()
             side.threads_ran(cpu, wall, proc)
             assert side.active() is either and side.verdicts == [int(not either), int(either)], (cpu, wall, proc)
+
+
+def test_index_directory_skips_terms_under_its_smallest():
+    """Subscriptions whose terms all come after many terms of the window (term ids in order of
+    first appearance): the subscription index's term directory rows under its smallest
+    indexed term are never touched, not even by a re-layout (``_term_major`` starts there),
+    the directory ends at its largest indexed term, and every list stays exact through
+    re-layouts, subscriptions coming and going."""
+    rng = np.random.default_rng(78)
+    early = [f"e{i}" for i in range(2100)]     # past twice the directory's first 1,024 rows
+    words = [f"w{i}" for i in range(40)]
+    eng = rc.Engine(rc.EngineConfig(bounds=(0, 0, 1, 1), window=40, leaf_capacity=6, batch_size=5))
+    eng.publish([rc.Message(i, float(rng.random()), float(rng.random()), text=" ".join(early[2 * i: 2 * i + 2]))
+                 for i in range(1050)])
+    sid, mid, live = 0, 1050, []
+    for step in range(10):
+        subs = [rc.Subscription(sid + i, float(rng.random()), float(rng.random()), k=int(rng.integers(1, 5)),
+                                alpha=float(rng.random()),
+                                text=" ".join([words[(sid + i) % len(words)], *rng.choice(words, 3)]))
+                for i in range(40)]
+        sid += len(subs)
+        eng.subscribe(subs)
+        live += [x.id for x in subs]
+        gone = rng.choice(live, 20, replace=False).tolist()
+        eng.unsubscribe(gone)
+        live = [x for x in live if x not in set(gone)]
+        msgs = [rc.Message(mid + i, float(rng.random()), float(rng.random()),
+                           text=" ".join(rng.choice(words + early[:20], 5))) for i in range(12)]
+        mid += len(msgs)
+        eng.publish(msgs)
+        idx = eng.core.index
+        _check_igpt_layout(eng)
+        assert_engine_exact(eng)
+        assert idx._td_lo >= 2100
+        assert not idx.td[: idx._td_lo].any()
+        assert len(idx.td) == int(eng.core.subs.terms[: eng.core.subs.pool_used].max()) + 1
+        # the core's counter (read without the index's stats) is the index's
+        assert eng.core.counters["verified"] == idx.stats()["verified"]
+    assert eng.core.index.relayouts > 0 and eng.core.counters["verified"] > 0

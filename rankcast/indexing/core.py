@@ -176,7 +176,8 @@ class SkypeCore:
         c = self.counters
         c["messages"] += n
         c["inserted"] += int(inserted)
-        c["verified"] = int(self.index.stats().get("verified", 0))
+        verified = getattr(self.index, "verified", None)       # IGPT's, without its stats' sums
+        c["verified"] = verified() if verified is not None else int(self.index.stats().get("verified", 0))
         # AMP: dissemination + insertion; expiries are inside the same kernel pass and
         # cheap next to re-evaluation, which EMP accounts for (apply_reevals / search).
         c["amp_seconds"] += (t1 - t0) + (t2 - t1)

@@ -455,7 +455,8 @@ def _walk(n_m, m_terms, m_x, m_y, max_dist, nbox, nminls, ent, hot, grp, td, td_
     own so that no array is reassigned inside its loops, which would cost numba a reference
     count update per iteration): one key ``slot * messages + message`` per entry that passes
     its test (a pair sharing several terms may come more than once). Returns the number of
-    keys, or -1 when they do not fit (the caller retries with room for twice as many)."""
+    keys, or ``-1 - k`` when they do not fit, ``k`` the occurrences (of ``order``) walked
+    before the term where they ran out (the caller retries with more room)."""
     n_occ = order.shape[0]
     c_cap = c_key.shape[0]
     n_c = 0
@@ -531,7 +532,7 @@ def _walk(n_m, m_terms, m_x, m_y, max_dist, nbox, nminls, ent, hot, grp, td, td_
                         if sp + min(en.tc * wmax, en.tw * wsum) < en.thb:
                             continue
                         if n_c == c_cap:
-                            return -1
+                            return -1 - k      # k: the occurrences walked before this term
                         c_key[n_c] = ent[e].sub * n_m + i
                         n_c += 1
                     p = gend
@@ -612,7 +613,11 @@ def _match(m_off, m_terms, m_w, m_x, m_y, max_dist, s_x, s_y, p_terms, p_w, row,
                     flat_upto, records, m_ws, occ_msg, order, c_key, cnt)
         if n_c >= 0:
             break
-        cap *= 2
+        # room for as many as the occurrences walked so far suggest for the whole batch (a
+        # first batch finds the room of a new index: doubling from a small one re-walked it
+        # about once more in all), at least twice and at most 64 times the room that was short
+        done = -1 - n_c
+        cap = min(64 * cap, max(2 * cap, (cap * (u1 - u0)) // max(done, 1) * 5 // 4 + 1))
     # verification of each distinct pair, in slot order (the subscriptions' rows and terms
     # are read in sequence, not at random), then grouped by message (a stable counting sort)
     keys = _radix_sort(c_key[:n_c])
@@ -656,7 +661,7 @@ def _match(m_off, m_terms, m_w, m_x, m_y, max_dist, s_x, s_y, p_terms, p_w, row,
 
 
 @numba.njit(cache=True)
-def _term_major(td, td_pool, gI, e_used, r_used):
+def _term_major(td, td_pool, gI, e_used, r_used, lo):
     """New places for the entries and group records of every live segment, term by term and
     each term's segments in directory order (the order a walk reads them), with the segment
     table and the directory pointed at them. Returns (new place of each entry, of each group
@@ -665,7 +670,7 @@ def _term_major(td, td_pool, gI, e_used, r_used):
     rpos = np.full(r_used, -1, np.int64)
     ne = 0
     nr = 0
-    for t in range(td.shape[0]):
+    for t in range(lo, td.shape[0]):      # no term under ``lo`` has a segment
         for d in range(td[t, D_START], td[t, D_START] + td[t, D_LEN]):
             a = td_pool[d, P_START]
             b = td_pool[d, P_END]
@@ -783,6 +788,7 @@ class IGPT:
         self.rekeyed = 0                         # entries re-keyed in place
         self.counts = np.zeros(N_COUNTS, np.int64)   # see _match
         self.rebuilds = 0
+        self._td_lo = 1 << 62                    # the smallest term id indexed so far
         self._scattered = 0                      # entries placed by rebuilds since _relayout
         self.relayouts = 0
 
@@ -903,6 +909,11 @@ class IGPT:
         return (np.concatenate([head[0], tail[0] + cut]), np.concatenate([head[1], tail[1]]),
                 np.concatenate([head[2], tail[2]]), head[3] + tail[3])
 
+    def verified(self) -> int:
+        """The pairs verified so far (``stats()["verified"]`` without the leaves' sums: the
+        core reads it after every batch)."""
+        return int(self.counts[4])
+
     def stats(self) -> dict:
         leaves = np.flatnonzero((self.nchild[: self.n_nodes] < 0))
         c = self.counts
@@ -958,8 +969,9 @@ class IGPT:
             # pools are mostly garbage: start them afresh and rebuild every leaf
             self.dirty = set(np.flatnonzero(self.nchild[: self.n_nodes] < 0).tolist())
             self.e_used = self.g_used = self.r_used = self.td_used = 0
-            self.td[:, D_LEN] = 0
-            self.td[:, D_CAP] = 0
+            lo = getattr(self, "_td_lo", 0)
+            self.td[lo:, D_LEN] = 0
+            self.td[lo:, D_CAP] = 0
             self.n_ng[:] = 0
             self.n_ne[:] = 0
             fresh = True
@@ -970,8 +982,14 @@ class IGPT:
         self.hot = grow(self.hot, self.e_used + need)
         self.gI = grow(self.gI, self.g_used + need)
         self.grp = grow(self.grp, self.r_used + need)
-        max_term = int(s.terms[: s.pool_used].max()) if s.pool_used else 0
-        self.td = grow(self.td, max_term + 1)
+        # the directory has a row per term id up to the largest *indexed* one (a keyword
+        # partition indexes a range of the vocabulary: rows past it are never read or written,
+        # ``_walk`` skips a term past the directory), and the rows under the smallest indexed
+        # term, zero and never touched (``grow`` leaves them unmapped), are skipped
+        held = s.terms[: s.pool_used][s.indexed[: s.pool_used]]
+        if len(held):
+            self.td = grow(self.td, int(held.max()) + 1)
+            self._td_lo = min(getattr(self, "_td_lo", 0), int(held.min()))
         self.e_used, self.g_used, self.r_used, self.td_pool, self.td_used = _rebuild(
             leaves, fresh, self.nchild, self.nhead, self.snext, self.ncount, self.n_ne,
             self.n_g0, self.n_ng, self.nminls, s.toff, s.tlen, s.terms, s.indexed, s.wtsum, s.maxwt,
@@ -994,7 +1012,8 @@ class IGPT:
         read in sequence by the walk instead of one leaf's block each (at 1M subscriptions
         the entry tables are far larger than the caches); garbage goes past the end. The rows
         move in place, so no table is copied."""
-        epos, rpos, ne, nr = _term_major(self.td, self.td_pool, self.gI, self.e_used, self.r_used)
+        epos, rpos, ne, nr = _term_major(self.td, self.td_pool, self.gI, self.e_used, self.r_used,
+                                           getattr(self, "_td_lo", 0))
         full = _places(epos, ne)
         _permute(self.ent[: self.e_used], full)
         _permute(self.hot[: self.e_used], full)
