@@ -562,17 +562,38 @@ def _unique(tk, tw, m, ok, ow, pos, na):
 
 
 @numba.njit(cache=True)
+def _room(tk, tw, m, need):
+    """``tk/tw`` with room for ``need`` entries (their first ``m`` kept; doubled at least when
+    grown); returns (tk, tw)."""
+    if need <= tk.shape[0]:
+        return tk, tw
+    nk = max(need, 2 * tk.shape[0])
+    k2 = np.empty(nk, np.int64)
+    w2 = np.empty(nk)
+    k2[:m] = tk[:m]
+    w2[:m] = tw[:m]
+    return k2, w2
+
+
+@numba.njit(cache=True)
+def _put_unique(IL, FL, R, base, tk, tw, m, ok, ow, pos, na):
+    """The gathered keys ``tk/tw[:m]``, deduplicated and sorted (``_unique`` into ``ok/ow``,
+    grown to ``tk``'s size when short), as the summary of record ``base`` of ``R``; returns
+    (ok, ow)."""
+    if ok.shape[0] < m:
+        ok = np.empty(tk.shape[0], np.int64)
+        ow = np.empty(tk.shape[0])
+    n = _unique(tk, tw, m, ok, ow, pos, na)
+    _sum_put(IL, FL, R, base, ok, ow, n)
+    return ok, ow
+
+
+@numba.njit(cache=True)
 def _gather(IL, FL, R, base, tk, tw, m):
     """The summary of record ``base`` of ``R`` appended to ``tk/tw[:m]`` (grown as needed);
     returns (tk, tw, m)."""
     ws, wc = R[base + WS], R[base + WC]
-    if m + wc > tk.shape[0]:
-        nk = max(m + wc, 2 * tk.shape[0])
-        k2 = np.empty(nk, np.int64)
-        w2 = np.empty(nk)
-        k2[:m] = tk[:m]
-        w2[:m] = tw[:m]
-        tk, tw = k2, w2
+    tk, tw = _room(tk, tw, m, m + wc)
     WA = IL[I_WA]
     WM = FL[F_WM]
     for i in range(wc):
@@ -625,13 +646,7 @@ def _exact_summaries(IL, FL, q, NEXT, p_start, p_end, p_attr, p_w, score, pos, n
                 best = max(best, score[s])
             else:
                 most = max(most, size)
-                if m + size > tk.shape[0]:
-                    nk = max(m + size, 2 * tk.shape[0])
-                    k2 = np.empty(nk, np.int64)
-                    w2 = np.empty(nk)
-                    k2[:m] = tk[:m]
-                    w2[:m] = tw[:m]
-                    tk, tw = k2, w2
+                tk, tw = _room(tk, tw, m, m + size)
                 for p in range(p_start[s], p_end[s]):
                     tk[m] = _wkey(size, p_attr[p])
                     tw[m] = p_w[p]
@@ -641,11 +656,7 @@ def _exact_summaries(IL, FL, q, NEXT, p_start, p_end, p_attr, p_w, score, pos, n
             FL[F_CS][c] = best
             continue
         CI[c * NC + NMAX] = most
-        if ok.shape[0] < m:
-            ok = np.empty(tk.shape[0], np.int64)
-            ow = np.empty(tk.shape[0])
-        n = _unique(tk, tw, m, ok, ow, pos, na)
-        _sum_put(IL, FL, CI, c * NC, ok, ow, n)
+        ok, ow = _put_unique(IL, FL, CI, c * NC, tk, tw, m, ok, ow, pos, na)
     # p-nodes, deepest owners first: a p-node's c-directory holds the p-nodes of the next depth
     PI = IL[I_P]
     CI = IL[I_C]
@@ -692,11 +703,7 @@ def _exact_summaries(IL, FL, q, NEXT, p_start, p_end, p_attr, p_w, score, pos, n
             FL[F_PS][p] = best
             continue
         PI[p * NP + NMAX] = most
-        if ok.shape[0] < m:
-            ok = np.empty(tk.shape[0], np.int64)
-            ow = np.empty(tk.shape[0])
-        n = _unique(tk, tw, m, ok, ow, pos, na)
-        _sum_put(IL, FL, PI, p * NP, ok, ow, n)
+        ok, ow = _put_unique(IL, FL, PI, p * NP, tk, tw, m, ok, ow, pos, na)
 
 
 @numba.njit(cache=True)
