@@ -115,6 +115,16 @@ it has enough. That still bounds the class (its weights are at most the global o
 paper's weights, where an attribute weighs nearly the same everywhere, it is as tight), reads
 a few words instead of scattered weights and needs no sort (at 1M, side by side on one tree:
 0.94x the time at top-1 and top-5; a few more nodes visited, 75 instead of 73 at top-5).
+A node with few expressions below (at most ``list_cap`` = 128: an l-node, a deep p-node's
+subtree) writes its packed short classes as *list classes*: the path's words as before, then
+each expression's own other attributes (``size - path`` words each) instead of their union.
+Its bound is the path's products plus the best sum over the expressions whose attributes the
+event all has (one it misses cannot match): the exact attribute-set bound, where the union's
+per-attribute maxima mix attributes of different expressions. A p-node's view is therefore
+rewritten whenever an expression enters or leaves below it while it has at most
+``list_cap`` (``_rank_add``), so that its lists hold exactly the expressions below it (at
+1M, side by side on one tree: top-1 0.70x and top-5 0.64x the time; pops 19.7 instead of 37.4
+at top-5, the arena 417 MiB instead of 401).
 
 ``build="batch"`` (the paper's BE*-B) puts a whole initial table in the root l-node and
 partitions it top-down once; later calls insert one expression at a time.
@@ -1580,10 +1590,11 @@ def _quant(w, sc):
 
 
 @numba.njit(cache=True)
-def _below(IL, isp, node, NEXT, XS):
+def _below(IL, isp, node, NEXT, XS, p_start, p_end, p_attr, BA, pb, pd):
     """The expression slots below p-node ``node`` (``isp``: in its c-directory and every
-    p-node below it) or in c-node ``node``'s l-node, into ``XS``; their number, or -1 when
-    there are more than ``XS`` holds (no list class then)."""
+    p-node below it) or in c-node ``node``'s l-node, into ``XS``; their number, or -1 (no list
+    class then) when there are more than ``XS`` holds or one has an attribute twice (its
+    predicates off the path ``BA[pb:pb + pd]`` are not its size minus the path's)."""
     cap = XS.shape[0]
     if cap == 0:
         return -1                              # list_cap 0: no list classes
@@ -1597,7 +1608,7 @@ def _below(IL, isp, node, NEXT, XS):
             XS[nx] = s
             nx += 1
             s = NEXT[s]
-        return nx
+        return _once(XS, nx, p_start, p_end, p_attr, BA, pb, pd)
     PI = IL[I_P]
     if PI[node * NP + P_CNT] > cap:
         return -1
@@ -1627,16 +1638,31 @@ def _below(IL, isp, node, NEXT, XS):
         for x in range(ds, ds + dc):
             stack[ns] = PI[DP[x] * NP + P_ROOT]
             ns += 1
+    return _once(XS, nx, p_start, p_end, p_attr, BA, pb, pd)
+
+
+@numba.njit(cache=True)
+def _once(XS, nx, p_start, p_end, p_attr, BA, pb, pd):
+    """``nx``, or -1 when an expression of ``XS[:nx]`` has other than its size minus ``pd``
+    predicates off the path ``BA[pb:pb + pd]`` (an attribute twice: no list class)."""
+    for i in range(nx):
+        s = XS[i]
+        o = 0
+        for p in range(p_start[s], p_end[s]):
+            if not _on_path(BA, pb, pd, p_attr[p]):
+                o += 1
+        if o != p_end[s] - p_start[s] - pd:
+            return -1
     return nx
 
 
 @numba.njit(cache=True)
-def _list_count(XS, nx, size, npath, p_start, p_end, p_attr, BA, pb, pd):
+def _list_count(XS, nx, size, npath, p_start, p_end):
     """Whether the packed short size class ``size`` (``npath`` path attributes) of a node
     whose expressions below are ``XS[:nx]`` is written as a list class: its number of
     expressions if so, else -1. A list class lists each expression's own ``size -
-    npath`` other attributes: only where each has exactly that many (no attribute twice) and
-    there is at least one to list. (Lists only where they take at most 1, 1.5, 2, 3 or 4 times
+    npath`` other attributes (``_below``: each has exactly that many), where there is at least
+    one to list. (Lists only where they take at most 1, 1.5, 2, 3 or 4 times
     the union's words were slower on the bench's 1M tree: README, stop 41.)"""
     need = size - npath
     if nx < 0 or need < 1:
@@ -1644,15 +1670,7 @@ def _list_count(XS, nx, size, npath, p_start, p_end, p_attr, BA, pb, pd):
     n = 0
     for i in range(nx):
         s = XS[i]
-        if p_end[s] - p_start[s] != size:
-            continue
-        o = 0
-        for p in range(p_start[s], p_end[s]):
-            if not _on_path(BA, pb, pd, p_attr[p]):
-                o += 1
-        if o != need:
-            return -1
-        n += 1
+        n += p_end[s] - p_start[s] == size
     return n
 
 
@@ -1675,7 +1693,7 @@ def _sum_floats(IL, R, base, mode, pb, pd, XS, nx, p_start, p_end, p_attr):
         pk = _class_packed(WA, i1)
         if pk and nother < long_from:
             size = SZ_CAP - (WA[i0] >> 32)
-            nl = _list_count(XS, nx, size, npath, p_start, p_end, p_attr, BA, pb, pd)
+            nl = _list_count(XS, nx, size, npath, p_start, p_end)
             if nl >= 0:                         # a list class: header, scale, path words, the lists
                 n += 5 + npath + nl * (size - npath)
                 i0 = i1
@@ -1692,7 +1710,8 @@ def _p_sum_floats(IL, p, mode, NEXT, p_start, p_end, p_attr, XS):
     """Floats of the view of p-node ``p``'s summary (its path: its root's)."""
     CI = IL[I_C]
     r = IL[I_P][p * NP + P_ROOT]
-    nx = _below(IL, True, p, NEXT, XS) if mode != STATIC else -1
+    pb, pd = CI[r * NC + C_BOX], CI[r * NC + C_DEP]
+    nx = _below(IL, True, p, NEXT, XS, p_start, p_end, p_attr, IL[I_BA], pb, pd) if mode != STATIC else -1
     return _sum_floats(IL, IL[I_P], p * NP, mode, CI[r * NC + C_BOX], CI[r * NC + C_DEP], XS, nx, p_start, p_end, p_attr)
 
 
@@ -1744,7 +1763,7 @@ def _write_sum(IL, FL, R, base, pb, pd, pos, XS, nx, p_start, p_end, p_attr, p_w
         if nother < long_from:
             nw = 0
         pk = _class_packed(WA, i1)
-        nl = _list_count(XS, nx, size, npath, p_start, p_end, p_attr, BA, pb, pd) if pk and nw == 0 else -1
+        nl = _list_count(XS, nx, size, npath, p_start, p_end) if pk and nw == 0 else -1
         h = w
         SU[h] = size
         SU[h + 1] = npath
@@ -1811,7 +1830,8 @@ def _size_c(IL, c, mode, NEXT, p_start, p_end, p_attr, XS):
     """Floats of the view block of c-node ``c`` (``_write_c``)."""
     CI = IL[I_C]
     base = c * NC
-    nx = _below(IL, False, c, NEXT, XS) if mode != STATIC else -1
+    nx = _below(IL, False, c, NEXT, XS, p_start, p_end, p_attr, IL[I_BA], CI[base + C_BOX], CI[base + C_DEP]) \
+        if mode != STATIC else -1
     n = 4 + ND * CI[base + C_DC] + _sum_floats(IL, CI, base, mode, CI[base + C_BOX], CI[base + C_DEP], XS, nx, p_start,
                                                p_end, p_attr)
     s = CI[base + C_LH]
@@ -1852,7 +1872,7 @@ def _write_c(IL, FL, c, pos, mode, NEXT, p_start, p_end, p_attr, p_op, p_a, p_b,
     HV[h + V_R] = CI[base + C_R]
     HV[h + V_B] = pos
     nd, ds = CI[base + C_DC], CI[base + C_DS]
-    nx = _below(IL, False, c, NEXT, XS) if mode != STATIC else -1
+    nx = _below(IL, False, c, NEXT, XS, p_start, p_end, p_attr, IL[I_BA], CI[base + C_BOX], dep) if mode != STATIC else -1
     AR[pos] = _sum_floats(IL, CI, base, mode, CI[base + C_BOX], dep, XS, nx, p_start, p_end, p_attr)
     AR[pos + 1] = FL[F_CS][c] if mode == STATIC else CI[base + NMAX]
     AR[pos + 2] = nd
@@ -1908,7 +1928,8 @@ def _write_p(IL, FL, p, pos, mode, NEXT, p_start, p_end, p_attr, p_w, XS):
     IL[I_PV][p] = pos
     r = PI[base + P_ROOT]
     CI = IL[I_C]
-    nx = _below(IL, True, p, NEXT, XS) if mode != STATIC else -1
+    nx = _below(IL, True, p, NEXT, XS, p_start, p_end, p_attr, IL[I_BA], CI[r * NC + C_BOX], CI[r * NC + C_DEP]) \
+        if mode != STATIC else -1
     AR[pos] = _sum_floats(IL, PI, base, mode, CI[r * NC + C_BOX], CI[r * NC + C_DEP], XS, nx, p_start, p_end, p_attr)
     AR[pos + 1] = FL[F_PS][p] if mode == STATIC else PI[base + NMAX]
     AR[pos + 2] = r
@@ -2707,6 +2728,12 @@ def check_structure(core: BETreeCore) -> None:
             return []
         summ = summary(rec, node, None)
         out = []
+        # list classes: at most list_cap below, none with an attribute twice (its predicates off
+        # the path are not its size minus the path's)
+        lists = 0 < core.list_cap and len(below) <= core.list_cap
+        for s in below:
+            lists &= sum(int(t.p_attr[p]) not in path for p in range(t.p_start[s], t.p_end[s])) \
+                == t.p_end[s] - t.p_start[s] - len(path)
         for size in sorted({z for z, _ in summ}, reverse=True):
             cls = {a: w for (z, a), w in summ.items() if z == size}
             on = [a for a in path if a in cls]
@@ -2733,12 +2760,9 @@ def check_structure(core: BETreeCore) -> None:
             body += [x for a in on for x in pair(a)]
             need = size - len(on)
             ents = None
-            if flag and not long and need >= 1 and 0 < core.list_cap and len(below) <= core.list_cap:
-                ex = [s for s in below if t.p_end[s] - t.p_start[s] == size]
+            if flag and not long and need >= 1 and lists:
                 ents = [[int(t.p_attr[p]) | quant(t.p_w[p], sc) << 16 for p in range(t.p_start[s], t.p_end[s])
-                         if int(t.p_attr[p]) not in path] for s in ex]
-                if any(len(e) != need for e in ents):
-                    ents = None
+                         if int(t.p_attr[p]) not in path] for s in below if t.p_end[s] - t.p_start[s] == size]
             if ents is not None:                    # a list class: each expression's own others
                 body += [x for e in ents for x in e]
                 out += [size, len(on), len(body), flag | LISTC] + body
