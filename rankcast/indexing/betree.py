@@ -218,6 +218,17 @@ def _grow_f(FL, w, n, fill):
 
 
 @numba.njit(cache=True)
+def _grow_view(FL, n):
+    """The view's arena grown to at least ``n`` floats, by an eighth at a time: the writers'
+    guard (``_full_view`` sizes the arena without list classes; ``_refresh_view`` exactly)."""
+    a = FL[F_AR]
+    if a.shape[0] < n:
+        b = np.zeros(max(n, a.shape[0] + a.shape[0] // 8))
+        b[: a.shape[0]] = a
+        FL[F_AR] = b
+
+
+@numba.njit(cache=True)
 def _dirty(IL, x):
     num = IL[I_NUM]
     n = num[U_NDIRTY]
@@ -1878,7 +1889,7 @@ def _write_c(IL, FL, c, pos, mode, NEXT, p_start, p_end, p_attr, p_op, p_a, p_b,
     while s >= 0:
         ex += 3 + 4 * (p_end[s] - p_start[s])
         s = NEXT[s]
-    _grow_f(FL, F_AR, pos + 4 + ND * nd + nsum + ex, 0.0)    # _full_view sizes without list classes
+    _grow_view(FL, pos + 4 + ND * nd + nsum + ex)
     AR = FL[F_AR]
     AR[pos] = nsum
     AR[pos + 1] = FL[F_CS][c] if mode == STATIC else CI[base + NMAX]
@@ -1937,7 +1948,7 @@ def _write_p(IL, FL, p, pos, mode, NEXT, p_start, p_end, p_attr, p_w, XS):
     nx = _below(IL, True, p, NEXT, XS, p_start, p_end, p_attr, IL[I_BA], CI[r * NC + C_BOX], CI[r * NC + C_DEP]) \
         if mode != STATIC else -1
     nsum = _sum_floats(IL, PI, base, mode, CI[r * NC + C_BOX], CI[r * NC + C_DEP], XS, nx, p_start, p_end, p_attr)
-    _grow_f(FL, F_AR, pos + 4 + nsum, 0.0)                    # _full_view sizes without list classes
+    _grow_view(FL, pos + 4 + nsum)
     AR = FL[F_AR]
     AR[pos] = nsum
     AR[pos + 1] = FL[F_PS][p] if mode == STATIC else PI[base + NMAX]
