@@ -179,8 +179,15 @@ def test_size_classes_prune_what_one_summary_cannot():
     """A match of 4 predicates among expressions whose attributes together cover the event:
     2-predicate decoys (a smaller class: bounded by 2) and 4-predicate ones with an attribute
     the event lacks (their class has only 3 of the event's attributes). One summary per node
-    bounds both by 4, a tie with the match, so they would be read; by class, neither is."""
-    m = _matcher("weighted", leaf_capacity=2)
+    bounds both by 4, a tie with the match, so they would be read; by class, neither is. (The
+    union summaries: ``list_cap`` 0. With list classes the search visits fewer nodes, in
+    another order, and may check a few more expressions on the way: at most 12 here.)"""
+    for list_cap in (0, 128):
+        _size_classes_prune(list_cap)
+
+
+def _size_classes_prune(list_cap):
+    m = _matcher("weighted", leaf_capacity=2, list_cap=list_cap)
     rng = np.random.default_rng(0)
     best = rc.Expression(0, [rc.Predicate(f"a{i}", "between", (0, 10), 1.0) for i in range(4)])
     decoys, near = [], []
@@ -198,7 +205,7 @@ def test_size_classes_prune_what_one_summary_cannot():
     (got,) = m.publish([ev], k=1)
     assert got.top == ((0, 4.0),)
     st = m.stats()
-    assert st["random_accesses"] <= 10, st
+    assert st["random_accesses"] <= (12 if list_cap else 10) and st["nodes"] <= (8 if list_cap else 40), st
     # an event with exactly the match's attributes (an expression as large as the event matches)
     few = rc.Event(2, {f"a{i}": 5.0 for i in range(4)})
     assert_matches_exact(m.publish([few], k=3), decoys + near + [best], [few], "weighted", 3)
@@ -538,3 +545,77 @@ def test_lazy_summaries_equal_the_incremental_upkeep(scoring, dense, monkeypatch
         PI = m.core.IL[bt.I_P].reshape(-1, bt.NP)
         assert m.core.IL[bt.I_NUM][bt.U_LIVEP] == 2 and PI[0, bt.NMAX] == 3, PI[:2]
         assert _summaries_equal_brute_force(m.core) > 0
+
+
+@pytest.mark.parametrize("leaf_capacity,list_cap", [(2, 64), (5, 6), (3, 0)])
+def test_list_classes_bound_exactly(leaf_capacity, list_cap):
+    """Size classes of nodes with at most ``list_cap`` expressions below are written as list
+    classes (``_write_sum``: each expression's own other attributes; ``_vbound``: the best
+    expression whose attributes the event all has). Many expressions of few sizes over few
+    attributes (the union of a class's attributes covers most events, one expression's
+    rarely), weights spread widely: top-k equals brute force and the view is as
+    ``check_structure`` derives it (every list class holds exactly the expressions below its
+    node) after a bulk subscribe, single subscribes into the lists (the view rewritten node by
+    node: every p-node on the path is rewritten) and deletions; with lists the search scans
+    fewer l-nodes and evaluates fewer expressions than without (``list_cap`` 0)."""
+    from rankcast.indexing import betree as bt
+    rng = np.random.default_rng(17 + list_cap)
+
+    def expr(i):
+        preds = []
+        for a in rng.choice(16, int(rng.integers(2, 5)), replace=False):
+            lo = float(rng.integers(0, 6))
+            preds.append(rc.Predicate(f"a{a}", "between", (lo, lo + float(rng.integers(2, 6))),
+                                      float(rng.choice([0.1, 0.4, 1.0, 2.5, 7.0]))))
+        return rc.Expression(i, preds)
+
+    exprs = [expr(i) for i in range(1500)]
+    evs = []
+    for j in range(30):
+        attrs = rng.choice(16, int(rng.integers(4, 11)), replace=False)
+        evs.append(rc.Event(j, {f"a{a}": float(rng.integers(0, 10)) for a in attrs},
+                            weights={f"a{a}": float(rng.choice([0.3, 1.0, 3.0])) for a in attrs}))
+    opts = dict(leaf_capacity=leaf_capacity, view_full_share=2.0, view_slack=10 ** 9)
+    m = _matcher("weighted", list_cap=list_cap, **opts)
+    m.subscribe(exprs[:1200])
+    live = exprs[:1200]
+    for e in exprs[1200:1260]:              # one at a time: into nodes whose view holds lists
+        m.subscribe([e])
+        live.append(e)
+    check_structure(m.core)
+    for k in (1, 3, 5):
+        assert_matches_exact(m.publish(evs, k=k), live, evs, "weighted", k)
+    SU = m.core.FL[bt.F_AR].view(np.uint32)
+    n_list = sum(1 for p in range(int(m.core.IL[bt.I_NUM][bt.U_P])) if m.core.IL[bt.I_PV][p] >= 0
+                 and _list_classes(SU, int(m.core.IL[bt.I_PV][p])) > 0)
+    assert (n_list > 0) == (list_cap > 0), n_list
+    if list_cap:
+        ref = _matcher("weighted", list_cap=0, **opts)
+        ref.subscribe(exprs[:1200])
+        for e in exprs[1200:1260]:
+            ref.subscribe([e])
+        for x in (m, ref):
+            x.core.counters[:] = 0
+            x.publish(evs, k=3)
+        a, b = m.stats(), ref.stats()
+        assert a["random_accesses"] < b["random_accesses"] and a["lnodes_scanned"] <= b["lnodes_scanned"], (a, b)
+    _exact_before_and_after_removing(m, live, live[::4], evs, (1, 5))
+    gone = {e.id for e in live[::4]}
+    live = [e for e in live if e.id not in gone]
+    for e in exprs[1260:]:
+        m.subscribe([e])
+        live.append(e)
+    check_structure(m.core)
+    for k in (1, 5):
+        assert_matches_exact(m.publish(evs, k=k), live, evs, "weighted", k)
+
+
+def _list_classes(SU, b):
+    """The list classes of the summary of the p-node block at float ``b`` of the view."""
+    from rankcast.indexing import betree as bt
+    AR = SU.view(np.float64)
+    j, end, n = 2 * (b + 4), 2 * (b + 4 + int(AR[b])) - 1, 0
+    while j < end:
+        n += bool(int(SU[j + 3]) & bt.LISTC)
+        j += 4 + int(SU[j + 2])
+    return n

@@ -115,6 +115,16 @@ it has enough. That still bounds the class (its weights are at most the global o
 paper's weights, where an attribute weighs nearly the same everywhere, it is as tight), reads
 a few words instead of scattered weights and needs no sort (at 1M, side by side on one tree:
 0.94x the time at top-1 and top-5; a few more nodes visited, 75 instead of 73 at top-5).
+A node with few expressions below (at most ``list_cap`` = 128: an l-node, a deep p-node's
+subtree) writes its packed short classes as *list classes*: the path's words as before, then
+each expression's own other attributes (``size - path`` words each) instead of their union.
+Its bound is the path's products plus the best sum over the expressions whose attributes the
+event all has (one it misses cannot match): the exact attribute-set bound, where the union's
+per-attribute maxima mix attributes of different expressions. A p-node's view is therefore
+rewritten whenever an expression enters or leaves below it while it has at most
+``list_cap`` (``_rank_add``), so that its lists hold exactly the expressions below it (at
+1M, side by side on one tree: top-1 0.70x and top-5 0.64x the time; pops 19.7 instead of 37.4
+at top-5, the arena 417 MiB instead of 401).
 
 ``build="batch"`` (the paper's BE*-B) puts a whole initial table in the root l-node and
 partitions it top-down once; later calls insert one expression at a time.
@@ -145,7 +155,7 @@ P_ATTR, P_OWN, P_ROOT, P_CNT, P_ALIVE, P_DIRTY = range(4, 10)
 NP = 10
 # counters
 (U_C, U_P, U_BOX, U_W, U_SPLIT, U_SPACE, U_PART, U_EXPAND, U_MERGE, U_DEADC, U_DEADP, U_LIVEC,
- U_LIVEP, U_D, U_NDIRTY, U_AR, U_ARLIVE, U_LONG) = range(18)
+ U_LIVEP, U_D, U_NDIRTY, U_AR, U_ARLIVE, U_LONG, U_LISTC) = range(19)
 NU = 20
 # summary keys (_wkey): (SZ_CAP - expression size) << 32 | attribute
 SZ_CAP = 1 << 24
@@ -180,6 +190,11 @@ VIEW_ALIGN = 8         # floats: every view block starts a 64-byte cache line (t
 PACK_ATTRS = 1 << 16
 PACK_Q = 65534.0
 PACKED = 1 << 31       # flag in a class header's bit-word count
+# a list class (_write_sum): a packed short class of a node with few expressions below (at most
+# num[U_LISTC], the option list_cap: an l-node's, a p-node's subtree) written as its expressions'
+# own other attributes, expression by expression, instead of their union
+LISTC = 1 << 30        # flag in a class header's bit-word count
+LIST_CAP = 128
 INF = np.inf
 
 
@@ -200,6 +215,17 @@ def _grow_f(FL, w, n, fill):
         b = np.full(max(n, 2 * a.shape[0]), fill, np.float64)
         b[: a.shape[0]] = a
         FL[w] = b
+
+
+@numba.njit(cache=True)
+def _grow_view(FL, n):
+    """The view's arena grown to at least ``n`` floats, by an eighth at a time: the writers'
+    guard (``_full_view`` sizes the arena without list classes; ``_refresh_view`` exactly)."""
+    a = FL[F_AR]
+    if a.shape[0] < n:
+        b = np.zeros(max(n, a.shape[0] + a.shape[0] // 8))
+        b[: a.shape[0]] = a
+        FL[F_AR] = b
 
 
 @numba.njit(cache=True)
@@ -240,6 +266,18 @@ def _touch_p(IL, p):
         if CI[own * NC + C_DIRTY] == 0:
             CI[own * NC + C_DIRTY] = 1
             _dirty(IL, 2 * own)
+
+
+@numba.njit(cache=True)
+def _rank_add(IL, p, d):
+    """p-node ``p``'s rank (the expressions below it) changes by ``d``; its view is rewritten
+    where it holds or would now hold list classes (``_below``: at most ``num[U_LISTC]`` below, before
+    an insert or after a removal), so that they hold exactly the expressions below it."""
+    PI = IL[I_P]
+    r = PI[p * NP + P_CNT]
+    PI[p * NP + P_CNT] = r + d
+    if min(r, r + d) <= IL[I_NUM][U_LISTC]:
+        _touch_p(IL, p)
 
 
 @numba.njit(cache=True)
@@ -1233,7 +1271,7 @@ def _partition(IL, FL, q, c, tasks, n_tasks, HOME, NEXT, PREV, mark, acnt,
             home = _insert_cdir(IL, FL, q, root, s, lo, hi, p_start, p_end, p_attr, p_lo, p_hi)
             _l_push(IL, HOME, NEXT, PREV, home, s)
             _sum_add(IL, FL, q, I_C, home, s, p_start, p_end, p_attr, p_w, score)
-            IL[I_P][pnode * NP + P_CNT] += 1
+            _rank_add(IL, pnode, 1)
             _sum_add(IL, FL, q, I_P, pnode, s, p_start, p_end, p_attr, p_w, score)
         tasks, n_tasks = _push_task(tasks, n_tasks, root, T_CLUSTER)
     _lnode_summary(IL, FL, q, c, NEXT, p_start, p_end, p_attr, p_w, score)
@@ -1366,7 +1404,7 @@ def _insert_many(IL, FL, q, slots, HOME, NEXT, PREV, mark, acnt,
                     _settle(IL, FL, q, c, T_PARTITION if c == 0 else T_CLUSTER, HOME, NEXT, PREV, mark, acnt,
                             p_start, p_end, p_attr, p_lo, p_hi, p_w, score)
                 break
-            PI[best * NP + P_CNT] += 1
+            _rank_add(IL, best, 1)
             _sum_add(IL, FL, q, I_P, best, s, p_start, p_end, p_attr, p_w, score)
             row = mark[PI[best * NP + P_ATTR]]
             c = _insert_cdir(IL, FL, q, PI[best * NP + P_ROOT], s, p_lo[row], p_hi[row],
@@ -1430,7 +1468,7 @@ def _remove_many(IL, FL, q, slots, HOME, NEXT, PREV, p_start, p_end, p_attr, p_l
         node = c                                      # ranks along the path
         while node > 0:
             pn = CI[node * NC + C_PN]
-            PI[pn * NP + P_CNT] -= 1
+            _rank_add(IL, pn, -1)
             node = PI[pn * NP + P_OWN]
         _lnode_summary(IL, FL, q, c, NEXT, p_start, p_end, p_attr, p_w, score)
         if c == 0:
@@ -1563,7 +1601,92 @@ def _quant(w, sc):
 
 
 @numba.njit(cache=True)
-def _sum_floats(IL, R, base, mode, pb, pd):
+def _below(IL, isp, node, NEXT, XS, p_start, p_end, p_attr, BA, pb, pd):
+    """The expression slots below p-node ``node`` (``isp``: in its c-directory and every
+    p-node below it) or in c-node ``node``'s l-node, into ``XS``; their number, or -1 (no list
+    class then) when there are more than ``XS`` holds or one has an attribute twice (its
+    predicates off the path ``BA[pb:pb + pd]`` are not its size minus the path's)."""
+    cap = XS.shape[0]
+    if cap == 0:
+        return -1                              # list_cap 0: no list classes
+    CI = IL[I_C]
+    nx = 0
+    if not isp:
+        s = CI[node * NC + C_LH]
+        while s >= 0:
+            if nx == cap:
+                return -1
+            XS[nx] = s
+            nx += 1
+            s = NEXT[s]
+        return _once(XS, nx, p_start, p_end, p_attr, BA, pb, pd)
+    PI = IL[I_P]
+    if PI[node * NP + P_CNT] > cap:
+        return -1
+    DP = IL[I_DP]
+    stack = np.empty(64, np.int64)
+    stack[0] = PI[node * NP + P_ROOT]
+    ns = 1
+    while ns > 0:
+        ns -= 1
+        c = stack[ns]
+        s = CI[c * NC + C_LH]
+        while s >= 0:
+            if nx == cap:
+                return -1
+            XS[nx] = s
+            nx += 1
+            s = NEXT[s]
+        ds, dc = CI[c * NC + C_DS], CI[c * NC + C_DC]
+        if ns + dc + 2 > stack.shape[0]:
+            bigger = np.empty(2 * (ns + dc + 2), np.int64)
+            bigger[:ns] = stack[:ns]
+            stack = bigger
+        for ch in (CI[c * NC + C_L], CI[c * NC + C_R]):
+            if ch >= 0:
+                stack[ns] = ch
+                ns += 1
+        for x in range(ds, ds + dc):
+            stack[ns] = PI[DP[x] * NP + P_ROOT]
+            ns += 1
+    return _once(XS, nx, p_start, p_end, p_attr, BA, pb, pd)
+
+
+@numba.njit(cache=True)
+def _once(XS, nx, p_start, p_end, p_attr, BA, pb, pd):
+    """``nx``, or -1 when an expression of ``XS[:nx]`` has other than its size minus ``pd``
+    predicates off the path ``BA[pb:pb + pd]`` (an attribute twice: no list class)."""
+    for i in range(nx):
+        s = XS[i]
+        o = 0
+        for p in range(p_start[s], p_end[s]):
+            if not _on_path(BA, pb, pd, p_attr[p]):
+                o += 1
+        if o != p_end[s] - p_start[s] - pd:
+            return -1
+    return nx
+
+
+@numba.njit(cache=True)
+def _list_count(XS, nx, size, npath, p_start, p_end):
+    """Whether the packed short size class ``size`` (``npath`` path attributes) of a node
+    whose expressions below are ``XS[:nx]`` is written as a list class: its number of
+    expressions if so, else -1. A list class lists each expression's own ``size -
+    npath`` other attributes (``_below``: each has exactly that many), where there is at least
+    one to list. (Lists only where they take at most 1, 1.5, 2, 3 or 4 times
+    the union's words were slower on the bench's 1M tree: README, stop 41.)"""
+    need = size - npath
+    if nx < 0 or need < 1:
+        return -1
+    n = 0
+    for i in range(nx):
+        s = XS[i]
+        n += p_end[s] - p_start[s] == size
+    return n
+
+
+@numba.njit(cache=True)
+def _sum_floats(IL, R, base, mode, pb, pd, XS, nx, p_start, p_end, p_attr):
     """Floats of the view of the summary of record ``base`` of ``R`` under the path
     ``BA[pb:pb + pd]`` (``_write_sum``)."""
     if mode == STATIC:
@@ -1579,6 +1702,13 @@ def _sum_floats(IL, R, base, mode, pb, pd):
             i1 += 1
         npath, nother, _, nw = _class_shape(WA, i0, i1, BA, pb, pd)
         pk = _class_packed(WA, i1)
+        if pk and nother < long_from:
+            size = SZ_CAP - (WA[i0] >> 32)
+            nl = _list_count(XS, nx, size, npath, p_start, p_end)
+            if nl >= 0:                         # a list class: header, scale, path words, the lists
+                n += 5 + npath + nl * (size - npath)
+                i0 = i1
+                continue
         per = 1 if pk else 2
         n += 4 + pk + per * npath               # a packed class's body starts with its scale
         n += 1 + nw if nother >= long_from else per * nother
@@ -1587,11 +1717,13 @@ def _sum_floats(IL, R, base, mode, pb, pd):
 
 
 @numba.njit(cache=True)
-def _p_sum_floats(IL, p, mode):
+def _p_sum_floats(IL, p, mode, NEXT, p_start, p_end, p_attr, XS):
     """Floats of the view of p-node ``p``'s summary (its path: its root's)."""
     CI = IL[I_C]
     r = IL[I_P][p * NP + P_ROOT]
-    return _sum_floats(IL, IL[I_P], p * NP, mode, CI[r * NC + C_BOX], CI[r * NC + C_DEP])
+    pb, pd = CI[r * NC + C_BOX], CI[r * NC + C_DEP]
+    nx = _below(IL, True, p, NEXT, XS, p_start, p_end, p_attr, IL[I_BA], pb, pd) if mode != STATIC else -1
+    return _sum_floats(IL, IL[I_P], p * NP, mode, CI[r * NC + C_BOX], CI[r * NC + C_DEP], XS, nx, p_start, p_end, p_attr)
 
 
 @numba.njit(cache=True, inline="always")
@@ -1604,7 +1736,7 @@ def _put_up(S, SU, i, w):
 
 
 @numba.njit(cache=True)
-def _write_sum(IL, FL, R, base, pb, pd, pos):
+def _write_sum(IL, FL, R, base, pb, pd, pos, XS, nx, p_start, p_end, p_attr, p_w):
     """The summary of record ``base`` of ``R`` in the view at ``pos`` (returns the end) as
     32-bit words (``AR.view(uint32)`` from ``2 * pos``; half the cache lines of floats): per
     size class, largest first, (size, path attributes, body words, bit words), then the path's
@@ -1617,7 +1749,11 @@ def _write_sum(IL, FL, R, base, pb, pd, pos):
     (``_vbound``). An odd word count ends with a 0 word. A packed class (its attributes all
     below ``PACK_ATTRS``; flag ``PACKED`` in its bit-word count) has its body start with a
     float32 scale (its largest stored weight / ``PACK_Q``, rounded up) and holds each pair as
-    one word, attribute | (the fewest multiples of the scale at or above the weight) << 16."""
+    one word, attribute | (the fewest multiples of the scale at or above the weight) << 16.
+    A *list class* (``_list_count``: a packed short class of a node with at most ``num[U_LISTC]``
+    expressions below, ``XS[:nx]``; flag ``LISTC``) holds, after its path words, each of its
+    expressions' other attributes as packed words, ``size - path`` per expression: its bound
+    (``_vbound``) is then exact up to the path's maxima, as the union's is not."""
     AR = FL[F_AR]
     S = AR.view(np.float32)
     SU = AR.view(np.uint32)
@@ -1638,10 +1774,11 @@ def _write_sum(IL, FL, R, base, pb, pd, pos):
         if nother < long_from:
             nw = 0
         pk = _class_packed(WA, i1)
+        nl = _list_count(XS, nx, size, npath, p_start, p_end) if pk and nw == 0 else -1
         h = w
         SU[h] = size
         SU[h + 1] = npath
-        SU[h + 3] = nw | (PACKED if pk else 0)
+        SU[h + 3] = nw | (PACKED if pk else 0) | (LISTC if nl >= 0 else 0)
         w += 4
         sc = 0.0
         if pk:
@@ -1671,6 +1808,15 @@ def _write_sum(IL, FL, R, base, pb, pd, pos):
                 if not _on_path(BA, pb, pd, a):
                     SU[w + 1 + (a >> 5) - wlo] |= np.uint32(1 << (a & 31))
             w += 1 + nw
+        elif nl >= 0:
+            for i in range(nx):
+                s = XS[i]
+                if p_end[s] - p_start[s] == size:
+                    for p in range(p_start[s], p_end[s]):
+                        a = p_attr[p]
+                        if not _on_path(BA, pb, pd, a):
+                            SU[w] = a | (_quant(p_w[p], sc) << 16)
+                            w += 1
         else:
             for x in range(i0, i1):
                 a = WA[x] & 0xFFFFFFFF
@@ -1691,11 +1837,14 @@ def _write_sum(IL, FL, R, base, pb, pd, pos):
 
 
 @numba.njit(cache=True)
-def _size_c(IL, c, mode, NEXT, p_start, p_end):
+def _size_c(IL, c, mode, NEXT, p_start, p_end, p_attr, XS):
     """Floats of the view block of c-node ``c`` (``_write_c``)."""
     CI = IL[I_C]
     base = c * NC
-    n = 4 + ND * CI[base + C_DC] + _sum_floats(IL, CI, base, mode, CI[base + C_BOX], CI[base + C_DEP])
+    nx = _below(IL, False, c, NEXT, XS, p_start, p_end, p_attr, IL[I_BA], CI[base + C_BOX], CI[base + C_DEP]) \
+        if mode != STATIC else -1
+    n = 4 + ND * CI[base + C_DC] + _sum_floats(IL, CI, base, mode, CI[base + C_BOX], CI[base + C_DEP], XS, nx, p_start,
+                                               p_end, p_attr)
     s = CI[base + C_LH]
     while s >= 0:
         n += 3 + 4 * (p_end[s] - p_start[s])
@@ -1704,7 +1853,7 @@ def _size_c(IL, c, mode, NEXT, p_start, p_end):
 
 
 @numba.njit(cache=True)
-def _write_c(IL, FL, c, pos, mode, NEXT, p_start, p_end, p_attr, p_op, p_a, p_b, p_w, set_off, ids, score):
+def _write_c(IL, FL, c, pos, mode, NEXT, p_start, p_end, p_attr, p_op, p_a, p_b, p_w, set_off, ids, score, XS):
     """The hot row of c-node ``c`` and its block at ``pos`` (returns the end): header
     (summary floats, most predicates or static bound, p-directory size, expression floats),
     the p-directory (attribute, the p-node's block, the p-node's c-directory box on the
@@ -1714,7 +1863,6 @@ def _write_c(IL, FL, c, pos, mode, NEXT, p_start, p_end, p_attr, p_op, p_a, p_b,
     set end, weight)."""
     CI = IL[I_C]
     HV = FL[F_HV]
-    AR = FL[F_AR]
     BX = FL[F_BX]
     base = c * NC
     h = c * NV
@@ -1734,7 +1882,16 @@ def _write_c(IL, FL, c, pos, mode, NEXT, p_start, p_end, p_attr, p_op, p_a, p_b,
     HV[h + V_R] = CI[base + C_R]
     HV[h + V_B] = pos
     nd, ds = CI[base + C_DC], CI[base + C_DS]
-    AR[pos] = _sum_floats(IL, CI, base, mode, CI[base + C_BOX], dep)
+    nx = _below(IL, False, c, NEXT, XS, p_start, p_end, p_attr, IL[I_BA], CI[base + C_BOX], dep) if mode != STATIC else -1
+    nsum = _sum_floats(IL, CI, base, mode, CI[base + C_BOX], dep, XS, nx, p_start, p_end, p_attr)
+    ex = 0
+    s = CI[base + C_LH]
+    while s >= 0:
+        ex += 3 + 4 * (p_end[s] - p_start[s])
+        s = NEXT[s]
+    _grow_view(FL, pos + 4 + ND * nd + nsum + ex)
+    AR = FL[F_AR]
+    AR[pos] = nsum
     AR[pos + 1] = FL[F_CS][c] if mode == STATIC else CI[base + NMAX]
     AR[pos + 2] = nd
     most = AR[pos + 1]
@@ -1754,7 +1911,7 @@ def _write_c(IL, FL, c, pos, mode, NEXT, p_start, p_end, p_attr, p_op, p_a, p_b,
         w += ND
     HV[h + V_M] = most
     if mode != STATIC:
-        w = _write_sum(IL, FL, CI, base, CI[base + C_BOX], dep, w)
+        w = _write_sum(IL, FL, CI, base, CI[base + C_BOX], dep, w, XS, nx, p_start, p_end, p_attr, p_w)
     e0 = w
     ARI = AR.view(np.int64)
     s = CI[base + C_LH]
@@ -1780,22 +1937,26 @@ def _write_c(IL, FL, c, pos, mode, NEXT, p_start, p_end, p_attr, p_op, p_a, p_b,
 
 
 @numba.njit(cache=True)
-def _write_p(IL, FL, p, pos, mode):
+def _write_p(IL, FL, p, pos, mode, NEXT, p_start, p_end, p_attr, p_w, XS):
     """The block of p-node ``p`` at ``pos``: (summary floats, most predicates or static bound,
     root c-node, attribute), then its summary (``_write_sum``)."""
     PI = IL[I_P]
-    AR = FL[F_AR]
     base = p * NP
     IL[I_PV][p] = pos
     r = PI[base + P_ROOT]
     CI = IL[I_C]
-    AR[pos] = _sum_floats(IL, PI, base, mode, CI[r * NC + C_BOX], CI[r * NC + C_DEP])
+    nx = _below(IL, True, p, NEXT, XS, p_start, p_end, p_attr, IL[I_BA], CI[r * NC + C_BOX], CI[r * NC + C_DEP]) \
+        if mode != STATIC else -1
+    nsum = _sum_floats(IL, PI, base, mode, CI[r * NC + C_BOX], CI[r * NC + C_DEP], XS, nx, p_start, p_end, p_attr)
+    _grow_view(FL, pos + 4 + nsum)
+    AR = FL[F_AR]
+    AR[pos] = nsum
     AR[pos + 1] = FL[F_PS][p] if mode == STATIC else PI[base + NMAX]
     AR[pos + 2] = r
     AR[pos + 3] = PI[base + P_ATTR]
     w = pos + 4
     if mode != STATIC:
-        w = _write_sum(IL, FL, PI, base, CI[r * NC + C_BOX], CI[r * NC + C_DEP], w)
+        w = _write_sum(IL, FL, PI, base, CI[r * NC + C_BOX], CI[r * NC + C_DEP], w, XS, nx, p_start, p_end, p_attr, p_w)
     return w
 
 
@@ -1815,16 +1976,20 @@ def _full_view(IL, FL, mode, NEXT, p_start, p_end, p_attr, p_op, p_a, p_b, p_w, 
     PI = IL[I_P]
     HV = FL[F_HV]
     PV = IL[I_PV]
+    XS = np.empty(num[U_LISTC], np.int64)
+    # sized without list classes (no gathering below every small node twice: at 1M about 2 s);
+    # the writers grow the arena where the lists take more (by 4% at 1M)
+    XS0 = np.empty(0, np.int64)
     total = 0
     for c in range(nc):
         HV[c * NV + V_B] = -1.0
         if CI[c * NC + C_ALIVE] == 1:
-            total += _size_c(IL, c, mode, NEXT, p_start, p_end) + VIEW_ALIGN - 1
+            total += _size_c(IL, c, mode, NEXT, p_start, p_end, p_attr, XS0) + VIEW_ALIGN - 1
     for p in range(npn):
         PV[p] = -1
         if PI[p * NP + P_ALIVE] == 1:
-            total += 4 + _p_sum_floats(IL, p, mode) + VIEW_ALIGN - 1
-    FL[F_AR] = np.empty(max(total, 64))
+            total += 4 + _p_sum_floats(IL, p, mode, NEXT, p_start, p_end, p_attr, XS0) + VIEW_ALIGN - 1
+    FL[F_AR] = np.empty(max(total + total // 8, 64))
     stack = np.empty(64, np.int64)
     stack[0] = 0
     ns = 1
@@ -1834,7 +1999,7 @@ def _full_view(IL, FL, mode, NEXT, p_start, p_end, p_attr, p_op, p_a, p_b, p_w, 
         ns -= 1
         c = stack[ns]
         cpos = _aligned(pos)
-        pos = _write_c(IL, FL, c, cpos, mode, NEXT, p_start, p_end, p_attr, p_op, p_a, p_b, p_w, set_off, ids, score)
+        pos = _write_c(IL, FL, c, cpos, mode, NEXT, p_start, p_end, p_attr, p_op, p_a, p_b, p_w, set_off, ids, score, XS)
         ds, dc = CI[c * NC + C_DS], CI[c * NC + C_DC]
         if ns + dc + 2 > stack.shape[0]:
             bigger = np.empty(2 * (ns + dc + 2), np.int64)
@@ -1846,7 +2011,7 @@ def _full_view(IL, FL, mode, NEXT, p_start, p_end, p_attr, p_op, p_a, p_b, p_w, 
                 ns += 1
         for x in range(ds + dc - 1, ds - 1, -1):
             p = DP[x]
-            pos = _write_p(IL, FL, p, _aligned(pos), mode)
+            pos = _write_p(IL, FL, p, _aligned(pos), mode, NEXT, p_start, p_end, p_attr, p_w, XS)
             FL[F_AR][cpos + 4 + ND * (x - ds) + 1] = PV[p]
             stack[ns] = PI[p * NP + P_ROOT]
             ns += 1
@@ -1873,6 +2038,7 @@ def _refresh_view(IL, FL, q, mode, NEXT, p_start, p_end, p_attr, p_op, p_a, p_b,
     PV = IL[I_PV]
     AR = FL[F_AR]
     DL = IL[I_DIRTY]
+    XS = np.empty(num[U_LISTC], np.int64)
     freed = 0
     need = 0
     for i in range(nd):
@@ -1885,7 +2051,7 @@ def _refresh_view(IL, FL, q, mode, NEXT, p_start, p_end, p_attr, p_op, p_a, p_b,
                 freed += 4 + ND * int(AR[b + 2]) + int(AR[b]) + int(AR[b + 3])
                 HV[node * NV + V_B] = -1.0
             if CI[node * NC + C_ALIVE] == 1:
-                need += _size_c(IL, node, mode, NEXT, p_start, p_end) + VIEW_ALIGN - 1
+                need += _size_c(IL, node, mode, NEXT, p_start, p_end, p_attr, XS) + VIEW_ALIGN - 1
         else:
             PI[node * NP + P_DIRTY] = 0
             b = PV[node]
@@ -1893,7 +2059,7 @@ def _refresh_view(IL, FL, q, mode, NEXT, p_start, p_end, p_attr, p_op, p_a, p_b,
                 freed += 4 + int(AR[b])
                 PV[node] = -1
             if PI[node * NP + P_ALIVE] == 1:
-                need += 4 + _p_sum_floats(IL, node, mode) + VIEW_ALIGN - 1
+                need += 4 + _p_sum_floats(IL, node, mode, NEXT, p_start, p_end, p_attr, XS) + VIEW_ALIGN - 1
     num[U_NDIRTY] = 0
     live = num[U_ARLIVE] - freed + need
     if nd > q[Q_VSHARE] * (num[U_LIVEC] + num[U_LIVEP]) or num[U_AR] + need > 2 * live + q[Q_VSLACK]:
@@ -1905,12 +2071,13 @@ def _refresh_view(IL, FL, q, mode, NEXT, p_start, p_end, p_attr, p_op, p_a, p_b,
         x = DL[i]
         node = x >> 1
         if x & 1 == 1 and PI[node * NP + P_ALIVE] == 1:
-            pos = _write_p(IL, FL, node, _aligned(pos), mode)
+            pos = _write_p(IL, FL, node, _aligned(pos), mode, NEXT, p_start, p_end, p_attr, p_w, XS)
     for i in range(nd):
         x = DL[i]
         node = x >> 1
         if x & 1 == 0 and CI[node * NC + C_ALIVE] == 1:
-            pos = _write_c(IL, FL, node, _aligned(pos), mode, NEXT, p_start, p_end, p_attr, p_op, p_a, p_b, p_w, set_off, ids, score)
+            pos = _write_c(IL, FL, node, _aligned(pos), mode, NEXT, p_start, p_end, p_attr, p_op, p_a, p_b, p_w, set_off, ids, score,
+                           XS)
     num[U_AR] = pos
     num[U_ARLIVE] = live
 
@@ -1936,7 +2103,7 @@ def _vbound(mode, S, SU, at, slen, nmx, ev_attr, e0, e1, has, ew, EO, EP, tb, G,
         size = int(SU[j])
         npath = int(SU[j + 1])
         nwf = int(SU[j + 3])
-        nw = nwf & (PACKED - 1)
+        nw = nwf & (LISTC - 1)
         body = j + 4
         j = body + int(SU[j + 2])
         if size > m:
@@ -1975,6 +2142,31 @@ def _vbound(mode, S, SU, at, slen, nmx, ev_attr, e0, e1, has, ew, EO, EP, tb, G,
         need = size - npath
         c = 0
         if nw == 0:
+            if nwf & LISTC:
+                # a list class: per expression its own other attributes; the best of those the
+                # event all has (one it misses cannot match)
+                lb = -1.0
+                x = r0
+                while x < j:
+                    y = x
+                    x += need
+                    t = 0.0
+                    while y < x:
+                        u = int(SU[y])
+                        a = u & 0xFFFF
+                        if not has[a]:
+                            break
+                        t += ew[a] * float(u >> 16)
+                        y += 1
+                    if y == x and t > lb:
+                        lb = t
+                if lb < 0.0:
+                    continue
+                if lb > 0.0:                   # an infinite scale times 0 would be NaN
+                    acc += lb * sc
+                if acc > best:
+                    best = acc
+                continue
             if pk:
                 for x in range(r0, j):         # short: sequential
                     u = int(SU[x])
@@ -2302,7 +2494,7 @@ class BETreeCore:
 
     def __init__(self, scoring: str, index: str = "be-tree", *, leaf_capacity: int = 5, alpha: float = 0.1,
                  beta: float = 4.0, split: str = "exhaustive", build: str = "dynamic", view_full_share: float = 0.25,
-                 view_slack: int = 65536, long_class: int = 32, lazy_min: int = LAZY_MIN,
+                 view_slack: int = 65536, long_class: int = 32, list_cap: int = LIST_CAP, lazy_min: int = LAZY_MIN,
                  lazy_share: float = LAZY_SHARE, **_):
         self.mode = MODES[scoring]
         if self.mode == RELAXED:
@@ -2316,6 +2508,7 @@ class BETreeCore:
         self.lazy_min, self.lazy_share = lazy_min, lazy_share
         self.counters = np.zeros(NM, np.int64)
         self.long_class = long_class
+        self.list_cap = list_cap
         self._reset_tree()
 
     def _reset_tree(self):
@@ -2325,6 +2518,7 @@ class BETreeCore:
         self.FL = List([np.full(16, -INF), np.full(16, -INF), np.zeros(64), np.full(256, INF),
                         np.full(16 * NV, -1.0), np.zeros(64)])
         self.IL[I_NUM][U_LONG] = self.long_class
+        self.IL[I_NUM][U_LISTC] = self.list_cap
         _new_c(self.IL, self.FL, 0, -1, -1, 0, -1)                     # the root
         n = self.table.n_slots
         self.home = np.full(n, -1, np.int64)
@@ -2530,16 +2724,39 @@ def check_structure(core: BETreeCore) -> None:
         assert float(f) >= float(w)
         return int(np.array([f], np.float32).view(np.uint32)[0])
 
-    def sum_rows(rec, node, path):
+    def canon(words):
+        """Summary words with each list class's entries (one per expression) sorted: the view
+        writes them in the order of its walk below the node."""
+        out, j = [], 0
+        while j + 4 <= len(words):
+            size, npath, nb, flag = words[j: j + 4]
+            body = words[j + 4: j + 4 + nb]
+            if flag & LISTC:
+                need = size - npath
+                ents = sorted(tuple(body[x: x + need]) for x in range(1 + npath, nb, need))
+                body = body[: 1 + npath] + [x for e in ents for x in e]
+            out += [size, npath, nb, flag] + body
+            j += 4 + nb
+        return out + words[j:]
+
+    def sum_rows(rec, node, path, below):
         """The summary's view as 32-bit words (``_write_sum``): per size class, largest
-        first, (size, path attributes, body words, bit words | PACKED if packed), a packed
-        class's scale, the path's (attribute, weight rounded up to a float32) pairs or packed
-        words, then the others by attribute: as pairs or packed words, or (long classes) as
-        the words of their bits, without weights; padded to an even count."""
+        first, (size, path attributes, body words, bit words | PACKED if packed | LISTC if a
+        list class), a packed class's scale, the path's (attribute, weight rounded up to a
+        float32) pairs or packed words, then the others by attribute: as pairs or packed
+        words, or (long classes) as the words of their bits, without weights, or (list
+        classes: at most ``list_cap`` expressions ``below``) each expression's others as packed
+        words; padded to an even count."""
         if mode == STATIC:
             return []
         summ = summary(rec, node, None)
         out = []
+        # list classes: at most list_cap below, none with an attribute twice (its predicates off
+        # the path are not its size minus the path's)
+        lists = 0 < core.list_cap and len(below) <= core.list_cap
+        for s in below:
+            lists &= sum(int(t.p_attr[p]) not in path for p in range(t.p_start[s], t.p_end[s])) \
+                == t.p_end[s] - t.p_start[s] - len(path)
         for size in sorted({z for z, _ in summ}, reverse=True):
             cls = {a: w for (z, a), w in summ.items() if z == size}
             on = [a for a in path if a in cls]
@@ -2550,18 +2767,29 @@ def check_structure(core: BETreeCore) -> None:
                 scb = up32(wmx / PACK_Q if wmx > 0 else 1.0)
                 sc = float(np.array([scb], np.uint32).view(np.float32)[0])
 
+                def quant(w, sc):
+                    q = 1 if math.isinf(sc) else math.ceil(w / sc)
+                    q += q * sc < w
+                    assert q * sc >= w and q < 1 << 16
+                    return q
+
                 def pair(a):
-                    q = 1 if math.isinf(sc) else math.ceil(cls[a] / sc)
-                    q += q * sc < cls[a]
-                    assert q * sc >= cls[a] and q < 1 << 16
-                    return [a | q << 16]
+                    return [a | quant(cls[a], sc) << 16]
                 body, flag = [scb], PACKED
             else:
                 def pair(a):
                     return [a, up32(cls[a])]
                 body, flag = [], 0
             body += [x for a in on for x in pair(a)]
-            if long:                                # words of 32 attributes' bits
+            need = size - len(on)
+            ents = None
+            if flag and not long and need >= 1 and lists:
+                ents = [[int(t.p_attr[p]) | quant(t.p_w[p], sc) << 16 for p in range(t.p_start[s], t.p_end[s])
+                         if int(t.p_attr[p]) not in path] for s in below if t.p_end[s] - t.p_start[s] == size]
+            if ents is not None:                    # a list class: each expression's own others
+                body += [x for e in ents for x in e]
+                out += [size, len(on), len(body), flag | LISTC] + body
+            elif long:                                # words of 32 attributes' bits
                 wlo = others[0] >> 5
                 words = [0] * ((others[-1] >> 5) - wlo + 1)
                 for a in others:
@@ -2598,14 +2826,14 @@ def check_structure(core: BETreeCore) -> None:
                 exprs += [int(t.p_attr[p]) * 16 + op, t.set_off[p] if setop else t.p_a[p],
                           t.set_off[p + 1] if setop else t.p_b[p], t.p_w[p]]
         d = CI[c, C_DEP]
-        sm = sum_rows(CI, c, BA[CI[c, C_BOX]: CI[c, C_BOX] + d].tolist())
+        sm = sum_rows(CI, c, BA[CI[c, C_BOX]: CI[c, C_BOX] + d].tolist(), lnode(c))
         head = [len(sm) // 2, CS[c] if mode == STATIC else CI[c, NMAX], dc, len(exprs)] + dirs
         assert h[V_M] == max([float(head[1])] + dirs[4::ND]), f"hot row of c-node {c}: most predicates or bound"
         b = int(h[V_B])
         assert b >= 0, f"view block of c-node {c}: none"
         assert b % VIEW_ALIGN == 0, f"view block of c-node {c}: does not start a cache line"
         s0 = b + len(head)
-        assert AR[s0: s0 + len(sm) // 2].view(np.uint32).tolist() == sm, f"view block of c-node {c}: summary"
+        assert canon(AR[s0: s0 + len(sm) // 2].view(np.uint32).tolist()) == canon(sm), f"view block of c-node {c}: summary"
         got = np.concatenate((AR[b: s0], AR[s0 + len(sm) // 2: s0 + len(sm) // 2 + len(exprs)]))
         for i in id_at:                # an id is stored as its int64 bits
             j = len(head) + i + 1
@@ -2613,14 +2841,15 @@ def check_structure(core: BETreeCore) -> None:
             got[j] = exprs[i + 1] = 0.0
         assert got.tolist() == [float(x) for x in head + exprs], f"view block of c-node {c}"
 
-    def view_p(p):
+    def view_p(p, below):
         r = PI[p, P_ROOT]
-        sm = sum_rows(PI, p, BA[CI[r, C_BOX]: CI[r, C_BOX] + CI[r, C_DEP]].tolist())
+        sm = sum_rows(PI, p, BA[CI[r, C_BOX]: CI[r, C_BOX] + CI[r, C_DEP]].tolist(), below)
         want = [len(sm) // 2, PS[p] if mode == STATIC else PI[p, NMAX], PI[p, P_ROOT], PI[p, P_ATTR]]
         b = int(PV[p])
         assert b % VIEW_ALIGN == 0, f"view block of p-node {p}: does not start a cache line"
         assert b >= 0 and AR[b: b + 4].tolist() == [float(x) for x in want], f"view block of p-node {p}"
-        assert AR[b + 4: b + 4 + len(sm) // 2].view(np.uint32).tolist() == sm, f"view block of p-node {p}: summary"
+        assert canon(AR[b + 4: b + 4 + len(sm) // 2].view(np.uint32).tolist()) == canon(sm), \
+            f"view block of p-node {p}: summary"
 
     def visit_c(c, path):
         """Check bucket c (and its c-directory children); returns every slot in its c-directory subtree."""
@@ -2639,11 +2868,11 @@ def check_structure(core: BETreeCore) -> None:
             p = IL[I_DP][x]
             assert PI[p, P_ATTR] == IL[I_DA][x]
             assert PI[p, P_ALIVE] == 1 and PI[p, P_OWN] == c
-            view_p(p)
             a = int(PI[p, P_ATTR])
             assert a not in path and a not in attrs
             attrs.add(a)
             sub = visit_c(int(PI[p, P_ROOT]), path + [a])
+            view_p(p, sub)
             assert CI[PI[p, P_ROOT], C_PAR] == -1 and CI[PI[p, P_ROOT], C_PN] == p
             assert PI[p, P_CNT] == len(sub), "p-node rank is not its expression count"
             bounded(summary(PI, p, PS), sub, path + [a])
