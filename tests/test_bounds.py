@@ -105,3 +105,32 @@ def test_weight_sketch_bounds_every_weight():
         used = {t & 7 for t in terms.tolist()}
         for b in set(range(8)) - used:
             assert _sketch_ub(qw, b) == 0.0
+
+
+def test_score_at_equals_score_bit_for_bit():
+    """``score_at`` (the verification of igpt._match, terms read in place from pools) gives the
+    bits of ``score`` over the same spans, NO_MATCH included, with spans that start and end
+    inside larger pools."""
+    import numba
+
+    from rankcast.indexing.scoring import NO_MATCH, score, score_at
+
+    @numba.njit(cache=False)
+    def at(sx, sy, alpha, st, sw, s0, s1, mx, my, mt, mw, m0, m1, md):
+        return score_at(sx, sy, alpha, st, sw, s0, s1, mx, my, mt, mw, m0, m1, md)
+
+    rng = np.random.default_rng(7)
+    seen = {True: 0, False: 0}
+    for _ in range(400):
+        st = np.sort(rng.choice(40, rng.integers(1, 9), replace=False)).astype(np.int64)
+        mt = np.sort(rng.choice(40, rng.integers(1, 12), replace=False)).astype(np.int64)
+        sw, mw = rng.random(len(st)), rng.random(len(mt))
+        # the spans inside pools with other terms around them (shared ones too)
+        ps, pw = np.concatenate([[0, 1], st, [2, 3]]).astype(np.int64), np.concatenate([[.5, .5], sw, [.5, .5]])
+        qs, qw = np.concatenate([[5], mt, [1, 2, 3]]).astype(np.int64), np.concatenate([[.5], mw, [.5, .5, .5]])
+        args = (rng.random(), rng.random(), rng.random())
+        want = score(args[0], args[1], args[2], st, sw, 0.3, 0.6, mt, mw, 1.7)
+        got = at(args[0], args[1], args[2], ps, pw, 2, 2 + len(st), 0.3, 0.6, qs, qw, 1, 1 + len(mt), 1.7)
+        assert got == want or (math.isnan(got) and math.isnan(want))
+        seen[want == NO_MATCH] += 1
+    assert seen[True] and seen[False]

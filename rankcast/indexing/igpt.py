@@ -60,7 +60,7 @@ import numpy as np
 
 from .._arrays import grow
 from ..config import EngineConfig
-from .scoring import EPS, NO_MATCH, alpha_star, below, kscore_star, lambda_s, score, ssim_ub_out
+from .scoring import EPS, NO_MATCH, alpha_star, below, kscore_star, lambda_s, score_at, ssim_ub_out
 from .subtable import SubTable
 
 __all__ = ["IGPT", "SideThread"]
@@ -542,30 +542,42 @@ def _walk(n_m, m_terms, m_x, m_y, max_dist, nbox, nminls, ent, hot, grp, td, td_
 
 @numba.njit(cache=True)
 def _radix_sort(a):
-    """The non-negative int64 keys ``a`` in ascending order (LSD radix, 16 bits a pass)."""
+    """The non-negative int64 keys ``a`` in ascending order (LSD radix). The digit is 8 to 16
+    bits, whichever pass count reads the fewest counts and keys: a walk of a few thousand
+    keys (a partition's step) pays passes of 2 x 65,536 counts at 16 bits, several times
+    its keys, where 3 passes of 11 bits read 2 x 2,048."""
     n = a.shape[0]
     out = a.copy()
     if n < 2:
         return out
     top = out.max()
+    nbits = 1
+    while (top >> nbits) > 0:
+        nbits += 1
+    width = 16
+    best = -1
+    for d in range(8, 17):
+        cost = ((nbits + d - 1) // d) * (2 * n + 2 * (1 << d))
+        if best < 0 or cost < best:
+            best = cost
+            width = d
+    mask = (1 << width) - 1
     tmp = np.empty(n, np.int64)
-    count = np.empty(1 << 16, np.int64)
-    shift = 0
-    while (top >> shift) > 0:
+    count = np.empty(1 << width, np.int64)
+    for shift in range(0, nbits, width):     # no shift by 64 or more (undefined)
         count[:] = 0
         for x in range(n):
-            count[(out[x] >> shift) & 0xFFFF] += 1
+            count[(out[x] >> shift) & mask] += 1
         tot = 0
-        for d in range(1 << 16):
+        for d in range(1 << width):
             c = count[d]
             count[d] = tot
             tot += c
         for x in range(n):
-            d = (out[x] >> shift) & 0xFFFF
+            d = (out[x] >> shift) & mask
             tmp[count[d]] = out[x]
             count[d] += 1
         out, tmp = tmp, out
-        shift += 16
     return out
 
 
@@ -635,8 +647,8 @@ def _match(m_off, m_terms, m_w, m_x, m_y, max_dist, s_x, s_y, p_terms, p_w, row,
         base = r.toff
         am = m_off[i]
         cnt[4] += 1
-        sc = score(s_x[s], s_y[s], r.alpha, p_terms[base:base + r.tlen], p_w[base:base + r.tlen],
-                   m_x[i], m_y[i], m_terms[am:m_off[i + 1]], m_w[am:m_off[i + 1]], max_dist)
+        sc = score_at(s_x[s], s_y[s], r.alpha, p_terms, p_w, base, base + r.tlen,
+                      m_x[i], m_y[i], m_terms, m_w, am, m_off[i + 1], max_dist)
         if sc == NO_MATCH or sc < r.theta:
             continue
         v_m[n_v] = i

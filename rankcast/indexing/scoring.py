@@ -16,7 +16,8 @@ import math
 import numba
 import numpy as np
 
-__all__ = ["NO_MATCH", "EPS", "score", "combine", "score_py", "tsim", "ssim", "below", "lambda_t",
+__all__ = ["NO_MATCH", "EPS", "score", "score_at", "combine", "score_py", "tsim", "ssim", "below",
+           "lambda_t",
            "ssim_ub", "ssim_ub_out", "tsim_ub", "kscore_star", "alpha_star", "lambda_s",
            "suffix_stats"]
 
@@ -63,6 +64,34 @@ def ssim(sx, sy, mx, my, max_dist):
 def combine(alpha, ss, ts):
     """alpha * SSim + (1 - alpha) * TSim: the one expression every score goes through."""
     return alpha * ss + (1.0 - alpha) * ts
+
+
+@numba.njit(cache=True, inline="always")
+def score_at(sx, sy, alpha, s_terms, s_w, s0, s1, mx, my, m_terms, m_w, m0, m1, max_dist):
+    """:func:`score` of the subscription's terms ``s_terms[s0:s1]`` and the message's
+    ``m_terms[m0:m1]``, read in place: no array view per pair (a view costs numba a
+    reference count update on the pool each time it is made and dropped) and no call (a
+    hot loop, ``igpt._match``'s verification, inlines it). The same operations in the same
+    order as :func:`tsim` and :func:`combine`: equal bits."""
+    i = s0
+    j = m0
+    acc = 0.0
+    shared = 0
+    while i < s1 and j < m1:
+        a = s_terms[i]
+        b = m_terms[j]
+        if a == b:
+            acc += s_w[i] * m_w[j]
+            shared += 1
+            i += 1
+            j += 1
+        elif a < b:
+            i += 1
+        else:
+            j += 1
+    if shared == 0:
+        return NO_MATCH
+    return combine(alpha, ssim(sx, sy, mx, my, max_dist), acc)
 
 
 @numba.njit(cache=True)
