@@ -4,7 +4,6 @@ several partitions / shards / distributors / aggregators, both window kinds, chu
 and with every actor delayed at random."""
 from __future__ import annotations
 
-import numpy as np
 import pytest
 
 import rankcast as rc
@@ -184,38 +183,5 @@ def test_bulk_load_on_ray_encodes_in_two_processes(ray_session, monkeypatch):
         assert by_id(cl.publish(more)) == by_id(eng.publish(more))
         for i in range(n):
             assert cl.topk(i) == eng.topk(i)
-    finally:
-        cl.shutdown()
-
-
-def test_broadcast_batches_inline_or_stored_on_ray(ray_session):
-    """Two hash partitions: a step's batch goes inside both partitions' calls where it fits
-    Ray's inline limit (the Ray rankcast starts: 512 KiB) and through one object in the store
-    where it does not; the results equal the engine's after every call either way."""
-    from rankcast.actors.coordinator import inline_limit
-    rng = np.random.default_rng(15)
-    cfg = rc.EngineConfig(bounds=BOUNDS, window=3000)
-    ccfg = rc.ClusterConfig(engine=cfg, policy="hash", partitions=2, window_shards=1, actor_cpus=0.05,
-                            batch_size=1024, name="test-broadcast-inline")
-    cl = rc.Cluster.start(ccfg)
-    eng = rc.Engine(cfg)
-    try:
-        subs = [rc.Subscription(i, *rng.uniform(0, 10, 2), terms={f"t{j}": 1.0 for j in rng.choice(60, 3)},
-                                k=3, alpha=0.5) for i in range(200)]
-        cl.subscribe(subs)
-        eng.subscribe(subs)
-        nid = 0
-        # 1,024 messages of 48 terms: 1,024 * 48 * 16 bytes of terms, beyond the limit; 100 fit
-        for n, terms in ((100, 3), (1024, 48), (100, 3), (1024, 48)):
-            msgs = [rc.Message(nid + i, *rng.uniform(0, 10, 2),
-                               terms={f"t{j}": float(w) for j, w in zip(rng.choice(60, terms, replace=False),
-                                                                       rng.uniform(0.1, 1, terms))})
-                    for i in range(n)]
-            nid += n
-            assert cl.publish(msgs) == eng.publish(msgs)
-        assert cl.topk_many(range(200)) == {i: eng.topk(i) for i in range(200)}
-        coord = cl.stats()["roles"]["coordinator"]
-        assert 1024 * 48 * 16 > inline_limit() > 100 * 3 * 16 + 100 * 64
-        assert (coord["inline_steps"], coord["stored_steps"]) == (2, 2)
     finally:
         cl.shutdown()

@@ -84,9 +84,6 @@ _NOT_DONE = object()
 # the most partitions that hold the whole window each (SoloPartition) under a broadcasting
 # policy: every partition appends every message, where one window shard would once
 SOLO_PARTITIONS = 2
-# the most partitions of a broadcast that get a step's batch inside their calls (a copy each)
-# rather than from one object in the store (Coordinator._broadcast)
-INLINE_PARTITIONS = SOLO_PARTITIONS
 
 
 class RemoteUpdates:
@@ -140,26 +137,6 @@ def n_updates(out) -> int:
 def for_client(out):
     """A call's result as sent to the client: update parts as their references."""
     return RemoteUpdates(out.refs) if isinstance(out, UpdateParts) else out
-
-
-def _nbytes(payload) -> int:
-    """The array bytes of a step's payload (a MessageBatch, its sequence numbers, expiries)."""
-    return sum(a.nbytes for a in vars(payload[0]).values() if isinstance(a, np.ndarray)) \
-        + payload[1].nbytes + payload[2].nbytes
-
-
-def inline_limit() -> int:
-    """The largest object that Ray passes inside a call in this process (its
-    ``max_direct_call_object_size``: the environment's, as :func:`~rankcast.config.local_ray_options`
-    sets it for the Ray rankcast starts, else Ray's default, 100 KiB), less room for the
-    pickle's own bytes. A step's payload up to it goes inline to every partition of a
-    broadcast (a copy per partition, no object store); a larger one is put once."""
-    from ..config import RAY_INLINE_ENV
-    try:
-        limit = int(os.environ.get(RAY_INLINE_ENV, 100 << 10))
-    except ValueError:
-        limit = 100 << 10
-    return limit - (4 << 10)
 
 
 def _select(arrays: tuple, keep: np.ndarray) -> tuple:
@@ -1274,7 +1251,7 @@ class Coordinator(CoordinatorBase):
         self._taken = None                         # (counts, refs): the takes of the last step
         self._last_busy = np.zeros(ccfg.partitions)
         self.counters.update(reallocations=0, realloc_new_replicas=0, load_checks=0, rebalances=0,
-                             rebalance_moved=0, inline_steps=0, stored_steps=0)
+                             rebalance_moved=0)
         self._next_check = time.perf_counter() + ccfg.monitor_every
         self.monitor_log: deque[dict] = deque(maxlen=20)   # the latest automatic actions
 
@@ -1672,20 +1649,12 @@ class Coordinator(CoordinatorBase):
 
     def _broadcast(self, msgs: MessageBatch, seqs: np.ndarray, exp: np.ndarray) -> list:
         """A step's payloads under a policy that sends every message to every partition (or
-        to a :class:`SoloPartition`, which holds the window too): the batch itself inside each
-        partition's call where it fits Ray's inline limit (:func:`inline_limit`) and at most
-        :data:`INLINE_PARTITIONS` partitions take it (a copy per partition; no object store,
-        no round trips of a put and of each partition's fetch to the raylet), else one object
-        in the store that every partition reads; and each shard's share. No distributor is
-        asked (it would only copy the batch): a hop less on the step's path. Counted as a
-        distributor counts its routing."""
+        to a :class:`SoloPartition`, which holds the window too): one object in the store that
+        every partition reads, and each shard's share. No distributor is asked (it would only
+        copy the batch): a hop less on the step's path. Counted as a distributor counts its
+        routing."""
         P = self.policy.n_partitions
-        part = (msgs, seqs, exp)
-        if self.rt.inproc or P > INLINE_PARTITIONS or _nbytes(part) > inline_limit():
-            part = self.rt.put(part)
-            self.counters["stored_steps"] = self.counters.get("stored_steps", 0) + 1
-        else:
-            self.counters["inline_steps"] = self.counters.get("inline_steps", 0) + 1
+        part = self.rt.put((msgs, seqs, exp))
         shards = [None if x is None else self.rt.put(x) for x in shard_payloads(msgs, seqs, len(self.shards))] \
             if self.shards else []
         self.metrics.inc("messages", len(msgs))

@@ -69,11 +69,6 @@ def limits() -> Limits:
     return Limits(**vals)
 
 
-# the largest object that the Ray rankcast starts passes inside a call (see local_ray_options)
-INLINE_BYTES = 512 << 10
-RAY_INLINE_ENV = "RAY_max_direct_call_object_size"
-
-
 def local_ray_options(**extra) -> dict[str, Any]:
     """Options for a Ray that rankcast starts itself (the embedded default).
 
@@ -85,15 +80,7 @@ def local_ray_options(**extra) -> dict[str, Any]:
     (``RANKCAST_DASHBOARD=1`` starts one, on 127.0.0.1), and token authentication, which Ray
     2.60 turns on for every new local cluster unless ``RAY_AUTH_MODE`` says otherwise (it
     writes the token to ``~/.ray/auth_token``; every process that attaches must present it).
-    Ray reads the mode when it is imported, so it is not set from here.
-
-    Objects up to :data:`INLINE_BYTES` travel inside the calls (Ray's
-    ``max_direct_call_object_size``, 100 KiB by default, set through its environment
-    variable, which the processes this Ray starts inherit; one set already is kept): a
-    publish call of 1,000 messages (about 200 KB) then reaches the coordinator, and its step
-    each partition, without a round trip through the object store (see
-    :func:`rankcast.actors.coordinator.inline_limit`)."""
-    os.environ.setdefault(RAY_INLINE_ENV, str(INLINE_BYTES))
+    Ray reads the mode when it is imported, so it is not set from here."""
     cpus = max(int(os.environ.get("RANKCAST_LOCAL_CPUS", "8")), os.cpu_count() or 1)
     dashboard = os.environ.get("RANKCAST_DASHBOARD", "0") not in ("", "0", "false", "False")
     return {"num_cpus": cpus, "include_dashboard": dashboard, "dashboard_host": "127.0.0.1",
