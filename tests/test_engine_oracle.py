@@ -2,6 +2,8 @@
 recomputation, and publish reports exactly the subscriptions whose top-k changed."""
 from __future__ import annotations
 
+import pickle
+
 import numpy as np
 import pytest
 from hypothesis import HealthCheck, given, settings, strategies as st
@@ -692,3 +694,19 @@ def test_index_directory_skips_terms_under_its_smallest():
         # the core's counter (read without the index's stats) is the index's
         assert eng.core.counters["verified"] == idx.stats()["verified"]
     assert eng.core.index.relayouts > 0 and eng.core.counters["verified"] > 0
+    # a core pickled before the index kept its smallest term (an older checkpoint) reads the
+    # directory from term 0, and goes on exact
+    del eng.core.index.__dict__["_td_lo"]
+    old = eng
+    old.core = pickle.loads(pickle.dumps(eng.core))
+    assert old.core.index._td_lo == 0
+    for step in range(3):
+        old.subscribe([rc.Subscription(sid + i, float(rng.random()), float(rng.random()), k=2, alpha=0.5,
+                                       text=" ".join(rng.choice(words + early[:30], 2))) for i in range(30)])
+        sid += 30
+        old.publish([rc.Message(mid + i, float(rng.random()), float(rng.random()),
+                                text=" ".join(rng.choice(words + early[:30], 4))) for i in range(15)])
+        mid += 15
+        _check_igpt_layout(old)
+        assert_engine_exact(old)
+    assert old.core.index._td_lo == 0

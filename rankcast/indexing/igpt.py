@@ -752,6 +752,9 @@ class IGPT:
     """The production disseminator (Disseminator interface of :mod:`rankcast.indexing.core`)."""
 
     RELAYOUT = 0.25          # entries rebuilt since the last relayout, as a share of all, for another
+    # an index pickled before it kept its smallest indexed term (a checkpoint of older code) has
+    # its directory's rows from term 0 on
+    _td_lo = 0
 
     def __init__(self, subs: SubTable, cfg: EngineConfig):
         self.subs = subs
@@ -981,9 +984,8 @@ class IGPT:
             # pools are mostly garbage: start them afresh and rebuild every leaf
             self.dirty = set(np.flatnonzero(self.nchild[: self.n_nodes] < 0).tolist())
             self.e_used = self.g_used = self.r_used = self.td_used = 0
-            lo = getattr(self, "_td_lo", 0)
-            self.td[lo:, D_LEN] = 0
-            self.td[lo:, D_CAP] = 0
+            self.td[self._td_lo:, D_LEN] = 0
+            self.td[self._td_lo:, D_CAP] = 0
             self.n_ng[:] = 0
             self.n_ne[:] = 0
             fresh = True
@@ -1001,7 +1003,7 @@ class IGPT:
         held = s.terms[: s.pool_used][s.indexed[: s.pool_used]]
         if len(held):
             self.td = grow(self.td, int(held.max()) + 1)
-            self._td_lo = min(getattr(self, "_td_lo", 0), int(held.min()))
+            self._td_lo = min(self._td_lo, int(held.min()))
         self.e_used, self.g_used, self.r_used, self.td_pool, self.td_used = _rebuild(
             leaves, fresh, self.nchild, self.nhead, self.snext, self.ncount, self.n_ne,
             self.n_g0, self.n_ng, self.nminls, s.toff, s.tlen, s.terms, s.indexed, s.wtsum, s.maxwt,
@@ -1025,7 +1027,7 @@ class IGPT:
         the entry tables are far larger than the caches); garbage goes past the end. The rows
         move in place, so no table is copied."""
         epos, rpos, ne, nr = _term_major(self.td, self.td_pool, self.gI, self.e_used, self.r_used,
-                                           getattr(self, "_td_lo", 0))
+                                           self._td_lo)
         full = _places(epos, ne)
         _permute(self.ent[: self.e_used], full)
         _permute(self.hot[: self.e_used], full)
