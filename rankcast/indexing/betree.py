@@ -1600,6 +1600,31 @@ def _quant(w, sc):
     return q
 
 
+@numba.njit(cache=True, inline="always")
+def _stack_room(stack, ns, more):
+    """``stack`` (``ns`` held) with room for ``more`` entries: itself, or a copy twice that
+    size (a c-node's children and its p-nodes' roots, pushed by a walk of the tree)."""
+    if ns + more <= stack.shape[0]:
+        return stack
+    bigger = np.empty(2 * (ns + more), np.int64)
+    bigger[:ns] = stack[:ns]
+    return bigger
+
+
+@numba.njit(cache=True, inline="always")
+def _gather_l(CI, c, NEXT, XS, nx):
+    """The expression slots of c-node ``c``'s l-node appended to ``XS[:nx]``: the new count,
+    or -1 when ``XS`` cannot hold them (``_below``)."""
+    s = CI[c * NC + C_LH]
+    while s >= 0:
+        if nx == XS.shape[0]:
+            return -1
+        XS[nx] = s
+        nx += 1
+        s = NEXT[s]
+    return nx
+
+
 @numba.njit(cache=True)
 def _below(IL, isp, node, NEXT, XS, p_start, p_end, p_attr, BA, pb, pd):
     """The expression slots below p-node ``node`` (``isp``: in its c-directory and every
@@ -1610,16 +1635,9 @@ def _below(IL, isp, node, NEXT, XS, p_start, p_end, p_attr, BA, pb, pd):
     if cap == 0:
         return -1                              # list_cap 0: no list classes
     CI = IL[I_C]
-    nx = 0
     if not isp:
-        s = CI[node * NC + C_LH]
-        while s >= 0:
-            if nx == cap:
-                return -1
-            XS[nx] = s
-            nx += 1
-            s = NEXT[s]
-        return _once(XS, nx, p_start, p_end, p_attr, BA, pb, pd)
+        nx = _gather_l(CI, node, NEXT, XS, 0)
+        return nx if nx < 0 else _once(XS, nx, p_start, p_end, p_attr, BA, pb, pd)
     PI = IL[I_P]
     if PI[node * NP + P_CNT] > cap:
         return -1
@@ -1627,21 +1645,15 @@ def _below(IL, isp, node, NEXT, XS, p_start, p_end, p_attr, BA, pb, pd):
     stack = np.empty(64, np.int64)
     stack[0] = PI[node * NP + P_ROOT]
     ns = 1
+    nx = 0
     while ns > 0:
         ns -= 1
         c = stack[ns]
-        s = CI[c * NC + C_LH]
-        while s >= 0:
-            if nx == cap:
-                return -1
-            XS[nx] = s
-            nx += 1
-            s = NEXT[s]
+        nx = _gather_l(CI, c, NEXT, XS, nx)
+        if nx < 0:
+            return -1
         ds, dc = CI[c * NC + C_DS], CI[c * NC + C_DC]
-        if ns + dc + 2 > stack.shape[0]:
-            bigger = np.empty(2 * (ns + dc + 2), np.int64)
-            bigger[:ns] = stack[:ns]
-            stack = bigger
+        stack = _stack_room(stack, ns, dc + 2)
         for ch in (CI[c * NC + C_L], CI[c * NC + C_R]):
             if ch >= 0:
                 stack[ns] = ch
@@ -2001,10 +2013,7 @@ def _full_view(IL, FL, mode, NEXT, p_start, p_end, p_attr, p_op, p_a, p_b, p_w, 
         cpos = _aligned(pos)
         pos = _write_c(IL, FL, c, cpos, mode, NEXT, p_start, p_end, p_attr, p_op, p_a, p_b, p_w, set_off, ids, score, XS)
         ds, dc = CI[c * NC + C_DS], CI[c * NC + C_DC]
-        if ns + dc + 2 > stack.shape[0]:
-            bigger = np.empty(2 * (ns + dc + 2), np.int64)
-            bigger[:ns] = stack[:ns]
-            stack = bigger
+        stack = _stack_room(stack, ns, dc + 2)
         for ch in (CI[c * NC + C_R], CI[c * NC + C_L]):
             if ch >= 0:
                 stack[ns] = ch

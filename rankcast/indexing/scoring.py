@@ -16,7 +16,7 @@ import math
 import numba
 import numpy as np
 
-__all__ = ["NO_MATCH", "EPS", "score", "score_at", "combine", "score_py", "tsim", "ssim", "below",
+__all__ = ["NO_MATCH", "EPS", "score", "score_at", "combine", "score_py", "tsim", "tsim_at", "ssim", "below",
            "lambda_t",
            "ssim_ub", "ssim_ub_out", "tsim_ub", "kscore_star", "alpha_star", "lambda_s",
            "suffix_stats"]
@@ -26,18 +26,15 @@ EPS = 1e-9           # relative slack of every pruning comparison
 
 
 @numba.njit(cache=True, inline="always")
-def tsim(s_terms, s_w, m_terms, m_w):
-    """Textual similarity (paper Eq. 1): sum of w_s * w_m over shared terms, in term order.
-
-    Returns (tsim, shared) with ``shared`` the number of shared terms. Term arrays are
-    sorted int64, weights float64."""
-    i = 0
-    j = 0
+def tsim_at(s_terms, s_w, s0, s1, m_terms, m_w, m0, m1):
+    """:func:`tsim` of ``s_terms[s0:s1]`` and ``m_terms[m0:m1]``, read in place (no array
+    view: a view costs numba a reference count update on the pool each time it is made and
+    dropped)."""
+    i = s0
+    j = m0
     acc = 0.0
     shared = 0
-    ns = s_terms.shape[0]
-    nm = m_terms.shape[0]
-    while i < ns and j < nm:
+    while i < s1 and j < m1:
         a = s_terms[i]
         b = m_terms[j]
         if a == b:
@@ -50,6 +47,15 @@ def tsim(s_terms, s_w, m_terms, m_w):
         else:
             j += 1
     return acc, shared
+
+
+@numba.njit(cache=True, inline="always")
+def tsim(s_terms, s_w, m_terms, m_w):
+    """Textual similarity (paper Eq. 1): sum of w_s * w_m over shared terms, in term order.
+
+    Returns (tsim, shared) with ``shared`` the number of shared terms. Term arrays are
+    sorted int64, weights float64."""
+    return tsim_at(s_terms, s_w, 0, s_terms.shape[0], m_terms, m_w, 0, m_terms.shape[0])
 
 
 @numba.njit(cache=True, inline="always")
@@ -69,26 +75,9 @@ def combine(alpha, ss, ts):
 @numba.njit(cache=True, inline="always")
 def score_at(sx, sy, alpha, s_terms, s_w, s0, s1, mx, my, m_terms, m_w, m0, m1, max_dist):
     """:func:`score` of the subscription's terms ``s_terms[s0:s1]`` and the message's
-    ``m_terms[m0:m1]``, read in place: no array view per pair (a view costs numba a
-    reference count update on the pool each time it is made and dropped) and no call (a
-    hot loop, ``igpt._match``'s verification, inlines it). The same operations in the same
-    order as :func:`tsim` and :func:`combine`: equal bits."""
-    i = s0
-    j = m0
-    acc = 0.0
-    shared = 0
-    while i < s1 and j < m1:
-        a = s_terms[i]
-        b = m_terms[j]
-        if a == b:
-            acc += s_w[i] * m_w[j]
-            shared += 1
-            i += 1
-            j += 1
-        elif a < b:
-            i += 1
-        else:
-            j += 1
+    ``m_terms[m0:m1]``, read in place (:func:`tsim_at`) and inlined into its hot loop
+    (``igpt._match``'s verification): the same operations in the same order, equal bits."""
+    acc, shared = tsim_at(s_terms, s_w, s0, s1, m_terms, m_w, m0, m1)
     if shared == 0:
         return NO_MATCH
     return combine(alpha, ssim(sx, sy, mx, my, max_dist), acc)
