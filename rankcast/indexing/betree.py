@@ -1735,7 +1735,7 @@ def _p_sum_floats(IL, p, mode, NEXT, p_start, p_end, p_attr, XS):
     r = IL[I_P][p * NP + P_ROOT]
     pb, pd = CI[r * NC + C_BOX], CI[r * NC + C_DEP]
     nx = _below(IL, True, p, NEXT, XS, p_start, p_end, p_attr, IL[I_BA], pb, pd) if mode != STATIC else -1
-    return _sum_floats(IL, IL[I_P], p * NP, mode, CI[r * NC + C_BOX], CI[r * NC + C_DEP], XS, nx, p_start, p_end, p_attr)
+    return _sum_floats(IL, IL[I_P], p * NP, mode, pb, pd, XS, nx, p_start, p_end, p_attr)
 
 
 @numba.njit(cache=True, inline="always")
@@ -1855,9 +1855,17 @@ def _size_c(IL, c, mode, NEXT, p_start, p_end, p_attr, XS):
     base = c * NC
     nx = _below(IL, False, c, NEXT, XS, p_start, p_end, p_attr, IL[I_BA], CI[base + C_BOX], CI[base + C_DEP]) \
         if mode != STATIC else -1
-    n = 4 + ND * CI[base + C_DC] + _sum_floats(IL, CI, base, mode, CI[base + C_BOX], CI[base + C_DEP], XS, nx, p_start,
-                                               p_end, p_attr)
-    s = CI[base + C_LH]
+    return (4 + ND * CI[base + C_DC] + _sum_floats(IL, CI, base, mode, CI[base + C_BOX], CI[base + C_DEP], XS, nx,
+                                                   p_start, p_end, p_attr)
+            + _expr_floats(CI, c, NEXT, p_start, p_end))
+
+
+@numba.njit(cache=True, inline="always")
+def _expr_floats(CI, c, NEXT, p_start, p_end):
+    """Floats of c-node ``c``'s expressions in its view block (``_write_c``: 3 + 4 per
+    predicate each)."""
+    n = 0
+    s = CI[c * NC + C_LH]
     while s >= 0:
         n += 3 + 4 * (p_end[s] - p_start[s])
         s = NEXT[s]
@@ -1896,12 +1904,7 @@ def _write_c(IL, FL, c, pos, mode, NEXT, p_start, p_end, p_attr, p_op, p_a, p_b,
     nd, ds = CI[base + C_DC], CI[base + C_DS]
     nx = _below(IL, False, c, NEXT, XS, p_start, p_end, p_attr, IL[I_BA], CI[base + C_BOX], dep) if mode != STATIC else -1
     nsum = _sum_floats(IL, CI, base, mode, CI[base + C_BOX], dep, XS, nx, p_start, p_end, p_attr)
-    ex = 0
-    s = CI[base + C_LH]
-    while s >= 0:
-        ex += 3 + 4 * (p_end[s] - p_start[s])
-        s = NEXT[s]
-    _grow_view(FL, pos + 4 + ND * nd + nsum + ex)
+    _grow_view(FL, pos + 4 + ND * nd + nsum + _expr_floats(CI, c, NEXT, p_start, p_end))
     AR = FL[F_AR]
     AR[pos] = nsum
     AR[pos + 1] = FL[F_CS][c] if mode == STATIC else CI[base + NMAX]
