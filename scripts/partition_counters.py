@@ -79,10 +79,17 @@ def main(out: str, policy: str = "keyword", P: int = 64) -> None:
         p = parts[j]
         print(f"partition {j}: {busy[j]:.4f} s, messages {p['messages']}, replicas {p['subscriptions_held']}, "
               f"inserted {p['core_inserted']}, verified {p['core_verified']}")
+    tot = {k: sum(p.get(k, 0) for p in parts) for k in ("core_verified", "core_inserted", "core_index_left_to_replicas")}
+    print(f"sum {busy.sum():.3f} s, slowest {busy.max():.4f} s, verified {tot['core_verified']}, "
+          f"inserted {tot['core_inserted']}, left to replicas {tot['core_index_left_to_replicas']}")
 
 
 if __name__ == "__main__":
     import os
+    if os.environ.get("RANKCAST_OWN_PAIRS") == "0":      # replicas verify every pair they find
+        from rankcast.indexing import igpt
+        if hasattr(igpt, "OWN_PAIRS"):
+            igpt.OWN_PAIRS = False
     if os.environ.get("RANKCAST_KMAP"):      # a fixed map (scripts/keyword_reshape.py) in place of the fit
         from rankcast.actors.policies import KeywordMap
         _fixed = json.loads(Path(os.environ["RANKCAST_KMAP"]).read_text())
