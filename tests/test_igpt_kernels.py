@@ -71,3 +71,32 @@ def test_a_replica_verifies_only_the_pairs_whose_first_shared_term_it_indexes(ow
     st = rep.stats()
     assert st["left_to_replicas"] == (len(found_here - ours) if own else 0)
     assert st["verified"] == len(want)
+
+
+def test_owned_score_is_the_score_or_left_at_the_first_shared_term():
+    """``owned_score_at`` against ``score_at`` on random rows: equal bits where the first
+    shared term (term-id order) is indexed, NOT_OURS where it is not, NO_MATCH with no
+    shared term, whatever the later shared terms' marks."""
+    from rankcast.indexing.scoring import NO_MATCH, NOT_OURS, owned_score_at, score_at
+    rng = np.random.default_rng(42)
+    seen = {"ours": 0, "left": 0, "none": 0}
+    for _ in range(2000):
+        st = np.sort(rng.choice(30, int(rng.integers(1, 8)), replace=False)).astype(np.int64)
+        mt = np.sort(rng.choice(30, int(rng.integers(1, 8)), replace=False)).astype(np.int64)
+        sw, mw = rng.random(len(st)), rng.random(len(mt))
+        ix = rng.random(len(st)) < 0.5
+        args = (0.2, 0.3, 0.4, st, sw, 0, len(st), 0.6, 0.1, mt, mw, 0, len(mt), 1.5)
+        want = score_at(*args)
+        got = owned_score_at(*args, ix)
+        shared = np.flatnonzero(np.isin(st, mt))
+        if not len(shared):
+            assert want == NO_MATCH and got == NO_MATCH
+            seen["none"] += 1
+        elif ix[shared[0]]:
+            assert got == want and got != NOT_OURS
+            seen["ours"] += 1
+        else:
+            assert got == NOT_OURS
+            seen["left"] += 1
+        assert owned_score_at(*args, np.ones(len(st), np.bool_)) == want
+    assert min(seen.values()) > 100

@@ -60,7 +60,8 @@ import numpy as np
 
 from .._arrays import grow
 from ..config import EngineConfig
-from .scoring import EPS, NO_MATCH, alpha_star, below, kscore_star, lambda_s, score_at, ssim_ub_out
+from .scoring import (EPS, NO_MATCH, NOT_OURS, alpha_star, below, kscore_star, lambda_s, owned_score_at, score_at,
+                      ssim_ub_out)
 from .subtable import SubTable
 
 __all__ = ["IGPT", "SideThread"]
@@ -584,24 +585,6 @@ def _radix_sort(a):
     return out
 
 
-@numba.njit(cache=True, inline="always")
-def _first_shared(s_terms, s0, s1, m_terms, m0, m1):
-    """The pool position of the first term of ``s_terms[s0:s1]`` that ``m_terms[m0:m1]``
-    holds (both sorted); ``s1 - 1`` when none (a candidate always shares its walked term)."""
-    i = s0
-    j = m0
-    while i < s1 and j < m1:
-        a = s_terms[i]
-        b = m_terms[j]
-        if a == b:
-            return i
-        if a < b:
-            i += 1
-        else:
-            j += 1
-    return s1 - 1
-
-
 @numba.njit(cache=True, nogil=True)
 def _match(m_off, m_terms, m_w, m_x, m_y, max_dist, s_x, s_y, p_terms, p_w, row,
            nbox, nminls, ent, hot, grp, td, td_pool, n_dir, flat_upto, records, cap, indexed, own):
@@ -670,12 +653,17 @@ def _match(m_off, m_terms, m_w, m_x, m_y, max_dist, s_x, s_y, p_terms, p_w, row,
         r = row[s]
         base = r.toff
         am = m_off[i]
-        if own and not indexed[_first_shared(p_terms, base, base + r.tlen, m_terms, am, m_off[i + 1])]:
-            cnt[6] += 1
-            continue
         cnt[4] += 1
-        sc = score_at(s_x[s], s_y[s], r.alpha, p_terms, p_w, base, base + r.tlen,
-                      m_x[i], m_y[i], m_terms, m_w, am, m_off[i + 1], max_dist)
+        if own:
+            sc = owned_score_at(s_x[s], s_y[s], r.alpha, p_terms, p_w, base, base + r.tlen,
+                                m_x[i], m_y[i], m_terms, m_w, am, m_off[i + 1], max_dist, indexed)
+            if sc == NOT_OURS:
+                cnt[4] -= 1
+                cnt[6] += 1
+                continue
+        else:
+            sc = score_at(s_x[s], s_y[s], r.alpha, p_terms, p_w, base, base + r.tlen,
+                          m_x[i], m_y[i], m_terms, m_w, am, m_off[i + 1], max_dist)
         if sc == NO_MATCH or sc < r.theta:
             continue
         v_m[n_v] = i
