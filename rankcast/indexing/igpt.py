@@ -32,8 +32,11 @@ times what verifying the pairs in slot order costs.
 A term position that the subscription table does not mark ``indexed`` gets no entry (a
 cluster replica that indexes only the terms it is placed for): a message whose first term
 shared with the subscription (in term-id order) is indexed is still found, since the bound
-there covers the whole score; one met only at a later shared term may be found or not, and
-is verified exactly like any other when it is.
+there covers the whole score; one met only at a later shared term may be found, and is left
+to the replica that indexes that first term (the verification's merge stops there,
+``scoring.owned_score_at``): each pair is verified and buffered by one replica, not by every
+replica that meets it (on GeoNames at 64 keyword partitions 6% of the pairs verified, 9% of the
+rows buffered).
 
 Maintenance (5.5): inserts and deletes mark their leaf dirty; dirty leaves are rebuilt
 (sorted, statistics recomputed) before the next dissemination. A threshold change re-keys the
