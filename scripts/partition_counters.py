@@ -7,8 +7,8 @@ features (keyword policy: candidate pairs, postings, replicas, message share per
 
 ``factors``: a JSON object of keyword's cost-model factors to use instead of PlacedCost's
 (e.g. '{"D_POSTING": 0.003, "B_REPLICA": 0.00054, "C_MESSAGE": 1.48}').
-Environment: RANKCAST_MESSAGES (stream length, 5,000), RANKCAST_OWN_PAIRS=0 (replicas verify
-every pair they find, as before stop 42), RANKCAST_REPLICA_SHARE (the arrival share a
+Environment: RANKCAST_MESSAGES (stream length, 5,000), RANKCAST_OWN_PAIRS=1 (a replica leaves
+a pair whose first shared term it does not index; off by default, stop 42), RANKCAST_REPLICA_SHARE (the arrival share a
 replica's buffer is sized for, 0), RANKCAST_REPLICA_CANDIDATES (``core.REPLICA_CANDIDATES``).
 
 Prints the stages' CPU seconds and the slowest partitions' counters (messages received,
@@ -98,10 +98,10 @@ if __name__ == "__main__":
     if os.environ.get("RANKCAST_REPLICA_CANDIDATES"):
         from rankcast.indexing import core as _core
         _core.REPLICA_CANDIDATES = int(os.environ["RANKCAST_REPLICA_CANDIDATES"])
-    if os.environ.get("RANKCAST_OWN_PAIRS") == "0":      # replicas verify every pair they find
+    if os.environ.get("RANKCAST_OWN_PAIRS") in ("0", "1"):   # 1: replicas leave pairs (igpt.OWN_PAIRS)
         from rankcast.indexing import igpt
         if hasattr(igpt, "OWN_PAIRS"):
-            igpt.OWN_PAIRS = False
+            igpt.OWN_PAIRS = os.environ["RANKCAST_OWN_PAIRS"] == "1"
     if os.environ.get("RANKCAST_KMAP"):      # a fixed map (scripts/keyword_reshape.py) in place of the fit
         from rankcast.actors.policies import KeywordMap
         _fixed = json.loads(Path(os.environ["RANKCAST_KMAP"]).read_text())

@@ -32,11 +32,10 @@ times what verifying the pairs in slot order costs.
 A term position that the subscription table does not mark ``indexed`` gets no entry (a
 cluster replica that indexes only the terms it is placed for): a message whose first term
 shared with the subscription (in term-id order) is indexed is still found, since the bound
-there covers the whole score; one met only at a later shared term may be found, and is left
-to the replica that indexes that first term (the verification's merge stops there,
-``scoring.owned_score_at``): each pair is verified and buffered by one replica, not by every
-replica that meets it (on GeoNames at 64 keyword partitions 6% of the pairs verified, 9% of the
-rows buffered).
+there covers the whole score; one met only at a later shared term may be found or not, and
+is verified exactly like any other when it is, unless ``OWN_PAIRS`` leaves it to the replica
+that indexes that first term (the verification's merge stops there,
+``scoring.owned_score_at``; off, see there).
 
 Maintenance (5.5): inserts and deletes mark their leaf dirty; dirty leaves are rebuilt
 (sorted, statistics recomputed) before the next dissemination. A threshold change re-keys the
@@ -88,8 +87,11 @@ GROUP = np.dtype([("alpha", np.float32), ("tc", np.float32), ("tw", np.float32),
 # TWEETS-like stream at 300k subscriptions 128 beat 8 and 32 by 1.16x and 1.04x)
 FLAT = 128
 # a replica leaves the pairs whose first shared term it does not index to the replica that
-# does (``_match``'s ``own``); off only to measure what that saves
-OWN_PAIRS = True
+# does (``_match``'s ``own``). Off: on GeoNames at 64 partitions it cut 4-7% of the pairs and
+# 3-9% of the buffer rows but no partition CPU that could be measured, and the replicas' lower
+# local kScores raised the re-evaluations 7% (keyword) and 16% (prefix) over 15,000 messages,
+# the shards' work, the slowest stage there (README, stop 42)
+OWN_PAIRS = False
 # segment columns (G_GROUPS .. G_GROUPS_END: the segment's rows of the group table)
 G_LEAF, G_TERM, G_START, G_END, G_DIRPOS, G_GROUPS, G_GROUPS_END = 0, 1, 2, 3, 4, 5, 6
 # term directory columns; its pool lists a term's segments as rows (segment, leaf, entries,
