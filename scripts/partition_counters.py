@@ -7,6 +7,9 @@ features (keyword policy: candidate pairs, postings, replicas, message share per
 
 ``factors``: a JSON object of keyword's cost-model factors to use instead of PlacedCost's
 (e.g. '{"D_POSTING": 0.003, "B_REPLICA": 0.00054, "C_MESSAGE": 1.48}').
+Environment: RANKCAST_MESSAGES (stream length, 5,000), RANKCAST_OWN_PAIRS=1 (a replica leaves
+a pair whose first shared term it does not index; off by default, stop 42), RANKCAST_REPLICA_SHARE (the arrival share a
+replica's buffer is sized for, 0), RANKCAST_REPLICA_CANDIDATES (``core.REPLICA_CANDIDATES``).
 
 Prints the stages' CPU seconds and the slowest partitions' counters (messages received,
 replicas held, buffer rows inserted, pairs verified); the JSON holds every partition's.
@@ -25,6 +28,8 @@ from rankcast.actors.policies import KeywordPolicy, _row_min_max_in
 from rankcast.bench._common import build_workload
 
 WINDOW, MESSAGES, SUBS, SAMPLE = 20_000, 5_000, 100_000, 5_000
+import os as _os
+MESSAGES = int(_os.environ.get("RANKCAST_MESSAGES", MESSAGES))      # a longer stream (re-evaluations)
 
 
 def _range_features(cl, work) -> dict:
@@ -79,10 +84,24 @@ def main(out: str, policy: str = "keyword", P: int = 64) -> None:
         p = parts[j]
         print(f"partition {j}: {busy[j]:.4f} s, messages {p['messages']}, replicas {p['subscriptions_held']}, "
               f"inserted {p['core_inserted']}, verified {p['core_verified']}")
+    tot = {k: sum(p.get(k, 0) for p in parts) for k in ("core_verified", "core_inserted", "core_index_left_to_replicas")}
+    print(f"sum {busy.sum():.3f} s, slowest {busy.max():.4f} s, verified {tot['core_verified']}, "
+          f"inserted {tot['core_inserted']}, left to replicas {tot['core_index_left_to_replicas']}")
 
 
 if __name__ == "__main__":
     import os
+    if os.environ.get("RANKCAST_REPLICA_SHARE"):     # a replica's buffer sized for this arrival share
+        from rankcast.indexing import core as _core
+        _share, _set = float(os.environ["RANKCAST_REPLICA_SHARE"]), _core.SkypeCore.set_arrival_share
+        _core.SkypeCore.set_arrival_share = lambda self, slots, share: _set(self, slots, _share)
+    if os.environ.get("RANKCAST_REPLICA_CANDIDATES"):
+        from rankcast.indexing import core as _core
+        _core.REPLICA_CANDIDATES = int(os.environ["RANKCAST_REPLICA_CANDIDATES"])
+    if os.environ.get("RANKCAST_OWN_PAIRS") in ("0", "1"):   # 1: replicas leave pairs (igpt.OWN_PAIRS)
+        from rankcast.indexing import igpt
+        if hasattr(igpt, "OWN_PAIRS"):
+            igpt.OWN_PAIRS = os.environ["RANKCAST_OWN_PAIRS"] == "1"
     if os.environ.get("RANKCAST_KMAP"):      # a fixed map (scripts/keyword_reshape.py) in place of the fit
         from rankcast.actors.policies import KeywordMap
         _fixed = json.loads(Path(os.environ["RANKCAST_KMAP"]).read_text())

@@ -14,3 +14,89 @@ def test_radix_sort_sorts_every_size_and_width(n, top):
     up to keys of 63 bits (no pass shifts by 64)."""
     a = np.random.default_rng(n).integers(0, top, n, endpoint=True).astype(np.int64)
     assert np.array_equal(_radix_sort(a), np.sort(a))
+
+
+def _replica_index(indexed):
+    """An IGPT over one subscription (terms 1, 2, 3, 4, threshold 0) whose table indexes the
+    term positions ``indexed`` marks (None: every one, as an engine's)."""
+    import rankcast as rc
+    from rankcast.columns import SubscriptionBatch
+    from rankcast.indexing.igpt import IGPT
+    from rankcast.indexing.subtable import SubTable
+
+    w = np.full(4, 0.5)
+    subs = SubscriptionBatch(np.array([7], np.int64), np.array([0.5]), np.array([0.5]), np.array([1], np.int64),
+                             np.array([0.3]), np.array([0, 4], np.int64), np.array([1, 2, 3, 4], np.int64), w)
+    table = SubTable()
+    slots = table.add(subs, None if indexed is None else np.array(indexed, np.bool_))
+    table.theta[slots] = 0.0
+    idx = IGPT(table, rc.EngineConfig(bounds=(0, 0, 1, 1), window=10))
+    idx.add(slots)
+    return idx
+
+
+def _messages(rows):
+    from rankcast.columns import MessageBatch
+    off = np.concatenate([[0], np.cumsum([len(r) for r in rows])]).astype(np.int64)
+    terms = np.concatenate([np.array(r, np.int64) for r in rows])
+    w = np.concatenate([np.full(len(r), 1.0 / np.sqrt(len(r))) for r in rows])
+    n = len(rows)
+    return MessageBatch(np.arange(n, dtype=np.int64), np.full(n, 0.5), np.full(n, 0.5), np.full(n, np.nan),
+                        off, terms, w)
+
+
+@pytest.mark.parametrize("own", [True, False])
+def test_a_replica_verifies_only_the_pairs_whose_first_shared_term_it_indexes(own, monkeypatch):
+    """A replica indexing terms 1 and 3 of (1, 2, 3, 4) keeps the pairs whose first term
+    shared with the subscription (in term-id order) is 1 or 3, found there or at a later
+    indexed term, with the engine's score, and leaves to the replica of term 2 or 4 (which
+    finds it there, where the bound covers the whole score) a pair whose first shared term
+    is 2 or 4, even where it meets term 3 here; ``OWN_PAIRS`` off (a measurement) keeps
+    whatever the walk finds. An engine's table (every term indexed) keeps every pair."""
+    from rankcast.indexing import igpt
+    monkeypatch.setattr(igpt, "OWN_PAIRS", own)
+    msgs = _messages([[1, 2], [2, 3], [3], [1, 3, 4], [2, 4], [0, 3, 9], [4], [0, 2, 3, 4], [1]])
+    ours = {0, 2, 3, 5, 8}          # first shared term 1 or 3
+    found_here = {0, 1, 2, 3, 5, 7, 8}   # shares term 1 or 3 (the walk finds them)
+    engine = _replica_index(None)
+    m_e, s_e, sc_e = engine.match(msgs)
+    assert sorted(m_e.tolist()) == list(range(9)) and engine.stats()["left_to_replicas"] == 0
+    rep = _replica_index([True, False, True, False])
+    assert rep.subs.partial and not engine.subs.partial
+    m, s, sc = rep.match(msgs)
+    want = ours if own else found_here
+    assert sorted(m.tolist()) == sorted(want)
+    e_score = dict(zip(m_e.tolist(), sc_e.tolist()))
+    assert all(e_score[i] == x for i, x in zip(m.tolist(), sc.tolist()))
+    st = rep.stats()
+    assert st["left_to_replicas"] == (len(found_here - ours) if own else 0)
+    assert st["verified"] == len(want)
+
+
+def test_owned_score_is_the_score_or_left_at_the_first_shared_term():
+    """``owned_score_at`` against ``score_at`` on random rows: equal bits where the first
+    shared term (term-id order) is indexed, NOT_OURS where it is not, NO_MATCH with no
+    shared term, whatever the later shared terms' marks."""
+    from rankcast.indexing.scoring import NO_MATCH, NOT_OURS, owned_score_at, score_at
+    rng = np.random.default_rng(42)
+    seen = {"ours": 0, "left": 0, "none": 0}
+    for _ in range(2000):
+        st = np.sort(rng.choice(30, int(rng.integers(1, 8)), replace=False)).astype(np.int64)
+        mt = np.sort(rng.choice(30, int(rng.integers(1, 8)), replace=False)).astype(np.int64)
+        sw, mw = rng.random(len(st)), rng.random(len(mt))
+        ix = rng.random(len(st)) < 0.5
+        args = (0.2, 0.3, 0.4, st, sw, 0, len(st), 0.6, 0.1, mt, mw, 0, len(mt), 1.5)
+        want = score_at(*args)
+        got = owned_score_at(*args, ix)
+        shared = np.flatnonzero(np.isin(st, mt))
+        if not len(shared):
+            assert want == NO_MATCH and got == NO_MATCH
+            seen["none"] += 1
+        elif ix[shared[0]]:
+            assert got == want and got != NOT_OURS
+            seen["ours"] += 1
+        else:
+            assert got == NOT_OURS
+            seen["left"] += 1
+        assert owned_score_at(*args, np.ones(len(st), np.bool_)) == want
+    assert min(seen.values()) > 100

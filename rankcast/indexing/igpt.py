@@ -33,7 +33,9 @@ A term position that the subscription table does not mark ``indexed`` gets no en
 cluster replica that indexes only the terms it is placed for): a message whose first term
 shared with the subscription (in term-id order) is indexed is still found, since the bound
 there covers the whole score; one met only at a later shared term may be found or not, and
-is verified exactly like any other when it is.
+is verified exactly like any other when it is, unless ``OWN_PAIRS`` leaves it to the replica
+that indexes that first term (the verification's merge stops there,
+``scoring.owned_score_at``; off, see there).
 
 Maintenance (5.5): inserts and deletes mark their leaf dirty; dirty leaves are rebuilt
 (sorted, statistics recomputed) before the next dissemination. A threshold change re-keys the
@@ -60,7 +62,8 @@ import numpy as np
 
 from .._arrays import grow
 from ..config import EngineConfig
-from .scoring import EPS, NO_MATCH, alpha_star, below, kscore_star, lambda_s, score_at, ssim_ub_out
+from .scoring import (EPS, NO_MATCH, NOT_OURS, alpha_star, below, kscore_star, lambda_s, owned_score_at, score_at,
+                      ssim_ub_out)
 from .subtable import SubTable
 
 __all__ = ["IGPT", "SideThread"]
@@ -83,6 +86,12 @@ GROUP = np.dtype([("alpha", np.float32), ("tc", np.float32), ("tw", np.float32),
 # cheaper than a group test plus the early-termination search when groups are short; on the
 # TWEETS-like stream at 300k subscriptions 128 beat 8 and 32 by 1.16x and 1.04x)
 FLAT = 128
+# a replica leaves the pairs whose first shared term it does not index to the replica that
+# does (``_match``'s ``own``). Off: on GeoNames at 64 partitions it cut 4-7% of the pairs and
+# 3-9% of the buffer rows but no partition CPU that could be measured, and the replicas' lower
+# local kScores raised the re-evaluations 7% (keyword) and 16% (prefix) over 15,000 messages,
+# the shards' work, the slowest stage there (README, stop 42)
+OWN_PAIRS = False
 # segment columns (G_GROUPS .. G_GROUPS_END: the segment's rows of the group table)
 G_LEAF, G_TERM, G_START, G_END, G_DIRPOS, G_GROUPS, G_GROUPS_END = 0, 1, 2, 3, 4, 5, 6
 # term directory columns; its pool lists a term's segments as rows (segment, leaf, entries,
@@ -90,7 +99,7 @@ G_LEAF, G_TERM, G_START, G_END, G_DIRPOS, G_GROUPS, G_GROUPS_END = 0, 1, 2, 3, 4
 D_START, D_LEN, D_CAP = 0, 1, 2
 P_SEG, P_LEAF, P_START, P_END, P_GROUPS, P_GROUPS_END = 0, 1, 2, 3, 4, 5
 P_COLS = 6
-N_COUNTS = 6          # the walk's counters (see _match)
+N_COUNTS = 7          # the walk's counters (see _match)
 # one record per subscription for what a candidate's verification reads
 # (alpha, theta, its term run: kept equal to the subscription table's by add,
 # thresholds_changed, flush and, after the table moves its term pool, match) and the inner
@@ -583,7 +592,7 @@ def _radix_sort(a):
 
 @numba.njit(cache=True, nogil=True)
 def _match(m_off, m_terms, m_w, m_x, m_y, max_dist, s_x, s_y, p_terms, p_w, row,
-           nbox, nminls, ent, hot, grp, td, td_pool, n_dir, flat_upto, records, cap):
+           nbox, nminls, ent, hot, grp, td, td_pool, n_dir, flat_upto, records, cap, indexed, own):
     """Algorithm 1 over a batch, in one walk of the index: the batch's term occurrences are
     taken in increasing term order and each segment of a term is read once for every message
     that holds the term, while its group records and entries stay in cache for all of them.
@@ -594,10 +603,13 @@ def _match(m_off, m_terms, m_w, m_x, m_y, max_dist, s_x, s_y, p_terms, p_w, row,
 
     ``row``: one :data:`ROW` record per slot; ``records``: test the group records (off only
     in tests of Theorems 5.3 and 5.4); ``cap``: room for this many passing entries
-    (doubled until they fit). Returns (msg_idx, slots, scores, counters, cap) with counters =
+    (doubled until they fit). ``own`` (a table whose replicas index only some of their terms,
+    ``indexed`` per pool position): a pair whose first shared term (in term-id order) is not
+    indexed here is left to the replica that indexes it (see the module docstring), neither
+    verified nor returned. Returns (msg_idx, slots, scores, counters, cap) with counters =
     [segments visited, cells pruned, groups pruned (Theorem 5.3), entries checked, verified,
-    groups pruned by their record]; results come grouped by message, each message's in slot
-    order."""
+    groups pruned by their record, pairs left to another replica]; results come grouped by
+    message, each message's in slot order."""
     n_m = m_off.shape[0] - 1
     if n_m <= 0:
         return np.empty(0, np.int64), np.empty(0, np.int64), np.empty(0), np.zeros(N_COUNTS, np.int64), cap
@@ -647,8 +659,16 @@ def _match(m_off, m_terms, m_w, m_x, m_y, max_dist, s_x, s_y, p_terms, p_w, row,
         base = r.toff
         am = m_off[i]
         cnt[4] += 1
-        sc = score_at(s_x[s], s_y[s], r.alpha, p_terms, p_w, base, base + r.tlen,
-                      m_x[i], m_y[i], m_terms, m_w, am, m_off[i + 1], max_dist)
+        if own:
+            sc = owned_score_at(s_x[s], s_y[s], r.alpha, p_terms, p_w, base, base + r.tlen,
+                                m_x[i], m_y[i], m_terms, m_w, am, m_off[i + 1], max_dist, indexed)
+            if sc == NOT_OURS:
+                cnt[4] -= 1
+                cnt[6] += 1
+                continue
+        else:
+            sc = score_at(s_x[s], s_y[s], r.alpha, p_terms, p_w, base, base + r.tlen,
+                          m_x[i], m_y[i], m_terms, m_w, am, m_off[i + 1], max_dist)
         if sc == NO_MATCH or sc < r.theta:
             continue
         v_m[n_v] = i
@@ -891,7 +911,7 @@ class IGPT:
         return _match(msgs.offsets[a:b + 1], msgs.term_ids, msgs.weights, msgs.x[a:b], msgs.y[a:b], self.max_dist,
                       s.x, s.y, s.terms, s.w, self.row,
                       self.nbox, self.nminls, self.ent, self.hot, self.grp, self.td, self.td_pool, len(self.td),
-                      self.flat_upto, self.records, cap)
+                      self.flat_upto, self.records, cap, s.indexed, OWN_PAIRS and s.partial)
 
     def _match_beside(self, msgs, side: "SideThread", run):
         n = len(msgs)
@@ -933,7 +953,7 @@ class IGPT:
         leaves = np.flatnonzero((self.nchild[: self.n_nodes] < 0))
         c = self.counts
         return dict(verified=int(c[4]), segments_visited=int(c[0]), cells_pruned=int(c[1]),
-                    groups_pruned=int(c[2]), group_records_pruned=int(c[5]), entries_checked=int(c[3]), leaves=int(len(leaves)), segments=int(self.n_ng[leaves].sum()),
+                    groups_pruned=int(c[2]), group_records_pruned=int(c[5]), left_to_replicas=int(c[6]), entries_checked=int(c[3]), leaves=int(len(leaves)), segments=int(self.n_ng[leaves].sum()),
                     entries=int(self.n_ne[leaves].sum()), rebuilds=self.rebuilds, rekeyed=self.rekeyed,
                     relayouts=self.relayouts)
 

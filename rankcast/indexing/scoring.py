@@ -22,6 +22,7 @@ __all__ = ["NO_MATCH", "EPS", "score", "score_at", "combine", "score_py", "tsim"
            "suffix_stats"]
 
 NO_MATCH = -1.0      # score of a pair that shares no term (never a result)
+NOT_OURS = -2.0      # a replica's pair whose first shared term it does not index (owned_score_at)
 EPS = 1e-9           # relative slack of every pruning comparison
 
 
@@ -78,6 +79,35 @@ def score_at(sx, sy, alpha, s_terms, s_w, s0, s1, mx, my, m_terms, m_w, m0, m1, 
     ``m_terms[m0:m1]``, read in place (:func:`tsim_at`) and inlined into its hot loop
     (``igpt._match``'s verification): the same operations in the same order, equal bits."""
     acc, shared = tsim_at(s_terms, s_w, s0, s1, m_terms, m_w, m0, m1)
+    if shared == 0:
+        return NO_MATCH
+    return combine(alpha, ssim(sx, sy, mx, my, max_dist), acc)
+
+
+@numba.njit(cache=True, inline="always")
+def owned_score_at(sx, sy, alpha, s_terms, s_w, s0, s1, mx, my, m_terms, m_w, m0, m1, max_dist, indexed):
+    """:func:`score_at` for a replica that indexes only the pool positions ``indexed`` marks:
+    NOT_OURS as soon as the merge meets the first shared term (in term-id order) at a
+    position not indexed (the replica that indexes it finds the pair, see
+    ``rankcast.indexing.igpt``); otherwise the same operations in the same order (equal bits)."""
+    i = s0
+    j = m0
+    acc = 0.0
+    shared = 0
+    while i < s1 and j < m1:
+        a = s_terms[i]
+        b = m_terms[j]
+        if a == b:
+            if shared == 0 and not indexed[i]:
+                return NOT_OURS
+            acc += s_w[i] * m_w[j]
+            shared += 1
+            i += 1
+            j += 1
+        elif a < b:
+            i += 1
+        else:
+            j += 1
     if shared == 0:
         return NO_MATCH
     return combine(alpha, ssim(sx, sy, mx, my, max_dist), acc)

@@ -42,6 +42,8 @@ def _fill_pool(offsets, term_ids, weights, dst, p_terms, p_w, p_wtsum, p_maxwt):
 class SubTable:
     """Slot-addressed subscriptions; slots of removed subscriptions are reused."""
 
+    partial = True        # a table pickled before it kept the flag: assume replicas (always exact)
+
     def __init__(self, capacity: int = 1024):
         c = max(capacity, 16)
         self.ids = np.zeros(c, np.int64)
@@ -58,6 +60,7 @@ class SubTable:
         self.wtsum = np.zeros(4 * c)
         self.maxwt = np.zeros(4 * c)
         self.indexed = np.ones(4 * c, np.bool_)
+        self.partial = False               # some row added with a term not indexed (a replica)
         self.pool_used = 0
         self.pool_live = 0
         self.n = 0                         # slots ever used (high-water mark)
@@ -102,6 +105,8 @@ class SubTable:
         _fill_pool(b.offsets, b.term_ids, b.weights, dst, self.terms, self.w, self.wtsum, self.maxwt)
         a, z = self.pool_used, self.pool_used + int(lens.sum())
         self.indexed[a:z] = True if indexed is None else np.asarray(indexed, np.bool_)
+        if indexed is not None and not self.indexed[a:z].all():
+            self.partial = True
         self.pool_used += int(lens.sum())
         self.pool_live += int(lens.sum())
         self.ids[slots] = b.ids
