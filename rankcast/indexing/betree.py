@@ -1656,7 +1656,7 @@ def _below(IL, isp, node, NEXT, XS, p_start, p_end, p_attr, BA, pb, pd, MK):
     p-node below it) or in c-node ``node``'s l-node, into ``XS``; their number, or -1 (no list
     class then) when there are more than ``XS`` holds or one has an attribute twice (its
     predicates off the path ``BA[pb:pb + pd]`` are not its size minus the path's; ``MK``:
-    ``_once``'s scratch)."""
+    the path's marks, ``_mark_path``, or empty)."""
     cap = XS.shape[0]
     if cap == 0:
         return -1                              # list_cap 0: no list classes
