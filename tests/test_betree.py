@@ -610,6 +610,67 @@ def test_list_classes_bound_exactly(leaf_capacity, list_cap):
         assert_matches_exact(m.publish(evs, k=k), live, evs, "weighted", k)
 
 
+def _view_summaries(core):
+    """Every live node's view summary as 64-bit words, keyed ('c', c-node) / ('p', p-node)
+    (the blocks' places and the p-directories, which hold places, left out)."""
+    from rankcast.indexing import betree as bt
+    IL, FL = core.IL, core.FL
+    AR, HV, PV, num = FL[bt.F_AR], FL[bt.F_HV], IL[bt.I_PV], IL[bt.I_NUM]
+    out = {}
+    for c in range(int(num[bt.U_C])):
+        b = int(HV[c * bt.NV + bt.V_B])
+        if b >= 0:
+            at = b + 4 + bt.ND * int(AR[b + 2])
+            out["c", c] = AR[at: at + int(AR[b])].view(np.int64).tolist()
+    for p in range(int(num[bt.U_P])):
+        b = int(PV[p])
+        if b >= 0:
+            out["p", p] = AR[b + 4: b + 4 + int(AR[b])].view(np.int64).tolist()
+    return out
+
+
+def test_full_view_list_classes_with_an_attribute_twice():
+    """The full view (``_full_write``) decides list classes through marks of the path's
+    attributes (``_once`` with ``MK``), the node-by-node view without: both write every
+    summary alike, also where expressions have an attribute twice (the core takes them: no
+    list class where one of them is a path attribute twice). The tree is built with the view
+    written node by node only, then rewritten whole."""
+    from rankcast.indexing import betree as bt
+    from rankcast.predicates import BETWEEN, ExpressionBatch
+    rng = np.random.default_rng(23)
+    core = BETreeCore("weighted", leaf_capacity=2, view_full_share=1e9, view_slack=1 << 50)
+    nid = 0
+    for batch in (300, 1, 5, 40, 200):
+        off, attr, lo, hi, w = [0], [], [], [], []
+        for _ in range(batch):
+            for a in rng.choice(12, int(rng.integers(1, 6)), replace=False):
+                for _ in range(2 if rng.random() < 0.15 else 1):       # the attribute twice
+                    x = float(rng.integers(0, 20))
+                    attr.append(a), lo.append(x), hi.append(x + float(rng.integers(0, 9)))
+                    w.append(float(rng.choice([0.1, 0.4, 0.7, 1.0, 2.5])))
+            off.append(len(attr))
+        n, m = batch, len(attr)
+        lo, hi = np.array(lo), np.array(hi)
+        core.add(ExpressionBatch(np.arange(nid, nid + n), np.zeros(n), np.array(off, np.int64),
+                                 np.array(attr, np.int32), np.full(m, BETWEEN, np.int8), lo, hi, np.array(w), lo, hi,
+                                 np.zeros(m + 1, np.int64), np.zeros(0)), 12)
+        nid += n
+    num = core.IL[bt.I_NUM]
+    assert num[bt.U_AR] > num[bt.U_ARLIVE], "the view was written node by node"
+    before = _view_summaries(core)
+    t = core.table
+    bt._full_view(core.IL, core.FL, core.mode, core.nxt, t.p_start, t.p_end, t.p_attr, t.p_op, t.p_a, t.p_b, t.p_w,
+                  t.set_off, t.ids, t.score)
+    after = _view_summaries(core)
+    assert before == after
+    # list classes written, and refused below nodes where an expression has a path attribute twice
+    SU = core.FL[bt.F_AR].view(np.uint32)
+    PV = core.IL[bt.I_PV]
+    small = [p for p in range(int(num[bt.U_P])) if PV[p] >= 0 and 0 < core.IL[bt.I_P][p * bt.NP + bt.P_CNT] <= bt.LIST_CAP]
+    n_list = sum(_list_classes(SU, int(PV[p])) > 0 for p in small)
+    assert 0 < n_list < len(small), (n_list, len(small))
+
+
 def _list_classes(SU, b):
     """The list classes of the summary of the p-node block at float ``b`` of the view."""
     from rankcast.indexing import betree as bt

@@ -850,6 +850,27 @@ def _extend(IL, FL, c, s, own, p_start, p_end, p_attr, p_lo, p_hi):
                 BX[4 * j + B_OH] = hi
 
 
+@numba.njit(cache=True, inline="always")
+def _extend_rows(IL, CI, BA, BX, c, s, own, p_start, p_end, p_attr, p_lo, p_hi):
+    """``_extend`` with the node tables at hand (``_insert_cdir``'s descent): no list lookups,
+    each of which costs numba a reference count update (at 1M, reference counting was about
+    half of the build's CPU), and ``_touch_c`` only where it can change something."""
+    if CI[c * NC + C_DIRTY] == 0 or (CI[c * NC + C_PAR] == -1 and CI[c * NC + C_PN] >= 0):
+        _touch_c(IL, c)
+    b = CI[c * NC + C_BOX]
+    for j in range(b, b + CI[c * NC + C_DEP]):
+        lo, hi = _ival(s, BA[j], p_start, p_end, p_attr, p_lo, p_hi)
+        if lo < BX[4 * j + B_SL]:
+            BX[4 * j + B_SL] = lo
+        if hi > BX[4 * j + B_SH]:
+            BX[4 * j + B_SH] = hi
+        if own:
+            if lo < BX[4 * j + B_OL]:
+                BX[4 * j + B_OL] = lo
+            if hi > BX[4 * j + B_OH]:
+                BX[4 * j + B_OH] = hi
+
+
 @numba.njit(cache=True)
 def _recompute_own(IL, FL, c, NEXT, p_start, p_end, p_attr, p_lo, p_hi):
     """Own box of ``c`` from its l-node and its p-nodes' subtree boxes; True if it changed."""
@@ -1115,12 +1136,14 @@ def _insert_cdir(IL, FL, q, root, s, lo, hi, p_start, p_end, p_attr, p_lo, p_hi)
     active dimension) has its home bucket; boxes on the way are extended."""
     node = root
     beta = q[Q_BETA]
+    # the tables, once: the descent adds no node (a new one ends it), so none is replaced
+    CI = IL[I_C]
+    BX = FL[F_BX]
+    BA = IL[I_BA]
     while True:
-        CI = IL[I_C]
-        BX = FL[F_BX]
         lc, rc = CI[node * NC + C_L], CI[node * NC + C_R]
         if lc < 0 and rc < 0:
-            _extend(IL, FL, node, s, True, p_start, p_end, p_attr, p_lo, p_hi)
+            _extend_rows(IL, CI, BA, BX, node, s, True, p_start, p_end, p_attr, p_lo, p_hi)
             return node
         d = CI[node * NC + C_DEP]
         j = CI[node * NC + C_BOX] + d - 1
@@ -1151,7 +1174,7 @@ def _insert_cdir(IL, FL, q, root, s, lo, hi, p_start, p_end, p_attr, p_lo, p_hi)
             _extend(IL, FL, new, s, True, p_start, p_end, p_attr, p_lo, p_hi)
             IL[I_NUM][U_EXPAND] += 1
             return new
-        _extend(IL, FL, node, s, False, p_start, p_end, p_attr, p_lo, p_hi)
+        _extend_rows(IL, CI, BA, BX, node, s, False, p_start, p_end, p_attr, p_lo, p_hi)
         il = ir = False
         if lc >= 0:
             lj = CI[lc * NC + C_BOX] + d - 1
@@ -1160,7 +1183,7 @@ def _insert_cdir(IL, FL, q, root, s, lo, hi, p_start, p_end, p_attr, p_lo, p_hi)
             rj = CI[rc * NC + C_BOX] + d - 1
             ir = lo <= BX[4 * rj + B_SH] and hi >= BX[4 * rj + B_SL]
         if il and ir:
-            _extend(IL, FL, node, s, True, p_start, p_end, p_attr, p_lo, p_hi)
+            _extend_rows(IL, CI, BA, BX, node, s, True, p_start, p_end, p_attr, p_lo, p_hi)
             return node
         if il:
             node = lc
@@ -1561,15 +1584,40 @@ def _on_path(BA, pb, pd, a):
     return False
 
 
+@numba.njit(cache=True, inline="always")
+def _mark_path(MK, BA, pb, pd):
+    """The path ``BA[pb:pb + pd]`` marked in ``MK`` (when not empty: a place per attribute
+    below ``MK.shape[0] - 1``, the current stamp last; ``_full_write``), so that ``_on_path_m``
+    is one read instead of a pass over the path."""
+    n = MK.shape[0] - 1
+    if n >= 0:
+        t = MK[n] + 1
+        MK[n] = t
+        for j in range(pb, pb + pd):
+            if BA[j] < n:
+                MK[BA[j]] = t
+
+
+@numba.njit(cache=True, inline="always")
+def _on_path_m(MK, BA, pb, pd, a):
+    """``_on_path`` through the marks of ``_mark_path`` (the path last marked) where ``MK``
+    holds a place for ``a``."""
+    n = MK.shape[0] - 1
+    if a < n:
+        return MK[a] == MK[n]
+    return _on_path(BA, pb, pd, a)
+
+
 @numba.njit(cache=True)
-def _class_shape(WA, i0, i1, BA, pb, pd):
+def _class_shape(WA, i0, i1, BA, pb, pd, MK):
     """Of the size class ``WA[i0:i1]`` under the path ``BA[pb:pb + pd]``: its path attributes,
-    its other attributes, the first and the number of 32-attribute words they span."""
+    its other attributes, the first and the number of 32-attribute words they span
+    (``MK``: ``_on_path_m``)."""
     npath = 0
     amin, amax = -1, -1
     for x in range(i0, i1):
         a = WA[x] & 0xFFFFFFFF
-        if _on_path(BA, pb, pd, a):
+        if _on_path_m(MK, BA, pb, pd, a):
             npath += 1
         else:
             if amin < 0:
@@ -1626,18 +1674,19 @@ def _gather_l(CI, c, NEXT, XS, nx):
 
 
 @numba.njit(cache=True)
-def _below(IL, isp, node, NEXT, XS, p_start, p_end, p_attr, BA, pb, pd):
+def _below(IL, isp, node, NEXT, XS, p_start, p_end, p_attr, BA, pb, pd, MK):
     """The expression slots below p-node ``node`` (``isp``: in its c-directory and every
     p-node below it) or in c-node ``node``'s l-node, into ``XS``; their number, or -1 (no list
     class then) when there are more than ``XS`` holds or one has an attribute twice (its
-    predicates off the path ``BA[pb:pb + pd]`` are not its size minus the path's)."""
+    predicates off the path ``BA[pb:pb + pd]`` are not its size minus the path's; ``MK``:
+    the path's marks, ``_mark_path``, or empty)."""
     cap = XS.shape[0]
     if cap == 0:
         return -1                              # list_cap 0: no list classes
     CI = IL[I_C]
     if not isp:
         nx = _gather_l(CI, node, NEXT, XS, 0)
-        return nx if nx < 0 else _once(XS, nx, p_start, p_end, p_attr, BA, pb, pd)
+        return nx if nx < 0 else _once(XS, nx, p_start, p_end, p_attr, BA, pb, pd, MK)
     PI = IL[I_P]
     if PI[node * NP + P_CNT] > cap:
         return -1
@@ -1661,18 +1710,20 @@ def _below(IL, isp, node, NEXT, XS, p_start, p_end, p_attr, BA, pb, pd):
         for x in range(ds, ds + dc):
             stack[ns] = PI[DP[x] * NP + P_ROOT]
             ns += 1
-    return _once(XS, nx, p_start, p_end, p_attr, BA, pb, pd)
+    return _once(XS, nx, p_start, p_end, p_attr, BA, pb, pd, MK)
 
 
 @numba.njit(cache=True)
-def _once(XS, nx, p_start, p_end, p_attr, BA, pb, pd):
+def _once(XS, nx, p_start, p_end, p_attr, BA, pb, pd, MK):
     """``nx``, or -1 when an expression of ``XS[:nx]`` has other than its size minus ``pd``
-    predicates off the path ``BA[pb:pb + pd]`` (an attribute twice: no list class)."""
+    predicates off the path ``BA[pb:pb + pd]`` (an attribute twice: no list class). ``MK``: the
+    path's marks (``_mark_path``, ``_on_path_m``: at 1M the full view's gathering 1.3 s ->
+    0.3 s), or empty."""
     for i in range(nx):
         s = XS[i]
         o = 0
         for p in range(p_start[s], p_end[s]):
-            if not _on_path(BA, pb, pd, p_attr[p]):
+            if not _on_path_m(MK, BA, pb, pd, p_attr[p]):
                 o += 1
         if o != p_end[s] - p_start[s] - pd:
             return -1
@@ -1698,7 +1749,7 @@ def _list_count(XS, nx, size, npath, p_start, p_end):
 
 
 @numba.njit(cache=True)
-def _sum_floats(IL, R, base, mode, pb, pd, XS, nx, p_start, p_end, p_attr):
+def _sum_floats(IL, R, base, mode, pb, pd, XS, nx, p_start, p_end, p_attr, MK):
     """Floats of the view of the summary of record ``base`` of ``R`` under the path
     ``BA[pb:pb + pd]`` (``_write_sum``)."""
     if mode == STATIC:
@@ -1712,7 +1763,7 @@ def _sum_floats(IL, R, base, mode, pb, pd, XS, nx, p_start, p_end, p_attr):
         i1 = i0 + 1
         while i1 < ws + wc and (WA[i1] >> 32) == (WA[i0] >> 32):
             i1 += 1
-        npath, nother, _, nw = _class_shape(WA, i0, i1, BA, pb, pd)
+        npath, nother, _, nw = _class_shape(WA, i0, i1, BA, pb, pd, MK)
         pk = _class_packed(WA, i1)
         if pk and nother < long_from:
             size = SZ_CAP - (WA[i0] >> 32)
@@ -1729,13 +1780,14 @@ def _sum_floats(IL, R, base, mode, pb, pd, XS, nx, p_start, p_end, p_attr):
 
 
 @numba.njit(cache=True)
-def _p_sum_floats(IL, p, mode, NEXT, p_start, p_end, p_attr, XS):
+def _p_sum_floats(IL, p, mode, NEXT, p_start, p_end, p_attr, XS, MK):
     """Floats of the view of p-node ``p``'s summary (its path: its root's)."""
     CI = IL[I_C]
     r = IL[I_P][p * NP + P_ROOT]
     pb, pd = CI[r * NC + C_BOX], CI[r * NC + C_DEP]
-    nx = _below(IL, True, p, NEXT, XS, p_start, p_end, p_attr, IL[I_BA], pb, pd) if mode != STATIC else -1
-    return _sum_floats(IL, IL[I_P], p * NP, mode, pb, pd, XS, nx, p_start, p_end, p_attr)
+    _mark_path(MK, IL[I_BA], pb, pd)
+    nx = _below(IL, True, p, NEXT, XS, p_start, p_end, p_attr, IL[I_BA], pb, pd, MK) if mode != STATIC else -1
+    return _sum_floats(IL, IL[I_P], p * NP, mode, pb, pd, XS, nx, p_start, p_end, p_attr, MK)
 
 
 @numba.njit(cache=True, inline="always")
@@ -1748,7 +1800,7 @@ def _put_up(S, SU, i, w):
 
 
 @numba.njit(cache=True)
-def _write_sum(IL, FL, R, base, pb, pd, pos, XS, nx, p_start, p_end, p_attr, p_w):
+def _write_sum(IL, FL, R, base, pb, pd, pos, XS, nx, p_start, p_end, p_attr, p_w, MK):
     """The summary of record ``base`` of ``R`` in the view at ``pos`` (returns the end) as
     32-bit words (``AR.view(uint32)`` from ``2 * pos``; half the cache lines of floats): per
     size class, largest first, (size, path attributes, body words, bit words), then the path's
@@ -1782,7 +1834,7 @@ def _write_sum(IL, FL, R, base, pb, pd, pos, XS, nx, p_start, p_end, p_attr, p_w
         while i1 < ws + wc and (WA[i1] >> 32) == cls:
             i1 += 1
         size = SZ_CAP - cls
-        npath, nother, wlo, nw = _class_shape(WA, i0, i1, BA, pb, pd)
+        npath, nother, wlo, nw = _class_shape(WA, i0, i1, BA, pb, pd, MK)
         if nother < long_from:
             nw = 0
         pk = _class_packed(WA, i1)
@@ -1797,7 +1849,7 @@ def _write_sum(IL, FL, R, base, pb, pd, pos, XS, nx, p_start, p_end, p_attr, p_w
             # the scale: the largest weight the class stores / PACK_Q, as a float32 rounded up
             wmx = 0.0
             for x in range(i0, i1):
-                if nw == 0 or _on_path(BA, pb, pd, WA[x] & 0xFFFFFFFF):
+                if nw == 0 or _on_path_m(MK, BA, pb, pd, WA[x] & 0xFFFFFFFF):
                     wmx = max(wmx, WM[x])
             _put_up(S, SU, w, wmx / PACK_Q if wmx > 0 else 1.0)
             sc = float(S[w])
@@ -1817,7 +1869,7 @@ def _write_sum(IL, FL, R, base, pb, pd, pos, XS, nx, p_start, p_end, p_attr, p_w
             SU[w + 1: w + 1 + nw] = 0
             for x in range(i0, i1):
                 a = WA[x] & 0xFFFFFFFF
-                if not _on_path(BA, pb, pd, a):
+                if not _on_path_m(MK, BA, pb, pd, a):
                     SU[w + 1 + (a >> 5) - wlo] |= np.uint32(1 << (a & 31))
             w += 1 + nw
         elif nl >= 0:
@@ -1826,13 +1878,13 @@ def _write_sum(IL, FL, R, base, pb, pd, pos, XS, nx, p_start, p_end, p_attr, p_w
                 if p_end[s] - p_start[s] == size:
                     for p in range(p_start[s], p_end[s]):
                         a = p_attr[p]
-                        if not _on_path(BA, pb, pd, a):
+                        if not _on_path_m(MK, BA, pb, pd, a):
                             SU[w] = a | (_quant(p_w[p], sc) << 16)
                             w += 1
         else:
             for x in range(i0, i1):
                 a = WA[x] & 0xFFFFFFFF
-                if not _on_path(BA, pb, pd, a):
+                if not _on_path_m(MK, BA, pb, pd, a):
                     if pk:
                         SU[w] = a | (_quant(WM[x], sc) << 16)
                         w += 1
@@ -1849,14 +1901,15 @@ def _write_sum(IL, FL, R, base, pb, pd, pos, XS, nx, p_start, p_end, p_attr, p_w
 
 
 @numba.njit(cache=True)
-def _size_c(IL, c, mode, NEXT, p_start, p_end, p_attr, XS):
+def _size_c(IL, c, mode, NEXT, p_start, p_end, p_attr, XS, MK):
     """Floats of the view block of c-node ``c`` (``_write_c``)."""
     CI = IL[I_C]
     base = c * NC
-    nx = _below(IL, False, c, NEXT, XS, p_start, p_end, p_attr, IL[I_BA], CI[base + C_BOX], CI[base + C_DEP]) \
+    _mark_path(MK, IL[I_BA], CI[base + C_BOX], CI[base + C_DEP])
+    nx = _below(IL, False, c, NEXT, XS, p_start, p_end, p_attr, IL[I_BA], CI[base + C_BOX], CI[base + C_DEP], MK) \
         if mode != STATIC else -1
     return (4 + ND * CI[base + C_DC] + _sum_floats(IL, CI, base, mode, CI[base + C_BOX], CI[base + C_DEP], XS, nx,
-                                                   p_start, p_end, p_attr)
+                                                   p_start, p_end, p_attr, MK)
             + _expr_floats(CI, c, NEXT, p_start, p_end))
 
 
@@ -1873,7 +1926,7 @@ def _expr_floats(CI, c, NEXT, p_start, p_end):
 
 
 @numba.njit(cache=True)
-def _write_c(IL, FL, c, pos, mode, NEXT, p_start, p_end, p_attr, p_op, p_a, p_b, p_w, set_off, ids, score, XS):
+def _write_c(IL, FL, c, pos, mode, NEXT, p_start, p_end, p_attr, p_op, p_a, p_b, p_w, set_off, ids, score, XS, MK):
     """The hot row of c-node ``c`` and its block at ``pos`` (returns the end): header
     (summary floats, most predicates or static bound, p-directory size, expression floats),
     the p-directory (attribute, the p-node's block, the p-node's c-directory box on the
@@ -1902,8 +1955,10 @@ def _write_c(IL, FL, c, pos, mode, NEXT, p_start, p_end, p_attr, p_op, p_a, p_b,
     HV[h + V_R] = CI[base + C_R]
     HV[h + V_B] = pos
     nd, ds = CI[base + C_DC], CI[base + C_DS]
-    nx = _below(IL, False, c, NEXT, XS, p_start, p_end, p_attr, IL[I_BA], CI[base + C_BOX], dep) if mode != STATIC else -1
-    nsum = _sum_floats(IL, CI, base, mode, CI[base + C_BOX], dep, XS, nx, p_start, p_end, p_attr)
+    _mark_path(MK, IL[I_BA], CI[base + C_BOX], dep)
+    nx = _below(IL, False, c, NEXT, XS, p_start, p_end, p_attr, IL[I_BA], CI[base + C_BOX], dep, MK) if mode != STATIC \
+        else -1
+    nsum = _sum_floats(IL, CI, base, mode, CI[base + C_BOX], dep, XS, nx, p_start, p_end, p_attr, MK)
     _grow_view(FL, pos + 4 + ND * nd + nsum + _expr_floats(CI, c, NEXT, p_start, p_end))
     AR = FL[F_AR]
     AR[pos] = nsum
@@ -1926,7 +1981,7 @@ def _write_c(IL, FL, c, pos, mode, NEXT, p_start, p_end, p_attr, p_op, p_a, p_b,
         w += ND
     HV[h + V_M] = most
     if mode != STATIC:
-        w = _write_sum(IL, FL, CI, base, CI[base + C_BOX], dep, w, XS, nx, p_start, p_end, p_attr, p_w)
+        w = _write_sum(IL, FL, CI, base, CI[base + C_BOX], dep, w, XS, nx, p_start, p_end, p_attr, p_w, MK)
     e0 = w
     ARI = AR.view(np.int64)
     s = CI[base + C_LH]
@@ -1952,7 +2007,7 @@ def _write_c(IL, FL, c, pos, mode, NEXT, p_start, p_end, p_attr, p_op, p_a, p_b,
 
 
 @numba.njit(cache=True)
-def _write_p(IL, FL, p, pos, mode, NEXT, p_start, p_end, p_attr, p_w, XS):
+def _write_p(IL, FL, p, pos, mode, NEXT, p_start, p_end, p_attr, p_w, XS, MK):
     """The block of p-node ``p`` at ``pos``: (summary floats, most predicates or static bound,
     root c-node, attribute), then its summary (``_write_sum``)."""
     PI = IL[I_P]
@@ -1960,9 +2015,10 @@ def _write_p(IL, FL, p, pos, mode, NEXT, p_start, p_end, p_attr, p_w, XS):
     IL[I_PV][p] = pos
     r = PI[base + P_ROOT]
     CI = IL[I_C]
-    nx = _below(IL, True, p, NEXT, XS, p_start, p_end, p_attr, IL[I_BA], CI[r * NC + C_BOX], CI[r * NC + C_DEP]) \
+    _mark_path(MK, IL[I_BA], CI[r * NC + C_BOX], CI[r * NC + C_DEP])
+    nx = _below(IL, True, p, NEXT, XS, p_start, p_end, p_attr, IL[I_BA], CI[r * NC + C_BOX], CI[r * NC + C_DEP], MK) \
         if mode != STATIC else -1
-    nsum = _sum_floats(IL, PI, base, mode, CI[r * NC + C_BOX], CI[r * NC + C_DEP], XS, nx, p_start, p_end, p_attr)
+    nsum = _sum_floats(IL, PI, base, mode, CI[r * NC + C_BOX], CI[r * NC + C_DEP], XS, nx, p_start, p_end, p_attr, MK)
     _grow_view(FL, pos + 4 + nsum)
     AR = FL[F_AR]
     AR[pos] = nsum
@@ -1971,7 +2027,8 @@ def _write_p(IL, FL, p, pos, mode, NEXT, p_start, p_end, p_attr, p_w, XS):
     AR[pos + 3] = PI[base + P_ATTR]
     w = pos + 4
     if mode != STATIC:
-        w = _write_sum(IL, FL, PI, base, CI[r * NC + C_BOX], CI[r * NC + C_DEP], w, XS, nx, p_start, p_end, p_attr, p_w)
+        w = _write_sum(IL, FL, PI, base, CI[r * NC + C_BOX], CI[r * NC + C_DEP], w, XS, nx, p_start, p_end, p_attr, p_w,
+                       MK)
     return w
 
 
@@ -1985,26 +2042,75 @@ def _aligned(pos):
 def _full_view(IL, FL, mode, NEXT, p_start, p_end, p_attr, p_op, p_a, p_b, p_w, set_off, ids, score):
     """Every live node's view anew, blocks in depth-first order (a c-node, its p-nodes, then
     their c-directories and its children)."""
+    FL[F_AR] = np.empty(_full_size(IL, mode, NEXT, p_start, p_end, p_attr))
+    _full_write(IL, FL, mode, NEXT, p_start, p_end, p_attr, p_op, p_a, p_b, p_w, set_off, ids, score)
+
+
+@numba.njit(cache=True)
+def _marks(p_attr):
+    """``_mark_path``'s marks: a place per attribute an expression has, then the stamp."""
+    na = 0
+    for p in range(p_attr.shape[0]):
+        na = max(na, p_attr[p] + 1)
+    return np.zeros(na + 1, np.int64)
+
+
+@numba.njit(cache=True)
+def _full_size(IL, mode, NEXT, p_start, p_end, p_attr):
+    """Floats of the full view's arena: every live node's block sized without list classes
+    (no gathering below every small node: at 1M about 2 s), an eighth more (the writers grow
+    the arena where the lists take more than that; by 4% at 1M)."""
+    num = IL[I_NUM]
+    CI = IL[I_C]
+    PI = IL[I_P]
+    XS0 = np.empty(0, np.int64)
+    MK = _marks(p_attr)
+    total = 0
+    for c in range(num[U_C]):
+        if CI[c * NC + C_ALIVE] == 1:
+            total += _size_c(IL, c, mode, NEXT, p_start, p_end, p_attr, XS0, MK) + VIEW_ALIGN - 1
+    for p in range(num[U_P]):
+        if PI[p * NP + P_ALIVE] == 1:
+            total += 4 + _p_sum_floats(IL, p, mode, NEXT, p_start, p_end, p_attr, XS0, MK) + VIEW_ALIGN - 1
+    return max(total + total // 8, 64)
+
+
+@numba.njit(cache=True)
+def _full_begin(IL, FL, mode, NEXT, p_start, p_end, p_attr):
+    """A full rewrite's start (``_refresh_view`` when most of the tree changed, or
+    ``BETreeCore._refresh`` before it writes into an arena of its own): the changed nodes'
+    marks cleared, the hot rows and p-node places sized to the tree; returns ``_full_size``."""
+    num = IL[I_NUM]
+    CI = IL[I_C]
+    PI = IL[I_P]
+    DL = IL[I_DIRTY]
+    for i in range(num[U_NDIRTY]):
+        x = DL[i]
+        if x & 1 == 0:
+            CI[(x >> 1) * NC + C_DIRTY] = 0
+        else:
+            PI[(x >> 1) * NP + P_DIRTY] = 0
+    num[U_NDIRTY] = 0
+    _grow_f(FL, F_HV, num[U_C] * NV, -1.0)
+    _grow_i(IL, I_PV, num[U_P])
+    return _full_size(IL, mode, NEXT, p_start, p_end, p_attr)
+
+
+@numba.njit(cache=True)
+def _full_write(IL, FL, mode, NEXT, p_start, p_end, p_attr, p_op, p_a, p_b, p_w, set_off, ids, score):
+    """``_full_view``'s writing into the arena ``FL[F_AR]`` (at least ``_full_size`` floats)."""
     num = IL[I_NUM]
     nc, npn = num[U_C], num[U_P]
     CI = IL[I_C]
     PI = IL[I_P]
     HV = FL[F_HV]
     PV = IL[I_PV]
-    XS = np.empty(num[U_LISTC], np.int64)
-    # sized without list classes (no gathering below every small node twice: at 1M about 2 s);
-    # the writers grow the arena where the lists take more (by 4% at 1M)
-    XS0 = np.empty(0, np.int64)
-    total = 0
     for c in range(nc):
         HV[c * NV + V_B] = -1.0
-        if CI[c * NC + C_ALIVE] == 1:
-            total += _size_c(IL, c, mode, NEXT, p_start, p_end, p_attr, XS0) + VIEW_ALIGN - 1
     for p in range(npn):
         PV[p] = -1
-        if PI[p * NP + P_ALIVE] == 1:
-            total += 4 + _p_sum_floats(IL, p, mode, NEXT, p_start, p_end, p_attr, XS0) + VIEW_ALIGN - 1
-    FL[F_AR] = np.empty(max(total + total // 8, 64))
+    XS = np.empty(num[U_LISTC], np.int64)
+    MK = _marks(p_attr)
     stack = np.empty(64, np.int64)
     stack[0] = 0
     ns = 1
@@ -2014,7 +2120,8 @@ def _full_view(IL, FL, mode, NEXT, p_start, p_end, p_attr, p_op, p_a, p_b, p_w, 
         ns -= 1
         c = stack[ns]
         cpos = _aligned(pos)
-        pos = _write_c(IL, FL, c, cpos, mode, NEXT, p_start, p_end, p_attr, p_op, p_a, p_b, p_w, set_off, ids, score, XS)
+        pos = _write_c(IL, FL, c, cpos, mode, NEXT, p_start, p_end, p_attr, p_op, p_a, p_b, p_w, set_off, ids, score, XS,
+                       MK)
         ds, dc = CI[c * NC + C_DS], CI[c * NC + C_DC]
         stack = _stack_room(stack, ns, dc + 2)
         for ch in (CI[c * NC + C_R], CI[c * NC + C_L]):
@@ -2023,7 +2130,7 @@ def _full_view(IL, FL, mode, NEXT, p_start, p_end, p_attr, p_op, p_a, p_b, p_w, 
                 ns += 1
         for x in range(ds + dc - 1, ds - 1, -1):
             p = DP[x]
-            pos = _write_p(IL, FL, p, _aligned(pos), mode, NEXT, p_start, p_end, p_attr, p_w, XS)
+            pos = _write_p(IL, FL, p, _aligned(pos), mode, NEXT, p_start, p_end, p_attr, p_w, XS, MK)
             FL[F_AR][cpos + 4 + ND * (x - ds) + 1] = PV[p]
             stack[ns] = PI[p * NP + P_ROOT]
             ns += 1
@@ -2042,6 +2149,12 @@ def _refresh_view(IL, FL, q, mode, NEXT, p_start, p_end, p_attr, p_op, p_a, p_b,
     nd = num[U_NDIRTY]
     if nd == 0:
         return
+    if nd > q[Q_VSHARE] * (num[U_LIVEC] + num[U_LIVEP]):
+        # most of the tree changed (a build): everything anew, without sizing the changed
+        # nodes first (their gathering below every small node: at 1M about 1.4 s)
+        FL[F_AR] = np.empty(_full_begin(IL, FL, mode, NEXT, p_start, p_end, p_attr))
+        _full_write(IL, FL, mode, NEXT, p_start, p_end, p_attr, p_op, p_a, p_b, p_w, set_off, ids, score)
+        return
     _grow_f(FL, F_HV, num[U_C] * NV, -1.0)
     _grow_i(IL, I_PV, num[U_P])
     CI = IL[I_C]
@@ -2051,6 +2164,7 @@ def _refresh_view(IL, FL, q, mode, NEXT, p_start, p_end, p_attr, p_op, p_a, p_b,
     AR = FL[F_AR]
     DL = IL[I_DIRTY]
     XS = np.empty(num[U_LISTC], np.int64)
+    MK = np.empty(0, np.int64)                  # no marks (they take a pass over every predicate)
     freed = 0
     need = 0
     for i in range(nd):
@@ -2063,7 +2177,7 @@ def _refresh_view(IL, FL, q, mode, NEXT, p_start, p_end, p_attr, p_op, p_a, p_b,
                 freed += 4 + ND * int(AR[b + 2]) + int(AR[b]) + int(AR[b + 3])
                 HV[node * NV + V_B] = -1.0
             if CI[node * NC + C_ALIVE] == 1:
-                need += _size_c(IL, node, mode, NEXT, p_start, p_end, p_attr, XS) + VIEW_ALIGN - 1
+                need += _size_c(IL, node, mode, NEXT, p_start, p_end, p_attr, XS, MK) + VIEW_ALIGN - 1
         else:
             PI[node * NP + P_DIRTY] = 0
             b = PV[node]
@@ -2071,10 +2185,10 @@ def _refresh_view(IL, FL, q, mode, NEXT, p_start, p_end, p_attr, p_op, p_a, p_b,
                 freed += 4 + int(AR[b])
                 PV[node] = -1
             if PI[node * NP + P_ALIVE] == 1:
-                need += 4 + _p_sum_floats(IL, node, mode, NEXT, p_start, p_end, p_attr, XS) + VIEW_ALIGN - 1
+                need += 4 + _p_sum_floats(IL, node, mode, NEXT, p_start, p_end, p_attr, XS, MK) + VIEW_ALIGN - 1
     num[U_NDIRTY] = 0
     live = num[U_ARLIVE] - freed + need
-    if nd > q[Q_VSHARE] * (num[U_LIVEC] + num[U_LIVEP]) or num[U_AR] + need > 2 * live + q[Q_VSLACK]:
+    if num[U_AR] + need > 2 * live + q[Q_VSLACK]:
         _full_view(IL, FL, mode, NEXT, p_start, p_end, p_attr, p_op, p_a, p_b, p_w, set_off, ids, score)
         return
     _grow_f(FL, F_AR, num[U_AR] + need, 0.0)
@@ -2083,13 +2197,13 @@ def _refresh_view(IL, FL, q, mode, NEXT, p_start, p_end, p_attr, p_op, p_a, p_b,
         x = DL[i]
         node = x >> 1
         if x & 1 == 1 and PI[node * NP + P_ALIVE] == 1:
-            pos = _write_p(IL, FL, node, _aligned(pos), mode, NEXT, p_start, p_end, p_attr, p_w, XS)
+            pos = _write_p(IL, FL, node, _aligned(pos), mode, NEXT, p_start, p_end, p_attr, p_w, XS, MK)
     for i in range(nd):
         x = DL[i]
         node = x >> 1
         if x & 1 == 0 and CI[node * NC + C_ALIVE] == 1:
             pos = _write_c(IL, FL, node, _aligned(pos), mode, NEXT, p_start, p_end, p_attr, p_op, p_a, p_b, p_w, set_off, ids, score,
-                           XS)
+                           XS, MK)
     num[U_AR] = pos
     num[U_ARLIVE] = live
 
@@ -2492,6 +2606,14 @@ def _line_aligned_copy(a: np.ndarray) -> np.ndarray:
     return out
 
 
+def _line_aligned_empty(n: int) -> np.ndarray:
+    """``n`` uninitialised floats starting a 64-byte cache line, in numpy's memory (transparent
+    huge pages from ``HUGE_BYTES`` on: ``BETreeCore._refresh``)."""
+    buf = np.empty(8 * n + 64, np.uint8)
+    start = -buf.ctypes.data % 64
+    return buf[start: start + 8 * n].view(np.float64)
+
+
 class BETreeCore:
     """The BE*-tree behind the interface of :class:`~rankcast.indexing.matching.MatchCore`
     (see the module docstring). ``leaf_capacity`` is A, ``alpha`` the minimum share of each
@@ -2575,9 +2697,21 @@ class BETreeCore:
         """Bring the match view up to date with the tree (the nodes changed since the last
         call; see ``_refresh_view``)."""
         t = self.table
-        before = [self.FL[w].ctypes.data for w in (F_HV, F_AR)]
-        _refresh_view(self.IL, self.FL, self.q, self.mode, self.nxt, t.p_start, t.p_end, t.p_attr, t.p_op, t.p_a, t.p_b,
-                      t.p_w, t.set_off, t.ids, t.score)
+        num = self.IL[I_NUM]
+        if num[U_NDIRTY] > self.q[Q_VSHARE] * (num[U_LIVEC] + num[U_LIVEP]):
+            # everything anew (a build; _refresh_view's own test): the arena is numpy's
+            # line-aligned memory from the start, written in place instead of copied below
+            # (at 1M 0.7 s)
+            hv = self.FL[F_HV].ctypes.data            # (its hot rows grown: copied below)
+            n = _full_begin(self.IL, self.FL, self.mode, self.nxt, t.p_start, t.p_end, t.p_attr)
+            self.FL[F_AR] = _line_aligned_empty(n)
+            before = [hv, self.FL[F_AR].ctypes.data]
+            _full_write(self.IL, self.FL, self.mode, self.nxt, t.p_start, t.p_end, t.p_attr, t.p_op, t.p_a, t.p_b,
+                        t.p_w, t.set_off, t.ids, t.score)
+        else:
+            before = [self.FL[w].ctypes.data for w in (F_HV, F_AR)]
+            _refresh_view(self.IL, self.FL, self.q, self.mode, self.nxt, t.p_start, t.p_end, t.p_attr, t.p_op, t.p_a,
+                          t.p_b, t.p_w, t.set_off, t.ids, t.score)
         # a view array the kernel replaced is copied once into numpy's memory, which asks the
         # kernel for transparent huge pages (numba's allocator does not): the search's reads
         # land all over these arrays, and with 4 KiB pages most of them also miss the TLB
