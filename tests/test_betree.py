@@ -387,6 +387,28 @@ def _summaries_equal_brute_force(core):
     return n
 
 
+def _exprs_with_twins(rng, nid, n, n_attrs, most, p_twice):
+    """``n`` expressions (ids from ``nid``) of 1 to ``most - 1`` distinct attributes of
+    ``n_attrs``, each attribute twice (two ranges) with probability ``p_twice``: the public
+    API refuses those, the core takes them. Returns (batch, expressions with a twin)."""
+    from rankcast.predicates import BETWEEN, ExpressionBatch
+    off, attr, lo, hi, w = [0], [], [], [], []
+    twice = 0
+    for _ in range(n):
+        for a in rng.choice(n_attrs, int(rng.integers(1, most)), replace=False):
+            for _ in range(2 if rng.random() < p_twice else 1):
+                x = float(rng.integers(0, 20))
+                attr.append(a), lo.append(x), hi.append(x + float(rng.integers(0, 9)))
+                w.append(float(rng.choice([0.1, 0.4, 0.7, 1.0, 2.5])))
+        off.append(len(attr))
+        twice += len(set(attr[off[-2]:])) < off[-1] - off[-2]
+    m = len(attr)
+    lo, hi = np.array(lo), np.array(hi)
+    return ExpressionBatch(np.arange(nid, nid + n), np.zeros(n), np.array(off, np.int64), np.array(attr, np.int32),
+                           np.full(m, BETWEEN, np.int8), lo, hi, np.array(w), lo, hi, np.zeros(m + 1, np.int64),
+                           np.zeros(0)), twice
+
+
 @pytest.mark.parametrize("leaf_capacity", [1, 3, 5])
 def test_summary_upkeep_equals_a_brute_force_recomputation(leaf_capacity):
     """The insert path's summary upkeep (``_sum_add`` / ``_sum_merge``): expressions with an
@@ -396,26 +418,14 @@ def test_summary_upkeep_equals_a_brute_force_recomputation(leaf_capacity):
     back over the scratch), inserted in batches of several sizes: after each batch every
     summary equals a recomputation."""
     from rankcast.indexing import betree as bt
-    from rankcast.predicates import BETWEEN, ExpressionBatch
     rng = np.random.default_rng(11 + leaf_capacity)
     core = BETreeCore("weighted", leaf_capacity=leaf_capacity)
     nid = twice = 0
     for batch in (1, 7, 40, 150, 300):
-        off, attr, lo, hi, w = [0], [], [], [], []
-        for _ in range(batch):
-            for a in rng.choice(24, int(rng.integers(1, 13)), replace=False):
-                for _ in range(2 if rng.random() < 0.35 else 1):       # the attribute twice
-                    x = float(rng.integers(0, 20))
-                    attr.append(a), lo.append(x), hi.append(x + float(rng.integers(0, 9)))
-                    w.append(float(rng.choice([0.1, 0.4, 0.7, 1.0, 2.5])))
-            off.append(len(attr))
-            twice += len(set(attr[off[-2]:])) < off[-1] - off[-2]
-        n, m = batch, len(attr)
-        lo, hi = np.array(lo), np.array(hi)
-        core.add(ExpressionBatch(np.arange(nid, nid + n), np.zeros(n), np.array(off, np.int64),
-                                 np.array(attr, np.int32), np.full(m, BETWEEN, np.int8), lo, hi, np.array(w), lo, hi,
-                                 np.zeros(m + 1, np.int64), np.zeros(0)), 24)
-        nid += n
+        exprs, doubled = _exprs_with_twins(rng, nid, batch, 24, 13, 0.35)
+        twice += doubled
+        core.add(exprs, 24)
+        nid += batch
         # (not check_structure: with an attribute twice the descent and the boxes take different
         # ones of its ranges, so "L and R never overlap" does not hold; the public API refuses them)
         assert _summaries_equal_brute_force(core) > 0
@@ -636,25 +646,12 @@ def test_full_view_list_classes_with_an_attribute_twice():
     list class where one of them is a path attribute twice). The tree is built with the view
     written node by node only, then rewritten whole."""
     from rankcast.indexing import betree as bt
-    from rankcast.predicates import BETWEEN, ExpressionBatch
     rng = np.random.default_rng(23)
     core = BETreeCore("weighted", leaf_capacity=2, view_full_share=1e9, view_slack=1 << 50)
     nid = 0
     for batch in (300, 1, 5, 40, 200):
-        off, attr, lo, hi, w = [0], [], [], [], []
-        for _ in range(batch):
-            for a in rng.choice(12, int(rng.integers(1, 6)), replace=False):
-                for _ in range(2 if rng.random() < 0.15 else 1):       # the attribute twice
-                    x = float(rng.integers(0, 20))
-                    attr.append(a), lo.append(x), hi.append(x + float(rng.integers(0, 9)))
-                    w.append(float(rng.choice([0.1, 0.4, 0.7, 1.0, 2.5])))
-            off.append(len(attr))
-        n, m = batch, len(attr)
-        lo, hi = np.array(lo), np.array(hi)
-        core.add(ExpressionBatch(np.arange(nid, nid + n), np.zeros(n), np.array(off, np.int64),
-                                 np.array(attr, np.int32), np.full(m, BETWEEN, np.int8), lo, hi, np.array(w), lo, hi,
-                                 np.zeros(m + 1, np.int64), np.zeros(0)), 12)
-        nid += n
+        core.add(_exprs_with_twins(rng, nid, batch, 12, 6, 0.15)[0], 12)
+        nid += batch
     num = core.IL[bt.I_NUM]
     assert num[bt.U_AR] > num[bt.U_ARLIVE], "the view was written node by node"
     before = _view_summaries(core)

@@ -833,9 +833,12 @@ def _ival(s, attr, p_start, p_end, p_attr, p_lo, p_hi):
 def _extend(IL, FL, c, s, own, p_start, p_end, p_attr, p_lo, p_hi):
     """Grow the subtree box (and the own box when ``own``) of ``c`` by expression ``s``."""
     _touch_c(IL, c)
-    CI = IL[I_C]
-    BA = IL[I_BA]
-    BX = FL[F_BX]
+    _extend_box(IL[I_C], IL[I_BA], FL[F_BX], c, s, own, p_start, p_end, p_attr, p_lo, p_hi)
+
+
+@numba.njit(cache=True, inline="always")
+def _extend_box(CI, BA, BX, c, s, own, p_start, p_end, p_attr, p_lo, p_hi):
+    """The boxes' growth of ``_extend`` (the node already marked)."""
     b = CI[c * NC + C_BOX]
     for j in range(b, b + CI[c * NC + C_DEP]):
         lo, hi = _ival(s, BA[j], p_start, p_end, p_attr, p_lo, p_hi)
@@ -857,18 +860,7 @@ def _extend_rows(IL, CI, BA, BX, c, s, own, p_start, p_end, p_attr, p_lo, p_hi):
     half of the build's CPU), and ``_touch_c`` only where it can change something."""
     if CI[c * NC + C_DIRTY] == 0 or (CI[c * NC + C_PAR] == -1 and CI[c * NC + C_PN] >= 0):
         _touch_c(IL, c)
-    b = CI[c * NC + C_BOX]
-    for j in range(b, b + CI[c * NC + C_DEP]):
-        lo, hi = _ival(s, BA[j], p_start, p_end, p_attr, p_lo, p_hi)
-        if lo < BX[4 * j + B_SL]:
-            BX[4 * j + B_SL] = lo
-        if hi > BX[4 * j + B_SH]:
-            BX[4 * j + B_SH] = hi
-        if own:
-            if lo < BX[4 * j + B_OL]:
-                BX[4 * j + B_OL] = lo
-            if hi > BX[4 * j + B_OH]:
-                BX[4 * j + B_OH] = hi
+    _extend_box(CI, BA, BX, c, s, own, p_start, p_end, p_attr, p_lo, p_hi)
 
 
 @numba.njit(cache=True)

@@ -87,30 +87,22 @@ def score_at(sx, sy, alpha, s_terms, s_w, s0, s1, mx, my, m_terms, m_w, m0, m1, 
 @numba.njit(cache=True, inline="always")
 def owned_score_at(sx, sy, alpha, s_terms, s_w, s0, s1, mx, my, m_terms, m_w, m0, m1, max_dist, indexed):
     """:func:`score_at` for a replica that indexes only the pool positions ``indexed`` marks:
-    NOT_OURS as soon as the merge meets the first shared term (in term-id order) at a
-    position not indexed (the replica that indexes it finds the pair, see
-    ``rankcast.indexing.igpt``); otherwise the same operations in the same order (equal bits)."""
+    NOT_OURS when the first shared term (in term-id order) sits at a position not indexed (the
+    replica that indexes it finds the pair, see ``rankcast.indexing.igpt``); otherwise the
+    merge goes on from that term (nothing was summed before it): the same operations in the
+    same order as :func:`score_at`, equal bits."""
     i = s0
     j = m0
-    acc = 0.0
-    shared = 0
-    while i < s1 and j < m1:
-        a = s_terms[i]
-        b = m_terms[j]
-        if a == b:
-            if shared == 0 and not indexed[i]:
-                return NOT_OURS
-            acc += s_w[i] * m_w[j]
-            shared += 1
-            i += 1
-            j += 1
-        elif a < b:
+    while i < s1 and j < m1 and s_terms[i] != m_terms[j]:
+        if s_terms[i] < m_terms[j]:
             i += 1
         else:
             j += 1
-    if shared == 0:
+    if i == s1 or j == m1:
         return NO_MATCH
-    return combine(alpha, ssim(sx, sy, mx, my, max_dist), acc)
+    if not indexed[i]:
+        return NOT_OURS
+    return score_at(sx, sy, alpha, s_terms, s_w, i, s1, mx, my, m_terms, m_w, j, m1, max_dist)
 
 
 @numba.njit(cache=True)
