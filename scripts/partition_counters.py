@@ -102,6 +102,10 @@ if __name__ == "__main__":
         from rankcast.indexing import igpt
         if hasattr(igpt, "OWN_PAIRS"):
             igpt.OWN_PAIRS = os.environ["RANKCAST_OWN_PAIRS"] == "1"
+    if os.environ.get("RANKCAST_LOCATION_WHOLE") in ("0", "1"):   # 0: the location bound from the entry's term on
+        from rankcast.indexing import igpt
+        if hasattr(igpt, "LOCATION_WHOLE"):
+            igpt.LOCATION_WHOLE = os.environ["RANKCAST_LOCATION_WHOLE"] == "1"
     if os.environ.get("RANKCAST_KMAP"):      # a fixed map (scripts/keyword_reshape.py) in place of the fit
         from rankcast.actors.policies import KeywordMap
         _fixed = json.loads(Path(os.environ["RANKCAST_KMAP"]).read_text())

@@ -92,6 +92,13 @@ FLAT = 128
 # local kScores raised the re-evaluations 7% (keyword) and 16% (prefix) over 15,000 messages,
 # the shards' work, the slowest stage there (README, stop 42)
 OWN_PAIRS = False
+# the location bound of a pair met at an entry (``_walk``) covers its whole score, the terms
+# before the entry's included: a replica keeps every pair it met before, its buffer and
+# kScore unchanged. False: the bound from the entry's term on (exact, as at the pair's first
+# shared term, where the bound covers the whole score), 4x fewer pairs verified on GeoNames
+# at 64 prefix partitions but a replica drops pairs whose first shared term another replica
+# indexes, so its kScore is lower: re-evaluations +2.6% over 15,000 messages (README, stop 43)
+LOCATION_WHOLE = True
 # segment columns (G_GROUPS .. G_GROUPS_END: the segment's rows of the group table)
 G_LEAF, G_TERM, G_START, G_END, G_DIRPOS, G_GROUPS, G_GROUPS_END = 0, 1, 2, 3, 4, 5, 6
 # term directory columns; its pool lists a term's segments as rows (segment, leaf, entries,
@@ -459,7 +466,7 @@ def _group_bound(g_alpha, g_tc, g_tw, g_thb, ss_pos, m_maxwt, m_wtsum):
 
 @numba.njit(cache=True)
 def _walk(n_m, m_terms, m_x, m_y, max_dist, nbox, nminls, ent, hot, grp, td, td_pool, n_dir, flat_upto,
-          records, m_ws, occ_msg, order, c_key, cnt, m_off, s_x, s_y, row, p_wtsum, p_maxwt):
+          records, m_ws, occ_msg, order, c_key, cnt, m_off, s_x, s_y, row, p_wtsum, p_maxwt, whole):
     """The index walk of :func:`_match` into a candidate array of fixed size (a kernel of its
     own so that no array is reassigned inside its loops, which would cost numba a reference
     count update per iteration): one key ``slot * messages + message`` per entry that passes
@@ -554,7 +561,7 @@ def _walk(n_m, m_terms, m_x, m_y, max_dist, nbox, nminls, ent, hot, grp, td, td_
                         ps = ent[e].pos
                         m0 = m_off[i]
                         pre = 0.0
-                        if ps > 0 and u > m0:
+                        if whole and ps > 0 and u > m0:
                             a0 = row[sb].toff
                             pre = (1.0 - en.alpha) * min(max(p_wtsum[a0] - p_wtsum[a0 + ps], 0.0) * m_ws[m0 + m_ws.shape[0] // 2],
                                                          p_maxwt[a0] * max(m_ws[m0] - wsum, 0.0))
@@ -614,7 +621,7 @@ def _radix_sort(a):
 @numba.njit(cache=True, nogil=True)
 def _match(m_off, m_terms, m_w, m_x, m_y, max_dist, s_x, s_y, p_terms, p_w, row,
            nbox, nminls, ent, hot, grp, td, td_pool, n_dir, flat_upto, records, cap, indexed, own,
-           p_wtsum, p_maxwt):
+           p_wtsum, p_maxwt, whole=True):
     """Algorithm 1 over a batch, in one walk of the index: the batch's term occurrences are
     taken in increasing term order and each segment of a term is read once for every message
     that holds the term, while its group records and entries stay in cache for all of them.
@@ -658,7 +665,8 @@ def _match(m_off, m_terms, m_w, m_x, m_y, max_dist, s_x, s_y, p_terms, p_w, row,
         c_key = np.empty(cap, np.int64)
         cnt = np.zeros(N_COUNTS, np.int64)
         n_c = _walk(n_m, m_terms, m_x, m_y, max_dist, nbox, nminls, ent, hot, grp, td, td_pool, n_dir,
-                    flat_upto, records, m_ws, occ_msg, order, c_key, cnt, m_off, s_x, s_y, row, p_wtsum, p_maxwt)
+                    flat_upto, records, m_ws, occ_msg, order, c_key, cnt, m_off, s_x, s_y, row, p_wtsum, p_maxwt,
+                    whole)
         if n_c >= 0:
             break
         # room for as many as the occurrences walked so far suggest for the whole batch (a
@@ -937,7 +945,8 @@ class IGPT:
         return _match(msgs.offsets[a:b + 1], msgs.term_ids, msgs.weights, msgs.x[a:b], msgs.y[a:b], self.max_dist,
                       s.x, s.y, s.terms, s.w, self.row,
                       self.nbox, self.nminls, self.ent, self.hot, self.grp, self.td, self.td_pool, len(self.td),
-                      self.flat_upto, self.records, cap, s.indexed, OWN_PAIRS and s.partial, s.wtsum, s.maxwt)
+                      self.flat_upto, self.records, cap, s.indexed, OWN_PAIRS and s.partial, s.wtsum, s.maxwt,
+                      LOCATION_WHOLE or not s.partial)
 
     def _match_beside(self, msgs, side: "SideThread", run):
         n = len(msgs)
