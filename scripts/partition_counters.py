@@ -102,10 +102,15 @@ if __name__ == "__main__":
         from rankcast.indexing import igpt
         if hasattr(igpt, "OWN_PAIRS"):
             igpt.OWN_PAIRS = os.environ["RANKCAST_OWN_PAIRS"] == "1"
-    if os.environ.get("RANKCAST_LOCATION_WHOLE") in ("0", "1"):   # 0: the location bound from the entry's term on
+    if os.environ.get("RANKCAST_LOCATION_WHOLE") in ("0", "1"):   # older name: 0 suffix, 1 whole
         from rankcast.indexing import igpt
-        if hasattr(igpt, "LOCATION_WHOLE"):
+        if hasattr(igpt, "LOCATION"):
+            igpt.LOCATION = "whole" if os.environ["RANKCAST_LOCATION_WHOLE"] == "1" else "suffix"
+        elif hasattr(igpt, "LOCATION_WHOLE"):
             igpt.LOCATION_WHOLE = os.environ["RANKCAST_LOCATION_WHOLE"] == "1"
+    if os.environ.get("RANKCAST_LOCATION"):      # igpt.LOCATION: off, whole, suffix
+        from rankcast.indexing import igpt
+        igpt.LOCATION = os.environ["RANKCAST_LOCATION"]
     if os.environ.get("RANKCAST_KMAP"):      # a fixed map (scripts/keyword_reshape.py) in place of the fit
         from rankcast.actors.policies import KeywordMap
         _fixed = json.loads(Path(os.environ["RANKCAST_KMAP"]).read_text())

@@ -102,7 +102,8 @@ def test_owned_score_is_the_score_or_left_at_the_first_shared_term():
     assert min(seen.values()) > 100
 
 
-def test_one_leaf_prunes_by_the_subscriptions_own_location_and_stays_exact():
+@pytest.mark.parametrize("location", ["whole", "suffix"])
+def test_one_leaf_prunes_by_the_subscriptions_own_location_and_stays_exact(location, monkeypatch):
     """A few subscriptions over the whole space fit one leaf, whose box bounds SSim by 1 for
     every message inside it (a partition's small index): the entry test then also bounds
     the spatial part by the subscription's own location, so that far pairs are not
@@ -110,8 +111,10 @@ def test_one_leaf_prunes_by_the_subscriptions_own_location_and_stays_exact():
     ties at the threshold included."""
     import rankcast as rc
     from rankcast.columns import MessageBatch, SubscriptionBatch
+    from rankcast.indexing import igpt
     from rankcast.indexing.igpt import IGPT
     from rankcast.indexing.scoring import NO_MATCH, score_py
+    monkeypatch.setattr(igpt, "LOCATION", location)
     from rankcast.indexing.subtable import SubTable
 
     rng = np.random.default_rng(7)
@@ -151,16 +154,21 @@ def test_one_leaf_prunes_by_the_subscriptions_own_location_and_stays_exact():
     assert st["verified"] + st["location_pruned"] <= shared and st["verified"] < 0.6 * shared
 
 
-def test_a_replica_keeps_a_pair_met_at_a_later_term_whose_whole_score_reaches_theta():
+@pytest.mark.parametrize("location", ["off", "whole", "suffix"])
+def test_a_replica_keeps_a_pair_met_at_a_later_term_whose_whole_score_reaches_theta(location, monkeypatch):
     """The location bound covers the pair's whole score, the terms before the entry's
     included: a replica that indexes only term 2 of (1, 2) meets a far message sharing 1
     and 2 at term 2, where the bound from term 2 on with the exact SSim (0.29) falls below
     theta (0.5) but the score (0.53) does not; the pair stays a result with the engine's
-    score, so the replica's buffer is the one it was without the location bound."""
+    score, so the replica's buffer is the one it was without the location bound. ``suffix``
+    bounds the score from term 2 on there, and the replica leaves the pair to the one of term
+    1; an engine's table (both terms indexed) finds it at term 1 under every mode."""
     import rankcast as rc
     from rankcast.columns import MessageBatch, SubscriptionBatch
+    from rankcast.indexing import igpt
     from rankcast.indexing.igpt import IGPT
     from rankcast.indexing.scoring import score_py
+    monkeypatch.setattr(igpt, "LOCATION", location)
     from rankcast.indexing.subtable import SubTable
 
     cfg = rc.EngineConfig(bounds=(0, 0, 1, 1), window=10)
@@ -178,10 +186,14 @@ def test_a_replica_keeps_a_pair_met_at_a_later_term_whose_whole_score_reaches_th
         idx = IGPT(table, cfg)
         idx.add(slots)
         m, s, sc = idx.match(msgs)
-        assert m.tolist() == [0] and sc.tolist() == [want]
+        if location == "suffix" and not indexed[0]:
+            assert len(m) == 0 and idx.stats()["location_pruned"] == 1
+        else:
+            assert m.tolist() == [0] and sc.tolist() == [want]
     table = SubTable()                      # above the score: pruned before verification
     slots = table.add(subs, np.array([False, True], np.bool_))
     table.theta[slots] = 0.6
     idx = IGPT(table, cfg)
     idx.add(slots)
-    assert len(idx.match(msgs)[0]) == 0 and idx.stats()["verified"] == 0 and idx.stats()["location_pruned"] == 1
+    assert len(idx.match(msgs)[0]) == 0
+    assert (idx.stats()["verified"], idx.stats()["location_pruned"]) == ((1, 0) if location == "off" else (0, 1))

@@ -92,13 +92,19 @@ FLAT = 128
 # local kScores raised the re-evaluations 7% (keyword) and 16% (prefix) over 15,000 messages,
 # the shards' work, the slowest stage there (README, stop 42)
 OWN_PAIRS = False
-# the location bound of a pair met at an entry (``_walk``) covers its whole score, the terms
-# before the entry's included: a replica keeps every pair it met before, its buffer and
-# kScore unchanged. False: the bound from the entry's term on (exact, as at the pair's first
-# shared term, where the bound covers the whole score), 4x fewer pairs verified on GeoNames
-# at 64 prefix partitions but a replica drops pairs whose first shared term another replica
-# indexes, so its kScore is lower: re-evaluations +2.6% over 15,000 messages (README, stop 43)
-LOCATION_WHOLE = True
+# a second test of an entry that passes its leaf's bound (``_walk``): the score's bound at the
+# subscription's own location (exact SSim) instead of its leaf's box. "off": none (the default:
+# no partition CPU gained, README stop 43). "whole": the bound covers the pair's whole score, the
+# terms before the entry's included, so a replica keeps every pair it met before (its buffer and
+# kScore unchanged); on GeoNames at 64 prefix partitions 20% fewer pairs verified, and 2-4% more
+# partition CPU. "suffix": in tables whose rows index some of their terms (replicas) the bound
+# from the entry's term on (exact, as at the pair's first shared term, where that bound covers
+# the whole score): 4x fewer pairs, 15-26% less partition CPU, but a replica drops pairs whose
+# first shared term another replica indexes, so its kScore is lower: re-evaluations +2.6% over
+# 15,000 messages. A table that indexes every term (an engine's) takes the bound from the
+# entry's term on under both.
+LOCATION = "off"
+_LOCATION_MODES = {"off": 0, "whole": 1, "suffix": 2}
 # segment columns (G_GROUPS .. G_GROUPS_END: the segment's rows of the group table)
 G_LEAF, G_TERM, G_START, G_END, G_DIRPOS, G_GROUPS, G_GROUPS_END = 0, 1, 2, 3, 4, 5, 6
 # term directory columns; its pool lists a term's segments as rows (segment, leaf, entries,
@@ -466,7 +472,7 @@ def _group_bound(g_alpha, g_tc, g_tw, g_thb, ss_pos, m_maxwt, m_wtsum):
 
 @numba.njit(cache=True)
 def _walk(n_m, m_terms, m_x, m_y, max_dist, nbox, nminls, ent, hot, grp, td, td_pool, n_dir, flat_upto,
-          records, m_ws, occ_msg, order, c_key, cnt, m_off, s_x, s_y, row, p_wtsum, p_maxwt, whole):
+          records, m_ws, occ_msg, order, c_key, cnt, m_off, s_x, s_y, row, p_wtsum, p_maxwt, mode):
     """The index walk of :func:`_match` into a candidate array of fixed size (a kernel of its
     own so that no array is reassigned inside its loops, which would cost numba a reference
     count update per iteration): one key ``slot * messages + message`` per entry that passes
@@ -557,17 +563,19 @@ def _walk(n_m, m_terms, m_x, m_y, max_dist, nbox, nminls, ent, hot, grp, td, td_
                         # shared term). A pair it prunes scores below theta, which its
                         # verification would find: the results and every buffer stay the same,
                         # only fewer pairs are verified (rounding inside thb's slack)
-                        sb = ent[e].sub
-                        ps = ent[e].pos
-                        m0 = m_off[i]
-                        pre = 0.0
-                        if whole and ps > 0 and u > m0:
-                            a0 = row[sb].toff
-                            pre = (1.0 - en.alpha) * min(max(p_wtsum[a0] - p_wtsum[a0 + ps], 0.0) * m_ws[m0 + m_ws.shape[0] // 2],
-                                                         p_maxwt[a0] * max(m_ws[m0] - wsum, 0.0))
-                        if en.alpha * ssim(s_x[sb], s_y[sb], m_x[i], m_y[i], max_dist) + tb + pre < en.thb:
-                            cnt[7] += 1
-                            continue
+                        if mode > 0:
+                            sb = ent[e].sub
+                            ps = ent[e].pos
+                            m0 = m_off[i]
+                            pre = 0.0
+                            if mode == 1 and ps > 0 and u > m0:
+                                a0 = row[sb].toff
+                                pre = (1.0 - en.alpha) * min(
+                                    max(p_wtsum[a0] - p_wtsum[a0 + ps], 0.0) * m_ws[m0 + m_ws.shape[0] // 2],
+                                    p_maxwt[a0] * max(m_ws[m0] - wsum, 0.0))
+                            if en.alpha * ssim(s_x[sb], s_y[sb], m_x[i], m_y[i], max_dist) + tb + pre < en.thb:
+                                cnt[7] += 1
+                                continue
                         if n_c == c_cap:
                             return -1 - k      # k: the occurrences walked before this term
                         c_key[n_c] = ent[e].sub * n_m + i
@@ -621,7 +629,7 @@ def _radix_sort(a):
 @numba.njit(cache=True, nogil=True)
 def _match(m_off, m_terms, m_w, m_x, m_y, max_dist, s_x, s_y, p_terms, p_w, row,
            nbox, nminls, ent, hot, grp, td, td_pool, n_dir, flat_upto, records, cap, indexed, own,
-           p_wtsum, p_maxwt, whole=True):
+           p_wtsum, p_maxwt, mode=0):
     """Algorithm 1 over a batch, in one walk of the index: the batch's term occurrences are
     taken in increasing term order and each segment of a term is read once for every message
     that holds the term, while its group records and entries stay in cache for all of them.
@@ -666,7 +674,7 @@ def _match(m_off, m_terms, m_w, m_x, m_y, max_dist, s_x, s_y, p_terms, p_w, row,
         cnt = np.zeros(N_COUNTS, np.int64)
         n_c = _walk(n_m, m_terms, m_x, m_y, max_dist, nbox, nminls, ent, hot, grp, td, td_pool, n_dir,
                     flat_upto, records, m_ws, occ_msg, order, c_key, cnt, m_off, s_x, s_y, row, p_wtsum, p_maxwt,
-                    whole)
+                    mode)
         if n_c >= 0:
             break
         # room for as many as the occurrences walked so far suggest for the whole batch (a
@@ -798,6 +806,13 @@ def _moved_ends(ent, grp, epos):
         ent[e].gend = epos[ent[e].gend - 1] + 1
     for q in range(grp.shape[0]):
         grp[q].end = epos[grp[q].end - 1] + 1
+
+
+def _location_mode(partial: bool) -> int:
+    """``_walk``'s location test for a table (see :data:`LOCATION`): 0 none, 1 the bound of the
+    whole score, 2 the bound from the entry's term on."""
+    mode = _LOCATION_MODES[LOCATION]
+    return 2 if mode and not partial else mode
 
 
 class IGPT:
@@ -946,7 +961,7 @@ class IGPT:
                       s.x, s.y, s.terms, s.w, self.row,
                       self.nbox, self.nminls, self.ent, self.hot, self.grp, self.td, self.td_pool, len(self.td),
                       self.flat_upto, self.records, cap, s.indexed, OWN_PAIRS and s.partial, s.wtsum, s.maxwt,
-                      LOCATION_WHOLE or not s.partial)
+                      _location_mode(s.partial))
 
     def _match_beside(self, msgs, side: "SideThread", run):
         n = len(msgs)
