@@ -55,6 +55,8 @@ def _range_features(cl, work) -> dict:
 def main(out: str, policy: str = "keyword", P: int = 64) -> None:
     work = build_workload("geonames", WINDOW + MESSAGES, SUBS, 0)
     cfg = rc.EngineConfig(bounds=work.bounds, window=WINDOW, vocabulary=work.vocab)
+    if _os.environ.get("RANKCAST_LEAF_CAPACITY"):      # the partitions' Quadtree leaf capacity
+        cfg = cfg.replace(leaf_capacity=int(_os.environ["RANKCAST_LEAF_CAPACITY"]))
     small = build_workload("geonames", 600, 200, 0)      # compile the kernels first
     wcfg = rc.EngineConfig(bounds=small.bounds, window=300, vocabulary=small.vocab)
     B._drive(B._inproc_cluster(small, wcfg, policy, 16, 2, 1, 64, 200), small, 300, 300, 100)
