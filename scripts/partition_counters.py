@@ -55,6 +55,8 @@ def _range_features(cl, work) -> dict:
 def main(out: str, policy: str = "keyword", P: int = 64) -> None:
     work = build_workload("geonames", WINDOW + MESSAGES, SUBS, 0)
     cfg = rc.EngineConfig(bounds=work.bounds, window=WINDOW, vocabulary=work.vocab)
+    if _os.environ.get("RANKCAST_LEAF_CAPACITY"):      # the partitions' Quadtree leaf capacity
+        cfg = cfg.replace(leaf_capacity=int(_os.environ["RANKCAST_LEAF_CAPACITY"]))
     small = build_workload("geonames", 600, 200, 0)      # compile the kernels first
     wcfg = rc.EngineConfig(bounds=small.bounds, window=300, vocabulary=small.vocab)
     B._drive(B._inproc_cluster(small, wcfg, policy, 16, 2, 1, 64, 200), small, 300, 300, 100)
@@ -102,6 +104,15 @@ if __name__ == "__main__":
         from rankcast.indexing import igpt
         if hasattr(igpt, "OWN_PAIRS"):
             igpt.OWN_PAIRS = os.environ["RANKCAST_OWN_PAIRS"] == "1"
+    if os.environ.get("RANKCAST_LOCATION_WHOLE") in ("0", "1"):   # older name: 0 suffix, 1 whole
+        from rankcast.indexing import igpt
+        if hasattr(igpt, "LOCATION"):
+            igpt.LOCATION = "whole" if os.environ["RANKCAST_LOCATION_WHOLE"] == "1" else "suffix"
+        elif hasattr(igpt, "LOCATION_WHOLE"):
+            igpt.LOCATION_WHOLE = os.environ["RANKCAST_LOCATION_WHOLE"] == "1"
+    if os.environ.get("RANKCAST_LOCATION"):      # igpt.LOCATION: off, whole, suffix
+        from rankcast.indexing import igpt
+        igpt.LOCATION = os.environ["RANKCAST_LOCATION"]
     if os.environ.get("RANKCAST_KMAP"):      # a fixed map (scripts/keyword_reshape.py) in place of the fit
         from rankcast.actors.policies import KeywordMap
         _fixed = json.loads(Path(os.environ["RANKCAST_KMAP"]).read_text())

@@ -100,3 +100,100 @@ def test_owned_score_is_the_score_or_left_at_the_first_shared_term():
             seen["left"] += 1
         assert owned_score_at(*args, np.ones(len(st), np.bool_)) == want
     assert min(seen.values()) > 100
+
+
+@pytest.mark.parametrize("location", ["whole", "suffix"])
+def test_one_leaf_prunes_by_the_subscriptions_own_location_and_stays_exact(location, monkeypatch):
+    """A few subscriptions over the whole space fit one leaf, whose box bounds SSim by 1 for
+    every message inside it (a partition's small index): the entry test then also bounds
+    the spatial part by the subscription's own location, so that far pairs are not
+    verified. Every pair at or above its threshold is still found, with the score's bits;
+    ties at the threshold included."""
+    import rankcast as rc
+    from rankcast.columns import MessageBatch, SubscriptionBatch
+    from rankcast.indexing import igpt
+    from rankcast.indexing.igpt import IGPT
+    from rankcast.indexing.scoring import NO_MATCH, score_py
+    monkeypatch.setattr(igpt, "LOCATION", location)
+    from rankcast.indexing.subtable import SubTable
+
+    rng = np.random.default_rng(7)
+    n, nm, v = 300, 400, 12
+    rows = [np.sort(rng.choice(v, int(rng.integers(1, 5)), replace=False)) for _ in range(n)]
+    s_off = np.concatenate([[0], np.cumsum([len(r) for r in rows])]).astype(np.int64)
+    s_terms = np.concatenate(rows).astype(np.int64)
+    s_w = np.concatenate([np.full(len(r), 1.0 / np.sqrt(len(r))) for r in rows])
+    sx, sy, alpha = rng.random(n), rng.random(n), rng.uniform(0.2, 0.9, n)
+    subs = SubscriptionBatch(np.arange(n, dtype=np.int64), sx, sy, np.ones(n, np.int64), alpha, s_off, s_terms, s_w)
+    mrows = [np.sort(rng.choice(v, int(rng.integers(1, 6)), replace=False)) for _ in range(nm)]
+    m_off = np.concatenate([[0], np.cumsum([len(r) for r in mrows])]).astype(np.int64)
+    m_terms = np.concatenate(mrows).astype(np.int64)
+    m_w = np.concatenate([np.full(len(r), 1.0 / np.sqrt(len(r))) for r in mrows])
+    mx, my = rng.random(nm), rng.random(nm)
+    msgs = MessageBatch(np.arange(nm, dtype=np.int64), mx, my, np.full(nm, np.nan), m_off, m_terms, m_w)
+    cfg = rc.EngineConfig(bounds=(0, 0, 1, 1), window=10)
+    md = cfg.max_dist
+    sc = np.array([[score_py(sx[s], sy[s], alpha[s], rows[s], s_w[s_off[s]:s_off[s + 1]], mx[i], my[i],
+                             mrows[i], m_w[m_off[i]:m_off[i + 1]], md) for i in range(nm)] for s in range(n)])
+    # thresholds: each subscription's 20th best score (a tie at it must be kept), a few at 0
+    theta = np.array([np.sort(r[r != NO_MATCH])[::-1][min(19, int((r != NO_MATCH).sum()) - 1)]
+                      if (r != NO_MATCH).any() else 0.0 for r in sc])
+    theta[::17] = 0.0
+    table = SubTable()
+    slots = table.add(subs)
+    table.theta[slots] = theta
+    idx = IGPT(table, cfg)
+    idx.add(slots)
+    m, s, got = idx.match(msgs)
+    want = {(int(i), int(j)) for j in range(n) for i in range(nm) if sc[j, i] != NO_MATCH and sc[j, i] >= theta[j]}
+    assert {(int(i), int(slots.tolist().index(j))) for i, j in zip(m, s)} == want
+    assert all(got[x] == sc[slots.tolist().index(int(s[x])), int(m[x])] for x in range(len(m)))
+    st = idx.stats()
+    assert st["leaves"] == 1 and st["location_pruned"] > 0
+    shared = sum(int((sc[j] != NO_MATCH).sum()) for j in range(n))
+    assert st["verified"] + st["location_pruned"] <= shared and st["verified"] < 0.6 * shared
+
+
+@pytest.mark.parametrize("location", ["off", "whole", "suffix"])
+def test_a_replica_keeps_a_pair_met_at_a_later_term_whose_whole_score_reaches_theta(location, monkeypatch):
+    """The location bound covers the pair's whole score, the terms before the entry's
+    included: a replica that indexes only term 2 of (1, 2) meets a far message sharing 1
+    and 2 at term 2, where the bound from term 2 on with the exact SSim (0.29) falls below
+    theta (0.5) but the score (0.53) does not; the pair stays a result with the engine's
+    score, so the replica's buffer is the one it was without the location bound. ``suffix``
+    bounds the score from term 2 on there, and the replica leaves the pair to the one of term
+    1; an engine's table (both terms indexed) finds it at term 1 under every mode."""
+    import rankcast as rc
+    from rankcast.columns import MessageBatch, SubscriptionBatch
+    from rankcast.indexing import igpt
+    from rankcast.indexing.igpt import IGPT
+    from rankcast.indexing.scoring import score_py
+    monkeypatch.setattr(igpt, "LOCATION", location)
+    from rankcast.indexing.subtable import SubTable
+
+    cfg = rc.EngineConfig(bounds=(0, 0, 1, 1), window=10)
+    subs = SubscriptionBatch(np.array([3], np.int64), np.array([0.05]), np.array([0.05]), np.array([1], np.int64),
+                             np.array([0.5]), np.array([0, 2], np.int64), np.array([1, 2], np.int64),
+                             np.array([0.8, 0.6]))
+    msgs = MessageBatch(np.array([0], np.int64), np.array([0.95]), np.array([0.95]), np.array([np.nan]),
+                        np.array([0, 2], np.int64), np.array([1, 2], np.int64), np.array([0.6, 0.8]))
+    want = score_py(0.05, 0.05, 0.5, [1, 2], [0.8, 0.6], 0.95, 0.95, [1, 2], [0.6, 0.8], cfg.max_dist)
+    assert 0.5 < want < 0.54
+    for indexed in ([False, True], [True, True]):
+        table = SubTable()
+        slots = table.add(subs, np.array(indexed, np.bool_))
+        table.theta[slots] = 0.5
+        idx = IGPT(table, cfg)
+        idx.add(slots)
+        m, s, sc = idx.match(msgs)
+        if location == "suffix" and not indexed[0]:
+            assert len(m) == 0 and idx.stats()["location_pruned"] == 1
+        else:
+            assert m.tolist() == [0] and sc.tolist() == [want]
+    table = SubTable()                      # above the score: pruned before verification
+    slots = table.add(subs, np.array([False, True], np.bool_))
+    table.theta[slots] = 0.6
+    idx = IGPT(table, cfg)
+    idx.add(slots)
+    assert len(idx.match(msgs)[0]) == 0
+    assert (idx.stats()["verified"], idx.stats()["location_pruned"]) == ((1, 0) if location == "off" else (0, 1))

@@ -76,3 +76,21 @@ def test_replicas_get_no_arrival_share_and_stay_exact():
         seen[True] += int(replica.sum())
         seen[False] += int((~replica).sum())
     assert seen[True] and seen[False]
+
+
+def test_prefix_partitions_index_with_finer_leaves():
+    """A prefix partition holds few replicas: its index takes the smaller leaf capacity
+    (``partition.PREFIX_LEAF_CAPACITY``), a keyword partition the engine's."""
+    from rankcast.actors import partition as PA
+    assert PA.PREFIX_LEAF_CAPACITY and PA.PREFIX_LEAF_CAPACITY < rc.EngineConfig(bounds=BOUNDS).leaf_capacity
+    for policy, want in (("prefix", PA.PREFIX_LEAF_CAPACITY), ("keyword", rc.EngineConfig(bounds=BOUNDS).leaf_capacity)):
+        cfg = rc.EngineConfig(bounds=BOUNDS, window=40, batch_size=16, candidate_extra=0)
+        cl = rc.Cluster.start(rc.ClusterConfig(engine=cfg, policy=policy, partitions=2, window_shards=1,
+                                               distributors=1, aggregators=1, batch_size=7,
+                                               options={"runtime": "inproc"}))
+        try:
+            for p in cl._coord._obj.parts:
+                part = p._obj if hasattr(p, "_obj") else p
+                assert part.core.index.capacity == want
+        finally:
+            cl.shutdown()

@@ -63,7 +63,7 @@ import numpy as np
 from .._arrays import grow
 from ..config import EngineConfig
 from .scoring import (EPS, NO_MATCH, NOT_OURS, alpha_star, below, kscore_star, lambda_s, owned_score_at, score_at,
-                      ssim_ub_out)
+                      ssim, ssim_ub_out)
 from .subtable import SubTable
 
 __all__ = ["IGPT", "SideThread"]
@@ -92,6 +92,19 @@ FLAT = 128
 # local kScores raised the re-evaluations 7% (keyword) and 16% (prefix) over 15,000 messages,
 # the shards' work, the slowest stage there (README, stop 42)
 OWN_PAIRS = False
+# a second test of an entry that passes its leaf's bound (``_walk``): the score's bound at the
+# subscription's own location (exact SSim) instead of its leaf's box. "off": none (the default:
+# no partition CPU gained, README stop 43). "whole": the bound covers the pair's whole score, the
+# terms before the entry's included, so a replica keeps every pair it met before (its buffer and
+# kScore unchanged); on GeoNames at 64 prefix partitions 20% fewer pairs verified, and 2-4% more
+# partition CPU. "suffix": in tables whose rows index some of their terms (replicas) the bound
+# from the entry's term on (exact, as at the pair's first shared term, where that bound covers
+# the whole score): 4x fewer pairs, 15-26% less partition CPU, but a replica drops pairs whose
+# first shared term another replica indexes, so its kScore is lower: re-evaluations +2.6% over
+# 15,000 messages. A table that indexes every term (an engine's) takes the bound from the
+# entry's term on under both.
+LOCATION = "off"
+_LOCATION_MODES = {"off": 0, "whole": 1, "suffix": 2}
 # segment columns (G_GROUPS .. G_GROUPS_END: the segment's rows of the group table)
 G_LEAF, G_TERM, G_START, G_END, G_DIRPOS, G_GROUPS, G_GROUPS_END = 0, 1, 2, 3, 4, 5, 6
 # term directory columns; its pool lists a term's segments as rows (segment, leaf, entries,
@@ -99,7 +112,7 @@ G_LEAF, G_TERM, G_START, G_END, G_DIRPOS, G_GROUPS, G_GROUPS_END = 0, 1, 2, 3, 4
 D_START, D_LEN, D_CAP = 0, 1, 2
 P_SEG, P_LEAF, P_START, P_END, P_GROUPS, P_GROUPS_END = 0, 1, 2, 3, 4, 5
 P_COLS = 6
-N_COUNTS = 7          # the walk's counters (see _match)
+N_COUNTS = 8          # the walk's counters (see _match)
 # one record per subscription for what a candidate's verification reads
 # (alpha, theta, its term run: kept equal to the subscription table's by add,
 # thresholds_changed, flush and, after the table moves its term pool, match) and the inner
@@ -459,7 +472,7 @@ def _group_bound(g_alpha, g_tc, g_tw, g_thb, ss_pos, m_maxwt, m_wtsum):
 
 @numba.njit(cache=True)
 def _walk(n_m, m_terms, m_x, m_y, max_dist, nbox, nminls, ent, hot, grp, td, td_pool, n_dir, flat_upto,
-          records, m_ws, occ_msg, order, c_key, cnt):
+          records, m_ws, occ_msg, order, c_key, cnt, m_off, s_x, s_y, row, p_wtsum, p_maxwt, mode):
     """The index walk of :func:`_match` into a candidate array of fixed size (a kernel of its
     own so that no array is reassigned inside its loops, which would cost numba a reference
     count update per iteration): one key ``slot * messages + message`` per entry that passes
@@ -538,8 +551,31 @@ def _walk(n_m, m_terms, m_x, m_y, max_dist, nbox, nminls, ent, hot, grp, td, td_
                         # terms is a candidate (at its first shared term the bound holds the
                         # whole score, so no result is lost)
                         sp = en.alpha if inside else en.sa - en.sb * dout
-                        if sp + min(en.tc * wmax, en.tw * wsum) < en.thb:
+                        tb = min(en.tc * wmax, en.tw * wsum)
+                        if sp + tb < en.thb:
                             continue
+                        # a bound of the pair's whole score with the subscription's own location
+                        # in place of its leaf's box (a partition's few subscriptions make large
+                        # leaves, whose box bounds SSim by about 1): the score's spatial part as
+                        # ``combine`` computes it, the text bound from this term on (``tb``) and
+                        # one of the terms before it, which a shared term lies among in both
+                        # rows (none where this term opens either row: then this is the first
+                        # shared term). A pair it prunes scores below theta, which its
+                        # verification would find: the results and every buffer stay the same,
+                        # only fewer pairs are verified (rounding inside thb's slack)
+                        if mode > 0:
+                            sb = ent[e].sub
+                            ps = ent[e].pos
+                            m0 = m_off[i]
+                            pre = 0.0
+                            if mode == 1 and ps > 0 and u > m0:
+                                a0 = row[sb].toff
+                                pre = (1.0 - en.alpha) * min(
+                                    max(p_wtsum[a0] - p_wtsum[a0 + ps], 0.0) * m_ws[m0 + m_ws.shape[0] // 2],
+                                    p_maxwt[a0] * max(m_ws[m0] - wsum, 0.0))
+                            if en.alpha * ssim(s_x[sb], s_y[sb], m_x[i], m_y[i], max_dist) + tb + pre < en.thb:
+                                cnt[7] += 1
+                                continue
                         if n_c == c_cap:
                             return -1 - k      # k: the occurrences walked before this term
                         c_key[n_c] = ent[e].sub * n_m + i
@@ -592,7 +628,8 @@ def _radix_sort(a):
 
 @numba.njit(cache=True, nogil=True)
 def _match(m_off, m_terms, m_w, m_x, m_y, max_dist, s_x, s_y, p_terms, p_w, row,
-           nbox, nminls, ent, hot, grp, td, td_pool, n_dir, flat_upto, records, cap, indexed, own):
+           nbox, nminls, ent, hot, grp, td, td_pool, n_dir, flat_upto, records, cap, indexed, own,
+           p_wtsum, p_maxwt, mode=0):
     """Algorithm 1 over a batch, in one walk of the index: the batch's term occurrences are
     taken in increasing term order and each segment of a term is read once for every message
     that holds the term, while its group records and entries stay in cache for all of them.
@@ -608,7 +645,9 @@ def _match(m_off, m_terms, m_w, m_x, m_y, max_dist, s_x, s_y, p_terms, p_w, row,
     indexed here is left to the replica that indexes it (see the module docstring), neither
     verified nor returned. Returns (msg_idx, slots, scores, counters, cap) with counters =
     [segments visited, cells pruned, groups pruned (Theorem 5.3), entries checked, verified,
-    groups pruned by their record, pairs left to another replica]; results come grouped by
+    groups pruned by their record, pairs left to another replica, pairs pruned by the
+    bound of their whole score at the subscription's own location]; ``p_wtsum`` /
+    ``p_maxwt``: the table's pools (Eq. 3, 4 per term position); results come grouped by
     message, each message's in slot order."""
     n_m = m_off.shape[0] - 1
     if n_m <= 0:
@@ -634,7 +673,8 @@ def _match(m_off, m_terms, m_w, m_x, m_y, max_dist, s_x, s_y, p_terms, p_w, row,
         c_key = np.empty(cap, np.int64)
         cnt = np.zeros(N_COUNTS, np.int64)
         n_c = _walk(n_m, m_terms, m_x, m_y, max_dist, nbox, nminls, ent, hot, grp, td, td_pool, n_dir,
-                    flat_upto, records, m_ws, occ_msg, order, c_key, cnt)
+                    flat_upto, records, m_ws, occ_msg, order, c_key, cnt, m_off, s_x, s_y, row, p_wtsum, p_maxwt,
+                    mode)
         if n_c >= 0:
             break
         # room for as many as the occurrences walked so far suggest for the whole batch (a
@@ -766,6 +806,13 @@ def _moved_ends(ent, grp, epos):
         ent[e].gend = epos[ent[e].gend - 1] + 1
     for q in range(grp.shape[0]):
         grp[q].end = epos[grp[q].end - 1] + 1
+
+
+def _location_mode(partial: bool) -> int:
+    """``_walk``'s location test for a table (see :data:`LOCATION`): 0 none, 1 the bound of the
+    whole score, 2 the bound from the entry's term on."""
+    mode = _LOCATION_MODES[LOCATION]
+    return 2 if mode and not partial else mode
 
 
 class IGPT:
@@ -902,6 +949,8 @@ class IGPT:
             midx, slots, scores, cnt, self._cand_cap = self._walk(msgs, 0, len(msgs), self._cand_cap)
         else:
             midx, slots, scores, cnt = self._match_beside(msgs, side, run)
+        if len(self.counts) < N_COUNTS:      # an index pickled with fewer counters (older code)
+            self.counts = np.concatenate([self.counts, np.zeros(N_COUNTS - len(self.counts), np.int64)])
         self.counts += cnt
         return midx, slots, scores
 
@@ -911,7 +960,8 @@ class IGPT:
         return _match(msgs.offsets[a:b + 1], msgs.term_ids, msgs.weights, msgs.x[a:b], msgs.y[a:b], self.max_dist,
                       s.x, s.y, s.terms, s.w, self.row,
                       self.nbox, self.nminls, self.ent, self.hot, self.grp, self.td, self.td_pool, len(self.td),
-                      self.flat_upto, self.records, cap, s.indexed, OWN_PAIRS and s.partial)
+                      self.flat_upto, self.records, cap, s.indexed, OWN_PAIRS and s.partial, s.wtsum, s.maxwt,
+                      _location_mode(s.partial))
 
     def _match_beside(self, msgs, side: "SideThread", run):
         n = len(msgs)
@@ -953,7 +1003,7 @@ class IGPT:
         leaves = np.flatnonzero((self.nchild[: self.n_nodes] < 0))
         c = self.counts
         return dict(verified=int(c[4]), segments_visited=int(c[0]), cells_pruned=int(c[1]),
-                    groups_pruned=int(c[2]), group_records_pruned=int(c[5]), left_to_replicas=int(c[6]), entries_checked=int(c[3]), leaves=int(len(leaves)), segments=int(self.n_ng[leaves].sum()),
+                    groups_pruned=int(c[2]), group_records_pruned=int(c[5]), left_to_replicas=int(c[6]), location_pruned=int(c[7]), entries_checked=int(c[3]), leaves=int(len(leaves)), segments=int(self.n_ng[leaves].sum()),
                     entries=int(self.n_ne[leaves].sum()), rebuilds=self.rebuilds, rekeyed=self.rekeyed,
                     relayouts=self.relayouts)
 
