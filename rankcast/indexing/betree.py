@@ -85,8 +85,8 @@ score. Where the search ends with k matches and the k-th score at or above ``cut
 node it pruned had a bound below that k-th score, as without speculation, and it stands;
 else the event is searched again from -inf (``speculation_retries`` in ``stats()``), so the
 top-k is exact either way. On the bench's workload the ratio over ``G[10]`` varies by 1.5%
-between events and 97% of the searches stand; speculation pauses while more than a quarter
-of the recent ones fail.
+between events, and at 1M top-5 944 of 978 speculated searches stand (34 searched again);
+speculation pauses while more than a quarter of the recent ones fail.
 
 Match view: matching does not walk the node tables. Every c-node has a hot row (its active
 dimension's own and subtree bounds, its c-directory children, the offset of its block, and
