@@ -6,6 +6,8 @@ from __future__ import annotations
 import argparse
 import json
 
+import pytest
+
 from rankcast.bench import betree, match
 
 
@@ -36,9 +38,9 @@ def test_betree_paper_bench_runs_every_family(tmp_path):
         assert all(r["ms_per_event"] > 0 and r["build_seconds"] >= 0 for r in rows)
         assert all(r["index_bytes"] > 0 for r in rows if r["method"] != "scan")
         assert all(r["events"] == (5 if r["method"] == "scan" else 50) for r in rows)
-        # side by side: every method timed in each of the (default 3) rounds, the median counts
-        assert all(len(r["ms_per_event_rounds"]) == 3 for r in rows)
-        assert all(r["ms_per_event"] == sorted(r["ms_per_event_rounds"])[1] for r in rows)
+        # side by side: every method timed in each of the (default 7) rounds, the median counts
+        assert all(len(r["ms_per_event_rounds"]) == 7 for r in rows)
+        assert all(r["ms_per_event"] == sorted(r["ms_per_event_rounds"])[3] for r in rows)
     assert sorted({r["size"] for r in out["size"]}) == [2000, 4000]
     assert out["all_agree"] is True
     assert [(s["family"], s["method"]) for s in out["skipped"]] == [("geonames", "k-index")]
@@ -48,6 +50,15 @@ def test_betree_paper_bench_runs_every_family(tmp_path):
         assert set(tg[name]) >= {"value", "target", "met"} and tg[name]["value"] is not None, name
         assert isinstance(tg[name]["met"], bool)
     assert set(tg["kindex_over_betree"]["per_k"]) == {"k=1", "k=5"}
+    # the side-by-side ratio: the median of each round's own ratio, the ratio of medians beside it
+    big = [r for r in out["size"] if r["size"] == 4000]
+    for k in (1, 5):
+        ki, be = (next(r for r in big if r["method"] == m and r["k"] == k) for m in ("k-index", "BE*"))
+        paired = sorted(x / y for x, y in zip(ki["ms_per_event_rounds"], be["ms_per_event_rounds"]))[3]
+        assert tg["kindex_over_betree"]["per_k"][f"k={k}"] == pytest.approx(paired, rel=1e-12)
+        assert tg["kindex_over_betree"]["per_k_ratio_of_medians"][f"k={k}"] == pytest.approx(
+            ki["ms_per_event"] / be["ms_per_event"], rel=1e-12)
+    assert tg["kindex_over_betree"]["value"] == min(tg["kindex_over_betree"]["per_k"].values())
 
 
 def test_betree_paper_bench_options(tmp_path):

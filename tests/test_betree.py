@@ -677,3 +677,30 @@ def _list_classes(SU, b):
         n += bool(int(SU[j + 3]) & bt.LISTC)
         j += 4 + int(SU[j + 2])
     return n
+
+
+@pytest.mark.parametrize("spec_scale", [0.5, 1.0, 2.0])
+def test_speculative_threshold_stays_exact(spec_scale):
+    """Events published together search from a threshold taken from the k-th scores of the
+    events before them (the module docstring, "Speculative threshold"); an event whose search
+    ends without k matches at or above it is searched again from nothing. ``spec_scale`` 0.5
+    speculates low (it stands), 2.0 high (most searches are redone): the top-k equals brute
+    force either way, with ties and every k."""
+    rng = np.random.default_rng(11)
+    m = _matcher("weighted", leaf_capacity=2, spec_scale=spec_scale)
+    live = _expressions(rng, 0, 600)
+    m.subscribe(live)
+    nev = 0
+    for k in (1, 3, 5, 40):
+        evs = _events(rng, nev, 150)
+        nev += len(evs)
+        assert_matches_exact(m.publish(evs, k=k), live, evs, "weighted", k)
+    st = m.core.stats()
+    assert st["speculated"] > 0
+    if spec_scale > 1.0:
+        assert st["speculation_retries"] > 0
+    off = _matcher("static", leaf_capacity=2, spec_scale=spec_scale)       # static scores: not speculated
+    off.subscribe(live)
+    evs = _events(rng, nev, 150)
+    assert_matches_exact(off.publish(evs, k=3), live, evs, "static", 3)
+    assert off.core.stats()["speculated"] == off.core.stats()["speculation_retries"] == 0

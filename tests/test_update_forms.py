@@ -298,7 +298,8 @@ def test_bench_scaling_speedup_is_against_the_fastest_engine_run(monkeypatch, tm
     monkeypatch.setattr(bench, "_drive", slowed)
     res = bench.run_cluster_bench("dense", subs=300, window=300, messages=200, partitions=2, policies=("hash",),
                                   scale=(2,), scale_policies=("hash",), batch=50, cluster_batch=64, ray=False,
-                                  out=str(tmp_path), progress=lambda m: None, scale_subs=0, fit_sample=300)
+                                  out=str(tmp_path), progress=lambda m: None, scale_subs=0, fit_sample=300,
+                                  scale_repeats=1)
     eng = res["scaling_engine"]
     first, after = eng["repeats"][:3], eng["repeats"][3:]
     assert len(after) == 1 and min(r["cpu_seconds"] for r in first) > 5.0 > after[0]["cpu_seconds"]
@@ -309,3 +310,36 @@ def test_bench_scaling_speedup_is_against_the_fastest_engine_run(monkeypatch, tm
     assert pt["per_call"]["speedup_vs_engine"] == pt["per_call"]["projected_throughput"] / (200 / after[0]["cpu_seconds"])
     assert len(res["engine"]["repeats"]) == 3          # the policies' reference is left as it was
     assert pt["topk_equal_engine"] and pt["per_call"]["topk_equal_engine"]
+
+
+def test_bench_scaling_takes_each_instances_least_cpu_over_its_runs(monkeypatch, tmp_path):
+    """The scaling part runs each cluster's stream ``scale_repeats`` times, an engine run after
+    each, and projects from each role instance's least CPU time over the runs when every run
+    put the same work on every instance (else from the run whose slowest stage is fastest)."""
+    from rankcast.actors import bench
+
+    runs = [{"busy": {"partition": [3.0, 1.0], "shard": [2.0]}, "work": {"partition": [(10, 5), (8, 4)]},
+             "stage_seconds": {"partition": 3.0, "shard": 2.0}},
+            {"busy": {"partition": [1.5, 2.5], "shard": [1.0]}, "work": {"partition": [(10, 5), (8, 4)]},
+             "stage_seconds": {"partition": 2.5, "shard": 1.0}}]
+    assert bench._least_busy(runs) == ({"partition": [1.5, 1.0], "shard": [1.0]}, True)
+    runs[1]["work"] = {"partition": [(9, 5), (9, 4)]}           # another map: no per-instance least
+    assert bench._least_busy(runs) == (runs[1]["busy"], False)
+    runs[0]["stage_seconds"]["partition"] = 2.0                 # the run whose slowest stage is fastest
+    assert bench._least_busy(runs) == (runs[0]["busy"], False)
+
+    calls = []
+    least = bench._least_busy
+    monkeypatch.setattr(bench, "_least_busy", lambda rs: calls.append(rs) or least(rs))
+    res = bench.run_cluster_bench("dense", subs=300, window=300, messages=200, partitions=2, policies=("hash",),
+                                  scale=(2,), scale_policies=("prefix",), batch=50, cluster_batch=64, ray=False,
+                                  out=str(tmp_path), progress=lambda m: None, scale_subs=0, fit_sample=300,
+                                  scale_repeats=2)
+    pt = res["scaling"]["prefix"][0]
+    assert len(calls) == 1 and len(calls[0]) == 2 and len(pt["runs"]) == 2
+    assert len(res["scaling_engine"]["repeats"]) == 3 + 2        # an engine run after each cluster run
+    assert pt["instances_same_work"]                              # the same map twice
+    busy, _ = least(calls[0])
+    assert pt["stage_seconds"] == {r: max(v) if v else 0.0 for r, v in busy.items()}
+    assert pt["projected_throughput"] >= max(x["projected_throughput"] for x in pt["runs"]) * (1 - 1e-9)
+    assert pt["topk_equal_engine"] and all(x["topk_equal_engine"] for x in pt["runs"])

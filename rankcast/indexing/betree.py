@@ -74,6 +74,20 @@ higher bound waits in the heap) and whose p-nodes are pushed in turn.
 The search stops once the best bound left is below the k-th score (with the relative slack
 ``EPS``; an equal bound is still searched because a smaller id would win the tie).
 
+Speculative threshold (``weighted``; not in the paper): until k matches are held nothing can be
+pruned, and at 1M expressions most of a search happens then (top-5: 53 of its 65 pushes, 41
+of them never popped). So the events of one ``match`` call lend each other a threshold: after
+each event, its k-th score over ``G[s]`` (the sum of its ``s`` largest products with the
+global maximum weights) is kept for every ``s`` up to ``SPEC_SIZES``, over the last
+``SPEC_WINDOW`` events; an event searches from ``cut`` = the least kept ratio of the size
+whose ratios spread least, times its own ``G[s]``, pruning against it as against a k-th
+score. Where the search ends with k matches and the k-th score at or above ``cut``, every
+node it pruned had a bound below that k-th score, as without speculation, and it stands;
+else the event is searched again from -inf (``speculation_retries`` in ``stats()``), so the
+top-k is exact either way. On the bench's workload the ratio over ``G[10]`` varies by 1.5%
+between events, and at 1M top-5 944 of 978 speculated searches stand (34 searched again);
+speculation pauses while more than a quarter of the recent ones fail.
+
 Match view: matching does not walk the node tables. Every c-node has a hot row (its active
 dimension's own and subtree bounds, its c-directory children, the offset of its block, and
 the most predicates of an expression in its l-node or below its p-nodes (``static``: their
@@ -179,8 +193,20 @@ LAZY_DENSE = 1 << 24   # most (size, attribute) places the recomputation's dedup
 # work-list tasks
 T_CLUSTER, T_PARTITION = 0, 1
 # match counters
-M_EVENTS, M_CNODES, M_LNODES, M_EVALS, M_PUSHED, M_POPPED, M_PRUNED, M_CDIR = range(8)
-NM = 8
+M_EVENTS, M_CNODES, M_LNODES, M_EVALS, M_PUSHED, M_POPPED, M_PRUNED, M_CDIR, M_SPEC, M_RETRY = range(10)
+NM = 10
+# the speculative threshold (module docstring, "Speculative threshold"): the k-th score of each of
+# the last SPEC_WINDOW events of a call over G[s] (s = 1..SPEC_SIZES), kept in a ring; once
+# SPEC_MIN are kept, an event's search starts from the least ratio of the size whose ratios
+# spread least, times its own G[s]; paused while the failures' moving average (each speculated
+# event weighing 1/SPEC_DECAY) exceeds SPEC_PAUSE, which fades by 1/SPEC_WINDOW per paused event
+SPEC_WINDOW = 32
+SPEC_MIN = 8
+SPEC_SIZES = 16
+SPEC_DECAY = 10.0
+SPEC_PAUSE = 0.25
+# state (``_match_many``'s SS): ratios kept, failure average, the size used, the ring's next row
+S_KEPT, S_FAIL, S_SIZE, S_NEXT = range(4)
 BLOCK_LINES = 4       # cache lines prefetched of a block to visit (c-node) or to bound (p-node)
 HUGE_BYTES = 4 << 20   # numpy asks for transparent huge pages from this size on
 VIEW_ALIGN = 8         # floats: every view block starts a 64-byte cache line (the arena is aligned so)
@@ -2329,25 +2355,24 @@ def _vbound(mode, S, SU, at, slen, nmx, ev_attr, e0, e1, has, ew, EO, EP, tb, G,
 
 
 @numba.njit(cache=True, inline="always")
-def _entry_beaten(mode, nmx, m, G, n, k, tsc):
-    """Whether the p-node of a p-directory entry cannot beat the k-th score, known from the
-    entry alone (its block not read): its expressions have at most ``nmx`` predicates, and at
-    most ``m`` can match, so each scores at most ``G[min(nmx, m)]`` (``static``: ``nmx`` is the
-    p-node's bound)."""
-    if n < k:
-        return False
+def _entry_beaten(mode, nmx, m, G, cut):
+    """Whether the p-node of a p-directory entry cannot beat ``cut`` (the search's threshold:
+    the k-th score once k are held, or the speculative one), known from the entry alone (its
+    block not read): its expressions have at most ``nmx`` predicates, and at most ``m`` can
+    match, so each scores at most ``G[min(nmx, m)]`` (``static``: ``nmx`` is the p-node's
+    bound)."""
     ebound = nmx if mode == STATIC else G[min(int(nmx), m)]
-    return tsc[0] > ebound * (1.0 + EPS)
+    return cut > ebound * (1.0 + EPS)
 
 
 @numba.njit(cache=True, inline="always")
-def _consider(mode, HV, AR, S, SU, pb, ev_attr, e0, e1, has, ew, EO, EP, tb, G, n, k, tsc, hb, hp, nh, cnt):
+def _consider(mode, HV, AR, S, SU, pb, ev_attr, e0, e1, has, ew, EO, EP, tb, G, cut, hb, hp, nh, cnt):
     """Push the p-node whose block is at ``pb`` (on an attribute the event has, its value in
-    the p-node's c-directory box) unless its bound cannot beat the k-th score (and prefetch
-    its c-directory root's hot row, read when it is popped); returns the heap's size."""
-    cut = tsc[0] if n == k else -INF
+    the p-node's c-directory box) unless its bound cannot beat ``cut`` (the search's threshold)
+    (and prefetch its c-directory root's hot row, read when it is popped); returns the heap's
+    size."""
     bnd = _vbound(mode, S, SU, pb + 4, int(AR[pb]), AR[pb + 1], ev_attr, e0, e1, has, ew, EO, EP, tb, G, cut)
-    if n == k and tsc[0] > bnd * (1.0 + EPS):
+    if cut > bnd * (1.0 + EPS):
         cnt[M_PRUNED] += 1
         return nh
     cnt[M_PUSHED] += 1
@@ -2356,18 +2381,19 @@ def _consider(mode, HV, AR, S, SU, pb, ev_attr, e0, e1, has, ew, EO, EP, tb, G, 
 
 
 @numba.njit(cache=True, inline="always")
-def _scan(mode, AR, ARI, r, end, m, G, has, val, ew, set_vals, tsc, tid, n, k, cnt):
+def _scan(mode, AR, ARI, r, end, m, G, has, val, ew, set_vals, tsc, tid, n, k, cnt, cut):
     """Check the expressions of an l-node's view (``AR[r:end]``) against the event, offering
-    each match to the top-k (``tsc``/``tid``, ``n`` held); returns ``n``. An expression with
-    more predicates than the event has attributes cannot match, and one of ``s`` predicates
-    scores at most ``G[s]``: neither is read."""
+    each match to the top-k (``tsc``/``tid``, ``n`` held); returns ``n`` and the search's
+    threshold ``cut``, raised to the k-th score once k are held. An expression with more
+    predicates than the event has attributes cannot match, and one of ``s`` predicates scores
+    at most ``G[s]``: where that cannot beat ``cut``, neither is read."""
     while r < end:
         hd = r          # (predicates, id bits, static score), then the rows. Not named h: inlined into
                         # _match_events, an h here was read as that function's own h
         size = int(AR[hd])
         q = hd + 3
         r = q + 4 * size
-        if size > m or (mode != STATIC and n == k and tsc[0] > G[size] * (1.0 + EPS)):
+        if size > m or (mode != STATIC and cut > G[size] * (1.0 + EPS)):
             continue                            # cannot match, or cannot enter
         cnt[M_EVALS] += 1
         acc = 0.0
@@ -2392,7 +2418,9 @@ def _scan(mode, AR, ARI, r, end, m, G, has, val, ew, set_vals, tsc, tid, n, k, c
             sc = AR[hd + 2] if mode == STATIC else acc
             if n < k or sc >= tsc[0]:
                 n = _offer(tsc, tid, n, k, sc, ARI[hd + 1])
-    return n
+                if n == k and tsc[0] > cut:
+                    cut = tsc[0]
+    return n, cut
 
 
 @numba.njit(cache=True, inline="always")
@@ -2405,10 +2433,11 @@ def _prefetch_block(AR, b):
 
 @numba.njit(cache=True)
 def _match_many(HV, AR, PV, mode, k, ev_off, ev_attr, ev_val, ev_w, val, has, ew, wmax, set_vals, out_id, out_sc,
-                out_n, cnt):
+                out_n, cnt, spec_scale):
     """Top-k of every event (module docstring) over the match view: the c-directory search
     reads one hot row per node, a visited bucket one contiguous block (its p-directory,
-    summary and expressions), a p-node one small block."""
+    summary and expressions), a p-node one small block. ``spec_scale``: the speculative
+    threshold's factor (1.0; 0 turns speculation off; tests raise it to force retries)."""
     tsc = np.empty(k)
     tid = np.empty(k, np.int64)
     # fixed sizes, so that no array is replaced inside the loops: a p-node is pushed at most
@@ -2426,18 +2455,68 @@ def _match_many(HV, AR, PV, mode, k, ev_off, ev_attr, ev_val, ev_w, val, has, ew
     order = np.empty(k, np.int64)
     EO = np.empty(max_ev, np.int64)
     EP = np.empty(max_ev)
+    RR = np.full((SPEC_WINDOW, SPEC_SIZES + 1), np.nan)
+    SS = np.zeros(4)
+    scale = spec_scale if mode != STATIC else 0.0
     _match_events(HV, AR, AR.view(np.int64), AR.view(np.float32), AR.view(np.uint32), mode, k, ev_off, ev_attr, ev_val, ev_w, val, has, ew, wmax, set_vals,
-                  out_id, out_sc, out_n, cnt, tsc, tid, hb, hp, stack, cq, tb, pbs, G, order, EO, EP)
+                  out_id, out_sc, out_n, cnt, tsc, tid, hb, hp, stack, cq, tb, pbs, G, order, EO, EP, RR, SS, scale)
+
+
+@numba.njit(cache=True, inline="always")
+def _spec_cut(RR, SS, G, m, scale):
+    """The speculative threshold of an event (module docstring, "Speculative threshold"):
+    the least kept ratio of the chosen size times the event's ``G[s]`` and ``scale``; -inf
+    while too few ratios are kept, while paused, or where the event has fewer attributes."""
+    if scale <= 0.0 or SS[S_KEPT] < SPEC_MIN or SS[S_FAIL] > SPEC_PAUSE:
+        return -INF
+    s = int(SS[S_SIZE])
+    if s < 1 or s > m:
+        return -INF
+    lo = INF
+    for i in range(min(int(SS[S_KEPT]), SPEC_WINDOW)):
+        x = RR[i, s]
+        if x < lo:                     # NaN (an event with fewer attributes) compares false
+            lo = x
+    if lo == INF or not lo > 0.0:
+        return -INF
+    return lo * G[s] * scale
+
+
+@numba.njit(cache=True, inline="always")
+def _spec_keep(RR, SS, G, m, kth):
+    """Keep an event's k-th score over its ``G[s]`` for every size in the ring, and choose the
+    size whose kept ratios spread least (largest over least) among those kept at least
+    ``SPEC_MIN`` times and for nine in ten of the events kept (a size that most events exceed
+    would leave them without a threshold)."""
+    row = int(SS[S_NEXT])
+    for s in range(1, SPEC_SIZES + 1):
+        RR[row, s] = kth / G[s] if s <= m and G[s] > 0.0 else np.nan
+    SS[S_NEXT] = (row + 1) % SPEC_WINDOW
+    SS[S_KEPT] += 1
+    rows = min(int(SS[S_KEPT]), SPEC_WINDOW)
+    best = INF
+    for s in range(1, SPEC_SIZES + 1):
+        lo, hi, c = INF, 0.0, 0
+        for i in range(rows):
+            x = RR[i, s]
+            if x > 0.0:
+                c += 1
+                lo = min(lo, x)
+                hi = max(hi, x)
+        if c >= SPEC_MIN and 10 * c >= 9 * rows and hi / lo < best:
+            best = hi / lo
+            SS[S_SIZE] = s
 
 
 @numba.njit(cache=True, _nrt=False)
 def _match_events(HV, AR, ARI, S, SU, mode, k, ev_off, ev_attr, ev_val, ev_w, val, has, ew, wmax, set_vals, out_id,
-                  out_sc, out_n, cnt, tsc, tid, hb, hp, stack, cq, tb, pbs, G, order, EO, EP):
+                  out_sc, out_n, cnt, tsc, tid, hb, hp, stack, cq, tb, pbs, G, order, EO, EP, RR, SS, spec_scale):
     """The search of ``_match_many`` over its scratch arrays (allocated there). It allocates
     nothing, so it is compiled without reference counting (numba's ``_nrt=False``): with it,
     every inlined helper that takes arrays (``_vbound``, ``_consider``, ``_scan``) increfs and
     decrefs each of them per call, atomic operations that were ~14% of the samples in ``perf``
-    at 1M (top-5 0.046 to 0.040 ms per event side by side)."""
+    at 1M (top-5 0.046 to 0.040 ms per event side by side). ``RR``/``SS``: the speculative
+    threshold's ratios and state (``_spec_cut``)."""
     for e in range(ev_off.shape[0] - 1):
         e0, e1 = ev_off[e], ev_off[e + 1]
         for i in range(e0, e1):
@@ -2461,113 +2540,133 @@ def _match_events(HV, AR, ARI, S, SU, mode, k, ev_off, ev_attr, ev_val, ev_w, va
         for i in range(m):
             G[i + 1] = G[i] + EP[i]
         cnt[M_EVENTS] += 1
+        spec = _spec_cut(RR, SS, G, m, spec_scale)
+        if spec == -INF and SS[S_FAIL] > 0.0:
+            SS[S_FAIL] *= 1.0 - 1.0 / SPEC_WINDOW      # paused: the failures fade, slowly
         n = 0
-        nh = 0
-        c = 0                          # the root first, then the popped p-nodes' buckets
-        nq = 0
-        qi = 0
         while True:
-            if c >= 0:
-                cnt[M_CNODES] += 1
-                b = int(HV[c * NV + V_B])
-                nsum, nd, elen = int(AR[b]), int(AR[b + 2]), int(AR[b + 3])
-                dir0 = b + 4
-                r = dir0 + ND * nd + nsum
-                # the p-nodes on the event's attributes whose box holds its value, found first:
-                # their blocks load while the l-node is bounded and scanned
-                npb = 0
-                if nd > 0:
-                    if nd <= 2 * (e1 - e0):
-                        for x in range(dir0, dir0 + ND * nd, ND):
-                            a = int(AR[x])
-                            if has[a] and AR[x + 2] <= val[a] and val[a] <= AR[x + 3]:
-                                if _entry_beaten(mode, AR[x + 4], m, G, n, k, tsc):
-                                    cnt[M_PRUNED] += 1
-                                    continue
-                                pbs[npb] = int(AR[x + 1])
-                                _prefetch_block(AR, pbs[npb])
-                                npb += 1
-                    else:
-                        for i in range(e0, e1):
-                            a = ev_attr[i]
-                            lo = _lower_bound(AR, dir0, ND, nd, a)
-                            x = dir0 + ND * lo
-                            if lo < nd and AR[x] == a and AR[x + 2] <= val[a] and val[a] <= AR[x + 3]:
-                                if _entry_beaten(mode, AR[x + 4], m, G, n, k, tsc):
-                                    cnt[M_PRUNED] += 1
-                                    continue
-                                pbs[npb] = int(AR[x + 1])
-                                _prefetch_block(AR, pbs[npb])
-                                npb += 1
-                if elen > 0:
-                    bnd = _vbound(mode, S, SU, dir0 + ND * nd, nsum, AR[b + 1], ev_attr, e0, e1, has, ew, EO, EP, tb, G,
-                                  tsc[0] if n == k else -INF)
-                    if n == k and tsc[0] > bnd * (1.0 + EPS):
-                        cnt[M_PRUNED] += 1
-                    elif nh == 0 or bnd >= hb[0]:
-                        cnt[M_LNODES] += 1      # nothing better waits: scan it now
-                        n = _scan(mode, AR, ARI, r, r + elen, m, G, has, val, ew, set_vals, tsc, tid, n, k,
-                                  cnt)
-                    else:
-                        nh = _hpush(hb, hp, nh, bnd, -1 - c)
-                for i in range(npb):
-                    nh = _consider(mode, HV, AR, S, SU, pbs[i], ev_attr, e0, e1, has, ew, EO, EP, tb, G, n, k, tsc, hb, hp, nh,
-                                   cnt)
-            # next bucket: from the c-directory searched last, else the best p-node left
-            if qi < nq:
-                c = cq[qi]
-                qi += 1
-                continue
-            c = -1
-            if nh == 0:
-                break
-            bnd, pn, nh = _hpop(hb, hp, nh)
-            if n == k and tsc[0] > bnd * (1.0 + EPS):
-                break
-            if pn < 0:                          # an l-node left for later
-                b = int(HV[(-1 - pn) * NV + V_B])
-                r = b + 4 + ND * int(AR[b + 2]) + int(AR[b])
-                cnt[M_LNODES] += 1
-                n = _scan(mode, AR, ARI, r, r + int(AR[b + 3]), m, G, has, val, ew, set_vals, tsc, tid, n, k,
-                          cnt)
-                continue
-            cnt[M_POPPED] += 1
-            if nh > 0 and hp[0] >= 0:
-                # the p-node likely popped next: its c-directory root's row (prefetched when it was
-                # pushed) names the next rows of its search, which load while this one is searched
-                hx = int(AR[hp[0] + 2]) * NV
-                vx = val[int(AR[hp[0] + 3])]
-                for ch in (int(HV[hx + V_L]), int(HV[hx + V_R])):
-                    if ch >= 0:
-                        prefetch(HV, ch * NV)
-                if HV[hx + V_OL] <= vx and vx <= HV[hx + V_OH]:
-                    prefetch(AR, int(HV[hx + V_B]))
-            # its c-directory's buckets whose boxes hold the event's value, found first (each
-            # found bucket's block prefetched: they load together), then visited in turn
-            stack[0] = int(AR[pn + 2])
-            v = val[int(AR[pn + 3])]
-            ns = 1
+            # the search: from the speculative threshold where there is one; it stands (the top-k
+            # is exact) where it ends with k held and the k-th score at or above it, else the
+            # event is searched again from -inf
+            cut = spec
+            n = 0
+            nh = 0
+            c = 0                          # the root first, then the popped p-nodes' buckets
             nq = 0
             qi = 0
-            while ns > 0:
-                ns -= 1
-                x = stack[ns]
-                cnt[M_CDIR] += 1
-                h = x * NV
-                if v < HV[h + V_SL] or v > HV[h + V_SH]:
+            while True:
+                if c >= 0:
+                    cnt[M_CNODES] += 1
+                    b = int(HV[c * NV + V_B])
+                    nsum, nd, elen = int(AR[b]), int(AR[b + 2]), int(AR[b + 3])
+                    dir0 = b + 4
+                    r = dir0 + ND * nd + nsum
+                    # the p-nodes on the event's attributes whose box holds its value, found first:
+                    # their blocks load while the l-node is bounded and scanned
+                    npb = 0
+                    if nd > 0:
+                        if nd <= 2 * (e1 - e0):
+                            for x in range(dir0, dir0 + ND * nd, ND):
+                                a = int(AR[x])
+                                if has[a] and AR[x + 2] <= val[a] and val[a] <= AR[x + 3]:
+                                    if _entry_beaten(mode, AR[x + 4], m, G, cut):
+                                        cnt[M_PRUNED] += 1
+                                        continue
+                                    pbs[npb] = int(AR[x + 1])
+                                    _prefetch_block(AR, pbs[npb])
+                                    npb += 1
+                        else:
+                            for i in range(e0, e1):
+                                a = ev_attr[i]
+                                lo = _lower_bound(AR, dir0, ND, nd, a)
+                                x = dir0 + ND * lo
+                                if lo < nd and AR[x] == a and AR[x + 2] <= val[a] and val[a] <= AR[x + 3]:
+                                    if _entry_beaten(mode, AR[x + 4], m, G, cut):
+                                        cnt[M_PRUNED] += 1
+                                        continue
+                                    pbs[npb] = int(AR[x + 1])
+                                    _prefetch_block(AR, pbs[npb])
+                                    npb += 1
+                    if elen > 0:
+                        bnd = _vbound(mode, S, SU, dir0 + ND * nd, nsum, AR[b + 1], ev_attr, e0, e1, has, ew, EO, EP, tb, G,
+                                      cut)
+                        if cut > bnd * (1.0 + EPS):
+                            cnt[M_PRUNED] += 1
+                        elif nh == 0 or bnd >= hb[0]:
+                            cnt[M_LNODES] += 1      # nothing better waits: scan it now
+                            n, cut = _scan(mode, AR, ARI, r, r + elen, m, G, has, val, ew, set_vals, tsc, tid, n, k,
+                                           cnt, cut)
+                        else:
+                            nh = _hpush(hb, hp, nh, bnd, -1 - c)
+                    for i in range(npb):
+                        nh = _consider(mode, HV, AR, S, SU, pbs[i], ev_attr, e0, e1, has, ew, EO, EP, tb, G, cut, hb, hp,
+                                       nh, cnt)
+                # next bucket: from the c-directory searched last, else the best p-node left
+                if qi < nq:
+                    c = cq[qi]
+                    qi += 1
                     continue
-                for ch in (int(HV[h + V_L]), int(HV[h + V_R])):
-                    if ch >= 0:
-                        stack[ns] = ch
-                        prefetch(HV, ch * NV)
-                        ns += 1
-                if HV[h + V_OL] <= v and v <= HV[h + V_OH]:
-                    if _entry_beaten(mode, HV[h + V_M], m, G, n, k, tsc):
-                        cnt[M_PRUNED] += 1      # nothing in its l-node or below its p-nodes can beat the k-th score
+                c = -1
+                if nh == 0:
+                    break
+                bnd, pn, nh = _hpop(hb, hp, nh)
+                if cut > bnd * (1.0 + EPS):
+                    break
+                if pn < 0:                          # an l-node left for later
+                    b = int(HV[(-1 - pn) * NV + V_B])
+                    r = b + 4 + ND * int(AR[b + 2]) + int(AR[b])
+                    cnt[M_LNODES] += 1
+                    n, cut = _scan(mode, AR, ARI, r, r + int(AR[b + 3]), m, G, has, val, ew, set_vals, tsc, tid,
+                                   n, k, cnt, cut)
+                    continue
+                cnt[M_POPPED] += 1
+                if nh > 0 and hp[0] >= 0:
+                    # the p-node likely popped next: its c-directory root's row (prefetched when it was
+                    # pushed) names the next rows of its search, which load while this one is searched
+                    hx = int(AR[hp[0] + 2]) * NV
+                    vx = val[int(AR[hp[0] + 3])]
+                    for ch in (int(HV[hx + V_L]), int(HV[hx + V_R])):
+                        if ch >= 0:
+                            prefetch(HV, ch * NV)
+                    if HV[hx + V_OL] <= vx and vx <= HV[hx + V_OH]:
+                        prefetch(AR, int(HV[hx + V_B]))
+                # its c-directory's buckets whose boxes hold the event's value, found first (each
+                # found bucket's block prefetched: they load together), then visited in turn
+                stack[0] = int(AR[pn + 2])
+                v = val[int(AR[pn + 3])]
+                ns = 1
+                nq = 0
+                qi = 0
+                while ns > 0:
+                    ns -= 1
+                    x = stack[ns]
+                    cnt[M_CDIR] += 1
+                    h = x * NV
+                    if v < HV[h + V_SL] or v > HV[h + V_SH]:
                         continue
-                    cq[nq] = x
-                    _prefetch_block(AR, int(HV[h + V_B]))
-                    nq += 1
+                    for ch in (int(HV[h + V_L]), int(HV[h + V_R])):
+                        if ch >= 0:
+                            stack[ns] = ch
+                            prefetch(HV, ch * NV)
+                            ns += 1
+                    if HV[h + V_OL] <= v and v <= HV[h + V_OH]:
+                        if _entry_beaten(mode, HV[h + V_M], m, G, cut):
+                            cnt[M_PRUNED] += 1      # nothing in its l-node or below its p-nodes can beat the threshold
+                            continue
+                        cq[nq] = x
+                        _prefetch_block(AR, int(HV[h + V_B]))
+                        nq += 1
+            if spec == -INF:
+                break
+            if n == k and tsc[0] >= spec:
+                cnt[M_SPEC] += 1
+                SS[S_FAIL] *= 1.0 - 1.0 / SPEC_DECAY
+                break
+            cnt[M_RETRY] += 1
+            SS[S_FAIL] += (1.0 - SS[S_FAIL]) / SPEC_DECAY
+            spec = -INF
+        if mode != STATIC and n == k:
+            _spec_keep(RR, SS, G, m, tsc[0])
         # best first
         for i in range(n):
             order[i] = i
@@ -2614,14 +2713,16 @@ class BETreeCore:
     or ``"batch"`` (BE*-B: a first table bulk-loaded top-down); ``view_full_share`` and
     ``view_slack`` when the match view is rewritten whole rather than node by node
     (``_refresh_view``; tests set them to exercise both ways); ``lazy_min`` and ``lazy_share``
-    which batches recompute summaries once at their end (module docstring, "Insertion")."""
+    which batches recompute summaries once at their end (module docstring, "Insertion");
+    ``spec_scale`` the speculative threshold's factor (module docstring, "Speculative
+    threshold": 1.0; 0 turns it off; tests raise it to force searches again)."""
 
     index_name = "be-tree"
 
     def __init__(self, scoring: str, index: str = "be-tree", *, leaf_capacity: int = 5, alpha: float = 0.1,
                  beta: float = 4.0, split: str = "exhaustive", build: str = "dynamic", view_full_share: float = 0.25,
                  view_slack: int = 65536, long_class: int = 32, list_cap: int = LIST_CAP, lazy_min: int = LAZY_MIN,
-                 lazy_share: float = LAZY_SHARE, **_):
+                 lazy_share: float = LAZY_SHARE, spec_scale: float = 1.0, **_):
         self.mode = MODES[scoring]
         if self.mode == RELAXED:
             from ..errors import InvalidInput
@@ -2633,6 +2734,7 @@ class BETreeCore:
                            view_full_share, view_slack, 0.0], np.float64)
         self.lazy_min, self.lazy_share = lazy_min, lazy_share
         self.counters = np.zeros(NM, np.int64)
+        self.spec_scale = spec_scale
         self.long_class = long_class
         self.list_cap = list_cap
         self._reset_tree()
@@ -2767,7 +2869,8 @@ class BETreeCore:
             self.wmax = np.r_[self.wmax, np.zeros(len(ev.val) - len(self.wmax))]
         self._refresh()
         _match_many(self.FL[F_HV], self.FL[F_AR], self.IL[I_PV], self.mode, k, events.off, events.attr, events.val,
-                    events.weight, ev.val, ev.has, ev.ew, self.wmax, t.set_vals, out_id, out_sc, out_n, self.counters)
+                    events.weight, ev.val, ev.has, ev.ew, self.wmax, t.set_vals, out_id, out_sc, out_n, self.counters,
+                    float(self.spec_scale))
         return [(out_id[i * k: i * k + out_n[i]], out_sc[i * k: i * k + out_n[i]]) for i in range(n)]
 
     def stats(self) -> dict:
@@ -2780,7 +2883,8 @@ class BETreeCore:
                 "events": int(c[M_EVENTS]), "nodes": int(c[M_CNODES]), "lnodes_scanned": int(c[M_LNODES]),
                 "random_accesses": int(c[M_EVALS]), "pnodes_pushed": int(c[M_PUSHED]),
                 "pnodes_popped": int(c[M_POPPED]), "pruned": int(c[M_PRUNED]),
-                "cdir_nodes": int(c[M_CDIR])}
+                "cdir_nodes": int(c[M_CDIR]), "speculated": int(c[M_SPEC]),
+                "speculation_retries": int(c[M_RETRY])}
 
     def nbytes(self) -> int:
         num = self.IL[I_NUM]
