@@ -38,6 +38,13 @@ from .aggregator import merge_candidates, shard_candidates
 from .metrics import RoleMetrics
 from ..indexing.scoring import EPS
 from .policies import needed_prefix
+from .recovery import PeerLost, Recoverable, is_role_death
+from .runtime import STEP_ROLE_ENV, InprocRuntime, LocalHandle, writable
+from .shard import QUESTIONS, WindowShard
+
+__all__ = ["SubscriptionPartition", "SoloPartition", "PartitionOps"]
+
+FLOOR_FROM = 64     # re-evaluation rows from which the shards are asked one, then the rest
 
 # the Quadtree leaf capacity of a prefix partition's index (None: the engine's, 1,000). Its
 # replicas are few (about 700 in each copy of the heaviest term at 64 partitions, 4,000-4,700 in
@@ -46,13 +53,6 @@ from .policies import needed_prefix
 # 100 against 1,000: pairs verified 10.5 M -> 3.8 M over 5,000 messages, the partitions' CPU
 # 0.83 of it, re-evaluations over 15,000 messages equal (README, stop 43)
 PREFIX_LEAF_CAPACITY = 100
-from .recovery import PeerLost, Recoverable, is_role_death
-from .runtime import STEP_ROLE_ENV, InprocRuntime, LocalHandle, writable
-from .shard import QUESTIONS, WindowShard
-
-__all__ = ["SubscriptionPartition", "SoloPartition", "PartitionOps"]
-
-FLOOR_FROM = 64     # re-evaluation rows from which the shards are asked one, then the rest
 
 
 class PartitionOps:
