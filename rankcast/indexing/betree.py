@@ -2424,6 +2424,19 @@ def _scan(mode, AR, ARI, r, end, m, G, has, val, ew, set_vals, tsc, tid, n, k, c
 
 
 @numba.njit(cache=True, inline="always")
+def _found_entry(mode, AR, x, m, G, cut, pbs, npb, cnt):
+    """A p-directory entry (at ``AR[x]``) on an attribute the event has, its value in the
+    entry's box: its p-node's block is listed in ``pbs`` (and prefetched) unless the entry
+    alone shows that it cannot beat ``cut``; returns the count listed."""
+    if _entry_beaten(mode, AR[x + 4], m, G, cut):
+        cnt[M_PRUNED] += 1
+        return npb
+    pbs[npb] = int(AR[x + 1])
+    _prefetch_block(AR, pbs[npb])
+    return npb + 1
+
+
+@numba.njit(cache=True, inline="always")
 def _prefetch_block(AR, b):
     """Prefetch the first ``BLOCK_LINES`` cache lines of the view block at ``AR[b]`` (a block starts
     a line; past its end the hints are wasted, never wrong)."""
@@ -2569,24 +2582,14 @@ def _match_events(HV, AR, ARI, S, SU, mode, k, ev_off, ev_attr, ev_val, ev_w, va
                             for x in range(dir0, dir0 + ND * nd, ND):
                                 a = int(AR[x])
                                 if has[a] and AR[x + 2] <= val[a] and val[a] <= AR[x + 3]:
-                                    if _entry_beaten(mode, AR[x + 4], m, G, cut):
-                                        cnt[M_PRUNED] += 1
-                                        continue
-                                    pbs[npb] = int(AR[x + 1])
-                                    _prefetch_block(AR, pbs[npb])
-                                    npb += 1
+                                    npb = _found_entry(mode, AR, x, m, G, cut, pbs, npb, cnt)
                         else:
                             for i in range(e0, e1):
                                 a = ev_attr[i]
                                 lo = _lower_bound(AR, dir0, ND, nd, a)
                                 x = dir0 + ND * lo
                                 if lo < nd and AR[x] == a and AR[x + 2] <= val[a] and val[a] <= AR[x + 3]:
-                                    if _entry_beaten(mode, AR[x + 4], m, G, cut):
-                                        cnt[M_PRUNED] += 1
-                                        continue
-                                    pbs[npb] = int(AR[x + 1])
-                                    _prefetch_block(AR, pbs[npb])
-                                    npb += 1
+                                    npb = _found_entry(mode, AR, x, m, G, cut, pbs, npb, cnt)
                     if elen > 0:
                         bnd = _vbound(mode, S, SU, dir0 + ND * nd, nsum, AR[b + 1], ev_attr, e0, e1, has, ew, EO, EP, tb, G,
                                       cut)
