@@ -1180,9 +1180,9 @@ class TermGroups:
 
         best = split(heavy, rest)
         # a light term costing more than a light partition's share as placed (co-location and
-        # shared messages make it lower than the fit's estimate) is the slowest partition's
-        # one term: a group of its own, with the copies _heavy_copies gives it, one term at a
-        # time while the largest load falls
+        # shared messages make it lower than the fit's estimate) would alone be the largest
+        # light load: a group of its own, with the copies _heavy_copies gives it, one term at
+        # a time while the largest load falls
         while len(rest) and len(heavy) < n_parts - min_light:
             n_light = len(best[1]) - len(heavy)
             if cost[rest[0]] <= best[4] / max(n_light, 1):
