@@ -2,8 +2,10 @@
 
 The in-process, pipelined stream of `rankcast bench cluster --scale P --scale-policies prefix`
 (GeoNames, 100k subscriptions, window 20k, 5,000 messages, fit sample 5,000), once per
-``--options`` given (policy options as JSON, e.g. '{"unseen_cost": 1.0}'), alternating
-``--rounds`` times: the stages' CPU seconds, then per group of partitions (the heavy terms'
+``--options`` given (policy options as JSON, e.g. '{"unseen_cost": 1.0}'; a key "factors"
+sets GroupCost's factors for that run, e.g. '{"factors": {"C_MESSAGE": 5.8}}'), alternating
+``--rounds`` times: the stages' CPU seconds, the slowest partition over the other stages'
+sum (the machine's speed drifts), then per group of partitions (the heavy terms'
 copies, the light groups) the busy CPU seconds with the replicas, messages and candidate rows
 inserted, and the slowest light partitions with the group's load at the fit and as routed.
 
@@ -18,13 +20,23 @@ import numpy as np
 
 import rankcast as rc
 from rankcast.actors import bench as B
+from rankcast.actors.policies import GroupCost
 from rankcast.bench._common import build_workload
 
 
 def run(work, cfg, P: int, opts: dict) -> dict:
     S, D, A = max(2, P // 4), max(1, P // 16), max(1, P // 8)
-    cl = B._inproc_cluster(work, cfg, "prefix", P, S, D, 1024, 5000, options={"aggregators": A, **opts},
-                           monitor_every=0.0, delivery_interval=B.SCALE_DELIVERY)
+    opts = dict(opts)
+    factors = opts.pop("factors", {})
+    saved = {k: getattr(GroupCost, k) for k in factors}
+    for k, val in factors.items():
+        setattr(GroupCost, k, float(val))
+    try:
+        cl = B._inproc_cluster(work, cfg, "prefix", P, S, D, 1024, 5000, options={"aggregators": A, **opts},
+                               monitor_every=0.0, delivery_interval=B.SCALE_DELIVERY)
+    finally:
+        for k, val in saved.items():
+            setattr(GroupCost, k, val)
     km = cl._coord.local.policy.kmap
     load0 = km.load.copy()
     r = B._drive(cl, work, 20_000, 5_000, 1000, collect=False)
@@ -45,7 +57,9 @@ def run(work, cfg, P: int, opts: dict) -> dict:
 def report(name: str, r: dict) -> None:
     b, g, cp = r["busy"], r["group"], r["copies"]
     print(f"{name}: {r['throughput']:.0f} msg/s, partition max {b.max():.4f} mean {b.mean():.4f} "
-          f"balance {r['balance']:.3f}; " + " ".join(f"{k} {v:.4f}" for k, v in r["stages"].items()))
+          f"balance {r['balance']:.3f}; " + " ".join(f"{k} {v:.4f}" for k, v in r["stages"].items())
+          + f"; over the other stages {b.max() / sum(v for k, v in r['stages'].items() if k != 'partition'):.3f}"
+          + f"; copies {cp[cp > 1].tolist()}, {int((cp == 1).sum())} light")
     for h in np.flatnonzero(cp > 1):
         m = g == h
         print(f"  heavy group {h} x{cp[h]}: busy mean {b[m].mean():.4f} max {b[m].max():.4f}, replicas "

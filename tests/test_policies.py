@@ -507,9 +507,34 @@ def test_prefix_groups_price_what_the_fit_did_not_see_below_a_sampled_replica(sa
     off = np.arange(len(terms) + 1, dtype=np.int64)
     m_terms = rng.integers(0, 40, 200).astype(np.int64)
     m_off = np.arange(201, dtype=np.int64)
-    pairs = np.full(v, 10.0)
-    pairs[0], pairs[40:] = 3000.0, 0.0
+    pairs = np.full(v, 10.0) * 0.16 / GroupCost.A_PAIR      # as costly at any fitted A_PAIR
+    pairs[0], pairs[40:] = 3000.0 * 0.16 / GroupCost.A_PAIR, 0.0
     model = GroupCost(pairs=pairs, walks=np.zeros(v), n_msgs=200, scale=20.0)
     copies = [TermGroups.build(8, off, terms, off, terms, m_off, m_terms, v, model=model, unseen_cost=f).copies[0]
               for f in (0.0, UNSEEN_COST, 1.0)]
     assert copies[0] >= copies[1] >= copies[2] and copies[0] > copies[2], copies
+
+
+def test_prefix_groups_split_a_light_term_dearer_than_a_light_partition():
+    """A term costing less than an even share of the partitions (so not heavy) but more
+    than a light partition's share as placed (co-located terms cost less than they weigh
+    alone) gets a group of its own, with copies: left in one light partition, it alone
+    would be the largest load."""
+    from rankcast.actors.policies import GroupCost, TermGroups
+    rng = np.random.default_rng(0)
+    # term 0 heavy; term 1 alone in its 80 rows; terms 2..81 in pairs sharing every row
+    pairs_rows = [np.array([t, t + 1]) for t in np.repeat(np.arange(2, 82, 2), 10)]
+    rows = [np.array([0])] * 10 + pairs_rows + [np.array([1])] * 80
+    terms = np.concatenate(rows).astype(np.int64)
+    off = np.concatenate([[0], np.cumsum([len(r) for r in rows])]).astype(np.int64)
+    v = 82
+    m_off, m_terms = np.arange(401, dtype=np.int64), rng.integers(0, v, 400).astype(np.int64)
+    pairs = np.zeros(v)
+    pairs[0] = 4000.0
+    model = GroupCost(pairs=pairs, walks=np.zeros(v), n_msgs=400, scale=200.0)
+    km = TermGroups.build(16, off, terms, off, terms, m_off, m_terms, v, model=model)
+    alone = model.scale * model.B_REPLICA * 80     # term 1's replicas (its messages cost little)
+    assert alone < km.cap, "term 1 is not heavy by the even share"
+    g = km.group[1]
+    assert km.copies[g] >= 2 and (km.group == g).sum() == 1, (km.copies, g)
+    assert km.load.max() < alone, km.load

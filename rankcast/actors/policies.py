@@ -643,14 +643,18 @@ class GroupCost(PlacedCost):
     received, replicas held and its terms' sampled candidates and postings): a prefix replica is routed by part of its
     terms and keeps a deeper buffer (no arrival share), and a partition's messages carry
     every term of the message, so a message received and a posting met cost more than in a
-    keyword partition. It follows the measured partitions with correlation 0.81, where
-    PlacedCost's factors give 0.38. Unlike the keyword fit, a group also pays ``B_REPLICA``
-    per replica its terms place (:meth:`TermGroups.build`)."""
+    keyword partition. Unlike the keyword fit, a group also pays ``B_REPLICA`` per replica
+    its terms place (:meth:`TermGroups.build`). Refitted (stop 44) for the prefix partitions'
+    finer leaves (``partition.PREFIX_LEAF_CAPACITY``), on four maps' warm runs: the heavy
+    terms' copies no longer verify most of their pairs, so a candidate, a posting and a
+    message cost less against a replica; the fit follows the measured partitions with
+    correlation 0.85 where stop 35's factors (0.16, 0.0066, 0.00113, 5.8) gave 0.06 and
+    priced a heavy copy at twice its time."""
 
-    A_PAIR = 0.16
-    D_POSTING = 0.0066
-    B_REPLICA = 0.00113
-    C_MESSAGE = 5.8
+    A_PAIR = 0.066
+    D_POSTING = 0.0033
+    B_REPLICA = 0.00127
+    C_MESSAGE = 1.0
 
 
 @numba.njit(cache=True)
@@ -1097,7 +1101,10 @@ class TermGroups:
         groups holding fewest. Such a replica, and a new term, cost ``unseen_cost`` times a
         sampled one (:data:`UNSEEN_COST`: their terms are rare, so few candidates reach their
         buffers; at the full price the light groups that took most of them measured the
-        least busy, and the heavy terms got too few copies)."""
+        least busy, and the heavy terms got too few copies). A term under ``cap`` that costs
+        more than a light partition's share as placed (co-location makes the share less than
+        the even one) gets a group of its own with copies too, the costliest first, while the
+        largest load falls: in one light partition it alone would be the largest."""
         v = max(int(v), int(s_terms.max(initial=-1)) + 1, int(m_terms.max(initial=-1)) + 1, 1)
         ns, nm = len(s_off) - 1, len(m_off) - 1
         m_rows = np.repeat(np.arange(nm, dtype=np.int64), np.diff(m_off))
@@ -1134,13 +1141,10 @@ class TermGroups:
         # leave-one-out, is that of the sampled prefix terms no other sampled row holds, each
         # at ``unseen_cost`` times a sampled replica's cost
         unseen = unseen_cost * per_rep * float((np.diff(ta_off)[np.asarray(sp_terms, np.int64)] == 1).sum())
-        light_cost = cost[placed].sum() - cost[heavy].sum() + unseen
-        light = placed[cost[placed] <= cap]
-        light = np.concatenate([light, placed[cost[placed] > cap][len(heavy):]])
-        light = light[np.lexsort((-cost[light], -n_pref[light]))]
+        rest = placed[np.argsort(-cost[placed], kind="stable")][len(heavy):]
         sp_off, sp_terms = np.asarray(sp_off, np.int64), np.asarray(sp_terms, np.int64)
 
-        def place(light_cost, slack):
+        def place(heavy, light, light_cost, slack):
             copies_h, n_light = _heavy_copies(msg_cost * m_cnt[heavy], walk[heavy], light_cost, n_parts,
                                               min_light)
             copies = np.concatenate([copies_h, np.ones(n_parts - int(copies_h.sum()), np.int64)])
@@ -1157,17 +1161,37 @@ class TermGroups:
                          float(msg_cost), per_rep)
             return copies, group, load
 
-        best = None
-        for slack in PLACE_SLACK:
-            lc = light_cost
-            for _ in range(2):      # again with the light groups' load as placed (shared messages, co-location)
-                copies, group, load = place(lc, slack) if lc > 0 else place(cap, slack)
-                lc = float(load[len(heavy):].sum()) + unseen
-            worst = max(load[:len(heavy)].max(initial=0.0),
-                        load[len(heavy):].max(initial=0.0) + unseen / max(len(load) - len(heavy), 1))
-            if best is None or worst < best[0]:
-                best = (worst, copies, group, load)
-        _, copies, group, load = best
+        def split(heavy, rest):
+            """The placement of least largest load over PLACE_SLACK: (largest load, copies,
+            group, load, the light groups' load as placed)."""
+            light = np.sort(rest)
+            light = light[np.lexsort((-cost[light], -n_pref[light]))]
+            best = None
+            for slack in PLACE_SLACK:
+                lc = cost[placed].sum() - cost[heavy].sum() + unseen
+                for _ in range(2):      # again with the light groups' load as placed (shared messages, co-location)
+                    copies, group, load = place(heavy, light, lc, slack) if lc > 0 else place(heavy, light, cap, slack)
+                    lc = float(load[len(heavy):].sum()) + unseen
+                worst = max(load[:len(heavy)].max(initial=0.0),
+                            load[len(heavy):].max(initial=0.0) + unseen / max(len(load) - len(heavy), 1))
+                if best is None or worst < best[0]:
+                    best = (worst, copies, group, load, lc)
+            return best
+
+        best = split(heavy, rest)
+        # a light term costing more than a light partition's share as placed (co-location and
+        # shared messages make it lower than the fit's estimate) would alone be the largest
+        # light load: a group of its own, with the copies _heavy_copies gives it, one term at
+        # a time while the largest load falls
+        while len(rest) and len(heavy) < n_parts - min_light:
+            n_light = len(best[1]) - len(heavy)
+            if cost[rest[0]] <= best[4] / max(n_light, 1):
+                break
+            more = split(np.append(heavy, rest[0]), rest[1:])
+            if more[0] >= best[0]:
+                break
+            best, heavy, rest = more, np.append(heavy, rest[0]), rest[1:]
+        _, copies, group, load, _ = best
         first = np.concatenate([[0], np.cumsum(copies)[:-1]]).astype(np.int64)
         if replicas and model is not None:      # replicas are counted as routed (route)
             return TermGroups(group, first, copies, load, cap, unseen_cost * msg_cost,
