@@ -1301,11 +1301,11 @@ class KeywordPolicy(Policy):
     # term's postings then live in one partition (or one copy), not in every replica.
     index_placed = True
     cost_model = PlacedCost
-    # A range holds few subscriptions per copy (1,500-7,000 replicas at 64 partitions): at the
-    # engine's 1,000 its index is a few leaves, whose boxes bound SSim loosely, and the
-    # frequent terms' pairs are verified. GeoNames at 64 partitions, 100 against 1,000:
-    # pairs verified 5.74 M -> 3.24 M over 5,000 messages (README, stops 43 and 44); a prefix
-    # group's copies (about 700 replicas): 10.5 M -> 3.8 M, the partitions' CPU 0.83 of it
+    # A partition holds few replicas (GeoNames, 100k subscriptions, 64 partitions: 1,500-8,500
+    # per keyword range, about 700 per copy of prefix's heaviest term): at the engine's 1,000 its
+    # index is a few leaves whose boxes bound SSim loosely, and the frequent terms' pairs are
+    # verified. At 100: pairs verified 5.74 M -> 3.24 M over 5,000 messages for keyword, 10.5 M
+    # -> 3.8 M for prefix (README, stops 43 and 44)
     leaf_capacity = 100
 
     def _routing_terms(self, subs, plen):
