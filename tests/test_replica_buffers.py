@@ -81,7 +81,7 @@ def test_replicas_get_no_arrival_share_and_stay_exact():
 def test_replicating_partitions_index_with_finer_leaves():
     """A keyword or prefix partition holds few replicas: its index takes the policy's smaller
     leaf capacity (``Policy.leaf_capacity``), a smaller one of the engine's stays, and the
-    shards and the engine keep the engine's."""
+    cluster's own configuration (its shards') keeps the engine's."""
     from rankcast.actors.policies import KeywordPolicy, PrefixPolicy
     engine = rc.EngineConfig(bounds=BOUNDS).leaf_capacity
     assert KeywordPolicy.leaf_capacity and KeywordPolicy.leaf_capacity < engine
