@@ -78,18 +78,23 @@ def test_replicas_get_no_arrival_share_and_stay_exact():
     assert seen[True] and seen[False]
 
 
-def test_prefix_partitions_index_with_finer_leaves():
-    """A prefix partition holds few replicas: its index takes the smaller leaf capacity
-    (``partition.PREFIX_LEAF_CAPACITY``), a keyword partition the engine's."""
-    from rankcast.actors import partition as PA
-    assert PA.PREFIX_LEAF_CAPACITY and PA.PREFIX_LEAF_CAPACITY < rc.EngineConfig(bounds=BOUNDS).leaf_capacity
-    for policy, want in (("prefix", PA.PREFIX_LEAF_CAPACITY), ("keyword", rc.EngineConfig(bounds=BOUNDS).leaf_capacity)):
-        cfg = rc.EngineConfig(bounds=BOUNDS, window=40, batch_size=16, candidate_extra=0)
+def test_replicating_partitions_index_with_finer_leaves():
+    """A keyword or prefix partition holds few replicas: its index takes the policy's smaller
+    leaf capacity (``Policy.leaf_capacity``), a smaller one of the engine's stays, and the
+    cluster's own configuration (its shards') keeps the engine's."""
+    from rankcast.actors.policies import KeywordPolicy, PrefixPolicy
+    engine = rc.EngineConfig(bounds=BOUNDS).leaf_capacity
+    assert KeywordPolicy.leaf_capacity and KeywordPolicy.leaf_capacity < engine
+    for policy, capacity, want in (("keyword", engine, KeywordPolicy.leaf_capacity),
+                                   ("prefix", engine, PrefixPolicy.leaf_capacity), ("keyword", 7, 7)):
+        cfg = rc.EngineConfig(bounds=BOUNDS, window=40, batch_size=16, candidate_extra=0, leaf_capacity=capacity)
         cl = rc.Cluster.start(rc.ClusterConfig(engine=cfg, policy=policy, partitions=2, window_shards=1,
                                                distributors=1, aggregators=1, batch_size=7,
                                                options={"runtime": "inproc"}))
         try:
-            for p in cl._coord._obj.parts:
+            coord = cl._coord._obj
+            assert coord.cfg.leaf_capacity == capacity
+            for p in coord.parts:
                 part = p._obj if hasattr(p, "_obj") else p
                 assert part.core.index.capacity == want
         finally:

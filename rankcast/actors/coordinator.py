@@ -63,7 +63,7 @@ import numpy as np
 
 from .._arrays import concat_offsets, runs
 from ..columns import Encoder, MessageBatch, SubscriptionBatch, item_error, shift_position, too_many
-from ..config import ClusterConfig, limits
+from ..config import ClusterConfig, EngineConfig, limits
 from ..engine import check_ids_arg, check_message_state, check_not_live
 from ..errors import InvalidInput, UnknownSubscription
 from ..indexing.window import WindowClock
@@ -1416,7 +1416,9 @@ class Coordinator(CoordinatorBase):
             self._part_args = (self.shards, self.aggs, self.rt, self.policy.prefix and ccfg.partitions > 1,
                                bool(opts.get("merge_via_aggregator", True)), name, export, delay, seed,
                                self.direct)
-            self.parts = [make("partition", SubscriptionPartition, p, cfg, p, *self._part_args) for p in range(P)]
+            part_cfg = self._partition_cfg()
+            pcfg = cfg if part_cfg is self.cfg else self.rt.share(part_cfg)
+            self.parts = [make("partition", SubscriptionPartition, p, pcfg, p, *self._part_args) for p in range(P)]
             self.dists = [make("distributor", Distributor, d, self.policy, S, d, name, export, delay, seed,
                                snapshot=False) for d in range(D)]
         finish()
@@ -1424,6 +1426,17 @@ class Coordinator(CoordinatorBase):
             # restored partitions rebuild their buffers as of the checkpoint now, while the
             # shards hold what that asks about (the next steps let them drop it)
             self.rt.get([p.resume.remote(self.shards, self.aggs) for p in self.parts])
+
+    def _partition_cfg(self) -> EngineConfig:
+        """The subscription partitions' engine configuration: the engine's, with the policy's
+        finer Quadtree leaves (``Policy.leaf_capacity``) when there are several partitions:
+        a partition of a replicating policy holds a few thousand replicas, which the
+        engine's leaf capacity leaves in a few loose leaves. One partition holds every
+        subscription, as the engine does."""
+        a = self.policy.leaf_capacity
+        if a is None or self.ccfg.partitions == 1 or a >= self.cfg.leaf_capacity:
+            return self.cfg
+        return self.cfg.replace(leaf_capacity=a)
 
     def _solo_layout(self, ckpt: str | None) -> bool:
         """Whether every partition is a :class:`SoloPartition` holding the whole window in its
@@ -1919,7 +1932,7 @@ class Coordinator(CoordinatorBase):
         self._breaks += 1         # partial recoveries wait for the next checkpoint
         subs, plen = self.rt.get(self.parts[hot].held.remote())
         new = self.policy.split(hot, subs, msgs)
-        self.parts.append(self.rt.create(SubscriptionPartition, self.cfg, new, *self._part_args,
+        self.parts.append(self.rt.create(SubscriptionPartition, self._partition_cfg(), new, *self._part_args,
                                          start_step=self.step, num_cpus=self.ccfg.actor_cpus))
         self.rt.get([a.set_partitions.remote(self.policy.n_partitions) for a in self.aggs]
                     + [d.set_policy.remote(self.policy) for d in self.dists])

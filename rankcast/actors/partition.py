@@ -46,14 +46,6 @@ __all__ = ["SubscriptionPartition", "SoloPartition", "PartitionOps"]
 
 FLOOR_FROM = 64     # re-evaluation rows from which the shards are asked one, then the rest
 
-# the Quadtree leaf capacity of a prefix partition's index (None: the engine's, 1,000). Its
-# replicas are few (about 700 in each copy of the heaviest term at 64 partitions, 4,000-4,700 in
-# a light group): at 1,000 a copy's index is one leaf, whose box bounds SSim by 1, and 23% of
-# the (message, replica) pairs at the heavy term were verified. GeoNames at 64 partitions,
-# 100 against 1,000: pairs verified 10.5 M -> 3.8 M over 5,000 messages, the partitions' CPU
-# 0.83 of it, re-evaluations over 15,000 messages equal (README, stop 43)
-PREFIX_LEAF_CAPACITY = 100
-
 
 class PartitionOps:
     """Control operations of one step for one partition (all optional)."""
@@ -157,8 +149,6 @@ class SubscriptionPartition(Recoverable):
                  prefix: bool, merge_via_aggregator: bool = True, cluster: str = "rankcast",
                  export_metrics: bool = True, delay: float = 0.0, seed: int = 0, rebuild: bool = False,
                  start_step: int = 0, resume=None):
-        if prefix and PREFIX_LEAF_CAPACITY:      # a prefix partition's few replicas: finer leaves
-            cfg = cfg.replace(leaf_capacity=min(cfg.leaf_capacity, PREFIX_LEAF_CAPACITY))
         self.cfg = cfg
         self.index = index
         self.core = self._make_core(cfg)
