@@ -645,7 +645,7 @@ class GroupCost(PlacedCost):
     every term of the message, so a message received and a posting met cost more than in a
     keyword partition. Unlike the keyword fit, a group also pays ``B_REPLICA`` per replica
     its terms place (:meth:`TermGroups.build`). Refitted (stop 44) for the prefix partitions'
-    finer leaves (``partition.PREFIX_LEAF_CAPACITY``), on four maps' warm runs: the heavy
+    finer leaves (``Policy.leaf_capacity``), on four maps' warm runs: the heavy
     terms' copies no longer verify most of their pairs, so a candidate, a posting and a
     message cost less against a replica; the fit follows the measured partitions with
     correlation 0.85 where stop 35's factors (0.16, 0.0066, 0.00113, 5.8) gave 0.06 and
