@@ -128,6 +128,39 @@ def test_split_partition_online_on_ray(ray_session):
         cl.shutdown()
 
 
+def test_broadcast_steps_go_inside_the_calls_up_to_rays_inline_size(ray_session):
+    """2 hash partitions, each holding the window: a step's messages travel inside both
+    partitions' calls up to the size Ray sends so (rankcast's Ray and role processes: 256
+    KiB), through the object store above it; equal to the engine and brute force after every
+    call either way, and after a partition is killed mid-stream (its replay gets the steps'
+    messages both ways)."""
+    import os
+    import signal
+
+    from rankcast.config import RAY_INLINE_BYTES, RAY_INLINE_VAR
+
+    assert os.environ[RAY_INLINE_VAR] == str(RAY_INLINE_BYTES), "local_ray_options sets it"
+    cfg = rc.EngineConfig(bounds=BOUNDS, window=500)
+    # steps of up to 4,096 messages: a publish of 2,000 messages of 8 to 14 terms is about
+    # 360 KB (stored), one of a few hundred fits (inside the calls)
+    ccfg = rc.ClusterConfig(engine=cfg, policy="hash", partitions=2, batch_size=4096, actor_cpus=0.05,
+                            name="test-inline-steps")
+    cl = rc.Cluster.start(ccfg)
+    try:
+        calls = random_calls(57, 14, max_publish=2000, msg_terms=(8, 14), vocab=80, invalid=False)
+        targets = {"engine": rc.Engine(cfg), "cluster": cl, "brute": BruteForceEngine(cfg)}
+        live: set[int] = set()
+        play(targets, calls[:8], live=live)
+        co = cl.stats()["roles"]["coordinator"]
+        assert co["inline_steps"] > 0 and co["stored_steps"] > 0, co
+        os.kill(cl.pids()["partition"][1], signal.SIGKILL)
+        play(targets, calls[8:], live=live)
+        recs = [r for r in cl.stats()["recovery"]["recoveries"] if r["cause"] != "restart"]
+        assert recs, "the killed partition was rebuilt"
+    finally:
+        cl.shutdown()
+
+
 def test_bulk_load_on_ray_encodes_in_two_processes(ray_session, monkeypatch):
     """Every other batch is encoded by the caller with a copy of the coordinator's terms and
     sent as columns (or as the raw table when it meets a new term or an error): bad rows in

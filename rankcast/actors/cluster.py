@@ -34,7 +34,7 @@ from ..errors import InvalidInput, UnknownSubscription
 from ..model import Delivery
 from .coordinator import RemoteUpdates, check_resumable, concat_updates, coordinator_class
 from .recovery import StateStore, is_role_death
-from .runtime import LocalHandle, writable_class
+from .runtime import INLINE_ENV, LocalHandle, writable_class
 
 __all__ = ["Cluster"]
 
@@ -114,7 +114,7 @@ class Cluster:
             args, kw = (None, "ray", None), {"state": (ccfg.state_dir, ccfg.name)}
         actor = ray.remote(writable_class(coordinator_class(ccfg))).options(
             name=ccfg.name, namespace=ccfg.namespace, lifetime="detached",
-            num_cpus=ccfg.actor_cpus, max_concurrency=1,
+            num_cpus=ccfg.actor_cpus, max_concurrency=1, runtime_env={"env_vars": dict(INLINE_ENV)},
             # a coordinator that dies restarts and resumes from the durable state
             max_restarts=-1 if ccfg.state_dir is not None else 0).remote(*args, **kw)
         try:

@@ -212,6 +212,10 @@ def _latest(outs: list[tuple]) -> tuple:
 
 
 STANDBY_WARM_SECONDS = 120.0  # how long warm() waits for the standby processes
+# a broadcast step's messages go inside the partitions' calls where Ray sends them so
+# (RayRuntime.inline_bytes) and at most this many partitions get a copy (Coordinator._broadcast)
+INLINE_COPIES = 2
+INLINE_SLACK = 4096           # bytes of pickling around the arrays
 # A direct-mode partition's results cross the object store, one object per call (4.6 MB per
 # 1,000 messages at 20k subscriptions), and the deliveries keep them for ``retention``
 # positions: each lands on pages of the store that the partition's process has not written
@@ -1251,7 +1255,7 @@ class Coordinator(CoordinatorBase):
         self._taken = None                         # (counts, refs): the takes of the last step
         self._last_busy = np.zeros(ccfg.partitions)
         self.counters.update(reallocations=0, realloc_new_replicas=0, load_checks=0, rebalances=0,
-                             rebalance_moved=0)
+                             rebalance_moved=0, inline_steps=0, stored_steps=0)
         self._next_check = time.perf_counter() + ccfg.monitor_every
         self.monitor_log: deque[dict] = deque(maxlen=20)   # the latest automatic actions
 
@@ -1662,12 +1666,22 @@ class Coordinator(CoordinatorBase):
 
     def _broadcast(self, msgs: MessageBatch, seqs: np.ndarray, exp: np.ndarray) -> list:
         """A step's payloads under a policy that sends every message to every partition (or
-        to a :class:`SoloPartition`, which holds the window too): one object in the store that
-        every partition reads, and each shard's share. No distributor is asked (it would only
-        copy the batch): a hop less on the step's path. Counted as a distributor counts its
-        routing."""
+        to a :class:`SoloPartition`, which holds the window too), and each shard's share. No
+        distributor is asked (it would only copy the batch): a hop less on the step's path.
+        Counted as a distributor counts its routing.
+
+        The messages go inside the partitions' calls where Ray sends an argument of their
+        size so (:meth:`Runtime.inline_bytes`) and at most :data:`INLINE_COPIES` calls carry
+        them (each call carries its own copy); otherwise as one object in the store that
+        every partition reads. Inside the calls there is no put here, no object for the
+        raylet to track and none for each partition to fetch."""
         P = self.policy.n_partitions
-        part = self.rt.put((msgs, seqs, exp))
+        payload = (msgs, seqs, exp)
+        inline = P <= INLINE_COPIES and \
+            msgs.nbytes + seqs.nbytes + exp.nbytes + INLINE_SLACK <= self.rt.inline_bytes()
+        part = payload if inline else self.rt.put(payload)
+        key = "inline_steps" if inline else "stored_steps"
+        self.counters[key] = self.counters.get(key, 0) + 1     # (a state from before lacks them)
         shards = [None if x is None else self.rt.put(x) for x in shard_payloads(msgs, seqs, len(self.shards))] \
             if self.shards else []
         self.metrics.inc("messages", len(msgs))

@@ -18,6 +18,7 @@ from typing import Any
 
 import numpy as np
 
+from ..config import RAY_INLINE_BYTES, RAY_INLINE_VAR
 from .metrics import add_nested
 
 __all__ = ["Runtime", "RayRuntime", "InprocRuntime", "LocalRef", "LocalHandle", "writable", "writable_class"]
@@ -66,6 +67,9 @@ ROLE_ENV = {"MALLOC_MMAP_THRESHOLD_": str(1 << 20), "MALLOC_ARENA_MAX": "2"}
 # the heap keeps goes back to the system at :func:`trim_heap` once the process grew.
 STEP_ROLE_ENV = {"MALLOC_MMAP_THRESHOLD_": str(256 << 20), "MALLOC_TRIM_THRESHOLD_": str(1 << 40),
                  "MALLOC_ARENA_MAX": "2"}
+# every role process sends arguments and results up to RAY_INLINE_BYTES inside its calls,
+# whoever started Ray (rankcast.config.local_ray_options sets it for the Ray it starts)
+INLINE_ENV = {RAY_INLINE_VAR: str(RAY_INLINE_BYTES)}
 TRIM_CHECK_SECONDS = 1.0    # how often a role process looks at its resident memory
 # private resident memory grown by TRIM_GROWTH, and at least TRIM_BYTES, since the last trim: trim
 TRIM_GROWTH = 0.05
@@ -217,6 +221,11 @@ class Runtime:
         """A reference holding ``value``."""
         raise NotImplementedError
 
+    def inline_bytes(self) -> int:
+        """The largest argument a call from this process carries inside itself (0: none; a
+        larger one goes through the object store, once per call that passes it)."""
+        return 0
+
     def create(self, cls, *args, name: str | None = None, namespace: str | None = None,
                num_cpus: float = 0.25, detached: bool = False, **kw):
         raise NotImplementedError
@@ -264,11 +273,19 @@ class RayRuntime(Runtime):
         import ray
         return ray.put(value)
 
+    def inline_bytes(self) -> int:
+        """Ray's ``max_direct_call_object_size`` in this process: what its environment sets
+        (:data:`INLINE_ENV` in a role's), else Ray's default of 100 KiB."""
+        try:
+            return int(os.environ.get(RAY_INLINE_VAR, 100 * 1024))
+        except ValueError:
+            return 100 * 1024
+
     def create(self, cls, *args, name=None, namespace=None, num_cpus=0.25, detached=False,
                max_concurrency: int | None = None, **kw):
         import ray
         env = getattr(cls, "RAY_ENV", ROLE_ENV)
-        opts: dict[str, Any] = {"num_cpus": num_cpus, "runtime_env": {"env_vars": dict(env)}}
+        opts: dict[str, Any] = {"num_cpus": num_cpus, "runtime_env": {"env_vars": {**INLINE_ENV, **env}}}
         if name is not None:
             opts["name"] = name
             opts["namespace"] = namespace

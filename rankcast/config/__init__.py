@@ -69,6 +69,15 @@ def limits() -> Limits:
     return Limits(**vals)
 
 
+# Ray sends a task argument or result of at most this many bytes inside the call, not through
+# the object store (``max_direct_call_object_size``, 100 KiB by default): a publish of 1,000
+# GeoNames messages is a 206 KB batch. Ray reads it from the environment of each process
+# (``RAY_max_direct_call_object_size``); rankcast sets it for the Ray it starts
+# (:func:`local_ray_options`) and for every process of its roles (``runtime.INLINE_ENV``)
+RAY_INLINE_BYTES = 256 * 1024
+RAY_INLINE_VAR = "RAY_max_direct_call_object_size"
+
+
 def local_ray_options(**extra) -> dict[str, Any]:
     """Options for a Ray that rankcast starts itself (the embedded default).
 
@@ -80,7 +89,12 @@ def local_ray_options(**extra) -> dict[str, Any]:
     (``RANKCAST_DASHBOARD=1`` starts one, on 127.0.0.1), and token authentication, which Ray
     2.60 turns on for every new local cluster unless ``RAY_AUTH_MODE`` says otherwise (it
     writes the token to ``~/.ray/auth_token``; every process that attaches must present it).
-    Ray reads the mode when it is imported, so it is not set from here."""
+    Ray reads the mode when it is imported, so it is not set from here.
+
+    Task arguments and results up to :data:`RAY_INLINE_BYTES` go inside the calls: the
+    variable Ray reads (:data:`RAY_INLINE_VAR`) is set in this process's environment, unless
+    it is set already, before ``ray.init`` starts Ray's processes, which inherit it."""
+    os.environ.setdefault(RAY_INLINE_VAR, str(RAY_INLINE_BYTES))
     cpus = max(int(os.environ.get("RANKCAST_LOCAL_CPUS", "8")), os.cpu_count() or 1)
     dashboard = os.environ.get("RANKCAST_DASHBOARD", "0") not in ("", "0", "false", "False")
     return {"num_cpus": cpus, "include_dashboard": dashboard, "dashboard_host": "127.0.0.1",
