@@ -132,8 +132,7 @@ def test_broadcast_steps_go_inside_the_calls_up_to_rays_inline_size(ray_session)
     """2 hash partitions, each holding the window: a step's messages travel inside both
     partitions' calls up to the size Ray sends so (rankcast's Ray and role processes: 256
     KiB), through the object store above it; equal to the engine and brute force after every
-    call either way, and after a partition is killed mid-stream (its replay gets the steps'
-    messages both ways)."""
+    call either way, and after a partition killed between calls is rebuilt."""
     import os
     import signal
 
