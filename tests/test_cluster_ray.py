@@ -4,11 +4,15 @@ several partitions / shards / distributors / aggregators, both window kinds, chu
 and with every actor delayed at random."""
 from __future__ import annotations
 
+import os
+import signal
+
 import pytest
 
 import rankcast as rc
 from rankcast.actors.testing import play, random_calls
 from rankcast.baselines import BruteForceEngine
+from rankcast.config import RAY_INLINE_BYTES, RAY_INLINE_VAR
 
 BOUNDS = (0.0, 0.0, 10.0, 10.0)
 
@@ -133,11 +137,6 @@ def test_broadcast_steps_go_inside_the_calls_up_to_rays_inline_size(ray_session)
     partitions' calls up to the size Ray sends so (rankcast's Ray and role processes: 256
     KiB), through the object store above it; equal to the engine and brute force after every
     call either way, and after a partition killed between calls is rebuilt."""
-    import os
-    import signal
-
-    from rankcast.config import RAY_INLINE_BYTES, RAY_INLINE_VAR
-
     assert os.environ[RAY_INLINE_VAR] == str(RAY_INLINE_BYTES), "local_ray_options sets it"
     cfg = rc.EngineConfig(bounds=BOUNDS, window=500)
     # steps of up to 4,096 messages: a publish of 2,000 messages of 8 to 14 terms is about
