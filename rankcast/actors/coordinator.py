@@ -26,6 +26,11 @@ and no split can grow (hash; location with ``max_partitions`` reached): each app
 message to a window of its own, and its questions never leave its process. On 2 cores
 that costs less than a window shard's process and the questions' round trips to it.
 
+Pipelined publishes (``wait=False``) that find :data:`GATHER_DEPTH` steps unfinished wait in
+the coordinator and go out together, as steps of up to ``ClusterConfig.coalesce`` messages
+(:meth:`Coordinator._gather`): a step's cost is largely fixed, so a publisher faster than the
+partitions gets fewer, larger steps. Every other call, cut and checkpoint sends them first.
+
 At a call boundary (``publish(wait=True)``, ``subscribe``, ``unsubscribe``, ``flush``,
 ``topk``) the coordinator *quiesces*: waits for every step, then turns the partitions'
 reallocation requests into control operations and runs them, until none is left. The
