@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import os
 import signal
+import time
 
 import pytest
 
@@ -157,6 +158,90 @@ def test_broadcast_steps_go_inside_the_calls_up_to_rays_inline_size(ray_session)
         assert recs, "the killed partition was rebuilt"
     finally:
         cl.shutdown()
+
+
+# options["seed"] with which each of 2 partitions sleeps at least half of options["delay"]
+# in each of its first eight steps (np.random.default_rng(seed + 104729 * index + 1), as
+# SubscriptionPartition draws them)
+SLOW_SEED = 34955
+
+
+def test_pipelined_publishes_behind_busy_partitions_go_out_together(ray_session, tmp_path):
+    """2 hash partitions whose steps are slow (at least 0.2 s each): pipelined publishes that find two
+    steps unfinished wait in the coordinator and go out together, as steps of up to
+    ``coalesce`` messages, when the oldest step ends, at the coordinator's own tick (no
+    call comes) or first thing at the next call that is not a pipelined publish (a
+    subscribe, an unsubscribe, a flush). Calls are the same messages in the same order
+    whatever their steps: the flushes' updates and every top-k equal the engine and brute
+    force, also with a partition killed while messages wait; with ``coalesce=0`` every
+    call's steps go out at once."""
+    cfg = rc.EngineConfig(bounds=BOUNDS, window=300)
+    calls = random_calls(61, 60, max_publish=60, invalid=False)
+    subs = [c.arg for c in calls if c.op == "subscribe"]
+    batches = [c.arg for c in calls if c.op == "publish" and c.arg]
+    for coalesce in (600, 0):
+        ccfg = rc.ClusterConfig(engine=cfg, policy="hash", partitions=2, batch_size=64, coalesce=coalesce,
+                                actor_cpus=0.05, name=f"test-gather-{coalesce}", state_dir=str(tmp_path),
+                                checkpoint_every=3600.0, options={"delay": 0.4, "seed": SLOW_SEED})
+        cl = rc.Cluster.start(ccfg, fresh=True)
+        eng, brute = rc.Engine(cfg), BruteForceEngine(cfg)
+        try:
+            live = set()
+
+            def call(op, arg):
+                for t in (cl, eng, brute):
+                    if op == "publish" and t is cl:
+                        assert cl.publish(arg, wait=False) is None
+                    else:
+                        getattr(t, op)(arg)
+                if op == "subscribe":
+                    live.update(s.id for s in arg)
+                elif op == "unsubscribe":
+                    live.difference_update(arg)
+
+            def flush_equal(before):
+                got = {u.subscription_id: list(u.topk) for u in cl.flush()}
+                ids = sorted(live)
+                want = {i: eng.topk(i) for i in ids if eng.topk(i) != before.get(i)}
+                # (a subscription removed since was delivered at a cut before its removal)
+                assert got.keys() >= want.keys() and all(got[i] == eng.topk(i) for i in got if i in live)
+                assert cl.topk_many(ids) == {i: eng.topk(i) for i in ids} == {i: brute.topk(i) for i in ids}
+                return {i: eng.topk(i) for i in ids}
+
+            for s in subs[:3]:
+                call("subscribe", s)
+            co0 = cl.stats()["roles"]["coordinator"]
+            # five calls: the first two go out, the other three wait for the first step to
+            # end and then go out as one step, from the tick (nothing else is called)
+            for b in batches[:5]:
+                call("publish", b)
+            time.sleep(1.0)
+            co = cl.stats()["roles"]["coordinator"]
+            got = {k: co[k] - co0[k] for k in ("held_calls", "gathered_steps", "ticks", "steps")}
+            if coalesce:
+                assert got == {"held_calls": 5, "gathered_steps": 1, "ticks": 1, "steps": 3}, got
+            else:
+                assert got == {"held_calls": 0, "gathered_steps": 0, "ticks": 0, "steps": 5}, got
+            at = flush_equal({})
+            # a burst with a subscribe and an unsubscribe inside: what waits goes out first
+            for n, b in enumerate(batches[5:25]):
+                call("publish", b)
+                if n == 6:
+                    call("subscribe", subs[3])
+                if n == 12:
+                    call("unsubscribe", sorted(live)[:4])
+            at = flush_equal(at)
+            # a partition killed while messages wait: the release's step finds it dead
+            for n, b in enumerate(batches[25:40]):
+                call("publish", b)
+                if n == 8:
+                    os.kill(cl.pids()["partition"][1], signal.SIGKILL)
+            flush_equal(at)
+            co = cl.stats()["roles"]["coordinator"]
+            assert (co["gathered_steps"] > 1) == bool(coalesce), co
+            assert [r for r in cl.stats()["recovery"]["recoveries"] if r["cause"] != "restart"]
+        finally:
+            cl.shutdown()
 
 
 def test_bulk_load_on_ray_encodes_in_two_processes(ray_session, monkeypatch):

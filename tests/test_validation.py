@@ -187,7 +187,8 @@ def test_columnar_batches_must_be_sorted_and_unit_length():
 @pytest.mark.parametrize("field,value", [("policy", "nope"), ("partitions", 0), ("window_shards", True),
                                          ("actor_cpus", 0.0), ("monitor_every", -1.0),
                                          ("monitor_every", float("nan")), ("rebalance_threshold", 0.5),
-                                         ("max_partitions", 1), ("max_partitions", 2.5)])
+                                         ("max_partitions", 1), ("max_partitions", 2.5), ("coalesce", -1),
+                                         ("coalesce", 1.5), ("coalesce", True)])
 def test_cluster_config_fields_are_checked(field, value):
     cfg = rc.EngineConfig(bounds=(0, 0, 1, 1), window=10)
     with pytest.raises(rc.InvalidInput, match=f"field '{field}'"):

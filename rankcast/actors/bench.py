@@ -187,6 +187,9 @@ def _delta(after: dict, before: dict | None) -> dict:
         prev = b["roles"].get(role) or [{key: 0}] * len(a)
         return sum(x[key] - y.get(key, 0) for x, y in zip(a, prev))
 
+    def coord(key):
+        return after["roles"]["coordinator"].get(key, 0) - (b["roles"]["coordinator"].get(key, 0) if before else 0)
+
     n = after["published"] - b["published"]
     # a broadcasting policy's steps are routed by the coordinator itself (no distributor hop)
     tuples = total("distributor", "tuples_out") + (after["roles"]["coordinator"]["tuples_out"]
@@ -201,6 +204,9 @@ def _delta(after: dict, before: dict | None) -> dict:
             # partitions holding the window, not in halves: steps, those matched on two threads
             "side_steps": total("partition", "side_steps"),
             "side_threaded_steps": total("partition", "side_threaded_steps"),
+            # the coordinator's steps, and those gathered from pipelined calls (Coordinator._gather)
+            "steps": coord("steps"),
+            "gathered_steps": coord("gathered_steps"),
             "busy": {r: busy(r) for r in ("coordinator", "distributor", "partition", "shard", "aggregator")},
             "busy_wall": {r: busy(r, "busy_seconds")
                           for r in ("coordinator", "distributor", "partition", "shard", "aggregator")}}
@@ -647,7 +653,8 @@ def _ray_overhead(work, cfg, window, messages, batch, cluster_batch, address, pr
             row[mode] = {**med, "quiet_runs": len(quiet),
                          "median_all_runs": _median_run(runs)["vs_engine"],
                          "runs": [{k: r[k] for k in ("vs_engine", "throughput", "engine_throughput",
-                                                     "halves_steps", "halves_threaded_steps",
+                                                     "halves_steps", "halves_threaded_steps", "steps",
+                                                     "gathered_steps",
                                                      "other_cores", "checkpoints")}
                                   for r in runs]}
             if len(runs) > 1:
@@ -692,6 +699,7 @@ def _ray_run(work, cfg, window, messages, batch, cluster_batch, address, same_to
                "busy": d["busy_wall"], "topk_equal_engine": same_topk(cl),
                "halves_steps": d["halves_steps"], "halves_threaded_steps": d["halves_threaded_steps"],
                "side_steps": d["side_steps"], "side_threaded_steps": d["side_threaded_steps"],
+               "steps": d["steps"], "gathered_steps": d["gathered_steps"],
                # checkpoints begun inside the timed stream (a durable cluster's, every
                # checkpoint_every seconds: its snapshots run beside the steps)
                "checkpoints": after["recovery"]["checkpoints"] - r["before"]["recovery"]["checkpoints"],
@@ -706,7 +714,8 @@ def _ray_run(work, cfg, window, messages, batch, cluster_batch, address, same_to
                  + ("" if None in oc.values() else
                     f"; other processes {oc['engine']:.2f} / {oc['cluster']:.2f} cores (engine / cluster)")
                  + (f"; halves on two threads in {d['halves_threaded_steps']:.0f} of {d['halves_steps']:.0f} steps"
-                    if d["halves_steps"] else ""))
+                    if d["halves_steps"] else "")
+                 + f"; {d['steps']:.0f} steps, {d['gathered_steps']:.0f} gathered from pipelined calls")
         return run
     finally:
         cl.shutdown()

@@ -23,6 +23,7 @@ naming the file, the section and the field, and exits with status 2)::
       aggregators: 1
       batch_size: 1024
       max_in_flight: 8
+      coalesce: 4096
       actor_cpus: 0.25
       options: {l1: 2}
 """

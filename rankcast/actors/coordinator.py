@@ -26,6 +26,11 @@ and no split can grow (hash; location with ``max_partitions`` reached): each app
 message to a window of its own, and its questions never leave its process. On 2 cores
 that costs less than a window shard's process and the questions' round trips to it.
 
+Pipelined publishes (``wait=False``) that find :data:`GATHER_DEPTH` steps unfinished wait in
+the coordinator and go out together, as steps of up to ``ClusterConfig.coalesce`` messages
+(:meth:`Coordinator._gather`): a step's cost is largely fixed, so a publisher faster than the
+partitions gets fewer, larger steps. Every other call, cut and checkpoint sends them first.
+
 At a call boundary (``publish(wait=True)``, ``subscribe``, ``unsubscribe``, ``flush``,
 ``topk``) the coordinator *quiesces*: waits for every step, then turns the partitions'
 reallocation requests into control operations and runs them, until none is left. The
@@ -84,6 +89,9 @@ _NOT_DONE = object()
 # the most partitions that hold the whole window each (SoloPartition) under a broadcasting
 # policy: every partition appends every message, where one window shard would once
 SOLO_PARTITIONS = 2
+# unfinished steps from which pipelined publishes wait in the coordinator to go out together
+# (Coordinator._gather): one running in every partition and one queued behind it
+GATHER_DEPTH = 2
 
 
 class RemoteUpdates:
@@ -575,6 +583,7 @@ class CoordinatorBase:
         behind the steps in flight, like an asynchronous cut, and the stream goes on;
         otherwise the steps are finished first (quiesced)."""
         t0 = time.perf_counter()
+        self._release_held()                  # the checkpoint's position is after them
         if self._pending is not None and not self._commit_checkpoint(block=True):
             self._abandon_checkpoint()        # a role was rebuilt meanwhile
         # a checkpoint is a delivery cut: the roles then hold no change still to deliver, so
@@ -866,8 +875,11 @@ class CoordinatorBase:
         self._n_open += 1
 
     def _apply(self, rec: tuple):
-        """Apply one logged call (live, or replayed after a recovery)."""
+        """Apply one logged call (live, or replayed after a recovery). Pipelined publishes
+        that wait in the coordinator (:meth:`_release_held`) go out before any other call."""
         kind = rec[0]
+        if kind != "publish" or rec[3]:
+            self._release_held()
         if kind == "publish":
             out = self._apply_publish(*rec[1:5])
         elif kind == "subscribe":
@@ -1037,7 +1049,8 @@ class CoordinatorBase:
     @_guarded
     def publish(self, items, wait: bool = True, client=None, token=None, **kw):
         """wait=True: the update arrays of this call (its delivery). wait=False: (items
-        published, items applied) so far, once the call's steps are dispatched; its
+        published, items applied) so far, once the call's steps are dispatched (or, behind
+        busy roles, gathered into a later step: :meth:`Coordinator._gather`); its
         changes are delivered at the next cut (at most ``delivery_interval`` seconds later,
         or the caller's ``flush``). ``kw``: the kind's per-call options."""
         if (done := self._retried(client, token)) is not _NOT_DONE:
@@ -1059,6 +1072,12 @@ class CoordinatorBase:
 
     def _after_publish(self) -> None:
         """What the kind does at the end of every publish call (load monitoring)."""
+
+    def _release_held(self) -> None:
+        """Dispatch the pipelined publishes that wait in the coordinator for busy roles (a
+        kind that gathers them into larger steps: :meth:`Coordinator._gather`); every call
+        other than a pipelined publish, every cut and every checkpoint calls it first, so
+        that they come after those messages in the stream, as they were called."""
 
     def _publish_result(self, n: int, wait: bool, client):
         """The end of an applied publish of ``n`` items: its delivery (wait), or joining the
@@ -1100,6 +1119,7 @@ class CoordinatorBase:
         Where the kind can (:meth:`_emit_start`) and nothing is left to dispatch, the
         updates are asked for behind the steps in flight before waiting for them: each
         role answers right after its last step instead of a round trip later."""
+        self._release_held()
         handle = None
         if self._nothing_to_dispatch():
             self._drain_cuts(block=True)    # the cuts started before come first
@@ -1122,6 +1142,7 @@ class CoordinatorBase:
         behind the steps in flight, and is delivered once done (:meth:`_drain_cuts`, at the
         next call or listener poll), so the stream does not stall at every cut. A log replay
         cuts at once, at the same positions. ``wait``: also every started cut is delivered."""
+        self._release_held()
         if not self._group:
             if wait:
                 self._drain_cuts(block=True)
@@ -1255,13 +1276,19 @@ class Coordinator(CoordinatorBase):
         self._taken = None                         # (counts, refs): the takes of the last step
         self._last_busy = np.zeros(ccfg.partitions)
         self.counters.update(reallocations=0, realloc_new_replicas=0, load_checks=0, rebalances=0,
-                             rebalance_moved=0, inline_steps=0, stored_steps=0)
+                             rebalance_moved=0, inline_steps=0, stored_steps=0, held_calls=0,
+                             gathered_steps=0, ticks=0)
+        self._held: list[tuple] = []               # pipelined (msgs, seqs, exp) not dispatched yet
+        self._held_n = 0
+        self._tick_step = None                     # the step whose end the last tick() awaits
         self._next_check = time.perf_counter() + ccfg.monitor_every
         self.monitor_log: deque[dict] = deque(maxlen=20)   # the latest automatic actions
 
     def _reset_transient(self) -> None:
         self.realloc_queue = []
         self._taken = None
+        # held messages are in the log, which a recovery replays
+        self._held, self._held_n, self._tick_step = [], 0, None
 
     def _hold_point(self):
         return self.exp_dispatched
@@ -1402,7 +1429,7 @@ class Coordinator(CoordinatorBase):
         self.direct = (not self.policy.replicates) or ccfg.partitions == 1
         if self.solo:
             # its index drops what each step expires: the window and one step
-            held = 0 if self.cfg.window is None else self.cfg.window + ccfg.batch_size
+            held = 0 if self.cfg.window is None else self.cfg.window + self._max_step()
             self.shards, self.aggs, self.dists, self._part_args = [], [], [], ()
             # the only partition: its subscriptions in two halves, a thread each (SoloPartition)
             halves = P == 1 and bool(opts.get("solo_halves", True))
@@ -1412,7 +1439,7 @@ class Coordinator(CoordinatorBase):
                                side) for p in range(P)]
         else:
             # a shard's index holds its share of the window plus that of the steps in flight
-            held = 0 if self.cfg.window is None else -(-(self.cfg.window + ccfg.max_in_flight * ccfg.batch_size) // S)
+            held = 0 if self.cfg.window is None else -(-(self.cfg.window + ccfg.max_in_flight * self._max_step()) // S)
             self.shards = [make("shard", WindowShard, s, cfg, s, name, export, delay, seed, held)
                            for s in range(S)]
             self.aggs = [make("aggregator", Aggregator, a, a, P, name, export) for a in range(A)]
@@ -1430,6 +1457,10 @@ class Coordinator(CoordinatorBase):
             # restored partitions rebuild their buffers as of the checkpoint now, while the
             # shards hold what that asks about (the next steps let them drop it)
             self.rt.get([p.resume.remote(self.shards, self.aggs) for p in self.parts])
+
+    def _max_step(self) -> int:
+        """The most messages of one step: a call's (``batch_size``) or gathered ones'."""
+        return max(self.ccfg.batch_size, getattr(self.ccfg, "coalesce", 0))
 
     def _partition_cfg(self) -> EngineConfig:
         """The subscription partitions' engine configuration: the engine's, with the policy's
@@ -1537,10 +1568,101 @@ class Coordinator(CoordinatorBase):
                 self.published += n
                 self._window_add(batch.ids, seqs, int(exp[-1]))
                 step = self.ccfg.batch_size
-                for a in range(0, n, step):
-                    part = batch.take(np.arange(a, min(n, a + step))) if n > step else batch
-                    self._dispatch(part, seqs[a:a + step], exp[a:a + step], take=wait and a + step >= n)
+                pieces = [(batch.take(np.arange(a, min(n, a + step))) if n > step else batch,
+                           seqs[a:a + step], exp[a:a + step]) for a in range(0, n, step)]
+                if not wait and self._gathering():
+                    self._gather(pieces)
+                else:
+                    self._release_held()
+                    for i, (part, s, e) in enumerate(pieces):
+                        self._dispatch(part, s, e, take=wait and i == len(pieces) - 1)
             return self._publish_result(n, wait, client)
+
+    # ------------------------------------------------------------------ gathered steps
+    def _gathering(self) -> bool:
+        """Whether pipelined publishes may wait here for busy partitions (:meth:`_gather`):
+        ``ClusterConfig.coalesce`` on, on Ray (in process every step is done when
+        dispatched), not replaying the log (a replay dispatches each call at once)."""
+        return getattr(self.ccfg, "coalesce", 0) > 0 and not self.rt.inproc and not self._replaying \
+            and self.rt.self_handle() is not None
+
+    def _gather(self, pieces: list[tuple]) -> None:
+        """A pipelined publish's steps, ``pieces``: dispatched at once while fewer than
+        :data:`GATHER_DEPTH` steps are unfinished (one running, one queued in every
+        partition: none idles); otherwise they wait here, with the calls after them, and go
+        out together as steps of up to ``ClusterConfig.coalesce`` messages: when one is
+        full, or when the oldest unfinished step ends, at the next call or at this actor's
+        own :meth:`tick`, which Ray runs then. Every other call, cut and checkpoint sends
+        them first (:meth:`_release_held`).
+
+        A step's cost is largely fixed (each partition's walk of its index, its
+        re-evaluations, the calls and their arguments): a publisher faster than the
+        partitions gets fewer, larger steps, as if it had published larger calls. Nothing
+        observable changes: the messages, their order, sequence numbers and expiries are the
+        calls'; pipelined calls are delivered at cuts, to which the held messages go first;
+        the log holds every call, and a recovery replays it."""
+        self._reap()
+        self._held += pieces
+        self._held_n += sum(len(p[0]) for p in pieces)
+        self.counters["held_calls"] += 1
+        if len(self.inflight) < GATHER_DEPTH:
+            self._release_held()
+            return
+        while self._held_n >= self.ccfg.coalesce:
+            self._dispatch_held()
+        self._post_tick()
+
+    def _reap(self) -> None:
+        """Harvest the steps at the front that are done, without waiting."""
+        while self.inflight and self._finished(self.inflight[0]):
+            self._harvest(self.inflight.popleft())
+
+    def _post_tick(self) -> None:
+        """While messages are held, a :meth:`tick` of this actor that Ray runs once the
+        oldest unfinished step is done: its results are the call's arguments (Ray resolves
+        them first). One per step: a tick whose step failed (a role died) never runs, and
+        the recovery's next steps get their own."""
+        if not self._held or not self.inflight:
+            return
+        j, refs, appended = self.inflight[0][:3]
+        if self._tick_step == j:
+            return
+        self._tick_step = j
+        self.rt.self_handle().tick.remote(j, *refs, *appended)
+
+    @_guarded
+    def tick(self, step: int, *done) -> None:
+        """This actor's own call once step ``step`` is done (``done``: its results, which Ray
+        resolved first; see :meth:`_post_tick`): what is still held goes out now that the
+        partitions have less to do (or waits for the next step to end)."""
+        if not self._held:
+            return
+        self.counters["ticks"] += 1
+        self._reap()
+        if len(self.inflight) < GATHER_DEPTH:
+            self._release_held()
+        else:
+            self._post_tick()
+
+    def _dispatch_held(self) -> None:
+        """One step of the held pieces, from the oldest: as many whole pieces as fit in
+        ``ClusterConfig.coalesce`` messages (at least one)."""
+        cap, n, j = self.ccfg.coalesce, 0, 0
+        while j < len(self._held) and (j == 0 or n + len(self._held[j][0]) <= cap):
+            n += len(self._held[j][0])
+            j += 1
+        take, self._held = self._held[:j], self._held[j:]
+        self._held_n -= n
+        if j == 1:
+            self._dispatch(*take[0])
+            return
+        self.counters["gathered_steps"] += 1
+        self._dispatch(MessageBatch.concat([p[0] for p in take]), np.concatenate([p[1] for p in take]),
+                       np.concatenate([p[2] for p in take]))
+
+    def _release_held(self) -> None:
+        while self._held:
+            self._dispatch_held()
 
 
     @_guarded
@@ -1707,8 +1829,9 @@ class Coordinator(CoordinatorBase):
                 self.realloc_queue.append(res["realloc"])
 
     def _quiesce(self) -> None:
-        """Deliver the started cuts, finish every step, then run reallocations until none is
-        asked for."""
+        """Send what is held (:meth:`_gather`), deliver the started cuts, finish every step,
+        then run reallocations until none is asked for."""
+        self._release_held()
         self._drain_cuts(block=True)
         while True:
             while self.inflight:
@@ -1719,7 +1842,7 @@ class Coordinator(CoordinatorBase):
             self._dispatch()
 
     def _nothing_to_dispatch(self) -> bool:
-        return not self.pending_ops and not self.realloc_queue
+        return not self.pending_ops and not self.realloc_queue and not self._held
 
     def _plan_reallocs(self) -> None:
         """Turn reallocation requests into control operations of the step about to start."""

@@ -226,6 +226,11 @@ class Runtime:
         larger one goes through the object store, once per call that passes it)."""
         return 0
 
+    def self_handle(self):
+        """A handle on the actor this code runs in, to queue a call to itself behind the
+        calls already waiting (None: not in an actor)."""
+        return None
+
     def create(self, cls, *args, name: str | None = None, namespace: str | None = None,
                num_cpus: float = 0.25, detached: bool = False, **kw):
         raise NotImplementedError
@@ -255,6 +260,7 @@ class InprocRuntime(Runtime):
 
 
 class RayRuntime(Runtime):
+    _me = None          # this actor's own handle (self_handle), looked up once
     def share(self, obj):
         """One copy in the object store for the calls that pass ``obj`` (a config with its
         vocabulary goes to every role once, not once per call)."""
@@ -280,6 +286,15 @@ class RayRuntime(Runtime):
             return int(os.environ.get(RAY_INLINE_VAR, 100 * 1024))
         except ValueError:
             return 100 * 1024
+
+    def self_handle(self):
+        if self._me is None:
+            import ray
+            try:
+                self._me = ray.get_runtime_context().current_actor
+            except Exception:        # not in an actor (a driver): nothing to call
+                self._me = False
+        return self._me or None
 
     def create(self, cls, *args, name=None, namespace=None, num_cpus=0.25, detached=False,
                max_concurrency: int | None = None, **kw):

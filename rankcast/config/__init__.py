@@ -302,6 +302,9 @@ class ClusterConfig:
     namespace: str = _CLUSTER["namespace"]
     batch_size: int = _CLUSTER["batch_size"]          # micro-batch of messages between actors
     max_in_flight: int = _CLUSTER["max_in_flight"]    # batches in flight under publish(wait=False)
+    # pipelined publishes that arrive while the partitions are busy wait in the coordinator
+    # and go out together, as steps of up to this many messages (0: every call's own steps)
+    coalesce: int = _CLUSTER["coalesce"]
     actor_cpus: float = _CLUSTER["actor_cpus"]        # fractional CPUs per actor
     monitor_every: float = _CLUSTER["monitor_every"]  # seconds between automatic load checks; 0: off
     rebalance_threshold: float = _CLUSTER["rebalance_threshold"]   # busiest / mean busy time
@@ -339,6 +342,9 @@ class ClusterConfig:
                     raise InvalidInput(f"ClusterConfig: field '{name}': range top-k runs one Paint server and "
                                        f"no aggregator (the objects are one sequence): must be 1, got "
                                        f"{getattr(self, name)!r}")
+        c = self.coalesce
+        if isinstance(c, bool) or not isinstance(c, int) or c < 0:
+            raise InvalidInput(f"ClusterConfig: field 'coalesce': must be an integer >= 0, got {c!r}")
         if not (0 < self.actor_cpus <= 64):
             raise InvalidInput("ClusterConfig: field 'actor_cpus': must be in (0, 64]")
         for name, low in (("monitor_every", 0.0), ("rebalance_threshold", 1.0)):
