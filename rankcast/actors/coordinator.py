@@ -1661,6 +1661,7 @@ class Coordinator(CoordinatorBase):
                        np.concatenate([p[2] for p in take]))
 
     def _release_held(self) -> None:
+        """Every held piece out, in order, as steps of up to ``coalesce`` messages."""
         while self._held:
             self._dispatch_held()
 

@@ -261,6 +261,7 @@ class InprocRuntime(Runtime):
 
 class RayRuntime(Runtime):
     _me = None          # this actor's own handle (self_handle), looked up once
+
     def share(self, obj):
         """One copy in the object store for the calls that pass ``obj`` (a config with its
         vocabulary goes to every role once, not once per call)."""
