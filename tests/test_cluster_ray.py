@@ -211,11 +211,16 @@ def test_pipelined_publishes_behind_busy_partitions_go_out_together(ray_session,
             for s in subs[:3]:
                 call("subscribe", s)
             co0 = cl.stats()["roles"]["coordinator"]
-            # five calls: the first two go out, the other three wait for the first step to
-            # end and then go out as one step, from the tick (nothing else is called)
+            # five calls in a row: the first two go out, the other three wait for the first
+            # step to end and then go out as one step, from the tick (nothing else is
+            # called); the engine and brute force get them after (an engine's first publish
+            # loads its kernels, which may take longer than a step)
             for b in batches[:5]:
-                call("publish", b)
-            time.sleep(1.0)
+                assert cl.publish(b, wait=False) is None
+            for b in batches[:5]:
+                eng.publish(b)
+                brute.publish(b)
+            time.sleep(1.5)
             co = cl.stats()["roles"]["coordinator"]
             got = {k: co[k] - co0[k] for k in ("held_calls", "gathered_steps", "ticks", "steps")}
             if coalesce:
