@@ -1728,8 +1728,9 @@ class Coordinator(CoordinatorBase):
         mode, the last step of a ``publish(wait=True)``): each partition also returns its
         updates once the step is done, the cut's ``take_updates`` folded into the step's call
         (:meth:`_emit_start`), one actor call less per partition and call."""
-        while len(self.inflight) >= self.ccfg.max_in_flight or (self.inflight and self._finished(self.inflight[0])):
+        while len(self.inflight) >= self.ccfg.max_in_flight:
             self._harvest(self.inflight.popleft())
+        self._reap()
         if self._taken is not None:
             # a step's takes that no cut consumed: they wait in the stash, and the next cut's
             # own takes, later, win over them (_combine)
