@@ -14,15 +14,11 @@ import importlib
 import re
 import sys
 
-from .errors import InvalidInput, UnknownSubscription
+from .errors import CommandError, InvalidInput, UnknownSubscription
 
 __all__ = ["build_parser", "main", "CommandError", "EXIT_BAD_INPUT"]
 
 EXIT_BAD_INPUT = 2      # the status of argparse's own usage errors
-
-
-class CommandError(Exception):
-    """A failure a command reports as one line of its own (exit status 2), not a traceback."""
 
 # Modules that contribute commands, and the commands to expect from them: when a module is
 # absent, those names still parse and then fail with a message saying what is missing.

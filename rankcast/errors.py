@@ -1,6 +1,6 @@
-"""The two exceptions of the public contract."""
+"""The exceptions of the public contract, and the one the command line reports."""
 
-__all__ = ["InvalidInput", "UnknownSubscription"]
+__all__ = ["InvalidInput", "UnknownSubscription", "CommandError"]
 
 
 class InvalidInput(ValueError):
@@ -13,3 +13,8 @@ class UnknownSubscription(KeyError):
 
     def __str__(self) -> str:  # KeyError quotes its argument; keep the sentence readable
         return str(self.args[0]) if self.args else "unknown subscription"
+
+
+class CommandError(Exception):
+    """A failure a ``rankcast`` command reports as one line of its own (exit status 2), not a
+    traceback: a bad argument, a config file that does not parse, no cluster to attach to."""

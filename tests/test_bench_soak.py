@@ -5,6 +5,8 @@ from __future__ import annotations
 import argparse
 import json
 
+import pytest
+
 
 def test_soak_runs_its_two_phases_and_reports(ray_session, tmp_path):
     from rankcast.bench import soak
@@ -26,3 +28,42 @@ def test_soak_runs_its_two_phases_and_reports(ray_session, tmp_path):
     assert set(out["met"]) == {"recovery", "memory", "latency"}
     mem = out["memory_mib"]
     assert 0 < mem["private_last_quarter"] <= mem["cluster_last_quarter"]
+
+
+def _args(tmp_path, *extra):
+    from rankcast.bench import soak
+
+    p = argparse.ArgumentParser()
+    soak.add_arguments(p)
+    return p.parse_args(["--subs", "400", "--window", "600", "--seconds", "4", "--load", "0.5", "--batch", "20",
+                         "--kill-every", "8", "--checkpoint-every", "2", "--out", str(tmp_path), *extra])
+
+
+def test_soak_default_command_line_kills_every_default_role(ray_session, tmp_path):
+    """The documented command line with its defaults (policy, partitions, shards and the
+    roles killed), shortened: every kill finds its victim in the cluster's topology, each
+    recovers, and the JSON and PNG are whole at the end."""
+    from rankcast.bench import soak
+
+    args = _args(tmp_path, "--kills", "2")
+    assert args.kill == "partition,window" and args.policy == "hash" and args.partitions == 2
+    assert soak.main(args) == 0
+    out = json.loads((tmp_path / "soak.json").read_text())
+    assert (tmp_path / "soak.png").stat().st_size > 10_000
+    assert [k["role"] for k in out["kills"]] == ["partition", "window"]
+    assert all("missed" not in k and k["recovery_seconds"] > 0 for k in out["kills"]), out["kills"]
+    assert len(out["recovery_seconds"]) == 2
+
+
+def test_soak_refuses_a_role_the_cluster_does_not_run(ray_session, tmp_path):
+    """A 2-partition hash cluster holds the window in its partitions and runs no aggregator:
+    asking to kill one is an error naming the roles it has, before anything streams."""
+    from rankcast.bench import soak
+    from rankcast.errors import CommandError
+
+    with pytest.raises(CommandError, match="runs no 'aggregator' process.*partition"):
+        soak.run_soak(_args(tmp_path, "--kill", "aggregator", "--kills", "1"))
+    assert not (tmp_path / "soak.json").exists()
+    with pytest.raises(CommandError, match="unknown role 'router'"):
+        soak.kill_roles("partition,router")
+    assert soak.kill_roles("partition, shard") == ["partition", "window"]

@@ -325,6 +325,13 @@ class Cluster:
         """Process ids of the roles (fault-injection tests)."""
         return self._call("pids")
 
+    def topology(self) -> dict[str, list[int]]:
+        """Process ids by what they do: each role the cluster runs (``coordinator``,
+        ``distributor``, ``partition``, ``shard``, ``aggregator``; a role with no process is
+        absent) and each duty a kind's processes carry besides their role (the spatial kind's
+        ``window``: its shards, or the partitions that each hold the whole window)."""
+        return self._call("topology")
+
     def topk(self, sub_id) -> list[tuple[int, float]]:
         return self._call("topk", sub_id)
 

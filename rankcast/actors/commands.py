@@ -167,7 +167,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
 def cmd_run(args) -> int:
     import os
 
-    from ..cli import CommandError
+    from ..errors import CommandError
     from ..ingest.commands import load_file, open_source, replay_file
 
     ccfg = load_cluster_config(args.config)

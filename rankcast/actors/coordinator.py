@@ -552,6 +552,20 @@ class CoordinatorBase:
             out[role] = self.rt.get([h.pid.remote() for h in hs])
         return out
 
+    def topology(self) -> dict[str, list[int]]:
+        """Process ids by what the processes do: every role this cluster runs (none with no
+        process), and each duty of the kind (:meth:`_duties`) under the processes that carry it."""
+        out = {role: ps for role, ps in self.pids().items() if ps}
+        for duty, role in self._duties().items():
+            if role in out:
+                out[duty] = out[role]
+        return out
+
+    def _duties(self) -> dict[str, str]:
+        """duty -> the role whose processes carry it (a kind's data that moves between roles
+        with the layout, such as the spatial kind's window)."""
+        return {}
+
     # ------------------------------------------------------------------ checkpoints and recovery
     def _maybe_checkpoint(self) -> None:
         if self.store is None:
@@ -1398,6 +1412,10 @@ class Coordinator(CoordinatorBase):
 
     def _snapshot_groups(self) -> list[tuple[str, list]]:
         return [("partition", self.parts), ("shard", self.shards), ("aggregator", self.aggs)]
+
+    def _duties(self) -> dict[str, str]:
+        # the window: its shards, or the partitions that hold it whole (solo)
+        return {"window": "shard" if self.shards else "partition"}
 
     # bulk-load encoding hooks
     def _encode_subscriptions(self, subs):

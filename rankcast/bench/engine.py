@@ -42,7 +42,7 @@ from pathlib import Path
 
 import numpy as np
 
-from ..cli import CommandError
+from ..errors import CommandError
 from ._common import (Timer, build_workload, chunks, load_workload, peak_rss_mb, progress,
                       reset_peak_rss, save_workload, write_json)
 

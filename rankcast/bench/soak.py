@@ -11,6 +11,12 @@ Protocol: subscribe ``subs`` subscriptions, fill the window, measure the sustain
    (from the kill to the end of the recovery that followed) and the time until calls sent
    after the kill are delivered within the latency target again.
 
+The victims come from the cluster's own description of its processes
+(:meth:`rankcast.Cluster.topology`): ``partition``, ``window`` (the processes that hold the
+window: its shards, or the partitions that each hold the whole window; ``shard`` names the
+same processes), ``aggregator``, ``distributor`` and ``coordinator``. A role the started
+cluster does not run is an error before the stream starts, naming the roles it has.
+
 Meanwhile a listener (``Cluster.listen``, its own thread) receives every delivery: the
 latency of a call is the time from its submission to the arrival of the delivery holding
 its position; the resident memory of every process of the cluster (coordinator, roles and
@@ -19,7 +25,8 @@ write snapshots) and of this driver is sampled every second.
 
 Writes ``soak.json`` (throughput, latency p50/p99 of each phase, memory at start and end of
 the soak and its drift, recoveries) and ``soak.png`` (memory and latency over time, kills
-marked).
+marked). Both are written after the soak and again after each kill, so a run that ends early
+keeps what it measured.
 """
 from __future__ import annotations
 
@@ -33,6 +40,7 @@ from pathlib import Path
 
 import numpy as np
 
+from ..errors import CommandError
 from ._common import build_workload, progress, write_json
 
 __all__ = ["add_arguments", "main", "run_soak"]
@@ -48,8 +56,9 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--rate", type=float, default=None, help="messages/s (default: --load x sustainable)")
     p.add_argument("--load", type=float, default=0.8, help="fraction of the sustainable rate")
     p.add_argument("--batch", type=int, default=50, help="messages per publish call")
-    p.add_argument("--kill", default="partition,shard",
-                   help="roles killed in turn (partition, shard, aggregator, distributor, coordinator; '' none)")
+    p.add_argument("--kill", default="partition,window",
+                   help="roles killed in turn: partition, window (its holders; alias shard), aggregator, "
+                        "distributor, coordinator; '' none")
     p.add_argument("--kills", type=int, default=4, help="kills in the kill phase, after the soak (0: none)")
     p.add_argument("--kill-every", type=float, default=60.0, help="seconds between kills")
     p.add_argument("--policy", default="hash")
@@ -105,7 +114,31 @@ class _Listener(threading.Thread):
                     break
 
 
-def run_soak(args) -> dict:
+KILL_ROLES = ("partition", "window", "aggregator", "distributor", "coordinator")
+ALIASES = {"shard": "window"}
+
+
+def kill_roles(spec: str) -> list[str]:
+    """The roles of ``--kill`` (comma-separated), aliases resolved; an unknown one is an error."""
+    roles = [ALIASES.get(r.strip(), r.strip()) for r in spec.split(",") if r.strip()]
+    bad = [r for r in roles if r not in KILL_ROLES]
+    if bad:
+        raise CommandError(f"--kill: unknown role {bad[0]!r} (roles: {', '.join(KILL_ROLES)}; shard = window)")
+    return roles
+
+
+def check_victims(topology: dict[str, list[int]], roles: list[str]) -> None:
+    """Every role to kill has processes in this cluster, or a CommandError naming the missing
+    role and the roles the cluster runs."""
+    for r in roles:
+        if not topology.get(r):
+            raise CommandError(f"--kill: this cluster runs no {r!r} process (it runs: "
+                             f"{', '.join(sorted(k for k, v in topology.items() if v))})")
+
+
+def run_soak(args, write=None) -> dict:
+    """The soak and its kill phase; ``write(report)``, when given, receives the report after
+    the soak and after each kill (the last one is the value returned)."""
     import ray
 
     import rankcast as rc
@@ -121,6 +154,7 @@ def run_soak(args) -> dict:
                             window_shards=args.shards, name="rankcast-soak", state_dir=state,
                             monitor_every=0.0, **extra)
     args.checkpoint_every, args.delivery_interval = ccfg.checkpoint_every, ccfg.delivery_interval
+    kills = kill_roles(args.kill) if args.kills else []
     if not ray.is_initialized():
         ray.init(**local_ray_options(namespace=ccfg.namespace, log_to_driver=False))
     cl = rc.Cluster.start(ccfg, fresh=True)
@@ -133,7 +167,16 @@ def run_soak(args) -> dict:
         at += n
         return b
 
+    report = None
+
+    def publish_report(soak: dict, faults: dict | None) -> None:
+        nonlocal report
+        report = _report(args, w, sustainable, rate, soak, faults)
+        if write is not None:
+            write(report)
+
     try:
+        check_victims(cl.topology(), kills)
         with progress(len(w.subs), "soak: subscribe", unit="sub") as bar:
             for a in range(0, len(w.subs), 20_000):
                 part = w.subs.take(np.arange(a, min(len(w.subs), a + 20_000)))
@@ -156,15 +199,26 @@ def run_soak(args) -> dict:
         sustainable = n_cal / (time.perf_counter() - t0)
         rate = args.rate or args.load * sustainable
 
-        def stream(seconds: float, kills: list[str], label: str) -> dict:
+        def stream(seconds: float, kills: list[str], label: str, soak: dict | None = None) -> dict:
             """Publish at ``rate`` for ``seconds``; kill one process of ``kills`` (in turn)
-            every ``kill_every`` seconds from the first one on; sample memory every second."""
+            every ``kill_every`` seconds from the first one on, the report so far written
+            before each kill after the first; sample memory every second."""
             nonlocal at
             listener.arrivals.clear()
             submits: list[tuple[int, float]] = []      # (position at the call's end, submit time)
             mem: list[tuple[float, ...]] = []  # (seconds, cluster MiB, driver MiB, cluster private MiB)
             mem_roles: list[dict[str, float]] = []     # private MiB by role, at the same times
             kill_log: list[dict] = []
+
+            def result(elapsed: float) -> dict:
+                rec = cl.stats()["recovery"]
+                recs = [r for r in rec["recoveries"] if r["cause"] != "restart"]
+                return {"sent": sent, "elapsed": elapsed, "submits": list(submits),
+                        "arrivals": list(listener.arrivals), "mem": list(mem), "mem_roles": list(mem_roles),
+                        "kills": [dict(k) for k in kill_log], "recoveries": recs,
+                        "checkpoints": {"taken": rec["checkpoints"], "last_seconds": rec["last_checkpoint_seconds"],
+                                        "last_stall": rec["last_checkpoint_parts"]}}
+
             pos = cl.position()
             start = time.time()
             next_kill = start + (args.kill_every / 2 if kills else float("inf"))
@@ -182,12 +236,20 @@ def run_soak(args) -> dict:
                         next_mem += 1.0
                         bar.update(int(now - start) - bar.n)
                     if now >= next_kill:
+                        if kill_log:
+                            publish_report(soak, result(time.time() - start))
                         role = kills[len(kill_log) % len(kills)]
-                        victims = cl.pids()[role]
-                        victim = victims[len(kill_log) % len(victims)]
-                        os.kill(victim, signal.SIGKILL)
-                        kill_log.append({"role": role, "pid": victim, "time": time.time(), "at": time.time() - start,
-                                         "position": pos})
+                        victims = cl.topology().get(role, [])
+                        entry = {"role": role, "time": time.time(), "at": time.time() - start, "position": pos}
+                        if victims:
+                            entry["pid"] = victims[len(kill_log) % len(victims)]
+                            try:
+                                os.kill(entry["pid"], signal.SIGKILL)
+                            except ProcessLookupError:
+                                entry["missed"] = "the process was gone already"
+                        else:
+                            entry["missed"] = "no process of this role"
+                        kill_log.append(entry)
                         next_kill += args.kill_every
                     due = start + sent / rate
                     if now < due:
@@ -205,21 +267,17 @@ def run_soak(args) -> dict:
             elapsed = time.time() - start
             cl.flush()
             time.sleep(2.0)             # the listener polls every 0.5 s: the last deliveries arrive
-            rec = cl.stats()["recovery"]
-            recs = [r for r in rec["recoveries"] if r["cause"] != "restart"]
-            return {"sent": sent, "elapsed": elapsed, "submits": submits, "arrivals": list(listener.arrivals),
-                    "mem": mem, "mem_roles": mem_roles, "kills": kill_log, "recoveries": recs,
-                    "checkpoints": {"taken": rec["checkpoints"], "last_seconds": rec["last_checkpoint_seconds"],
-                                    "last_stall": rec["last_checkpoint_parts"]}}
+            return result(elapsed)
 
         soak = stream(args.seconds, [], "soak")
-        kills = [r for r in args.kill.split(",") if r]
-        faults = stream(args.kills * args.kill_every, kills, "kills") if kills and args.kills else None
+        publish_report(soak, None)
+        if kills:
+            publish_report(soak, stream(args.kills * args.kill_every, kills, "kills", soak))
         listener.stop.set()
         listener.join(10)
     finally:
         cl.shutdown()
-    return _report(args, w, sustainable, rate, soak, faults)
+    return report
 
 
 def _latencies(submits, arrivals) -> tuple[np.ndarray, np.ndarray]:
@@ -269,6 +327,8 @@ def _report(args, w, sustainable, rate, soak: dict, faults: dict | None) -> dict
         f_t, f_lat = _latencies(faults["submits"], faults["arrivals"])
         fault_lat = _quantiles(f_lat)
         for k in kill_log:            # the recovery that ended first after the kill
+            if "missed" in k:
+                continue
             after = [r for r in recs if r["time"] >= k["time"]]
             if after:
                 r = min(after, key=lambda r: r["time"])
@@ -297,7 +357,8 @@ def _report(args, w, sustainable, rate, soak: dict, faults: dict | None) -> dict
         "checkpoints_at_soak_end": soak["checkpoints"],   # last_stall: what the stream waited for
         "kills": kill_log, "recovery_seconds": rec_s, "latency_during_kills_seconds": fault_lat,
         "targets": TARGETS,
-        "met": {"recovery": bool(rec_s) and max(rec_s) <= TARGETS["recovery_seconds"],
+        "met": {"recovery": bool(rec_s) and len(rec_s) == len(kill_log)
+                            and max(rec_s) <= TARGETS["recovery_seconds"],
                 "memory": abs(drift) <= TARGETS["memory_drift"],
                 "latency": lq["p99"] <= TARGETS["p99_latency_seconds"]},
     }
@@ -356,8 +417,7 @@ def _plot(out, m, soak_lat, faults, path: Path) -> None:
 def main(args) -> int:
     import json
 
-    out = run_soak(args)
-    write_json(out, Path(args.out) / "soak.json")
+    out = run_soak(args, write=lambda report: write_json(report, Path(args.out) / "soak.json"))
     print(json.dumps({k: out[k] for k in ("achieved_rate", "sustainable_rate", "latency_seconds", "memory_mib",
                                           "recovery_seconds", "latency_during_kills_seconds", "met")}, indent=2))
     return 0

@@ -16,7 +16,7 @@ import json
 import time
 from pathlib import Path
 
-from ..cli import CommandError
+from ..errors import CommandError
 from ..errors import InvalidInput
 
 __all__ = ["register", "cmd_load", "cmd_replay", "cmd_evaluate", "cmd_evaluate_matching", "cmd_evaluate_range",
