@@ -45,14 +45,15 @@ def test_soak_default_command_line_kills_every_default_role(ray_session, tmp_pat
     recovers, and the JSON and PNG are whole at the end."""
     from rankcast.bench import soak
 
-    args = _args(tmp_path, "--kills", "2")
-    assert args.kill == "partition,window" and args.policy == "hash" and args.partitions == 2
+    args = _args(tmp_path)
+    assert args.kill == "partition,window,coordinator" and args.kills == 3
+    assert args.policy == "hash" and args.partitions == 2
     assert soak.main(args) == 0
     out = json.loads((tmp_path / "soak.json").read_text())
     assert (tmp_path / "soak.png").stat().st_size > 10_000
-    assert [k["role"] for k in out["kills"]] == ["partition", "window"]
+    assert [k["role"] for k in out["kills"]] == ["partition", "window", "coordinator"]
     assert all("missed" not in k and k["recovery_seconds"] > 0 for k in out["kills"]), out["kills"]
-    assert len(out["recovery_seconds"]) == 2
+    assert len(out["recovery_seconds"]) == 3
 
 
 def test_soak_refuses_a_role_the_cluster_does_not_run(ray_session, tmp_path):

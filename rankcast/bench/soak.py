@@ -56,10 +56,10 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--rate", type=float, default=None, help="messages/s (default: --load x sustainable)")
     p.add_argument("--load", type=float, default=0.8, help="fraction of the sustainable rate")
     p.add_argument("--batch", type=int, default=50, help="messages per publish call")
-    p.add_argument("--kill", default="partition,window",
+    p.add_argument("--kill", default="partition,window,coordinator",
                    help="roles killed in turn: partition, window (its holders; alias shard), aggregator, "
                         "distributor, coordinator; '' none")
-    p.add_argument("--kills", type=int, default=4, help="kills in the kill phase, after the soak (0: none)")
+    p.add_argument("--kills", type=int, default=3, help="kills in the kill phase, after the soak (0: none)")
     p.add_argument("--kill-every", type=float, default=60.0, help="seconds between kills")
     p.add_argument("--policy", default="hash")
     p.add_argument("--partitions", type=int, default=2)
@@ -209,10 +209,16 @@ def run_soak(args, write=None) -> dict:
             mem: list[tuple[float, ...]] = []  # (seconds, cluster MiB, driver MiB, cluster private MiB)
             mem_roles: list[dict[str, float]] = []     # private MiB by role, at the same times
             kill_log: list[dict] = []
+            recs_seen: dict[tuple[float, str], dict] = {}
 
             def result(elapsed: float) -> dict:
+                # a coordinator's restart (cause "restart") forgets the recoveries before it:
+                # they are kept here, read before each kill
                 rec = cl.stats()["recovery"]
-                recs = [r for r in rec["recoveries"] if r["cause"] != "restart"]
+                for r in rec["recoveries"]:
+                    if r["time"] >= start:
+                        recs_seen[(r["time"], r["cause"])] = r
+                recs = sorted(recs_seen.values(), key=lambda r: r["time"])
                 return {"sent": sent, "elapsed": elapsed, "submits": list(submits),
                         "arrivals": list(listener.arrivals), "mem": list(mem), "mem_roles": list(mem_roles),
                         "kills": [dict(k) for k in kill_log], "recoveries": recs,
