@@ -1,17 +1,17 @@
 """rankcast: exact top-k publish/subscribe over sliding windows (Skype / DSkype).
 
 The public names of the contract (``../shared/design/CONTRACT.md``)."""
-from ._jitcache import configure as _configure_numba_cache
+from .common.jitcache import configure as _configure_numba_cache
 
 _configure_numba_cache()  # first: numba's cache directory, before numba loads
 from .config import ClusterConfig, EngineConfig, MatchConfig, RangeConfig
-from .engine import Engine
+from .kinds.spatial.engine import Engine
 from .errors import InvalidInput, UnknownSubscription
-from .matcher import Matcher
+from .kinds.matching.matcher import Matcher
 from .model import (Delivery, Event, Expression, Match, Message, ObjectUpdate, Predicate, RangeSubscription,
                     Subscription, Update)
-from .rangetopk import RangeEngine
-from .text import Vocabulary
+from .kinds.range import RangeEngine
+from .kinds.spatial.text import Vocabulary
 
 __all__ = ["Subscription", "Message", "Update", "Delivery", "InvalidInput", "UnknownSubscription",
            "EngineConfig", "Engine", "Vocabulary", "ClusterConfig", "Cluster",
@@ -21,6 +21,6 @@ __all__ = ["Subscription", "Message", "Update", "Delivery", "InvalidInput", "Unk
 
 def __getattr__(name):
     if name == "Cluster":   # Ray is imported only by those who use the cluster
-        from .actors.cluster import Cluster
+        from .runtime.cluster import Cluster
         return Cluster
     raise AttributeError(name)

@@ -1,5 +1,5 @@
 """The ``rankcast`` command line: ``demo``, ``bench {engine,cluster,ingest,soak,match,range,covering}``, and the
-commands of :mod:`rankcast.ingest.commands` and :mod:`rankcast.actors.commands` (each
+commands of :mod:`rankcast.ingest.commands` and :mod:`rankcast.runtime.commands` (each
 exposes ``register(subparsers)``). Heavy modules (Ray, Spark) load only when a command
 that needs them runs.
 
@@ -24,7 +24,7 @@ EXIT_BAD_INPUT = 2      # the status of argparse's own usage errors
 # absent, those names still parse and then fail with a message saying what is missing.
 EXTENSIONS = {
     "rankcast.ingest.commands": ("load", "replay", "evaluate"),
-    "rankcast.actors.commands": ("run",),
+    "rankcast.runtime.commands": ("run",),
 }
 
 

@@ -89,7 +89,7 @@ def _describe_sub(eng, sub_id: int) -> dict:
 
 def _pick_watched(subs_table, n: int, seed: int) -> list[int]:
     """A few subscriptions to follow: with 2+ keywords and a balanced alpha when possible."""
-    from .text import tokenize
+    from .kinds.spatial.text import tokenize
 
     ids = subs_table.column("id").to_numpy()
     alpha = subs_table.column("alpha").to_numpy()

@@ -1,7 +1,7 @@
 """Plain data objects of the public contract.
 
 They hold what the user gave, unchanged; validation happens when a call uses them,
-because only the call knows an item's position (see :mod:`rankcast.columns`).
+because only the call knows an item's position (see :mod:`rankcast.kinds.spatial.columns`).
 """
 from __future__ import annotations
 

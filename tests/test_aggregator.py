@@ -7,7 +7,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from rankcast.actors.aggregator import Aggregator
+from rankcast.kinds.spatial.roles.aggregator import Aggregator
 
 
 def _merged(lists: dict, sid: int, k: int) -> list[tuple[int, float]]:

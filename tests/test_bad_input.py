@@ -18,12 +18,12 @@ import pytest
 
 import rankcast as rc
 from rankcast import cli
-from rankcast.actors.testing import Call, play
-from rankcast.columns import SubscriptionBatch
+from rankcast.kinds.spatial.testing import Call, play
+from rankcast.kinds.spatial.columns import SubscriptionBatch
 from rankcast.config import Limits, limits
 from rankcast.ingest import commands
 
-from .test_validation import BAD_MSGS, BAD_SUBS, BAD_TIMES, M, S
+from tests.test_validation import BAD_MSGS, BAD_SUBS, BAD_TIMES, M, S
 
 BOUNDS = (0, 0, 10, 10)
 

@@ -8,10 +8,10 @@ import pytest
 from rankcast.baselines import CIQ, IPT, BruteForceCore
 from rankcast.baselines.ciq import DEFAULT_DEPTH
 from rankcast.baselines.sparse import SparseCore
-from rankcast.columns import MessageBatch, SubscriptionBatch
+from rankcast.kinds.spatial.columns import MessageBatch, SubscriptionBatch
 from rankcast.config import EngineConfig
-from rankcast.indexing.scoring import NO_MATCH, score_py
-from rankcast.indexing.subtable import SubTable
+from rankcast.kinds.spatial.scoring import NO_MATCH, score_py
+from rankcast.kinds.spatial.subtable import SubTable
 
 BOUNDS = (-10.0, -5.0, 30.0, 15.0)
 CFG = EngineConfig(bounds=BOUNDS, window=50)
@@ -320,7 +320,7 @@ def test_brute_core_rejects_unknown_ids_atomically():
 
 # ----------------------------------------------------------------------------- in the engine
 def _variant_factories():
-    from rankcast.indexing.core import SkypeCore
+    from rankcast.kinds.spatial.core import SkypeCore
     return {
         "IGPT-cSkyband": None,
         "IPT-cSkyband": lambda cfg: SkypeCore(cfg, disseminator=IPT),

@@ -8,7 +8,7 @@ import pytest
 from rankcast.baselines.matching import ScanCore
 from rankcast.ingest.begen import (JITTER, RANGE_PAD, SCORES, begen, geonames_betree, match_matrix,
                                    measured_match_prob, sizes)
-from rankcast.predicates import BETWEEN, EQ, IN, encode_events, encode_expressions
+from rankcast.kinds.matching.predicates import BETWEEN, EQ, IN, encode_events, encode_expressions
 from rankcast.testing import brute_match
 
 

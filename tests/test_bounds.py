@@ -7,7 +7,7 @@ import math
 import numpy as np
 import pytest
 
-from rankcast.indexing.scoring import (alpha_star, below, kscore_star, lambda_s, lambda_t, score_py,
+from rankcast.kinds.spatial.scoring import (alpha_star, below, kscore_star, lambda_s, lambda_t, score_py,
                                        ssim_ub, ssim_ub_out, tsim_ub)
 
 
@@ -89,7 +89,7 @@ def test_score_formula():
 def test_weight_sketch_bounds_every_weight():
     # the message index's per-posting sketch: byte t & 7 must bound the weight of every term t
     # of the message, at the byte edges (multiples of 1/255), at 0 and at 1 included
-    from rankcast.indexing.window import _sketch, _sketch_ub
+    from rankcast.kinds.spatial.window import _sketch, _sketch_ub
     rng = np.random.default_rng(1)
     edges = np.concatenate([np.arange(256) / 255.0, [0.0, 1.0, np.nextafter(1.0, 0.0)]])
     for trial in range(3000):
@@ -113,7 +113,7 @@ def test_score_at_equals_score_bit_for_bit():
     inside larger pools."""
     import numba
 
-    from rankcast.indexing.scoring import NO_MATCH, score, score_at
+    from rankcast.kinds.spatial.scoring import NO_MATCH, score, score_at
 
     @numba.njit(cache=False)
     def at(sx, sy, alpha, st, sw, s0, s1, mx, my, mt, mw, m0, m1, md):

@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 
 import rankcast as rc
-from rankcast.actors.testing import play, random_calls
+from rankcast.kinds.spatial.testing import play, random_calls
 from rankcast.baselines import BruteForceEngine
 from rankcast.config import POLICIES
 
@@ -58,7 +58,7 @@ def test_cluster_equals_engine_and_brute_force(policy, time_window, topo):
 def _shadow_asks(monkeypatch, compare):
     """Every question a partition asks its window shards is asked of each shard once more,
     for all of K and with no floor: ``compare(K, asked, answers, whole)`` sees both answers."""
-    from rankcast.actors import partition
+    from rankcast.kinds.spatial.roles import partition
 
     ask = partition.SubscriptionPartition._ask_shards
 
@@ -77,8 +77,8 @@ def test_shard_floor_keeps_results_exact(policy, time_window, monkeypatch):
     """Every re-evaluation asks one shard first and floors the others by its K-th scores
     (the path of large batches, forced here for every batch): each merged answer equals the
     unfloored one, and the results stay exact after every call."""
-    from rankcast.actors import partition
-    from rankcast.actors.aggregator import merge_candidates
+    from rankcast.kinds.spatial.roles import partition
+    from rankcast.kinds.spatial.roles.aggregator import merge_candidates
 
     monkeypatch.setattr(partition, "FLOOR_FROM", 1)
     seen = {"rows": 0, "floored": 0, "differ": 0}
@@ -111,7 +111,7 @@ def test_shards_asked_for_a_share_of_k_keep_results_exact(policy, via_agg, share
     merged answer is a prefix of the merge of the shards' whole answers, the partition's
     merge is told the shares, and the results stay exact after every call, merged at an
     aggregator or in the partition."""
-    from rankcast.actors import aggregator, partition
+    from rankcast.kinds.spatial.roles import aggregator, partition
 
     monkeypatch.setattr(aggregator, "SHARD_SHARE", share)
     seen = {"cut": 0, "short": 0, "differ": 0}
@@ -152,7 +152,7 @@ def test_shards_asked_for_a_share_of_k_keep_results_exact(policy, via_agg, share
 def test_sample_fitted_policy_with_vocabulary(policy):
     """Text input through a Vocabulary (term ids by frequency, the order prefixes rely on),
     policies fitted on a sample; words unseen by the fit land on hashed partitions."""
-    from rankcast.actors.testing import Call
+    from rankcast.kinds.spatial.testing import Call
 
     words = [f"w{i}" for i in range(25)]
     texts = [" ".join(words[: 1 + (i * 7) % 25][::-1][: 1 + i % 6]) for i in range(200)]
@@ -314,8 +314,8 @@ def test_load_monitoring_off_or_not_due():
 def test_merge_candidates_matches_window_merge():
     """The aggregator's compiled k-way merge gives CandidateLists.merge's answer."""
 
-    from rankcast.actors.aggregator import merge_candidates
-    from rankcast.indexing.window import CandidateLists
+    from rankcast.kinds.spatial.roles.aggregator import merge_candidates
+    from rankcast.kinds.spatial.window import CandidateLists
 
     rng = np.random.default_rng(3)
     n = 40
@@ -352,7 +352,7 @@ def test_aggregator_merges_replicas_and_forgets():
     newer seq); emit reports changes against the last report; forget and pool compaction
     keep the others intact."""
 
-    from rankcast.actors.aggregator import Aggregator
+    from rankcast.kinds.spatial.roles.aggregator import Aggregator
 
     agg = Aggregator(0, 3, export_metrics=False)
     csr = lambda lists: (np.cumsum([0] + [len(l) for l in lists]),
@@ -442,7 +442,7 @@ def test_bulk_load_streams_progress(in_flight):
 def test_latest_keeps_each_subscriptions_last_list():
     """Deliveries joined at one position (and a flush over several): per subscription the
     list of the last part that holds it, in the order of those last occurrences."""
-    from rankcast.actors.coordinator import _latest
+    from rankcast.runtime.coordinator import _latest
     rng = np.random.default_rng(5)
     for _ in range(100):
         outs, want = [], {}
@@ -474,8 +474,8 @@ def test_updates_go_from_the_partitions_to_the_client(policy, partitions):
     the coordinator, gets the same stream. Pickled (a checkpoint), a delivery is its arrays."""
     import pickle
 
-    from rankcast.actors.coordinator import RemoteUpdates, UpdateParts, update_arrays
-    from rankcast.engine import updates_from_arrays
+    from rankcast.runtime.coordinator import RemoteUpdates, UpdateParts, update_arrays
+    from rankcast.common.updates import updates_from_arrays
 
     cfg = _cfg(False)
     cl = _start(policy, cfg, (partitions, 2, 1, 1, 7, 3))
@@ -538,7 +538,7 @@ def _spy(fn, seen, quiet=None):
 
 def _as_table(updates):
     """The update table of a list of ``rc.Update``."""
-    from rankcast.engine import updates_table
+    from rankcast.common.updates import updates_table
     lens = [len(u.topk) for u in updates]
     return updates_table([u.subscription_id for u in updates], np.r_[0, np.cumsum(lens)].astype(np.int64),
                          np.array([m for u in updates for m, _ in u.topk], np.int64),
@@ -548,7 +548,7 @@ def _as_table(updates):
 def test_a_steps_takes_left_by_its_cut_wait_for_the_next_one():
     """The takes folded into a step (``_dispatch(take=True)``) that no cut consumes, because
     another step follows, go to the stash: the next cut delivers them under the later lists."""
-    from rankcast.engine import updates_from_arrays
+    from rankcast.common.updates import updates_from_arrays
 
     cfg = _cfg(False)
     cl = _start("hash", cfg, (2, 1, 1, 1, 7, 3))
@@ -644,7 +644,7 @@ def test_partitions_holding_the_window_are_engines_in_actors(policy, partitions,
     there. Equal to the engine and brute force after every call; then resumed from its
     durable state (a checkpoint and the log after it: each partition rebuilds its window and
     its buffers from its snapshot) it goes on equal."""
-    from rankcast.actors.partition import SoloPartition
+    from rankcast.kinds.spatial.roles.partition import SoloPartition
 
     cfg = _cfg(time_window)
     calls = random_calls(sum(map(ord, policy)) * 7 + 31 * partitions + time_window + 17, 50, time_window=time_window)
@@ -710,9 +710,9 @@ def test_only_partition_runs_its_halves_on_two_threads(time_window, tmp_path, mo
     after every call, both halves holding subscriptions and steps run on both threads; then
     resumed from its durable state (a checkpoint and the log after it: the halves rebuilt
     from the subscriptions) it goes on equal. ``options["solo_halves"]`` False: one core."""
-    from rankcast.indexing.core import SkypeCore
-    from rankcast.indexing.halves import HalvesCore
-    from rankcast.indexing.igpt import SideThread
+    from rankcast.kinds.spatial.core import SkypeCore
+    from rankcast.kinds.spatial.halves import HalvesCore
+    from rankcast.kinds.spatial.igpt import SideThread
 
     monkeypatch.setattr(SideThread, "MIN_OVERLAP", 0.0)     # two threads, however loaded the machine
     monkeypatch.setattr(SideThread, "MIN_OWN", 0.0)
@@ -756,7 +756,7 @@ def test_only_partitions_halves_back_off_from_two_threads_where_no_core_is_free(
     says a second core ran, every verdict is "no free core" and the steps go back to one
     thread (1, 2, 4, ... steps: some steps still probe two); where both say free, no step
     leaves two threads. Equal to the engine and brute force after every call either way."""
-    from rankcast.indexing.igpt import SideThread
+    from rankcast.kinds.spatial.igpt import SideThread
 
     monkeypatch.setattr(SideThread, "MIN_OVERLAP", 0.0 if free else 1e9)
     monkeypatch.setattr(SideThread, "MIN_OWN", 0.0 if free else 1e9)
@@ -785,7 +785,7 @@ def test_halves_updates_merge_on_two_threads_as_on_one(seed):
     without updates."""
     from concurrent.futures import ThreadPoolExecutor
 
-    from rankcast.indexing.halves import merge_updates, merge_updates_beside
+    from rankcast.kinds.spatial.halves import merge_updates, merge_updates_beside
 
     rng = np.random.default_rng(seed)
 
@@ -959,8 +959,8 @@ def test_warm_asks_the_one_walk_question(monkeypatch, time_window):
     subscriptions' questions to a full window in one call (``window._walk``, a partition's
     re-evaluations in a stream); otherwise that kernel is loaded inside the stream. A count
     window too small for the question skips it."""
-    from rankcast.actors.partition import warm_spatial
-    from rankcast.indexing import window
+    from rankcast.kinds.spatial.roles.partition import warm_spatial
+    from rankcast.kinds.spatial import window
 
     calls = []
     real = window._walk
@@ -983,9 +983,9 @@ def test_warm_loads_the_buffers_compaction(monkeypatch):
     argument types a core's own compaction passes: otherwise a partition loads it at its
     first compaction, inside a stream."""
     import numba
-    from rankcast.actors.partition import warm_spatial
-    from rankcast.actors.testing import random_calls
-    from rankcast.indexing import core, skyband
+    from rankcast.kinds.spatial.roles.partition import warm_spatial
+    from rankcast.kinds.spatial.testing import random_calls
+    from rankcast.kinds.spatial import core, skyband
 
     seen = []
     real = skyband.compact

@@ -11,7 +11,7 @@ import time
 import pytest
 
 import rankcast as rc
-from rankcast.actors.testing import play, random_calls
+from rankcast.kinds.spatial.testing import play, random_calls
 from rankcast.baselines import BruteForceEngine
 from rankcast.config import RAY_INLINE_BYTES, RAY_INLINE_VAR
 
@@ -87,7 +87,7 @@ def test_named_cluster_lifecycle(ray_session):
         pids = cl.warm()
         assert pids == cl.pids()
         # the stream's roles run with the heap that reuses a step's pages, the others not
-        from rankcast.actors.runtime import ROLE_ENV, STEP_ROLE_ENV
+        from rankcast.runtime.backends import ROLE_ENV, STEP_ROLE_ENV
         for role, want in (("partition", STEP_ROLE_ENV), ("shard", STEP_ROLE_ENV), ("aggregator", ROLE_ENV)):
             for pid in pids[role]:
                 with open(f"/proc/{pid}/environ") as f:
@@ -256,8 +256,8 @@ def test_bulk_load_on_ray_encodes_in_two_processes(ray_session, monkeypatch):
     a good table loads equal to subscribing it, new terms included."""
     import pyarrow as pa
 
-    from rankcast.actors import cluster as cluster_mod
-    from rankcast.columns import SubscriptionBatch
+    from rankcast.runtime import cluster as cluster_mod
+    from rankcast.kinds.spatial.columns import SubscriptionBatch
 
     sent = []
     pre = cluster_mod._pre_encoded

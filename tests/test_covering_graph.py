@@ -13,10 +13,10 @@ import numpy as np
 import pytest
 
 import rankcast as rc
-from rankcast.covering import Covering
-from rankcast.covering.testing import Witnesses, matches
+from rankcast.kinds.matching.covering import Covering
+from rankcast.kinds.matching.covering.testing import Witnesses, matches
 
-from .test_covering_index import NUM, STR, _expressions
+from tests.test_covering_index import NUM, STR, _expressions
 
 P = rc.Predicate
 

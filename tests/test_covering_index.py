@@ -1,6 +1,6 @@
 """Covering indexes: after every call, each index's cov_k is sound (true covers, at most k,
 never the query itself) and complete (min(k, all covers) of them) against the reference of
-rankcast.covering.testing, on expressions with every operator, strings, missing attributes,
+rankcast.kinds.matching.covering.testing, on expressions with every operator, strings, missing attributes,
 open and closed bounds and adjacent floats; and Fact 1 (dominance is containment)."""
 from __future__ import annotations
 
@@ -10,9 +10,9 @@ import numpy as np
 import pytest
 
 import rankcast as rc
-from rankcast.covering import Covering
-from rankcast.covering.semantic import ordinals
-from rankcast.covering.testing import Witnesses, covers
+from rankcast.kinds.matching.covering import Covering
+from rankcast.kinds.matching.covering.semantic import ordinals
+from rankcast.kinds.matching.covering.testing import Witnesses, covers
 
 NUM = ["a", "b", "c"]
 STR = ["s", "t"]

@@ -9,9 +9,9 @@ import pyarrow.parquet as pq
 import pytest
 
 import rankcast as rc
-from rankcast.columns import Encoder
+from rankcast.kinds.spatial.columns import Encoder
 from rankcast.ingest import datasets as D
-from rankcast.text import Vocabulary, tokenize
+from rankcast.kinds.spatial.text import Vocabulary, tokenize
 
 
 @pytest.fixture(scope="module")

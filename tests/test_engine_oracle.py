@@ -10,7 +10,7 @@ from hypothesis import HealthCheck, given, settings, strategies as st
 
 import rankcast as rc
 from rankcast.baselines.brute import BruteForceCore
-from rankcast.indexing.window import MAX_LEVEL, NI_LEVEL, NI_LIVE, MessageWindow
+from rankcast.kinds.spatial.window import MAX_LEVEL, NI_LEVEL, NI_LIVE, MessageWindow
 from rankcast.testing import assert_engine_exact
 
 WORDS = [f"w{i}" for i in range(24)]
@@ -53,7 +53,7 @@ def _msgs(rng, start, n, t0, clustered):
 
 
 def assert_buffers_are_skybands(eng):
-    """The buffer invariant (rankcast.indexing.skyband): each buffer holds exactly the
+    """The buffer invariant (rankcast.kinds.spatial.skyband): each buffer holds exactly the
     k-skyband of the window messages scoring at least its theta, each row with its exact
     dominance counter (the newer messages that score at least as high)."""
     from rankcast.testing import brute_topk
@@ -175,7 +175,7 @@ def test_larger_leaves_and_window():
 def test_buffers_compacted_in_place_after_every_call(seed, monkeypatch):
     """The buffers' pool compacted (in place) whenever it holds any garbage: buffers slide
     down past each other's old rows and shrink their room, and stay exact."""
-    from rankcast.indexing.core import SkypeCore
+    from rankcast.kinds.spatial.core import SkypeCore
     monkeypatch.setattr(SkypeCore, "COMPACT_FROM", 0)
     # the cost model's measured C_topk sizes the buffers: unmeasured here, so that how often
     # they outgrow their room does not depend on timing (a cold numba cache made it 2)
@@ -248,7 +248,7 @@ def test_updates_only_for_changed():
 def test_baseline_reevaluation_policies_exact(policy):
     """The re-evaluation baselines (Skyband 0.95 kScore, kmax k' = 60) share the buffers and
     must be just as exact."""
-    from rankcast.indexing.core import SkypeCore
+    from rankcast.kinds.spatial.core import SkypeCore
     rng = np.random.default_rng(5)
     cfg = rc.EngineConfig(bounds=(0, 0, 1, 1), window=60, leaf_capacity=4, batch_size=5)
     eng = rc.Engine(cfg, core=lambda c: SkypeCore(c, policy=policy))
@@ -312,7 +312,7 @@ def test_floored_shard_search_merges_to_the_whole_window_top_k(seed, flat_upto):
     """A window split in shards, the others searched with the first's K-th scores as a floor:
     the merged top-K equals the top-K of the whole window, row for row (ties included: grid
     locations and few words make many equal scores), and a floored row is never complete."""
-    from rankcast.indexing.window import CandidateLists, MessageWindow
+    from rankcast.kinds.spatial.window import CandidateLists, MessageWindow
 
     rng = np.random.default_rng(seed)
     words = [f"w{i}" for i in range(80)]
@@ -362,8 +362,8 @@ def _check_igpt_layout(eng):
     lambda_s at most every member's (what the in-place re-keying must keep); the term
     directory's row of every segment equals the segment table's, and every subscription's
     row the subscription table's."""
-    from rankcast.indexing import igpt as I
-    from rankcast.indexing.scoring import EPS, alpha_star, kscore_star, lambda_s
+    from rankcast.kinds.spatial import igpt as I
+    from rankcast.kinds.spatial.scoring import EPS, alpha_star, kscore_star, lambda_s
 
     idx, s = eng.core.index, eng.core.subs
     idx.flush()
@@ -531,7 +531,7 @@ def test_match_on_two_threads_equals_one_walk(seed):
     messages of the batch beside the first ones) gives the one walk's arrays exactly, at
     every share of the batch, also when a thread's candidates overflow its room and its walk
     is redone; the caller's work runs once, and an error in it reaches the caller."""
-    from rankcast.indexing.igpt import SideThread
+    from rankcast.kinds.spatial.igpt import SideThread
 
     eng = _run(700 + seed, window=60, window_seconds=None, clustered=seed == 1, steps=25, batch_size=500,
                max_msgs=40)
@@ -564,7 +564,7 @@ def test_side_thread_share_ends_both_threads_together():
     """The side thread's share of a batch: both threads walk at the measured rate, the side
     one after the caller's work, so the share that ends them together is
     (1 - work / whole walk) / 2, between 0 (work as long as the walk) and 1/2 (no work)."""
-    from rankcast.indexing.igpt import SideThread
+    from rankcast.kinds.spatial.igpt import SideThread
 
     side = SideThread()
     for _ in range(60):     # a walk of 1 s for 1000 messages, 0.2 s of the caller's work
@@ -584,7 +584,7 @@ def test_side_thread_goes_back_to_one_thread_where_no_core_is_free():
     free core) sends the next batch to one thread; verdicts in a row hold 1, 2, 4, ... and at
     most PROBE_EVERY - 1 batches (every PROBE_EVERY-th batch tries two again); a batch that
     finds its core again starts the backoff anew at 1."""
-    from rankcast.indexing.igpt import SideThread
+    from rankcast.kinds.spatial.igpt import SideThread
 
     def pattern(side, failures):
         """Which of the next batches run on two threads, each two-thread batch failing."""
@@ -619,7 +619,7 @@ def test_side_thread_goes_back_to_one_thread_where_no_core_is_free():
 def test_side_thread_backoff_is_capped_by_probe_every():
     """A SideThread made with ``probe_every`` (a solo partition's halves: 8) holds at most
     probe_every - 1 batches; with 2, every other batch; with 1, none (each verdict holds 1)."""
-    from rankcast.indexing.igpt import SideThread
+    from rankcast.kinds.spatial.igpt import SideThread
 
     for probe_every, holds in ((8, [1, 2, 4, 7, 7]), (2, [1, 1, 1]), (1, [1, 1])):
         side = SideThread(probe_every)
@@ -640,7 +640,7 @@ def test_side_thread_verdict_from_each_threads_own_cpu():
     batch (its CPU time against its wall clock, less its waits): two threads sharing one
     core get about half each; one thread starved is enough for "no free core", unless the
     process's CPU per wall second (when given) reached MIN_OVERLAP."""
-    from rankcast.indexing.igpt import SideThread
+    from rankcast.kinds.spatial.igpt import SideThread
 
     side = SideThread()
     cases = [(([0.020, 0.018], [0.021, 0.019]), True),      # each thread on its core

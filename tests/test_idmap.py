@@ -5,7 +5,7 @@ import pickle
 import numpy as np
 import pytest
 
-from rankcast.indexing.idmap import IdMap
+from rankcast.common.idmap import IdMap
 
 
 @pytest.mark.parametrize("seed", range(4))

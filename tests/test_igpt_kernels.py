@@ -1,10 +1,10 @@
-"""Small kernels of the message index (rankcast.indexing.igpt)."""
+"""Small kernels of the message index (rankcast.kinds.spatial.igpt)."""
 from __future__ import annotations
 
 import numpy as np
 import pytest
 
-from rankcast.indexing.igpt import _radix_sort
+from rankcast.kinds.spatial.igpt import _radix_sort
 
 
 @pytest.mark.parametrize("n,top", [(0, 5), (1, 5), (2, 0), (5, 3), (1000, 10**8), (10_000, 10**8),
@@ -20,9 +20,9 @@ def _replica_index(indexed):
     """An IGPT over one subscription (terms 1, 2, 3, 4, threshold 0) whose table indexes the
     term positions ``indexed`` marks (None: every one, as an engine's)."""
     import rankcast as rc
-    from rankcast.columns import SubscriptionBatch
-    from rankcast.indexing.igpt import IGPT
-    from rankcast.indexing.subtable import SubTable
+    from rankcast.kinds.spatial.columns import SubscriptionBatch
+    from rankcast.kinds.spatial.igpt import IGPT
+    from rankcast.kinds.spatial.subtable import SubTable
 
     w = np.full(4, 0.5)
     subs = SubscriptionBatch(np.array([7], np.int64), np.array([0.5]), np.array([0.5]), np.array([1], np.int64),
@@ -36,7 +36,7 @@ def _replica_index(indexed):
 
 
 def _messages(rows):
-    from rankcast.columns import MessageBatch
+    from rankcast.kinds.spatial.columns import MessageBatch
     off = np.concatenate([[0], np.cumsum([len(r) for r in rows])]).astype(np.int64)
     terms = np.concatenate([np.array(r, np.int64) for r in rows])
     w = np.concatenate([np.full(len(r), 1.0 / np.sqrt(len(r))) for r in rows])
@@ -53,7 +53,7 @@ def test_a_replica_verifies_only_the_pairs_whose_first_shared_term_it_indexes(ow
     finds it there, where the bound covers the whole score) a pair whose first shared term
     is 2 or 4, even where it meets term 3 here; ``OWN_PAIRS`` off (a measurement) keeps
     whatever the walk finds. An engine's table (every term indexed) keeps every pair."""
-    from rankcast.indexing import igpt
+    from rankcast.kinds.spatial import igpt
     monkeypatch.setattr(igpt, "OWN_PAIRS", own)
     msgs = _messages([[1, 2], [2, 3], [3], [1, 3, 4], [2, 4], [0, 3, 9], [4], [0, 2, 3, 4], [1]])
     ours = {0, 2, 3, 5, 8}          # first shared term 1 or 3
@@ -77,7 +77,7 @@ def test_owned_score_is_the_score_or_left_at_the_first_shared_term():
     """``owned_score_at`` against ``score_at`` on random rows: equal bits where the first
     shared term (term-id order) is indexed, NOT_OURS where it is not, NO_MATCH with no
     shared term, whatever the later shared terms' marks."""
-    from rankcast.indexing.scoring import NO_MATCH, NOT_OURS, owned_score_at, score_at
+    from rankcast.kinds.spatial.scoring import NO_MATCH, NOT_OURS, owned_score_at, score_at
     rng = np.random.default_rng(42)
     seen = {"ours": 0, "left": 0, "none": 0}
     for _ in range(2000):
@@ -110,12 +110,12 @@ def test_one_leaf_prunes_by_the_subscriptions_own_location_and_stays_exact(locat
     verified. Every pair at or above its threshold is still found, with the score's bits;
     ties at the threshold included."""
     import rankcast as rc
-    from rankcast.columns import MessageBatch, SubscriptionBatch
-    from rankcast.indexing import igpt
-    from rankcast.indexing.igpt import IGPT
-    from rankcast.indexing.scoring import NO_MATCH, score_py
+    from rankcast.kinds.spatial.columns import MessageBatch, SubscriptionBatch
+    from rankcast.kinds.spatial import igpt
+    from rankcast.kinds.spatial.igpt import IGPT
+    from rankcast.kinds.spatial.scoring import NO_MATCH, score_py
     monkeypatch.setattr(igpt, "LOCATION", location)
-    from rankcast.indexing.subtable import SubTable
+    from rankcast.kinds.spatial.subtable import SubTable
 
     rng = np.random.default_rng(7)
     n, nm, v = 300, 400, 12
@@ -164,12 +164,12 @@ def test_a_replica_keeps_a_pair_met_at_a_later_term_whose_whole_score_reaches_th
     bounds the score from term 2 on there, and the replica leaves the pair to the one of term
     1; an engine's table (both terms indexed) finds it at term 1 under every mode."""
     import rankcast as rc
-    from rankcast.columns import MessageBatch, SubscriptionBatch
-    from rankcast.indexing import igpt
-    from rankcast.indexing.igpt import IGPT
-    from rankcast.indexing.scoring import score_py
+    from rankcast.kinds.spatial.columns import MessageBatch, SubscriptionBatch
+    from rankcast.kinds.spatial import igpt
+    from rankcast.kinds.spatial.igpt import IGPT
+    from rankcast.kinds.spatial.scoring import score_py
     monkeypatch.setattr(igpt, "LOCATION", location)
-    from rankcast.indexing.subtable import SubTable
+    from rankcast.kinds.spatial.subtable import SubTable
 
     cfg = rc.EngineConfig(bounds=(0, 0, 1, 1), window=10)
     subs = SubscriptionBatch(np.array([3], np.int64), np.array([0.05]), np.array([0.05]), np.array([1], np.int64),

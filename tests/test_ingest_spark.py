@@ -9,8 +9,8 @@ import pyarrow as pa
 import pytest
 
 import rankcast as rc
-from rankcast.columns import Encoder
-from rankcast.indexing.scoring import score_py
+from rankcast.kinds.spatial.columns import Encoder
+from rankcast.kinds.spatial.scoring import score_py
 from rankcast.ingest import datasets as D
 from rankcast.ingest.bulk import iter_batches
 from rankcast.ingest.evaluate import (compare, exact_topk_spark, offline_evaluation,
@@ -18,7 +18,7 @@ from rankcast.ingest.evaluate import (compare, exact_topk_spark, offline_evaluat
 from rankcast.ingest.readers import read_subscriptions, to_spark
 from rankcast.ingest.session import get_spark
 from rankcast.ingest.vocab import fit_vocabulary_spark, weigh_spark
-from rankcast.text import TermDictionary, Vocabulary
+from rankcast.kinds.spatial.text import TermDictionary, Vocabulary
 
 
 @pytest.fixture(scope="module")

@@ -7,9 +7,9 @@ import math
 import numpy as np
 import pytest
 
-from rankcast.indexing.intervals import irtree as ir
-from rankcast.indexing.intervals.base import COUNTERS
-from rankcast.indexing.intervals.irtree import IRTreeIndex
+from rankcast.kinds.matching.intervals import irtree as ir
+from rankcast.kinds.matching.intervals.base import COUNTERS
+from rankcast.kinds.matching.intervals.irtree import IRTreeIndex
 
 HOLES = COUNTERS.index("holes")
 BATCHES = (1, 2, 3, 5, 8, 13, 1000)

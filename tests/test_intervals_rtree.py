@@ -7,8 +7,8 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from rankcast.indexing.intervals import rtree as R
-from rankcast.indexing.intervals.rtree import (RTreeIndex, SoptRTreeIndex, constraint_graph,
+from rankcast.kinds.matching.intervals import rtree as R
+from rankcast.kinds.matching.intervals.rtree import (RTreeIndex, SoptRTreeIndex, constraint_graph,
                                                sopt_arrangement, total_order)
 
 INDEXES = (RTreeIndex, SoptRTreeIndex)

@@ -8,8 +8,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from rankcast.indexing.intervals.itree import IntervalTreeIndex
-from rankcast.indexing.intervals.segment import SegmentTreeIndex
+from rankcast.kinds.matching.intervals.itree import IntervalTreeIndex
+from rankcast.kinds.matching.intervals.segment import SegmentTreeIndex
 
 INDEXES = [SegmentTreeIndex, IntervalTreeIndex]
 BATCHES = [(1,), (3,), (10_000,), (1, 3, 1000, 2)]

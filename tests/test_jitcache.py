@@ -8,7 +8,7 @@ import sys
 from pathlib import Path
 
 import rankcast
-from rankcast._jitcache import _source_key
+from rankcast.common.jitcache import _source_key
 
 
 def test_key_follows_every_file(tmp_path):

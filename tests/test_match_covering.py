@@ -13,10 +13,10 @@ import numpy as np
 import pytest
 
 import rankcast as rc
-from rankcast.actors.covering_routing import MatchDistributor, client_of, owner_of
-from rankcast.actors.matching import MatchPolicy
-from rankcast.covering.testing import matches
-from rankcast.predicates import AttributeTable, encode_events, encode_expressions
+from rankcast.kinds.matching.covering.routing import MatchDistributor, client_of, owner_of
+from rankcast.kinds.matching.roles import MatchPolicy
+from rankcast.kinds.matching.covering.testing import matches
+from rankcast.kinds.matching.predicates import AttributeTable, encode_events, encode_expressions
 from rankcast.testing import assert_matches_exact
 from tests.test_match_oracle import _events, _expressions
 

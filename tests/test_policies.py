@@ -5,13 +5,13 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from rankcast.actors.policies import (KDTree, KeywordMap, Routing, estimate_kscores, keyword_variance,
+from rankcast.kinds.spatial.roles.policies import (KDTree, KeywordMap, Routing, estimate_kscores, keyword_variance,
                                       make_policy, needed_prefix, prefix_lengths)
-from rankcast.columns import MessageBatch, SubscriptionBatch
+from rankcast.kinds.spatial.columns import MessageBatch, SubscriptionBatch
 from rankcast.config import POLICIES
 from rankcast.errors import InvalidInput
-from rankcast.indexing.scoring import NO_MATCH, score_py
-from rankcast.indexing.subtable import SubTable
+from rankcast.kinds.spatial.scoring import NO_MATCH, score_py
+from rankcast.kinds.spatial.subtable import SubTable
 
 BOUNDS = (0.0, 0.0, 100.0, 50.0)
 MAX_DIST = float(np.hypot(100.0, 50.0))
@@ -317,7 +317,7 @@ def test_placed_cost_ranges_are_the_least_limit_sweep():
     every range of a sweep costs at most the limit and would exceed it with its next term
     (the incremental counts of subscriptions and messages meeting a range agree with the
     model's own); the fitted map's largest cost is no more than the N x p recursion's."""
-    from rankcast.actors.policies import KeywordMap, _by_term_prev, _sweep
+    from rankcast.kinds.spatial.roles.policies import KeywordMap, _by_term_prev, _sweep
 
     rng = np.random.default_rng(5)
     subs = _with_hot_term(rng, subs_batch(rng, 300), 60, 0.5)
@@ -440,7 +440,7 @@ def test_heavy_copies_least_largest_cost():
     copy costs its messages plus its share of the rest, a light partition its share of the
     light terms."""
     import itertools
-    from rankcast.actors.policies import _heavy_copies
+    from rankcast.kinds.spatial.roles.policies import _heavy_copies
     rng = np.random.default_rng(4)
     for _ in range(40):
         h = int(rng.integers(0, 3))
@@ -489,7 +489,7 @@ def test_prefix_groups_price_what_the_fit_did_not_see_below_a_sampled_replica(sa
     their replicas' buffers), and so does the fit's leave-one-out estimate of those replicas,
     which the heavy terms' copies are weighed against: a dearer price leaves the heavy term
     fewer copies."""
-    from rankcast.actors.policies import UNSEEN_COST, GroupCost, TermGroups
+    from rankcast.kinds.spatial.roles.policies import UNSEEN_COST, GroupCost, TermGroups
     subs, msgs = sample
 
     def fit(**opt):
@@ -520,7 +520,7 @@ def test_prefix_groups_split_a_light_term_dearer_than_a_light_partition():
     than a light partition's share as placed (co-located terms cost less than they weigh
     alone) gets a group of its own, with copies: left in one light partition, it alone
     would be the largest load."""
-    from rankcast.actors.policies import GroupCost, TermGroups
+    from rankcast.kinds.spatial.roles.policies import GroupCost, TermGroups
     rng = np.random.default_rng(0)
     # term 0 heavy; term 1 alone in its 80 rows; terms 2..81 in pairs sharing every row
     pairs_rows = [np.array([t, t + 1]) for t in np.repeat(np.arange(2, 82, 2), 10)]

@@ -10,7 +10,7 @@ import pytest
 
 import rankcast as rc
 from rankcast.baselines.rangetopk import brute_topk
-from rankcast.actors.coordinator import _latest
+from rankcast.runtime.coordinator import _latest
 
 METHODS = [("paint-dense", 0.0, True), ("paint-dense", 0.5, False), ("paint-sparse", 0.0, False),
            ("paint-sparse", 0.5, True), ("unicast", 0.0, True), ("unicast", 0.0, False)]
@@ -88,7 +88,7 @@ def _drive(cl, eng, seed, steps=16):
             got = cl.flush()
             outs = [w for w in want if w]
             if outs:
-                from rankcast.engine import updates_from_arrays
+                from rankcast.common.updates import updates_from_arrays
                 arrays = [(np.array([u.subscription_id for u in w], np.int64),
                            np.cumsum([0] + [len(u.topk) for u in w]),
                            np.array([o for u in w for o, _ in u.topk], np.int64),

@@ -17,7 +17,7 @@ import numpy as np
 import pytest
 
 import rankcast as rc
-from rankcast.rangetopk.paint import EXPOSED, NEW, run_length
+from rankcast.kinds.range.paint import EXPOSED, NEW, run_length
 
 
 def _rank(objs, oid, y, lo, hi):
@@ -185,7 +185,7 @@ def test_vectorised_block_protocol_equals_the_row_protocol(k):
     free (``_apply_block``); every row must end exactly as the paper's protocol applied to
     that row alone (``apply_protocol``): inserts, re-ranks, deletes (y = +inf), lists short
     of k, ties on y broken by id, and rows the message does not reach."""
-    from rankcast.rangetopk.subscribers import _apply_block, apply_protocol
+    from rankcast.kinds.range.subscribers import _apply_block, apply_protocol
 
     rng = np.random.default_rng(k)
     for rep in range(60):
@@ -222,7 +222,7 @@ def test_entry_set_and_block_leaves_equal_the_row_protocol(k, pack_upto):
     the changed rows are exactly those whose list differs; both forms and both switches
     happen (``pack_upto``: the most entries a packed leaf may have, small to switch often;
     ``pack_retry``: deliveries a leaf that failed to pack waits, short here)."""
-    from rankcast.rangetopk.subscribers import SubscriberStore, apply_protocol
+    from rankcast.kinds.range.subscribers import SubscriberStore, apply_protocol
 
     rng = np.random.default_rng(k)
     m = 400
@@ -283,7 +283,7 @@ def test_store_pads_restored_lists_past_their_end():
     """Delivery copies rows blindly and relies on entries past a list's end being (+inf, 0):
     a state whose rows hold leftovers there (restored, or from a caller) is padded, so the
     leftovers never come back as list entries."""
-    from rankcast.rangetopk.subscribers import SubscriberStore
+    from rankcast.kinds.range.subscribers import SubscriberStore
     k = 3
     st = {"sid": np.arange(4), "lo": np.array([0.0, 1.0, 2.0, 3.0]), "hi": np.array([5.0, 6.0, 7.0, 8.0]),
           "topn": np.array([1, 0, 2, 1]), "topid": np.full((4, k), 7), "topy": np.full((4, k), 0.25)}
@@ -303,7 +303,7 @@ def test_local_copy_queries_equal_the_tree():
     """snap, extreme and the emptiness test answered from a local copy of the points of a box
     Q equal the k-d tree's for boxes inside Q, and snap and extreme equal brute force; a copy
     asked for more points than it holds leaves every query to the tree."""
-    from rankcast.rangetopk.points import (PointIndex, any_in_box_outside, any_outside_at, extreme,
+    from rankcast.kinds.range.points import (PointIndex, any_in_box_outside, any_outside_at, extreme,
                                            extreme_at, local_copy, localize, snap, snap_at)
     rng = np.random.default_rng(11)
     lr = np.sort(rng.integers(0, 60, (3000, 2)).astype(float), axis=1)   # repeats and ties
@@ -354,7 +354,7 @@ def test_box_queries_on_the_tree_equal_brute_force():
     """snap_boxes (one walk for a list of boxes ordered west to east, snaps of other lists box
     by box) gives each box's snap, and the emptiness test says whether a point lies in m but in
     neither g nor s, both against brute force on points with repeats and ties."""
-    from rankcast.rangetopk.points import PointIndex, any_in_box_outside, snap_boxes
+    from rankcast.kinds.range.points import PointIndex, any_in_box_outside, snap_boxes
     rng = np.random.default_rng(12)
     for m, grid in ((3000, 60), (20000, 400)):
         lr = np.sort(rng.integers(0, grid, (m, 2)).astype(float), axis=1)
@@ -405,8 +405,8 @@ def test_box_queries_on_the_tree_equal_brute_force():
 def test_sparse_messages_do_not_depend_on_the_local_copy(batch):
     """Paint-Sparse sends the same messages whether its queries go to the k-d tree only
     (``local_cap`` 0) or mostly to local copies."""
-    from rankcast.rangetopk.server import RangeServer
-    from rankcast.rangetopk.points import PointIndex
+    from rankcast.kinds.range.server import RangeServer
+    from rankcast.kinds.range.points import PointIndex
     rng = np.random.default_rng(5)
     lr = np.sort(rng.random((20000, 2)), axis=1)
     pts = PointIndex(lr[:, 0], lr[:, 1], np.arange(20000), 16)

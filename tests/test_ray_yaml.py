@@ -9,9 +9,9 @@ from pathlib import Path
 import pytest
 import yaml
 
-from rankcast.actors.commands import cluster_config_from_dict, load_cluster_config
+from rankcast.runtime.commands import cluster_config_from_dict, load_cluster_config
 from rankcast.errors import InvalidInput
-from rankcast.text import Vocabulary
+from rankcast.kinds.spatial.text import Vocabulary
 
 ROOT = Path(__file__).resolve().parents[1]
 

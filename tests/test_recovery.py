@@ -13,8 +13,8 @@ import time
 import pytest
 
 import rankcast as rc
-from rankcast.actors.recovery import STATE_FORMAT, StateStore
-from rankcast.actors.testing import play, random_calls
+from rankcast.runtime.recovery import STATE_FORMAT, StateStore
+from rankcast.kinds.spatial.testing import play, random_calls
 from rankcast.baselines import BruteForceEngine
 
 BOUNDS = (0.0, 0.0, 10.0, 10.0)
@@ -289,7 +289,7 @@ def test_raw_files_hold_their_arrays_beside_compressed_ones(tmp_path):
     equal, with writable arrays, next to files that ``write`` compressed."""
     import numpy as np
 
-    from rankcast.actors.recovery import StateStore
+    from rankcast.runtime.recovery import StateStore
     store = StateStore(str(tmp_path), "raw")
     rng = np.random.default_rng(3)
     obj = [(5, (np.arange(7), np.zeros(0, np.int64), rng.random(9), np.asfortranarray(rng.random((3, 4))))),
@@ -520,7 +520,7 @@ def test_a_core_restored_from_its_snapshot_goes_on_exactly():
     out) restores to a core that goes on with the same results as the one never stopped."""
     import pickle
 
-    from rankcast.engine import Engine
+    from rankcast.kinds.spatial.engine import Engine
 
     cfg = rc.EngineConfig(bounds=BOUNDS, window=40, candidate_extra=0)
     calls = random_calls(23, 70, invalid=False)
@@ -574,7 +574,7 @@ def test_a_snapshot_holds_the_state_at_its_start_and_reports_write_errors(tmp_pa
     fails is raised by ``done`` with its cause, not lost with the child."""
     import numpy as np
 
-    from rankcast.actors.recovery import ForkWriter, StateStore, Writer, write_snapshot
+    from rankcast.runtime.recovery import ForkWriter, StateStore, Writer, write_snapshot
 
     monkeypatch.setenv("RANKCAST_SNAPSHOT_FORK", fork)
     store = StateStore(str(tmp_path), "snap")
@@ -603,7 +603,7 @@ def test_a_snapshot_holds_the_state_at_its_start_and_reports_write_errors(tmp_pa
     if fork == "1":                                     # a wedged child is ended, not waited for
         import time
 
-        import rankcast.actors.recovery as recovery
+        import rankcast.runtime.recovery as recovery
 
         monkeypatch.setattr(recovery, "SNAPSHOT_TIMEOUT", 0.5)
         t0 = time.monotonic()
@@ -621,9 +621,9 @@ def test_a_shard_answers_the_questions_a_partial_recovery_asks_about_messages_it
     that never dropped a message; questions older than what is kept, or than the index
     when nothing is kept (``hold`` None), raise."""
     import numpy as np
-    from rankcast.actors.shard import WindowShard
-    from rankcast.columns import Encoder
-    from rankcast.indexing.window import MessageWindow
+    from rankcast.kinds.spatial.roles.shard import WindowShard
+    from rankcast.kinds.spatial.columns import Encoder
+    from rankcast.kinds.spatial.window import MessageWindow
 
     cfg = rc.EngineConfig(bounds=BOUNDS, window=20, candidate_extra=0)
     enc = Encoder(cfg.bounds, cfg.vocabulary)

@@ -6,10 +6,10 @@ from __future__ import annotations
 import numpy as np
 
 import rankcast as rc
-from rankcast.actors.testing import play, random_calls
-from rankcast.columns import SubscriptionBatch
-from rankcast.indexing.core import REPLICA_CANDIDATES, SkypeCore
-from rankcast.indexing.window import CandidateLists
+from rankcast.kinds.spatial.testing import play, random_calls
+from rankcast.kinds.spatial.columns import SubscriptionBatch
+from rankcast.kinds.spatial.core import REPLICA_CANDIDATES, SkypeCore
+from rankcast.kinds.spatial.window import CandidateLists
 
 BOUNDS = (0.0, 0.0, 10.0, 10.0)
 
@@ -82,7 +82,7 @@ def test_replicating_partitions_index_with_finer_leaves():
     """A keyword or prefix partition holds few replicas: its index takes the policy's smaller
     leaf capacity (``Policy.leaf_capacity``), a smaller one of the engine's stays, and the
     cluster's own configuration (its shards') keeps the engine's."""
-    from rankcast.actors.policies import KeywordPolicy, PrefixPolicy
+    from rankcast.kinds.spatial.roles.policies import KeywordPolicy, PrefixPolicy
     engine = rc.EngineConfig(bounds=BOUNDS).leaf_capacity
     assert KeywordPolicy.leaf_capacity and KeywordPolicy.leaf_capacity < engine
     for policy, capacity, want in (("keyword", engine, KeywordPolicy.leaf_capacity),

@@ -1,4 +1,4 @@
-"""The heap of the roles whose steps allocate big arrays (rankcast.actors.runtime:
+"""The heap of the roles whose steps allocate big arrays (rankcast.runtime.backends:
 STEP_ROLE_ENV, trim_heap): a step's arrays reuse the pages of the step before (no page
 faults per step), and the free pages the heap keeps go back to the system at the next trim
 (resident memory stays flat)."""
@@ -11,16 +11,16 @@ import sys
 
 import pytest
 
-from rankcast.actors import runtime
-from rankcast.actors.runtime import STEP_ROLE_ENV, writable_class
+from rankcast.runtime import backends as runtime
+from rankcast.runtime.backends import STEP_ROLE_ENV, writable_class
 
 # a role process in miniature: steps that allocate and free arrays of a few MB, then live
 # arrays with holes between them, then a trim through a wrapped role method
 _PROCESS = r"""
 import json, resource
 import numpy as np
-from rankcast.actors import runtime
-from rankcast.actors.runtime import writable_class
+from rankcast.runtime import backends as runtime
+from rankcast.runtime.backends import writable_class
 
 def faults():
     return resource.getrusage(resource.RUSAGE_SELF).ru_minflt
@@ -76,9 +76,9 @@ class _Role:
 
 
 def test_the_stream_roles_run_with_the_step_heap_the_others_with_the_mapped_one():
-    from rankcast.actors.aggregator import Aggregator
-    from rankcast.actors.partition import SubscriptionPartition
-    from rankcast.actors.shard import WindowShard
+    from rankcast.kinds.spatial.roles.aggregator import Aggregator
+    from rankcast.kinds.spatial.roles.partition import SubscriptionPartition
+    from rankcast.kinds.spatial.roles.shard import WindowShard
     assert SubscriptionPartition.RAY_ENV is STEP_ROLE_ENV and WindowShard.RAY_ENV is STEP_ROLE_ENV
     assert not hasattr(Aggregator, "RAY_ENV")       # runtime.ROLE_ENV
 
@@ -86,7 +86,7 @@ def test_the_stream_roles_run_with_the_step_heap_the_others_with_the_mapped_one(
 def test_role_classes_pickle_by_name_of_the_trim():
     from ray import cloudpickle
 
-    from rankcast.actors.shard import WindowShard
+    from rankcast.kinds.spatial.roles.shard import WindowShard
     runtime.trim_heap()                             # this process's trim exists
     assert cloudpickle.loads(cloudpickle.dumps(writable_class(WindowShard))).__name__ == "WindowShard"
 

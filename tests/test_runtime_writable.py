@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import numpy as np
 
-from rankcast.actors.runtime import writable, writable_class
-from rankcast.columns import MessageBatch
+from rankcast.runtime.backends import writable, writable_class
+from rankcast.kinds.spatial.columns import MessageBatch
 
 
 def _ro(a):

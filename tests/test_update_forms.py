@@ -7,9 +7,9 @@ import pyarrow as pa
 import pytest
 
 import rankcast as rc
-from rankcast.actors.testing import play, random_calls
+from rankcast.kinds.spatial.testing import play, random_calls
 from rankcast.baselines import BruteForceEngine
-from rankcast.engine import updates_table
+from rankcast.common.updates import updates_table
 
 BOUNDS = (0.0, 0.0, 10.0, 10.0)
 
@@ -77,7 +77,7 @@ def test_update_table_from_arrays_in_any_order_equals_the_update_list(seed):
     empty ones, and offsets that do not start at 0 take the kernel's: both read as the Update
     list the arrays stand for, ordered by key (or in the given order with by_key=False)."""
     import numpy as np
-    from rankcast.engine import updates_from_arrays
+    from rankcast.common.updates import updates_from_arrays
     rng = np.random.default_rng(seed)
     for trial in range(200):
         n = int(rng.integers(0, 12))
@@ -140,7 +140,7 @@ def test_cluster_forms_on_ray(ray_session):
 
 def test_bench_streams_count_the_same_updates_in_both_forms():
     """What `rankcast bench cluster` measures with --updates arrow is the same stream."""
-    from rankcast.actors.bench import _drive, _inproc_cluster
+    from rankcast.bench.cluster import _drive, _inproc_cluster
     from rankcast.bench._common import build_workload
 
     work = build_workload("dense", 500, 300, 0)
@@ -159,7 +159,7 @@ def test_bench_streams_count_the_same_updates_in_both_forms():
 def test_bench_engine_reference_is_its_fastest_run(monkeypatch):
     """`rankcast bench cluster`'s engine reference: the stream runs on fresh engines, and each
     CPU figure is the least of the runs' (one run slowed by other load does not count)."""
-    from rankcast.actors import bench
+    from rankcast.bench import cluster as bench
     from rankcast.bench._common import build_workload
 
     work = build_workload("dense", 500, 300, 0)
@@ -186,7 +186,7 @@ def test_bench_cpu_accounting_charges_each_process_its_own_time():
     import sys
     import time
 
-    from rankcast.actors.bench import _cpu_per_message, _ProcessCPU
+    from rankcast.bench.cluster import _cpu_per_message, _ProcessCPU
 
     burn = ("import sys, time\nsys.stdin.readline()\nt = time.process_time()\n"
             "while time.process_time() - t < 0.3:\n    pass\nprint('done', flush=True)\nsys.stdin.readline()\n")
@@ -218,7 +218,7 @@ def test_bench_counts_the_cores_the_rest_of_the_machine_took(monkeypatch):
     and the reported median is that of the quiet runs."""
     import time
 
-    from rankcast.actors import bench as B
+    from rankcast.bench import cluster as B
 
     ticks = iter([100.0, 103.0])          # the machine: 3 CPU seconds over 2 wall seconds
     ours = iter([10.0, 11.0])             # of which 1 was ours
@@ -250,8 +250,8 @@ def test_a_clients_update_tables_use_the_engines_compiled_kernel():
     use one compiled version, which ``Cluster.warm`` loads in the client; the same table."""
     import numpy as np
 
-    from rankcast._arrays import expand_runs, key_rank
-    from rankcast.actors.cluster import _warm_client
+    from rankcast.common.arrays import expand_runs, key_rank
+    from rankcast.runtime.cluster import _warm_client
 
     _warm_client()
 
@@ -284,7 +284,7 @@ def test_bench_scaling_speedup_is_against_the_fastest_engine_run(monkeypatch, tm
     cluster's stream, and every speed-up (headline and per call) is taken against the fastest
     engine run of the whole bench, so that a reference measured in a slow spell does not
     inflate them."""
-    from rankcast.actors import bench
+    from rankcast.bench import cluster as bench
 
     drive, n_engine = bench._drive, [0]
 
@@ -316,7 +316,7 @@ def test_bench_scaling_takes_each_instances_least_cpu_over_its_runs(monkeypatch,
     """The scaling part runs each cluster's stream ``scale_repeats`` times, an engine run after
     each, and projects from each role instance's least CPU time over the runs when every run
     put the same work on every instance (else from the run whose slowest stage is fastest)."""
-    from rankcast.actors import bench
+    from rankcast.bench import cluster as bench
 
     runs = [{"busy": {"partition": [3.0, 1.0], "shard": [2.0]}, "work": {"partition": [(10, 5), (8, 4)]},
              "stage_seconds": {"partition": 3.0, "shard": 2.0}},

@@ -160,7 +160,7 @@ def test_vocabulary_weights_and_order():
 def test_columnar_batches_must_be_sorted_and_unit_length():
     """Pre-encoded columns skip the encoder, so the properties the index bounds rely on are
     checked: term ids increasing within a row, weights of unit length; nothing changes."""
-    from rankcast.columns import MessageBatch, SubscriptionBatch
+    from rankcast.kinds.spatial.columns import MessageBatch, SubscriptionBatch
 
     eng = rc.Engine(rc.EngineConfig(bounds=(0, 0, 1, 1), window=10,
                                     vocabulary=rc.Vocabulary.fit(["a b c"])))

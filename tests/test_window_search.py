@@ -7,8 +7,8 @@ import numpy as np
 import pytest
 
 import rankcast as rc
-from rankcast.indexing.scoring import below
-from rankcast.indexing.window import (FLAT_BATCH, FLAT_UPTO, NI_CHILD, NI_KEY, NI_LIVE, NI_NEXT, NI_PARENT, NI_PREV,
+from rankcast.kinds.spatial.scoring import below
+from rankcast.kinds.spatial.window import (FLAT_BATCH, FLAT_UPTO, NI_CHILD, NI_KEY, NI_LIVE, NI_NEXT, NI_PARENT, NI_PREV,
                                       MessageWindow)
 from rankcast.testing import brute_scores
 
@@ -184,7 +184,7 @@ def test_window_shard_sizes_its_index_once_half_full():
     flight) in the step where it first holds half of it: its rings then hold the capacity
     without growing (chunks and nodes per message grow at this toy size as nodes split;
     ``test_reserve_keeps_the_index_and_stops_its_growth`` covers them)."""
-    from rankcast.actors.shard import WindowShard
+    from rankcast.kinds.spatial.roles.shard import WindowShard
 
     win, _ = _window(np.random.default_rng(3), 1500, 16, 256)
     msgs = win.snapshot()
@@ -208,7 +208,7 @@ def test_shards_asked_for_a_share_of_k_merge_to_an_exact_prefix(seed):
     (``asked``): the merge keeps an exact prefix of the whole window's top-K, all K where
     the answers certify them, complete only where every match is listed. With a share of
     1 most rows are cut short; with ``shard_candidates`` most keep K."""
-    from rankcast.actors.aggregator import merge_candidates, shard_candidates
+    from rankcast.kinds.spatial.roles.aggregator import merge_candidates, shard_candidates
     rng = np.random.default_rng(40 + seed)
     win, sb = _window(rng, 1500, *((3, 2) if seed else (16, 256)))
     snap, seqs = win.snapshot(), win.seqs()

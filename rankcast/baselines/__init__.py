@@ -3,7 +3,7 @@
 They share the production interfaces so that one benchmark drives them all:
 
 - :class:`IPT` and :class:`CIQ` are disseminators (the interface of
-  :class:`rankcast.indexing.igpt.IGPT`): ``SkypeCore(cfg, disseminator=IPT)``;
+  :class:`rankcast.kinds.spatial.igpt.IGPT`): ``SkypeCore(cfg, disseminator=IPT)``;
 - :class:`BruteForceCore` has the SkypeCore interface: ``Engine(cfg, core=BruteForceCore)``,
   also :func:`BruteForceEngine`;
 - kmax and Skyband are re-evaluation policies of SkypeCore itself (``policy="kmax"`` /

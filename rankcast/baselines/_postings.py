@@ -9,9 +9,9 @@ from __future__ import annotations
 import numba
 import numpy as np
 
-from .._arrays import grown
-from ..indexing.scoring import score
-from ..indexing.subtable import SubTable
+from rankcast.common.arrays import grown
+from rankcast.kinds.spatial.scoring import score
+from rankcast.kinds.spatial.subtable import SubTable
 
 __all__ = ["term_postings", "n_terms_of", "verify_append"]
 

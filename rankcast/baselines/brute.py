@@ -1,7 +1,7 @@
 """The brute-force engine: exact top-k maintenance with no pruning at all.
 
-:class:`BruteForceCore` has the interface of :class:`rankcast.indexing.core.SkypeCore`, so
-``rankcast.engine.Engine(cfg, core=BruteForceCore)`` is a complete engine (the reference of
+:class:`BruteForceCore` has the interface of :class:`rankcast.kinds.spatial.core.SkypeCore`, so
+``rankcast.kinds.spatial.engine.Engine(cfg, core=BruteForceCore)`` is a complete engine (the reference of
 the benchmark and of the oracle tests). It
 
 - scores every arriving message against every subscription that shares a term with it
@@ -21,11 +21,11 @@ import time
 import numba
 import numpy as np
 
-from ..columns import MessageBatch, SubscriptionBatch
-from ..errors import InvalidInput, UnknownSubscription
-from ..indexing.scoring import score
-from ..indexing.subtable import SubTable
-from .._arrays import grow, runs
+from rankcast.kinds.spatial.columns import MessageBatch, SubscriptionBatch
+from rankcast.errors import InvalidInput, UnknownSubscription
+from rankcast.kinds.spatial.scoring import score
+from rankcast.kinds.spatial.subtable import SubTable
+from rankcast.common.arrays import grow, runs
 from ._postings import term_postings
 
 __all__ = ["BruteForceCore", "BruteForceEngine"]
@@ -563,5 +563,5 @@ class BruteForceCore:
 
 def BruteForceEngine(cfg):
     """A complete engine (the public Engine API) on :class:`BruteForceCore`."""
-    from ..engine import Engine
+    from rankcast.kinds.spatial.engine import Engine
     return Engine(cfg, core=BruteForceCore)

@@ -13,10 +13,10 @@ adapts it (2.2 and 8.1.1): time decay removed, kScore replaced by the threshold 
 - An inverted file per cell, its posting lists ordered by subscription (slot) id. A message
   visits the cells on its root-to-leaf path and merges the lists of its terms in each
   document-at-a-time (DAAT), getting each subscription's full TSim; those reaching MinT are
-  verified with :func:`~rankcast.indexing.scoring.score`.
+  verified with :func:`~rankcast.kinds.spatial.scoring.score`.
 
 MinT is computed from a theta lowered by the relative slack EPS and a spatial bound raised by
-EPS, and compared through :func:`~rankcast.indexing.scoring.below`, so rounding (even for
+EPS, and compared through :func:`~rankcast.kinds.spatial.scoring.below`, so rounding (even for
 alpha close to 1, where lambda_T divides by a tiny ``1 - alpha``) never prunes a pair whose
 exact score reaches theta.
 """
@@ -27,9 +27,9 @@ import math
 import numba
 import numpy as np
 
-from ..columns import MessageBatch
-from ..indexing.scoring import EPS, below, lambda_t
-from ..indexing.subtable import SubTable
+from rankcast.kinds.spatial.columns import MessageBatch
+from rankcast.kinds.spatial.scoring import EPS, below, lambda_t
+from rankcast.kinds.spatial.subtable import SubTable
 from ._postings import n_terms_of, verify_append
 
 __all__ = ["CIQ", "DEFAULT_DEPTH"]

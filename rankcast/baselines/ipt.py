@@ -10,10 +10,10 @@ its terms are traversed term-at-a-time (TAAT) in increasing term id, with
 - the unseen-keyword bound (Theorem 5.2): after accumulating ``w``, a subscription whose
   partial TSim plus ``TSimUB(s[pos+1:], m[j+1:])`` (Eq. 5) cannot reach lambda_T is dropped;
 
-then the surviving candidates are verified with :func:`~rankcast.indexing.scoring.score`.
+then the surviving candidates are verified with :func:`~rankcast.kinds.spatial.scoring.score`.
 The threshold is ``subs.theta`` (Remark in 6.2). Bounds are compared in score space,
 ``alpha * SSimUB + (1 - alpha) * TSimUB`` against theta through
-:func:`~rankcast.indexing.scoring.below` -- the same test as ``TSimUB < lambda_T`` without
+:func:`~rankcast.kinds.spatial.scoring.below` -- the same test as ``TSimUB < lambda_T`` without
 dividing by ``1 - alpha``, so rounding stays small for any alpha, alpha = 1 included.
 """
 from __future__ import annotations
@@ -21,10 +21,10 @@ from __future__ import annotations
 import numba
 import numpy as np
 
-from ..columns import MessageBatch
-from ..indexing.scoring import below, tsim_ub
-from ..indexing.subtable import SubTable
-from .._arrays import grow
+from rankcast.kinds.spatial.columns import MessageBatch
+from rankcast.kinds.spatial.scoring import below, tsim_ub
+from rankcast.kinds.spatial.subtable import SubTable
+from rankcast.common.arrays import grow
 from ._postings import term_postings, verify_append
 
 __all__ = ["IPT"]

@@ -1,6 +1,6 @@
 """The k-index baseline of ranked matching (Whang et al., "Indexing Boolean Expressions",
 VLDB 2009; the ``k-ind`` of the BE*-tree paper's experiments): a static, flat, counting-based
-inverted index, behind the interface of :class:`rankcast.indexing.matching.MatchCore`
+inverted index, behind the interface of :class:`rankcast.kinds.matching.core.MatchCore`
 (``rc.Matcher(cfg, core=KIndexCore)``). Serves ``static`` and ``weighted`` scoring.
 
 Index. A conjunction's size ``K`` is its number of ∈-type predicates (``==``, ``in``,
@@ -33,7 +33,7 @@ accepted; the first ``K`` lists then skip (galloping search) to the next possibl
 contract's ∉ predicates also require the attribute to be present (Whang's are satisfied by
 an absent attribute), so an accepted conjunction's attributes are checked present while its
 score is summed (``weighted``: ``weight * event weight`` over its predicates, in predicate
-order as :func:`rankcast.indexing.matching.evaluate` sums; ``static``: its score).
+order as :func:`rankcast.kinds.matching.core.evaluate` sums; ``static``: its score).
 
 Top-k (the paper's k-ind(1), fixed top-layer bounds). Each list has an upper bound: the
 largest ∈ weight in it (``weighted``) or the largest score of its ∈ conjunctions
@@ -51,12 +51,12 @@ from __future__ import annotations
 import numba
 import numpy as np
 
-from ..columns import item_error
-from ..errors import InvalidInput
-from ..indexing.matching import MODES, RELAXED, STATIC, DenseEvent, ExpressionTable, find_sorted
-from ..indexing.matching import offer_topk as _push, ranks_after as _worse, sift_down_topk
-from ..indexing.scoring import EPS
-from ..model import OPERATORS
+from rankcast.common.validation import item_error
+from rankcast.errors import InvalidInput
+from rankcast.kinds.matching.core import MODES, RELAXED, STATIC, DenseEvent, ExpressionTable, find_sorted
+from rankcast.kinds.matching.core import offer_topk as _push, ranks_after as _worse, sift_down_topk
+from rankcast.kinds.spatial.scoring import EPS
+from rankcast.model import OPERATORS
 
 __all__ = ["KIndexCore"]
 

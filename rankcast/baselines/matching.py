@@ -1,5 +1,5 @@
 """Baselines of ranked matching, apart from the production paths, behind the interface of
-:class:`rankcast.indexing.matching.MatchCore` (``rc.Matcher(cfg, core=...)``):
+:class:`rankcast.kinds.matching.core.MatchCore` (``rc.Matcher(cfg, core=...)``):
 
 - :class:`ScanCore` (``index="scan"``): every live expression checked against every event by
   one compiled pass over the flat tables, then the top-k sorted out: the brute force the
@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from ..indexing.matching import MatchCore, MODES, RELAXED, ExpressionTable, DenseEvent, top_of
+from rankcast.kinds.matching.core import MatchCore, MODES, RELAXED, ExpressionTable, DenseEvent, top_of
 
 __all__ = ["ScanCore", "NaiveStabCore"]
 

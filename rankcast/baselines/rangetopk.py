@@ -12,9 +12,9 @@ from __future__ import annotations
 import numba
 import numpy as np
 
-from ..rangetopk.objects import first_k, set_value, topk_range
-from ..rangetopk.points import _disjoint, _inside
-from ..rangetopk.paint import C_FIRST_K, C_MIN_Y, MF, MI, UNICAST, _lbound, _push, _rbound
+from rankcast.kinds.range.objects import first_k, set_value, topk_range
+from rankcast.kinds.range.points import _disjoint, _inside
+from rankcast.kinds.range.paint import C_FIRST_K, C_MIN_Y, MF, MI, UNICAST, _lbound, _push, _rbound
 
 __all__ = ["unicast_online", "report", "brute_topk"]
 

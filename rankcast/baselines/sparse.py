@@ -5,15 +5,16 @@ No index, no buffers beyond the top-k, no numba: per publish batch
 
 - the batch's messages are scored against every subscription that shares a term with them
   as one sparse product ``S @ B.T`` (subscriptions x terms times terms x messages; SciPy
-  sums each pair over the shared terms in increasing term id, as :func:`rankcast.indexing
-  .scoring.score` does, so the scores are the same bits), plus the spatial part;
+  sums each pair over the shared terms in increasing term id, as
+  :func:`rankcast.kinds.spatial.scoring.score` does, so the scores are the same bits), plus
+  the spatial part;
 - the subscriptions whose top-k held a message that expired by the batch's end are
   recomputed from the whole window (``S[lost] @ W.T``); a list shorter than k holds every
   matching window message, so there an expiry only drops the entry;
 - every other subscription merges its candidates into its top-k with one ``lexsort`` over
   (subscription, score descending, newer first).
 
-:class:`SparseCore` has the interface of :class:`rankcast.indexing.core.SkypeCore`, so
+:class:`SparseCore` has the interface of :class:`rankcast.kinds.spatial.core.SkypeCore`, so
 ``Engine(cfg, core=SparseCore)`` is a complete engine (``rankcast bench engine --methods
 sparse``).
 """
@@ -25,9 +26,9 @@ from collections import deque
 import numpy as np
 import scipy.sparse as sp
 
-from ..columns import MessageBatch, SubscriptionBatch
-from ..errors import UnknownSubscription
-from ..indexing.subtable import SubTable
+from rankcast.kinds.spatial.columns import MessageBatch, SubscriptionBatch
+from rankcast.errors import UnknownSubscription
+from rankcast.kinds.spatial.subtable import SubTable
 
 __all__ = ["SparseCore"]
 

@@ -11,9 +11,9 @@ from typing import Iterator
 
 import numpy as np
 
-from ..config import limits
-from ..columns import Encoder, MessageBatch, SubscriptionBatch
-from ..text import Vocabulary
+from rankcast.config import limits
+from rankcast.kinds.spatial.columns import Encoder, MessageBatch, SubscriptionBatch
+from rankcast.kinds.spatial.text import Vocabulary
 
 __all__ = ["Workload", "build_workload", "save_workload", "load_workload", "peak_rss_mb",
            "reset_peak_rss", "chunks", "write_json", "Timer", "progress"]
@@ -61,7 +61,7 @@ def build_workload(name: str, n_messages: int, n_subscriptions: int, seed: int =
                    keep_texts: bool = False) -> Workload:
     """The dataset ``name`` of :mod:`rankcast.ingest.datasets`, encoded with its vocabulary.
     GeoNames holds about 235k places: a longer stream replays them with fresh ids."""
-    from ..ingest import datasets
+    from rankcast.ingest import datasets
 
     limit = n_messages
     if name == "geonames":
@@ -99,7 +99,7 @@ def _encode_in_parts(enc, stab, mtab):
 
 
 def _geonames_size() -> int:
-    from ..ingest.datasets import _geonames_columns
+    from rankcast.ingest.datasets import _geonames_columns
     return len(_geonames_columns()[0])
 
 

@@ -3,7 +3,7 @@ Jacobsen, top-k matching of Boolean expressions, Section VII, Table III; Figures
 BEGen-style generator of :mod:`rankcast.ingest.begen`, every method side by side in one run on
 the same workload and the same events.
 
-Methods: ``BE*`` (:class:`~rankcast.indexing.betree.BETreeCore`, dynamic build: one expression
+Methods: ``BE*`` (:class:`~rankcast.kinds.matching.betree.BETreeCore`, dynamic build: one expression
 at a time), ``BE*-B`` (the same, bulk-loaded), ``k-index``
 (:class:`~rankcast.baselines.kindex.KIndexCore`) and ``scan``
 (:class:`~rankcast.baselines.matching.ScanCore`, every expression checked; timed on
@@ -127,14 +127,14 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
 # ------------------------------------------------------------------------------- measuring
 def _core(method: str, args, match_prob: float):
     if method in ("BE*", "BE*-B"):
-        from ..config import leaf_capacity_for
-        from ..indexing.betree import BETreeCore
+        from rankcast.config import leaf_capacity_for
+        from rankcast.kinds.matching.betree import BETreeCore
         a = args.leaf_capacity or leaf_capacity_for(match_prob)
         return BETreeCore("weighted", leaf_capacity=a, build="dynamic" if method == "BE*" else "batch")
     if method == "k-index":
-        from ..baselines.kindex import KIndexCore
+        from rankcast.baselines.kindex import KIndexCore
         return KIndexCore("weighted")
-    from ..baselines.matching import ScanCore
+    from rankcast.baselines.matching import ScanCore
     return ScanCore("weighted")
 
 
@@ -168,7 +168,7 @@ def measure(w, args, family: str, params: dict, match_prob: float, skipped: list
     rounds (each round's in ``ms_per_event_rounds``). A method that refuses the workload
     (``InvalidInput``: k-index on continuous values or open ranges) is left out and noted in
     ``skipped`` when given (else the error propagates)."""
-    from ..errors import InvalidInput
+    from rankcast.errors import InvalidInput
     n_ev = min(int(args.events), len(w.events))
     evs = w.events.take(np.arange(n_ev))
     warm_ev = w.events.take(np.arange(min(WARM_EVENTS, n_ev)))
@@ -247,7 +247,7 @@ def measure(w, args, family: str, params: dict, match_prob: float, skipped: list
 
 
 def _begen(args, n: int, **over):
-    from ..ingest.begen import begen
+    from rankcast.ingest.begen import begen
     kw = {**DEFAULTS, **over}
     return begen(n, attr_dist=args.attr_dist, n_events=int(args.events), seed=args.seed,
                  size_spread=float(getattr(args, "size_spread", 0.25)), **kw)
@@ -283,7 +283,7 @@ def _family_sub_event(args, skipped: list) -> list[dict]:
 
 
 def _family_geonames(args, skipped: list) -> list[dict]:
-    from ..ingest.begen import geonames_betree
+    from rankcast.ingest.begen import geonames_betree
     p = args.geonames_match_prob if args.geonames_match_prob > 0 else None
     w = geonames_betree(args.family_n, n_events=int(args.events), seed=args.seed, match_prob=p)
     mp = p if p is not None else (w.measured_match_prob or DEFAULTS["match_prob"])

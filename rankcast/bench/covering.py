@@ -93,7 +93,7 @@ def workload(n: int, attrs: int, p: float, bits: int, seed: int):
 
 
 def _run(index, k, kinds, ids, lo, hi, args) -> dict:
-    from ..covering import Covering
+    from rankcast.kinds.matching.covering import Covering
     c = Covering(k=k, index=index, over=args.over, under=args.under)
     rlo = np.zeros((len(kinds), lo.shape[1]))
     rhi = np.zeros_like(rlo)

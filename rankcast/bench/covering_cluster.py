@@ -74,7 +74,7 @@ def cluster_workload(n: int, n_events: int, groups: int, seed: int):
 
 def _run_one(exprs, gone, events, k, P, D, covering: bool, batch: int) -> dict:
     import rankcast as rc
-    from ..actors.covering_routing import client_of
+    from rankcast.kinds.matching.covering.routing import client_of
     mcfg = rc.MatchConfig(scoring="static", index="auto", k=k)
     ccfg = rc.ClusterConfig(engine=mcfg, policy="attribute", partitions=P, distributors=D, batch_size=256,
                             name=f"bench-cover-{int(covering)}", options={"runtime": "inproc", "covering": covering})

@@ -42,7 +42,7 @@ from pathlib import Path
 
 import numpy as np
 
-from ..errors import CommandError
+from rankcast.errors import CommandError
 from ._common import (Timer, build_workload, chunks, load_workload, peak_rss_mb, progress,
                       reset_peak_rss, save_workload, write_json)
 
@@ -65,9 +65,9 @@ DATASETS = ("geonames", "tweets", "yelp", "dense")
 
 
 def _factory(key: str):
-    from ..baselines import CIQ, IPT, BruteForceCore
-    from ..baselines.sparse import SparseCore
-    from ..indexing.core import SkypeCore
+    from rankcast.baselines import CIQ, IPT, BruteForceCore
+    from rankcast.baselines.sparse import SparseCore
+    from rankcast.kinds.spatial.core import SkypeCore
 
     return {
         "igpt": lambda cfg: SkypeCore(cfg),
@@ -104,8 +104,8 @@ def _warm_up(work, key: str, form: str, batch: int) -> None:
     """A small run of the method on the same workload before anything is timed: every kernel
     its calls reach (subscriptions, re-evaluations, re-keying, buffer merges, the updates'
     form) is compiled or loaded from numba's cache here, not inside the measured stream."""
-    from ..config import EngineConfig
-    from ..engine import Engine
+    from rankcast.config import EngineConfig
+    from rankcast.kinds.spatial.engine import Engine
 
     window = min(2_000, len(work.msgs) // 2)
     eng = Engine(EngineConfig(bounds=work.bounds, window=window, vocabulary=work.vocab), core=_factory(key))
@@ -117,8 +117,8 @@ def _warm_up(work, key: str, form: str, batch: int) -> None:
 
 def run_method(work, key: str, window: int, messages: int, batch: int, show: bool = True) -> dict:
     """Fill, subscribe and stream one method over ``work``; returns its figures."""
-    from ..config import EngineConfig
-    from ..engine import Engine
+    from rankcast.config import EngineConfig
+    from rankcast.kinds.spatial.engine import Engine
 
     import gc
 

@@ -61,7 +61,7 @@ def _cpu_delta(before: dict, after: dict) -> dict:
 
 def main(args: argparse.Namespace) -> dict:
     import rankcast as rc
-    from ..ingest import datasets
+    from rankcast.ingest import datasets
 
     W, M, B = args.window, args.messages, args.batch
     n_msgs = W + 2 * M

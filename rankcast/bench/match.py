@@ -7,7 +7,7 @@ in one run.
 2. **time against getnext calls** (d = 1, the largest n): the time to read the first g stabbed
    intervals of a query in score order, per index (paper Figure 6);
 3. **dimensions** (``--dims``): top-k per event with relaxed scoring (the Threshold Algorithm,
-   as in every experiment of the paper) through :class:`~rankcast.indexing.matching.MatchCore`,
+   as in every experiment of the paper) through :class:`~rankcast.kinds.matching.core.MatchCore`,
    per index and against ``scan`` (every expression checked) (Figures 7-8);
 4. **skew_length** (``--skews``, d = 4): the same, as intervals get shorter (Figure 9).
 
@@ -74,7 +74,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
 
 
 def _build_1d(name, w, b):
-    from ..indexing.intervals import index_class
+    from rankcast.kinds.matching.intervals import index_class
     cls = index_class(name)
     t0 = time.perf_counter()
     idx = cls(w.lo[:, 0], w.hi[:, 0], w.score[:, 0], np.arange(len(w.lo), dtype=np.int64), b=b)
@@ -82,7 +82,7 @@ def _build_1d(name, w, b):
 
 
 def _memory(args, names) -> list[dict]:
-    from ..ingest.match_workloads import zipf_workload
+    from rankcast.ingest.match_workloads import zipf_workload
     rows = []
     for n in args.n:
         w = zipf_workload(n, 1, 10, skew_length=args.skew_length, lengths=args.lengths, seed=args.seed)
@@ -100,7 +100,7 @@ def _memory(args, names) -> list[dict]:
 
 
 def _getnext(args, names) -> list[dict]:
-    from ..ingest.match_workloads import zipf_workload
+    from rankcast.ingest.match_workloads import zipf_workload
     n = max(args.n)
     w = zipf_workload(n, 1, args.n_queries, skew_length=args.skew_length, lengths=args.lengths, seed=args.seed)
     rows = []
@@ -122,8 +122,8 @@ def _getnext(args, names) -> list[dict]:
 
 
 def _topk(core_cls, name, w, k, queries, scoring="relaxed", b=50):
-    from ..ingest.match_workloads import event_batch, expression_batch
-    from ..predicates import EventBatch
+    from rankcast.ingest.match_workloads import event_batch, expression_batch
+    from rankcast.kinds.matching.predicates import EventBatch
     core = core_cls(scoring, name, b=b)
     t0 = time.perf_counter()
     core.add(expression_batch(w), w.lo.shape[1])
@@ -146,9 +146,9 @@ def _topk(core_cls, name, w, k, queries, scoring="relaxed", b=50):
 
 
 def _dims(args, names, dims, skews) -> list[dict]:
-    from ..baselines.matching import ScanCore
-    from ..indexing.matching import MatchCore
-    from ..ingest.match_workloads import zipf_workload
+    from rankcast.baselines.matching import ScanCore
+    from rankcast.kinds.matching.core import MatchCore
+    from rankcast.ingest.match_workloads import zipf_workload
     rows = []
     for d in dims:
         for skew in skews:

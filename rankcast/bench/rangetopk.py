@@ -11,7 +11,7 @@ uniform in the (l, r) half-plane l <= r of [0, 1]^2.
    by subscriptions (Table I), server time and data-structure calls (Table III), for Unicast,
    Paint-Dense, Paint-Sparse and their epsilon variants (``--epsilons``; redundancy, Table II),
    bytes also with the paper's sizes (``paper_bytes_per_event``: 24 a Paint message, 16 a
-   Unicast one, 4 bytes per field, read off its figures: see :mod:`rankcast.rangetopk.server`),
+   Unicast one, 4 bytes per field, read off its figures: see :mod:`rankcast.kinds.range.server`),
    and ``affected_per_event``, the receipts of the updated object's own value (exact methods:
    the subscriptions whose list the event changes; the others receive a replacement as well);
    the targets' Unicast/Paint byte ratios with 8-byte fields, with the paper's sizes, and with
@@ -118,7 +118,7 @@ class _World:
     """One workload: objects, subscriptions (their k-d tree) and an event stream."""
 
     def __init__(self, n: int, m: int, events: int, seed: int, model: str = "paper", warmup: int = 0):
-        from ..rangetopk.points import PointIndex
+        from rankcast.kinds.range.points import PointIndex
         rng = np.random.default_rng(seed)
         self.ox = rng.random(n)
         self.oy = rng.random(n)
@@ -139,8 +139,8 @@ class _World:
         self.build_seconds = time.perf_counter() - t0
 
     def server(self, k: int, method: str, eps: float, mode: str = "online"):
-        from ..rangetopk.objects import ObjectTable
-        from ..rangetopk.server import RangeServer
+        from rankcast.kinds.range.objects import ObjectTable
+        from rankcast.kinds.range.server import RangeServer
         s = RangeServer(k, method, eps, mode)
         order = np.lexsort((self.oid, self.ox))
         s.objects = ObjectTable.from_state({"xs": self.ox[order], "ids": self.oid[order], "ys": self.oy[order]})
@@ -154,9 +154,9 @@ def _measure(world: _World, k: int, method: str, eps: float, mode: str = "online
     update at a time, so the stream goes to the server ``chunk`` events per call (the same
     messages as one call) and each chunk's messages are counted and dropped: Unicast's
     per-subscriber messages are never all held at once (tens of GB at m = 5M)."""
-    from ..rangetopk.paint import COUNTER_NAMES, UNICAST
-    from ..rangetopk.points import receipts
-    from ..rangetopk.server import PAINT_BYTES, PAPER_PAINT_BYTES, PAPER_UNICAST_BYTES, UNICAST_BYTES
+    from rankcast.kinds.range.paint import COUNTER_NAMES, UNICAST
+    from rankcast.kinds.range.points import receipts
+    from rankcast.kinds.range.server import PAINT_BYTES, PAPER_PAINT_BYTES, PAPER_UNICAST_BYTES, UNICAST_BYTES
     ids = world.ev_id if ids is None else ids
     ys = world.ev_y if ys is None else ys
     s = world.server(k, method, eps, mode)
@@ -204,7 +204,7 @@ def _unicast_from(r: dict) -> dict:
     subscriptions and their replacements), which every exact method reaches alike (the bench
     checks it wherever Unicast runs), so its figures per event are an exact Paint method's
     receipts times its message size. No server time or calls (it did not run)."""
-    from ..rangetopk.server import PAPER_UNICAST_BYTES, UNICAST_BYTES
+    from rankcast.kinds.range.server import PAPER_UNICAST_BYTES, UNICAST_BYTES
     got = r["_received"]
     n = max(len(got), 1)
     return {"k": r["k"], "m": r["m"], "method": "unicast", "epsilon": 0.0, "mode": "online", "events": len(got),
@@ -352,7 +352,7 @@ def _targets(res) -> dict:
     big = [r for r in res["k"] if r["k"] == max(r2["k"] for r2 in res["k"])] if res["k"] else []
     by = {_label(r): r for r in big}
     if "unicast" in by:
-        from ..rangetopk.server import PAPER_UNICAST_BYTES
+        from rankcast.kinds.range.server import PAPER_UNICAST_BYTES
         one = by["unicast"]["affected_per_event"] * PAPER_UNICAST_BYTES     # one message per affected
         for key, suffix in (("bytes_per_event", ""), ("paper_bytes_per_event", "_paper_sizes"),
                             ("paper_bytes_per_event", "_paper_sizes_one_per_subscription")):

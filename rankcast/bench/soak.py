@@ -40,7 +40,7 @@ from pathlib import Path
 
 import numpy as np
 
-from ..errors import CommandError
+from rankcast.errors import CommandError
 from ._common import build_workload, progress, write_json
 
 __all__ = ["add_arguments", "main", "run_soak"]
@@ -142,7 +142,7 @@ def run_soak(args, write=None) -> dict:
     import ray
 
     import rankcast as rc
-    from ..config import local_ray_options
+    from rankcast.config import local_ray_options
 
     # the stream wraps around with fresh ids when it runs out (see stream())
     w = build_workload(args.dataset, args.window + int((args.seconds + args.kills * args.kill_every) * 500) + 20_000,

@@ -67,9 +67,9 @@ def _min_total_depth(ws: list[np.ndarray], s_k: float) -> tuple[int, int]:
 
 def ta_bound(n: int = 1_000_000, d: int = 4, k: int = 20, queries: int = 50, skew_length: float = 0.75,
              index: str = "sopt-r-tree", lengths: int = 100, seed: int = 0) -> dict:
-    from ..baselines.matching import ScanCore
-    from ..indexing.intervals import make_index
-    from ..ingest.match_workloads import event_batch, expression_batch, zipf_workload
+    from rankcast.baselines.matching import ScanCore
+    from rankcast.kinds.matching.intervals import make_index
+    from rankcast.ingest.match_workloads import event_batch, expression_batch, zipf_workload
 
     w = zipf_workload(n, d, queries, skew_length=skew_length, lengths=lengths, seed=seed)
     items = np.arange(n, dtype=np.int64)

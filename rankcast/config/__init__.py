@@ -10,8 +10,8 @@ from typing import Any
 
 import yaml
 
-from ..errors import InvalidInput
-from ..text import Vocabulary
+from rankcast.errors import InvalidInput
+from rankcast.kinds.spatial.text import Vocabulary
 
 __all__ = ["EngineConfig", "MatchConfig", "RangeConfig", "RANGE_METHODS", "ClusterConfig", "SCORINGS", "MATCH_INDEXES", "MATCH_POLICIES", "RANGE_POLICIES", "Limits", "defaults", "limits", "POLICIES", "local_ray_options"]
 

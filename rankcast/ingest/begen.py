@@ -58,7 +58,7 @@ scoring) is one of 1..5, so ties happen.
 events (population, latitude, longitude; country, timezone, admin1 as strings coded per
 attribute, the codes the sorted order of every place's strings) and expressions drawn around
 random places (see its docstring), with the same weights. Both workloads carry an
-:class:`~rankcast.predicates.AttributeTable` that encodes their object form
+:class:`~rankcast.kinds.matching.predicates.AttributeTable` that encodes their object form
 (:meth:`BEWorkload.expression_objects` / :meth:`BEWorkload.event_objects`) to exactly their
 batches.
 """
@@ -69,7 +69,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from ..predicates import (BETWEEN, EQ, GE, GT, IN, LE, LT, NE, NIN, NUM, STR, AttributeTable, EventBatch,
+from rankcast.kinds.matching.predicates import (BETWEEN, EQ, GE, GT, IN, LE, LT, NE, NIN, NUM, STR, AttributeTable, EventBatch,
                           ExpressionBatch)
 
 __all__ = ["BEWorkload", "begen", "geonames_betree", "measured_match_prob", "match_matrix", "sizes",
@@ -98,7 +98,7 @@ class BEWorkload:
 
     def expression_objects(self, rows=None) -> list:
         """``rc.Expression`` objects of the expressions ``rows`` (all by default: for small n)."""
-        from ..model import OPERATORS, Expression, Predicate
+        from rankcast.model import OPERATORS, Expression, Predicate
         b = self.exprs
         rows = range(len(b)) if rows is None else rows
         dec = _decoders(self.table)
@@ -119,7 +119,7 @@ class BEWorkload:
 
     def event_objects(self, rows=None) -> list:
         """``rc.Event`` objects (with weights) of the events ``rows`` (all by default)."""
-        from ..model import Event
+        from rankcast.model import Event
         b = self.events
         rows = range(len(b)) if rows is None else rows
         dec = _decoders(self.table)

@@ -14,9 +14,9 @@ from typing import Iterable, Iterator
 
 import pyarrow as pa
 
-from ..columns import _is_spark_df
-from ..config import limits
-from ..errors import InvalidInput
+from rankcast.common.validation import _is_spark_df
+from rankcast.config import limits
+from rankcast.errors import InvalidInput
 from .match_tables import MATCH_KINDS
 from .range_tables import RANGE_KINDS, conform_range
 from .readers import _conform, _suffix, guess_kind, locate, read_table

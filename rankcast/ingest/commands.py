@@ -16,8 +16,8 @@ import json
 import time
 from pathlib import Path
 
-from ..errors import CommandError
-from ..errors import InvalidInput
+from rankcast.errors import CommandError
+from rankcast.errors import InvalidInput
 
 __all__ = ["register", "cmd_load", "cmd_replay", "cmd_evaluate", "cmd_evaluate_matching", "cmd_evaluate_range",
            "open_source",
@@ -88,7 +88,7 @@ def register(subparsers) -> None:
 
 
 def _attach(args):
-    from ..actors import Cluster
+    from rankcast.runtime import Cluster
 
     try:
         return Cluster.attach(args.cluster, args.address, namespace=args.namespace)
@@ -248,7 +248,7 @@ def cmd_evaluate_matching(args) -> int:
     table, against the brute-force join in Spark."""
     import pyarrow as pa
 
-    from .. import Matcher, MatchConfig
+    from rankcast import Matcher, MatchConfig
     from .bulk import iter_batches
     from .evaluate import compare_matches, exact_matches_spark
     from .session import get_spark
@@ -287,7 +287,7 @@ def cmd_evaluate_range(args) -> int:
     """Range top-k: every (or ``--sample``) range subscription's top-k from the live cluster
     (``--live``: it must have received exactly these tables) or from an ``rc.RangeEngine``
     fed them, against the brute-force evaluation in Spark."""
-    from .. import RangeConfig, RangeEngine
+    from rankcast import RangeConfig, RangeEngine
     from .evaluate import compare_ranges, exact_range_topk_spark
     from .range_tables import distinct_runs, read_object_updates, read_range_subscriptions
     from .session import get_spark
@@ -348,8 +348,8 @@ def cmd_evaluate(args) -> int:
             raise CommandError(f"the cluster published {published} messages, the table has "
                                f"{msgs.num_rows}: it must have received exactly this stream")
     else:
-        from .. import Engine, EngineConfig
-        from ..config import limits
+        from rankcast import Engine, EngineConfig
+        from rankcast.config import limits
         if vocab is None:
             vocab = fit_vocabulary_spark(msgs, spark)
         cfg = EngineConfig(bounds=tuple(args.bounds or bounds or _extent(subs, msgs)),

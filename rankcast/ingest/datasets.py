@@ -27,8 +27,8 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
-from ..errors import InvalidInput
-from ..text import Vocabulary, tokenize
+from rankcast.errors import InvalidInput
+from rankcast.kinds.spatial.text import Vocabulary, tokenize
 
 __all__ = ["GEONAMES_BOUNDS", "SYNTHETIC_BOUNDS", "TABLE3", "DENSE", "DATASETS", "geonames_messages",
            "synthetic_messages", "make_subscriptions", "write_parquet", "dataset",
@@ -171,7 +171,7 @@ def _zipf_messages(distinct, cdf, seed):
 
 def _word(i: int) -> str:
     """Term id -> a pseudo-word of letters (bijective base 26: a..z, aa..): frequent terms
-    get short words, and every word is a single token of :func:`rankcast.text.tokenize`."""
+    get short words, and every word is a single token of :func:`rankcast.kinds.spatial.text.tokenize`."""
     out = []
     i += 1
     while i > 0:

@@ -2,7 +2,7 @@
 
 :func:`exact_topk_spark` is the oracle of a running system: it joins subscriptions and
 window messages on their shared terms in Spark, scores every pair with the score kernel of
-:mod:`rankcast.indexing.scoring` (so bits agree with the engine), ranks by score desc, then
+:mod:`rankcast.kinds.spatial.scoring` (so bits agree with the engine), ranks by score desc, then
 newer first, and keeps k. :func:`compare` checks a live system against it;
 :func:`policy_costs_spark` estimates, before deploying, what each distribution policy of
 the paper (7.3) would cost; :func:`workload_stats_spark` gives the Table 3 statistics.
@@ -16,9 +16,9 @@ import numpy as np
 import pandas as pd
 import pyarrow as pa
 
-from .._arrays import runs
-from ..columns import Encoder, MessageBatch, SubscriptionBatch
-from ..indexing.scoring import below, score, suffix_stats
+from rankcast.common.arrays import runs
+from rankcast.kinds.spatial.columns import Encoder, MessageBatch, SubscriptionBatch
+from rankcast.kinds.spatial.scoring import below, score, suffix_stats
 from .readers import to_spark
 
 __all__ = ["exact_topk_spark", "compare", "policy_costs_spark", "workload_stats_spark",
@@ -33,7 +33,7 @@ def _score_candidates(s, ms, s_x, s_y, s_alpha, s_off, s_terms, s_w,
                       m_x, m_y, m_off, m_terms, m_w, max_dist):
     """Scores of subscription ``s`` against messages ``ms`` (int64[c]) with :func:`score`.
 
-    CSR arrays as in :class:`~rankcast.columns.SubscriptionBatch` / ``MessageBatch``.
+    CSR arrays as in :class:`~rankcast.kinds.spatial.columns.SubscriptionBatch` / ``MessageBatch``.
     Returns float64[c] (NO_MATCH where no term is shared)."""
     out = np.empty(ms.shape[0], np.float64)
     a, b = s_off[s], s_off[s + 1]
@@ -255,7 +255,7 @@ def policy_costs_spark(subs, msgs, partitions: int, spark, *, cfg=None, vocabula
     load_imbalance = max / mean over partitions of the estimated cost N(W_i) x p(W_i)
     (subscriptions by id modulo N for hash; None for location, whose split is the cluster's).
     """
-    from ..text import TermDictionary
+    from rankcast.kinds.spatial.text import TermDictionary
     from .vocab import weigh_spark
 
     vocab = vocabulary if vocabulary is not None else getattr(cfg, "vocabulary", None)
@@ -385,7 +385,7 @@ def workload_stats_spark(df_or_path, spark, text_col: str = "text") -> dict:
     df = to_spark(df_or_path, spark).select(F.col(text_col).alias("text"))
 
     def keywords(batches):
-        from rankcast.text import tokenize
+        from rankcast.kinds.spatial.text import tokenize
 
         for pdf in batches:
             terms: list = []
@@ -471,8 +471,8 @@ def exact_matches_spark(exprs, events, scoring: str, k: int, spark) -> dict[int,
     from pyspark.sql import Window
     from pyspark.sql import functions as F
 
-    from ..baselines.matching import ScanCore
-    from ..predicates import AttributeTable, encode_events, encode_expressions
+    from rankcast.baselines.matching import ScanCore
+    from rankcast.kinds.matching.predicates import AttributeTable, encode_events, encode_expressions
     from .match_tables import events_table
 
     ev_table = events if isinstance(events, pa.Table) else events_table(events)
@@ -591,7 +591,7 @@ def compare_ranges(expected: Mapping[int, Sequence], actual, *, tol: float = 0.0
     """Agreement of live range top-k lists (``actual``: a mapping, or anything with
     ``topk_many`` or ``topk``) with :func:`exact_range_topk_spark`'s, strict: ties are
     broken by object id (CONTRACT "Range top-k")."""
-    from ..errors import UnknownSubscription
+    from rankcast.errors import UnknownSubscription
 
     def one_by_one(target) -> dict:
         got = {}

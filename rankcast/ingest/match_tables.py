@@ -19,7 +19,7 @@ from pathlib import Path
 
 import pyarrow as pa
 
-from ..errors import InvalidInput
+from rankcast.errors import InvalidInput
 
 __all__ = ["EXPRESSION_SCHEMA", "EVENT_SCHEMA", "PREDICATE_TYPE", "expressions_table", "events_table",
            "read_match_jsonl", "MATCH_KINDS"]

@@ -60,7 +60,7 @@ class ZipfWorkload:
     def expressions(self, start_id: int = 0):
         """As ``rc.Expression`` objects: one ``between`` predicate per dimension (attributes
         ``a0``..), its weight the dimension's score, the expression's score their mean."""
-        from ..model import Expression, Predicate
+        from rankcast.model import Expression, Predicate
         n, d = self.lo.shape
         out = []
         lo, hi, sc = self.lo.tolist(), self.hi.tolist(), self.score.tolist()
@@ -70,7 +70,7 @@ class ZipfWorkload:
         return out
 
     def events(self, start_id: int = 0):
-        from ..model import Event
+        from rankcast.model import Event
         return [Event(start_id + i, {f"a{j}": v for j, v in enumerate(row)})
                 for i, row in enumerate(self.queries.tolist())]
 
@@ -89,7 +89,7 @@ def zipf_workload(n: int, d: int = 1, n_queries: int = 1000, *, skew_length: flo
 def expression_batch(w: ZipfWorkload, start_id: int = 0):
     """The workload's subscriptions as a columnar ExpressionBatch over attribute ids 0..d-1
     (what :meth:`ZipfWorkload.expressions` encodes to, without a Python object per item)."""
-    from ..predicates import BETWEEN, ExpressionBatch
+    from rankcast.kinds.matching.predicates import BETWEEN, ExpressionBatch
     n, d = w.lo.shape
     m = n * d
     return ExpressionBatch(
@@ -102,7 +102,7 @@ def expression_batch(w: ZipfWorkload, start_id: int = 0):
 
 def event_batch(w: ZipfWorkload, start_id: int = 0):
     """The workload's queries as a columnar EventBatch (attribute ids 0..d-1, weights 1)."""
-    from ..predicates import EventBatch
+    from rankcast.kinds.matching.predicates import EventBatch
     q, d = w.queries.shape
     return EventBatch(ids=np.arange(start_id, start_id + q, dtype=np.int64),
                       off=np.arange(0, q * d + 1, d, dtype=np.int64), attr=np.tile(np.arange(d, dtype=np.int32), q),
@@ -118,7 +118,7 @@ def geonames_events(limit: int | None = None, seed: int = 0):
     package carries no elevation or feature code.)"""
     import json
 
-    from ..model import Event
+    from rankcast.model import Event
     from .datasets import _geonames_file
     with open(_geonames_file(), encoding="utf-8") as f:
         places = sorted(json.load(f).values(), key=lambda p: int(p["geonameid"]))
@@ -142,7 +142,7 @@ def geonames_expressions(events, n: int, seed: int = 0, start_id: int = 1):
     population range or bound, a latitude/longitude box, the country (``==`` or ``in`` with its
     neighbours in the list), the timezone, the admin1 code (``!=`` sometimes); weights and scores
     from a few values, so ties happen."""
-    from ..model import Expression, Predicate
+    from rankcast.model import Expression, Predicate
     rng = np.random.default_rng(seed)
     countries = sorted({e.values["country"] for e in events if "country" in e.values})
     out = []

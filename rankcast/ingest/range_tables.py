@@ -18,9 +18,9 @@ from __future__ import annotations
 import numpy as np
 import pyarrow as pa
 
-from ..columns import _check_unique, shift_position
-from ..config import limits
-from ..errors import InvalidInput
+from rankcast.common.validation import _check_unique, shift_position
+from rankcast.config import limits
+from rankcast.errors import InvalidInput
 from .readers import _INT64_MAX, _Checker, locate, read_table
 
 __all__ = ["read_range_subscriptions", "read_object_updates", "RANGE_SUBSCRIPTION_SCHEMA",
@@ -55,9 +55,9 @@ def _conform(table: pa.Table, kind: str) -> pa.Table:
 
 
 def _validate(table: pa.Table, kind: str) -> None:
-    """The engine's value checks (:mod:`rankcast.rangetopk.inputs`) over the table, in parts
+    """The engine's value checks (:mod:`rankcast.kinds.range.inputs`) over the table, in parts
     of at most ``max_items`` rows, positions counted from the table's first row."""
-    from ..rangetopk.inputs import encode_subscriptions
+    from rankcast.kinds.range.inputs import encode_subscriptions
     step = limits().max_items
     if kind == SUB:
         for a in range(0, table.num_rows, step):

@@ -15,7 +15,7 @@ reason, before anything is returned - a table is read whole or not at all:
 
 1. here: missing columns, types, missing values, values that do not parse;
 2. with ``validate=True`` (the default): every value rule of the contract, by running
-   :class:`rankcast.columns.Encoder` over the table (bounds only when given).
+   :class:`rankcast.kinds.spatial.columns.Encoder` over the table (bounds only when given).
 
 When the source is a file, the error also says where the row is (:func:`locate`):
 ``bad.jsonl, line 4: subscription #3 (id=1004): field 'alpha': must be in [0, 1], got 2.0``.
@@ -33,10 +33,11 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from ..columns import Encoder, _check_unique, _is_spark_df, item_error, item_position, shift_position
-from ..config import limits
-from ..errors import InvalidInput
-from ..text import Vocabulary
+from rankcast.kinds.spatial.columns import Encoder
+from rankcast.common.validation import _check_unique, _is_spark_df, item_error, item_position, shift_position
+from rankcast.config import limits
+from rankcast.errors import InvalidInput
+from rankcast.kinds.spatial.text import Vocabulary
 from .match_tables import MATCH_KINDS, read_match_jsonl
 
 __all__ = ["read_subscriptions", "read_messages", "read_table", "to_spark", "guess_kind", "locate",

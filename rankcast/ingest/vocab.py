@@ -1,7 +1,7 @@
 """Vocabulary and tf-idf weighting in Spark, equal to the Python path.
 
 Both functions run rankcast's own code inside the Spark Python workers
-(:func:`rankcast.text.tokenize` for tokens, :class:`rankcast.columns.Encoder` for weights),
+(:func:`rankcast.kinds.spatial.text.tokenize` for tokens, :class:`rankcast.kinds.spatial.columns.Encoder` for weights),
 so the Spark path cannot drift from the engine's: :func:`fit_vocabulary_spark` equals
 ``Vocabulary.fit`` over the same texts, :func:`weigh_spark` gives the term ids and weights
 the Encoder gives for the same table, bit for bit.
@@ -14,7 +14,7 @@ from typing import Mapping
 import numpy as np
 import pandas as pd
 
-from ..text import TermDictionary, Vocabulary
+from rankcast.kinds.spatial.text import TermDictionary, Vocabulary
 from .readers import to_spark
 
 __all__ = ["fit_vocabulary_spark", "weigh_spark", "new_terms_spark"]
@@ -35,7 +35,7 @@ def fit_vocabulary_spark(df_or_path, spark, text_col: str = "text") -> Vocabular
         # partition's number of documents so that one job yields N too.
         from collections import Counter
 
-        from rankcast.text import tokenize
+        from rankcast.kinds.spatial.text import tokenize
 
         counts: Counter = Counter()
         n = 0
@@ -76,7 +76,7 @@ def new_terms_spark(df, vocabulary: Vocabulary, text_col: str = "text",
     def unknown(batches):
         from pyspark import TaskContext
 
-        from rankcast.text import tokenize
+        from rankcast.kinds.spatial.text import tokenize
 
         part = TaskContext.get().partitionId()
         row = 0
@@ -115,7 +115,7 @@ def weigh_spark(df, vocabulary: Vocabulary, *, text_col: str = "text",
 
     Returns ``(weighted, pending)``: ``weighted`` is ``df`` plus ``term_ids``
     (array<long>, increasing) and ``weights`` (array<double>, unit length) per row, equal
-    to the ``offsets/term_ids/weights`` an :class:`~rankcast.columns.Encoder` over
+    to the ``offsets/term_ids/weights`` an :class:`~rankcast.kinds.spatial.columns.Encoder` over
     ``vocabulary`` (and ``dictionary``'s later terms) gives for the same rows in the same
     order; ``pending`` maps the terms new to both to the ids given to them, which the caller
     commits to its dictionary (``dictionary.commit(pending)``) once it keeps the result.
@@ -136,7 +136,7 @@ def weigh_spark(df, vocabulary: Vocabulary, *, text_col: str = "text",
     extra = {**dictionary.extra, **pending}
 
     def weigh(batches):
-        from rankcast.columns import Encoder
+        from rankcast.kinds.spatial.columns import Encoder
 
         enc = Encoder(_UNBOUNDED, vocabulary)
         enc.commit(extra)

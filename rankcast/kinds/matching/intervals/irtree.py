@@ -1,0 +1,1534 @@
+"""IR-tree (paper §3.1): an interval tree whose node lists are scored R-trees, fully dynamic.
+
+**Interval tree (I-tree).** A node has a median ``med``; of the intervals of its subtree, those
+that contain ``med`` stay at the node, those entirely left (``hi < med``) / right (``lo > med``)
+of it live in the left / right subtree. A fresh build takes the lower median of the endpoints,
+so a child never holds more than half of its parent's subtree. Medians form a strict binary
+search tree (a median lies in one of the node's intervals when the node is made), which is how
+a delete finds the path to a node.
+
+**Per-node scored R-tree.** The intervals of a node, in the total order of
+:func:`~rankcast.kinds.matching.intervals.base.before` (score desc, item asc), are the leaves of a
+B+-tree keyed by that order (the paper's packed scored R-tree made updatable): a leaf page holds
+intervals, an internal entry holds its child's extent ``[min lo, max hi]`` and the child's first
+key. Leaves hold at most ``b`` entries, internal pages at most ``max(b, 3)`` (with at most 2
+children and at least 1 a B-tree cannot keep a logarithmic height under updates), every page
+below the root at least half its most, an internal root at least 2. Every interval of a node
+contains its median, so any two overlap and (Lemma 3.1) a page whose extent holds ``q`` has a
+stabbed interval below it: a left-first descent finds the next stabbed interval of a node
+without backtracking, and the ``holes`` counter of a cursor stays 0.
+
+**Query.** ``open(q)`` walks path(q), starts a resumable left-first DFS (explicit stack of
+(page, position) per level) in each path node whose extent holds ``q``, and heaps the first
+stabbed interval of each (max-heap in the total order). ``next(n)`` pops, then refills from the
+popped node's DFS. Cost ``O((k + log n) b log_b n)`` for the top-k (Theorem 3.1). Counters:
+``nodes`` = I-tree nodes on the path plus R-tree pages entered, ``holes`` = pages entered and
+left without a stabbed interval found below, ``entries`` = leaf entries looked at. A cursor is
+valid until the next insert/delete of its index (``next`` then raises RuntimeError).
+
+**Updates.** Insert descends to the first node whose median the interval contains (a new leaf
+node with median ``lo`` (``hi`` when ``lo = -inf``, 0 for ``(-inf, inf)``) when it falls off
+the tree) and inserts it into that node's B+-tree: ``O(log n + b log_b n)``, fixing extents and
+first keys on the way down and splitting full pages on the way up. Delete finds the item's node
+and score in the item directory, walks the median path to the node, removes the entry, then
+repairs the pages on the way up (a page below half its most entries merges with a sibling when
+both fit in one page and evens out with it otherwise; extents and first keys are recomputed).
+A node whose subtree becomes empty is removed.
+
+**Balance policy.** Weight balance: every node ``u`` keeps
+``max(size(left), size(right)) <= ALPHA * size(u)`` with ``ALPHA = 0.7`` (size = intervals in
+the subtree, own ones included); after each single insert or delete the highest node of the
+update path that breaks it (only path nodes change size) is rebuilt from its intervals with fresh
+medians, which restores the invariant everywhere. Hence the depth is at most
+``log_{1/ALPHA} n`` (about ``1.94 log2 n``); a subtree of ``s`` intervals only breaks the bound
+after ``Omega(s)`` updates below it since its last (re)build (a fresh or new node has ratio
+<= 1/2), each update lies below ``O(log n)`` nodes, and a rebuild costs ``O(s log s)``: amortised
+``O(log^2 n)`` per update on top of the ``O(log n + b log_b n)`` of the update itself. For memory,
+when a delete call leaves fewer than a quarter of the most intervals held since the last full
+build, the whole index is rebuilt into exact-size arrays (amortised ``O(log n)`` per delete); an
+index emptied by deletes drops its arrays.
+
+**Layout** (flat arrays, passed explicitly to every kernel)::
+
+    nd_f[N, 3] float64   MED, MINLO, MAXHI (extent of the node's own intervals)
+    nd_i[N, 6] int64     LEFT, RIGHT, SIZE (subtree), ROOT (page), HEIGHT (R-tree levels, 0 =
+                         empty), COUNT (own intervals)
+    pg[P, 3]   int64     START, CAP, NENT: the page is pool rows START .. START + NENT
+    ef[E, 3]   float64   LO, HI, SC of a leaf interval, or extent and first-key score of a child
+    ei[E]      int64     item (leaf) or first-key item (internal entry)
+    ec[E]      int32     child page (internal entry), -1 in leaves
+    dk, ds, dn [H]       item directory (open addressing, linear probing): item -> score, node
+    meta[N_META] int64   root, counts, allocation marks
+
+Free node and page rows are chained in free lists. The entry pool is a bump allocator: a root
+leaf grows by doubling its block up to ``b`` rows, freed blocks are garbage until a compaction
+(when at least a quarter of the pool is garbage) slides the live pages down; otherwise the pool
+grows. Kernels never grow an array: they check for room before each update and return to the
+Python layer, which grows the arrays and calls again.
+"""
+from __future__ import annotations
+
+import math
+
+import numba
+import numpy as np
+
+from rankcast.common.arrays import stays_in_probe_run
+from .base import Cursor, IntervalIndex, before, check_intervals
+
+__all__ = ["IRTreeIndex", "IRTreeCursor", "ALPHA"]
+
+ALPHA_NUM, ALPHA_DEN = 7, 10                 # weight-balance bound: size(child) <= 0.7 size(node)
+ALPHA = ALPHA_NUM / ALPHA_DEN
+
+MED, MINLO, MAXHI = 0, 1, 2                  # nd_f columns
+LEFT, RIGHT, SIZE, ROOT, HEIGHT, COUNT = 0, 1, 2, 3, 4, 5   # nd_i columns
+START, CAP, NENT = 0, 1, 2                   # pg columns
+LO, HI, SC = 0, 1, 2                         # ef columns
+NODES, HOLES, ENTRIES = 0, 1, 2              # counters (base.COUNTERS order)
+
+(M_ROOT, M_N, M_ND_HW, M_ND_FREE, M_ND_NFREE, M_PG_HW, M_PG_FREE, M_PG_NFREE, M_E_HW, M_E_LIVE,
+ M_HMAX, M_NEED_ND, M_NEED_PG, M_NEED_E, M_REBUILDS, M_REBUILT, M_COMPACTIONS) = range(17)
+N_META = 17
+
+DONE, NEED_ROOM, NEED_REBUILD = 0, 1, 2      # batch kernel status
+INSERT, DELETE = 0, 1                        # batch kernel operation
+_DIR_LOAD = 0.7                              # item directory: max load factor
+_NO_F = np.empty(0, np.float64)
+
+
+# ----------------------------------------------------------------------------- allocation
+
+@numba.njit(cache=True)
+def _node_alloc(meta, nd_f, nd_i, med):
+    """A fresh childless, empty node row with median ``med`` (the caller made room); its id."""
+    v = meta[M_ND_FREE]
+    if v >= 0:
+        meta[M_ND_FREE] = nd_i[v, LEFT]
+        meta[M_ND_NFREE] -= 1
+    else:
+        v = meta[M_ND_HW]
+        meta[M_ND_HW] = v + 1
+    nd_f[v, MED] = med
+    nd_f[v, MINLO] = np.inf
+    nd_f[v, MAXHI] = -np.inf
+    nd_i[v, LEFT] = -1
+    nd_i[v, RIGHT] = -1
+    nd_i[v, SIZE] = 0
+    nd_i[v, ROOT] = -1
+    nd_i[v, HEIGHT] = 0
+    nd_i[v, COUNT] = 0
+    return v
+
+
+@numba.njit(cache=True)
+def _node_free(meta, nd_i, v):
+    """Put node row v on the free list (chained through LEFT; SIZE = -1 marks it free)."""
+    nd_i[v, LEFT] = meta[M_ND_FREE]
+    nd_i[v, RIGHT] = -1
+    nd_i[v, SIZE] = -1
+    nd_i[v, ROOT] = -1
+    nd_i[v, HEIGHT] = 0
+    nd_i[v, COUNT] = 0
+    meta[M_ND_FREE] = v
+    meta[M_ND_NFREE] += 1
+
+
+@numba.njit(cache=True)
+def _page_alloc(meta, pg, cap):
+    """A fresh empty page with a pool block of ``cap`` rows (the caller made room); its id."""
+    p = meta[M_PG_FREE]
+    if p >= 0:
+        meta[M_PG_FREE] = pg[p, START]
+        meta[M_PG_NFREE] -= 1
+    else:
+        p = meta[M_PG_HW]
+        meta[M_PG_HW] = p + 1
+    pg[p, START] = meta[M_E_HW]
+    pg[p, CAP] = cap
+    pg[p, NENT] = 0
+    meta[M_E_HW] += cap
+    meta[M_E_LIVE] += cap
+    return p
+
+
+@numba.njit(cache=True)
+def _page_free(meta, pg, p):
+    """Put page p on the free list (chained through START; CAP = -1 marks it free); its block
+    becomes garbage."""
+    meta[M_E_LIVE] -= pg[p, CAP]
+    pg[p, START] = meta[M_PG_FREE]
+    pg[p, CAP] = -1
+    pg[p, NENT] = 0
+    meta[M_PG_FREE] = p
+    meta[M_PG_NFREE] += 1
+
+
+@numba.njit(cache=True, inline="always")
+def _copy_row(ef, ei, ec, src, dst):
+    """Copy pool row src to row dst."""
+    ef[dst, LO] = ef[src, LO]
+    ef[dst, HI] = ef[src, HI]
+    ef[dst, SC] = ef[src, SC]
+    ei[dst] = ei[src]
+    ec[dst] = ec[src]
+
+
+@numba.njit(cache=True)
+def _page_move(meta, pg, ef, ei, ec, p, cap):
+    """Move page p to a fresh pool block of ``cap`` rows (the old block becomes garbage)."""
+    st = pg[p, START]
+    ns = meta[M_E_HW]
+    for t in range(pg[p, NENT]):
+        _copy_row(ef, ei, ec, st + t, ns + t)
+    meta[M_E_HW] = ns + cap
+    meta[M_E_LIVE] += cap - pg[p, CAP]
+    pg[p, START] = ns
+    pg[p, CAP] = cap
+
+
+@numba.njit(cache=True)
+def _compact(meta, pg, ef, ei, ec):
+    """Slide every live page's block down to the start of the pool, in block order: afterwards
+    the pool holds no garbage (``meta[M_E_HW] == meta[M_E_LIVE]``)."""
+    hw = meta[M_PG_HW]
+    live = np.empty(hw, np.int64)
+    k = 0
+    for p in range(hw):
+        if pg[p, CAP] >= 0:
+            live[k] = p
+            k += 1
+    key = np.empty(k, np.float64)
+    for t in range(k):
+        key[t] = -float(pg[live[t], START])     # the total order then sorts by start
+    pos = 0
+    for t in _sort_total(key, live[:k]):
+        p = live[t]
+        st = pg[p, START]
+        if st != pos:
+            for r in range(pg[p, NENT]):
+                _copy_row(ef, ei, ec, st + r, pos + r)
+            pg[p, START] = pos
+        pos += pg[p, CAP]
+    meta[M_E_HW] = pos
+    meta[M_COMPACTIONS] += 1
+
+
+@numba.njit(cache=True)
+def _room(meta, nd_i, pg, ef, ei, ec, nodes, pages, entries):
+    """True when ``nodes`` node rows, ``pages`` page rows and ``entries`` pool rows can be
+    allocated, compacting the pool when that suffices and at least a quarter of it is garbage.
+    False: meta[M_NEED_*] say what the Python layer must add."""
+    ok = True
+    if nd_i.shape[0] - meta[M_ND_HW] + meta[M_ND_NFREE] < nodes:
+        meta[M_NEED_ND] = nodes
+        ok = False
+    if pg.shape[0] - meta[M_PG_HW] + meta[M_PG_NFREE] < pages:
+        meta[M_NEED_PG] = pages
+        ok = False
+    cap = ef.shape[0]
+    if cap - meta[M_E_HW] < entries:
+        if cap - meta[M_E_LIVE] >= entries and 4 * (meta[M_E_HW] - meta[M_E_LIVE]) >= cap:
+            _compact(meta, pg, ef, ei, ec)
+        else:
+            meta[M_NEED_E] = entries
+            ok = False
+    return ok
+
+
+# ----------------------------------------------------------------------------- item directory
+
+@numba.njit(cache=True, inline="always")
+def _home(item, mask):
+    """splitmix64 of the item, masked: its first slot."""
+    z = np.uint64(item) + np.uint64(0x9E3779B97F4A7C15)
+    z = (z ^ (z >> np.uint64(30))) * np.uint64(0xBF58476D1CE4E5B9)
+    z = (z ^ (z >> np.uint64(27))) * np.uint64(0x94D049BB133111EB)
+    z = z ^ (z >> np.uint64(31))
+    return np.int64(z & np.uint64(mask))
+
+
+@numba.njit(cache=True)
+def _dir_find(dk, dn, item):
+    """Slot of ``item`` in the directory (dk keys, dn node or -1 = empty slot), or -1."""
+    mask = dk.shape[0] - 1
+    s = _home(item, mask)
+    while dn[s] >= 0:
+        if dk[s] == item:
+            return s
+        s = (s + 1) & mask
+    return -1
+
+
+@numba.njit(cache=True)
+def _dir_put(dk, ds, dn, item, score, node):
+    """Set item -> (score, node), adding the item when absent."""
+    mask = dk.shape[0] - 1
+    s = _home(item, mask)
+    while dn[s] >= 0 and dk[s] != item:
+        s = (s + 1) & mask
+    dk[s] = item
+    ds[s] = score
+    dn[s] = node
+
+
+@numba.njit(cache=True)
+def _dir_remove(dk, ds, dn, s):
+    """Empty slot s, shifting later entries of its probe run back (no tombstones)."""
+    mask = dk.shape[0] - 1
+    i = s
+    j = s
+    while True:
+        j = (j + 1) & mask
+        if dn[j] < 0:
+            break
+        if stays_in_probe_run(i, j, _home(dk[j], mask)):
+            continue
+        dk[i] = dk[j]
+        ds[i] = ds[j]
+        dn[i] = dn[j]
+        i = j
+    dn[i] = -1
+
+
+@numba.njit(cache=True)
+def _dir_rehash(dk, ds, dn, nk, nds, ndn):
+    """Copy every entry of the directory (dk, ds, dn) into the empty one (nk, nds, ndn)."""
+    for s in range(dk.shape[0]):
+        if dn[s] >= 0:
+            _dir_put(nk, nds, ndn, dk[s], ds[s], np.int64(dn[s]))
+
+
+@numba.njit(cache=True)
+def _dir_first(dk, dn, items, present):
+    """Position of the first of ``items`` (int64[m]) that is in the directory (present=True) or
+    missing from it (present=False); -1 when none."""
+    for t in range(items.shape[0]):
+        if (_dir_find(dk, dn, items[t]) >= 0) == present:
+            return t
+    return -1
+
+
+def _dir_capacity(n: int) -> int:
+    """Directory slots for n items: a power of two, load at most _DIR_LOAD, at least 8."""
+    return max(8, 1 << max(0, math.ceil(math.log2(max(1.0, n / _DIR_LOAD)))))
+
+
+# ----------------------------------------------------------------------------- R-tree pages
+
+@numba.njit(cache=True)
+def _count_before(ef, ei, st, n, sc, it):
+    """Number of the n entries from pool row st (in the total order) that come before (sc, it)."""
+    a = 0
+    z = n
+    while a < z:
+        mid = (a + z) >> 1
+        if before(ef[st + mid, SC], ei[st + mid], sc, it):
+            a = mid + 1
+        else:
+            z = mid
+    return a
+
+
+@numba.njit(cache=True)
+def _set_entry(pg, ef, ei, ec, e, c):
+    """Make pool row e the parent entry of page c: its extent, its first key, the child id."""
+    st = pg[c, START]
+    mn = np.inf
+    mx = -np.inf
+    for t in range(st, st + pg[c, NENT]):
+        if ef[t, LO] < mn:
+            mn = ef[t, LO]
+        if ef[t, HI] > mx:
+            mx = ef[t, HI]
+    ef[e, LO] = mn
+    ef[e, HI] = mx
+    ef[e, SC] = ef[st, SC]
+    ei[e] = ei[st]
+    ec[e] = c
+
+
+@numba.njit(cache=True)
+def _page_insert(meta, pg, ef, ei, ec, p, pos, lo, hi, sc, it, ch, b, tf, ti, tc):
+    """Insert entry (lo, hi, sc, it, ch) at position pos of page p, a page of at most b
+    entries. A full root leaf below b rows doubles its block; a page full at b rows splits (left
+    keeps ceil((b+1)/2) entries): returns the new right page, else -1. tf/ti/tc: scratch rows
+    (>= b+1)."""
+    n = pg[p, NENT]
+    cap = pg[p, CAP]
+    if n == cap and cap < b:
+        _page_move(meta, pg, ef, ei, ec, p, min(b, 2 * cap))
+        cap = pg[p, CAP]
+    st = pg[p, START]
+    if n < cap:
+        for t in range(st + n, st + pos, -1):
+            _copy_row(ef, ei, ec, t - 1, t)
+        e = st + pos
+        ef[e, LO] = lo
+        ef[e, HI] = hi
+        ef[e, SC] = sc
+        ei[e] = it
+        ec[e] = ch
+        pg[p, NENT] = n + 1
+        return -1
+    for t in range(n + 1):
+        if t == pos:
+            tf[t, LO] = lo
+            tf[t, HI] = hi
+            tf[t, SC] = sc
+            ti[t] = it
+            tc[t] = ch
+        else:
+            s = st + (t if t < pos else t - 1)
+            tf[t, LO] = ef[s, LO]
+            tf[t, HI] = ef[s, HI]
+            tf[t, SC] = ef[s, SC]
+            ti[t] = ei[s]
+            tc[t] = ec[s]
+    nl = (n + 2) // 2
+    q = _page_alloc(meta, pg, b)
+    qs = pg[q, START]
+    for t in range(n + 1):
+        e = st + t if t < nl else qs + t - nl
+        ef[e, LO] = tf[t, LO]
+        ef[e, HI] = tf[t, HI]
+        ef[e, SC] = tf[t, SC]
+        ei[e] = ti[t]
+        ec[e] = tc[t]
+    pg[p, NENT] = nl
+    pg[q, NENT] = n + 1 - nl
+    return q
+
+
+@numba.njit(cache=True)
+def _remove_entry(pg, ef, ei, ec, p, pos):
+    """Remove entry pos of page p (shift the rest left)."""
+    st = pg[p, START]
+    n = pg[p, NENT]
+    for t in range(st + pos, st + n - 1):
+        _copy_row(ef, ei, ec, t + 1, t)
+    pg[p, NENT] = n - 1
+
+
+@numba.njit(cache=True)
+def _node_extent(nd_f, nd_i, pg, ef, v):
+    """Recompute node v's extent [min lo, max hi] from its root page."""
+    mn = np.inf
+    mx = -np.inf
+    r = nd_i[v, ROOT]
+    if r >= 0:
+        st = pg[r, START]
+        for t in range(st, st + pg[r, NENT]):
+            if ef[t, LO] < mn:
+                mn = ef[t, LO]
+            if ef[t, HI] > mx:
+                mx = ef[t, HI]
+    nd_f[v, MINLO] = mn
+    nd_f[v, MAXHI] = mx
+
+
+@numba.njit(cache=True, inline="always")
+def _fanout(b):
+    """Most entries of an internal page: b, but 3 for b = 2 (pages of at most 2 children, at
+    least 1, could not keep a B-tree of logarithmic height under updates)."""
+    return max(b, 3)
+
+
+@numba.njit(cache=True)
+def _bt_insert(meta, nd_f, nd_i, pg, ef, ei, ec, v, lo, hi, sc, it, b, tf, ti, tc):
+    """Insert interval (lo, hi, sc, it) into node v's R-tree: descend by key, widening extents
+    and lowering first keys on the way; split full pages on the way up (the caller made room for
+    HEIGHT + 1 pages and (HEIGHT + 2) * _fanout(b) pool rows)."""
+    bi = _fanout(b)
+    h = nd_i[v, HEIGHT]
+    if h == 0:
+        p = _page_alloc(meta, pg, np.int64(1))
+        e = pg[p, START]
+        ef[e, LO] = lo
+        ef[e, HI] = hi
+        ef[e, SC] = sc
+        ei[e] = it
+        ec[e] = -1
+        pg[p, NENT] = 1
+        nd_i[v, ROOT] = p
+        nd_i[v, HEIGHT] = 1
+        if meta[M_HMAX] < 1:
+            meta[M_HMAX] = 1
+    else:
+        ppg = np.empty(h, np.int64)
+        pj = np.empty(h, np.int64)
+        p = nd_i[v, ROOT]
+        for lvl in range(h - 1):
+            st = pg[p, START]
+            j = _count_before(ef, ei, st, pg[p, NENT], sc, it) - 1
+            if j < 0:
+                j = 0
+            e = st + j
+            if lo < ef[e, LO]:
+                ef[e, LO] = lo
+            if hi > ef[e, HI]:
+                ef[e, HI] = hi
+            if before(sc, it, ef[e, SC], ei[e]):
+                ef[e, SC] = sc
+                ei[e] = it
+            ppg[lvl] = p
+            pj[lvl] = j
+            p = ec[e]
+        pos = _count_before(ef, ei, pg[p, START], pg[p, NENT], sc, it)
+        q = _page_insert(meta, pg, ef, ei, ec, p, pos, lo, hi, sc, it, np.int64(-1), b, tf, ti,
+                         tc)
+        lvl = h - 1
+        while q >= 0:
+            if lvl == 0:
+                r = _page_alloc(meta, pg, bi)
+                rs = pg[r, START]
+                _set_entry(pg, ef, ei, ec, rs, p)
+                _set_entry(pg, ef, ei, ec, rs + 1, q)
+                pg[r, NENT] = 2
+                nd_i[v, ROOT] = r
+                nd_i[v, HEIGHT] = h + 1
+                if meta[M_HMAX] < h + 1:
+                    meta[M_HMAX] = h + 1
+                break
+            par = ppg[lvl - 1]
+            j = pj[lvl - 1]
+            _set_entry(pg, ef, ei, ec, pg[par, START] + j, p)
+            qs = pg[q, START]
+            mn = np.inf
+            mx = -np.inf
+            for t in range(qs, qs + pg[q, NENT]):
+                mn = min(mn, ef[t, LO])
+                mx = max(mx, ef[t, HI])
+            q = _page_insert(meta, pg, ef, ei, ec, par, j + 1, mn, mx, ef[qs, SC], ei[qs], q,
+                             bi, tf, ti, tc)
+            p = par
+            lvl -= 1
+    nd_i[v, COUNT] += 1
+    if lo < nd_f[v, MINLO]:
+        nd_f[v, MINLO] = lo
+    if hi > nd_f[v, MAXHI]:
+        nd_f[v, MAXHI] = hi
+
+
+@numba.njit(cache=True)
+def _bt_delete(meta, nd_f, nd_i, pg, ef, ei, ec, v, sc, it, b, tf, ti, tc):
+    """Remove key (sc, it) from node v's R-tree; on the way up, a page below half its most
+    entries (b for leaves, _fanout(b) above) merges into a sibling when both fit in one page and
+    evens out with it otherwise, and every parent entry gets its child's exact extent and first
+    key. A root with one child is replaced by it. The caller made room for b pool rows (a root
+    leaf at a quarter of its block moves to half the block)."""
+    h = nd_i[v, HEIGHT]
+    ppg = np.empty(h, np.int64)
+    pj = np.empty(h, np.int64)
+    p = nd_i[v, ROOT]
+    for lvl in range(h - 1):
+        st = pg[p, START]
+        n = pg[p, NENT]
+        j = _count_before(ef, ei, st, n, sc, it)
+        if j == n or ei[st + j] != it:
+            j -= 1
+        ppg[lvl] = p
+        pj[lvl] = j
+        p = ec[st + j]
+    ppg[h - 1] = p
+    st = pg[p, START]
+    pos = _count_before(ef, ei, st, pg[p, NENT], sc, it)
+    if pos >= pg[p, NENT] or ei[st + pos] != it:
+        raise AssertionError("ir-tree: item not where the directory says")
+    _remove_entry(pg, ef, ei, ec, p, pos)
+    for lvl in range(h - 1, 0, -1):
+        p = ppg[lvl]
+        par = ppg[lvl - 1]
+        j = pj[lvl - 1]
+        ps = pg[par, START]
+        n = pg[p, NENT]
+        most = b if lvl == h - 1 else _fanout(b)
+        if n >= (most + 1) // 2:
+            _set_entry(pg, ef, ei, ec, ps + j, p)
+        else:                                         # par has >= 2 entries: p has a sibling
+            jl = j - 1 if j > 0 else j
+            lp = np.int64(ec[ps + jl])
+            rp = np.int64(ec[ps + jl + 1])
+            nl = pg[lp, NENT]
+            nr = pg[rp, NENT]
+            ls = pg[lp, START]
+            rs = pg[rp, START]
+            tot = nl + nr
+            if tot <= most:                           # merge rp into lp
+                for t in range(nr):
+                    _copy_row(ef, ei, ec, rs + t, ls + nl + t)
+                pg[lp, NENT] = tot
+                _page_free(meta, pg, rp)
+                _set_entry(pg, ef, ei, ec, ps + jl, lp)
+                _remove_entry(pg, ef, ei, ec, par, jl + 1)
+            else:                                     # even out: both keep >= half
+                for t in range(tot):
+                    s = ls + t if t < nl else rs + t - nl
+                    tf[t, LO] = ef[s, LO]
+                    tf[t, HI] = ef[s, HI]
+                    tf[t, SC] = ef[s, SC]
+                    ti[t] = ei[s]
+                    tc[t] = ec[s]
+                kl = tot - tot // 2
+                for t in range(tot):
+                    e = ls + t if t < kl else rs + t - kl
+                    ef[e, LO] = tf[t, LO]
+                    ef[e, HI] = tf[t, HI]
+                    ef[e, SC] = tf[t, SC]
+                    ei[e] = ti[t]
+                    ec[e] = tc[t]
+                pg[lp, NENT] = kl
+                pg[rp, NENT] = tot - kl
+                _set_entry(pg, ef, ei, ec, ps + jl, lp)
+                _set_entry(pg, ef, ei, ec, ps + jl + 1, rp)
+    r = ppg[0]
+    while nd_i[v, HEIGHT] > 1 and pg[r, NENT] == 1:
+        c = np.int64(ec[pg[r, START]])
+        _page_free(meta, pg, r)
+        r = c
+        nd_i[v, ROOT] = r
+        nd_i[v, HEIGHT] -= 1
+    n = pg[r, NENT]
+    if n == 0:
+        _page_free(meta, pg, r)
+        nd_i[v, ROOT] = -1
+        nd_i[v, HEIGHT] = 0
+    elif nd_i[v, HEIGHT] == 1 and 4 * n <= pg[r, CAP] and pg[r, CAP] > 1:
+        _page_move(meta, pg, ef, ei, ec, r, 2 * n)
+    nd_i[v, COUNT] -= 1
+    _node_extent(nd_f, nd_i, pg, ef, v)
+
+
+@numba.njit(cache=True)
+def _bt_bulk(meta, nd_f, nd_i, pg, ef, ei, ec, v, lo, hi, sc, it, run, b):
+    """Pack node v's R-tree from the intervals ``run`` (>= 1 indices into lo/hi/sc/it, in the
+    total order): one leaf of exactly len(run) rows when it fits in b, else ceil(k/b) leaves of b
+    rows filled evenly, and levels above packed the same way with _fanout(b) (every page then
+    holds at least half its most entries)."""
+    k = run.shape[0]
+    mn = np.inf
+    mx = -np.inf
+    for t in range(k):
+        x = run[t]
+        mn = min(mn, lo[x])
+        mx = max(mx, hi[x])
+    nd_f[v, MINLO] = mn
+    nd_f[v, MAXHI] = mx
+    nd_i[v, COUNT] = k
+    m = (k + b - 1) // b
+    level = np.empty(m, np.int64)
+    base = k // m
+    extra = k % m
+    t = 0
+    for i in range(m):
+        c = base + (1 if i < extra else 0)
+        p = _page_alloc(meta, pg, c if m == 1 else b)
+        st = pg[p, START]
+        for r in range(c):
+            x = run[t + r]
+            ef[st + r, LO] = lo[x]
+            ef[st + r, HI] = hi[x]
+            ef[st + r, SC] = sc[x]
+            ei[st + r] = it[x]
+            ec[st + r] = -1
+        pg[p, NENT] = c
+        t += c
+        level[i] = p
+    h = 1
+    bi = _fanout(b)
+    while m > 1:
+        mm = (m + bi - 1) // bi
+        up = np.empty(mm, np.int64)
+        base = m // mm
+        extra = m % mm
+        t = 0
+        for i in range(mm):
+            c = base + (1 if i < extra else 0)
+            p = _page_alloc(meta, pg, bi)
+            st = pg[p, START]
+            for r in range(c):
+                _set_entry(pg, ef, ei, ec, st + r, level[t + r])
+            pg[p, NENT] = c
+            t += c
+            up[i] = p
+        level = up
+        m = mm
+        h += 1
+    nd_i[v, ROOT] = level[0]
+    nd_i[v, HEIGHT] = h
+    if meta[M_HMAX] < h:
+        meta[M_HMAX] = h
+
+
+@numba.njit(cache=True)
+def _walk_pages(meta, nd_i, pg, ef, ei, ec, v, lo, hi, sc, it, k, free):
+    """Visit node v's R-tree pages: copy its intervals, in the total order, to lo/hi/sc/it from
+    position k (when free is False), or free every page (when free is True). Returns (k after,
+    pages, pool rows of those pages)."""
+    h = nd_i[v, HEIGHT]
+    npg = 0
+    rows = 0
+    if h == 0:
+        return k, npg, rows
+    spage = np.empty(h, np.int64)
+    spos = np.empty(h, np.int64)
+    spage[0] = nd_i[v, ROOT]
+    spos[0] = 0
+    npg += 1
+    rows += pg[spage[0], CAP]
+    t = 0
+    while t >= 0:
+        p = spage[t]
+        st = pg[p, START]
+        if t == h - 1:
+            if not free:
+                for e in range(st, st + pg[p, NENT]):
+                    lo[k] = ef[e, LO]
+                    hi[k] = ef[e, HI]
+                    sc[k] = ef[e, SC]
+                    it[k] = ei[e]
+                    k += 1
+            else:
+                _page_free(meta, pg, p)
+            t -= 1
+            continue
+        j = spos[t]
+        if j < pg[p, NENT]:
+            spos[t] = j + 1
+            c = ec[st + j]
+            t += 1
+            spage[t] = c
+            spos[t] = 0
+            npg += 1
+            rows += pg[c, CAP]
+        else:
+            if free:
+                _page_free(meta, pg, p)
+            t -= 1
+    return k, npg, rows
+
+
+# ----------------------------------------------------------------------------- building
+
+@numba.njit(cache=True)
+def _sort_total(sc, it):
+    """Permutation of (sc, it) (float64[n], int64[n], distinct pairs) into the total order
+    (score desc, item asc): bottom-up merge sort."""
+    n = sc.shape[0]
+    a = np.arange(n)
+    tmp = np.empty(n, np.int64)
+    w = 1
+    while w < n:
+        for s0 in range(0, n, 2 * w):
+            m = min(s0 + w, n)
+            z = min(s0 + 2 * w, n)
+            i = s0
+            j = m
+            k = s0
+            while i < m and j < z:
+                if before(sc[a[j]], it[a[j]], sc[a[i]], it[a[i]]):
+                    tmp[k] = a[j]
+                    j += 1
+                else:
+                    tmp[k] = a[i]
+                    i += 1
+                k += 1
+            while i < m:
+                tmp[k] = a[i]
+                i += 1
+                k += 1
+            while j < z:
+                tmp[k] = a[j]
+                j += 1
+                k += 1
+        a, tmp = tmp, a
+        w *= 2
+    return a
+
+
+@numba.njit(cache=True)
+def _kth(a, n, k):
+    """The k-th smallest (0-based) of a[:n] (float64, no NaN), by quickselect; reorders a."""
+    lft = 0
+    rgt = n - 1
+    while lft < rgt:
+        x = a[lft]
+        y = a[(lft + rgt) >> 1]
+        z = a[rgt]
+        pivot = max(min(x, y), min(max(x, y), z))
+        i = lft
+        j = rgt
+        while i <= j:
+            while a[i] < pivot:
+                i += 1
+            while a[j] > pivot:
+                j -= 1
+            if i <= j:
+                x = a[i]
+                a[i] = a[j]
+                a[j] = x
+                i += 1
+                j -= 1
+        if k <= j:
+            rgt = j
+        elif k >= i:
+            lft = i
+        else:
+            return a[k]
+    return a[k]
+
+
+@numba.njit(cache=True)
+def _plan(lo, hi, order):
+    """Shape of a fresh interval tree over the intervals ``order`` (int64[n], in the total
+    order). Each node takes the lower median of its subtree's 2k endpoints, so a child holds at
+    most k/2 intervals. Returns ``perm`` (``order`` regrouped so that each node's intervals are
+    one run, still in the total order) and per node (node 0 the root): med, left, right, start
+    and count of its run in perm, size of its subtree."""
+    n = order.shape[0]
+    perm = order.copy()
+    tmp = np.empty(n, np.int64)
+    ends = np.empty(2 * n, np.float64)
+    t_med = np.empty(n, np.float64)
+    t_left = np.full(n, -1, np.int64)
+    t_right = np.full(n, -1, np.int64)
+    t_start = np.empty(n, np.int64)
+    t_cnt = np.empty(n, np.int64)
+    t_size = np.empty(n, np.int64)
+    sa = np.empty(n + 1, np.int64)
+    se = np.empty(n + 1, np.int64)
+    sp = np.empty(n + 1, np.int64)
+    ss = np.empty(n + 1, np.int64)
+    top = 0
+    nodes = 0
+    if n > 0:
+        sa[0] = 0
+        se[0] = n
+        sp[0] = -1
+        ss[0] = 0
+        top = 1
+    while top > 0:
+        top -= 1
+        a = sa[top]
+        z = se[top]
+        k = z - a
+        for t in range(k):
+            x = perm[a + t]
+            ends[2 * t] = lo[x]
+            ends[2 * t + 1] = hi[x]
+        med = _kth(ends, 2 * k, k - 1)
+        nl = 0
+        nn = 0
+        for t in range(a, z):
+            x = perm[t]
+            if hi[x] < med:
+                nl += 1
+            elif lo[x] <= med:
+                nn += 1
+        il = 0
+        im = nl
+        ir = nl + nn
+        for t in range(a, z):
+            x = perm[t]
+            if hi[x] < med:
+                tmp[il] = x
+                il += 1
+            elif lo[x] <= med:
+                tmp[im] = x
+                im += 1
+            else:
+                tmp[ir] = x
+                ir += 1
+        for t in range(k):
+            perm[a + t] = tmp[t]
+        v = nodes
+        nodes += 1
+        t_med[v] = med
+        t_start[v] = a + nl
+        t_cnt[v] = nn
+        t_size[v] = k
+        if sp[top] >= 0:
+            if ss[top] == LEFT:
+                t_left[sp[top]] = v
+            else:
+                t_right[sp[top]] = v
+        if nl > 0:
+            sa[top] = a
+            se[top] = a + nl
+            sp[top] = v
+            ss[top] = LEFT
+            top += 1
+        if a + nl + nn < z:
+            sa[top] = a + nl + nn
+            se[top] = z
+            sp[top] = v
+            ss[top] = RIGHT
+            top += 1
+    return (perm, t_med[:nodes], t_left[:nodes], t_right[:nodes], t_start[:nodes],
+            t_cnt[:nodes], t_size[:nodes])
+
+
+@numba.njit(cache=True)
+def _plan_cost(t_cnt, b):
+    """(pages, pool rows) that _bt_bulk takes for nodes of t_cnt (>= 1) intervals."""
+    pages = 0
+    rows = 0
+    for v in range(t_cnt.shape[0]):
+        k = t_cnt[v]
+        if k <= b:
+            pages += 1
+            rows += k
+            continue
+        m = (k + b - 1) // b
+        pages += m
+        rows += m * b
+        bi = _fanout(b)
+        while m > 1:
+            m = (m + bi - 1) // bi
+            pages += m
+            rows += m * bi
+    return pages, rows
+
+
+@numba.njit(cache=True)
+def _materialize(meta, nd_f, nd_i, pg, ef, ei, ec, dk, ds, dn, lo, hi, sc, it,
+                 perm, t_med, t_left, t_right, t_start, t_cnt, t_size, b):
+    """Allocate the planned nodes (see _plan), pack their R-trees and point the directory at
+    them (the caller made room). Returns the id of the planned root (-1 for no node)."""
+    nodes = t_med.shape[0]
+    ids = np.empty(nodes, np.int64)
+    for v in range(nodes):
+        ids[v] = _node_alloc(meta, nd_f, nd_i, t_med[v])
+    for v in range(nodes):
+        u = ids[v]
+        if t_left[v] >= 0:
+            nd_i[u, LEFT] = ids[t_left[v]]
+        if t_right[v] >= 0:
+            nd_i[u, RIGHT] = ids[t_right[v]]
+        nd_i[u, SIZE] = t_size[v]
+        run = perm[t_start[v]: t_start[v] + t_cnt[v]]
+        _bt_bulk(meta, nd_f, nd_i, pg, ef, ei, ec, u, lo, hi, sc, it, run, b)
+        for x in run:
+            _dir_put(dk, ds, dn, it[x], sc[x], u)
+    return ids[0] if nodes > 0 else -1
+
+
+@numba.njit(cache=True)
+def _collect(meta, nd_i, pg, ef, ei, ec, u, nodes):
+    """Every interval of node u's subtree (arrays lo, hi, sc, it in node order) and its node ids
+    (written to ``nodes``, which must hold them all). Returns (lo, hi, sc, it, #nodes, #pages,
+    pool rows of those pages)."""
+    s = nd_i[u, SIZE] if u >= 0 else 0
+    lo = np.empty(s, np.float64)
+    hi = np.empty(s, np.float64)
+    sc = np.empty(s, np.float64)
+    it = np.empty(s, np.int64)
+    k = 0
+    npg = 0
+    rows = 0
+    tail = 0
+    if u >= 0:
+        nodes[0] = u
+        tail = 1
+    head = 0
+    while head < tail:
+        v = nodes[head]
+        head += 1
+        for side in (LEFT, RIGHT):
+            c = nd_i[v, side]
+            if c >= 0:
+                if tail >= nodes.shape[0]:
+                    raise AssertionError("ir-tree: subtree has more nodes than bounded")
+                nodes[tail] = c
+                tail += 1
+        k, a, r = _walk_pages(meta, nd_i, pg, ef, ei, ec, v, lo, hi, sc, it, np.int64(k),
+                                np.bool_(False))
+        npg += a
+        rows += r
+    if k != s:
+        raise AssertionError("ir-tree: subtree size does not match its intervals")
+    return lo, hi, sc, it, tail, npg, rows
+
+
+@numba.njit(cache=True)
+def _collect_all(meta, nd_i, pg, ef, ei, ec):
+    """Every interval of the index: (lo, hi, sc, it)."""
+    u = meta[M_ROOT]
+    nodes = np.empty(max(1, meta[M_ND_HW]), np.int64)
+    lo, hi, sc, it, _, _, _ = _collect(meta, nd_i, pg, ef, ei, ec, u, nodes)
+    return lo, hi, sc, it
+
+
+@numba.njit(cache=True)
+def _depth_cap(n):
+    """Path buffer length: the balance policy bounds the depth by log_{1/ALPHA} n (+1 while an
+    insert has not yet been rebalanced)."""
+    return int(math.log(n + 2.0) / math.log(ALPHA_DEN / ALPHA_NUM)) + 8
+
+
+@numba.njit(cache=True)
+def _rebuild(meta, nd_f, nd_i, pg, ef, ei, ec, dk, ds, dn, u, b):
+    """Rebuild node u's subtree from its intervals with fresh medians (the balance policy).
+    Returns False, changing nothing, when the tables lack room (meta[M_NEED_*] say how much)."""
+    par = -1
+    side = LEFT
+    w = meta[M_ROOT]
+    m = nd_f[u, MED]
+    while w != u:
+        par = w
+        side = LEFT if m < nd_f[w, MED] else RIGHT
+        w = nd_i[w, side]
+    s = nd_i[u, SIZE]
+    nodes = np.empty(2 * s + 2 * _depth_cap(meta[M_N]), np.int64)
+    lo, hi, sc, it, nn, npg, rows = _collect(meta, nd_i, pg, ef, ei, ec, u, nodes)
+    order = _sort_total(sc, it)
+    perm, t_med, t_left, t_right, t_start, t_cnt, t_size = _plan(lo, hi, order)
+    need_pg, need_e = _plan_cost(t_cnt, b)
+    ok = True
+    if nd_i.shape[0] - meta[M_ND_HW] + meta[M_ND_NFREE] + nn < t_med.shape[0]:
+        meta[M_NEED_ND] = t_med.shape[0]
+        ok = False
+    if pg.shape[0] - meta[M_PG_HW] + meta[M_PG_NFREE] + npg < need_pg:
+        meta[M_NEED_PG] = need_pg
+        ok = False
+    cap = ef.shape[0]
+    live = meta[M_E_LIVE] - rows
+    compact = cap - meta[M_E_HW] < need_e
+    if compact and (cap - live < need_e or 4 * (meta[M_E_HW] - live) < cap):
+        meta[M_NEED_E] = need_e
+        ok = False
+    if not ok:
+        return False
+    for t in range(nn):
+        v = nodes[t]
+        _walk_pages(meta, nd_i, pg, ef, ei, ec, v, lo, hi, sc, it, np.int64(0),
+                    np.bool_(True))
+        _node_free(meta, nd_i, v)
+    if compact:
+        _compact(meta, pg, ef, ei, ec)
+    r = _materialize(meta, nd_f, nd_i, pg, ef, ei, ec, dk, ds, dn, lo, hi, sc, it,
+                     perm, t_med, t_left, t_right, t_start, t_cnt, t_size, b)
+    if par < 0:
+        meta[M_ROOT] = r
+    else:
+        nd_i[par, side] = r
+    meta[M_REBUILDS] += 1
+    meta[M_REBUILT] += s
+    return True
+
+
+# ----------------------------------------------------------------------------- updates
+
+@numba.njit(cache=True)
+def _scapegoat(nd_i, path, d):
+    """The highest of path[:d] with a child holding more than ALPHA of its subtree, or -1."""
+    for t in range(d):
+        u = path[t]
+        s = nd_i[u, SIZE]
+        for side in (LEFT, RIGHT):
+            c = nd_i[u, side]
+            if c >= 0 and ALPHA_DEN * nd_i[c, SIZE] > ALPHA_NUM * s:
+                return u
+    return -1
+
+
+@numba.njit(cache=True, inline="always")
+def _new_median(lo, hi):
+    """Median of a new leaf node for [lo, hi], a point of it: lo, but hi when lo = -inf, and 0
+    for (-inf, inf)."""
+    if lo > -np.inf:
+        return lo
+    if hi < np.inf:
+        return hi
+    return 0.0
+
+
+@numba.njit(cache=True)
+def _insert_one(meta, nd_f, nd_i, pg, ef, ei, ec, dk, ds, dn, lo, hi, sc, it, b, tf, ti, tc):
+    """Insert one interval (absent item; the caller made room); returns the node to rebuild
+    for the balance policy, or -1."""
+    path = np.empty(_depth_cap(meta[M_N] + 1), np.int64)
+    v = meta[M_ROOT]
+    if v < 0:
+        v = _node_alloc(meta, nd_f, nd_i, _new_median(lo, hi))
+        meta[M_ROOT] = v
+    d = 0
+    while True:
+        if d >= path.shape[0]:
+            raise AssertionError("ir-tree: deeper than the balance policy allows")
+        path[d] = v
+        d += 1
+        nd_i[v, SIZE] += 1
+        m = nd_f[v, MED]
+        if lo <= m and m <= hi:
+            break
+        side = LEFT if hi < m else RIGHT
+        c = nd_i[v, side]
+        if c < 0:
+            c = _node_alloc(meta, nd_f, nd_i, _new_median(lo, hi))
+            nd_i[v, side] = c
+        v = c
+    _bt_insert(meta, nd_f, nd_i, pg, ef, ei, ec, v, lo, hi, sc, it, b, tf, ti, tc)
+    _dir_put(dk, ds, dn, it, sc, v)
+    meta[M_N] += 1
+    return _scapegoat(nd_i, path, d)
+
+
+@numba.njit(cache=True)
+def _delete_one(meta, nd_f, nd_i, pg, ef, ei, ec, dk, ds, dn, it, b, tf, ti, tc):
+    """Delete one present item; removes nodes whose subtree became empty; returns the node to
+    rebuild for the balance policy, or -1."""
+    slot = _dir_find(dk, dn, it)
+    v = dn[slot]
+    sc = ds[slot]
+    path = np.empty(_depth_cap(meta[M_N]), np.int64)
+    m = nd_f[v, MED]
+    w = meta[M_ROOT]
+    d = 0
+    while True:
+        if d >= path.shape[0]:
+            raise AssertionError("ir-tree: deeper than the balance policy allows")
+        path[d] = w
+        d += 1
+        nd_i[w, SIZE] -= 1
+        if w == v:
+            break
+        w = nd_i[w, LEFT] if m < nd_f[w, MED] else nd_i[w, RIGHT]
+    _bt_delete(meta, nd_f, nd_i, pg, ef, ei, ec, v, sc, it, b, tf, ti, tc)
+    _dir_remove(dk, ds, dn, slot)
+    meta[M_N] -= 1
+    while d > 0 and nd_i[path[d - 1], SIZE] == 0:
+        u = path[d - 1]
+        if d == 1:
+            meta[M_ROOT] = -1
+        else:
+            par = path[d - 2]
+            if nd_i[par, LEFT] == u:
+                nd_i[par, LEFT] = -1
+            else:
+                nd_i[par, RIGHT] = -1
+        _node_free(meta, nd_i, u)
+        d -= 1
+    return _scapegoat(nd_i, path, d)
+
+
+@numba.njit(cache=True)
+def _update_batch(op, meta, nd_f, nd_i, pg, ef, ei, ec, dk, ds, dn, lo, hi, sc, it, start,
+                  pending, b):
+    """One batch of updates from position start on: op INSERT inserts (lo, hi, sc, it) (absent,
+    distinct items; the directory has room for all), op DELETE deletes the items ``it``
+    (present, distinct; lo/hi/sc unused). First rebuilds node ``pending`` when >= 0. Returns
+    (status, position, node): DONE; NEED_ROOM: grow the tables, call again from position;
+    NEED_REBUILD: grow, call again from position with pending = node."""
+    if pending >= 0 and not _rebuild(meta, nd_f, nd_i, pg, ef, ei, ec, dk, ds, dn, pending, b):
+        return NEED_REBUILD, start, pending
+    bi = _fanout(b)
+    tf = np.empty((2 * bi + 2, 3), np.float64)
+    ti = np.empty(2 * bi + 2, np.int64)
+    tc = np.empty(2 * bi + 2, np.int32)
+    for i in range(start, it.shape[0]):
+        if op == INSERT:
+            h = meta[M_HMAX]
+            if not _room(meta, nd_i, pg, ef, ei, ec, np.int64(1), h + 2, (h + 2) * bi):
+                return NEED_ROOM, i, -1
+            u = _insert_one(meta, nd_f, nd_i, pg, ef, ei, ec, dk, ds, dn,
+                            lo[i], hi[i], sc[i], it[i], b, tf, ti, tc)
+        else:
+            if not _room(meta, nd_i, pg, ef, ei, ec, np.int64(0), np.int64(0), b):
+                return NEED_ROOM, i, -1
+            u = _delete_one(meta, nd_f, nd_i, pg, ef, ei, ec, dk, ds, dn, it[i], b, tf, ti, tc)
+        if u >= 0 and not _rebuild(meta, nd_f, nd_i, pg, ef, ei, ec, dk, ds, dn, u, b):
+            return NEED_REBUILD, i + 1, u
+    return DONE, it.shape[0], -1
+
+
+# ----------------------------------------------------------------------------- queries
+
+@numba.njit(cache=True)
+def _dfs_next(i, q, h, top, spage, spos, found, pg, ef, ec, counters):
+    """Resume the left-first DFS of path slot i (an R-tree of h levels; stack spage/spos[i, :],
+    current level top[i], -1 = done) to its next interval stabbed by q: its pool row, or -1.
+    By Lemma 3.1 every page entered has one, so no page is left empty-handed (holes)."""
+    t = top[i]
+    while t >= 0:
+        p = spage[i, t]
+        st = pg[p, START]
+        n = pg[p, NENT]
+        j = spos[i, t]
+        if t == h - 1:
+            while j < n:
+                e = st + j
+                j += 1
+                counters[ENTRIES] += 1
+                if ef[e, LO] <= q and q <= ef[e, HI]:
+                    spos[i, t] = j
+                    top[i] = t
+                    for u in range(t + 1):
+                        found[i, u] = True
+                    return e
+        else:
+            down = False
+            while j < n:
+                e = st + j
+                j += 1
+                if ef[e, LO] <= q and q <= ef[e, HI]:
+                    spos[i, t] = j
+                    t += 1
+                    spage[i, t] = ec[e]
+                    spos[i, t] = 0
+                    found[i, t] = False
+                    counters[NODES] += 1
+                    down = True
+                    break
+            if down:
+                continue
+        if not found[i, t]:
+            counters[HOLES] += 1
+        t -= 1
+    top[i] = -1
+    return -1
+
+
+@numba.njit(cache=True, inline="always")
+def _sift_down(he, hp, hn, ef, ei):
+    """Restore the max-heap (total order of the pool rows he[:hn]) from the top."""
+    a = 0
+    while True:
+        c = 2 * a + 1
+        if c >= hn:
+            break
+        if c + 1 < hn and before(ef[he[c + 1], SC], ei[he[c + 1]], ef[he[c], SC], ei[he[c]]):
+            c += 1
+        if before(ef[he[c], SC], ei[he[c]], ef[he[a], SC], ei[he[a]]):
+            x = he[a]
+            he[a] = he[c]
+            he[c] = x
+            x = hp[a]
+            hp[a] = hp[c]
+            hp[c] = x
+            a = c
+        else:
+            break
+
+
+@numba.njit(cache=True)
+def _cursor_open(q, root, nd_f, nd_i, pg, ef, ei, ec):
+    """Walk path(q); in each path node whose extent holds q start the R-tree DFS and heap its
+    first stabbed interval. Returns the cursor state: heights int64[P], top int64[P], spage,
+    spos int64[P, H], found bool[P, H], heap rows he int64[P], heap slots hp int64[P], heap size
+    hn int64[1], counters int64[3]."""
+    counters = np.zeros(3, np.int64)
+    npath = 0
+    hmax = 1
+    v = root
+    while v >= 0:
+        counters[NODES] += 1
+        if nd_i[v, COUNT] > 0 and nd_f[v, MINLO] <= q and q <= nd_f[v, MAXHI]:
+            npath += 1
+            hmax = max(hmax, nd_i[v, HEIGHT])
+        m = nd_f[v, MED]
+        if q < m:
+            v = nd_i[v, LEFT]
+        elif q > m:
+            v = nd_i[v, RIGHT]
+        else:
+            break
+    heights = np.empty(npath, np.int64)
+    top = np.zeros(npath, np.int64)
+    spage = np.empty((npath, hmax), np.int64)
+    spos = np.zeros((npath, hmax), np.int64)
+    found = np.zeros((npath, hmax), np.bool_)
+    he = np.empty(npath, np.int64)
+    hp = np.empty(npath, np.int64)
+    hn = np.zeros(1, np.int64)
+    i = 0
+    v = root
+    while v >= 0 and i < npath:
+        if nd_i[v, COUNT] > 0 and nd_f[v, MINLO] <= q and q <= nd_f[v, MAXHI]:
+            heights[i] = nd_i[v, HEIGHT]
+            spage[i, 0] = nd_i[v, ROOT]
+            counters[NODES] += 1
+            e = _dfs_next(np.int64(i), q, heights[i], top, spage, spos, found, pg, ef, ec, counters)
+            if e >= 0:
+                a = hn[0]
+                hn[0] = a + 1
+                he[a] = e
+                hp[a] = i
+                while a > 0:
+                    pa = (a - 1) >> 1
+                    if not before(ef[he[a], SC], ei[he[a]], ef[he[pa], SC], ei[he[pa]]):
+                        break
+                    x = he[a]
+                    he[a] = he[pa]
+                    he[pa] = x
+                    x = hp[a]
+                    hp[a] = hp[pa]
+                    hp[pa] = x
+                    a = pa
+            i += 1
+        m = nd_f[v, MED]
+        if q < m:
+            v = nd_i[v, LEFT]
+        elif q > m:
+            v = nd_i[v, RIGHT]
+        else:
+            break
+    return heights, top, spage, spos, found, he, hp, hn, counters
+
+
+@numba.njit(cache=True)
+def _cursor_next(k, q, heights, top, spage, spos, found, he, hp, hn, counters, pg, ef, ei, ec,
+                 out_item, out_score):
+    """Up to k next stabbed intervals into out_item/out_score: pop the heap top, refill from the
+    same path node's DFS. Returns how many were written."""
+    c = 0
+    n = hn[0]
+    while c < k and n > 0:
+        e = he[0]
+        out_item[c] = ei[e]
+        out_score[c] = ef[e, SC]
+        c += 1
+        i = hp[0]
+        e2 = _dfs_next(i, q, heights[i], top, spage, spos, found, pg, ef, ec, counters)
+        if e2 >= 0:
+            he[0] = e2
+        else:
+            n -= 1
+            he[0] = he[n]
+            hp[0] = hp[n]
+        _sift_down(he, hp, n, ef, ei)
+    hn[0] = n
+    return c
+
+
+# ----------------------------------------------------------------------------- Python layer
+
+class IRTreeCursor(Cursor):
+    """Resumable top-k stabbing query over an :class:`IRTreeIndex` (valid until the index
+    changes)."""
+
+    def __init__(self, index: "IRTreeIndex", q: float):
+        self._index = index
+        self._version = index._version
+        self._q = q
+        (self._heights, self._top, self._spage, self._spos, self._found, self._he, self._hp,
+         self._hn, self.counters) = _cursor_open(q, index._meta[M_ROOT], index._nd_f, index._nd_i,
+                                                 index._pg, index._ef, index._ei, index._ec)
+        self._arrays = (index._pg, index._ef, index._ei, index._ec)
+        self._most = len(index)       # no call returns more: bounds the output buffers
+
+    def next(self, n: int) -> tuple[np.ndarray, np.ndarray]:
+        if self._index._version != self._version:
+            raise RuntimeError("ir-tree cursor used after its index changed")
+        n = max(0, min(int(n), self._most))
+        items = np.empty(n, np.int64)
+        scores = np.empty(n, np.float64)
+        if n == 0 or self._hn[0] == 0:
+            return items[:0], scores[:0]
+        pg, ef, ei, ec = self._arrays
+        c = _cursor_next(n, self._q, self._heights, self._top, self._spage, self._spos,
+                         self._found, self._he, self._hp, self._hn, self.counters, pg, ef, ei, ec,
+                         items, scores)
+        return items[:c], scores[:c]
+
+
+class IRTreeIndex(IntervalIndex):
+    """The IR-tree of paper §3.1, fully dynamic (module docstring: layout, costs, balance
+    policy). ``b`` is the R-tree branching factor (>= 2)."""
+
+    name = "ir-tree"
+    dynamic = True
+
+    def __init__(self, lo, hi, score, item, *, b: int = 50):
+        b = int(b)
+        if b < 2:
+            raise ValueError("ir-tree needs b >= 2")
+        self.b = b
+        self._version = 0
+        lo, hi, score, item = check_intervals(lo, hi, score, item)
+        _check_distinct(item, ValueError)
+        self._build(lo, hi, score, item)
+
+    # -- building
+
+    def _build(self, lo, hi, sc, it) -> None:
+        """Fresh index over the given (validated) intervals, every array at its exact size."""
+        n = len(lo)
+        perm, t_med, t_left, t_right, t_start, t_cnt, t_size = _plan(lo, hi, _sort_total(sc, it))
+        pages, rows = _plan_cost(t_cnt, self.b)
+        nodes = len(t_med)
+        self._nd_f = np.empty((nodes, 3), np.float64)
+        self._nd_i = np.empty((nodes, 6), np.int64)
+        self._pg = np.empty((pages, 3), np.int64)
+        self._ef = np.empty((rows, 3), np.float64)
+        self._ei = np.empty(rows, np.int64)
+        self._ec = np.empty(rows, np.int32)
+        h = _dir_capacity(n)
+        self._dk = np.empty(h, np.int64)
+        self._ds = np.empty(h, np.float64)
+        self._dn = np.full(h, -1, np.int32)
+        meta = np.zeros(N_META, np.int64)
+        meta[M_ROOT] = meta[M_ND_FREE] = meta[M_PG_FREE] = -1
+        self._meta = meta
+        meta[M_ROOT] = _materialize(meta, *self._state(), lo, hi, sc, it,
+                                    perm, t_med, t_left, t_right, t_start, t_cnt, t_size, self.b)
+        meta[M_N] = n
+        self._n_peak = n             # most intervals since this build (the shrink rule)
+
+    def _state(self):
+        """The arrays every update kernel takes, in their order."""
+        return (self._nd_f, self._nd_i, self._pg, self._ef, self._ei, self._ec,
+                self._dk, self._ds, self._dn)
+
+    # -- growth (kernels never grow an array)
+
+    def _grow(self) -> None:
+        """Grow the tables named by meta[M_NEED_*] (doubling at least)."""
+        meta = self._meta
+        need = meta[M_NEED_ND]
+        n = len(self._nd_i)
+        if need and n - meta[M_ND_HW] + meta[M_ND_NFREE] < need:
+            m = max(2 * n, n + need, 16)
+            self._nd_f = _grown(self._nd_f, m, meta[M_ND_HW])
+            self._nd_i = _grown(self._nd_i, m, meta[M_ND_HW])
+        need = meta[M_NEED_PG]
+        n = len(self._pg)
+        if need and n - meta[M_PG_HW] + meta[M_PG_NFREE] < need:
+            self._pg = _grown(self._pg, max(2 * n, n + need, 16), meta[M_PG_HW])
+        need = meta[M_NEED_E]
+        n = len(self._ei)
+        if need and n - meta[M_E_HW] < need:
+            m = max(2 * n, meta[M_E_HW] + need, 64)
+            hw = meta[M_E_HW]
+            self._ef = _grown(self._ef, m, hw)
+            self._ei = _grown(self._ei, m, hw)
+            self._ec = _grown(self._ec, m, hw)
+        meta[M_NEED_ND] = meta[M_NEED_PG] = meta[M_NEED_E] = 0
+
+    def _resize_directory(self, n: int) -> None:
+        """Directory sized for n items (rehash when the power of two changes)."""
+        h = _dir_capacity(n)
+        if h == len(self._dk):
+            return
+        dk = np.empty(h, np.int64)
+        ds = np.empty(h, np.float64)
+        dn = np.full(h, -1, np.int32)
+        _dir_rehash(self._dk, self._ds, self._dn, dk, ds, dn)
+        self._dk, self._ds, self._dn = dk, ds, dn
+
+    def _run(self, op, lo, hi, sc, it) -> None:
+        """Drive _update_batch to the end, growing the tables where it asks."""
+        start = 0
+        pending = -1
+        while True:
+            status, start, u = _update_batch(op, self._meta, *self._state(), lo, hi, sc, it,
+                                             start, pending, self.b)
+            if status == DONE:
+                return
+            pending = u if status == NEED_REBUILD else -1
+            self._grow()
+
+    # -- the interface
+
+    def insert(self, lo, hi, score, item) -> None:
+        """Add intervals; ValueError (index unchanged) when an item is present or repeated."""
+        lo, hi, score, item = check_intervals(lo, hi, score, item)
+        if len(lo) == 0:
+            return
+        _check_distinct(item, ValueError)
+        t = _dir_first(self._dk, self._dn, item, True)
+        if t >= 0:
+            raise ValueError(f"item {int(item[t])} is already in the index")
+        self._version += 1
+        n = int(self._meta[M_N])
+        if _dir_capacity(n + len(lo)) > len(self._dk):
+            self._resize_directory(n + len(lo))
+        self._run(INSERT, lo, hi, score, item)
+        self._n_peak = max(self._n_peak, int(self._meta[M_N]))
+
+    def delete(self, item) -> None:
+        """Remove items; KeyError naming an unknown (or repeated) item, index unchanged."""
+        item = np.ascontiguousarray(item, np.int64).reshape(-1)
+        if len(item) == 0:
+            return
+        _check_distinct(item, KeyError)
+        t = _dir_first(self._dk, self._dn, item, False)
+        if t >= 0:
+            raise KeyError(int(item[t]))
+        self._version += 1
+        self._run(DELETE, _NO_F, _NO_F, _NO_F, item)
+        n = int(self._meta[M_N])
+        if n == 0 or 4 * n < self._n_peak:
+            lo, hi, sc, it = _collect_all(self._meta, self._nd_i, self._pg, self._ef, self._ei,
+                                          self._ec)
+            self._build(lo, hi, sc, it)
+        elif _dir_capacity(n) * 4 <= len(self._dk):
+            self._resize_directory(n)
+
+    def open(self, q: float) -> IRTreeCursor:
+        return IRTreeCursor(self, float(q))
+
+    def __len__(self) -> int:
+        return int(self._meta[M_N])
+
+    def nbytes(self) -> int:
+        """Bytes of every array held (node and page tables, entry pool, item directory),
+        spare capacity included."""
+        return int(sum(a.nbytes for a in self._state()) + self._meta.nbytes)
+
+    def stats(self) -> dict:
+        """Shape and bookkeeping of the index: I-tree nodes and depth, pages, R-tree height
+        bound, rebuilds (count, intervals rebuilt) and pool compactions since the last full
+        build."""
+        meta = self._meta
+        depth = _depth(meta[M_ROOT], self._nd_i)
+        return {"intervals": int(meta[M_N]), "nodes": int(meta[M_ND_HW] - meta[M_ND_NFREE]),
+                "depth": depth, "pages": int(meta[M_PG_HW] - meta[M_PG_NFREE]),
+                "max_rtree_height": int(meta[M_HMAX]), "rebuilds": int(meta[M_REBUILDS]),
+                "rebuilt_intervals": int(meta[M_REBUILT]),
+                "compactions": int(meta[M_COMPACTIONS])}
+
+
+@numba.njit(cache=True)
+def _depth(root, nd_i):
+    """Number of nodes on the longest root-to-leaf path (0 for no tree)."""
+    if root < 0:
+        return 0
+    stack = np.empty(256, np.int64)
+    depth = np.empty(256, np.int64)
+    stack[0] = root
+    depth[0] = 1
+    top = 1
+    best = 0
+    while top > 0:
+        top -= 1
+        v = stack[top]
+        d = depth[top]
+        best = max(best, d)
+        for side in (LEFT, RIGHT):
+            c = nd_i[v, side]
+            if c >= 0:
+                if top >= 256:
+                    raise AssertionError("ir-tree: too deep")
+                stack[top] = c
+                depth[top] = d + 1
+                top += 1
+    return best
+
+
+def _grown(a: np.ndarray, rows: int, used: int) -> np.ndarray:
+    """A copy of a with ``rows`` rows, the first ``used`` of them copied."""
+    b = np.empty((rows,) + a.shape[1:], a.dtype)
+    b[:used] = a[:used]
+    return b
+
+
+def _check_distinct(item: np.ndarray, error: type) -> None:
+    """Raise ``error`` naming an item that appears twice in one call."""
+    if len(item) < 2:
+        return
+    s = np.sort(item)
+    dup = np.flatnonzero(s[1:] == s[:-1])
+    if len(dup):
+        x = int(s[dup[0]])
+        raise error(x) if error is KeyError else error(f"item {x} appears twice")

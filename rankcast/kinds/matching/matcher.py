@@ -1,0 +1,116 @@
+"""rc.Matcher: the single-process engine of the ranked-matching kind (CONTRACT v2).
+
+Every call is validated whole before anything takes effect (errors name item and field);
+then the expressions go into :class:`~rankcast.kinds.matching.core.MatchCore` (or a baseline
+core with its interface) and events are answered with their top-k expressions.
+"""
+from __future__ import annotations
+
+import time
+
+import numpy as np
+
+from rankcast.config import MatchConfig
+from rankcast.common.validation import check_ids_arg
+from rankcast.common.updates import check_updates_form, no_gc, updates_table
+from rankcast.errors import InvalidInput, UnknownSubscription
+from .core import MatchCore
+from rankcast.model import Match
+from .predicates import AttributeTable, encode_events, encode_expressions
+
+__all__ = ["Matcher", "matches_from_arrays", "new_core"]
+
+
+def matches_from_arrays(event_ids, results) -> list[Match]:
+    """``rc.Match`` objects from per-event (ids, scores) arrays."""
+    with no_gc():
+        return [Match(e, tuple(zip(ids.tolist(), sc.tolist()))) for e, (ids, sc) in zip(event_ids.tolist(), results)]
+
+
+def new_core(cfg: MatchConfig, cls=None):
+    """The core serving ``cfg.index`` (``cls`` replaces its class: baselines)."""
+    if cls is None:
+        if cfg.index == "scan":
+            from rankcast.baselines.matching import ScanCore
+            cls = ScanCore
+        elif cfg.index == "be-tree":
+            from .betree import BETreeCore
+            cls = BETreeCore
+        else:
+            cls = MatchCore
+    return cls(cfg.scoring, cfg.index, b=cfg.branching, rebuild_fraction=cfg.rebuild_fraction,
+               rebuild_min=cfg.rebuild_min, leaf_capacity=cfg.leaf_size, alpha=cfg.alpha, beta=cfg.beta,
+               split=cfg.split, build=cfg.build)
+
+
+class Matcher:
+    """Top-k expressions per event (see the module docstring). ``core`` replaces the core
+    class (baselines: ``rankcast.baselines.matching``)."""
+
+    def __init__(self, cfg: MatchConfig | None = None, *, core=None):
+        cfg = MatchConfig() if cfg is None else cfg
+        if not isinstance(cfg, MatchConfig):
+            raise InvalidInput(f"Matcher: expected a MatchConfig, got {type(cfg).__name__}")
+        self.cfg = cfg
+        self.attrs = AttributeTable()
+        self.core = new_core(cfg, core)
+        self.live: set[int] = set()
+        self.published = 0
+        self._seconds = {"subscribe": 0.0, "unsubscribe": 0.0, "publish": 0.0}
+
+    def subscribe(self, exprs) -> None:
+        t0 = time.perf_counter()
+        batch, pending = encode_expressions(exprs, self.attrs)
+        for pos, eid in enumerate(batch.ids.tolist()):
+            if eid in self.live:
+                raise InvalidInput(f"expression #{pos} (id={eid}): field 'id': already subscribed")
+        self.attrs.commit(pending)
+        if len(batch):
+            self.core.add(batch, len(self.attrs))
+            self.live.update(batch.ids.tolist())
+        self._seconds["subscribe"] += time.perf_counter() - t0
+
+    def unsubscribe(self, ids) -> None:
+        t0 = time.perf_counter()
+        arr = check_ids_arg(ids)
+        for i in arr.tolist():
+            if i not in self.live:
+                raise UnknownSubscription(f"unknown expression id={i}")
+        if len(arr):
+            self.core.remove(arr)
+            self.live.difference_update(arr.tolist())
+        self._seconds["unsubscribe"] += time.perf_counter() - t0
+
+    def publish(self, events, k: int | None = None, updates: str = "objects"):
+        """Each event's top-k expressions (``k`` defaults to the config's), in input order:
+        ``rc.Match`` objects, or (``updates="arrow"``) one Arrow table of ``event_id``,
+        ``rank``, ``expression_id``, ``score``, or nothing (``"none"``)."""
+        t0 = time.perf_counter()
+        form = check_updates_form(updates)
+        if k is None:
+            k = self.cfg.k
+        elif isinstance(k, bool) or not isinstance(k, (int, np.integer)) or k < 1:
+            raise InvalidInput(f"publish: field 'k': must be an integer >= 1, got {k!r}")
+        batch, pending = encode_events(events, self.attrs)
+        self.attrs.commit(pending)      # new attributes' types (no expression names them yet)
+        self.core.ev.grow(len(self.attrs))
+        res = self.core.match(batch, int(k))
+        if form == "objects":
+            out = matches_from_arrays(batch.ids, res)
+        elif form == "arrow":
+            lens = np.fromiter((len(r[0]) for r in res), np.int64, len(res))
+            off = np.zeros(len(res) + 1, np.int64)
+            np.cumsum(lens, out=off[1:])
+            ids = np.concatenate([r[0] for r in res]) if res else np.zeros(0, np.int64)
+            sc = np.concatenate([r[1] for r in res]) if res else np.zeros(0)
+            out = updates_table(batch.ids, off, ids, sc, key="event_id", item="expression_id", by_key=False)
+        else:
+            out = None
+        self.published += len(batch)
+        self._seconds["publish"] += time.perf_counter() - t0
+        return out
+
+    def stats(self) -> dict:
+        return {"kind": "ranked-matching", "scoring": self.cfg.scoring, "subscriptions": len(self.live),
+                "published": self.published, "attributes": len(self.attrs),
+                "seconds": dict(self._seconds), **self.core.stats()}
