@@ -54,6 +54,8 @@ def test_soak_default_command_line_kills_every_default_role(ray_session, tmp_pat
     assert [k["role"] for k in out["kills"]] == ["partition", "window", "coordinator"]
     assert all("missed" not in k and k["recovery_seconds"] > 0 for k in out["kills"]), out["kills"]
     assert len(out["recovery_seconds"]) == 3
+    # the partitions (each holding the window here) are counted in the cluster's memory
+    assert set(out["memory_mib"]["private_by_role"]) >= {"Coordinator", "SoloPartition"}
 
 
 def test_soak_refuses_a_role_the_cluster_does_not_run(ray_session, tmp_path):

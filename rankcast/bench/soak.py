@@ -69,7 +69,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--out", default="out/bench")
 
 
-ROLES = ("Coordinator", "SubscriptionPartition", "WindowShard", "Aggregator", "Distributor")
+ROLES = ("Coordinator", "SoloPartition", "SubscriptionPartition", "WindowShard", "Aggregator", "Distributor")
 
 
 def _cluster_rss_mb() -> tuple[float, float, dict[str, float]]:
