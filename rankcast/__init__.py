@@ -16,11 +16,14 @@ from .kinds.spatial.text import Vocabulary
 __all__ = ["Subscription", "Message", "Update", "Delivery", "InvalidInput", "UnknownSubscription",
            "EngineConfig", "Engine", "Vocabulary", "ClusterConfig", "Cluster",
            "Predicate", "Expression", "Event", "Match", "MatchConfig", "Matcher",
-           "RangeSubscription", "ObjectUpdate", "RangeConfig", "RangeEngine"]
+           "RangeSubscription", "ObjectUpdate", "RangeConfig", "RangeEngine", "Covering"]
 
 
 def __getattr__(name):
     if name == "Cluster":   # Ray is imported only by those who use the cluster
         from .runtime.cluster import Cluster
         return Cluster
+    if name == "Covering":  # the routing structure, imported on first use
+        from .kinds.matching.covering import Covering
+        return Covering
     raise AttributeError(name)

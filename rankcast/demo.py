@@ -373,7 +373,7 @@ def step_match(ctx: DemoContext) -> None:
             raise SystemExit("rankcast demo: offline evaluation of matches found differences")
     finally:
         cl.shutdown()
-    sizes = [len(w.top) for w in want]
+    sizes = [len(w.topk) for w in want]
     ctx.summary["ranked_matching"] = {
         "expressions": len(exprs), "events": len(events), "scoring": mcfg.scoring, "index": mcfg.index,
         "matcher_events_per_second": round(len(events) / (t3 - t2), 1),
@@ -385,7 +385,7 @@ def step_match(ctx: DemoContext) -> None:
         "recovery_seconds": round(recs[-1]["seconds"], 2), "spark_agreement": rep["agreement"],
         "events_with_matches": int(sum(1 for x in sizes if x)), "stats": {k: v for k, v in m.stats().items()
                                                                            if isinstance(v, (int, float))},
-        "example": [{"event": w.event_id, "values": dict(e.values), "top": [list(p) for p in w.top]}
+        "example": [{"event": w.event_id, "values": dict(e.values), "top": [list(p) for p in w.topk]}
                     for w, e in list(zip(want, events))[:3]],
         "seconds": round(time.perf_counter() - t0, 2),
     }

@@ -39,7 +39,9 @@ class Message:
 
 @dataclass(frozen=True, slots=True)
 class Update:
-    """The top-k of one subscription after a call that changed it: (message_id, score), best first."""
+    """The top-k of one subscription after a call that changed it: ``topk``, (item_id, score)
+    pairs, best first (spatial-keyword: (message_id, score); range top-k: (object_id, y),
+    lowest y first)."""
 
     subscription_id: int
     topk: tuple[tuple[int, float], ...]
@@ -95,13 +97,32 @@ class Event:
     weights: Mapping[str, float] | None = field(default=None, kw_only=True)
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(frozen=True, slots=True, init=False)
 class Match:
-    """The top-k expressions of one event: (expression_id, score), best first (equal scores:
-    smaller id first)."""
+    """The top-k expressions of one event: ``topk``, (expression_id, score) pairs, best
+    first (equal scores: smaller id first); the field has ``rc.Update``'s name.
+
+    ``top`` is the field's former name: a deprecated alias kept for one release (the
+    attribute ``m.top`` and the keyword ``Match(event_id, top=...)`` both still work)."""
 
     event_id: int
-    top: tuple[tuple[int, float], ...]
+    topk: tuple[tuple[int, float], ...]
+
+    def __init__(self, event_id: int, topk: tuple[tuple[int, float], ...] | None = None, *,
+                 top: tuple[tuple[int, float], ...] | None = None):
+        if top is not None:
+            if topk is not None:
+                raise TypeError("Match: give topk or its deprecated alias top, not both")
+            topk = top
+        elif topk is None:
+            raise TypeError("Match: missing the field 'topk'")
+        object.__setattr__(self, "event_id", event_id)
+        object.__setattr__(self, "topk", topk)
+
+    @property
+    def top(self) -> tuple[tuple[int, float], ...]:
+        """Deprecated alias of :attr:`topk`, kept for one release."""
+        return self.topk
 
 
 # ----------------------------------------------------------------------------- range top-k

@@ -120,8 +120,8 @@ def assert_matches_exact(matches, expressions, events, scoring: str, k: int, tol
     for m, ev in zip(matches, events):
         want = brute_match(expressions, ev, scoring, k)
         assert m.event_id == ev.id
-        assert [g[0] for g in m.top] == [w[0] for w in want], (ev, m.top, want)
-        assert all(abs(g[1] - w[1]) <= tol for g, w in zip(m.top, want)), (ev, m.top, want)
+        assert [g[0] for g in m.topk] == [w[0] for w in want], (ev, m.topk, want)
+        assert all(abs(g[1] - w[1]) <= tol for g, w in zip(m.topk, want)), (ev, m.topk, want)
 
 
 # ---------------------------------------------------------------- random ranked-matching input

@@ -6,12 +6,14 @@ core with its interface) and events are answered with their top-k expressions.
 """
 from __future__ import annotations
 
+import copy
 import time
 
 import numpy as np
 
 from rankcast.config import MatchConfig
 from rankcast.common.validation import check_ids_arg
+from rankcast.common.snapshots import checked, tagged
 from rankcast.common.updates import check_updates_form, no_gc, updates_table
 from rankcast.errors import InvalidInput, UnknownSubscription
 from .core import MatchCore
@@ -45,7 +47,17 @@ def new_core(cfg: MatchConfig, cls=None):
 
 class Matcher:
     """Top-k expressions per event (see the module docstring). ``core`` replaces the core
-    class (baselines: ``rankcast.baselines.matching``)."""
+    class (baselines: ``rankcast.baselines.matching``).
+
+    The verbs every kind's engine has (``docs/contract-changes.md``), read for this kind:
+    ``subscribe(expressions)`` / ``unsubscribe(ids)`` add and remove expressions (the kind's
+    subscriptions); ``publish(events, k=None, updates=...)`` answers each event with its
+    top-k expressions (``rc.Match``) and changes no subscription's state; ``topk(sub_id)``
+    has no meaning here (an expression holds no standing top-k) and raises
+    ``rc.InvalidInput``; ``stats()``; ``snapshot()`` / ``Matcher.restore(snap)``; ``len()``
+    (live expressions)."""
+
+    KIND = "ranked-matching"
 
     def __init__(self, cfg: MatchConfig | None = None, *, core=None):
         cfg = MatchConfig() if cfg is None else cfg
@@ -110,7 +122,46 @@ class Matcher:
         self._seconds["publish"] += time.perf_counter() - t0
         return out
 
+    def topk(self, sub_id):
+        """Not a verb of this kind: an expression holds no standing top-k, each event gets
+        its own (the ``rc.Match`` objects :meth:`publish` returns). Always raises
+        ``rc.InvalidInput`` (as ``rc.Cluster.topk`` of a ranked-matching cluster does)."""
+        raise InvalidInput("topk: a ranked-matching expression holds no standing top-k; publish returns "
+                           "each event's top-k expressions (rc.Match)")
+
+    def __len__(self) -> int:
+        """The number of live expressions."""
+        return len(self.live)
+
     def stats(self) -> dict:
-        return {"kind": "ranked-matching", "scoring": self.cfg.scoring, "subscriptions": len(self.live),
+        return {"kind": self.KIND, "scoring": self.cfg.scoring, "subscriptions": len(self.live),
                 "published": self.published, "attributes": len(self.attrs),
                 "seconds": dict(self._seconds), **self.core.stats()}
+
+    # ------------------------------------------------------------------ snapshot and restore
+    def snapshot(self) -> dict:
+        """The matcher's state as a picklable dict that later calls do not change (see
+        :mod:`rankcast.common.snapshots`): the configuration, the core's class, the
+        attribute table (names, types, string codes), the live expressions as encoded columns
+        and the counters. The indexes are not in it (the BE*-tree's do not pickle):
+        :meth:`restore` rebuilds them from the expressions, as a cluster partition does."""
+        return tagged(self.KIND, {
+            "cfg": self.cfg, "core_class": type(self.core), "attrs": copy.deepcopy(self.attrs),
+            "expressions": self.core.table.batch(), "published": self.published,
+            "seconds": dict(self._seconds)})
+
+    @classmethod
+    def restore(cls, snap: dict) -> "Matcher":
+        """A new matcher in the state of ``snap`` (from :meth:`snapshot`, possibly pickled
+        and read back): every later call returns what the snapshotted matcher's would."""
+        snap = checked(snap, cls.KIND, cls.__name__)
+        m = cls(snap["cfg"], core=snap["core_class"])
+        m.attrs = copy.deepcopy(snap["attrs"])
+        exprs = snap["expressions"]
+        if len(exprs):
+            m.core.add(exprs, len(m.attrs))
+        m.core.ev.grow(len(m.attrs))
+        m.live = set(exprs.ids.tolist())
+        m.published = int(snap["published"])
+        m._seconds.update(snap["seconds"])
+        return m

@@ -14,6 +14,7 @@ import numpy as np
 from rankcast.config import RangeConfig
 from rankcast.common.arrays import expand_runs
 from rankcast.common.validation import check_ids_arg
+from rankcast.common.snapshots import checked, tagged
 from rankcast.common.updates import check_updates_form, columns_table, updates_from_arrays
 from rankcast.errors import InvalidInput, UnknownSubscription
 from rankcast.common.validation import item_error
@@ -28,9 +29,16 @@ class RangeEngine:
     """The k objects of lowest y in each subscription's x range, kept exact under object
     inserts, changes, moves and deletes (see the module docstring).
 
+    The verbs every kind's engine has (``docs/contract-changes.md``): ``subscribe(subs)``
+    (``rc.RangeSubscription``), ``unsubscribe(ids)``, ``publish(objs, updates=...)``
+    (``rc.ObjectUpdate``; the call's ``rc.Update`` list), ``topk(sub_id)``, ``stats()``,
+    ``snapshot()`` / ``RangeEngine.restore(snap)`` and ``len()`` (live subscriptions).
+
     ``trace=True`` keeps the last publish call's messages and receipts in ``self.last``
     (tests and benchmarks: ``messages``, ``receipts`` per message, ``trace`` (row, message)
     pairs, ``rows_sid`` the subscription id of each row)."""
+
+    KIND = "range-topk"
 
     def __init__(self, cfg: RangeConfig | None = None, *, trace: bool = False):
         cfg = RangeConfig() if cfg is None else cfg
@@ -130,10 +138,14 @@ class RangeEngine:
             raise UnknownSubscription(f"unknown range subscription id={int(arr[0])}")
         return self.subs.topk(row)
 
+    def __len__(self) -> int:
+        """The number of live subscriptions."""
+        return len(self.subs)
+
     def stats(self) -> dict:
         tot = self._totals
         per = max(tot["updates"], 1)
-        return {"kind": "range-topk", "method": self.cfg.method, "epsilon": self.cfg.epsilon,
+        return {"kind": self.KIND, "method": self.cfg.method, "epsilon": self.cfg.epsilon,
                 "batch": self.cfg.batch, "k": self.cfg.k, "subscriptions": len(self.subs),
                 **self.server.stats(), "published": tot["updates"], **tot,
                 "generated_per_update": tot["messages_generated"] / per,
@@ -144,15 +156,21 @@ class RangeEngine:
 
     # ------------------------------------------------------------------ recovery
     def snapshot(self) -> dict:
-        """The engine's state as plain numpy arrays and numbers (picklable)."""
-        return {"cfg": self.cfg, "server": self.server.state(), "subscribers": self.subs.state(),
-                "totals": dict(self._totals)}
+        """The engine's state as a picklable dict of plain numpy arrays and numbers that later
+        calls do not change (see :mod:`rankcast.common.snapshots`): the configuration, the
+        server's objects, the subscriptions with their top-k lists and the counters."""
+        return tagged(self.KIND, {"cfg": self.cfg, "server": self.server.state(), "subscribers": self.subs.state(),
+                                  "totals": dict(self._totals), "seconds": dict(self._seconds)})
 
     @classmethod
     def restore(cls, snap: dict) -> "RangeEngine":
+        """A new engine in the state of ``snap`` (from :meth:`snapshot`, possibly pickled and
+        read back): every later call returns what the snapshotted engine's would."""
+        snap = checked(snap, cls.KIND, cls.__name__, untagged=True)
         eng = cls(snap["cfg"])
         eng.server.restore(snap["server"])
         eng.subs = SubscriberStore.from_state(snap["subscribers"], eng.cfg.k, eng.cfg.leaf_size)
         eng._share_subscriptions()
         eng._totals.update(snap["totals"])
+        eng._seconds.update(snap.get("seconds", {}))
         return eng

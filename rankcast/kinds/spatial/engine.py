@@ -1,6 +1,7 @@
 """rc.Engine: the single-process Skype engine of the contract."""
 from __future__ import annotations
 
+import pickle
 import time
 from numbers import Integral
 from typing import Callable
@@ -17,6 +18,7 @@ from .window import MessageWindow, WindowClock
 from rankcast.model import Update
 from rankcast.common.updates import _empty_result, check_updates_form, columns_table, updates_from_arrays, updates_table
 from rankcast.common.validation import check_ids_arg, check_not_live
+from rankcast.common.snapshots import checked, tagged
 
 __all__ = ["Engine", "check_message_state"]
 
@@ -35,8 +37,15 @@ def check_message_state(batch: MessageBatch, in_window: np.ndarray, time_window:
 class Engine:
     """Exact continuous top-k over a sliding window for spatial-keyword subscriptions.
 
+    The verbs every kind's engine has (``docs/contract-changes.md``): ``subscribe(subs)``,
+    ``unsubscribe(ids)``, ``publish(msgs, updates=...)`` (the call's ``rc.Update`` list),
+    ``topk(sub_id)``, ``stats()``, ``snapshot()`` / ``Engine.restore(snap)`` and ``len()``
+    (live subscriptions).
+
     ``core`` replaces the Skype core by another one with the same interface (the baselines
     of :mod:`rankcast.baselines` use it)."""
+
+    KIND = "spatial-keyword"
 
     def __init__(self, cfg: EngineConfig, *, core: Callable[[EngineConfig], object] | None = None):
         if not isinstance(cfg, EngineConfig):
@@ -117,9 +126,48 @@ class Engine:
             raise UnknownSubscription(f"unknown subscription id={sub_id!r}")
         return self.core.topk(int(sub_id))
 
+    def __len__(self) -> int:
+        """The number of live subscriptions."""
+        return len(self.core.subs)
+
     def stats(self) -> dict:
-        out = {"subscriptions": len(self.core.subs), "window": len(self.window),
+        out = {"kind": self.KIND, "subscriptions": len(self.core.subs), "window": len(self.window),
                "published": self.published}
         out.update(self.core.stats())
         out["subscriptions"] = len(self.core.subs)
         return out
+
+    # ------------------------------------------------------------------ snapshot and restore
+    def snapshot(self) -> dict:
+        """The engine's state as a picklable dict that later calls do not change (see
+        :mod:`rankcast.common.snapshots`): the configuration, the term dictionary, the window's
+        messages with their positions and the window's clock, the core (subscriptions, their
+        buffers and index, pickled) and the counters. The window's message index is not in
+        it: :meth:`restore` rebuilds it from the messages."""
+        win = self.window
+        return tagged(self.KIND, {
+            "cfg": self.cfg, "encoder": pickle.dumps(self.encoder, protocol=5),
+            "clock": pickle.dumps(self.clock, protocol=5), "core": pickle.dumps(self.core, protocol=5),
+            "messages": win.snapshot(), "seqs": win.seqs(),
+            "window": {"fine_from": win.fine_from, "split_at": win.split_at, "flat_upto": win.flat_upto,
+                       "last_seq": win.last_seq, "t_max": win.t_max},
+            "last_seq": self.last_seq, "published": self.published})
+
+    @classmethod
+    def restore(cls, snap: dict) -> "Engine":
+        """A new engine in the state of ``snap`` (from :meth:`snapshot`, possibly pickled and
+        read back): every later call returns what the snapshotted engine's would."""
+        snap = checked(snap, cls.KIND, cls.__name__)
+        core = pickle.loads(snap["core"])
+        eng = cls(snap["cfg"], core=lambda _cfg: core)
+        eng.encoder = pickle.loads(snap["encoder"])
+        eng.clock = pickle.loads(snap["clock"])
+        win, w = eng.window, snap["window"]
+        win.fine_from, win.split_at, win.flat_upto = w["fine_from"], w["split_at"], w["flat_upto"]
+        msgs, seqs = snap["messages"], snap["seqs"]
+        step = eng.cfg.batch_size         # in the slices publish appends (index nodes reserved per slice)
+        for a in range(0, len(msgs), step):
+            win.append(msgs.take(np.arange(a, min(len(msgs), a + step))), seqs[a:a + step], None)
+        win.last_seq, win.t_max = w["last_seq"], w["t_max"]
+        eng.last_seq, eng.published = int(snap["last_seq"]), int(snap["published"])
+        return eng

@@ -2,8 +2,9 @@
 
 A distribution actor holds one ``Covering`` per routing table: ``subscribe(expressions)`` and
 ``unsubscribe(ids)`` return the control messages to send on, in the paper's order, and
-``forwarded()`` is the set of expressions the next hop must know. ``state()`` /
-``from_state()`` carry it across a restart as plain numpy arrays.
+``forwarded()`` is the set of expressions the next hop must know. ``snapshot()`` /
+``Covering.restore(snap)`` carry it across a restart as plain numpy arrays (``state()`` /
+``from_state()``: their former names, deprecated aliases kept for one release).
 
 **What "covers" means.** ``a`` covers ``b`` iff every event matching ``b`` matches ``a``
 (paper, Definition 1), under the matching of CONTRACT v2 "Ranked matching" (``static`` and
@@ -41,6 +42,7 @@ import time
 import numba
 import numpy as np
 
+from rankcast.common.snapshots import checked, tagged
 from rankcast.errors import InvalidInput, UnknownSubscription
 from ..predicates import AttributeTable, check_expression_ids, encode_expressions
 from . import kdtree, naive, zorder
@@ -76,7 +78,14 @@ class Covering:
     """G_k over one of the three indexes (``"kd-tree"``, ``"z-order"``, ``"naive"``).
 
     ``over`` / ``under``: the k-d tree's bucket limits. Counters in ``stats()``: covering
-    queries, nodes visited and point comparisons, for subscribes and unsubscribes."""
+    queries, nodes visited and point comparisons, for subscribes and unsubscribes.
+
+    A routing structure, not an engine: it shares the engines' verbs ``subscribe(expressions)``,
+    ``unsubscribe(ids)`` (both return the control messages to send on), ``stats()``,
+    ``snapshot()`` / ``Covering.restore(snap)`` and ``len()`` (live expressions), and has no
+    ``publish`` or ``topk``: an event is routed by matching it against :meth:`forwarded`."""
+
+    KIND = "covering"
 
     def __init__(self, k: int = 1, index: str = "kd-tree", *, over: int = 32, under: int = 8):
         if index not in INDEX_CODES:
@@ -211,7 +220,7 @@ class Covering:
         under another attribute table whose types are ``kinds`` (``AttributeTable.kinds``; its
         ids and string codes are used as they are): the distribution role's path, which gets
         the coordinator's encoding. Attributes this covering has not seen get placeholder
-        names ``#<id>`` (kept by :meth:`state`). Ids must not be live here."""
+        names ``#<id>`` (kept by :meth:`snapshot`). Ids must not be live here."""
         self._check_new(batch)
         for a in range(len(self.attrs.kinds), len(kinds)):
             self.attrs.ids[f"#{a}"] = a
@@ -336,6 +345,10 @@ class Covering:
         S, vals, plain = self.store.sem()
         return self.rep[_covers_all(self.store.pts, S, vals, plain, live, q)]
 
+    def __len__(self) -> int:
+        """The number of live expressions (identical ones counted each)."""
+        return len(self.node_of)
+
     def n_nodes(self) -> int:
         return int(self.graph.G[GMETA][G_NLIVE])
 
@@ -348,8 +361,28 @@ class Covering:
                 "comparisons_unsubscribe": int(c[5]), "kernel_seconds": self.kernel_seconds}
 
     # ---- recovery ---------------------------------------------------------------------------
-    def state(self) -> dict[str, np.ndarray]:
-        """Everything to resume from, as plain numpy arrays (the index is rebuilt from it)."""
+    def snapshot(self) -> dict:
+        """Everything to resume from, as a picklable dict of plain numpy arrays (copies: later
+        calls do not change it); :meth:`restore` rebuilds the index from it. See
+        :mod:`rankcast.common.snapshots`."""
+        return tagged(self.KIND, self._arrays())
+
+    @classmethod
+    def restore(cls, snap: dict) -> "Covering":
+        """A new covering in the state of ``snap`` (from :meth:`snapshot`, or the untagged
+        dict of the former :meth:`state`)."""
+        return cls._from_arrays(checked(snap, cls.KIND, cls.__name__, untagged=True))
+
+    def state(self) -> dict:
+        """Deprecated alias of :meth:`snapshot`, kept for one release."""
+        return self.snapshot()
+
+    @classmethod
+    def from_state(cls, state: dict) -> "Covering":
+        """Deprecated alias of :meth:`restore`, kept for one release."""
+        return cls.restore(state)
+
+    def _arrays(self) -> dict[str, np.ndarray]:
         st, g = self.store, self.graph
         codes = [(a, s, c) for a, cs in enumerate(self.attrs.codes) for s, c in cs.items()]
         names = sorted(self.attrs.ids, key=self.attrs.ids.get)
@@ -370,7 +403,7 @@ class Covering:
         return out
 
     @classmethod
-    def from_state(cls, state: dict[str, np.ndarray]) -> "Covering":
+    def _from_arrays(cls, state: dict[str, np.ndarray]) -> "Covering":
         k, code, over, under, hw = (int(x) for x in state["config"])
         index = {v: n for n, v in INDEX_CODES.items()}[code]
         self = cls(k, index, over=over, under=under)
