@@ -506,3 +506,31 @@ def test_stats_name_the_kind():
     assert rc.Engine(rc.EngineConfig(bounds=(0, 0, 1, 1), window=5)).stats()["kind"] == "spatial-keyword"
     assert rc.Matcher().stats()["kind"] == "ranked-matching"
     assert rc.RangeEngine().stats()["kind"] == "range-topk"
+
+
+def test_snapshots_do_not_follow_the_engine():
+    """A snapshot keeps the state it was taken in: the engine's later calls (new terms,
+    attributes, string values, subscriptions, messages, objects) leave it as it was."""
+    eng = rc.Engine(rc.EngineConfig(bounds=(0, 0, 1, 1), window=3))
+    eng.subscribe([rc.Subscription(1, 0.5, 0.5, text="a b", k=2)])
+    eng.publish([rc.Message(1, 0.1, 0.1, text="a")])
+    m = rc.Matcher(rc.MatchConfig(scoring="static", index="segment-tree"))
+    m.subscribe([rc.Expression(1, [rc.Predicate("x", "<", 3)])])
+    r = rc.RangeEngine(rc.RangeConfig(k=2))
+    r.subscribe([rc.RangeSubscription(1, 0.0, 5.0)])
+    r.publish([rc.ObjectUpdate(1, 1.0, 2.0)])
+    snaps = [(e, e.snapshot()) for e in (eng, m, r)]
+    before = [(len(e), e.stats()["published"], e.topk(1) if e is not m else None) for e in (eng, m, r)]
+    eng.subscribe([rc.Subscription(2, 0.5, 0.5, text="c d", k=2)])
+    eng.publish([rc.Message(i, 0.2, 0.2, text="c e f") for i in range(2, 6)])
+    m.subscribe([rc.Expression(2, [rc.Predicate("color", "==", "teal")])])
+    m.publish([rc.Event(1, {"size": 2.0, "color": "plum"})])
+    r.subscribe([rc.RangeSubscription(2, 0.0, 1.0)])
+    r.publish([rc.ObjectUpdate(1, None, 0.5), rc.ObjectUpdate(2, 1.0, 1.0)])
+    for (e, snap), (n, published, top) in zip(snaps, before):
+        back = type(e).restore(snap)
+        assert (len(back), back.stats()["published"], back.topk(1) if e is not m else None) == (n, published, top)
+    back = rc.Matcher.restore(snaps[1][1])
+    assert back.stats()["attributes"] == 1 and back.attrs.ids == {"x": 0}
+    back = rc.Engine.restore(snaps[0][1])
+    assert len(back.encoder.terms) == 2 and back.stats()["window"] == 1
