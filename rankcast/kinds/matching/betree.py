@@ -154,7 +154,7 @@ from numba.typed import List
 from rankcast.common.arrays import prefetch
 from .core import IN, MODES, NIN, RELAXED, STATIC, DenseEvent, ExpressionTable, find_sorted, holds, lower_bound
 from .core import offer_topk as _offer, ranks_after as _worse
-from ..spatial.scoring import EPS
+from rankcast.common.tolerance import EPS
 
 __all__ = ["BETreeCore", "check_structure"]
 
