@@ -51,8 +51,8 @@ from . import Covering
 from rankcast.errors import InvalidInput
 from ..core import ExpressionTable, holds_row
 from ..predicates import EventBatch, ExpressionBatch
-from rankcast.kinds.spatial.roles.distributor import Distributor
-from rankcast.kinds.spatial.roles.policies import Routing
+from rankcast.common.routing import Routing
+from rankcast.runtime.distributor import Distributor
 
 __all__ = ["RouteTable", "RouteUpdate", "MatchDistributor", "route_kernel", "covering_enabled", "owner_of",
            "client_of"]

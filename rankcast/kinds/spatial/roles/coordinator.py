@@ -69,7 +69,7 @@ from rankcast.common.arrays import runs
 from rankcast.errors import UnknownSubscription
 from rankcast.kinds.spatial.engine import check_message_state
 from rankcast.kinds.spatial.roles.aggregator import Aggregator
-from rankcast.kinds.spatial.roles.distributor import Distributor, shard_payloads
+from rankcast.runtime.distributor import Distributor, shard_payloads
 from rankcast.kinds.spatial.roles.partition import PartitionOps, SoloPartition, SubscriptionPartition
 from rankcast.kinds.spatial.roles.policies import Policy, Routing, make_policy
 from rankcast.kinds.spatial.roles.shard import WindowShard

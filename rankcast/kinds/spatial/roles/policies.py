@@ -35,6 +35,7 @@ from typing import Any
 import numba
 import numpy as np
 
+from rankcast.common.routing import Routing, csr_by, dedupe_rows, join_rows
 from rankcast.kinds.spatial.columns import MessageBatch, SubscriptionBatch
 from rankcast.errors import InvalidInput
 from ..scoring import EPS, NO_MATCH, score
@@ -42,80 +43,6 @@ from ..scoring import EPS, NO_MATCH, score
 __all__ = ["Routing", "Policy", "HashPolicy", "LocationPolicy", "KeywordPolicy", "PrefixPolicy",
            "SpatialFirstPolicy", "KeywordFirstPolicy", "KDTree", "KeywordMap", "PlacedCost", "TermGroups",
            "make_policy", "prefix_lengths", "needed_prefix", "estimate_kscores", "candidate_pairs"]
-
-
-# ----------------------------------------------------------------------------- routing CSR
-
-@dataclass
-class Routing:
-    """Row -> partitions, as CSR (``parts`` sorted and unique within a row)."""
-
-    offsets: np.ndarray   # int64[n + 1]
-    parts: np.ndarray     # int64[nnz]
-
-    def __len__(self) -> int:
-        return len(self.offsets) - 1
-
-    def counts(self) -> np.ndarray:
-        return np.diff(self.offsets)
-
-    def row(self, i: int) -> np.ndarray:
-        return self.parts[self.offsets[i]: self.offsets[i + 1]]
-
-    def rows_of(self, n_partitions: int) -> list[np.ndarray]:
-        """For each partition, the rows routed to it (ascending)."""
-        rows = np.repeat(np.arange(len(self), dtype=np.int64), self.counts())
-        order = np.argsort(self.parts, kind="stable")
-        cuts = np.cumsum(np.bincount(self.parts, minlength=n_partitions))[:-1]
-        return np.split(rows[order], cuts)
-
-    @staticmethod
-    def from_single(parts: np.ndarray) -> "Routing":
-        parts = np.asarray(parts, np.int64)
-        return Routing(np.arange(len(parts) + 1, dtype=np.int64), parts)
-
-    @staticmethod
-    def everywhere(n_rows: int, n_partitions: int) -> "Routing":
-        return Routing(np.arange(n_rows + 1, dtype=np.int64) * n_partitions,
-                       np.tile(np.arange(n_partitions, dtype=np.int64), n_rows))
-
-
-@numba.njit(cache=True)
-def _dedupe_rows(offsets, parts):
-    """Sort and deduplicate the partitions of every CSR row.
-
-    offsets: int64[n + 1]; parts: int64[nnz]. Returns (offsets, parts) of the cleaned CSR."""
-    n = offsets.shape[0] - 1
-    out_off = np.zeros(n + 1, np.int64)
-    out = np.empty(parts.shape[0], np.int64)
-    w = 0
-    for r in range(n):
-        a = offsets[r]
-        b = offsets[r + 1]
-        row = np.sort(parts[a:b])
-        last = -1
-        for i in range(row.shape[0]):
-            if i == 0 or row[i] != last:
-                out[w] = row[i]
-                w += 1
-                last = row[i]
-        out_off[r + 1] = w
-    return out_off, out[:w]
-
-
-def _join_rows(csrs: list[tuple[np.ndarray, np.ndarray]], n_rows: int) -> tuple[np.ndarray, np.ndarray]:
-    """One CSR whose row ``i`` holds row ``i`` of every CSR of ``csrs`` (not deduplicated)."""
-    rows = np.concatenate([np.zeros(0, np.int64)] + [np.repeat(np.arange(n_rows, dtype=np.int64), np.diff(o))
-                                                    for o, _ in csrs])
-    parts = np.concatenate([np.zeros(0, np.int64)] + [p for _, p in csrs])
-    return _csr_by(rows, parts, n_rows)
-
-
-def _csr_by(keys: np.ndarray, values: np.ndarray, n: int) -> tuple[np.ndarray, np.ndarray]:
-    """Inverted CSR: for every key ``0 <= key < n``, the values listed under it (in order)."""
-    off = np.zeros(n + 1, np.int64)
-    np.cumsum(np.bincount(keys, minlength=n), out=off[1:])
-    return off, values[np.argsort(keys, kind="stable")]
 
 
 @numba.njit(cache=True)
@@ -268,7 +195,7 @@ def _first_term_pairs(s_x, s_y, s_alpha, s_off, s_terms, s_w, tau,
 def _postings(msgs: MessageBatch, v: int) -> tuple[np.ndarray, np.ndarray]:
     """Inverted lists of a message batch by term: (offsets int64[v + 1], message rows)."""
     rows = np.repeat(np.arange(len(msgs), dtype=np.int64), np.diff(msgs.offsets))
-    return _csr_by(msgs.term_ids, rows, v)
+    return csr_by(msgs.term_ids, rows, v)
 
 
 def candidate_pairs(subs: SubscriptionBatch, msgs: MessageBatch, max_dist: float, window: int,
@@ -551,7 +478,7 @@ class KeywordMap:
                else np.zeros(0, np.int64))
         off, parts = _group_route(offsets, np.asarray(term_ids, np.int64), own, self.group, self.first,
                                   self.copies, self.n, base)
-        return _dedupe_rows(off, parts)
+        return dedupe_rows(off, parts)
 
     def parts(self, term_ids: np.ndarray, owners: np.ndarray) -> np.ndarray:
         """The partition a subscription ``owners[i]`` is placed in for ``term_ids[i]``."""
@@ -1047,7 +974,7 @@ class TermGroups:
             self._count_replicas(term_ids)
         off, parts = _group_route(offsets, term_ids, own, self.group, self.first,
                                   self.copies, 0, base)
-        return _dedupe_rows(off, parts)
+        return dedupe_rows(off, parts)
 
     def _count_replicas(self, term_ids: np.ndarray) -> None:
         """Load of the replicas that terms the fit did not see place (routing terms of
@@ -1108,12 +1035,12 @@ class TermGroups:
         v = max(int(v), int(s_terms.max(initial=-1)) + 1, int(m_terms.max(initial=-1)) + 1, 1)
         ns, nm = len(s_off) - 1, len(m_off) - 1
         m_rows = np.repeat(np.arange(nm, dtype=np.int64), np.diff(m_off))
-        t_moff, t_msgs = _csr_by(np.asarray(m_terms, np.int64), m_rows, v)
+        t_moff, t_msgs = csr_by(np.asarray(m_terms, np.int64), m_rows, v)
         m_cnt = np.diff(t_moff).astype(np.float64)
         s_rows = np.repeat(np.arange(ns, dtype=np.int64), np.diff(s_off))
-        ta_off, ta_subs = _csr_by(np.asarray(s_terms, np.int64), s_rows, v)
+        ta_off, ta_subs = csr_by(np.asarray(s_terms, np.int64), s_rows, v)
         sp_rows = np.repeat(np.arange(ns, dtype=np.int64), np.diff(sp_off))
-        t_soff, t_subs = _csr_by(np.asarray(sp_terms, np.int64), sp_rows, v)
+        t_soff, t_subs = csr_by(np.asarray(sp_terms, np.int64), sp_rows, v)
         n_pref = np.diff(t_soff)
         per_rep = 0.0       # the cost of a replica, where counted (a co-located term saves it)
         if model is None:
@@ -1544,13 +1471,13 @@ class SpatialFirstPolicy(_HybridPolicy):
             sel = row_cell == c
             if sel.any():
                 parts[sel] = self.kmaps[c].parts(terms[sel], owners[sel]) + c * self.l2
-        return Routing(*_dedupe_rows(off, parts))
+        return Routing(*dedupe_rows(off, parts))
 
     def route_messages(self, msgs):
         # every cell's partitions of each row, joined row by row, then deduplicated
         per_cell = [self.kmaps[c].route(msgs.offsets, msgs.term_ids, base=c * self.l2)
                     for c in range(self.l1)]
-        return Routing(*_dedupe_rows(*_join_rows(per_cell, len(msgs))))
+        return Routing(*dedupe_rows(*join_rows(per_cell, len(msgs))))
 
 
 class KeywordFirstPolicy(_HybridPolicy):
