@@ -282,8 +282,8 @@ def test_long_summary_classes_as_bit_words_bound_exactly(long_class):
 def test_view_arrays_copied_for_huge_pages_stay_exact(monkeypatch):
     """The match view's arrays, copied into numpy's memory whenever the kernel replaces them
     (``HUGE_BYTES``: here every time), are the ones the search reads: exact after every call."""
-    import rankcast.kinds.matching.betree as bt
-    monkeypatch.setattr(bt, "HUGE_BYTES", 0)
+    from rankcast.kinds.matching.betree import nodes as bt, tree
+    monkeypatch.setattr(tree, "HUGE_BYTES", 0)
     m = _matcher("weighted", leaf_capacity=2)
     _drive(m, "weighted", seed=11, steps=20)
     m2 = _matcher("weighted", leaf_capacity=2, build="batch")
@@ -301,7 +301,7 @@ def test_packed_and_unpacked_summary_classes_bound_exactly():
     ``check_structure`` derives it, after inserts and deletions, long classes included; and
     with weights beyond float32 (1e39, 1e45: a packed class's scale infinite from about 2e43),
     also against event weights of 0."""
-    from rankcast.kinds.matching.betree import PACK_ATTRS
+    from rankcast.kinds.matching.betree.nodes import PACK_ATTRS
     rng = np.random.default_rng(5)
     # event weights of 0 against weights beyond float32: a stored bound inf times 0 is NaN
     for long_class, wts, ews in ((32, [0.1, 0.7, 1.0, 3.3, 9.0], [0.3, 1.0, 2.5]),
@@ -335,7 +335,7 @@ def _summaries_equal_brute_force(core):
     map over the expressions in its l-node, every live p-node's over all the expressions below
     it (exact after inserts only: a deletion leaves p-node maxima stale); keys sorted, each
     once; the most predicates likewise. Returns how many summaries were compared."""
-    from rankcast.kinds.matching import betree as bt
+    from rankcast.kinds.matching.betree import nodes as bt
     IL, FL = core.IL, core.FL
     CI, PI = IL[bt.I_C].reshape(-1, bt.NC), IL[bt.I_P].reshape(-1, bt.NP)
     WA, WM, DP, num = IL[bt.I_WA], FL[bt.F_WM], IL[bt.I_DP], IL[bt.I_NUM]
@@ -417,7 +417,7 @@ def test_summary_upkeep_equals_a_brute_force_recomputation(leaf_capacity):
     (several classes), summaries that grow past their capacity (relocated, the merge from the
     back over the scratch), inserted in batches of several sizes: after each batch every
     summary equals a recomputation."""
-    from rankcast.kinds.matching import betree as bt
+    from rankcast.kinds.matching.betree import nodes as bt
     rng = np.random.default_rng(11 + leaf_capacity)
     core = BETreeCore("weighted", leaf_capacity=leaf_capacity)
     nid = twice = 0
@@ -436,7 +436,8 @@ def test_summary_upkeep_equals_a_brute_force_recomputation(leaf_capacity):
 def _stored_summaries(core):
     """Every live node's stored summary: ``weighted`` {key: weight} and the most predicates,
     ``static`` the bound; keyed ('c', c-node) / ('p', p-node)."""
-    from rankcast.kinds.matching import betree as bt
+    from rankcast.kinds.matching.betree import nodes as bt
+    from rankcast.kinds.matching.core import STATIC
     IL, FL = core.IL, core.FL
     CI, PI = IL[bt.I_C].reshape(-1, bt.NC), IL[bt.I_P].reshape(-1, bt.NP)
     WA, WM, num = IL[bt.I_WA], FL[bt.F_WM], IL[bt.I_NUM]
@@ -446,7 +447,7 @@ def _stored_summaries(core):
         for x in range(n):
             if R[x, alive] == 1:
                 ws, wc = R[x, bt.WS], R[x, bt.WC]
-                out[tag, x] = (float(S[x]) if core.mode == bt.STATIC else
+                out[tag, x] = (float(S[x]) if core.mode == STATIC else
                                (dict(zip(WA[ws: ws + wc].tolist(), WM[ws: ws + wc].tolist())), int(R[x, bt.NMAX])))
     return out
 
@@ -486,12 +487,12 @@ def test_lazy_summaries_equal_the_incremental_upkeep(scoring, dense, monkeypatch
     but both still bound, l-node summaries stay the same; the top-k equals brute force after
     every call in both. ``dense``: the recomputation deduplicates keys through a place per
     (size, attribute), else (``LAZY_DENSE`` 0) by sorting all of them."""
-    from rankcast.kinds.matching import betree as bt
+    from rankcast.kinds.matching.betree import nodes as bt, tree
     if not dense:
-        monkeypatch.setattr(bt, "LAZY_DENSE", 0)
+        monkeypatch.setattr(tree, "LAZY_DENSE", 0)
     calls = []
-    real = bt._exact_summaries
-    monkeypatch.setattr(bt, "_exact_summaries", lambda *a: (calls.append(1), real(*a))[1])
+    real = tree._exact_summaries
+    monkeypatch.setattr(tree, "_exact_summaries", lambda *a: (calls.append(1), real(*a))[1])
     rng = np.random.default_rng(23 if scoring == "weighted" else 29)
     lazy = _matcher(scoring, leaf_capacity=2, lazy_min=16, lazy_share=2.0)
     eager = _matcher(scoring, leaf_capacity=2, lazy_min=1 << 40)
@@ -568,7 +569,7 @@ def test_list_classes_bound_exactly(leaf_capacity, list_cap):
     node) after a bulk subscribe, single subscribes into the lists (the view rewritten node by
     node: every p-node on the path is rewritten) and deletions; with lists the search scans
     fewer l-nodes and evaluates fewer expressions than without (``list_cap`` 0)."""
-    from rankcast.kinds.matching import betree as bt
+    from rankcast.kinds.matching.betree import nodes as bt
     rng = np.random.default_rng(17 + list_cap)
 
     def expr(i):
@@ -623,7 +624,7 @@ def test_list_classes_bound_exactly(leaf_capacity, list_cap):
 def _view_summaries(core):
     """Every live node's view summary as 64-bit words, keyed ('c', c-node) / ('p', p-node)
     (the blocks' places and the p-directories, which hold places, left out)."""
-    from rankcast.kinds.matching import betree as bt
+    from rankcast.kinds.matching.betree import nodes as bt
     IL, FL = core.IL, core.FL
     AR, HV, PV, num = FL[bt.F_AR], FL[bt.F_HV], IL[bt.I_PV], IL[bt.I_NUM]
     out = {}
@@ -645,7 +646,7 @@ def test_full_view_list_classes_with_an_attribute_twice():
     summary alike, also where expressions have an attribute twice (the core takes them: no
     list class where one of them is a path attribute twice). The tree is built with the view
     written node by node only, then rewritten whole."""
-    from rankcast.kinds.matching import betree as bt
+    from rankcast.kinds.matching.betree import nodes as bt, view
     rng = np.random.default_rng(23)
     core = BETreeCore("weighted", leaf_capacity=2, view_full_share=1e9, view_slack=1 << 50)
     nid = 0
@@ -656,7 +657,7 @@ def test_full_view_list_classes_with_an_attribute_twice():
     assert num[bt.U_AR] > num[bt.U_ARLIVE], "the view was written node by node"
     before = _view_summaries(core)
     t = core.table
-    bt._full_view(core.IL, core.FL, core.mode, core.nxt, t.p_start, t.p_end, t.p_attr, t.p_op, t.p_a, t.p_b, t.p_w,
+    view._full_view(core.IL, core.FL, core.mode, core.nxt, t.p_start, t.p_end, t.p_attr, t.p_op, t.p_a, t.p_b, t.p_w,
                   t.set_off, t.ids, t.score)
     after = _view_summaries(core)
     assert before == after
@@ -670,7 +671,7 @@ def test_full_view_list_classes_with_an_attribute_twice():
 
 def _list_classes(SU, b):
     """The list classes of the summary of the p-node block at float ``b`` of the view."""
-    from rankcast.kinds.matching import betree as bt
+    from rankcast.kinds.matching.betree import nodes as bt
     AR = SU.view(np.float64)
     j, end, n = 2 * (b + 4), 2 * (b + 4 + int(AR[b])) - 1, 0
     while j < end:

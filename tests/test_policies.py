@@ -317,7 +317,8 @@ def test_placed_cost_ranges_are_the_least_limit_sweep():
     every range of a sweep costs at most the limit and would exceed it with its next term
     (the incremental counts of subscriptions and messages meeting a range agree with the
     model's own); the fitted map's largest cost is no more than the N x p recursion's."""
-    from rankcast.kinds.spatial.roles.policies import KeywordMap, _by_term_prev, _sweep
+    from rankcast.kinds.spatial.placement import by_term_prev, sweep
+    from rankcast.kinds.spatial.roles.policies import KeywordMap
 
     rng = np.random.default_rng(5)
     subs = _with_hot_term(rng, subs_batch(rng, 300), 60, 0.5)
@@ -329,13 +330,13 @@ def test_placed_cost_ranges_are_the_least_limit_sweep():
     fitted = pol.kmap.costs(*args, cost).max()
     assert pol.kmap.n == 8 and np.all(np.diff(pol.kmap.bounds) > 0)
     assert fitted <= KeywordMap.build(8, *args, v).costs(*args, cost).max() + 1e-12
-    so, sp = _by_term_prev(subs.offsets, subs.term_ids, v)
-    mo, mp = _by_term_prev(msgs.offsets, msgs.term_ids, v)
+    so, sp = by_term_prev(subs.offsets, subs.term_ids, v)
+    mo, mp = by_term_prev(msgs.offsets, msgs.term_ids, v)
     additive = (cost.scale * (cost.A_PAIR * cost.pairs + cost.D_POSTING * cost.walks) / cost.n_msgs)[:v]
     per_sub, per_msg = cost.scale * cost.B_REPLICA, cost.C_MESSAGE / len(msgs)
     for limit in (0.5 * fitted, fitted, 2 * fitted):
         lows, cps = np.zeros(v, np.int64), np.zeros(v, np.int64)
-        used, n_r = _sweep(limit, 10 ** 6, additive, so, sp, mo, mp, per_sub, per_msg, lows, cps)
+        used, n_r = sweep(limit, 10 ** 6, additive, so, sp, mo, mp, per_sub, per_msg, lows, cps)
         km = KeywordMap(np.append(lows[:n_r], v), v, cps[:n_r])
         assert used == km.n
         per_copy = km.costs(*args, cost)[km.first]
@@ -440,7 +441,7 @@ def test_heavy_copies_least_largest_cost():
     copy costs its messages plus its share of the rest, a light partition its share of the
     light terms."""
     import itertools
-    from rankcast.kinds.spatial.roles.policies import _heavy_copies
+    from rankcast.kinds.spatial.roles.policies.groups import _heavy_copies
     rng = np.random.default_rng(4)
     for _ in range(40):
         h = int(rng.integers(0, 3))

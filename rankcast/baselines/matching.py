@@ -1,9 +1,10 @@
 """Baselines of ranked matching, apart from the production paths, behind the interface of
 :class:`rankcast.kinds.matching.core.MatchCore` (``rc.Matcher(cfg, core=...)``):
 
-- :class:`ScanCore` (``index="scan"``): every live expression checked against every event by
-  one compiled pass over the flat tables, then the top-k sorted out: the brute force the
-  oracle tests compare with, and the benchmark's floor;
+- :class:`ScanCore` (``index="scan"``, an index of the kind:
+  :mod:`rankcast.kinds.matching.scan`): every live expression checked against every event,
+  then the top-k sorted out: the brute force the oracle tests compare with, and the
+  benchmark's floor;
 - :class:`NaiveStabCore`: the per-attribute interval indexes asked for *every* stabbed
   interval, every candidate checked, then sorted (the approach the paper argues against).
 """
@@ -11,48 +12,10 @@ from __future__ import annotations
 
 import numpy as np
 
-from rankcast.kinds.matching.core import MatchCore, MODES, RELAXED, ExpressionTable, DenseEvent, top_of
+from rankcast.kinds.matching.core import MatchCore, RELAXED, top_of
+from rankcast.kinds.matching.scan import ScanCore
 
 __all__ = ["ScanCore", "NaiveStabCore"]
-
-
-class ScanCore:
-    """Every expression checked (see the module docstring)."""
-
-    index_name = "scan"
-
-    def __init__(self, scoring: str, index: str = "scan", **_):
-        self.mode = MODES[scoring]
-        self.table = ExpressionTable()
-        self.ev = DenseEvent(0)
-        self.counters = dict(events=0, random_accesses=0)
-
-    def __len__(self) -> int:
-        return self.table.n_live
-
-    def add(self, batch, n_attrs: int) -> None:
-        self.ev.grow(n_attrs)
-        self.table.add(batch)
-
-    def remove(self, ids) -> None:
-        self.table.remove(ids)
-        self.table.compact()
-
-    def match(self, events, k: int):
-        t = self.table
-        live = np.flatnonzero(t.live[: t.n_slots])
-        out = []
-        for i in range(len(events)):
-            a, b = events.off[i], events.off[i + 1]
-            self.ev.set(events.attr[a:b], events.val[a:b], events.weight[a:b])
-            ok, sc = t.evaluate(live, self.mode, self.ev)
-            self.counters["events"] += 1
-            self.counters["random_accesses"] += len(live)
-            out.append(top_of(t.ids[live][ok], sc[ok], k))
-        return out
-
-    def stats(self) -> dict:
-        return {"expressions": len(self), "index": "scan", **self.counters}
 
 
 class NaiveStabCore(MatchCore):

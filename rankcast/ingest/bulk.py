@@ -19,20 +19,11 @@ from rankcast.config import limits
 from rankcast.errors import InvalidInput
 from .match_tables import MATCH_KINDS
 from .range_tables import RANGE_KINDS, conform_range
-from .readers import _conform, _suffix, guess_kind, locate, read_table
+from .readers import _conform, guess_kind
+from .sources import _parquet_files, _suffix, locate
+from .tables import read_table
 
 __all__ = ["iter_batches", "count_rows", "rate_limiter", "RateLimiter"]
-
-
-def _parquet_files(path: Path) -> list[Path]:
-    if path.is_file():
-        return [path]
-    # Spark writes part-00000..., in partition order; hidden and marker files are skipped.
-    files = sorted(p for p in path.rglob("*") if p.is_file() and not p.name.startswith(("_", "."))
-                   and (p.suffix in (".parquet", ".pq") or "part-" in p.name))
-    if not files:
-        raise InvalidInput(f"no Parquet files under {path}")
-    return files
 
 
 def _rebatch(batches: Iterable[pa.RecordBatch | pa.Table], rows: int) -> Iterator[pa.Table]:

@@ -464,14 +464,14 @@ def exact_matches_spark(exprs, events, scoring: str, k: int, spark) -> dict[int,
     """Each event's exact top-k expressions by a brute-force join in Spark: the expression
     table (CONTRACT "Tables for the new kinds"; a path, an Arrow table or a DataFrame) is
     split over Spark's tasks; each task checks every one of its expressions against every
-    event (the compiled scan of :class:`rankcast.baselines.matching.ScanCore`, the same score
+    event (the compiled scan of :class:`rankcast.kinds.matching.scan.ScanCore`, the same score
     bits as the engine) and keeps its partial top-k; a window over events keeps the k best
     (score desc, id asc). ``events``: ``rc.Event`` objects or an event table (broadcast).
     Returns {event id: [(expression id, score), ...] best first}."""
     from pyspark.sql import Window
     from pyspark.sql import functions as F
 
-    from rankcast.baselines.matching import ScanCore
+    from rankcast.kinds.matching.scan import ScanCore
     from rankcast.kinds.matching.predicates import AttributeTable, encode_events, encode_expressions
     from .match_tables import events_table
 

@@ -53,7 +53,7 @@ def events_table(events) -> pa.Table:
 def read_match_jsonl(path: Path, kind: str) -> pa.Table:
     """A JSONL file of expressions or events (native JSON values) as a table of the schema
     above; a line that is not a JSON object is named by its number."""
-    from .readers import json_lines
+    from .sources import json_lines
     rows = []
     for pos, r in enumerate(json_lines(path, kind)):
         try:

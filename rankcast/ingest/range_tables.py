@@ -6,7 +6,7 @@ NaN) where not given: a new id needs both, a live id with only ``y`` changes its
 ``x`` too moves it, and ``y`` null deletes it. An update table is a sequence: an id may come
 back (each call of ``rc.RangeEngine.publish`` takes distinct ids, so a replay cuts it there).
 
-Sources as for the other tables (:func:`rankcast.ingest.readers.read_table`): Parquet file
+Sources as for the other tables (:func:`rankcast.ingest.tables.read_table`): Parquet file
 or folder, CSV, JSONL, pandas / Spark DataFrame, pyarrow Table. Other columns are dropped. A
 bad row raises :class:`~rankcast.InvalidInput` naming the row (position and id), the column
 and the reason, prefixed with the file and line or row when the source is a file; a table is
@@ -21,7 +21,8 @@ import pyarrow as pa
 from rankcast.common.validation import _check_unique, shift_position
 from rankcast.config import limits
 from rankcast.errors import InvalidInput
-from .readers import _INT64_MAX, _Checker, locate, read_table
+from .sources import locate
+from .tables import _INT64_MAX, _Checker, read_table
 
 __all__ = ["read_range_subscriptions", "read_object_updates", "RANGE_SUBSCRIPTION_SCHEMA",
            "OBJECT_UPDATE_SCHEMA", "RANGE_KINDS", "distinct_runs", "final_objects", "conform_range",

@@ -20,7 +20,7 @@ attribute, and the multi-attribute drivers of the ranked pub/sub paper (Section 
   cursor it was not read from) can still reach the k-th score; checks run in slot order.
 
 Every comparison of a score with a bound keeps the relative slack ``EPS`` of
-:func:`rankcast.kinds.spatial.scoring.below`, and ties need a strict win (an unread expression with
+:func:`rankcast.common.tolerance.below`, and ties need a strict win (an unread expression with
 an equal score and a smaller id would come first), so results are exact.
 """
 from __future__ import annotations
@@ -31,7 +31,7 @@ import numpy as np
 from rankcast.common.arrays import runs
 from rankcast.common.idmap import IdMap
 from .intervals import make_index
-from ..spatial.scoring import EPS
+from rankcast.common.tolerance import EPS
 
 __all__ = ["MatchCore", "evaluate", "STATIC", "RELAXED", "WEIGHTED", "MODES"]
 

@@ -33,7 +33,7 @@ def new_core(cfg: MatchConfig, cls=None):
     """The core serving ``cfg.index`` (``cls`` replaces its class: baselines)."""
     if cls is None:
         if cfg.index == "scan":
-            from rankcast.baselines.matching import ScanCore
+            from .scan import ScanCore
             cls = ScanCore
         elif cfg.index == "be-tree":
             from .betree import BETreeCore

@@ -1,6 +1,6 @@
 """The ranked-matching kind on the roles (CONTRACT v2; ARCHITECTURE "Kinds on one runtime").
 
-- distribution (:class:`~rankcast.kinds.spatial.roles.distributor.Distributor` with a :class:`MatchPolicy`):
+- distribution (:class:`~rankcast.runtime.distributor.Distributor` with a :class:`MatchPolicy`):
   places expressions on subscription partitions (``hash``, or ``attribute``: ranges of the
   attribute the expressions use most, split at quantiles like the location policy's KD
   leaves) and, for ``static`` and ``weighted`` scoring, sends each event only to the
@@ -31,9 +31,9 @@ from rankcast.errors import InvalidInput
 from .predicates import AttributeTable, EventBatch, ExpressionBatch, encode_events, encode_expressions
 from rankcast.runtime.coordinator import _NO_UPDATES, CoordinatorBase, _guarded, _select, concat_updates
 from .covering.routing import MatchDistributor, covering_enabled, owner_of
-from ..spatial.roles.distributor import Distributor
+from rankcast.runtime.distributor import Distributor
 from rankcast.runtime.metrics import RoleMetrics
-from ..spatial.roles.policies import Routing
+from rankcast.common.routing import Routing
 from rankcast.runtime.recovery import Recoverable
 
 __all__ = ["MatchPolicy", "MatchOps", "MatchPartition", "MatchAggregator", "MatchCoordinator", "merge_topk",

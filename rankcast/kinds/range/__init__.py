@@ -19,8 +19,8 @@ lowest y in it. The kind is split in two sides that share nothing but message ba
   partition receives the messages whose boxes meet its zone, in batch order).
 
 Both sides snapshot to plain arrays (``state()`` / ``from_state``, ``restore``); the engine
-(:mod:`.engine`, ``rc.RangeEngine``) joins them in one process. Baselines (Unicast, the
-brute-force oracle) live in :mod:`rankcast.baselines.rangetopk`.
+(:mod:`.engine`, ``rc.RangeEngine``) joins them in one process. Unicast, the method Paint is
+measured against, is :mod:`.unicast`; the brute-force oracle is :mod:`rankcast.baselines.rangetopk`.
 """
 from .engine import RangeEngine
 from .server import Messages, RangeServer

@@ -185,7 +185,7 @@ class RangeServer:
         sparse = self.method == "paint-sparse"
         cnt = np.zeros(N_COUNTERS, np.int64)
         if self.method == "unicast":
-            from rankcast.baselines.rangetopk import unicast_online
+            from .unicast import unicast_online
             mf, mi = unicast_online(slot, yo, yn, idx, o.tree, o.size, o.ys, o.ids, o.xs, o.n, self.k,
                                     pts.box, pts.start, pts.end, pts.lo, pts.hi, pts.key, pts.leaves, cnt)
         elif mode == "batch":

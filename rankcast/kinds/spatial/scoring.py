@@ -7,7 +7,8 @@ MaxDist`` and ``TSim`` summed over shared terms in increasing term id.
 
 Pruning compares an upper bound with a threshold through :func:`below`, which keeps a
 relative slack of ``EPS`` so that rounding can never prune a message whose exact score
-reaches the threshold (ties count: a newer equal score wins).
+reaches the threshold (ties count: a newer equal score wins); both live in
+:mod:`rankcast.common.tolerance`, shared by every kind.
 """
 from __future__ import annotations
 
@@ -16,6 +17,8 @@ import math
 import numba
 import numpy as np
 
+from rankcast.common.tolerance import EPS, below
+
 __all__ = ["NO_MATCH", "EPS", "score", "score_at", "combine", "score_py", "tsim", "tsim_at", "ssim", "below",
            "lambda_t",
            "ssim_ub", "ssim_ub_out", "tsim_ub", "kscore_star", "alpha_star", "lambda_s",
@@ -23,7 +26,6 @@ __all__ = ["NO_MATCH", "EPS", "score", "score_at", "combine", "score_py", "tsim"
 
 NO_MATCH = -1.0      # score of a pair that shares no term (never a result)
 NOT_OURS = -2.0      # a replica's pair whose first shared term it does not index (owned_score_at)
-EPS = 1e-9           # relative slack of every pruning comparison
 
 
 @numba.njit(cache=True, inline="always")
@@ -119,12 +121,6 @@ def score_py(sx, sy, alpha, s_terms, s_w, mx, my, m_terms, m_w, max_dist) -> flo
     return float(score(float(sx), float(sy), float(alpha), np.asarray(s_terms, np.int64),
                        np.asarray(s_w, np.float64), float(mx), float(my),
                        np.asarray(m_terms, np.int64), np.asarray(m_w, np.float64), float(max_dist)))
-
-
-@numba.njit(cache=True, inline="always")
-def below(upper, threshold):
-    """True when an upper bound is safely below a threshold (so the pair can be pruned)."""
-    return upper < threshold - EPS * (1.0 + abs(threshold))
 
 
 @numba.njit(cache=True, inline="always")

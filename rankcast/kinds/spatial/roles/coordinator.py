@@ -69,7 +69,7 @@ from rankcast.common.arrays import runs
 from rankcast.errors import UnknownSubscription
 from rankcast.kinds.spatial.engine import check_message_state
 from rankcast.kinds.spatial.roles.aggregator import Aggregator
-from rankcast.kinds.spatial.roles.distributor import Distributor, shard_payloads
+from rankcast.runtime.distributor import Distributor, shard_payloads
 from rankcast.kinds.spatial.roles.partition import PartitionOps, SoloPartition, SubscriptionPartition
 from rankcast.kinds.spatial.roles.policies import Policy, Routing, make_policy
 from rankcast.kinds.spatial.roles.shard import WindowShard
@@ -943,7 +943,7 @@ class Coordinator(CoordinatorBase):
         # a subscription is re-placed when a term of its prefix changed partition: its old
         # replicas may have seen messages that the new ones would not (and vice versa); where
         # replicas index their placed terms beyond the prefix too (prefix), when any term did
-        from rankcast.kinds.spatial.roles.policies import _take_prefix
+        from rankcast.kinds.spatial.prefix import take_prefix as _take_prefix
         whole = self.policy.prefix and self.policy.index_placed
         off, terms = _take_prefix(subs.offsets, subs.term_ids, np.diff(subs.offsets) if whole else plen)
         row = np.repeat(np.arange(len(subs)), np.diff(off))

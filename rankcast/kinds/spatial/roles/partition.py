@@ -13,7 +13,7 @@ number is checked):
    and installed; repeated while the core asks for a larger K;
 4. prefix policies: a replica whose kScore fell so that terms beyond the routed loose
    prefix could reach its top-k asks for reallocation
-   (:func:`rankcast.kinds.spatial.roles.policies.needed_prefix`);
+   (:func:`rankcast.kinds.spatial.prefix.needed_prefix`);
 Results leave a partition only at call boundaries: in *direct* mode (every subscription
 lives in one partition: hash, location, or a single partition) the coordinator takes the
 core's updates (``take_updates``, the Engine's semantics); in *replicated* mode ``ship``
@@ -24,23 +24,21 @@ from __future__ import annotations
 
 import time
 
-import numba
 import numpy as np
 
 from rankcast.common.arrays import grow
 from rankcast.kinds.spatial.columns import MessageBatch, SubscriptionBatch
 from rankcast.config import EngineConfig
-from rankcast.kinds.spatial import skyband as sk
 from ..core import SkypeCore
 from ..halves import HalvesCore, merge_plan, merge_updates, scatter_lists
 from ..igpt import SideThread
 from .aggregator import merge_candidates, shard_candidates
 from rankcast.runtime.metrics import RoleMetrics
-from ..scoring import EPS
-from .policies import needed_prefix
+from ..prefix import needed_prefix, prefix_bound, unsafe_replicas
 from rankcast.runtime.recovery import PeerLost, Recoverable, is_role_death
 from rankcast.runtime.backends import STEP_ROLE_ENV, InprocRuntime, LocalHandle, writable
 from .shard import QUESTIONS, WindowShard
+from ..warmup import warm_spatial
 
 __all__ = ["SubscriptionPartition", "SoloPartition", "PartitionOps"]
 
@@ -80,53 +78,6 @@ class PartitionOps:
                    if any(o.add_indexed is not None for o in adds) else None)
         return PartitionOps(cat("remove"), SubscriptionBatch.concat([o.add for o in adds]) if adds else None,
                             cat("add_plen"), cat("plen_ids"), cat("plen"), reps, indexed)
-
-
-def warm_spatial(cfg: EngineConfig) -> None:
-    """A few calls of random subscriptions and messages through a throw-away Engine of
-    ``cfg``: the kernels a subscription partition or a window shard runs (subscription
-    index, buffers, window index, re-evaluation) are then loaded in this process."""
-    from ..engine import Engine
-    from ..testing import random_calls
-
-    eng = Engine(cfg)
-    for call in random_calls(0, 25, bounds=cfg.bounds, time_window=cfg.time_window, invalid=False):
-        getattr(eng, call.op)(call.arg)
-    warm_walk(cfg)
-    warm_compact()
-
-
-def warm_compact() -> None:
-    """One compaction of a tiny buffer pool (``skyband.compact``, the arrays' types as
-    ``SkypeCore._maybe_compact`` passes them): the random calls never grow a pool past
-    ``SkypeCore.COMPACT_FROM``, so a partition otherwise loads this kernel at its first
-    compaction, inside a stream (20-30 ms of CPU from numba's cache, seen in py-spy profiles
-    of both partitions of a 2-partition stream; a compile of seconds on a cold cache)."""
-    b = sk.BufferState(slots=4, pool=16)
-    sk.compact(np.flatnonzero(np.ones(4, np.bool_)), b.bstart, b.blen, b.bcap, b.bi, b.bf)
-
-
-WARM_TERMS = 16     # terms of each message of warm_walk's window
-
-
-def warm_walk(cfg: EngineConfig) -> None:
-    """A question of one subscription to a window holding more than FLAT_BATCH terms, which
-    one kernel call answers (``window._walk``: a partition's few re-evaluations per step in
-    a full window) and which random calls on small windows never reach: otherwise its
-    kernel is loaded inside the stream, at the first such step (20-30 ms of CPU). A count
-    window too small to hold that many terms never asks it either."""
-    from ..engine import Engine
-    from ..window import FLAT_BATCH
-    from rankcast.model import Message, Subscription
-
-    n = FLAT_BATCH // WARM_TERMS + 2
-    if cfg.window is not None and cfg.window < n:
-        return
-    eng = Engine(cfg)
-    x, y = (cfg.bounds[0] + cfg.bounds[2]) / 2, (cfg.bounds[1] + cfg.bounds[3]) / 2
-    terms = {f"warm{j}": 1.0 for j in range(WARM_TERMS)}
-    eng.publish([Message(i, x, y, terms=terms, t=i * 1e-9) for i in range(n)], updates="none")
-    eng.subscribe([Subscription(0, x, y, terms={"warm0": 1.0}, k=5)])
 
 
 class SubscriptionPartition(Recoverable):
@@ -692,31 +643,3 @@ def _ask(shard, *args):
     """A shard's ``search``, in its questions' own concurrency group: not behind the appends
     queued before it (see rankcast.kinds.spatial.roles.shard)."""
     return shard.search.options(concurrency_group=QUESTIONS).remote(*args)
-
-
-@numba.njit(cache=True)
-def prefix_bound(slots, toff, tlen, wtsum, alpha, plen):
-    """Eq. 18 with SSimUB = 1: the best score of a message sharing only terms beyond the
-    prefix of each slot (-inf when the prefix is the whole term list)."""
-    out = np.empty(slots.shape[0])
-    for i in range(slots.shape[0]):
-        s = slots[i]
-        if plen[s] >= tlen[s]:
-            out[i] = -np.inf
-        else:
-            out[i] = alpha[s] * 1.0 + (1.0 - alpha[s]) * wtsum[toff[s] + plen[s]]
-    return out
-
-
-@numba.njit(cache=True)
-def unsafe_replicas(kscore, ub):
-    """Positions whose kScore (-inf with fewer than k rows) is not safely above the bound
-    ``ub`` of the terms beyond the routed prefix."""
-    out = np.empty(kscore.shape[0], np.int64)
-    m = 0
-    for i in range(kscore.shape[0]):
-        ks = kscore[i]
-        if not (ub[i] < ks - EPS * (1.0 + abs(ks))):
-            out[m] = i
-            m += 1
-    return out[:m]

@@ -95,7 +95,7 @@ class WindowShard(Recoverable):
         self.kept, self.kept_after = deque([(msgs, seqs)] if len(msgs) else []), self.expired
 
     def _warm(self) -> None:
-        from .partition import warm_spatial
+        from ..warmup import warm_spatial
         warm_spatial(self.cfg)
 
     def _jitter(self):
