@@ -442,7 +442,7 @@ def test_bulk_load_streams_progress(in_flight):
 def test_latest_keeps_each_subscriptions_last_list():
     """Deliveries joined at one position (and a flush over several): per subscription the
     list of the last part that holds it, in the order of those last occurrences."""
-    from rankcast.runtime.coordinator import _latest
+    from rankcast.runtime.coordinator import latest_lists
     rng = np.random.default_rng(5)
     for _ in range(100):
         outs, want = [], {}
@@ -455,7 +455,7 @@ def test_latest_keeps_each_subscriptions_last_list():
             for r, i in enumerate(ids.tolist()):
                 want.pop(i, None)           # re-inserted: its last occurrence decides the order
                 want[i] = (mids[off[r]:off[r + 1]].tolist(), scs[off[r]:off[r + 1]].tolist())
-        ids, off, mids, scs = _latest(outs)
+        ids, off, mids, scs = latest_lists(outs)
         got = {i: (mids[off[r]:off[r + 1]].tolist(), scs[off[r]:off[r + 1]].tolist())
                for r, i in enumerate(ids.tolist())}
         assert list(got) == sorted(want, key=lambda i: _last_position(outs, i)) and got == want
@@ -546,7 +546,7 @@ def _as_table(updates):
 
 
 def test_a_steps_takes_left_by_its_cut_wait_for_the_next_one():
-    """The takes folded into a step (``_dispatch(take=True)``) that no cut consumes, because
+    """The takes folded into a step (``dispatch(take=True)``) that no cut consumes, because
     another step follows, go to the stash: the next cut delivers them under the later lists."""
     from rankcast.common.updates import updates_from_arrays
 
@@ -564,14 +564,14 @@ def test_a_steps_takes_left_by_its_cut_wait_for_the_next_one():
     for a, b in zip(pubs[::2], pubs[1::2]):
         want = {u.subscription_id: u for u in eng.publish(a) + eng.publish(b)}
         for msgs, take in ((a, True), (b, False)):
-            batch, pending = co._encode_publish(msgs)
+            batch, pending = co.encode_publish(msgs)
             co.encoder.commit(pending)
             seqs = np.arange(co.last_seq + 1, co.last_seq + 1 + len(batch), dtype=np.int64)
             exp = co.clock.advance(seqs, batch.t)
             co.last_seq = int(seqs[-1])
             co.published += len(batch)
             co._window_add(batch.ids, seqs, int(exp[-1]))
-            co._dispatch(batch, seqs, exp, take=take)
+            co.dispatch(batch, seqs, exp, take=take)
         assert co._taken is None and co._stash
         got = updates_from_arrays(*co._cut())
         assert got == sorted(want.values(), key=lambda u: u.subscription_id)
@@ -890,7 +890,7 @@ def test_prefix_reallocation_plan_against_its_definition():
     calls = [c for c in random_calls(41, 40, vocab=30, sub_terms=(4, 8), invalid=False) if c.op != "unsubscribe"]
     play({"cluster": cl}, calls)
     coord = cl._coord.local
-    coord._quiesce()
+    coord.quiesce()
     policy = coord.policy
     rng = np.random.default_rng(3)
     # routed prefixes of every length (this workload's grew to whole term lists): only the

@@ -253,17 +253,17 @@ def test_routing_state_survives_a_death_and_a_restart(tmp_path):
     before = _tables(cl)
     assert sum(len(f) for f in before[0][1].values()) > 0
     co = cl._coord.local
-    quiesce, died = co._quiesce, []
+    quiesce, died = co.quiesce, []
 
     def dies_once():
         if not died:
             died.append(True)
             raise RayActorError()
         return quiesce()
-    co._quiesce = dies_once
+    co.quiesce = dies_once
     _drive(cl, m, mcfg, seed=3, steps=1, clients=2, live=live, start=20_000)
     assert died and len(co.recoveries) == 1
-    co._quiesce = quiesce
+    co.quiesce = quiesce
     _drive(cl, m, mcfg, seed=4, steps=6, clients=2, live=live, start=30_000)
     before = _tables(cl)
     co.store.close_log()

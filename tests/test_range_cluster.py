@@ -10,7 +10,7 @@ import pytest
 
 import rankcast as rc
 from rankcast.baselines.rangetopk import brute_topk
-from rankcast.runtime.coordinator import _latest
+from rankcast.runtime.coordinator import latest_lists
 
 METHODS = [("paint-dense", 0.0, True), ("paint-dense", 0.5, False), ("paint-sparse", 0.0, False),
            ("paint-sparse", 0.5, True), ("unicast", 0.0, True), ("unicast", 0.0, False)]
@@ -93,7 +93,7 @@ def _drive(cl, eng, seed, steps=16):
                            np.cumsum([0] + [len(u.topk) for u in w]),
                            np.array([o for u in w for o, _ in u.topk], np.int64),
                            np.array([y for u in w for _, y in u.topk], float)) for w in outs]
-                want_flat = updates_from_arrays(*_latest(arrays)) if len(arrays) > 1 else outs[0]
+                want_flat = updates_from_arrays(*latest_lists(arrays)) if len(arrays) > 1 else outs[0]
             else:
                 want_flat = []
             assert _as_updates(got) == _as_updates(want_flat)

@@ -552,14 +552,14 @@ def test_a_death_while_a_checkpoint_is_taken_after_a_call(tmp_path):
     for w in pend["writers"]:                           # under load they could outlast the calls)
         w.done()
     co.ccfg = co.ccfg.replace(checkpoint_every=0.0)    # ... which then takes the next one
-    quiesce, died = co._quiesce, []
+    quiesce, died = co.quiesce, []
 
     def dies_once():
         if not died and co._pending is None and co._n_open:
             died.append(True)
             raise RayActorError()
         return quiesce()
-    co._quiesce = dies_once
+    co.quiesce = dies_once
     play({"engine": rec, "cluster": cl, "brute": brute}, calls[15:], live=live)
     assert died and len(co.recoveries) == 1
     got = [(d.position, d.updates) for d in cl.listen(from_position=1, timeout=0)]

@@ -12,7 +12,7 @@ from rankcast.common.arrays import expand_runs, key_rank, runs
 from rankcast.errors import InvalidInput
 from rankcast.model import Update
 
-__all__ = ["UPDATE_FORMS", "updates_from_arrays", "no_gc", "check_updates_form", "updates_table", "columns_table"]
+__all__ = ["UPDATE_FORMS", "updates_from_arrays", "results_from_arrays", "no_gc", "check_updates_form", "updates_table", "columns_table"]
 
 
 
@@ -24,17 +24,26 @@ UPDATE_FORMS = ("objects", "arrow", "none")
 def updates_from_arrays(sub_ids, offsets, msg_ids, scores) -> list[Update]:
     """Update objects, ordered by subscription id. The lists are put in that order first,
     so that one iterator over the (id, score) pairs hands each update its run."""
-    sub_ids = np.asarray(sub_ids, np.int64)
+    return results_from_arrays(sub_ids, offsets, msg_ids, scores)
+
+
+def results_from_arrays(keys, offsets, item_ids, scores, *, cls=Update, by_key: bool = True) -> list:
+    """Result objects ``cls(key, ((item_id, score), ...))`` from update arrays: ordered by key
+    (``by_key``: ``rc.Update``) or in the arrays' order (ranked matching's ``rc.Match``, one
+    per event in input order)."""
+    keys = np.asarray(keys, np.int64)
     offsets = np.asarray(offsets, np.int64)
+    item_ids, scores = np.asarray(item_ids), np.asarray(scores)
     lens = np.diff(offsets)
-    order = np.argsort(sub_ids, kind="stable")
-    if len(order) and (order[1:] < order[:-1]).any():
-        _, rows = runs(offsets[:-1][order], lens[order])
-        sub_ids, lens = sub_ids[order], lens[order]
-        msg_ids, scores = np.asarray(msg_ids)[rows], np.asarray(scores)[rows]
-    pairs = iter(zip(msg_ids.tolist(), scores.tolist()))
+    if by_key:
+        order = np.argsort(keys, kind="stable")
+        if len(order) and (order[1:] < order[:-1]).any():
+            _, rows = runs(offsets[:-1][order], lens[order])
+            keys, lens = keys[order], lens[order]
+            item_ids, scores = item_ids[rows], scores[rows]
+    pairs = iter(zip(item_ids.tolist(), scores.tolist()))
     with no_gc():
-        return [Update(s, tuple(islice(pairs, m))) for s, m in zip(sub_ids.tolist(), lens.tolist())]
+        return [cls(s, tuple(islice(pairs, m))) for s, m in zip(keys.tolist(), lens.tolist())]
 
 
 

@@ -12,13 +12,15 @@ import yaml
 
 from rankcast.errors import InvalidInput
 from rankcast.kinds.spatial.text import Vocabulary
+from rankcast.runtime import registry
 
 __all__ = ["EngineConfig", "MatchConfig", "RangeConfig", "RANGE_METHODS", "ClusterConfig", "SCORINGS", "MATCH_INDEXES", "MATCH_POLICIES", "RANGE_POLICIES", "Limits", "defaults", "limits", "POLICIES", "local_ray_options"]
 
 _DEFAULTS_FILE = Path(__file__).with_name("defaults.yaml")
-POLICIES = ("hash", "location", "keyword", "prefix", "spatial-first", "keyword-first")
-MATCH_POLICIES = ("hash", "attribute")      # ranked matching: placement of expressions
-RANGE_POLICIES = ("kd", "hash")             # range top-k: regions of the (lo, hi) plane
+# each kind's placement policies, from its registry entry (rankcast.runtime.registry)
+POLICIES = registry.by_name("spatial").policies         # spatial-keyword (DSkype, paper 7.3)
+MATCH_POLICIES = registry.by_name("matching").policies  # ranked matching: placement of expressions
+RANGE_POLICIES = registry.by_name("range").policies     # range top-k: regions of the (lo, hi) plane
 
 
 def defaults() -> dict[str, Any]:
@@ -289,10 +291,12 @@ class RangeConfig:
 class ClusterConfig:
     """Topology of a deployment on Ray: DSkype's roles (paper Section 7) for the spatial-keyword
     kind (``engine`` an EngineConfig), the same roles for ranked matching (``engine`` a
-    MatchConfig: policies ``hash`` or ``attribute``, no window shards). ``policy`` None: the
-    kind's default (``defaults.yaml``: prefix, hash)."""
+    MatchConfig: policies ``hash`` or ``attribute``, no window shards) and range top-k
+    (``engine`` a RangeConfig: policies ``kd`` or ``hash``, one Paint server), and for any
+    other kind registered in :mod:`rankcast.runtime.registry` (``engine`` its config).
+    ``policy`` None: the kind's default (``defaults.yaml``: prefix, hash, kd)."""
 
-    engine: EngineConfig | MatchConfig
+    engine: EngineConfig | MatchConfig | RangeConfig     # or the config of another registered kind
     policy: str | None = None
     partitions: int = _CLUSTER["partitions"]
     window_shards: int = _CLUSTER["window_shards"]
@@ -319,29 +323,24 @@ class ClusterConfig:
     options: dict = field(default_factory=dict)        # policy-specific tuning (l1, l2, sample sizes)
 
     def __post_init__(self):
-        if not isinstance(self.engine, (EngineConfig, MatchConfig, RangeConfig)):
-            raise InvalidInput("ClusterConfig: field 'engine': must be an EngineConfig (spatial-keyword), a "
-                               "MatchConfig (ranked matching) or a RangeConfig (range top-k)")
-        matching = isinstance(self.engine, MatchConfig)
-        ranged = isinstance(self.engine, RangeConfig)
-        allowed = MATCH_POLICIES if matching else RANGE_POLICIES if ranged else POLICIES
+        try:
+            kind = registry.entry(self.engine)
+        except TypeError:
+            raise InvalidInput(f"ClusterConfig: field 'engine': must be {registry.config_classes()}") from None
+        allowed = kind.policies
         if self.policy is None:
-            object.__setattr__(self, "policy", _CLUSTER["match_policy" if matching else "range_policy" if ranged
-                                                        else "policy"])
+            object.__setattr__(self, "policy", kind.default_policy(_CLUSTER))
         if self.policy not in allowed:
-            raise InvalidInput(f"ClusterConfig: field 'policy': must be one of {allowed}"
-                               f"{' for ranked matching' if matching else ' for range top-k' if ranged else ''}"
+            raise InvalidInput(f"ClusterConfig: field 'policy': must be one of {allowed} for {kind.label}"
                                f", got {self.policy!r}")
         for name in ("partitions", "window_shards", "distributors", "aggregators", "batch_size", "max_in_flight"):
             v = getattr(self, name)
             if isinstance(v, bool) or not isinstance(v, int) or v < 1:
                 raise InvalidInput(f"ClusterConfig: field '{name}': must be an integer >= 1, got {v!r}")
-        if ranged:
-            for name in ("distributors", "aggregators"):
-                if getattr(self, name) != 1:
-                    raise InvalidInput(f"ClusterConfig: field '{name}': range top-k runs one Paint server and "
-                                       f"no aggregator (the objects are one sequence): must be 1, got "
-                                       f"{getattr(self, name)!r}")
+        for name in kind.single_roles:
+            if getattr(self, name) != 1:
+                raise InvalidInput(f"ClusterConfig: field '{name}': {kind.single_reason}: must be 1, got "
+                                   f"{getattr(self, name)!r}")
         c = self.coalesce
         if isinstance(c, bool) or not isinstance(c, int) or c < 0:
             raise InvalidInput(f"ClusterConfig: field 'coalesce': must be an integer >= 0, got {c!r}")
@@ -371,6 +370,11 @@ class ClusterConfig:
     def partition_cap(self) -> int:
         """The most partitions that load-monitoring splits may create."""
         return self.max_partitions if self.max_partitions is not None else 2 * self.partitions
+
+    @property
+    def kind(self) -> str:
+        """The name of the kind of ``engine`` (:mod:`rankcast.runtime.registry`)."""
+        return registry.entry(self.engine).name
 
     def replace(self, **kw) -> "ClusterConfig":
         return replace(self, **kw)

@@ -17,9 +17,7 @@ import pyarrow as pa
 from rankcast.common.validation import _is_spark_df
 from rankcast.config import limits
 from rankcast.errors import InvalidInput
-from .match_tables import MATCH_KINDS
-from .range_tables import RANGE_KINDS, conform_range
-from .readers import _conform, guess_kind
+from .readers import conform_table
 from .sources import _parquet_files, _suffix, locate
 from .tables import read_table
 
@@ -92,8 +90,9 @@ def iter_batches(source, batch_rows: int, spark=None, *, kind: str | None = None
 
     ``source``: a Parquet file or folder, a CSV or JSONL file, a Spark DataFrame (through
     ``ray.data.from_spark``), a pyarrow Table or a pandas DataFrame. CSV and JSONL are typed
-    as ``kind`` tables ("subscription" or "message", guessed from the columns if None; the
-    range top-k kind's "range subscription" and "object update").
+    as ``kind`` tables (a registered table kind: "subscription", "message", "range
+    subscription", "object update", ...; subscription or message, guessed from the columns,
+    if None; nested rows such as "expression" and "event" are typed as they stream).
     ``spark`` is needed only for remote paths. A row that CSV or JSONL typing rejects is
     named with its line in the file.
     """
@@ -116,10 +115,9 @@ def iter_batches(source, batch_rows: int, spark=None, *, kind: str | None = None
                           batch_rows)
     else:
         table = read_table(source, kind or "row", spark)
-        if isinstance(source, (str, os.PathLike)) and _suffix(Path(str(source))) not in (".parquet", ".pq") \
-                and kind not in MATCH_KINDS:
-            try:   # CSV/JSONL cells are strings
-                table = conform_range(table, kind) if kind in RANGE_KINDS else _conform(table, kind or guess_kind(table))
+        if isinstance(source, (str, os.PathLike)) and _suffix(Path(str(source))) not in (".parquet", ".pq"):
+            try:   # CSV/JSONL cells are strings (nested rows are typed as they stream)
+                table = conform_table(table, kind)
             except InvalidInput as e:
                 raise locate(source, e) from None
         total = table.num_rows

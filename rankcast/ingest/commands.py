@@ -16,8 +16,8 @@ import json
 import time
 from pathlib import Path
 
-from rankcast.errors import CommandError
-from rankcast.errors import InvalidInput
+from rankcast.errors import CommandError, InvalidInput
+from rankcast.runtime import registry
 
 __all__ = ["register", "cmd_load", "cmd_replay", "cmd_evaluate", "cmd_evaluate_matching", "cmd_evaluate_range",
            "open_source",
@@ -33,9 +33,9 @@ def _cluster_args(p: argparse.ArgumentParser) -> None:
 def register(subparsers) -> None:
     """Add ``load``, ``replay`` and ``evaluate`` to an argparse subparsers object."""
     p = subparsers.add_parser("load", help="bulk-load a table into a running cluster")
-    p.add_argument("what", choices=["subscriptions", "expressions", "ranges"],
-                   help="what the table holds (expressions: a ranked-matching cluster; ranges: range "
-                        "subscriptions, a range top-k cluster)")
+    p.add_argument("what", choices=[k.load_name for k in registry.kinds()],
+                   help="what the table holds: " + "; ".join(
+                       f"{k.load_name}: {k.subscription_table.name}s, a {k.label} cluster" for k in registry.kinds()))
     p.add_argument("path", help="Parquet file or folder, CSV or JSONL file")
     p.add_argument("--batch-rows", type=int, default=100_000)
     _cluster_args(p)
@@ -100,33 +100,31 @@ def open_source(path: str, kind: str):
     """A table path of the command line, checked before any cluster is reached: a missing
     file fails here; a CSV or JSONL file is read and typed now (read whole either way), its
     bad rows named by line; a Parquet file or folder, or a remote path, is returned as it is
-    for the load to stream. ``kind``: "subscription", "message", "expression", "event" (the
-    last two are typed as they stream), or "message or event" (a replay: an event table has
-    a ``values`` column)."""
-    from .readers import _conform, _suffix, locate, read_table
+    for the load to stream. ``kind``: a registered table kind ("subscription", "message",
+    "expression", "event", "range subscription", "object update"; nested rows such as
+    expressions and events are typed as they stream), or "stream" (a replay: the kind whose
+    stream the file holds is told by its columns, :func:`rankcast.runtime.registry.publish_table_of`)."""
+    from .readers import conform_table
+    from .sources import _suffix, locate
+    from .tables import read_table
 
     s = str(path)
     if "://" in s and not s.startswith("file://"):
         return s
     p = Path(s.removeprefix("file://"))
     if not p.exists():
-        raise InvalidInput(f"{kind.split()[0]} table: no such file or folder: {s}")
+        raise InvalidInput(f"{kind.split()[0] if kind != 'stream' else 'message'} table: no such file or folder: {s}")
     if p.is_dir() or _suffix(p) in (".parquet", ".pq"):
         return s
-    if kind in ("expression", "event"):
+    spec = registry.table_spec(kind)
+    if spec is not None and spec.nested:
         return s            # typed while it streams: a bad row is named with its line
-    from .range_tables import RANGE_KINDS, conform_range, is_object_update_table
     try:
-        if kind == "message or event":
+        if kind == "stream":
             table = read_table(s, "message")
-            if "values" in table.column_names:
-                return s    # an event table (ranked matching)
-            if is_object_update_table(table):
-                return conform_range(table, "object update")     # range top-k
-            return _conform(table, "message")
-        if kind in RANGE_KINDS:
-            return conform_range(read_table(s, kind), kind)
-        return _conform(read_table(s, kind), kind)
+            _, spec = registry.publish_table_of(table)
+            return s if spec.nested else spec.conformed(table)
+        return conform_table(read_table(s, kind), kind)
     except InvalidInput as e:
         raise locate(s, e) from None
 
@@ -163,28 +161,22 @@ def _print(summary: dict, out: Path | None = None) -> None:
         out.write_text(text + "\n")
 
 
-def _kind(cl) -> str:
-    return "matching" if cl.matching else "range" if cl.ranged else "spatial"
+def _check_kind(cl, want: str, what: str) -> None:
+    """Refuse a table for a cluster of another kind (``want``: the kind the table is for)."""
+    if cl.kind != want:
+        raise CommandError(f"cluster {cl.name!r} serves {registry.by_name(cl.kind).serves}: it takes no {what}")
 
 
-def _check_kind(cl, matching: bool | str, what: str) -> None:
-    want = matching if isinstance(matching, str) else "matching" if matching else "spatial"
-    if _kind(cl) != want:
-        has = {"matching": "ranked matching (expressions and events)",
-               "range": "range top-k (range subscriptions and object updates)",
-               "spatial": "spatial-keyword subscriptions"}[_kind(cl)]
-        raise CommandError(f"cluster {cl.name!r} serves {has}: it takes no {what}")
-
-
-_LOAD_KINDS = {"expressions": ("expression", "matching"), "ranges": ("range subscription", "range"),
-               "subscriptions": ("subscription", "spatial")}
+def _load_kind(what: str):
+    """The kind whose subscriptions ``rankcast load <what>`` loads."""
+    return next(k for k in registry.kinds() if k.load_name == what)
 
 
 def cmd_load(args) -> int:
-    kind, serves = _LOAD_KINDS[args.what]
-    source = open_source(args.path, kind)  # fails before the cluster
+    kind = _load_kind(args.what)
+    source = open_source(args.path, kind.subscription_table.name)  # fails before the cluster
     cl = _attach(args)
-    _check_kind(cl, serves, args.what)
+    _check_kind(cl, kind.name, args.what)
     t0 = time.perf_counter()
     n = load_file(cl, args.path, source, args.batch_rows)
     dt = time.perf_counter() - t0
@@ -193,14 +185,13 @@ def cmd_load(args) -> int:
 
 
 def cmd_replay(args) -> int:
-    source = open_source(args.path, "message or event")    # a bad file fails before the cluster is reached
+    source = open_source(args.path, "stream")    # a bad file fails before the cluster is reached
     cl = _attach(args)
     import pyarrow as pa
 
-    from .range_tables import is_object_update_table
-    if isinstance(source, pa.Table):     # a CSV or JSONL file typed here: messages or object updates
-        _check_kind(cl, "range" if is_object_update_table(source) else "spatial",
-                    "object updates" if is_object_update_table(source) else "messages")
+    if isinstance(source, pa.Table):     # a CSV or JSONL file typed here: whose stream it is
+        kind, spec = registry.publish_table_of(source)
+        _check_kind(cl, kind.name, f"{spec.name}s")
     res = replay_file(cl, args.path, source, args.rate, args.batch_rows)
     secs = res.get("seconds") or 0.0
     res["throughput"] = round(res["messages"] / secs, 1) if secs else None
@@ -261,7 +252,7 @@ def cmd_evaluate_matching(args) -> int:
     t0 = time.perf_counter()
     if args.live:
         target = _attach(args)
-        _check_kind(target, True, "expressions")
+        _check_kind(target, "matching", "expressions")
         mcfg = target.config().engine
         k = args.k
     else:

@@ -22,7 +22,7 @@ import pyarrow as pa
 from rankcast.errors import InvalidInput
 
 __all__ = ["EXPRESSION_SCHEMA", "EVENT_SCHEMA", "PREDICATE_TYPE", "expressions_table", "events_table",
-           "read_match_jsonl", "MATCH_KINDS"]
+           "read_match_jsonl", "is_event_table", "MATCH_KINDS"]
 
 MATCH_KINDS = ("expression", "event")
 PREDICATE_TYPE = pa.struct([("attr", pa.string()), ("op", pa.string()), ("value", pa.string()),
@@ -48,6 +48,11 @@ def events_table(events) -> pa.Table:
     rows = [{"id": e.id, "values": json.dumps(dict(e.values)),
              "weights": None if e.weights is None else json.dumps(dict(e.weights))} for e in events]
     return pa.Table.from_pylist(rows, schema=EVENT_SCHEMA)
+
+
+def is_event_table(table: pa.Table) -> bool:
+    """An event table (a ``values`` column): what a replay of a ranked-matching stream reads."""
+    return "values" in table.column_names
 
 
 def read_match_jsonl(path: Path, kind: str) -> pa.Table:

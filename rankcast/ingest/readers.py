@@ -35,17 +35,34 @@ from rankcast.common.validation import _check_unique, _is_spark_df, shift_positi
 from rankcast.config import limits
 from rankcast.errors import InvalidInput
 from rankcast.kinds.spatial.text import Vocabulary
-from .match_tables import MATCH_KINDS
+from rankcast.runtime.registry import table_spec
 from .sources import _spark_read, _suffix, locate
 from .tables import _INT32_MAX, _INT64_MAX, MESSAGE_COLUMNS, SUBSCRIPTION_COLUMNS, TERMS_TYPE, _Checker, read_table
 
 __all__ = ["read_subscriptions", "read_messages", "read_table", "to_spark", "guess_kind", "locate",
-           "TERMS_TYPE", "SUBSCRIPTION_COLUMNS", "MESSAGE_COLUMNS"]
+           "conform_table", "conform_spatial", "TERMS_TYPE", "SUBSCRIPTION_COLUMNS", "MESSAGE_COLUMNS"]
 
 _UNBOUNDED = (-math.inf, -math.inf, math.inf, math.inf)
 
 
 # ----------------------------------------------------------------------------- column checks
+
+def conform_table(table: pa.Table, kind: str | None) -> pa.Table:
+    """``table`` (a CSV's or JSONL's cells) typed as a table of the registered table kind
+    ``kind`` ("subscription", "event", "object update", ...; None or "row": a subscription or
+    message table, guessed from the columns), without the value checks. Nested rows (ranked
+    matching's) are typed as they stream: returned as they are."""
+    if kind is None or kind == "row":
+        kind = guess_kind(table)
+    spec = table_spec(kind)
+    return _conform(table, kind) if spec is None else spec.conformed(table)
+
+
+def conform_spatial(table: pa.Table, kind: str) -> pa.Table:
+    """A subscription or message table of the spatial-keyword kind, typed (see the module
+    docstring, layer 1)."""
+    return _conform(table, kind)
+
 
 def _conform(table: pa.Table, kind: str) -> pa.Table:
     names = set(table.column_names)
@@ -143,9 +160,7 @@ def to_spark(source, spark, kind: str = "row"):
         if not local or Path(s).is_dir() or _suffix(Path(s)) in (".parquet", ".pq"):
             return _spark_read(spark, s)
     table = read_table(source, kind, spark)
-    if isinstance(source, (str, os.PathLike)) and kind not in MATCH_KINDS:
-        from .range_tables import RANGE_KINDS, conform_range
-        table = conform_range(table, kind) if kind in RANGE_KINDS else \
-            _conform(table, kind if kind != "row" else guess_kind(table))
+    if isinstance(source, (str, os.PathLike)):
+        table = conform_table(table, kind)
     return spark.createDataFrame(table.to_pandas(maps_as_pydicts="strict"),
                                  schema=from_arrow_schema(table.schema))

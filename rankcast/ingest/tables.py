@@ -15,7 +15,7 @@ import pyarrow.compute as pc
 
 from rankcast.common.validation import _is_spark_df, item_error
 from rankcast.errors import InvalidInput
-from .match_tables import MATCH_KINDS, read_match_jsonl
+from rankcast.runtime.registry import load, table_spec
 from .sources import _read_csv, _spark_read, _spark_to_arrow, _suffix, json_lines
 
 __all__ = ["read_table", "TERMS_TYPE", "SUBSCRIPTION_COLUMNS", "MESSAGE_COLUMNS", "RANGE_SUBSCRIPTION_COLUMNS",
@@ -54,11 +54,11 @@ def read_table(source, kind: str, spark=None) -> pa.Table:
         if not path.exists():
             raise InvalidInput(f"{kind} table: no such file or folder: {s}")
         suf = _suffix(path)
-        names = {"subscription": SUBSCRIPTION_COLUMNS, "range subscription": RANGE_SUBSCRIPTION_COLUMNS,
-                 "object update": OBJECT_UPDATE_COLUMNS}.get(kind, MESSAGE_COLUMNS)
-        if kind in MATCH_KINDS and suf not in (".parquet", ".pq") and not path.is_dir():
-            if suf in (".jsonl", ".ndjson", ".json"):
-                return read_match_jsonl(path, kind)
+        spec = table_spec(kind)     # the registered table kind of that name (None: "row", ...)
+        names = load(spec.columns) if spec is not None and spec.columns is not None else MESSAGE_COLUMNS
+        if spec is not None and spec.nested and suf not in (".parquet", ".pq") and not path.is_dir():
+            if suf in (".jsonl", ".ndjson", ".json") and spec.jsonl is not None:
+                return load(spec.jsonl)(path, kind)
             raise InvalidInput(f"{kind} table {s!r}: {kind}s are nested rows: use Parquet or JSONL")
         if path.is_dir() or suf in (".parquet", ".pq"):
             import pyarrow.parquet as pq

@@ -145,10 +145,13 @@ def _writable_method(fn):
 def writable_class(cls):
     """``cls`` whose ``__init__`` and public methods take their arguments through
     :func:`writable` and end with :func:`trim_heap`: the class Ray runs as an actor (same
-    name, same behaviour)."""
+    name, same behaviour). The methods a class lists in ``LOCAL_METHODS`` (a coordinator's
+    Kind interface: :mod:`rankcast.runtime.kind`) are called by its own code only, and stay
+    as they are."""
     ns = {"__module__": cls.__module__, "__qualname__": cls.__qualname__, "__doc__": cls.__doc__}
+    local = getattr(cls, "LOCAL_METHODS", frozenset())
     for name in dir(cls):
-        if name.startswith("_") and name != "__init__":
+        if (name.startswith("_") and name != "__init__") or name in local:
             continue
         fn = inspect.getattr_static(cls, name)
         if inspect.isfunction(fn):

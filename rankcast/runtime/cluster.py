@@ -26,14 +26,14 @@ from typing import Any, Iterable, Iterator
 import numpy as np
 import pyarrow as pa
 
-from rankcast.config import ClusterConfig, MatchConfig, RangeConfig, local_ray_options
-from rankcast.common.updates import check_updates_form, updates_from_arrays, updates_table
-from rankcast.kinds.matching.matcher import matches_from_arrays
+from rankcast.config import ClusterConfig, local_ray_options
+from rankcast.common.updates import check_updates_form, updates_table
 from rankcast.common.validation import shift_position
 from rankcast.errors import InvalidInput, UnknownSubscription
 from rankcast.model import Delivery
+from . import registry
 from .coordinator import RemoteUpdates, check_resumable, concat_updates
-from .registry import coordinator_class
+from .registry import KindEntry, coordinator_class
 from .recovery import StateStore, is_role_death
 from .backends import INLINE_ENV, LocalHandle, writable_class
 
@@ -221,33 +221,35 @@ class Cluster:
         self._change("unsubscribe", ids)
 
     @property
-    def matching(self) -> bool:
-        """Whether this cluster serves ranked matching (``rc.Event`` in, ``rc.Match`` out)."""
+    def kind(self) -> str:
+        """The name of the kind this cluster serves (``"spatial"``, ``"matching"``, ``"range"``:
+        :mod:`rankcast.runtime.registry`)."""
+        return self._kind.name
+
+    @property
+    def _kind(self) -> KindEntry:
         if self._ccfg is None:
             self._ccfg = self._call("config")
-        return isinstance(self._ccfg.engine, MatchConfig)
+        return registry.entry(self._ccfg.engine)
+
+    @property
+    def matching(self) -> bool:
+        """Whether this cluster serves ranked matching. An alias of ``kind == "matching"``,
+        kept for one release."""
+        return self.kind == "matching"
 
     @property
     def ranged(self) -> bool:
-        """Whether this cluster serves range top-k (``rc.RangeSubscription`` and
-        ``rc.ObjectUpdate`` in, ``rc.Update`` of (object_id, y) out)."""
-        if self._ccfg is None:
-            self._ccfg = self._call("config")
-        return isinstance(self._ccfg.engine, RangeConfig)
+        """Whether this cluster serves range top-k. An alias of ``kind == "range"``, kept for
+        one release."""
+        return self.kind == "range"
 
     def _objects(self, arrays, form: str = "objects"):
-        """Update objects (or Match objects, for ranked matching) from result arrays; or
-        their Arrow table (``form="arrow"``), or None (``"none"``)."""
+        """Result objects (the kind's: ``rc.Update``, or ``rc.Match`` for ranked matching) from
+        update arrays; or their Arrow table (``form="arrow"``), or None (``"none"``)."""
         if form == "none":
             return None
-        if form == "arrow":
-            if self.matching:
-                return updates_table(*arrays, key="event_id", item="expression_id", by_key=False)
-            return updates_table(*arrays, item="object_id") if self.ranged else updates_table(*arrays)
-        if self.matching:
-            ev, off, ids, sc = arrays
-            return matches_from_arrays(ev, [(ids[off[i]:off[i + 1]], sc[off[i]:off[i + 1]]) for i in range(len(ev))])
-        return updates_from_arrays(*arrays)
+        return self._kind.arrow(arrays) if form == "arrow" else self._kind.objects(arrays)
 
     def publish(self, msgs, wait: bool = True, k: int | None = None, updates: str = "objects"):
         """wait=True: the updates of this call once applied (whoever else publishes); for
@@ -259,8 +261,9 @@ class Cluster:
         changes are delivered to listeners within ``delivery_interval`` seconds, and
         :meth:`flush` waits and returns those of this client's pipelined calls."""
         form = check_updates_form(updates)
-        if k is not None and not self.matching:
-            raise InvalidInput("publish: field 'k': only ranked matching takes k per call")
+        if k is not None and "k" not in self._kind.publish_options:
+            takes = " and ".join(e.label for e in registry.kinds() if "k" in e.publish_options) or "no kind"
+            raise InvalidInput(f"publish: field 'k': only {takes} takes k per call")
         out = self._change("publish", msgs, bool(wait)) if k is None else \
             self._change_kw("publish", msgs, bool(wait), k=k)
         return self._objects(out, form) if wait else None
@@ -370,9 +373,9 @@ class Cluster:
         self._calls += 1
         token = self._calls
         try:
-            enc = None if self._inproc or self.matching or self.ranged else self._call("encoder_copy")
-            kind = "expression" if self.matching else "range subscription" if self.ranged else "subscription"
-            for i, table in enumerate(iter_batches(source, batch_rows, spark=spark, kind=kind,
+            kind = self._kind
+            enc = self._call("encoder_copy") if kind.pre_encode and not self._inproc else None
+            for i, table in enumerate(iter_batches(source, batch_rows, spark=spark, kind=kind.subscription_table.name,
                                                    progress=progress, desc="load: validate")):
                 refs.append(self._method("stage_batch").remote(_pre_encoded(enc, table) if i % 2 else table))
                 if len(refs) > 2:
@@ -416,10 +419,10 @@ class Cluster:
         base = None
         with tqdm(unit="msg", desc="replay: applied", disable=not progress, leave=False,
                   dynamic_ncols=True) as bar:
-            kind = "event" if self.matching else "object update" if self.ranged else "message"
-            for table in iter_batches(source, batch_rows, spark=spark, kind=kind, progress=progress,
-                                      desc="replay: read"):
-                for a, b in _calls_of(table, self.ranged):
+            kind = self._kind
+            for table in iter_batches(source, batch_rows, spark=spark, kind=kind.publish_table.name,
+                                      progress=progress, desc="replay: read"):
+                for a, b in _calls_of(table, kind.distinct_publish_ids):
                     part = table.slice(a, b - a) if (a, b) != (0, table.num_rows) else table
                     try:
                         published, applied = self._change("publish", part, False)
@@ -438,11 +441,11 @@ class Cluster:
         return {"messages": n, "seconds": time.perf_counter() - t0, "updates": updates}
 
 
-def _calls_of(table, ranged: bool) -> list[tuple[int, int]]:
+def _calls_of(table, distinct_ids: bool) -> list[tuple[int, int]]:
     """The row ranges of ``table`` that a replay publishes as one call each: the whole table,
-    or for a range top-k stream (an id may come back; a call takes distinct ids) its runs of
-    distinct ids."""
-    if not ranged or "id" not in table.column_names:
+    or for a kind whose publish call takes each id once (range top-k: an id may come back in
+    its stream) its runs of distinct ids."""
+    if not distinct_ids or "id" not in table.column_names:
         return [(0, table.num_rows)]
     from rankcast.ingest.range_tables import distinct_runs
     ids = table.column("id")

@@ -5,8 +5,8 @@ detached actor a client attaches to).
 write-ahead log, takes checkpoints and recovers from them, remembers each client's last
 result for its retries, loads bulk inputs in two phases and keeps the deliveries that
 ``listen`` and ``flush`` serve. A kind's coordinator derives from it and implements the
-hooks listed in its docstring; the registry (:mod:`rankcast.runtime.registry`) maps each
-kind's config class to that coordinator.
+interface of :mod:`rankcast.runtime.kind`; the registry (:mod:`rankcast.runtime.registry`)
+maps each kind's config class to that coordinator.
 """
 from __future__ import annotations
 
@@ -19,19 +19,17 @@ from numbers import Integral
 import numpy as np
 
 from rankcast.common.arrays import concat_offsets, runs
-from rankcast.kinds.spatial.columns import SubscriptionBatch
-from rankcast.common.validation import item_error, shift_position
+from rankcast.common.validation import check_ids_arg, check_not_live, item_error, shift_position
 from rankcast.config import ClusterConfig
-from rankcast.common.validation import check_ids_arg, check_not_live
 from rankcast.errors import InvalidInput, UnknownSubscription
+from .kind import NO_UPDATES, KindCoordinator, UpdateArrays
 from .metrics import RoleMetrics
 from .recovery import STATE_FORMAT, StateStore, Writer, is_role_death, shared_config, write_snapshots
 from .backends import InprocRuntime, RayRuntime, Runtime
 
-__all__ = ["CoordinatorBase", "check_resumable", "UpdateParts",
-           "RemoteUpdates", "update_arrays"]
+__all__ = ["CoordinatorBase", "check_resumable", "UpdateParts", "RemoteUpdates", "update_arrays",
+           "concat_updates", "latest_lists", "select_rows", "guarded", "NO_UPDATES"]
 
-_NO_UPDATES = (np.zeros(0, np.int64), np.zeros(1, np.int64), np.zeros(0, np.int64), np.zeros(0))
 _NOT_DONE = object()
 
 
@@ -88,7 +86,7 @@ def for_client(out):
     return RemoteUpdates(out.refs) if isinstance(out, UpdateParts) else out
 
 
-def _select(arrays: tuple, keep: np.ndarray) -> tuple:
+def select_rows(arrays: UpdateArrays, keep: np.ndarray) -> UpdateArrays:
     """The rows ``keep`` (a mask) of update arrays (sub_ids, offsets, msg_ids, scores)."""
     ids, off, mids, scs = arrays
     rows = np.flatnonzero(keep)
@@ -125,17 +123,17 @@ def check_resumable(store: StateStore, given: ClusterConfig) -> None:
 
 
 
-def concat_updates(outs: list[tuple]) -> tuple:
+def concat_updates(outs: list[UpdateArrays]) -> UpdateArrays:
     """Update arrays (ids, offsets, item ids, scores) of several parts, laid end to end."""
     if not outs:
-        return _NO_UPDATES
+        return NO_UPDATES
     if len(outs) == 1:
         return outs[0]
     return (np.concatenate([o[0] for o in outs]), concat_offsets([o[1] for o in outs]),
             np.concatenate([o[2] for o in outs]), np.concatenate([o[3] for o in outs]))
 
 
-def _latest(outs: list[tuple]) -> tuple:
+def latest_lists(outs: list[UpdateArrays]) -> UpdateArrays:
     """Concatenate update arrays keeping, per subscription, the list of the last part (in
     the order of those last occurrences)."""
     ids = np.concatenate([o[0] for o in outs])
@@ -163,7 +161,7 @@ MAX_RECOVERIES = 3      # deaths in a row one call survives before it gives up
 MAX_CLIENTS = 10_000    # clients whose last call's result is kept for their retries
 
 
-def _guarded(fn):
+def guarded(fn):
     """A client call that survives the death of a role: on a death the coordinator recovers
     (every role from the checkpoint, then the log replayed) and the call completes. A call
     that reached the log was replayed with it: its result is the replay's. Other calls run
@@ -210,16 +208,14 @@ _COORD_STATE = ("policy", "last_seq", "dispatched_pos", "step", "published", "li
                 "_deliv_chunks", "_deliv_saved_upto")
 
 
-class CoordinatorBase:
+class CoordinatorBase(KindCoordinator):
     """What every kind's coordinator shares (the ARCHITECTURE's "written once"): sequencing
     of steps with backpressure, the write-ahead log, checkpoints and recovery, client
     tokens, bulk loading in two phases, deliveries to listeners and ``flush``.
 
-    A kind implements the hooks: ``_init_kind`` (its encoder, policy and stream state),
-    ``_build_roles`` / ``_role_groups`` / ``_snapshot_groups`` (its roles), ``_reset_transient``,
-    the ``_apply_*`` of its calls, ``_place`` / ``_dispatch`` / ``_harvest`` / ``_quiesce`` /
-    ``_emit`` / ``_baseline`` (its steps and results), and the encoding hooks of bulk loads
-    (``_encode_subscriptions``, ``_commit``, ``_mark``, ``_rollback``)."""
+    A kind's coordinator derives from it and implements the abstract methods of
+    :class:`~rankcast.runtime.kind.KindCoordinator` (its roles, encoding, placement, steps
+    and emit); a class that leaves one out cannot be instantiated."""
 
     KIND_STATE: tuple[str, ...] = ()
     ITEM = "subscription"          # what a subscription is called in errors
@@ -273,7 +269,7 @@ class CoordinatorBase:
         self._journal_breaks = 0        # ... when the committed checkpoint was taken
         self._replaying = False         # a full recovery or a restart is replaying the log
         self._hold = None               # _hold_point() of the committed checkpoint
-        self._init_kind(sample)
+        self.init_kind(sample)
         self._depth = 0
         self._current = None                      # log index of the running call's record
         self.recoveries: deque[dict] = deque(maxlen=50)
@@ -294,29 +290,12 @@ class CoordinatorBase:
         if self.store is not None and self.store.exists("MANIFEST"):
             self._resume_from_store()           # a restart: this process or the whole cluster
         else:
-            self._build_roles(None)
+            self.build_roles(None)
             if self.store is not None:
                 self._checkpoint(wait=True)
         self._fill_standby()
 
-    # ------------------------------------------------------------------ kind hooks
-    def _init_kind(self, sample) -> None:
-        raise NotImplementedError
-
-    def _build_roles(self, ckpt: str | None, reuse: list | None = None) -> None:
-        raise NotImplementedError
-
-    def _role_groups(self) -> list[tuple[str, list]]:
-        """(role name, handles) of every role."""
-        raise NotImplementedError
-
-    def _snapshot_groups(self) -> list[tuple[str, list]]:
-        """(role name, handles) of the roles that snapshot their state."""
-        raise NotImplementedError
-
-    def _reset_transient(self) -> None:
-        """Forget what a step in flight or a call in progress left (before a checkpoint loads)."""
-
+    # ------------------------------------------------------------------ optional refinements of a kind
     def _snapshot_behind(self) -> bool:
         """Whether the roles' snapshots may be queued behind the steps in flight (each role
         takes it after them, in order) instead of after a quiesce: the kind cuts that way
@@ -342,7 +321,7 @@ class CoordinatorBase:
                     raise
 
     def _roles(self) -> list:
-        return [h for _, hs in self._role_groups() for h in hs]
+        return [h for _, hs in self.role_groups() for h in hs]
 
     def _add_ops(self, p: int, ops) -> None:
         """Control operations for partition ``p`` in the next step."""
@@ -350,7 +329,7 @@ class CoordinatorBase:
 
     def _filter_delivery(self, arrays: tuple, ids: np.ndarray) -> tuple:
         """A delivery's update arrays restricted to the subscriptions ``ids`` (``listen``)."""
-        return _select(arrays, np.isin(arrays[0], ids))
+        return select_rows(arrays, np.isin(arrays[0], ids))
 
     def _role_maker(self, ckpt: str | None, reuse: list | None):
         """``make(role, cls, i, *args, snapshot=True)`` that builds role ``i`` (resumed from
@@ -437,7 +416,7 @@ class CoordinatorBase:
     def _live_roles(self) -> list[tuple[str, object]]:
         """(role, handle) of the roles whose process still answers; the others are killed
         for good (a role that hangs is as good as dead)."""
-        roles = [(r, h) for r, hs in self._role_groups() for h in hs]
+        roles = [(r, h) for r, hs in self.role_groups() for h in hs]
         if self.rt.inproc:
             return roles
         refs = [h.pid.remote() for _, h in roles]
@@ -455,14 +434,14 @@ class CoordinatorBase:
         self._kill([h for _, h in dead])
         return out
 
-    @_guarded
+    @guarded
     def warm(self) -> dict[str, list[int]]:
         """Every role loads what it runs (its compiled kernels, from numba's cache) now, so
         that the first steps of a stream do not wait for it, and the standby processes
         finish starting and loading theirs (about 1.5 s of CPU each, which would otherwise
         land in the first seconds of a stream). Returns the pids by role."""
         out = {"coordinator": [os.getpid()]}
-        for role, hs in self._role_groups():
+        for role, hs in self.role_groups():
             out[role] = self.rt.get([h.warm.remote() for h in hs])
         pending = [ref for role, ref in self._standby_warm.items() if role in self._standby]
         if pending:         # a standby that failed is reported by stats (_standby_state)
@@ -472,7 +451,7 @@ class CoordinatorBase:
     def pids(self) -> dict[str, list[int]]:
         """Process ids by role (fault-injection tests kill them)."""
         out = {"coordinator": [os.getpid()]}
-        for role, hs in self._role_groups():
+        for role, hs in self.role_groups():
             out[role] = self.rt.get([h.pid.remote() for h in hs])
         return out
 
@@ -539,15 +518,15 @@ class CoordinatorBase:
             if cut:
                 self._cut_group(wait=False)
             if self.pending_ops:
-                self._dispatch()
+                self.dispatch()
         else:
             if cut:
                 self._cut_group()
-            self._quiesce()
+            self.quiesce()
             self._drain_cuts(block=True)
         e = self._log_epoch + 1
         d = f"ckpt-{e}"
-        handles = [(h, f"{d}/{role}-{i}") for role, hs in self._snapshot_groups() for i, h in enumerate(hs)]
+        handles = [(h, f"{d}/{role}-{i}") for role, hs in self.snapshot_groups() for i, h in enumerate(hs)]
         snaps = [h.snapshot.remote(self.store, rel) for h, rel in handles]
         if not behind:
             self._get_healing(lambda: snaps)
@@ -734,13 +713,13 @@ class CoordinatorBase:
         self.inflight.clear()
         self._cuts.clear()                    # their records are in the log: the replay cuts again
         self.pending_ops = {}
-        self._reset_transient()
+        self.reset_transient()
         if self._staged is not None:          # staged parts are not in the log: that load fails
             self._staged, self._stage_lost = None, True
         self.epoch = e
         self._pending = None                  # a checkpoint not committed is abandoned
         self._journal, self._journal_breaks, self._hold = [], self._breaks, self._hold_point()
-        self._build_roles(f"ckpt-{e}", reuse)
+        self.build_roles(f"ckpt-{e}", reuse)
         records, x = [], e
         while self.store.exists(f"log-{x}"):
             records += self.store.read_log(f"log-{x}")
@@ -819,11 +798,11 @@ class CoordinatorBase:
         if kind != "publish" or rec[3]:
             self._release_held()
         if kind == "publish":
-            out = self._apply_publish(*rec[1:5])
+            out = self.apply_publish(*rec[1:5])
         elif kind == "subscribe":
             out = self._apply_subscribe(*rec[1:3])
         elif kind == "unsubscribe":
-            out = self._apply_unsubscribe(rec[1])
+            out = self.apply_unsubscribe(rec[1])
         elif kind == "flush":
             out = self._apply_flush(rec[1])
         elif kind == "cut":
@@ -857,27 +836,27 @@ class CoordinatorBase:
         return self.ccfg
 
     # ------------------------------------------------------------------ subscriptions
-    @_guarded
+    @guarded
     def subscribe(self, subs, client=None, token=None) -> None:
         if (done := self._retried(client, token)) is not _NOT_DONE:
             return done
         with self.metrics.busy():
-            batch, pending = self._encode_subscriptions(subs)
+            batch, pending = self.encode_subscriptions(subs)
             check_not_live(batch.ids, self.live, 0, self.ITEM)
             self._log_apply(("subscribe", batch, pending, client, token))
 
     def _apply_subscribe(self, batch, pending) -> None:
-        self._commit(pending)
+        self.commit_encoding(pending)
         if len(batch) == 0:
             return
         self._cut_group()
-        self._place(batch)
-        self._dispatch()
-        self._quiesce()
-        self._baseline(batch.ids)
+        self.place(batch)
+        self.dispatch()
+        self.quiesce()
+        self.baseline(batch.ids)
         self.counters["calls"] += 1
 
-    @_guarded
+    @guarded
     def unsubscribe(self, ids, client=None, token=None) -> None:
         if (done := self._retried(client, token)) is not _NOT_DONE:
             return done
@@ -898,11 +877,11 @@ class CoordinatorBase:
         with self.metrics.busy():
             if self._staged is None:
                 self._staged, self._staged_ids, self._staged_terms = [], set(), []
-                self._stage_mark = self._mark()
+                self._stage_mark = self.mark_encoding()
             offset = sum(len(b) for b in self._staged)
             try:
                 try:
-                    batch, pending = self._encode_subscriptions(subs)
+                    batch, pending = self.encode_subscriptions(subs)
                 except InvalidInput as e:
                     raise shift_position(e, offset) from None
                 check_not_live(batch.ids, self.live, offset, self.ITEM)
@@ -912,7 +891,7 @@ class CoordinatorBase:
             except Exception:
                 self.abort_load()
                 raise
-            self._commit(pending)   # later parts must see the ids of new terms
+            self.commit_encoding(pending)   # later parts must see the ids of new terms
             self._staged_terms.append(pending)
             self._staged_ids.update(batch.ids.tolist())
             self._staged.append(batch)
@@ -921,7 +900,7 @@ class CoordinatorBase:
     def abort_load(self) -> None:
         """Drop what ``stage_batch`` staged, and the terms it met."""
         if self._staged is not None:
-            self._rollback(self._stage_mark)
+            self.rollback_encoding(self._stage_mark)
         self._staged = None
 
     def commit_load(self, client=None, token=None):
@@ -956,9 +935,9 @@ class CoordinatorBase:
         self._maybe_checkpoint()
         yield total, total
 
-    def _apply_load(self, staged: list[SubscriptionBatch], terms: list):
+    def _apply_load(self, staged: list, terms: list):
         for pending in terms:
-            self._commit(pending)
+            self.commit_encoding(pending)
         total = sum(len(b) for b in staged)
         rows_of_step: dict[int, int] = {}
         placed = 0
@@ -970,21 +949,21 @@ class CoordinatorBase:
         for batch in staged:
             if not len(batch):
                 continue
-            self._place(batch)
-            self._dispatch()
+            self.place(batch)
+            self.dispatch()
             rows_of_step[self.step] = len(batch)
             placed += len(batch)
-            yield done(), total         # _dispatch waits for old steps beyond max_in_flight
+            yield done(), total         # dispatch waits for old steps beyond max_in_flight
         while self.inflight:
-            self._harvest(self.inflight.popleft())
+            self.harvest(self.inflight.popleft())
             yield done(), total
-        self._quiesce()
+        self.quiesce()
         if staged:
-            self._baseline(np.concatenate([b.ids for b in staged]))
+            self.baseline(np.concatenate([b.ids for b in staged]))
         yield total, total
 
     # ------------------------------------------------------------------ publish
-    @_guarded
+    @guarded
     def publish(self, items, wait: bool = True, client=None, token=None, **kw):
         """wait=True: the update arrays of this call (its delivery). wait=False: (items
         published, items applied) so far, once the call's steps are dispatched (or, behind
@@ -995,7 +974,7 @@ class CoordinatorBase:
             return for_client(done)
         t0 = time.perf_counter()
         with self.metrics.busy():
-            batch, extra = self._encode_publish(items, **kw)
+            batch, extra = self.encode_publish(items, **kw)
         out = self._log_apply(("publish", batch, extra, bool(wait), client, token))
         if not wait:
             self._cut_if_due()
@@ -1003,10 +982,6 @@ class CoordinatorBase:
         self._after_publish()
         self.counters["publish_seconds"] += time.perf_counter() - t0
         return for_client(out)
-
-    def _encode_publish(self, items, **kw):
-        """(batch, what its log record carries besides it) of a publish call, validated."""
-        raise NotImplementedError
 
     def _after_publish(self) -> None:
         """What the kind does at the end of every publish call (load monitoring)."""
@@ -1030,7 +1005,7 @@ class CoordinatorBase:
         return self._cut()
 
     # ------------------------------------------------------------------ delivery
-    @_guarded
+    @guarded
     def flush(self, client=None, token=None) -> tuple:
         """Wait for the pipelined calls, deliver them, and return the updates of the
         deliveries that hold this client's pipelined calls since its last flush (per
@@ -1048,8 +1023,8 @@ class CoordinatorBase:
             want = set(self._flush_pos.pop(client, ()))
             outs = [arr for pos, arr in self.deliveries if pos in want]
         if not outs:
-            return _NO_UPDATES
-        return outs[0] if len(outs) == 1 else _latest([update_arrays(o) for o in outs])
+            return NO_UPDATES
+        return outs[0] if len(outs) == 1 else latest_lists([update_arrays(o) for o in outs])
 
     def _cut(self) -> tuple:
         """Finish every step and deliver what changed since the previous cut, at the
@@ -1062,9 +1037,9 @@ class CoordinatorBase:
         if self._nothing_to_dispatch():
             self._drain_cuts(block=True)    # the cuts started before come first
             handle = self._emit_start()
-        self._quiesce()
+        self.quiesce()
         self._drain_cuts(block=True)
-        out = self._emit() if handle is None else self._emit_finish(handle, block=True)
+        out = self.emit() if handle is None else self._emit_finish(handle, block=True)
         if n_updates(out):
             self._deliver(self.last_seq + 1, out)
         return out
@@ -1135,7 +1110,7 @@ class CoordinatorBase:
 
     def _deliver(self, pos: int, arrays) -> None:
         if self.deliveries and self.deliveries[-1][0] == pos:      # same position: one delivery
-            arrays = _latest([update_arrays(self.deliveries.pop()[1]), update_arrays(arrays)])
+            arrays = latest_lists([update_arrays(self.deliveries.pop()[1]), update_arrays(arrays)])
         self.deliveries.append((pos, arrays))
         self.metrics.inc("updates", n_updates(arrays))
         while self.deliveries and self.deliveries[0][0] <= pos - self.ccfg.retention:
@@ -1146,7 +1121,7 @@ class CoordinatorBase:
         position of the call that caused them)."""
         return self.last_seq + 1
 
-    @_guarded
+    @guarded
     def deliveries_from(self, from_position: int, ids=None, limit: int = 256):
         """Deliveries at positions >= ``from_position`` (at most ``limit``), restricted to the
         subscriptions ``ids`` (None: all) and skipping those left empty; returns (list of

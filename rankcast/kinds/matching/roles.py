@@ -29,7 +29,7 @@ import numpy as np
 from rankcast.config import MATCH_POLICIES, MatchConfig
 from rankcast.errors import InvalidInput
 from .predicates import AttributeTable, EventBatch, ExpressionBatch, encode_events, encode_expressions
-from rankcast.runtime.coordinator import _NO_UPDATES, CoordinatorBase, _guarded, _select, concat_updates
+from rankcast.runtime.coordinator import NO_UPDATES, CoordinatorBase, guarded, select_rows, concat_updates
 from .covering.routing import MatchDistributor, covering_enabled, owner_of
 from rankcast.runtime.distributor import Distributor
 from rankcast.runtime.metrics import RoleMetrics
@@ -281,7 +281,7 @@ class MatchCoordinator(CoordinatorBase):
     KIND_STATE = ("attrs", "owner")
     ITEM = "expression"
 
-    def _init_kind(self, sample) -> None:
+    def init_kind(self, sample) -> None:
         ccfg = self.ccfg
         self.attrs = AttributeTable()
         self.policy = MatchPolicy(ccfg.policy, ccfg.partitions, ccfg.options)
@@ -296,10 +296,10 @@ class MatchCoordinator(CoordinatorBase):
         self._results: list[tuple] = []         # merged per-event arrays of harvested steps
         self._k: dict[int, int] = {}            # step -> k of its events
 
-    def _role_groups(self):
+    def role_groups(self):
         return [("distributor", self.dists), ("partition", self.parts), ("aggregator", self.aggs)]
 
-    def _snapshot_groups(self):
+    def snapshot_groups(self):
         if self.covering:
             return [("partition", self.parts), ("distributor", self.dists)]
         return [("partition", self.parts)]
@@ -309,10 +309,10 @@ class MatchCoordinator(CoordinatorBase):
         self._client_now = rec[-2] if rec[0] in ("subscribe", "load") else None
         return super()._apply(rec)
 
-    def _reset_transient(self) -> None:
+    def reset_transient(self) -> None:
         self._results, self._k, self._routing = [], {}, []
 
-    def _build_roles(self, ckpt, reuse=None) -> None:
+    def build_roles(self, ckpt, reuse=None) -> None:
         ccfg, cfg, opts = self.ccfg, self.rt.share(self.cfg), self.ccfg.options
         name, export = ccfg.name, self._export
         delay, seed = float(opts.get("delay", 0.0)), int(opts.get("seed", 0))
@@ -331,21 +331,21 @@ class MatchCoordinator(CoordinatorBase):
                                snapshot=False) for d in range(D)]
         finish()
 
-    # bulk-load encoding hooks
-    def _encode_subscriptions(self, exprs):
+    # validation and encoding (the attribute table is the dictionary)
+    def encode_subscriptions(self, exprs):
         return encode_expressions(exprs, self.attrs)
 
-    def _commit(self, pending) -> None:
+    def commit_encoding(self, pending) -> None:
         self.attrs.commit(pending)
 
-    def _mark(self):
+    def mark_encoding(self):
         return self.attrs.mark()
 
-    def _rollback(self, mark) -> None:
+    def rollback_encoding(self, mark) -> None:
         self.attrs.rollback(mark)
 
     # ------------------------------------------------------------------ calls
-    def _place(self, batch: ExpressionBatch) -> None:
+    def place(self, batch: ExpressionBatch) -> None:
         parts = self.policy.place(batch)
         self.live.update(zip(batch.ids.tolist(), parts.tolist()))
         for p in np.unique(parts).tolist():
@@ -375,10 +375,10 @@ class MatchCoordinator(CoordinatorBase):
                 if got is not None:
                     self._spread(i, ref)
 
-    def _baseline(self, ids) -> None:
+    def baseline(self, ids) -> None:
         """Expressions have no standing results: nothing to settle."""
 
-    def _apply_unsubscribe(self, arr: np.ndarray) -> None:
+    def apply_unsubscribe(self, arr: np.ndarray) -> None:
         self._cut_group()
         parts = np.fromiter((self.live.pop(i) for i in arr.tolist()), np.int64, len(arr))
         for p in np.unique(parts).tolist():
@@ -389,11 +389,11 @@ class MatchCoordinator(CoordinatorBase):
                 m = owners == o
                 self._settle_routing()
                 self._spread(o, self.dists[o].unsubscribe_exprs.remote(arr[m], parts[m]))
-        self._dispatch()
-        self._quiesce()
+        self.dispatch()
+        self.quiesce()
         self.counters["calls"] += 1
 
-    def _encode_publish(self, events, k=None):
+    def encode_publish(self, events, k=None):
         """The events, and (their new attribute types, the call's k) for the log record."""
         if k is None:
             k = self.cfg.k
@@ -402,7 +402,7 @@ class MatchCoordinator(CoordinatorBase):
         batch, pending = encode_events(events, self.attrs)
         return batch, (pending, int(k))
 
-    def _apply_publish(self, batch: EventBatch, pending_k, wait: bool, client):
+    def apply_publish(self, batch: EventBatch, pending_k, wait: bool, client):
         pending, k = pending_k
         with self.metrics.busy():
             self.attrs.commit(pending)
@@ -416,7 +416,7 @@ class MatchCoordinator(CoordinatorBase):
                 step = self.ccfg.batch_size
                 for a in range(0, n, step):
                     part = batch.take(np.arange(a, min(n, a + step))) if n > step else batch
-                    self._dispatch(part, np.arange(first + a, first + a + len(part), dtype=np.int64), k)
+                    self.dispatch(part, np.arange(first + a, first + a + len(part), dtype=np.int64), k)
             return self._publish_result(n, wait, client)
 
     def topk(self, sub_id):
@@ -427,9 +427,9 @@ class MatchCoordinator(CoordinatorBase):
         return self.topk(None)
 
     # ------------------------------------------------------------------ steps
-    def _dispatch(self, events: EventBatch | None = None, seqs=None, k: int | None = None) -> None:
+    def dispatch(self, events: EventBatch | None = None, seqs=None, k: int | None = None) -> None:
         while len(self.inflight) >= self.ccfg.max_in_flight:
-            self._harvest(self.inflight.popleft())
+            self.harvest(self.inflight.popleft())
         ops = {p: MatchOps.combine(o) for p, o in self.pending_ops.items()}
         self.pending_ops = {}
         j = self.step = self.step + 1
@@ -458,7 +458,7 @@ class MatchCoordinator(CoordinatorBase):
         self.counters["steps"] += 1
         self.metrics.set("queue_depth", len(self.inflight))
 
-    def _harvest(self, entry) -> None:
+    def harvest(self, entry) -> None:
         _, refs, merged, pos = entry
         with self.metrics.waiting():
             self.rt.get(refs)
@@ -466,16 +466,16 @@ class MatchCoordinator(CoordinatorBase):
                 self._results.append(self.rt.get(merged))
         self.applied_pos = max(self.applied_pos, pos)
 
-    def _quiesce(self) -> None:
+    def quiesce(self) -> None:
         while self.inflight:
-            self._harvest(self.inflight.popleft())
+            self.harvest(self.inflight.popleft())
         self._settle_routing()
         self.metrics.set("queue_depth", 0)
 
-    def _emit(self) -> tuple:
+    def emit(self) -> tuple:
         outs, self._results = self._results, []
         if not outs:
-            return _NO_UPDATES
+            return NO_UPDATES
         return concat_updates(outs)
 
     def _filter_delivery(self, arrays: tuple, ids: np.ndarray) -> tuple:
@@ -484,12 +484,12 @@ class MatchCoordinator(CoordinatorBase):
         hit = np.isin(eids, ids)
         keep = np.add.reduceat(hit, off[:-1]) > 0 if len(eids) else np.zeros(len(ev), bool)
         keep &= np.diff(off) > 0
-        return _select(arrays, keep)
+        return select_rows(arrays, keep)
 
     # ------------------------------------------------------------------ stats
-    @_guarded
+    @guarded
     def stats(self) -> dict:
-        self._quiesce()
+        self.quiesce()
         parts = self.rt.get([p.stats.remote() for p in self.parts])
         dists = self.rt.get([d.stats.remote() for d in self.dists])
         aggs = self.rt.get([a.stats.remote() for a in self.aggs])

@@ -45,7 +45,7 @@ from .inputs import check_update_state, encode_subscriptions, encode_updates
 from .points import PointIndex
 from .server import RangeServer
 from .subscribers import SubscriberStore
-from rankcast.runtime.coordinator import _NO_UPDATES, CoordinatorBase, _guarded, _latest, concat_updates
+from rankcast.runtime.coordinator import NO_UPDATES, CoordinatorBase, guarded, latest_lists, concat_updates
 from rankcast.runtime.metrics import RoleMetrics
 from rankcast.runtime.recovery import Recoverable
 
@@ -374,26 +374,26 @@ class RangeCoordinator(CoordinatorBase):
     KIND_STATE = ("objs",)
     ITEM = "range subscription"
 
-    def _init_kind(self, sample) -> None:
+    def init_kind(self, sample) -> None:
         self.objs = IdMap()                 # live object ids
         self.policy = RangePolicy(self.ccfg.policy, self.ccfg.partitions)
         if sample is not None:
             subs = sample[0] if isinstance(sample, tuple) else sample
             ids, lo, hi = encode_subscriptions(subs)
             self.policy.fit(lo, hi)
-        self._reset_transient()
+        self.reset_transient()
 
-    def _reset_transient(self) -> None:
+    def reset_transient(self) -> None:
         self._results: list[tuple] = []     # update arrays of each publish step harvested
         self._subs_pending: list[tuple] = []
 
-    def _role_groups(self):
+    def role_groups(self):
         return [("distributor", self.servers), ("partition", self.parts)]
 
-    def _snapshot_groups(self):
+    def snapshot_groups(self):
         return [("distributor", self.servers), ("partition", self.parts)]
 
-    def _build_roles(self, ckpt, reuse=None) -> None:
+    def build_roles(self, ckpt, reuse=None) -> None:
         ccfg, cfg, opts = self.ccfg, self.rt.share(self.cfg), self.ccfg.options
         name, export = ccfg.name, self._export
         delay, seed = float(opts.get("delay", 0.0)), int(opts.get("seed", 0))
@@ -403,39 +403,31 @@ class RangeCoordinator(CoordinatorBase):
         self.servers = [make("distributor", RangeServerRole, 0, cfg, P, 0, name, export, delay, seed)]
         finish()
 
-    # bulk-load encoding hooks: nothing is encoded against a dictionary
-    def _encode_subscriptions(self, subs):
+    # validation and encoding: nothing is encoded against a dictionary (the defaults of
+    # commit_encoding, mark_encoding and rollback_encoding)
+    def encode_subscriptions(self, subs):
         return RangeRows(*encode_subscriptions(subs)), None
 
-    def _commit(self, pending) -> None:
-        pass
-
-    def _mark(self):
-        return None
-
-    def _rollback(self, mark) -> None:
-        pass
-
     # ------------------------------------------------------------------ calls
-    def _place(self, batch: RangeRows) -> None:
+    def place(self, batch: RangeRows) -> None:
         if not self.policy.fitted:
             self.policy.fit(batch.lo, batch.hi)        # the first subscriptions fit the regions
         parts = self.policy.place(batch.ids, batch.lo, batch.hi)
         self.live.update(zip(batch.ids.tolist(), parts.tolist()))
         self._subs_pending.append(("sub", batch.ids, batch.lo, batch.hi, parts))
 
-    def _baseline(self, ids) -> None:
+    def baseline(self, ids) -> None:
         """Initial lists are not updates (as in RangeEngine.subscribe)."""
 
-    def _apply_unsubscribe(self, arr: np.ndarray) -> None:
+    def apply_unsubscribe(self, arr: np.ndarray) -> None:
         self._cut_group()
         for i in arr.tolist():
             del self.live[i]
-        self._dispatch(("unsub", np.sort(arr)))
-        self._quiesce()
+        self.dispatch(("unsub", np.sort(arr)))
+        self.quiesce()
         self.counters["calls"] += 1
 
-    def _encode_publish(self, objs):
+    def encode_publish(self, objs):
         ids, x, y = encode_updates(objs)
         out = np.empty(len(ids), np.int64)
         m = self.objs
@@ -443,7 +435,7 @@ class RangeCoordinator(CoordinatorBase):
         check_update_state(ids, x, y, out >= 0)
         return (ids, x, y), None
 
-    def _apply_publish(self, batch: tuple, _extra, wait: bool, client):
+    def apply_publish(self, batch: tuple, _extra, wait: bool, client):
         ids, x, y = batch
         with self.metrics.busy():
             gone = np.isinf(y)
@@ -457,23 +449,23 @@ class RangeCoordinator(CoordinatorBase):
             if n:
                 self.last_seq += n
                 self.published += n
-                self._dispatch(("pub", ids, x, y), pos=self.last_seq)
+                self.dispatch(("pub", ids, x, y), pos=self.last_seq)
             return self._publish_result(n, wait, client)
 
-    @_guarded
+    @guarded
     def topk(self, sub_id) -> list[tuple[int, float]]:
         arr = check_ids_arg(sub_id)
         if len(arr) != 1:
             raise InvalidInput("topk: expected one subscription id")
         return self.topk_many([int(arr[0])])[int(arr[0])]
 
-    @_guarded
+    @guarded
     def topk_many(self, sub_ids) -> dict[int, list[tuple[int, float]]]:
         ids = [int(i) for i in sub_ids]
         for i in ids:
             if isinstance(i, bool) or not isinstance(i, Integral) or i not in self.live:
                 raise UnknownSubscription(f"unknown range subscription id={i!r}")
-        self._quiesce()
+        self.quiesce()
         groups: dict[int, list[int]] = {}
         for i in ids:
             groups.setdefault(self.live[i], []).append(i)
@@ -483,7 +475,7 @@ class RangeCoordinator(CoordinatorBase):
         return {i: out[i] for i in ids}
 
     # ------------------------------------------------------------------ steps
-    def _dispatch(self, op: tuple | None = None, pos: int | None = None) -> None:
+    def dispatch(self, op: tuple | None = None, pos: int | None = None) -> None:
         """Submit one step: the server's call, then every partition's with its payload."""
         if op is None:
             if not self._subs_pending:
@@ -491,7 +483,7 @@ class RangeCoordinator(CoordinatorBase):
             subs, self._subs_pending = self._subs_pending, []
             op = subs[0] if len(subs) == 1 else ("sub", *(np.concatenate([s[c] for s in subs]) for c in range(1, 5)))
         while len(self.inflight) >= self.ccfg.max_in_flight:
-            self._harvest(self.inflight.popleft())
+            self.harvest(self.inflight.popleft())
         j = self.step = self.step + 1
         P = len(self.parts)
         payloads = self.servers[0].step_call.options(num_returns=P).remote(j, op)
@@ -504,7 +496,7 @@ class RangeCoordinator(CoordinatorBase):
         self.counters["steps"] += 1
         self.metrics.set("queue_depth", len(self.inflight))
 
-    def _harvest(self, entry) -> None:
+    def harvest(self, entry) -> None:
         _, refs, publish, pos = entry
         with self.metrics.waiting():
             outs = self.rt.get(refs)
@@ -513,21 +505,16 @@ class RangeCoordinator(CoordinatorBase):
             self._results.append(concat_updates(outs))
         self.applied_pos = max(self.applied_pos, pos)
 
-    def _quiesce(self) -> None:
-        while self.inflight:
-            self._harvest(self.inflight.popleft())
-        self.metrics.set("queue_depth", 0)
-
-    def _emit(self) -> tuple:
+    def emit(self) -> tuple:
         outs, self._results = self._results, []
         if not outs:
-            return _NO_UPDATES
-        return outs[0] if len(outs) == 1 else _latest(outs)
+            return NO_UPDATES
+        return outs[0] if len(outs) == 1 else latest_lists(outs)
 
     # ------------------------------------------------------------------ stats
-    @_guarded
+    @guarded
     def stats(self) -> dict:
-        self._quiesce()
+        self.quiesce()
         parts = self.rt.get([p.stats.remote() for p in self.parts])
         srv = self.rt.get(self.servers[0].stats.remote())
         coord = self.metrics.snapshot()

@@ -74,7 +74,7 @@ from rankcast.kinds.spatial.roles.partition import PartitionOps, SoloPartition, 
 from rankcast.kinds.spatial.roles.policies import Policy, Routing, make_policy
 from rankcast.kinds.spatial.roles.shard import WindowShard
 from rankcast.kinds.spatial.window import WindowClock
-from rankcast.runtime.coordinator import CoordinatorBase, STANDBY_WARM_SECONDS, STORE_WARM_BYTES, STORE_WARM_CHUNK, UpdateParts, _NO_UPDATES, _guarded, _latest, concat_updates
+from rankcast.runtime.coordinator import CoordinatorBase, STANDBY_WARM_SECONDS, STORE_WARM_BYTES, STORE_WARM_CHUNK, UpdateParts, NO_UPDATES, guarded, latest_lists, concat_updates
 from rankcast.runtime.recovery import is_role_death
 from rankcast.config import EngineConfig, limits
 
@@ -97,7 +97,7 @@ class Coordinator(CoordinatorBase):
     KIND_STATE = ("encoder", "clock", "exp_dispatched", "win_ids", "win_fifo", "_stash", "_last_busy",
                   "monitor_log")
 
-    def _init_kind(self, sample) -> None:
+    def init_kind(self, sample) -> None:
         ccfg, cfg, opts = self.ccfg, self.cfg, self.ccfg.options
         self.encoder = Encoder(cfg.bounds, cfg.vocabulary)
         self.clock = WindowClock(cfg)
@@ -121,7 +121,7 @@ class Coordinator(CoordinatorBase):
         self._next_check = time.perf_counter() + ccfg.monitor_every
         self.monitor_log: deque[dict] = deque(maxlen=20)   # the latest automatic actions
 
-    def _reset_transient(self) -> None:
+    def reset_transient(self) -> None:
         self.realloc_queue = []
         self._taken = None
         # held messages are in the log, which a recovery replays
@@ -166,7 +166,7 @@ class Coordinator(CoordinatorBase):
         if waiting:
             self.rt.wait(waiting, num_returns=len(waiting), timeout=HEAL_SETTLE_SECONDS)
         live = {id(h) for _, h in self._live_roles()}
-        dead = [(role, i) for role, hs in self._role_groups() for i, h in enumerate(hs) if id(h) not in live]
+        dead = [(role, i) for role, hs in self.role_groups() for i, h in enumerate(hs) if id(h) not in live]
         if any(role not in ("partition", "shard") for role, _ in dead):
             return False
         if self._pending is not None and dead:   # its snapshots are not all there: abandoned
@@ -229,32 +229,32 @@ class Coordinator(CoordinatorBase):
             return True
         return False
 
-    def _role_groups(self) -> list[tuple[str, list]]:
+    def role_groups(self) -> list[tuple[str, list]]:
         return [("distributor", self.dists), ("partition", self.parts), ("shard", self.shards),
                 ("aggregator", self.aggs)]
 
-    def _snapshot_groups(self) -> list[tuple[str, list]]:
+    def snapshot_groups(self) -> list[tuple[str, list]]:
         return [("partition", self.parts), ("shard", self.shards), ("aggregator", self.aggs)]
 
     def _duties(self) -> dict[str, str]:
         # the window: its shards, or the partitions that hold it whole (solo)
         return {"window": "shard" if self.shards else "partition"}
 
-    # bulk-load encoding hooks
-    def _encode_subscriptions(self, subs):
+    # validation and encoding (the term dictionary)
+    def encode_subscriptions(self, subs):
         return self.encoder.encode_subscriptions(subs)
 
-    def _commit(self, pending) -> None:
+    def commit_encoding(self, pending) -> None:
         self.encoder.commit(pending)
 
-    def _mark(self):
+    def mark_encoding(self):
         return self.encoder.terms.mark()
 
-    def _rollback(self, mark) -> None:
+    def rollback_encoding(self, mark) -> None:
         self.encoder.terms.rollback(mark)
 
 
-    def _build_roles(self, ckpt: str | None, reuse: list | None = None) -> None:
+    def build_roles(self, ckpt: str | None, reuse: list | None = None) -> None:
         """Create every role (resumed from the snapshots under ``ckpt`` when given). After a
         death, ``reuse`` lists the live role processes: each becomes a role again in place
         (:meth:`Recoverable.reinit`), and only the dead ones get a new process."""
@@ -353,7 +353,7 @@ class Coordinator(CoordinatorBase):
         return sb, mb
 
     # ------------------------------------------------------------------ calls
-    def _place(self, batch: SubscriptionBatch) -> None:
+    def place(self, batch: SubscriptionBatch) -> None:
         """Initial placement of new subscriptions (prefix policies: one term, grown later)."""
         plen = self.policy.initial_prefix(batch)
         routing = self.policy.route_subscriptions(batch, plen)
@@ -374,21 +374,21 @@ class Coordinator(CoordinatorBase):
                 self._add_ops(p, PartitionOps(add=batch.take(r), add_plen=plen[r], add_replicas=reps[r],
                                               add_indexed=indexed))
 
-    def _apply_unsubscribe(self, arr: np.ndarray) -> None:
+    def apply_unsubscribe(self, arr: np.ndarray) -> None:
         self._cut_group()
         for i in arr.tolist():
             del self.live[i]
         for p in range(self.policy.n_partitions):
             self._add_ops(p, PartitionOps(remove=arr))
-        self._dispatch()
-        self._quiesce()
+        self.dispatch()
+        self.quiesce()
         if not self.direct:
             self._ship()
             self.rt.get([agg.forget.remote(arr[np.mod(arr, len(self.aggs)) == a])
                          for a, agg in enumerate(self.aggs)])
         self.counters["calls"] += 1
 
-    def _encode_publish(self, msgs):
+    def encode_publish(self, msgs):
         batch, pending = self.encoder.encode_messages(msgs, time_window=self.cfg.time_window)
         self._check_messages(batch)
         return batch, pending
@@ -396,7 +396,7 @@ class Coordinator(CoordinatorBase):
     def _after_publish(self) -> None:
         self._monitor()
 
-    def _apply_publish(self, batch: MessageBatch, pending, wait: bool, client):
+    def apply_publish(self, batch: MessageBatch, pending, wait: bool, client):
         with self.metrics.busy():
             self.encoder.commit(pending)
             n = len(batch)
@@ -416,7 +416,7 @@ class Coordinator(CoordinatorBase):
                 else:
                     self._release_held()
                     for i, (part, s, e) in enumerate(pieces):
-                        self._dispatch(part, s, e, take=wait and i == len(pieces) - 1)
+                        self.dispatch(part, s, e, take=wait and i == len(pieces) - 1)
             return self._publish_result(n, wait, client)
 
     # ------------------------------------------------------------------ gathered steps
@@ -456,7 +456,7 @@ class Coordinator(CoordinatorBase):
     def _reap(self) -> None:
         """Harvest the steps at the front that are done, without waiting."""
         while self.inflight and self._finished(self.inflight[0]):
-            self._harvest(self.inflight.popleft())
+            self.harvest(self.inflight.popleft())
 
     def _post_tick(self) -> None:
         """While messages are held, a :meth:`tick` of this actor that Ray runs once the
@@ -471,7 +471,7 @@ class Coordinator(CoordinatorBase):
         self._tick_step = j
         self.rt.self_handle().tick.remote(j, *refs, *appended)
 
-    @_guarded
+    @guarded
     def tick(self, step: int, *done) -> None:
         """This actor's own call once step ``step`` is done (``done``: its results, which Ray
         resolved first; see :meth:`_post_tick`): what is still held goes out now that the
@@ -495,10 +495,10 @@ class Coordinator(CoordinatorBase):
         take, self._held = self._held[:j], self._held[j:]
         self._held_n -= n
         if j == 1:
-            self._dispatch(*take[0])
+            self.dispatch(*take[0])
             return
         self.counters["gathered_steps"] += 1
-        self._dispatch(MessageBatch.concat([p[0] for p in take]), np.concatenate([p[1] for p in take]),
+        self.dispatch(MessageBatch.concat([p[0] for p in take]), np.concatenate([p[1] for p in take]),
                        np.concatenate([p[2] for p in take]))
 
     def _release_held(self) -> None:
@@ -507,13 +507,13 @@ class Coordinator(CoordinatorBase):
             self._dispatch_held()
 
 
-    @_guarded
+    @guarded
     def topk(self, sub_id) -> list[tuple[int, float]]:
         if isinstance(sub_id, bool) or not isinstance(sub_id, Integral) or int(sub_id) not in self.live:
             raise UnknownSubscription(f"unknown subscription id={sub_id!r}")
         return self.topk_many([int(sub_id)])[int(sub_id)]
 
-    @_guarded
+    @guarded
     def topk_many(self, sub_ids) -> dict[int, list[tuple[int, float]]]:
         """topk of several subscriptions in one round trip (tests and tools)."""
         limit = limits().max_items
@@ -523,7 +523,7 @@ class Coordinator(CoordinatorBase):
         for i in ids:
             if i not in self.live:
                 raise UnknownSubscription(f"unknown subscription id={i!r}")
-        self._quiesce()
+        self.quiesce()
         out: dict[int, list] = {}
         if self.direct:
             for d in self._get_healing(lambda: [p.topk_many.remote(ids) for p in self.parts]):
@@ -564,13 +564,13 @@ class Coordinator(CoordinatorBase):
                 break
 
     # ------------------------------------------------------------------ steps
-    def _dispatch(self, msgs: MessageBatch | None = None, seqs=None, exp=None, take: bool = False) -> None:
+    def dispatch(self, msgs: MessageBatch | None = None, seqs=None, exp=None, take: bool = False) -> None:
         """Submit one step (messages and/or the pending control operations). ``take`` (direct
         mode, the last step of a ``publish(wait=True)``): each partition also returns its
         updates once the step is done, the cut's ``take_updates`` folded into the step's call
         (:meth:`_emit_start`), one actor call less per partition and call."""
         while len(self.inflight) >= self.ccfg.max_in_flight:
-            self._harvest(self.inflight.popleft())
+            self.harvest(self.inflight.popleft())
         self._reap()
         if self._taken is not None:
             # a step's takes that no cut consumed: they wait in the stash, and the next cut's
@@ -659,7 +659,7 @@ class Coordinator(CoordinatorBase):
         refs = list(entry[1]) + list(entry[2])
         return len(self.rt.wait(refs, num_returns=len(refs), timeout=0)[0]) == len(refs)
 
-    def _harvest(self, entry) -> None:
+    def harvest(self, entry) -> None:
         """Wait for one step: partitions, shards, and the aggregator updates they sent. A
         partition or shard that died is rebuilt in place (:meth:`_heal`) and the step's
         references, replaced, are waited for again."""
@@ -671,18 +671,18 @@ class Coordinator(CoordinatorBase):
             if res.get("realloc") is not None:
                 self.realloc_queue.append(res["realloc"])
 
-    def _quiesce(self) -> None:
+    def quiesce(self) -> None:
         """Send what is held (:meth:`_gather`), deliver the started cuts, finish every step,
         then run reallocations until none is asked for."""
         self._release_held()
         self._drain_cuts(block=True)
         while True:
             while self.inflight:
-                self._harvest(self.inflight.popleft())
+                self.harvest(self.inflight.popleft())
             self.metrics.set("queue_depth", 0)
             if not self.realloc_queue and not self.pending_ops:
                 return
-            self._dispatch()
+            self.dispatch()
 
     def _nothing_to_dispatch(self) -> bool:
         return not self.pending_ops and not self.realloc_queue and not self._held
@@ -760,7 +760,7 @@ class Coordinator(CoordinatorBase):
             with self.metrics.waiting():
                 self.rt.get(refs)
 
-    def _emit(self) -> tuple:
+    def emit(self) -> tuple:
         """The update arrays (sub_ids, offsets, msg_ids, scores) since the previous emit, or
         the :class:`UpdateParts` holding them; the client turns them into ``Update`` objects
         (arrays cross process boundaries cheaply)."""
@@ -811,15 +811,15 @@ class Coordinator(CoordinatorBase):
         """One delivery left in the results ``refs`` (partitions' or aggregators', each
         holding ``counts`` subscriptions): :class:`UpdateParts` of the non-empty ones."""
         some = [r for r, c in zip(refs, counts) if c]
-        return UpdateParts(self.rt, some, sum(counts)) if some else _NO_UPDATES
+        return UpdateParts(self.rt, some, sum(counts)) if some else NO_UPDATES
 
     def _combine(self, outs: list[tuple]) -> tuple:
         """One delivery's arrays from the partitions' updates and those kept from a move."""
         outs = [o for o in outs if len(o[0])]
         if not outs:
-            return _NO_UPDATES
+            return NO_UPDATES
         if len(outs) > len(self.parts):      # a subscription moved: its latest list wins
-            outs = [_latest(outs)]
+            outs = [latest_lists(outs)]
         return concat_updates(outs)
 
     def warm(self) -> dict:
@@ -835,7 +835,7 @@ class Coordinator(CoordinatorBase):
             out["store"] = refs
         return out
 
-    def _baseline(self, ids: np.ndarray) -> None:
+    def baseline(self, ids: np.ndarray) -> None:
         """New subscriptions: their initial results are not updates."""
         if self.direct:
             return      # a core does not report a subscription in the epoch that added it
@@ -846,7 +846,7 @@ class Coordinator(CoordinatorBase):
     # ------------------------------------------------------------------ load monitoring
     REBALANCING = ("location", "keyword", "prefix")     # policies with online rebalancing
 
-    @_guarded
+    @guarded
     def rebalance(self, threshold: float = 1.5, sample: int = 5000) -> dict:
         """Paper 7.4: when the busiest partition worked ``threshold`` times the mean since the
         previous check, split its KD leaf (location: a new partition takes part of its
@@ -879,7 +879,7 @@ class Coordinator(CoordinatorBase):
             self.monitor_log.append({"step": self.step, "published": self.published, **res})
 
     def _rebalance(self, threshold: float, sample: int) -> dict:
-        self._quiesce()
+        self.quiesce()
         loads = self.rt.get([p.load.remote() for p in self.parts])
         busy = np.array([l["busy_seconds"] for l in loads])
         last = np.zeros(len(busy))
@@ -924,8 +924,8 @@ class Coordinator(CoordinatorBase):
             mv = subs.take(moving)
             self._add_ops(hot, PartitionOps(remove=mv.ids))
             self._add_ops(new, PartitionOps(add=mv, add_plen=plen[moving]))
-            self._dispatch()
-            self._quiesce()
+            self.dispatch()
+            self.quiesce()
         return {"action": "split", "partition": hot, "new_partition": new, "moved": int(len(moving))}
 
     def _refit_ranges(self, msgs: MessageBatch, sample: int) -> dict:
@@ -957,15 +957,15 @@ class Coordinator(CoordinatorBase):
                 if len(r):
                     self._add_ops(p, PartitionOps(remove=subs.ids[r]))
             self._add_replicas(subs, plen, after, affected)
-            self._dispatch()
-            self._quiesce()
+            self.dispatch()
+            self.quiesce()
         return {"action": "rebalance", "moved": int(len(affected)),
                 "ranges": self.policy.describe().get("ranges")}
 
     # ------------------------------------------------------------------ stats
-    @_guarded
+    @guarded
     def stats(self) -> dict:
-        self._quiesce()
+        self.quiesce()
         parts = self.rt.get([p.stats.remote() for p in self.parts])
         shards = self.rt.get([p.window_stats.remote() for p in self.parts] if self.solo
                              else [s.stats.remote() for s in self.shards])
