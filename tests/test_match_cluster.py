@@ -214,3 +214,75 @@ def test_bulk_load_from_jsonl_and_parquet_in_process(tmp_path):
             assert cl.publish(events_table(evs)) == want
         finally:
             cl.shutdown()
+
+
+def _expression_files(tmp_path, exprs, evs):
+    """An expression table (Parquet) and an event stream (JSONL) on disk."""
+    import json
+
+    import pyarrow.parquet as pq
+
+    from rankcast.ingest.match_tables import expressions_table
+    pq.write_table(expressions_table(exprs), tmp_path / "exprs.parquet")
+    with open(tmp_path / "events.jsonl", "w") as f:
+        for e in evs:
+            f.write(json.dumps({"id": e.id, "values": dict(e.values)}) + "\n")
+    return tmp_path / "exprs.parquet", tmp_path / "events.jsonl"
+
+
+def test_rankcast_run_starts_a_ranked_matching_cluster_from_its_config_file(tmp_path, capsys):
+    """``rankcast run`` with a config of kind ``matching``: the cluster (in this process) loads
+    the expression table, replays the events, and reports them under its kind."""
+    import json
+
+    from rankcast import cli
+    rng = np.random.default_rng(12)
+    exprs, evs = _expressions(rng, 0, 60), _events(rng, 0, 25)
+    xp, ep = _expression_files(tmp_path, exprs, evs)
+    (tmp_path / "match.yaml").write_text(
+        "kind: matching\nengine: {scoring: static, k: 3, leaf_capacity: 20}\n"
+        "cluster: {name: run-match-inproc, partitions: 2, policy: attribute, options: {runtime: inproc}}\n")
+    assert cli.main(["run", "--config", str(tmp_path / "match.yaml"), "--subscriptions", str(xp),
+                     "--source", str(ep), "--out", str(tmp_path / "out.json")]) == 0
+    out = json.loads((tmp_path / "out.json").read_text())
+    assert out["kind"] == "matching" and out["started"]
+    assert out["subscriptions_loaded"] == len(exprs) and out["replay"]["messages"] == len(evs)
+    assert out["stats"]["subscriptions"] == len(exprs) and out["stats"]["published"] == len(evs)
+    assert out["stats"]["policy"] == "attribute" and out["stats"]["partitions"] == 2
+    capsys.readouterr()
+    # flags alone, without a file; a field of the wrong kind is named
+    assert cli.main(["run", "--kind", "matching", "--set", "engine.scoring=relaxed",
+                     "--set", "cluster.options={runtime: inproc}", "--set", "cluster.name=run-flags"]) == 0
+    assert json.loads(capsys.readouterr().out)["kind"] == "matching"
+    assert cli.main(["run", "--kind", "matching", "--set", "engine.bounds=[0, 0, 1, 1]"]) == 2
+    assert "section 'engine': unknown field(s) ['bounds']" in capsys.readouterr().err
+    assert cli.main(["run", "--kind", "paint"]) == 2
+    assert "field 'kind': must be one of" in capsys.readouterr().err
+
+
+def test_rankcast_run_leaves_a_ranked_matching_cluster_for_rankcast_load(ray_session, tmp_path, capsys):
+    """``rankcast run --kind matching --keep`` starts a cluster on Ray and leaves it running:
+    ``rankcast load expressions`` loads into it (``rankcast load subscriptions`` is refused),
+    and it answers as the Matcher does."""
+    from rankcast import cli
+    from rankcast.ingest.match_tables import events_table
+    rng = np.random.default_rng(13)
+    exprs, evs = _expressions(rng, 0, 80), _events(rng, 0, 20)
+    xp, _ = _expression_files(tmp_path, exprs, evs)
+    mcfg = rc.MatchConfig(scoring="weighted", k=4)
+    name, ns = "run-match-ray", "rankcast-tests"
+    assert cli.main(["run", "--kind", "matching", "--set", "engine.k=4", "--set", f"cluster.name={name}",
+                     "--set", f"cluster.namespace={ns}", "--set", "cluster.partitions=2",
+                     "--set", "cluster.actor_cpus=0.05", "--keep"]) == 0
+    cl = rc.Cluster.attach(name, namespace=ns)
+    try:
+        assert cl.kind == "matching" and cl.config().engine == mcfg
+        assert cli.main(["load", "subscriptions", str(xp), "--cluster", name, "--namespace", ns]) == 2
+        assert "serves ranked matching (expressions and events): it takes no subscriptions" in capsys.readouterr().err
+        assert cli.main(["load", "expressions", str(xp), "--cluster", name, "--namespace", ns]) == 0
+        m = rc.Matcher(mcfg)
+        m.subscribe(exprs)
+        assert cl.publish(events_table(evs)) == m.publish(evs)
+        assert cl.stats()["subscriptions"] == len(exprs)
+    finally:
+        cl.shutdown()

@@ -88,7 +88,7 @@ def register(subparsers) -> None:
 
 
 def _attach(args):
-    from rankcast.runtime import Cluster
+    from rankcast.runtime.cluster import Cluster
 
     try:
         return Cluster.attach(args.cluster, args.address, namespace=args.namespace)

@@ -269,6 +269,7 @@ class CoordinatorBase(KindCoordinator):
         self._journal_breaks = 0        # ... when the committed checkpoint was taken
         self._replaying = False         # a full recovery or a restart is replaying the log
         self._hold = None               # _hold_point() of the committed checkpoint
+        self.policy = None              # the kind's placement policy, if it has one (init_kind)
         self.init_kind(sample)
         self._depth = 0
         self._current = None                      # log index of the running call's record

@@ -24,7 +24,7 @@ import inspect
 from dataclasses import dataclass, field
 from typing import Any, Iterator
 
-__all__ = ["KindEntry", "TableSpec", "register", "entry", "by_name", "kinds", "names", "coordinator_class",
+__all__ = ["KindEntry", "TableSpec", "register", "unregister", "entry", "by_name", "kinds", "names", "coordinator_class",
            "table_spec", "publish_table_of", "config_classes", "load", "KINDS"]
 
 Ref = Any       # an object, or its "module:attr" name (attr may be dotted), imported when used
@@ -193,6 +193,11 @@ def register(kind: KindEntry) -> KindEntry:
             raise ValueError(f"register: {kind.config_name} is the config of kind {other.name!r} already")
     KINDS[kind.name] = kind
     return kind
+
+
+def unregister(name: str) -> None:
+    """Remove the kind called ``name`` (tests of a kind defined on the fly)."""
+    KINDS.pop(name, None)
 
 
 def kinds() -> Iterator[KindEntry]:
