@@ -1,9 +1,11 @@
-"""``rc.Cluster``: the client handle of a DSkype deployment (contract: "Distributed").
+"""``rc.Cluster``: the client handle of a deployment of any kind (contract: "Distributed").
 
-A cluster is a named, detached :class:`~rankcast.runtime.coordinator.Coordinator` actor in
-``ClusterConfig.namespace`` that owns the other roles; any process or Ray job attaches to it
-by name. Every call is forwarded to the coordinator, which validates it exactly as
-:class:`rankcast.Engine` does (errors come back as the same exceptions).
+A cluster is a named, detached coordinator actor (its kind's, from
+:mod:`rankcast.runtime.registry`) in ``ClusterConfig.namespace`` that owns the other roles;
+any process or Ray job attaches to it by name. Every call is forwarded to the coordinator,
+which validates it exactly as the kind's engine does (errors come back as the same
+exceptions); what differs by kind here (the result objects, the tables a bulk load and a
+replay read) is the kind's registry entry.
 
 ``ClusterConfig.options`` understood here: ``l1``/``l2`` (hybrid levels, l1 x l2 =
 partitions), ``window_estimate`` (messages in a time window, for fitting prefixes),
@@ -66,6 +68,7 @@ class Cluster:
                  owner: bool = False, ccfg: ClusterConfig | None = None):
         self._coord = coordinator
         self._ccfg = ccfg
+        self._entry: KindEntry | None = None
         self.name = name
         self.namespace = namespace
         self._inproc = inproc
@@ -228,9 +231,12 @@ class Cluster:
 
     @property
     def _kind(self) -> KindEntry:
-        if self._ccfg is None:
-            self._ccfg = self._call("config")
-        return registry.entry(self._ccfg.engine)
+        """The registry's entry of this cluster's kind (its config read once)."""
+        if self._entry is None:
+            if self._ccfg is None:
+                self._ccfg = self._call("config")
+            self._entry = registry.entry(self._ccfg.engine)
+        return self._entry
 
     @property
     def matching(self) -> bool:

@@ -249,9 +249,9 @@ class KindCoordinator(abc.ABC):
 
     @abc.abstractmethod
     def stats(self) -> dict:
-        """The cluster's figures: at least ``kind``, ``subscriptions``, ``published``,
-        ``partitions``, ``roles`` (each role's ``stats()``), ``delivery`` and ``recovery``
-        (``self._recovery_stats()``)."""
+        """The cluster's figures: at least ``subscriptions``, ``published``, ``partitions``,
+        ``policy``, ``roles`` (each role's ``stats()``), ``delivery`` and ``recovery``
+        (``self._recovery_stats()``), after a quiesce."""
 
 
 #: The methods of the interface that only the coordinator's own code calls (not client
