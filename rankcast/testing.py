@@ -21,6 +21,7 @@ import numpy as np
 from rankcast.kinds.spatial.reference import REL_TOL, ReferenceEngine, topk_mismatch
 
 __all__ = ["brute_scores", "brute_topk", "assert_engine_exact", "brute_match", "assert_matches_exact",
+           "assert_matches_equal",
            "random_expressions", "random_events", "ReferenceEngine", "topk_mismatch", "REL_TOL",
            "assert_reference_exact"]
 
@@ -143,9 +144,15 @@ def brute_match(expressions, event, scoring: str, k: int) -> list[tuple[int, flo
 
 def assert_matches_exact(matches, expressions, events, scoring: str, k: int, tol: float = 1e-9) -> None:
     """Every ``rc.Match`` equals :func:`brute_match` (ids exactly, scores within ``tol``)."""
-    assert len(matches) == len(events)
-    for m, ev in zip(matches, events):
-        want = brute_match(expressions, ev, scoring, k)
+    assert_matches_equal(matches, [brute_match(expressions, ev, scoring, k) for ev in events], events, tol)
+
+
+def assert_matches_equal(matches, wants, events, tol: float = 1e-9) -> None:
+    """Each ``rc.Match`` of ``matches`` is the one of its event in ``events`` and holds the
+    (expression id, score) list of ``wants``: ids exactly, in order (ties are broken by id,
+    exactly), scores within ``tol``."""
+    assert len(matches) == len(events) == len(wants)
+    for m, ev, want in zip(matches, events, wants):
         assert m.event_id == ev.id
         assert [g[0] for g in m.topk] == [w[0] for w in want], (ev, m.topk, want)
         assert all(abs(g[1] - w[1]) <= tol for g, w in zip(m.topk, want)), (ev, m.topk, want)
