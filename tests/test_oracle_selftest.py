@@ -326,7 +326,7 @@ def test_assert_matches_exact_fails_on_corrupted_matches(scoring):
     def corrupt(fn):
         """``got`` with the first match ``fn`` changes (fn returns None where it cannot)."""
         for i, m in enumerate(got):
-            top = fn(list(m.top))
+            top = fn(list(m.topk))
             if top is not None:
                 return got[:i] + [rc.Match(m.event_id, tuple(top))] + got[i + 1:]
         raise AssertionError(f"no match to corrupt with {fn.__name__}")
@@ -364,10 +364,10 @@ def test_assert_matches_exact_fails_on_a_closed_bound_read_open(op, value, at):
     evs = [rc.Event(1, {"x": at})]
     for scoring in ("static", "relaxed", "weighted"):
         right = [rc.Match(1, tuple(brute_match(exprs, evs[0], scoring, 5)))]
-        assert [i for i, _ in right[0].top] == [1, 2]
+        assert [i for i, _ in right[0].topk] == [1, 2]
         assert_matches_exact(right, exprs, evs, scoring, 5)
         with pytest.raises(AssertionError):
-            assert_matches_exact([rc.Match(1, right[0].top[1:])], exprs, evs, scoring, 5)
+            assert_matches_exact([rc.Match(1, right[0].topk[1:])], exprs, evs, scoring, 5)
 
 
 # ----------------------------------------------------------------------------- range top-k
