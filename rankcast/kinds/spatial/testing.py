@@ -138,8 +138,9 @@ def play(targets: dict[str, Any], calls: list[Call], *, live: set[int] | None = 
     is compared with the first other target: the same outcome (an error of the same type,
     its message not compared), the updates and every top-k as the reference judges them
     (rankings exactly, scores within its tolerance). Where two checks follow each other,
-    the updates of a publish must also be exactly the subscriptions whose top-k ids (as the
-    targets answered them) changed, each with its top-k after the call."""
+    the updates of a publish (a list of ``rc.Update``) must also be exactly the
+    subscriptions whose top-k ids (as the targets answered them) changed, each with its
+    top-k after the call."""
     names = [n for n in targets if not _is_reference(targets[n])]
     refs = [n for n in targets if _is_reference(targets[n])]
     if not names:
@@ -157,7 +158,7 @@ def play(targets: dict[str, Any], calls: list[Call], *, live: set[int] | None = 
             got = outs[name]
             if got[:2] != ref[:2] and not (got[0] == ref[0] == "ok"):
                 raise Mismatch(f"call #{n} {call.op}: {names[0]} -> {_short(ref)} but {name} -> {_short(got)}")
-            if ref[0] == "ok" and call.op == "publish":
+            if ref[0] == "ok" and call.op == "publish" and isinstance(ref[1], list):
                 why = targets[name].updates_mismatch(ref[1], got[1])
                 if why is not None:
                     raise Mismatch(f"call #{n} publish: {names[0]}'s updates against {name}: {why}")
@@ -184,7 +185,7 @@ def play(targets: dict[str, Any], calls: list[Call], *, live: set[int] | None = 
                 why = targets[name].mismatch(i, first[i])
                 if why is not None:
                     raise Mismatch(f"after call #{n} {call.op}: topk({i}) of {names[0]} against {name}: {why}")
-        if prev is not None and ref[0] == "ok" and call.op == "publish":
+        if prev is not None and ref[0] == "ok" and call.op == "publish" and isinstance(ref[1], list):
             changed = [i for i in ids if [m for m, _ in first[i]] != [m for m, _ in prev[i]]]
             ups = ref[1]
             if [u.subscription_id for u in ups] != changed or \
