@@ -1,4 +1,4 @@
-"""Testing helpers users can use in their own tests: oracles of the contract.
+"""Testing tools users can use in their own tests: oracles of the contract.
 
 - :class:`ReferenceEngine` (from :mod:`rankcast.kinds.spatial.reference`): the spatial-keyword
   contract in plain Python, with its own tokenising, tf-idf weighting, windows and score;

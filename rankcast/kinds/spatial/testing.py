@@ -1,4 +1,4 @@
-"""Testing helpers for clusters (usable in users' own tests): random call sequences with
+"""Testing tools for clusters (usable in users' own tests): random call sequences with
 churn, ties and invalid calls, and a driver that plays them against several targets
 (a Cluster, an Engine, the brute-force engine, the plain-Python reference) and asserts
 equal outcomes after every call.
