@@ -1,8 +1,16 @@
-"""Testing helpers users can use in their own tests: a brute-force oracle of the contract.
+"""Testing tools users can use in their own tests: oracles of the contract.
 
-``oracle_topk(engine_like, sub_id)`` recomputes a subscription's top-k from scratch over
-the window's messages, independently of any index or buffer: every message scored with
-the contract's formula, ordered by (score desc, newer first), cut at k.
+- :class:`ReferenceEngine` (from :mod:`rankcast.kinds.spatial.reference`): the spatial-keyword
+  contract in plain Python, with its own tokenising, tf-idf weighting, windows and score;
+  it takes the calls of ``rc.Engine``, and :func:`assert_reference_exact` compares any
+  engine-like object with it (rankings exactly, scores within 1e-9, near-ties as
+  :func:`topk_mismatch` says).
+- :func:`assert_engine_exact` recomputes an ``rc.Engine``'s top-k lists from scratch over its
+  own window (its encoded messages), every message scored with the contract's formula,
+  ordered by (score desc, newer first), cut at k: a check of the engine's indexes and
+  buffers, not of its encoding or window.
+- :func:`brute_match` / :func:`assert_matches_exact`: ranked matching from the expressions'
+  definition.
 """
 from __future__ import annotations
 
@@ -10,8 +18,12 @@ import math
 
 import numpy as np
 
+from rankcast.kinds.spatial.reference import REL_TOL, ReferenceEngine, topk_mismatch
+
 __all__ = ["brute_scores", "brute_topk", "assert_engine_exact", "brute_match", "assert_matches_exact",
-           "random_expressions", "random_events"]
+           "assert_matches_equal",
+           "random_expressions", "random_events", "ReferenceEngine", "topk_mismatch", "REL_TOL",
+           "assert_reference_exact"]
 
 
 def brute_scores(sub, window_msgs, window_seqs, max_dist) -> list[tuple[float, int, int]]:
@@ -60,6 +72,22 @@ def assert_engine_exact(engine, tol: float = 1e-9) -> None:
         got = engine.topk(sid)
         assert [g[0] for g in got] == [w[0] for w in want], (sid, got, want)
         assert all(abs(g[1] - w[1]) <= tol for g, w in zip(got, want)), (sid, got, want)
+
+
+def assert_reference_exact(target, ref: ReferenceEngine, ids=None) -> int:
+    """Every live subscription of ``ref`` (or those of ``ids``) has in ``target`` (an engine,
+    a cluster: anything with ``topk``, or ``topk_many``) the top-k the reference wants
+    (:func:`topk_mismatch`), and ``target`` holds as many subscriptions and window messages.
+    Returns the number of subscriptions compared."""
+    ids = ref.live() if ids is None else list(ids)
+    st = target.stats()
+    assert (st["subscriptions"], st["window"]) == (len(ref.subs), len(ref.msgs)), \
+        (st["subscriptions"], st["window"], len(ref.subs), len(ref.msgs))
+    tops = target.topk_many(ids) if hasattr(target, "topk_many") else {i: target.topk(i) for i in ids}
+    for i in ids:
+        why = ref.mismatch(i, tops[i])
+        assert why is None, f"topk({i}): {why}"
+    return len(ids)
 
 
 # ----------------------------------------------------------------------------- ranked matching
@@ -116,9 +144,15 @@ def brute_match(expressions, event, scoring: str, k: int) -> list[tuple[int, flo
 
 def assert_matches_exact(matches, expressions, events, scoring: str, k: int, tol: float = 1e-9) -> None:
     """Every ``rc.Match`` equals :func:`brute_match` (ids exactly, scores within ``tol``)."""
-    assert len(matches) == len(events)
-    for m, ev in zip(matches, events):
-        want = brute_match(expressions, ev, scoring, k)
+    assert_matches_equal(matches, [brute_match(expressions, ev, scoring, k) for ev in events], events, tol)
+
+
+def assert_matches_equal(matches, wants, events, tol: float = 1e-9) -> None:
+    """Each ``rc.Match`` of ``matches`` is the one of its event in ``events`` and holds the
+    (expression id, score) list of ``wants``: ids exactly, in order (ties are broken by id,
+    exactly), scores within ``tol``."""
+    assert len(matches) == len(events) == len(wants)
+    for m, ev, want in zip(matches, events, wants):
         assert m.event_id == ev.id
         assert [g[0] for g in m.topk] == [w[0] for w in want], (ev, m.topk, want)
         assert all(abs(g[1] - w[1]) <= tol for g, w in zip(m.topk, want)), (ev, m.topk, want)

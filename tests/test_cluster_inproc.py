@@ -1,6 +1,7 @@
 """The DSkype protocol itself, many random workloads: every role of the cluster run
 in-process (``options={"runtime": "inproc"}``: the same classes, direct calls) against
-rc.Engine and the brute-force engine, equal after every call. The Ray transport is covered
+rc.Engine and the brute-force engine, equal after every call, and against the plain-Python
+reference (rankcast.testing.ReferenceEngine: its own encoding, windows and score). The Ray transport is covered
 by test_cluster_ray.py with fewer, slower runs."""
 from __future__ import annotations
 
@@ -11,6 +12,7 @@ import rankcast as rc
 from rankcast.kinds.spatial.testing import play, random_calls
 from rankcast.baselines import BruteForceEngine
 from rankcast.config import POLICIES
+from rankcast.testing import ReferenceEngine
 
 BOUNDS = (0.0, 0.0, 10.0, 10.0)
 
@@ -45,7 +47,8 @@ def test_cluster_equals_engine_and_brute_force(policy, time_window, topo):
     calls = random_calls(seed, 35, time_window=time_window)
     cl = _start(policy, cfg, topo)
     eng = rc.Engine(cfg)
-    checks = play({"engine": eng, "cluster": cl, "brute": BruteForceEngine(cfg)}, calls)
+    checks = play({"engine": eng, "cluster": cl, "brute": BruteForceEngine(cfg), "reference": ReferenceEngine(cfg)},
+                  calls)
     assert checks == len(calls)
     st, est = cl.stats(), eng.stats()
     assert (st["subscriptions"], st["window"], st["published"]) == \

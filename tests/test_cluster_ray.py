@@ -5,8 +5,6 @@ and with every actor delayed at random."""
 from __future__ import annotations
 
 import os
-import signal
-import time
 
 import pytest
 
@@ -14,6 +12,8 @@ import rankcast as rc
 from rankcast.kinds.spatial.testing import play, random_calls
 from rankcast.baselines import BruteForceEngine
 from rankcast.config import RAY_INLINE_BYTES, RAY_INLINE_VAR
+from tests.kills import Kill, assert_one_recovery
+from tests.waits import wait_until
 
 BOUNDS = (0.0, 0.0, 10.0, 10.0)
 
@@ -152,10 +152,9 @@ def test_broadcast_steps_go_inside_the_calls_up_to_rays_inline_size(ray_session)
         play(targets, calls[:8], live=live)
         co = cl.stats()["roles"]["coordinator"]
         assert co["inline_steps"] > 0 and co["stored_steps"] > 0, co
-        os.kill(cl.pids()["partition"][1], signal.SIGKILL)
+        kill = Kill(cl, "partition", index=1).now()
         play(targets, calls[8:], live=live)
-        recs = [r for r in cl.stats()["recovery"]["recoveries"] if r["cause"] != "restart"]
-        assert recs, "the killed partition was rebuilt"
+        assert_one_recovery(cl, kill)            # the killed partition was rebuilt
     finally:
         cl.shutdown()
 
@@ -220,7 +219,9 @@ def test_pipelined_publishes_behind_busy_partitions_go_out_together(ray_session,
             for b in batches[:5]:
                 eng.publish(b)
                 brute.publish(b)
-            time.sleep(1.5)
+            # the held calls go out at the coordinator's own tick: wait for that (a probe that
+            # sends nothing; stats would send them itself)
+            wait_until(lambda: cl._call("peek_counters")["held"] == 0, "the held calls went out")
             co = cl.stats()["roles"]["coordinator"]
             got = {k: co[k] - co0[k] for k in ("held_calls", "gathered_steps", "ticks", "steps")}
             if coalesce:
@@ -240,11 +241,11 @@ def test_pipelined_publishes_behind_busy_partitions_go_out_together(ray_session,
             for n, b in enumerate(batches[25:40]):
                 call("publish", b)
                 if n == 8:
-                    os.kill(cl.pids()["partition"][1], signal.SIGKILL)
+                    kill = Kill(cl, "partition", index=1).now()
             flush_equal(at)
             co = cl.stats()["roles"]["coordinator"]
             assert (co["gathered_steps"] > 1) == bool(coalesce), co
-            assert [r for r in cl.stats()["recovery"]["recoveries"] if r["cause"] != "restart"]
+            assert_one_recovery(cl, kill)
         finally:
             cl.shutdown()
 

@@ -1,5 +1,6 @@
 """The heart of the suite: after every call, every subscription's top-k equals a brute-force
-recomputation, and publish reports exactly the subscriptions whose top-k changed."""
+recomputation and the plain-Python reference (its own tokenising, tf-idf weighting, window
+and score), and publish reports exactly the subscriptions whose top-k changed."""
 from __future__ import annotations
 
 import pickle
@@ -11,14 +12,21 @@ from hypothesis import HealthCheck, given, settings, strategies as st
 import rankcast as rc
 from rankcast.baselines.brute import BruteForceCore
 from rankcast.kinds.spatial.window import MAX_LEVEL, NI_LEVEL, NI_LIVE, MessageWindow
-from rankcast.testing import assert_engine_exact
+from rankcast.testing import ReferenceEngine, assert_engine_exact, assert_reference_exact
 
 WORDS = [f"w{i}" for i in range(24)]
 P = np.r_[np.full(6, 0.1), np.full(18, 0.4 / 18)]
+# words whose tokens depend on the documented tokenising: case folding (ß -> ss), NFKC
+# (the ligature, full-width letters, a decomposed accent), word characters of other
+# scripts and digits, the underscore, and punctuation that splits
+WORDS_TFIDF = ["Café", "CAFÉ", "cafe\u0301", "ﬁsh", "FISH", "Straße", "STRASSE", "naïve", "x_y", "x-y",
+               "ｗ42", "w42", "٣٤", "日本", "don't", "a.b", "Ωmega", "ωMEGA", "r2d2", "R2-D2"]
+P_TFIDF = np.r_[np.full(4, 0.15), np.full(16, 0.4 / 16)]
 
 
-def _text(rng, lo, hi):
-    return " ".join(rng.choice(WORDS, int(rng.integers(lo, hi + 1)), p=P))
+def _text(rng, lo, hi, words=None):
+    words, p = (WORDS, P) if words is None else (words, P_TFIDF)
+    return " ".join(rng.choice(words, int(rng.integers(lo, hi + 1)), p=p))
 
 
 def _loc(rng, clustered):
@@ -28,25 +36,27 @@ def _loc(rng, clustered):
     return float(rng.choice([0.0, 0.25, 0.5, 1.0, rng.random()])), float(rng.choice([0.0, 0.5, 1.0, rng.random()]))
 
 
-def _subs(rng, start, n, clustered):
+def _subs(rng, start, n, clustered, words=None):
     out = []
     for i in range(n):
         x, y = _loc(rng, clustered)
         alpha = float(rng.choice([0.0, 1.0, 0.5, rng.random()]))
         if rng.random() < 0.3:
-            terms = {w: float(rng.choice([1.0, 2.0])) for w in rng.choice(WORDS, int(rng.integers(1, 4)), replace=False)}
+            terms = {str(w): float(rng.choice([1.0, 2.0]))
+                     for w in rng.choice(WORDS if words is None else words, int(rng.integers(1, 4)), replace=False)}
             out.append(rc.Subscription(start + i, x, y, terms=terms, k=int(rng.integers(1, 7)), alpha=alpha))
         else:
-            out.append(rc.Subscription(start + i, x, y, text=_text(rng, 1, 4), k=int(rng.integers(1, 7)), alpha=alpha))
+            out.append(rc.Subscription(start + i, x, y, text=_text(rng, 1, 4, words), k=int(rng.integers(1, 7)),
+                                       alpha=alpha))
     return out
 
 
-def _msgs(rng, start, n, t0, clustered):
+def _msgs(rng, start, n, t0, clustered, words=None):
     out = []
     t = t0
     for i in range(n):
         x, y = _loc(rng, clustered)
-        text = "" if rng.random() < 0.1 else _text(rng, 1, 6)
+        text = "" if rng.random() < 0.1 else _text(rng, 1, 6, words)
         t += float(rng.integers(0, 3)) * 0.5      # equal times included
         out.append(rc.Message(start + i, x, y, text=text, t=t))
     return out
@@ -78,8 +88,12 @@ def assert_buffers_are_skybands(eng):
 
 
 def _run(seed, window, window_seconds, clustered, steps=60, leaf_capacity=4, index=None, batch_size=7,
-         max_msgs=15, cand_cap=None, flat_upto=None, records=True, search_flat=None):
-    """``index``: (fine_from, split_at) of the message index, small to force deep nodes.
+         max_msgs=15, cand_cap=None, flat_upto=None, records=True, search_flat=None, tfidf=False):
+    """Every call played on the engine, the brute-force engine (exact bits) and the
+    plain-Python reference (rankings exact, scores within 1e-9), compared after each.
+    ``tfidf``: texts of :data:`WORDS_TFIDF` weighted by a vocabulary fitted on a corpus of
+    them (the reference counts the corpus itself).
+    ``index``: (fine_from, split_at) of the message index, small to force deep nodes.
     ``search_flat``: the message index's ``flat_upto`` (rows with at most that many live
     postings are read flat, the others walk the index); by default -1 (every row walks the
     index) with ``index`` given, else by seed: -1, the default, or 4 (a mix in one batch).
@@ -91,10 +105,17 @@ def _run(seed, window, window_seconds, clustered, steps=60, leaf_capacity=4, ind
     Odd seeds fetch the default candidates (k + 16 at least); even seeds 2k, which small
     windows often cannot fill, so cuts between equal scores and refetches happen."""
     rng = np.random.default_rng(seed)
+    words = corpus = vocab = None
+    if tfidf:
+        crng = np.random.default_rng(10_000 + seed)
+        words = WORDS_TFIDF
+        corpus = [_text(crng, 0, 5, words) for _ in range(60)] + ["Straße ﬁsh", "", "!!"]
+        vocab = rc.Vocabulary.fit(corpus)
     cfg = rc.EngineConfig(bounds=(0, 0, 1, 1), window=window, window_seconds=window_seconds,
-                          leaf_capacity=leaf_capacity, batch_size=batch_size,
+                          leaf_capacity=leaf_capacity, batch_size=batch_size, vocabulary=vocab,
                           **({} if seed % 2 else {"candidate_extra": 0}))
     eng = rc.Engine(cfg)
+    plain = ReferenceEngine(cfg, corpus=corpus)
     if index is not None:
         eng.window.fine_from, eng.window.split_at = index
     if search_flat is None:
@@ -108,17 +129,19 @@ def _run(seed, window, window_seconds, clustered, steps=60, leaf_capacity=4, ind
     for step in range(steps):
         r = rng.random()
         if r < 0.15:
-            subs = _subs(rng, sid, int(rng.integers(1, 6)), clustered)
+            subs = _subs(rng, sid, int(rng.integers(1, 6)), clustered, words)
             sid += len(subs)
             eng.subscribe(subs)
             ref.subscribe(subs)
+            plain.subscribe(subs)
         elif r < 0.22 and len(eng.core.subs):
             live = list(eng.core.subs.slot_of)
             gone = list(rng.choice(live, min(len(live), int(rng.integers(1, 3))), replace=False))
             eng.unsubscribe(gone)
             ref.unsubscribe(gone)
+            plain.unsubscribe(gone)
         else:
-            msgs = _msgs(rng, mid, int(rng.integers(1, max_msgs)), t, clustered)
+            msgs = _msgs(rng, mid, int(rng.integers(1, max_msgs)), t, clustered, words)
             mid += len(msgs)
             t = max(m.t for m in msgs)
             if cand_cap is not None:
@@ -128,7 +151,10 @@ def _run(seed, window, window_seconds, clustered, steps=60, leaf_capacity=4, ind
             assert [u.subscription_id for u in got] == [u.subscription_id for u in want], step
             for a, b in zip(got, want):
                 assert [m for m, _ in a.topk] == [m for m, _ in b.topk]
+            why = plain.updates_mismatch(got, plain.publish(msgs))
+            assert why is None, (step, why)
         assert_engine_exact(eng)
+        assert_reference_exact(eng, plain)
         assert_buffers_are_skybands(eng)
     return eng
 
@@ -142,6 +168,34 @@ def test_count_window_random(seed, clustered):
 @pytest.mark.parametrize("seed", range(3))
 def test_time_window_random(seed):
     _run(100 + seed, window=None, window_seconds=6.0, clustered=seed == 1)
+
+
+@pytest.mark.parametrize("seed", range(3))
+@pytest.mark.parametrize("window", [30, None])
+def test_tfidf_texts_against_the_reference(seed, window):
+    """Texts whose tokens depend on case folding, NFKC and word characters of several
+    scripts, weighted by a fitted vocabulary (unknown terms too: the corpus misses some):
+    the engine's encoding and windows against the reference's own, after every call."""
+    _run(150 + seed, window=window, window_seconds=None if window else 4.0, clustered=seed == 1, tfidf=True)
+
+
+def test_reference_tokens_and_weights_follow_the_documented_rules():
+    """The reference's tokenising and tf-idf, read from the documentation, on hand-made
+    cases (and equal to the vocabulary's own on them)."""
+    import math
+
+    from rankcast.kinds.spatial.reference import reference_tokens, reference_weights
+
+    assert reference_tokens("Ｃafé ﬁsh, STRASSE-Straße x_y 42 don't 日本") == \
+        ["café", "fish", "strasse", "strasse", "x_y", "42", "don", "t", "日本"]
+    assert reference_tokens("cafe\u0301") == ["café"] and reference_tokens(" .,;") == []
+    w = reference_weights("a a b", {"a": 1}, 3)          # idf(a) = ln(4/2) + 1, idf(b) = ln(4) + 1
+    ra, rb = 2 * (math.log(2) + 1), math.log(4) + 1
+    assert w == pytest.approx({"a": ra / math.hypot(ra, rb), "b": rb / math.hypot(ra, rb)}, rel=1e-15)
+    assert reference_weights("x y", None, 0) == pytest.approx({"x": 2 ** -0.5, "y": 2 ** -0.5})
+    vocab = rc.Vocabulary.fit(["a b", "a", "c"])
+    for text in ("a a b", "b c d", "A, b!"):
+        assert vocab.weights(text) == pytest.approx(reference_weights(text, {"a": 2, "b": 1, "c": 1}, 3), rel=1e-12)
 
 
 @pytest.mark.parametrize("seed", range(3))

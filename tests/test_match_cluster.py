@@ -3,14 +3,12 @@ rc.Match lists as rc.Matcher (and brute force) after every call, pipelined publi
 back in event order, listeners, and recovery from a partition's death on Ray."""
 from __future__ import annotations
 
-import os
-import signal
-
 import numpy as np
 import pytest
 
 import rankcast as rc
 from rankcast.testing import assert_matches_exact
+from tests.kills import Kill, assert_one_recovery
 from tests.test_match_oracle import _events, _expressions
 
 
@@ -139,7 +137,7 @@ def test_recovers_from_a_killed_role_on_ray(ray_session, tmp_path, role, index):
         sent = []
         for i in range(6):
             if i == 3:
-                os.kill(cl.pids()[role][0], signal.SIGKILL)
+                kill = Kill(cl, role, index=0).now()
             evs = _events(rng, 100 * i, 8)
             got = cl.publish(evs)
             assert got == m.publish(evs)
@@ -150,7 +148,7 @@ def test_recovers_from_a_killed_role_on_ray(ray_session, tmp_path, role, index):
                 m.subscribe(more)
         seen = list(cl.listen(from_position=start + 1, timeout=0.3))
         assert [d.updates for d in seen] == sent
-        assert cl.stats()["recovery"]["recoveries"], "no recovery happened"
+        assert_one_recovery(cl, kill)
     finally:
         cl.shutdown()
 

@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import os
 import random
-import signal
 import threading
 import time
 
@@ -16,6 +15,8 @@ import rankcast as rc
 from rankcast.runtime.recovery import STATE_FORMAT, StateStore
 from rankcast.kinds.spatial.testing import play, random_calls
 from rankcast.baselines import BruteForceEngine
+from tests.kills import Kill, assert_one_recovery, recoveries_since
+from tests.waits import listen_until, wait_actor_gone
 
 BOUNDS = (0.0, 0.0, 10.0, 10.0)
 
@@ -45,19 +46,23 @@ def _ccfg(name, state_dir, policy="prefix", **kw):
                             state_dir=str(state_dir), **kw)
 
 
-def _killer(cl, role, delay):
-    pids = cl.pids()[role]
-    pid = random.Random(delay).choice(pids)
-
-    def kill():
-        time.sleep(delay)
-        try:
-            os.kill(pid, signal.SIGKILL)
-        except ProcessLookupError:
-            pass
-    t = threading.Thread(target=kill, daemon=True)
-    t.start()
-    return t
+def _play_with_kills(cl, targets, calls, kills, roles, rng) -> list[dict]:
+    """Play ``calls``; before each call of ``kills`` (ascending), the next role of ``roles``
+    gets a SIGKILL at a random moment of the calls that follow (up to 50 ms in). Each kill
+    must happen and be followed by exactly one recovery (checked once the calls up to the
+    next kill are played, and before that kill); returns the recoveries, one per kill."""
+    live: set[int] = set()
+    recs, at, pending = [], 0, None
+    for i, n in enumerate(kills + [len(calls)]):
+        play(targets, calls[at:n], live=live)
+        if pending is not None:
+            recs.append(assert_one_recovery(cl, pending))
+        if n < len(calls):
+            pending = Kill(cl, roles[i], delay=rng.uniform(0.0, 0.05), seed=n)
+            pending.start()
+        at = n
+    assert len(recs) == len(kills)
+    return recs
 
 
 class Listener(threading.Thread):
@@ -102,17 +107,8 @@ def test_kill_roles_mid_stream(ray_session, tmp_path, roles, policy):
         listener.start()
         rng = random.Random(7)
         kills = sorted(rng.sample(range(4, len(calls) - 4), 2))
-        live: set[int] = set()
-        brute = BruteForceEngine(cfg.engine)
-        at = 0
-        for i, n in enumerate(kills + [len(calls)]):
-            play({"engine": rec, "cluster": cl, "brute": brute}, calls[at:n], live=live)
-            if n < len(calls):
-                _killer(cl, roles[i], rng.uniform(0.0, 0.05))
-            at = n
-        recs = [r for r in cl.stats()["recovery"]["recoveries"] if r["cause"] != "restart"]
-        assert len(recs) >= 1, "no recovery happened"
-        assert all(r["seconds"] < 30 for r in recs)
+        recs = _play_with_kills(cl, {"engine": rec, "cluster": cl, "brute": BruteForceEngine(cfg.engine)},
+                                calls, kills, roles, rng)
         if roles == ("partition", "shard") and policy == "hash":
             partial = [r for r in recs if r.get("mode") == "partial"]
             assert partial, recs
@@ -150,18 +146,10 @@ def test_partitions_holding_the_window_killed_mid_stream(ray_session, tmp_path, 
         listener.start()
         rng = random.Random(11)
         kills = sorted(rng.sample(range(4, len(calls) - 4), 2))
-        live: set[int] = set()
-        brute = BruteForceEngine(cfg.engine)
-        at = 0
-        for n in kills + [len(calls)]:
-            play({"engine": rec, "cluster": cl, "brute": brute}, calls[at:n], live=live)
-            if n < len(calls):
-                _killer(cl, "partition", rng.uniform(0.0, 0.05))
-            at = n
+        recs = _play_with_kills(cl, {"engine": rec, "cluster": cl, "brute": BruteForceEngine(cfg.engine)},
+                                calls, kills, ["partition", "partition"], rng)
         st = cl.stats()
         assert st["solo"] and all(s["searches"] > 0 for s in st["roles"]["shard"])
-        recs = [r for r in st["recovery"]["recoveries"] if r["cause"] != "restart"]
-        assert recs and all(r["seconds"] < 30 for r in recs)
         assert any(r.get("mode") == "partial" and r["restored"] and r["restored"][0].startswith("partition-")
                    for r in recs), recs
         listener.stop.set()
@@ -188,7 +176,7 @@ def test_whole_cluster_restart_resumes(ray_session, tmp_path):
 
     def crash():
         ray.kill(ray.get_actor(cfg.name, namespace=cfg.namespace), no_restart=True)
-        time.sleep(1.0)
+        wait_actor_gone(cfg.name, cfg.namespace)
 
     crash()
     cl2 = rc.Cluster.start(cfg)
@@ -394,7 +382,7 @@ def test_a_partition_rebuilt_from_its_subscriptions_goes_on_exactly(tmp_path):
     co.store.close_log()
     cl2 = rc.Cluster.start(cfg)                        # restored: every partition rebuilt
     rec.cut()                                          # ... and checkpointed: a cut
-    assert sum(p.local.metrics.values["rebuilds"] for p in cl2._coord.local.parts) >= 1
+    assert [p.local.metrics.values["rebuilds"] for p in cl2._coord.local.parts] == [1] * cfg.partitions
     run(cl2, calls[37:])
     cl2.flush()
     rec.cut()
@@ -449,7 +437,8 @@ def test_pipelined_calls_reach_a_listener_at_the_interval_through_a_kill(ray_ses
         kill_at = len(batches) // 2
         for n, b in enumerate(batches):
             if n == kill_at:
-                os.kill(rng.choice(cl.pids()["partition"]), signal.SIGKILL)
+                pids = cl.pids()["partition"]
+                kill = Kill(cl, "partition", index=pids.index(rng.choice(pids))).now()
             cl.publish(b, wait=False)
             eng.publish(b)
             states[eng.stats()["published"]] = {i: tuple(eng.topk(i)) for i in ids}
@@ -457,11 +446,10 @@ def test_pipelined_calls_reach_a_listener_at_the_interval_through_a_kill(ray_ses
         last, before_last = sorted(states)[-1], sorted(states)[-2]
         assert states[last] != states[before_last]     # the last call, cut by the listener alone
         got = [(d.position, {u.subscription_id: tuple(u.topk) for u in d.updates})
-               for d in cl.listen(from_position=start + 1, timeout=2.0)]
+               for d in listen_until(cl, start + 1, last)]
         assert _deliveries_exact(got, states, ids, start) == last, "the last call was not delivered"
         assert len(got) > 5
-        recs = [r for r in cl.stats()["recovery"]["recoveries"] if r["cause"] != "restart"]
-        assert recs and all(r["mode"] == "partial" for r in recs), recs
+        assert assert_one_recovery(cl, kill)["mode"] == "partial"
         assert cl.topk_many(ids) == {i: list(states[max(states)][i]) for i in ids}
     finally:
         cl.shutdown()
@@ -482,10 +470,11 @@ def test_checkpoints_behind_the_steps_in_flight_through_kills_and_a_restart(ray_
     try:
         rng = random.Random(9)
         kills = {len(batches) // 3: "partition", 2 * len(batches) // 3: "shard"}
-        behind = 0
+        behind, done = 0, []
         for n, b in enumerate(batches):
             if n in kills:
-                os.kill(rng.choice(cl.pids()[kills[n]]), signal.SIGKILL)
+                pids = cl.pids()[kills[n]]
+                done.append(Kill(cl, kills[n], index=pids.index(rng.choice(pids))).now())
             cl.publish(b, wait=False)
             eng.publish(b)
             states[eng.stats()["published"]] = {i: tuple(eng.topk(i)) for i in ids}
@@ -494,17 +483,19 @@ def test_checkpoints_behind_the_steps_in_flight_through_kills_and_a_restart(ray_
             time.sleep(rng.choice([0.0, 0.0, 0.02]))
         assert behind > 3, "no checkpoint was pending behind the steps"
         got = [(d.position, {u.subscription_id: tuple(u.topk) for u in d.updates})
-               for d in cl.listen(from_position=start + 1, timeout=2.0)]
+               for d in listen_until(cl, start + 1, max(states))]
         assert _deliveries_exact(got, states, ids, start) == max(states) and len(got) > 5
         rec = cl.stats()["recovery"]
-        recs = [r for r in rec["recoveries"] if r["cause"] != "restart"]
-        assert len(recs) == 2 and all(r["mode"] == "partial" for r in recs), recs
+        # each kill, its own recovery: the partition's before the shard's kill
+        assert [len(recoveries_since(cl, k.at)) for k in done] == [2, 1], rec["recoveries"]
+        recs = recoveries_since(cl, done[0].at)
+        assert all(r["mode"] == "partial" and r["cause"] != "restart" for r in recs), recs
         assert rec["checkpoints"] > 5
         final = {i: list(states[max(states)][i]) for i in ids}
         assert cl.topk_many(ids) == final
         cl.checkpoint()
         ray.kill(ray.get_actor(cfg.name, namespace=cfg.namespace), no_restart=True)
-        time.sleep(1.0)
+        wait_actor_gone(cfg.name, cfg.namespace)
         cl = rc.Cluster.start(cfg)
         assert cl.stats()["recovery"]["recoveries"][-1]["cause"] == "restart"
         assert cl.topk_many(ids) == final

@@ -1122,6 +1122,13 @@ class CoordinatorBase(KindCoordinator):
         position of the call that caused them)."""
         return self.last_seq + 1
 
+    def peek_counters(self) -> dict:
+        """The coordinator's counters as they stand, and ``held``: the pipelined publishes
+        waiting in it. Waits for nothing and sends nothing (``stats`` first sends what is
+        held and finishes every step): a probe that leaves the stream as it is, for a test
+        that waits for the coordinator to act on its own."""
+        return dict(self.counters, held=len(getattr(self, "_held", ())))
+
     @guarded
     def deliveries_from(self, from_position: int, ids=None, limit: int = 256):
         """Deliveries at positions >= ``from_position`` (at most ``limit``), restricted to the

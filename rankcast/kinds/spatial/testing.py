@@ -1,6 +1,7 @@
-"""Testing helpers for clusters (usable in users' own tests): random call sequences with
+"""Testing tools for clusters (usable in users' own tests): random call sequences with
 churn, ties and invalid calls, and a driver that plays them against several targets
-(a Cluster, an Engine, the brute-force engine) and asserts equal outcomes after every call.
+(a Cluster, an Engine, the brute-force engine, the plain-Python reference) and asserts
+equal outcomes after every call.
 """
 from __future__ import annotations
 
@@ -119,27 +120,55 @@ def _outcome(target, call: Call):
     return ("ok", out)
 
 
+def _is_reference(target) -> bool:
+    """A reference (rankcast.testing.ReferenceEngine, or any object with its ``mismatch`` and
+    ``updates_mismatch``) judges the other targets' answers instead of matching them bit for
+    bit: its scores are computed another way."""
+    return hasattr(target, "mismatch") and hasattr(target, "updates_mismatch")
+
+
 def play(targets: dict[str, Any], calls: list[Call], *, live: set[int] | None = None,
          check_every: int = 1) -> int:
     """Play ``calls`` on every target; after each call the outcomes (updates or the error)
     and the top-k of every live subscription must be equal. Returns the number of
     comparisons made. A target with ``topk_many`` answers all subscriptions in one call.
-    ``live``: the subscriptions live before the calls (updated in place)."""
-    names = list(targets)
+    ``live``: the subscriptions live before the calls (updated in place).
+
+    A reference target (:func:`_is_reference`, such as ``rankcast.testing.ReferenceEngine``)
+    is compared with the first other target: the same outcome (an error of the same type,
+    its message not compared), the updates and every top-k as the reference judges them
+    (rankings exactly, scores within its tolerance). Where two checks follow each other,
+    the updates of a publish (a list of ``rc.Update``) must also be exactly the
+    subscriptions whose top-k ids (as the targets answered them) changed, each with its
+    top-k after the call."""
+    names = [n for n in targets if not _is_reference(targets[n])]
+    refs = [n for n in targets if _is_reference(targets[n])]
+    if not names:
+        raise ValueError("play: at least one target that is not a reference")
     live = set() if live is None else live
     checks = 0
+    prev = None                      # the first target's top-k lists at the previous check
     for n, call in enumerate(calls):
-        outs = {name: _outcome(targets[name], call) for name in names}
+        outs = {name: _outcome(targets[name], call) for name in names + refs}
         ref = outs[names[0]]
         for name in names[1:]:
             if outs[name] != ref:
                 raise Mismatch(f"call #{n} {call.op}: {names[0]} -> {_short(ref)} but {name} -> {_short(outs[name])}")
+        for name in refs:
+            got = outs[name]
+            if got[:2] != ref[:2] and not (got[0] == ref[0] == "ok"):
+                raise Mismatch(f"call #{n} {call.op}: {names[0]} -> {_short(ref)} but {name} -> {_short(got)}")
+            if ref[0] == "ok" and call.op == "publish" and isinstance(ref[1], list):
+                why = targets[name].updates_mismatch(ref[1], got[1])
+                if why is not None:
+                    raise Mismatch(f"call #{n} publish: {names[0]}'s updates against {name}: {why}")
         if ref[0] == "ok":
             if call.op == "subscribe":
                 live |= {s.id for s in call.arg}
             elif call.op == "unsubscribe":
                 live -= set(call.arg)
         if n % check_every and n != len(calls) - 1:
+            prev = None
             continue
         ids = sorted(live)
         tops = {name: _topk_all(targets[name], ids) for name in names}
@@ -148,6 +177,22 @@ def play(targets: dict[str, Any], calls: list[Call], *, live: set[int] | None = 
                 bad = next(i for i in ids if tops[name][i] != tops[names[0]][i])
                 raise Mismatch(f"after call #{n} {call.op}: topk({bad}) {names[0]}={tops[names[0]][bad]} "
                                f"{name}={tops[name][bad]}")
+        first = tops[names[0]]
+        for name in refs:
+            if targets[name].live() != ids:
+                raise Mismatch(f"after call #{n} {call.op}: {name} holds other subscriptions")
+            for i in ids:
+                why = targets[name].mismatch(i, first[i])
+                if why is not None:
+                    raise Mismatch(f"after call #{n} {call.op}: topk({i}) of {names[0]} against {name}: {why}")
+        if prev is not None and ref[0] == "ok" and call.op == "publish" and isinstance(ref[1], list):
+            changed = [i for i in ids if [m for m, _ in first[i]] != [m for m, _ in prev[i]]]
+            ups = ref[1]
+            if [u.subscription_id for u in ups] != changed or \
+                    any([tuple(e) for e in u.topk] != [tuple(e) for e in first[u.subscription_id]] for u in ups):
+                raise Mismatch(f"call #{n} publish: {names[0]} updated {[u.subscription_id for u in ups]}, "
+                               f"the subscriptions whose top-k changed are {changed}")
+        prev = first
         checks += 1
     return checks
 
