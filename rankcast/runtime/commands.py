@@ -175,7 +175,9 @@ def cmd_run(args) -> int:
     subs = open_source(args.subscriptions, "subscription") if args.subscriptions else None
     source = open_source(args.source, "message") if args.source else None
 
-    import ray
+    from rankcast.common.extras import require
+
+    ray = require("ray", "rankcast run")
 
     from .cluster import Cluster
 
