@@ -53,7 +53,9 @@ def _engine_calls(x, subs, msgs, step: int) -> None:
     for i, a in enumerate(range(0, msgs.num_rows, step)):
         x.publish(msgs.slice(a, step), updates=forms[i % 3])
     x.unsubscribe(subs.column("id").to_numpy()[::3].tolist())
-    x.publish([rc.Message(r["id"] + 100_000, r["x"], r["y"], text=r["text"]) for r in msgs.slice(0, step).to_pylist()])
+    last = msgs.slice(msgs.num_rows - step, step).to_pylist()
+    x.publish([rc.Message(r["id"] + 100_000, r["x"], r["y"], text=r["text"],
+                          t=None if r.get("t") is None else r["t"] + msgs.num_rows) for r in last])
     for sid in subs.column("id").to_numpy()[1:6].tolist():
         if sid % 3:                 # still subscribed
             x.topk(sid)
@@ -177,23 +179,25 @@ def range_topk() -> None:
     subs = pa.table({"id": np.arange(n, dtype=np.int64), "lo": lo, "hi": lo + rng.uniform(0, 30, n)})
     ids = np.arange(400, dtype=np.int64)
     inserts = pa.table({"id": ids, "x": rng.uniform(0, 130, 400), "y": rng.uniform(0, 1e3, 400)})
-    moves = pa.table({"id": ids[::2], "x": pa.array([None] * 100 + list(rng.uniform(0, 130, 100)), pa.float64()),
+    # on even ids: 100 new values, 50 moves, 50 deletes
+    moves = pa.table({"id": ids[::2], "x": pa.array([None] * 100 + list(rng.uniform(0, 130, 50)) + [None] * 50,
+                                                    pa.float64()),
                       "y": pa.array(list(rng.uniform(0, 1e3, 150)) + [None] * 50, pa.float64())})
 
     def calls(x):
         x.subscribe(subs.slice(0, 200))
         x.subscribe([rc.RangeSubscription(i, float(a), float(b)) for i, a, b in
                      zip(range(200, n), subs.column("lo").to_numpy()[200:], subs.column("hi").to_numpy()[200:])])
-        for i, form in enumerate(("objects", "arrow", "none")):
+        for i, form in enumerate(("objects", "arrow", "none", "objects")):
             x.publish(inserts.slice(i * 100, 100), updates=form)
         x.publish(moves)
-        x.publish([rc.ObjectUpdate(int(i), y=float(v)) for i, v in zip(ids[300:350], rng.uniform(0, 1e3, 50))])
+        x.publish([rc.ObjectUpdate(int(i), y=float(v)) for i, v in zip(ids[1::2], rng.uniform(0, 1e3, 200))])
         x.unsubscribe(list(range(0, n, 5)))
         x.topk(1)
 
     for method in RANGE_METHODS:
         for batch in (True, False):
-            for eps in (0.0, 0.5):
+            for eps in (0.0, 0.5) if method != "unicast" else (0.0,):
                 calls(rc.RangeEngine(rc.RangeConfig(k=5, method=method, batch=batch, epsilon=eps)))
     for policy in RANGE_POLICIES:
         ccfg = rc.ClusterConfig(engine=rc.RangeConfig(k=5), policy=policy, partitions=2, batch_size=50,

@@ -187,17 +187,24 @@ def _run(cmd, **kw):
 
 def test_the_wheel_without_extras_serves_every_single_process_kind(tmp_path):
     python = _python()
-    _run([sys.executable, "-m", "pip", "wheel", "--no-deps", "--quiet", "-w", str(tmp_path / "dist"), str(ROOT)])
-    [wheel] = (tmp_path / "dist").glob("rankcast-*.whl")
-    venv = tmp_path / "venv"
-    _run([python, "-m", "venv", str(venv)])
-    py = str(venv / "bin" / "python")
-    _run([py, "-m", "pip", "install", "--quiet", "-c", str(ROOT / "constraints.txt"), str(wheel)])
-    listed = {p["name"].lower() for p in json.loads(_run([py, "-m", "pip", "list", "--format", "json"]).stdout)}
-    assert not listed & set(EXTRA_MODULES), listed & set(EXTRA_MODULES)     # the core only
-    assert {"numpy", "numba", "pyarrow", "pyyaml"} <= listed
+    # nothing of this process's environment reaches the new one: not the source tree on a
+    # PYTHONPATH (pip would take it for an installed rankcast), not its numba cache
     env = {k: v for k, v in os.environ.items() if not k.startswith(("PYTHON", "NUMBA_", "RAY_", "RANKCAST_"))}
     env["XDG_CACHE_HOME"] = str(tmp_path / "cache")           # kernels compiled afresh, for this Python
+    src = tmp_path / "src"             # built from a copy: the build leaves nothing in the checkout
+    shutil.copytree(ROOT / "rankcast", src / "rankcast", ignore=shutil.ignore_patterns("__pycache__"))
+    for name in ("pyproject.toml", "README.md"):
+        shutil.copy(ROOT / name, src / name)
+    _run([sys.executable, "-m", "pip", "wheel", "--no-deps", "--quiet", "-w", str(tmp_path / "dist"), str(src)],
+         env=env)
+    [wheel] = (tmp_path / "dist").glob("rankcast-*.whl")
+    venv = tmp_path / "venv"
+    _run([python, "-m", "venv", str(venv)], env=env)
+    py = str(venv / "bin" / "python")
+    _run([py, "-m", "pip", "install", "--quiet", "-c", str(ROOT / "constraints.txt"), str(wheel)], env=env)
+    listed = {p["name"].lower() for p in json.loads(_run([py, "-m", "pip", "list", "--format", "json"], env=env).stdout)}
+    assert not listed & set(EXTRA_MODULES), listed & set(EXTRA_MODULES)     # the core only
+    assert {"rankcast", "numpy", "numba", "pyarrow", "pyyaml"} <= listed
     (tmp_path / "run").mkdir()
     r = _run([py, "-c", textwrap.dedent(WORKLOAD)], env=env, cwd=tmp_path / "run")
     out = json.loads(r.stdout.split("RESULT ", 1)[1])
