@@ -62,46 +62,58 @@ def _engine_calls(x, subs, msgs, step: int) -> None:
 
 
 def spatial() -> None:
-    """The spatial-keyword kind: rc.Engine on count and time windows, with and without a
-    vocabulary, and its cluster roles under every placement policy."""
+    """The spatial-keyword kind: a synthetic dataset as the benchmarks and the demo make one,
+    rc.Engine on count and time windows (large enough for the window to wrap and the tables
+    to compact), and its cluster roles under every placement policy."""
     import rankcast as rc
     from rankcast.config import POLICIES
+    from rankcast.ingest import datasets
 
+    bounds, msgs, subs, vocab = datasets.dataset("tweets", 6000, 2000, seed=1)
+    for cfg in (rc.EngineConfig(bounds=bounds, window=1500, vocabulary=vocab), rc.EngineConfig(bounds=bounds, window=1500)):
+        _engine_calls(rc.Engine(cfg), subs, msgs, 1000)
     rng = np.random.default_rng(1)
-    subs, msgs = _spatial_tables(rng, 300, 600)
-    vocab = rc.Vocabulary.fit(msgs.column("text").to_pylist())
-    for cfg in (rc.EngineConfig(bounds=_B, window=200), rc.EngineConfig(bounds=_B, window=200, vocabulary=vocab)):
-        _engine_calls(rc.Engine(cfg), subs, msgs, 100)
-    tsubs, tmsgs = _spatial_tables(rng, 200, 400, t=True)
-    _engine_calls(rc.Engine(rc.EngineConfig(bounds=_B, window_seconds=100.0)), tsubs, tmsgs, 100)
+    tsubs, tmsgs = _spatial_tables(rng, 300, 800, t=True)
+    _engine_calls(rc.Engine(rc.EngineConfig(bounds=_B, window_seconds=100.0)), tsubs, tmsgs, 200)
+    csubs, cmsgs = subs.slice(0, 600), msgs.slice(0, 1200)
     for policy in POLICIES:
-        ccfg = rc.ClusterConfig(engine=rc.EngineConfig(bounds=_B, window=200), policy=policy, partitions=2,
-                                window_shards=2, batch_size=50, state_dir=None, options={"runtime": "inproc"})
-        cl = rc.Cluster.start(ccfg, sample=(subs, msgs))
+        ccfg = rc.ClusterConfig(engine=rc.EngineConfig(bounds=bounds, window=400, vocabulary=vocab), policy=policy,
+                                partitions=2, window_shards=2, batch_size=100, state_dir=None,
+                                options={"runtime": "inproc"})
+        cl = rc.Cluster.start(ccfg, sample=(csubs, cmsgs))
         try:
-            _engine_calls(cl, subs, msgs, 100)
-            cl.load_subscriptions(subs.slice(0, 50).set_column(0, "id", pa.array(np.arange(50, dtype=np.int64) + 5000)),
-                                  progress=False)
-            cl.replay(msgs.slice(0, 200), batch_rows=100, progress=False)
+            _engine_calls(cl, csubs, cmsgs, 300)
+            more = subs.slice(1000, 100)
+            cl.load_subscriptions(more, progress=False)
+            cl.replay(msgs.slice(2000, 600), batch_rows=200, progress=False)
         finally:
             cl.shutdown()
 
 
+_CITIES = ["paris", "rome", "oslo", "lima", "kyiv", "quito", "accra", "hanoi"]
+
+
 def _expressions(rng, start: int, n: int):
+    """Expressions over numbers (ranges, bounds, equality) and strings (sets, exclusions)."""
     import rankcast as rc
 
-    cities = ["paris", "rome", "oslo", "lima", "kyiv"]
     out = []
     for i in range(start, start + n):
         lo = float(rng.uniform(0, 80))
         preds = [rc.Predicate("age", "between", (lo, lo + float(rng.uniform(1, 30))), weight=float(rng.uniform(0.5, 3)))]
         r = rng.random()
         if r < 0.3:
-            preds.append(rc.Predicate("city", "in", list(rng.choice(cities, 2, replace=False)), weight=1.5))
-        elif r < 0.5:
-            preds.append(rc.Predicate("city", "!=", str(rng.choice(cities))))
-        elif r < 0.7:
+            preds.append(rc.Predicate("city", "in", list(rng.choice(_CITIES, 2, replace=False)), weight=1.5))
+        elif r < 0.45:
+            preds.append(rc.Predicate("city", "!=", str(rng.choice(_CITIES))))
+        elif r < 0.6:
             preds.append(rc.Predicate("pop", "<=", float(rng.uniform(0, 1e6)), weight=0.7))
+        elif r < 0.7:
+            preds.append(rc.Predicate("zone", "==", float(rng.integers(0, 20))))
+        if rng.random() < 0.4:
+            a = f"a{int(rng.integers(0, 6))}"
+            v = float(rng.uniform(0, 100))
+            preds.append(rc.Predicate(a, ">=" if rng.random() < 0.5 else "<", v, weight=float(rng.uniform(0.1, 2))))
         out.append(rc.Expression(i, preds, score=float(rng.random())))
     return out
 
@@ -109,10 +121,13 @@ def _expressions(rng, start: int, n: int):
 def _events(rng, start: int, n: int):
     import rankcast as rc
 
-    cities = ["paris", "rome", "oslo", "lima", "kyiv"]
-    return [rc.Event(j, {"age": float(rng.uniform(0, 100)), "city": str(rng.choice(cities)),
-                         "pop": float(rng.uniform(0, 1e6))}, weights={"age": 0.5} if j % 2 else None)
-            for j in range(start, start + n)]
+    out = []
+    for j in range(start, start + n):
+        values = {"age": float(rng.uniform(0, 100)), "city": str(rng.choice(_CITIES)), "pop": float(rng.uniform(0, 1e6)),
+                  "zone": float(rng.integers(0, 20))}
+        values.update((f"a{a}", float(rng.uniform(0, 100))) for a in range(6) if rng.random() < 0.7)
+        out.append(rc.Event(j, values, weights={"age": 0.5} if j % 2 else None))
+    return out
 
 
 def _match_calls(x, rng, n: int = 300) -> None:
@@ -138,6 +153,9 @@ def matching() -> None:
             if index == "be-tree" and scoring == "relaxed":
                 continue
             _match_calls(rc.Matcher(rc.MatchConfig(scoring=scoring, index=index, k=5)), rng)
+    # a larger table, as the demo's: the BE*-tree splits its buckets and keeps summary classes
+    for index, scoring in (("be-tree", "weighted"), ("be-tree", "static"), ("auto", "weighted")):
+        _match_calls(rc.Matcher(rc.MatchConfig(scoring=scoring, index=index, k=5)), rng, 5000)
     for policy in MATCH_POLICIES:
         for scoring, distributors in (("weighted", 1), ("static", 2), ("relaxed", 1)):
             ccfg = rc.ClusterConfig(engine=rc.MatchConfig(scoring=scoring, k=5), policy=policy, partitions=2,
