@@ -4,6 +4,7 @@ The public names of the contract (``../shared/design/CONTRACT.md``)."""
 from .common.jitcache import configure as _configure_numba_cache
 
 _configure_numba_cache()  # first: numba's cache directory, before numba loads
+from . import _version
 from .config import ClusterConfig, EngineConfig, MatchConfig, RangeConfig
 from .kinds.spatial.engine import Engine
 from .errors import InvalidInput, UnknownSubscription
@@ -13,6 +14,7 @@ from .model import (Delivery, Event, Expression, Match, Message, ObjectUpdate, P
 from .kinds.range import RangeEngine
 from .kinds.spatial.text import Vocabulary
 
+__version__ = _version.__version__   # one source: rankcast/_version.py, read by pyproject.toml too
 __all__ = ["Subscription", "Message", "Update", "Delivery", "InvalidInput", "UnknownSubscription",
            "EngineConfig", "Engine", "Vocabulary", "ClusterConfig", "Cluster",
            "Predicate", "Expression", "Event", "Match", "MatchConfig", "Matcher",
@@ -20,7 +22,7 @@ __all__ = ["Subscription", "Message", "Update", "Delivery", "InvalidInput", "Unk
 
 
 def __getattr__(name):
-    if name == "Cluster":   # Ray is imported only by those who use the cluster
+    if name == "Cluster":   # Ray is imported only by a cluster on Ray (the cluster extra)
         from .runtime.cluster import Cluster
         return Cluster
     if name == "Covering":  # the routing structure, imported on first use

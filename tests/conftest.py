@@ -1,4 +1,8 @@
-"""Session fixtures: one Ray and one Spark (RayDP) session per test run."""
+"""Session fixtures: one Ray and one Spark (RayDP) session per test run; the tiers' markers.
+
+A test that uses the ``ray_session`` fixture is marked ``ray``, one that uses ``spark`` is
+marked ``spark`` (and ``ray``: Spark runs on Ray through RayDP); tests that start Ray another
+way carry the marker themselves. ``make test`` runs ``not (ray or spark or slow) or smoke``."""
 from __future__ import annotations
 
 import os
@@ -38,3 +42,16 @@ def spark(ray_session):
     session = get_spark()
     yield session
     stop_spark()
+
+
+_FIXTURE_MARKERS = {"ray_session": ("ray",), "spark": ("ray", "spark")}
+
+
+def pytest_collection_modifyitems(config, items):
+    for item in items:
+        have = {m.name for m in item.iter_markers()}
+        for fixture in _FIXTURE_MARKERS.keys() & set(getattr(item, "fixturenames", ())):
+            for name in _FIXTURE_MARKERS[fixture]:
+                if name not in have:
+                    item.add_marker(name)
+                    have.add(name)

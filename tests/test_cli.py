@@ -98,6 +98,9 @@ def test_bench_engine_rejects_unknown_methods(tmp_path, capsys):
     assert "rankcast bench engine: error: unknown method" in capsys.readouterr().err
 
 
+@pytest.mark.ray
+@pytest.mark.spark
+@pytest.mark.slow
 def test_demo_small(tmp_path, capsys):
     rc = cli.main(["demo", "--messages", "3000", "--subs", "600", "--window", "1000",
                    "--batch", "500", "--match-events", "300", "--match-exprs", "2000", "--range-objects", "3000",

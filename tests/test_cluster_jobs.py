@@ -24,6 +24,8 @@ import rankcast as rc
 BOUNDS = (0.0, 0.0, 10.0, 10.0)
 PY = sys.executable
 
+pytestmark = [pytest.mark.ray, pytest.mark.slow]   # Ray heads and drivers in other processes
+
 
 def test_attach_from_another_process(ray_session):
     """A second driver attaches by name, subscribes with words the cluster never saw, and

@@ -76,6 +76,7 @@ def test_cluster_on_ray_equals_engine(ray_session, policy, P, S, D, A, time_wind
         cl.shutdown()
 
 
+@pytest.mark.smoke     # make test's one check on Ray
 def test_named_cluster_lifecycle(ray_session):
     """start refuses a second cluster of the same name; warm loads every role's kernels;
     attach finds it; errors arrive as the contract's exceptions; shutdown removes it."""

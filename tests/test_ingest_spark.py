@@ -27,6 +27,7 @@ def gn():
     return msgs, D.make_subscriptions(msgs, 300, None, seed=12)
 
 
+@pytest.mark.smoke     # make test's one check of Spark through RayDP
 def test_session_and_ray_data(spark, ray_session):
     """One session, reused; Java 17 flags set by rankcast; Spark -> Ray Data works (the
     known failure mode without --add-opens), in order, also through iter_batches."""

@@ -15,6 +15,8 @@ from rankcast.kinds.spatial.text import Vocabulary
 
 ROOT = Path(__file__).resolve().parents[1]
 
+pytestmark = pytest.mark.ray   # Ray's own validator of cluster configs
+
 
 def _validate(cfg: dict) -> dict:
     from ray.autoscaler._private.util import prepare_config, validate_config

@@ -11,12 +11,21 @@ from typing import Iterator
 
 import numpy as np
 
+from rankcast.common.extras import require
 from rankcast.config import limits
 from rankcast.kinds.spatial.columns import Encoder, MessageBatch, SubscriptionBatch
 from rankcast.kinds.spatial.text import Vocabulary
 
 __all__ = ["Workload", "build_workload", "save_workload", "load_workload", "peak_rss_mb",
-           "reset_peak_rss", "chunks", "write_json", "Timer", "progress"]
+           "reset_peak_rss", "chunks", "write_json", "Timer", "progress", "pyplot"]
+
+
+def pyplot(feature: str, extra: str = "bench"):
+    """matplotlib's pyplot drawing to files (the Agg backend), for ``feature``'s plots; a
+    missing matplotlib names the extra to install."""
+    require("matplotlib", feature, extra).use("Agg")
+    import matplotlib.pyplot as plt
+    return plt
 
 
 class Workload:

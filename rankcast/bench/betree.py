@@ -51,7 +51,7 @@ from pathlib import Path
 
 import numpy as np
 
-from ._common import peak_rss_mb, reset_peak_rss, write_json
+from ._common import peak_rss_mb, pyplot, reset_peak_rss, write_json
 
 __all__ = ["add_arguments", "run_betree", "plot_betree", "main", "METHODS", "FAMILIES"]
 
@@ -352,9 +352,7 @@ def run_betree(args) -> dict:
 
 # ------------------------------------------------------------------------------- plot
 def plot_betree(res: dict, path: Path) -> None:
-    import matplotlib
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
+    plt = pyplot("rankcast bench match")
     fig, ax = plt.subplots(2, 3, figsize=(18, 10))
     panels = (("size", "size", "expressions", "log", "1. workload size (Fig. 8)"),
               ("dims", "dims", "dimensions", "log", "2. dimensions"),

@@ -56,6 +56,8 @@ import numpy as np
 
 from rankcast.config import local_ray_options
 
+from ._common import pyplot
+
 __all__ = ["run_cluster_bench", "add_arguments", "main", "PAPER"]
 
 PAPER = {
@@ -773,9 +775,7 @@ def main(args) -> int:
 
 
 def _plot(res: dict, path: Path) -> None:
-    import matplotlib
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
+    plt = pyplot("rankcast bench cluster")
 
     fig, ax = plt.subplots(1, 3, figsize=(16, 4.5))
     pols = list(res["policies"])

@@ -28,7 +28,7 @@ from pathlib import Path
 
 import numpy as np
 
-from ._common import write_json
+from ._common import pyplot, write_json
 
 __all__ = ["add_arguments", "main", "run_covering", "workload", "TABLE_I", "TABLE_II"]
 
@@ -180,9 +180,7 @@ def _targets(rep, cmp) -> dict:
 
 
 def _plot(res, path: Path) -> None:
-    import matplotlib
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
+    plt = pyplot("rankcast bench covering")
     rep, cmp = res["reporting"], res["compare"]
     loads = sorted({r["p"] for r in rep})
     dims = sorted({r["dims"] for r in cmp})

@@ -27,7 +27,7 @@ from pathlib import Path
 
 import numpy as np
 
-from ._common import write_json
+from ._common import pyplot, write_json
 
 __all__ = ["add_arguments", "run_cluster", "cluster_workload", "main_cluster"]
 
@@ -157,9 +157,7 @@ def run_cluster(args) -> dict:
 
 
 def _plot(res, path: Path) -> None:
-    import matplotlib
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
+    plt = pyplot("rankcast bench covering")
     t = res["targets"]
     on, off = res["runs"]
     fig, ax = plt.subplots(1, 3, figsize=(13, 4))

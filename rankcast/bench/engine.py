@@ -43,7 +43,7 @@ from pathlib import Path
 import numpy as np
 
 from rankcast.errors import CommandError
-from ._common import (Timer, build_workload, chunks, load_workload, peak_rss_mb, progress,
+from ._common import (Timer, build_workload, chunks, load_workload, peak_rss_mb, progress, pyplot,
                       reset_peak_rss, save_workload, write_json)
 
 __all__ = ["METHODS", "add_arguments", "main", "run_method", "summarise"]
@@ -287,10 +287,7 @@ def summarise(results: dict) -> dict:
 
 
 def plot(results: dict, path: Path, title: str) -> None:
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
+    plt = pyplot("rankcast bench engine")
 
     panels = [("amp_us", "AMP (µs / message)"), ("emp_us", "EMP (µs / message)"),
               ("throughput", "throughput (messages / s)"), ("peak_rss_mb", "peak RSS (MiB)"),

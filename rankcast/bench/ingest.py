@@ -23,7 +23,7 @@ import tempfile
 import time
 from pathlib import Path
 
-from ._common import write_json
+from ._common import pyplot, write_json
 
 __all__ = ["add_arguments", "main", "plot"]
 
@@ -126,9 +126,7 @@ def main(args: argparse.Namespace) -> dict:
 def plot(res: dict, path: Path) -> None:
     """Three panels: the bulk load against the 60 s target and the client's time for the same
     rows; where the bulk load's CPU went, by actor; replay against publish."""
-    import matplotlib
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
+    plt = pyplot("rankcast bench ingest")
 
     fig, ax = plt.subplots(1, 3, figsize=(16, 4.5))
     bulk, client = res["bulk_load"], res["client_subscribe_batches_of_1000"]

@@ -27,7 +27,7 @@ from pathlib import Path
 
 import numpy as np
 
-from ._common import write_json
+from ._common import pyplot, write_json
 
 __all__ = ["add_arguments", "main", "run_match"]
 
@@ -203,9 +203,7 @@ def _targets(mem, dims) -> dict:
 
 
 def _plot(res, path: Path) -> None:
-    import matplotlib
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
+    plt = pyplot("rankcast bench match")
     fig, ax = plt.subplots(2, 2, figsize=(13, 9))
     mem = res["memory"]
     for name in sorted({r["index"] for r in mem}):

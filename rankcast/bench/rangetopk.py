@@ -50,7 +50,7 @@ from pathlib import Path
 
 import numpy as np
 
-from ._common import peak_rss_mb, write_json
+from ._common import peak_rss_mb, pyplot, write_json
 
 __all__ = ["add_arguments", "main", "run_range", "TABLE_I"]
 
@@ -389,9 +389,7 @@ def _targets(res) -> dict:
 
 
 def _plot(res, path: Path) -> None:
-    import matplotlib
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
+    plt = pyplot("rankcast bench range")
     fig, ax = plt.subplots(2, 2, figsize=(13, 9))
     rows = res["k"]
     for lab in dict.fromkeys(_label(r) for r in rows):

@@ -41,7 +41,7 @@ from pathlib import Path
 import numpy as np
 
 from rankcast.errors import CommandError
-from ._common import build_workload, progress, write_json
+from ._common import build_workload, progress, pyplot, write_json
 
 __all__ = ["add_arguments", "main", "run_soak"]
 
@@ -373,9 +373,7 @@ def _report(args, w, sustainable, rate, soak: dict, faults: dict | None) -> dict
 
 
 def _plot(out, m, soak_lat, faults, path: Path) -> None:
-    import matplotlib
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
+    plt = pyplot("rankcast bench soak")
 
     rows = 3 if faults is not None else 2
     fig, axes = plt.subplots(rows, 1, figsize=(10, 3.2 * rows))

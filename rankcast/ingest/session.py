@@ -19,6 +19,7 @@ import sys
 import threading
 from pathlib import Path
 
+from rankcast.common.extras import require
 from rankcast.errors import InvalidInput
 
 __all__ = ["ADD_OPENS", "java_options", "java_version", "configure_java", "spark_configs",
@@ -192,6 +193,8 @@ def get_spark(app_name: str = "rankcast", executor_cores: int = 1, executor_memo
     with _lock:
         if _session is not None:
             return _session
+        for module in ("pyspark", "raydp", "ray"):      # the spark extra, before Java is looked for
+            require(module, "Spark through RayDP", "spark")
         home = configure_java(java_home)
         import ray
         import raydp

@@ -30,6 +30,7 @@ import pyarrow as pa
 
 from rankcast.config import ClusterConfig, local_ray_options
 from rankcast.common.updates import check_updates_form, updates_table
+from rankcast.common.extras import require
 from rankcast.common.validation import shift_position
 from rankcast.errors import InvalidInput, UnknownSubscription
 from rankcast.model import Delivery
@@ -95,7 +96,7 @@ class Cluster:
         if ccfg.options.get("runtime") == "inproc":
             return cls(LocalHandle(coordinator_class(ccfg)(ccfg, "inproc", sample)), ccfg.name, None,
                        inproc=True, owner=True, ccfg=ccfg)
-        import ray
+        ray = require("ray", "rc.Cluster")
         _ensure_ray(address, ccfg.namespace)
         try:
             ray.get_actor(ccfg.name, namespace=ccfg.namespace)
@@ -135,7 +136,7 @@ class Cluster:
     def attach(cls, name: str = "rankcast", address: str | None = None, *,
                namespace: str = "rankcast") -> "Cluster":
         """Attach to the running cluster ``name`` (from any process, driver or Ray job)."""
-        import ray
+        ray = require("ray", "rc.Cluster")
         _ensure_ray(address or "auto", namespace)
         try:
             actor = ray.get_actor(name, namespace=namespace)

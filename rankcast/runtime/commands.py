@@ -222,6 +222,8 @@ def cmd_run(args) -> int:
     subs = open_source(args.subscriptions, kind.subscription_table.name) if args.subscriptions else None
     source = open_source(args.source, kind.publish_table.name) if args.source else None
 
+    from rankcast.common.extras import require
+
     from .cluster import Cluster
 
     started = False
@@ -229,7 +231,7 @@ def cmd_run(args) -> int:
         cl = Cluster.start(ccfg)
         started = True
     else:
-        import ray
+        ray = require("ray", "rankcast run")
 
         address = args.address
         if address is None and (os.environ.get("RAY_ADDRESS") or _in_ray_job()):

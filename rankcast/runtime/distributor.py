@@ -41,6 +41,8 @@ def shard_payloads(msgs, seqs: np.ndarray, n_shards: int) -> list:
     """[shard 0..S-1: (msgs, seqs) | None]: each message to shard ``id mod S``."""
     if n_shards == 1:
         return [(msgs, seqs) if len(msgs) else None]
+    if n_shards == 0:           # no window to store (the ranked-matching distributors)
+        return []
     shard = np.mod(msgs.ids, n_shards)
     out = []
     for s in range(n_shards):
