@@ -29,7 +29,7 @@ def configure() -> str | None:
     if os.environ.get("NUMBA_CACHE_DIR"):
         return None
     base = Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "rankcast" / "numba"
-    path = base / _source_key(Path(__file__).resolve().parent)
+    path = base / _source_key(Path(__file__).resolve().parents[1])     # the whole package
     try:
         path.mkdir(parents=True, exist_ok=True)
         if not os.access(path, os.W_OK):
