@@ -112,11 +112,13 @@ def _run(path: Path, tier: str | None, monkeypatch) -> None:
         for b in blocks(path):
             if b.lang != "python" or (b.requires is not None and b.requires != tier):
                 continue
-            code = compile(b.code, f"{_id(path)}:{b.line}", "exec")
+            # padded to the block's place, so a traceback names the Markdown file's own line
+            code = compile("\n" * b.line + b.code, str(path), "exec")
             try:
                 exec(code, ns)
             except Exception as e:
-                raise AssertionError(f"{_id(path)}, block at line {b.line} failed: {type(e).__name__}: {e}") from e
+                e.add_note(f"in the python block of {_id(path)} at line {b.line}")
+                raise
 
 
 @pytest.mark.parametrize("path,tier", _tier_params())
