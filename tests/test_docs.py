@@ -126,3 +126,27 @@ def test_doc_examples_run(path, tier, monkeypatch, request):
     if tier is not None:
         request.getfixturevalue("ray_session" if tier == "ray" else "spark")
     _run(path, tier, monkeypatch)
+
+
+def _slug(heading: str) -> str:
+    """GitHub's anchor of a heading: lower case, punctuation dropped, spaces as hyphens."""
+    text = re.sub(r"[`*_\\]", "", heading.strip().lower())
+    return re.sub(r"[^\w\- ]", "", text).replace(" ", "-")
+
+
+@pytest.mark.parametrize("path", DOCS, ids=_id)
+def test_relative_links_reach_a_file_and_heading(path):
+    bad = []
+    for target in re.findall(r"\]\(([^)\s]+)\)", path.read_text()):
+        if re.match(r"[a-z]+:", target):
+            continue                                   # an absolute URL
+        file, _, anchor = target.partition("#")
+        dest = (path.parent / file).resolve() if file else path
+        if not dest.exists():
+            bad.append(f"{target}: no such file")
+            continue
+        if anchor and dest.suffix == ".md":
+            heads = {_slug(h) for h in re.findall(r"^#+ (.+)$", dest.read_text(), re.M)}
+            if anchor not in heads:
+                bad.append(f"{target}: no such heading")
+    assert not bad, f"{_id(path)}: {bad}"
