@@ -1,6 +1,6 @@
 """rankcast: exact top-k publish/subscribe over sliding windows (Skype / DSkype).
 
-The public names of the contract (``../shared/design/CONTRACT.md``)."""
+The public names of the contract (``docs/contract.md``)."""
 from .common.jitcache import configure as _configure_numba_cache
 
 _configure_numba_cache()  # first: numba's cache directory, before numba loads

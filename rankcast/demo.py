@@ -291,7 +291,7 @@ def _load_kernels(make, subs, pubs, gone) -> float:
 
 # ----------------------------------------------------------------------------- step 6: ranked matching
 def step_match(ctx: DemoContext) -> None:
-    """Ranked matching (CONTRACT v2) on real data: GeoNames places as events (population,
+    """Ranked matching (docs/contract.md) on real data: GeoNames places as events (population,
     latitude, longitude, country, timezone, admin1) against expressions drawn around other
     places; rc.Matcher and a 2-partition cluster side by side (expressions bulk-loaded from
     Parquet, events replayed, a partition killed and recovered), and the Spark brute-force

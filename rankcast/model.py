@@ -64,7 +64,7 @@ OPERATORS = ("<", "<=", "==", "!=", ">=", ">", "in", "not in", "between")
 
 @dataclass(frozen=True, slots=True)
 class Predicate:
-    """One condition of an expression on one attribute (CONTRACT v2, "Ranked matching").
+    """One condition of an expression on one attribute (docs/contract.md, "Ranked matching").
 
     ``op`` is one of ``< <= == != >= > in not in between``; ``value`` a finite number, or a
     string for ``== != in not in``; a non-empty sequence for ``in`` / ``not in``; a pair

@@ -28,7 +28,7 @@ def ray_session():
     if not ray.is_initialized():   # the embedded default users get (token auth, loopback), 4 CPUs
         ray.init(**local_ray_options(num_cpus=4, ignore_reinit_error=True, log_to_driver=False,
                                      namespace="rankcast-tests"))
-    # Ray 2.60 turns token authentication on for a new local cluster (README, "Security")
+    # Ray 2.60 turns token authentication on for a new local cluster (docs/operations.md, "Security")
     assert os.environ.get("RAY_AUTH_MODE") == "token"
     yield ray
     # left running on purpose: Spark (RayDP) shares it until the end of the run

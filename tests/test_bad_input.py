@@ -1,4 +1,4 @@
-"""Bad input through every entry: the size limits (README, "Limits"), the contract's
+"""Bad input through every entry: the size limits (docs/contract.md, "Limits"), the contract's
 malformed inputs through the cluster (in-process roles: no Ray), and the command line
 (one line on stderr naming the file's line and the field, exit status 2, no traceback).
 After every rejected call nothing has changed and the target keeps serving: the same good

@@ -1,5 +1,5 @@
 """``rankcast bench soak`` end to end at a tiny scale (the figures come from the real runs,
-README and the issue notes; here: the protocol runs, a kill recovers, the report is whole)."""
+docs/BENCHMARKS.md; here: the protocol runs, a kill recovers, the report is whole)."""
 from __future__ import annotations
 
 import argparse

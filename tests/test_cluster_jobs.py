@@ -120,7 +120,7 @@ def _start_head(ray_bin, tmp):
 
 def _submit(ray_bin, url, env, entrypoint: list[str]) -> subprocess.CompletedProcess:
     """`ray job submit` of ``entrypoint``. The head's job server answers before the node's job
-    agent has registered with it (on a loaded machine, seconds later); until then a submission
+    agent has registered with it (under load, seconds later); until then a submission
     is refused with "No available agent" and nothing runs, so it is tried again."""
     deadline = time.time() + 120
     while True:

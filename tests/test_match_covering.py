@@ -1,4 +1,4 @@
-"""Covering routing in the ranked-matching cluster (issue 12): the distribution role routes
+"""Covering routing in the ranked-matching cluster: the distribution role routes
 each event only to the partitions whose forwarded (uncovered) expressions it matches.
 
 Oracles: brute-force matching (which partitions hold an expression an event matches) and

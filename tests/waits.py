@@ -6,7 +6,7 @@ import time
 
 __all__ = ["wait_until", "listen_until", "wait_actor_gone"]
 
-DEADLINE = 120.0     # seconds: far beyond what any of these waits takes on a loaded machine
+DEADLINE = 120.0     # seconds: far beyond what any of these waits takes under load
 
 
 def wait_until(cond, what: str, deadline: float = DEADLINE, poll: float = 0.05):

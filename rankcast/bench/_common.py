@@ -3,6 +3,7 @@ from __future__ import annotations
 
 import json
 import os
+import platform
 import resource
 import sys
 import time
@@ -17,7 +18,8 @@ from rankcast.kinds.spatial.columns import Encoder, MessageBatch, SubscriptionBa
 from rankcast.kinds.spatial.text import Vocabulary
 
 __all__ = ["Workload", "build_workload", "save_workload", "load_workload", "peak_rss_mb",
-           "reset_peak_rss", "chunks", "write_json", "Timer", "progress", "pyplot"]
+           "reset_peak_rss", "chunks", "write_json", "Timer", "progress", "pyplot",
+           "hardware", "hardware_label", "save_figure"]
 
 
 def pyplot(feature: str, extra: str = "bench"):
@@ -163,6 +165,8 @@ def chunks(n: int, size: int) -> Iterator[tuple[int, int]]:
 
 
 def write_json(obj, path: Path) -> None:
+    if isinstance(obj, dict) and "hardware" not in obj:
+        obj = {**obj, "hardware": hardware()}     # every report says what it measured on
     path.parent.mkdir(parents=True, exist_ok=True)
     path.write_text(json.dumps(obj, indent=2, sort_keys=False))
 
@@ -192,3 +196,38 @@ def progress(total: int, desc: str, enabled: bool = True, unit: str = "msg"):
     show = enabled and os.environ.get("RANKCAST_PROGRESS", "1") != "0"
     return tqdm(total=total, desc=desc, unit=unit, disable=not show, leave=False,
                 dynamic_ncols=True, mininterval=0.5 if sys.stderr.isatty() else 10.0)
+
+
+def hardware() -> dict:
+    """The machine a benchmark runs on, read when it runs: CPU model, logical cores,
+    architecture and memory (what every bench's JSON records as ``hardware``)."""
+    model = ""
+    try:
+        with open("/proc/cpuinfo") as f:
+            for line in f:
+                if line.lower().startswith(("model name", "hardware", "cpu model")):
+                    model = line.split(":", 1)[1].strip()
+                    break
+    except OSError:
+        pass
+    if not model:
+        model = platform.processor() or platform.machine() or "unknown CPU"
+    try:
+        mem = os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
+    except (ValueError, OSError, AttributeError):
+        mem = 0
+    return {"cpu": model, "cores": os.cpu_count() or 1, "arch": platform.machine(),
+            "memory_gib": round(mem / 2**30, 1)}
+
+
+def hardware_label(hw: dict | None = None) -> str:
+    """The hardware in one line, for plot titles: ``2-core x86_64, AMD EPYC, 24 GB``."""
+    hw = hardware() if hw is None else hw
+    mem = f", {round(hw['memory_gib'])} GB" if hw.get("memory_gib") else ""
+    return f"{hw['cores']}-core {hw['arch']}, {hw['cpu']}{mem}"
+
+
+def save_figure(fig, path, **kw) -> None:
+    """Save a bench's figure with the hardware it measured in its bottom-right corner."""
+    fig.text(0.995, 0.005, hardware_label(), ha="right", va="bottom", fontsize=7, color="0.35")
+    fig.savefig(path, **kw)

@@ -14,7 +14,7 @@ Every method is built (timed, after a warm-up build on a small slice so that com
 counted) and kept, warmed on a few events, then timed on ``--events`` events at k = 1
 ("top-1"), 5 ("top-5") and, with ``--full``, ``--full-k`` ("all matches", the paper's plain
 matching), in ``--rounds`` rounds (default 7) that time every method once each, in an order
-rotated every round: side by side, so that a slow spell of a shared machine falls on every
+rotated every round: side by side, so that a slow spell of other load falls on every
 method alike, and the median round counts (single runs of one method after another scattered
 the k-index / BE* ratio by 1.5x between two runs of the same code). A target's ratio is the
 median over the rounds of each round's own ratio (``per_k``; the ratio of the two medians is
@@ -51,7 +51,7 @@ from pathlib import Path
 
 import numpy as np
 
-from ._common import peak_rss_mb, pyplot, reset_peak_rss, write_json
+from ._common import peak_rss_mb, pyplot, reset_peak_rss, save_figure, write_json
 
 __all__ = ["add_arguments", "run_betree", "plot_betree", "main", "METHODS", "FAMILIES"]
 
@@ -61,7 +61,7 @@ DEFAULTS = dict(dims=400, cardinality=250_000_000, clusters=4, cluster_size=100,
                 match_prob=0.001)
 WARM_EVENTS = 3
 # timed rounds per k: a round of BE* at 1M is 1,000 events of about 25 us, 25 ms, and rounds of
-# one run scatter by 1.3-1.7x on a shared machine (its 300 MiB L3 is shared with the host)
+# one run scatter by 1.3-1.7x where other processes share the cores and the last-level cache
 ROUNDS = 7
 # the warm-up build: one batch as large as a lazy one (BE*: summaries recomputed at its end), then a
 # small one (the per-expression upkeep), so that both paths' kernels are loaded before the timed build
@@ -390,7 +390,7 @@ def plot_betree(res: dict, path: Path) -> None:
     if rows:
         a.legend(fontsize=7)
     fig.tight_layout()
-    fig.savefig(path, dpi=110)
+    save_figure(fig, path, dpi=110)
     plt.close(fig)
 
 

@@ -21,7 +21,7 @@ Three parts, JSON + PNG:
    minutes, and a reference taken in a slow spell alone inflated every speed-up; each role
    instance of the cluster counts likewise with its least CPU time over the cluster's runs,
    which put the same work on it: the slowest of 64 partitions measured once takes the worst
-   moment of any of them). CPU time, not wall time: other processes on a shared machine do not count, and
+   moment of any of them). CPU time, not wall time: other processes on the same cores do not count, and
    no garbage collection runs during the measured streams (engine and clusters alike: in
    process, one collection scans every role's objects and lands on one role). The
    headline streams pipelined (``publish(wait=False)``, ``flush()``, delivered at the flush
@@ -30,14 +30,14 @@ Three parts, JSON + PNG:
    consumes results, about a third of the engine's time here); ``per_call`` streams like
    the engine (every call's updates as objects) and charges the caller's work to the
    coordinator stage.
-3. **ray**: real wall-clock throughput on this machine of the engine, and of the cluster on
+3. **ray**: real wall-clock throughput of the engine, and of the cluster on
    Ray with 1 and 2 subscription partitions (Ray's own overhead), each publish returning its
    updates as one Arrow table by default (``--updates objects`` for Update objects); every
    cluster twice, per call (``publish(wait=True)`` per batch, like the engine) and streamed
    (``publish(wait=False)``, one ``flush``), each against the engine measured right before;
    with the CPU time per message of each role (busy) and of every process of the cluster
-   (roles, client, Ray's raylet and GCS: ``cpu_us_per_message``), which other load on a
-   shared machine leaves nearly unchanged where it scatters the wall-clock ratios.
+   (roles, client, Ray's raylet and GCS: ``cpu_us_per_message``), which other load on the
+   same cores leaves nearly unchanged where it scatters the wall-clock ratios.
 
 Protocol of every run (paper 8.1.1): fill the window, subscribe, then stream ``messages``
 in calls of ``batch`` messages, each returning its updates as the engine's do; figures are
@@ -55,6 +55,8 @@ from pathlib import Path
 import numpy as np
 
 from rankcast.config import local_ray_options
+
+from ._common import hardware, hardware_label, save_figure
 
 from ._common import pyplot
 
@@ -427,7 +429,7 @@ def run_cluster_bench(dataset: str = "geonames", subs: int = 20_000, window: int
                  + ", ".join(f"{pol} x{pt['partitions']} {pt['speedup_vs_engine']:.1f}x"
                              for pol, pts in res["scaling"].items() for pt in pts))
 
-    # 3. Ray overhead, real wall clock on this machine
+    # 3. Ray overhead, real wall clock
     if ray:
         res["ray"] = _ray_overhead(work, cfg, window, messages, batch, cluster_batch, address, progress,
                                    same_topk, updates, ray_clusters, ray_repeats, ray_wait_quiet)
@@ -436,6 +438,7 @@ def run_cluster_bench(dataset: str = "geonames", subs: int = 20_000, window: int
     if out:
         outdir = Path(out)
         outdir.mkdir(parents=True, exist_ok=True)
+        res.setdefault("hardware", hardware())
         (outdir / "cluster.json").write_text(json.dumps(res, indent=2, default=float))
         _plot(res, outdir / "cluster.png")
     return res
@@ -671,7 +674,7 @@ def _ray_overhead(work, cfg, window, messages, batch, cluster_batch, address, pr
 def _ray_run(work, cfg, window, messages, batch, cluster_batch, address, same_topk, updates,
              label, policy, P, options, mode, progress) -> dict:
     """One run of a cluster in one mode, after the engine's run right before it, so that both
-    see the same load on this shared machine."""
+    see the same load from other processes."""
     import rankcast as rc
     other = _OtherCPU(_own_cpu)
     er = _drive(rc.Engine(cfg), work, window, messages, batch, pipelined=False, updates=updates,
@@ -808,9 +811,9 @@ def _plot(res: dict, path: Path) -> None:
     ax[2].legend()
     ax[2].axhline(1.0, color="k", lw=0.8)
     ax[2].set_ylabel("throughput / engine's (measured just before)")
-    ax[2].set_title("Ray on this machine (real, 2 cores)")
+    ax[2].set_title(f"Ray, real wall clock\n{hardware_label()}", fontsize=9)
     for lab in ax[2].get_xticklabels():
         lab.set_rotation(15)
     fig.tight_layout()
-    fig.savefig(path, dpi=110)
+    save_figure(fig, path, dpi=110)
     plt.close(fig)

@@ -13,7 +13,7 @@ unsubscribes (p) a uniformly chosen live one.
    attributes): total runtime of the k-d tree, Z-order and naive (Figs. 10-12).
 
 Runtime is the kernel's: one call applies every command (subscribe and unsubscribe through
-G_k and the index), compiled beforehand. Targets (issue #12): in 16 dimensions the k-d tree at
+G_k and the index), compiled beforehand. Targets (docs/BENCHMARKS.md): in 16 dimensions the k-d tree at
 least 10x faster than naive and 2x faster than Z-order; k = 1 cheapest overall (Theorem 1).
 Writes ``covering.json`` and ``covering.png`` under ``--out``.
 
@@ -28,7 +28,7 @@ from pathlib import Path
 
 import numpy as np
 
-from ._common import pyplot, write_json
+from ._common import pyplot, save_figure, write_json
 
 __all__ = ["add_arguments", "main", "run_covering", "workload", "TABLE_I", "TABLE_II"]
 
@@ -224,7 +224,7 @@ def _plot(res, path: Path) -> None:
     for j in range(len(dims), ncol):
         ax[1, j].axis("off")
     fig.tight_layout()
-    fig.savefig(path, dpi=100)
+    save_figure(fig, path, dpi=100)
     plt.close(fig)
 
 

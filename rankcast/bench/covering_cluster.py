@@ -15,7 +15,7 @@ policy (expressions placed by ranges of ``a0``), ``--cluster-partitions`` partit
 with covering routing and once broadcasting, on the same calls. Reported: the routing table
 against the expressions, partitions reached per event against the broadcast, control
 messages, busy seconds by role, and whether every answer equals ``rc.Matcher``'s (compared
-on every event). Targets (issue #12): routing table at most half the expressions, events
+on every event). Targets (docs/BENCHMARKS.md): routing table at most half the expressions, events
 reaching at most a third of the partitions, identical results.
 Writes ``covering_cluster.json`` and ``covering_cluster.png`` under ``--out``.
 """
@@ -27,7 +27,7 @@ from pathlib import Path
 
 import numpy as np
 
-from ._common import pyplot, write_json
+from ._common import pyplot, save_figure, write_json
 
 __all__ = ["add_arguments", "run_cluster", "cluster_workload", "main_cluster"]
 
@@ -179,7 +179,7 @@ def _plot(res, path: Path) -> None:
     fig.suptitle(f"{res['config']['live']} expressions, {res['config']['partitions']} partitions, "
                  f"identical to rc.Matcher: {t['identical_to_matcher']}")
     fig.tight_layout()
-    fig.savefig(path, dpi=100)
+    save_figure(fig, path, dpi=100)
     plt.close(fig)
 
 

@@ -9,14 +9,14 @@ messages in publish batches and measure
 
 - AMP: arrival processing per message (dissemination + buffer insertions: the core's
   ``amp_seconds``), in microseconds; also in the calling thread's CPU time (``amp_cpu_us``,
-  which other load on a shared machine inflates less; every kernel is single-threaded);
+  which other load on the same cores inflates less; every kernel is single-threaded);
 - EMP: expiry processing per message (top-k re-evaluation: the core's ``emp_seconds``,
   which includes the time its re-evaluation questions spend in the message index, as the
   Engine measures and reports it; the removal of expired rows from buffers happens in the
   same kernel pass as the insertions and is counted in AMP), in microseconds;
 - throughput (messages per second of wall time inside ``Engine.publish``) and per core
   (``cpu_throughput``: per second of the process's CPU time in those calls, which other
-  load on a shared machine does not inflate), the message
+  load on the same cores does not inflate), the message
   index upkeep shared by every method (``window_index_us``), what else publish spends
   (``other_us``: validation, update lists), peak RSS, the average buffer size over the stream,
   and the candidates verified per true update (pairs whose exact score was computed by the
@@ -44,7 +44,7 @@ import numpy as np
 
 from rankcast.errors import CommandError
 from ._common import (Timer, build_workload, chunks, load_workload, peak_rss_mb, progress, pyplot,
-                      reset_peak_rss, save_workload, write_json)
+                      reset_peak_rss, save_figure, save_workload, write_json)
 
 __all__ = ["METHODS", "add_arguments", "main", "run_method", "summarise"]
 
@@ -318,7 +318,7 @@ def plot(results: dict, path: Path, title: str) -> None:
     fig.suptitle(title)
     fig.tight_layout()
     path.parent.mkdir(parents=True, exist_ok=True)
-    fig.savefig(path, dpi=110)
+    save_figure(fig, path, dpi=110)
     plt.close(fig)
 
 

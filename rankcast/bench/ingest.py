@@ -23,7 +23,7 @@ import tempfile
 import time
 from pathlib import Path
 
-from ._common import pyplot, write_json
+from ._common import pyplot, save_figure, write_json
 
 __all__ = ["add_arguments", "main", "plot"]
 
@@ -159,5 +159,5 @@ def plot(res: dict, path: Path) -> None:
     ax[2].set_title(f"replay / publish = {res.get('replay_over_publish')}")
     fig.tight_layout()
     path.parent.mkdir(parents=True, exist_ok=True)
-    fig.savefig(path, dpi=110)
+    save_figure(fig, path, dpi=110)
     plt.close(fig)

@@ -11,7 +11,7 @@ in one run.
    per index and against ``scan`` (every expression checked) (Figures 7-8);
 4. **skew_length** (``--skews``, d = 4): the same, as intervals get shorter (Figure 9).
 
-Targets (issue #10, at 1M expressions): SOPT-R-tree fastest and IR-tree within 2x of it; 1.5x
+Targets (docs/BENCHMARKS.md, at 1M expressions): SOPT-R-tree fastest and IR-tree within 2x of it; 1.5x
 to 16x over the other structures at d = 1 to 4; segment tree at least 20x the IR-tree's memory;
 build under a minute per attribute; the best index at least 50x faster than scan at d = 4,
 k = 20. Writes ``match.json`` and ``match.png``.
@@ -27,7 +27,7 @@ from pathlib import Path
 
 import numpy as np
 
-from ._common import pyplot, write_json
+from ._common import pyplot, save_figure, write_json
 
 __all__ = ["add_arguments", "main", "run_match"]
 
@@ -231,7 +231,7 @@ def _plot(res, path: Path) -> None:
     if res["skew"]:                     # --skews "" leaves the panel empty
         ax[1, 1].legend()
     fig.tight_layout()
-    fig.savefig(path, dpi=110)
+    save_figure(fig, path, dpi=110)
     plt.close(fig)
 
 

@@ -25,7 +25,7 @@ uniform in the (l, r) half-plane l <= r of [0, 1]^2.
    of distinct objects, with the Update objects built (``objects``), the Arrow table
    (``arrow``) and nothing (``none``); per update: server, delivery and updates-form time;
    updates per second of wall clock (the target) and per CPU second of the calling thread
-   (every kernel is single-threaded: the figure a shared machine does not distort).
+   (every kernel is single-threaded: the figure other load on the same cores does not distort).
 
 Table I depends on where the events start: the paper's events from y uniform at random drift
 the values towards the stream's stationary law, under which a raising event lands among the
@@ -36,7 +36,7 @@ and replacements), so this is the workload, not the algorithm: at m = 2M from th
 start Paint-Sparse receives 1.62-1.66x Table I at k = 10, 15, 20 (10k events), after
 ``--warmup-events 100000`` 1.00 / 0.97 / 0.98x.
 
-Targets (issue #13): server traffic per event >= 30x below Unicast for Paint-Dense and >= 100x
+Targets (docs/BENCHMARKS.md): server traffic per event >= 30x below Unicast for Paint-Dense and >= 100x
 for Paint-Sparse at the largest m; Paint-Sparse's received per event in line with Table I;
 >= 20,000 updates/s at 1M subscriptions, k = 10. Experiments 1-3 run the server and count
 receipts on the subscription k-d tree (no lists needed); 4 runs the whole engine. Writes
@@ -50,7 +50,7 @@ from pathlib import Path
 
 import numpy as np
 
-from ._common import peak_rss_mb, pyplot, write_json
+from ._common import peak_rss_mb, pyplot, save_figure, write_json
 
 __all__ = ["add_arguments", "main", "run_range", "TABLE_I"]
 
@@ -421,7 +421,7 @@ def _plot(res, path: Path) -> None:
     if b:
         ax[1, 1].legend()
     fig.tight_layout()
-    fig.savefig(path, dpi=110)
+    save_figure(fig, path, dpi=110)
     plt.close(fig)
 
 

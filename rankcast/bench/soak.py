@@ -41,7 +41,7 @@ from pathlib import Path
 import numpy as np
 
 from rankcast.errors import CommandError
-from ._common import build_workload, progress, pyplot, write_json
+from ._common import build_workload, progress, pyplot, save_figure, write_json
 
 __all__ = ["add_arguments", "main", "run_soak"]
 
@@ -414,7 +414,7 @@ def _plot(out, m, soak_lat, faults, path: Path) -> None:
                         xycoords=("data", "axes fraction"), fontsize=7, va="top")
     fig.tight_layout()
     path.parent.mkdir(parents=True, exist_ok=True)
-    fig.savefig(path, dpi=120)
+    save_figure(fig, path, dpi=120)
     plt.close(fig)
 
 

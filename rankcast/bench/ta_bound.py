@@ -1,5 +1,5 @@
 """How far any Threshold-Algorithm run can get below ``scan`` on the ranked pub/sub paper's
-workload (issue #10's "best index at least 50x faster than scan at d = 4, k = 20").
+workload (the target "best index at least 50x faster than scan at d = 4, k = 20" of docs/BENCHMARKS.md).
 
 For each query of :func:`~rankcast.ingest.match_workloads.zipf_workload` this computes, from
 the data alone (numpy, no index):
@@ -89,7 +89,7 @@ def ta_bound(n: int = 1_000_000, d: int = 4, k: int = 20, queries: int = 50, ske
     idxs = [make_index(index, w.lo[:, j], w.hi[:, j], w.score[:, j], items) for j in range(d)]
     for j in range(d):
         idxs[j].open(float(w.queries[0, j])).next(1000)
-    # both timed as the best of three passes (this machine is shared): each at its fastest
+    # both timed as the best of three passes (other load scatters single passes): each at its fastest
     per_access = np.inf
     for _ in range(3):
         t0 = time.perf_counter()

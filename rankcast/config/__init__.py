@@ -49,7 +49,7 @@ def _env_value(key: str, env: str, val):
 @dataclass(frozen=True)
 class Limits:
     """Sizes of input beyond which an item or a call is rejected with InvalidInput before
-    anything is allocated in proportion to it (README, "Limits")."""
+    anything is allocated in proportion to it (docs/contract.md, "Limits")."""
 
     max_text_chars: int   # characters of one item's text
     max_terms: int        # distinct terms of one item
@@ -87,7 +87,7 @@ def local_ray_options(**extra) -> dict[str, Any]:
     another, so the local Ray advertises at least ``RANKCAST_LOCAL_CPUS`` (default 8) even on a
     2-core machine; otherwise a 4-partition topology plus a Spark executor cannot be placed.
 
-    Locked down (README, "Security"): the node advertised on loopback, no dashboard
+    Locked down (docs/operations.md, "Security"): the node advertised on loopback, no dashboard
     (``RANKCAST_DASHBOARD=1`` starts one, on 127.0.0.1), and token authentication, which Ray
     2.60 turns on for every new local cluster unless ``RAY_AUTH_MODE`` says otherwise (it
     writes the token to ``~/.ray/auth_token``; every process that attaches must present it).
@@ -194,8 +194,8 @@ def leaf_capacity_for(match_probability: float) -> int:
 
 @dataclass(frozen=True)
 class MatchConfig:
-    """Configuration of the ranked-matching kind (CONTRACT v2): its scoring, the default
-    ``k`` of ``publish`` and the index serving it (README, "Ranked matching")."""
+    """Configuration of the ranked-matching kind (docs/contract.md): its scoring, the default
+    ``k`` of ``publish`` and the index serving it (docs/matching.md)."""
 
     scoring: str = _MATCH["scoring"]
     k: int = _MATCH["k"]
@@ -257,7 +257,7 @@ RANGE_METHODS = ("paint-dense", "paint-sparse", "unicast")
 
 @dataclass(frozen=True)
 class RangeConfig:
-    """Configuration of the range top-k kind (CONTRACT v2, "Range top-k"): ``k``, the message
+    """Configuration of the range top-k kind (docs/contract.md, "Range top-k"): ``k``, the message
     ``method`` (Paint-Dense, Paint-Sparse or the Unicast baseline), ``epsilon`` (> 0: the
     approximate Paint(epsilon) messages, results still exact) and ``batch`` (Paint-Batch per
     publish call; Unicast then coalesces)."""
@@ -313,7 +313,7 @@ class ClusterConfig:
     monitor_every: float = _CLUSTER["monitor_every"]  # seconds between automatic load checks; 0: off
     rebalance_threshold: float = _CLUSTER["rebalance_threshold"]   # busiest / mean busy time
     max_partitions: int | None = _CLUSTER["max_partitions"]       # splits stop here (None: 2 x)
-    # recovery and delivery (README, "Reliability"): durable state of the cluster under
+    # recovery and delivery (docs/operations.md, "State directory"): durable state of the cluster under
     # <state_dir>/<name> (a path or a pyarrow.fs URI; None: not durable, no recovery)
     state_dir: str | None = _CLUSTER["state_dir"]
     checkpoint_every: float = _CLUSTER["checkpoint_every"]   # seconds of stream between checkpoints

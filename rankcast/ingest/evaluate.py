@@ -462,7 +462,7 @@ def offline_evaluation(target, subs, msgs, cfg, spark, *, sample: int | None = 1
 
 def exact_matches_spark(exprs, events, scoring: str, k: int, spark) -> dict[int, list[tuple[int, float]]]:
     """Each event's exact top-k expressions by a brute-force join in Spark: the expression
-    table (CONTRACT "Tables for the new kinds"; a path, an Arrow table or a DataFrame) is
+    table (docs/contract.md, "Tables"; a path, an Arrow table or a DataFrame) is
     split over Spark's tasks; each task checks every one of its expressions against every
     event (the compiled scan of :class:`rankcast.kinds.matching.scan.ScanCore`, the same score
     bits as the engine) and keeps its partial top-k; a window over events keeps the k best
@@ -514,7 +514,7 @@ def exact_matches_spark(exprs, events, scoring: str, k: int, spark) -> dict[int,
 def compare_matches(expected: Mapping[int, Sequence], actual: Sequence, *, tol: float = 1e-9,
                     max_listed: int = 20) -> dict:
     """Agreement of live ``rc.Match`` lists with :func:`exact_matches_spark`'s; the same report
-    as :func:`compare`, per event, strict: ties are broken by expression id (CONTRACT v2)."""
+    as :func:`compare`, per event, strict: ties are broken by expression id (docs/contract.md)."""
     got = {m.event_id: list(m.top) for m in actual}
     out = compare(expected, got, tol=tol, max_listed=max_listed, strict=True)
     out["events"] = out.pop("subscriptions")
@@ -590,7 +590,7 @@ def exact_range_topk_spark(subs, updates, k: int, spark, *, sample: int | None =
 def compare_ranges(expected: Mapping[int, Sequence], actual, *, tol: float = 0.0, max_listed: int = 20) -> dict:
     """Agreement of live range top-k lists (``actual``: a mapping, or anything with
     ``topk_many`` or ``topk``) with :func:`exact_range_topk_spark`'s, strict: ties are
-    broken by object id (CONTRACT "Range top-k")."""
+    broken by object id (docs/contract.md, "Range top-k")."""
     from rankcast.errors import UnknownSubscription
 
     def one_by_one(target) -> dict:

@@ -1,4 +1,4 @@
-"""Tables of the ranked-matching kind (CONTRACT "Tables for the new kinds").
+"""Tables of the ranked-matching kind (docs/contract.md, "Tables").
 
 Expression table: ``id`` int64, ``score`` double (optional, default 1.0), ``predicates``
 list<struct<attr: string, op: string, value: string, weight: double>>, one element per

@@ -1,4 +1,4 @@
-"""Tables of the range top-k kind (CONTRACT "Tables for the new kinds").
+"""Tables of the range top-k kind (docs/contract.md, "Tables").
 
 Range subscription table: ``id`` int64, ``lo``, ``hi`` double (a closed range of x, finite,
 ``lo <= hi``, ids unique). Object update table: ``id`` int64, ``x``, ``y`` double, null (or

@@ -1,4 +1,4 @@
-"""Readers of the contract's subscription and message tables (CONTRACT.md "Tables").
+"""Readers of the contract's subscription and message tables (docs/contract.md, "Tables").
 
 Sources: a Parquet file or folder (Spark writes folders), a CSV or JSONL file (text form),
 a pandas DataFrame, a Spark DataFrame, a pyarrow Table or RecordBatch. The result is one

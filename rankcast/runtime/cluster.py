@@ -288,8 +288,8 @@ class Cluster:
 
     def listen(self, subscription_ids: Iterable[int] | None = None, from_position: int | None = None,
                timeout: float | None = None, *, poll: float = 0.02) -> Iterator[Delivery]:
-        """Follow every change, whoever published it, in stream order (CONTRACT "Delivery
-        to subscribers"): yields a :class:`~rankcast.Delivery` (``position``, ``updates``)
+        """Follow every change, whoever published it, in stream order (docs/contract.md,
+        "Delivery"): yields a :class:`~rankcast.Delivery` (``position``, ``updates``)
         per delivered call. ``subscription_ids`` keeps only those subscriptions' updates;
         ``from_position`` replays from that position on (deliveries at positions >= it; a
         listener that handled position p resumes with p + 1: no gap, no duplicate), None
@@ -490,4 +490,4 @@ def _ensure_ray(address: str | None, namespace: str) -> None:
         raise ConnectionError(f"cannot attach to the Ray cluster at {address!r}: {e}. A cluster with token "
                               f"authentication (RAY_AUTH_MODE=token) accepts only clients that present its "
                               f"token: set RAY_AUTH_MODE=token and RAY_AUTH_TOKEN (or RAY_AUTH_TOKEN_PATH, "
-                              f"default ~/.ray/auth_token) to the cluster's token (README, \"Security\")") from None
+                              f"default ~/.ray/auth_token) to the cluster's token (docs/operations.md, \"Security\")") from None

@@ -209,7 +209,7 @@ _COORD_STATE = ("policy", "last_seq", "dispatched_pos", "step", "published", "li
 
 
 class CoordinatorBase(KindCoordinator):
-    """What every kind's coordinator shares (the ARCHITECTURE's "written once"): sequencing
+    """What every kind's coordinator shares (docs/architecture.md, "The kind interface and the registry"): sequencing
     of steps with backpressure, the write-ahead log, checkpoints and recovery, client
     tokens, bulk loading in two phases, deliveries to listeners and ``flush``.
 
@@ -248,7 +248,7 @@ class CoordinatorBase(KindCoordinator):
         self._staged_ids: set[int] = set()
         self._stage_mark = None
         self.counters = dict(steps=0, publish_seconds=0.0, calls=0)
-        # delivery (CONTRACT "Delivery to subscribers"): (position, update arrays) per cut
+        # delivery (docs/contract.md, "Delivery"): (position, update arrays) per cut
         self.deliveries: deque[tuple[int, tuple]] = deque()
         self.evicted_upto = 0                     # deliveries at positions <= this are gone
         self._deliv_chunks: list[tuple[str, int]] = []   # (file, last position) on disk

@@ -1,5 +1,5 @@
-"""The interface a kind implements to run on the shared roles (ARCHITECTURE, "Kinds on one
-runtime").
+"""The interface a kind implements to run on the shared roles (docs/architecture.md, "The kind
+interface and the registry").
 
 A *kind* is a subscription language with its score (spatial-keyword, ranked matching, range
 top-k, ...). The runtime (:class:`~rankcast.runtime.coordinator.CoordinatorBase`) orders the

@@ -1,4 +1,4 @@
-"""rc.Matcher: the single-process engine of the ranked-matching kind (CONTRACT v2).
+"""rc.Matcher: the single-process engine of the ranked-matching kind (docs/contract.md).
 
 Every call is validated whole before anything takes effect (errors name item and field);
 then the expressions go into :class:`~rankcast.kinds.matching.core.MatchCore` (or a baseline

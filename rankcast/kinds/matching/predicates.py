@@ -1,4 +1,4 @@
-"""Validation and columnar form of the ranked-matching kind (CONTRACT v2, "Ranked matching").
+"""Validation and columnar form of the ranked-matching kind (docs/contract.md, "Ranked matching").
 
 A call's expressions or events are checked item by item (an error names the item's position,
 its id and the field, for example ``expression #3 (id=17): field 'predicates[1].value'``) and
@@ -210,7 +210,7 @@ def _finite_nonneg(where, v) -> float:
 
 
 def _table_rows(table, kind: str) -> list[dict]:
-    """Rows of an expression or event table (CONTRACT "Tables for the new kinds") as
+    """Rows of an expression or event table (docs/contract.md, "Tables") as
     mappings: a predicate's ``value`` and an event's ``values`` / ``weights`` are JSON text."""
     import json
     try:

@@ -1,4 +1,4 @@
-"""The ranked-matching kind on the roles (CONTRACT v2; ARCHITECTURE "Kinds on one runtime").
+"""The ranked-matching kind on the roles (docs/architecture.md, "Roles per kind").
 
 - distribution (:class:`~rankcast.runtime.distributor.Distributor` with a :class:`MatchPolicy`):
   places expressions on subscription partitions (``hash``, or ``attribute``: ranges of the
@@ -15,8 +15,8 @@
 
 Recovery: with covering routing, every distributor snapshots its coverings and routing
 table (:class:`~rankcast.kinds.matching.covering.routing.MatchDistributor`). A partition snapshots its live expressions as columns and rebuilds its indexes
-from them when resumed (ARCHITECTURE: "A kind that cannot snapshot a structure rebuilds it
-from its subscriptions"); the aggregator holds no state between steps.
+from them when resumed (docs/architecture.md, "How recovery holds": a structure that is not
+snapshotted is rebuilt from the subscriptions); the aggregator holds no state between steps.
 """
 from __future__ import annotations
 

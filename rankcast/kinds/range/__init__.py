@@ -1,5 +1,5 @@
-"""Range top-k subscriptions with the Paint algorithms (CONTRACT v2, "Range top-k"; paper:
-range top-k continuous queries, ``../shared/notes/range-topk-paint.md``).
+"""Range top-k subscriptions with the Paint algorithms (docs/contract.md, "Range top-k";
+the paper: range top-k continuous queries over a wide-area network; docs/range.md).
 
 A subscription is a closed range [lo, hi] of the objects' x and holds the k live objects of
 lowest y in it. The kind is split in two sides that share nothing but message batches:

@@ -1,4 +1,4 @@
-"""rc.RangeEngine: the single-process engine of the range top-k kind (CONTRACT v2).
+"""rc.RangeEngine: the single-process engine of the range top-k kind (docs/contract.md).
 
 It joins the two sides of :mod:`rankcast.kinds.range`: every call is validated whole first
 (:mod:`.inputs`), then a publish call goes to the :class:`~.server.RangeServer`, which turns

@@ -1,4 +1,4 @@
-"""Validation and columnar form of the range top-k kind's inputs (CONTRACT v2, "Range top-k").
+"""Validation and columnar form of the range top-k kind's inputs (docs/contract.md, "Range top-k").
 
 A call's items are checked whole before anything takes effect; an error names the item by
 position and id and the field: ``range subscription #3 (id=17): field 'hi': must be >= lo``.

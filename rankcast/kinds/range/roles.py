@@ -1,4 +1,4 @@
-"""The range top-k kind on the roles (CONTRACT "Range top-k"; ARCHITECTURE "Kinds on one runtime").
+"""The range top-k kind on the roles (docs/architecture.md, "Roles per kind").
 
 - distribution and window role (:class:`RangeServerRole`, reported as the ``distributor``):
   the objects and the Paint server (:class:`~rankcast.kinds.range.server.RangeServer`). A

@@ -11,7 +11,7 @@ encoded batch. Field checks here are the ones that need no engine state; the eng
 state checks (live ids, ids in the window, time order). Errors name the item by position and
 id and the field: ``subscription #3 (id=17): field 'alpha': must be in [0, 1], got nan``.
 
-The size limits of :func:`rankcast.config.limits` (README, "Limits") are checked here too,
+The size limits of :func:`rankcast.config.limits` (docs/contract.md, "Limits") are checked here too,
 each before anything is allocated in proportion to the size it bounds: items per call
 before the columns are built, characters of a text before it is tokenised, terms of an item
 before its weights are.

@@ -90,11 +90,11 @@ FLAT = 128
 # does (``_match``'s ``own``). Off: on GeoNames at 64 partitions it cut 4-7% of the pairs and
 # 3-9% of the buffer rows but no partition CPU that could be measured, and the replicas' lower
 # local kScores raised the re-evaluations 7% (keyword) and 16% (prefix) over 15,000 messages,
-# the shards' work, the slowest stage there (README, stop 42)
+# the shards' work, the slowest stage there
 OWN_PAIRS = False
 # a second test of an entry that passes its leaf's bound (``_walk``): the score's bound at the
 # subscription's own location (exact SSim) instead of its leaf's box. "off": none (the default:
-# no partition CPU gained, README stop 43). "whole": the bound covers the pair's whole score, the
+# no partition CPU gained). "whole": the bound covers the pair's whole score, the
 # terms before the entry's included, so a replica keeps every pair it met before (its buffer and
 # kScore unchanged); on GeoNames at 64 prefix partitions 20% fewer pairs verified, and 2-4% more
 # partition CPU. "suffix": in tables whose rows index some of their terms (replicas) the bound

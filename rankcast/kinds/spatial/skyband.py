@@ -103,7 +103,7 @@ def _grow2(a, need):
     numba's np.zeros writes every page of the new pool (numpy's is mapped lazily), so
     zeroing the slack cost as much as the copy. GeoNames, keyword at 64 partitions: the one
     doubling inside the 5,000-message stream (262,144 -> 524,288 rows, 21 MB) made its
-    partition the slowest (README, stop 44)."""
+    partition the slowest."""
     n = a.shape[0]
     if need <= n:
         return a

@@ -228,7 +228,7 @@ def _list_count(XS, nx, size, npath, p_start, p_end):
     expressions if so, else -1. A list class lists each expression's own ``size -
     npath`` other attributes (``_below``: each has exactly that many), where there is at least
     one to list. (Lists only where they take at most 1, 1.5, 2, 3 or 4 times
-    the union's words were slower on the bench's 1M tree: README, stop 41.)"""
+    the union's words were slower on the bench's 1M tree.)"""
     need = size - npath
     if nx < 0 or need < 1:
         return -1

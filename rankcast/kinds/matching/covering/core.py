@@ -7,7 +7,7 @@ A distribution actor holds one ``Covering`` per routing table: ``subscribe(expre
 ``from_state()``: their former names, deprecated aliases kept for one release).
 
 **What "covers" means.** ``a`` covers ``b`` iff every event matching ``b`` matches ``a``
-(paper, Definition 1), under the matching of CONTRACT v2 "Ranked matching" (``static`` and
+(paper, Definition 1), under the matching of docs/contract.md, "Ranked matching" (``static`` and
 ``weighted``: the event has every attribute named and every predicate holds). Per attribute:
 
 - ``a`` does not name it: no condition (weaker than any range: an event may lack it);

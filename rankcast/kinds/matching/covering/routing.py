@@ -1,4 +1,4 @@
-"""Covering routing for the ranked-matching kind (issue 12; Shen, Tirthapura, Aluru).
+"""Covering routing for the ranked-matching kind (Shen, Tirthapura, Aluru).
 
 The distribution role of a ranked-matching cluster with ``static`` or ``weighted`` scoring
 sends an event only to the subscription partitions holding an expression it matches,

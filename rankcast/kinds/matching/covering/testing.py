@@ -40,7 +40,7 @@ def _holds(op: str, v, x) -> bool:
 
 
 def matches(e: Expression, values: dict) -> bool:
-    """Exact matching (CONTRACT v2, static): every attribute named present, every predicate holds."""
+    """Exact matching (docs/contract.md, static scoring): every attribute named present, every predicate holds."""
     for p in e.predicates:
         if p.attr not in values:
             return False
