@@ -668,6 +668,10 @@ def main(args: argparse.Namespace) -> dict:
         for module in NEEDS.get(name, ()):
             require(module, "rankcast demo", "demo")
     ctx = DemoContext(args=args, out=Path(args.out))
+    cache = os.environ.get("NUMBA_CACHE_DIR")
+    if cache and not any(Path(cache).rglob("*.nbi")):
+        ctx.log("[demo] numba's cache is empty: every kernel compiles on first use, in every process (minutes); "
+                "`rankcast warm` compiles them once ahead (make does it at install)")
     t0 = time.perf_counter()
     for step in STEPS:
         if step.name in wanted:
