@@ -228,8 +228,27 @@ def range_topk() -> None:
             cl.shutdown()
 
 
+def baselines() -> None:
+    """The baselines the benchmarks compare against (brute force, IPT, CIQ, kmax, Skyband, and
+    numpy/scipy.sparse where SciPy is installed), on the spatial-keyword engine."""
+    import importlib.util
+
+    import rankcast as rc
+    from rankcast.bench.engine import _factory
+    from rankcast.ingest import datasets
+
+    bounds, msgs, subs, vocab = datasets.dataset("tweets", 3000, 1000, seed=5)
+    keys = ["brute", "ipt", "ciq", "kmax", "skyband"] + (["sparse"] if importlib.util.find_spec("scipy") else [])
+    for key in keys:
+        eng = rc.Engine(rc.EngineConfig(bounds=bounds, window=1000, vocabulary=vocab), core=_factory(key))
+        eng.publish(msgs.slice(0, 1000), updates="none")
+        eng.subscribe(subs)
+        for i, form in enumerate(("objects", "arrow", "none", "objects")):
+            eng.publish(msgs.slice(1000 + 500 * i, 500), updates=form)
+
+
 JOBS: dict[str, Callable[[], None]] = {"spatial": spatial, "matching": matching, "range": range_topk,
-                                       "covering": covering}
+                                       "covering": covering, "baselines": baselines}
 
 
 def _run(name: str) -> tuple[str, float]:

@@ -19,6 +19,7 @@ def _args(tmp_path, *extra):
                          "--scan-events", "5", "--out", str(tmp_path), *extra])
 
 
+@pytest.mark.slow
 def test_betree_paper_bench_runs_every_family(tmp_path):
     args = _args(tmp_path)
     assert args.paper == "betree" and args.k == 20          # the ranked paper's options are still there

@@ -7,6 +7,8 @@ import json
 
 import pytest
 
+pytestmark = pytest.mark.slow     # a stream of seconds with kills, on Ray
+
 
 def test_soak_runs_its_two_phases_and_reports(ray_session, tmp_path):
     from rankcast.bench import soak

@@ -68,6 +68,7 @@ def _check_bench_report(out, methods):
     return report
 
 
+@pytest.mark.slow
 def test_bench_engine_in_process(tmp_path):
     methods = ["igpt", "brute", "ipt", "ciq", "kmax", "skyband", "sparse", "igpt-arrow"]
     rc = cli.main(["bench", "engine", "--dataset", "tweets", "--subs", "400", "--window", "400",
@@ -82,6 +83,7 @@ def test_bench_engine_in_process(tmp_path):
     assert report["summary"]["tweets"]["time_sparse_over_igpt"] > 0
 
 
+@pytest.mark.slow
 def test_bench_engine_worker_per_method(tmp_path):
     """The default isolation: one subprocess per method, each reporting its own peak RSS."""
     out = subprocess.run([sys.executable, "-m", "rankcast", "bench", "engine", "--dataset", "tweets",

@@ -315,6 +315,7 @@ def test_baseline_reevaluation_policies_exact(policy):
         assert_engine_exact(eng)
 
 
+@pytest.mark.slow     # every kernel compiled anew with bounds checks, in a child process
 def test_oracle_with_numba_boundscheck(tmp_path):
     """Runs a small oracle workload with numba's bounds checking on (a fresh cache), so an
     out-of-bounds write in any kernel fails loudly instead of corrupting memory."""

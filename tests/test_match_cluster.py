@@ -120,6 +120,7 @@ def test_config_refuses_skype_policies_for_matching():
 
 @pytest.mark.parametrize("role,index", [("partition", "sopt-r-tree"), ("aggregator", "sopt-r-tree"),
                                         ("distributor", "sopt-r-tree"), ("partition", "be-tree")])
+@pytest.mark.slow     # kills and restarts of Ray processes
 def test_recovers_from_a_killed_role_on_ray(ray_session, tmp_path, role, index):
     """SIGKILL one role's process mid-stream: the next calls recover (checkpoint + log) and
     every answer, and the listener's stream, equal the Matcher's."""
@@ -154,6 +155,7 @@ def test_recovers_from_a_killed_role_on_ray(ray_session, tmp_path, role, index):
 
 
 @pytest.mark.parametrize("index", ["ir-tree", "be-tree"])
+@pytest.mark.slow     # kills and restarts of Ray processes
 def test_whole_cluster_restart_resumes_the_expressions(ray_session, tmp_path, index):
     mcfg = rc.MatchConfig(scoring="weighted", index=index, k=4, leaf_capacity=3)
     kw = dict(name=f"match-restart-{index}", state_dir=str(tmp_path))

@@ -274,6 +274,7 @@ def test_routing_state_survives_a_death_and_a_restart(tmp_path):
     cl2.shutdown()
 
 
+@pytest.mark.slow     # kills and restarts of Ray processes
 def test_a_killed_distributor_resumes_its_routing_on_ray(ray_session, tmp_path):
     """SIGKILL a distributor mid-stream on Ray (two distributors, two clients): the next
     call recovers it from its snapshot and the log, and every answer equals the Matcher's."""

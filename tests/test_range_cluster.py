@@ -213,6 +213,7 @@ class _Recorder:
 
 
 @pytest.mark.parametrize("role", ["partition", "distributor", "coordinator"])
+@pytest.mark.slow     # kills and restarts of Ray processes
 def test_recovers_from_killed_roles_on_ray(ray_session, tmp_path, role):
     """SIGKILL one of the kind's processes between two calls, then again at a random moment
     of a call: the calls recover (checkpoint + log) and every answer, topk and the

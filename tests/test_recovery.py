@@ -94,6 +94,7 @@ class Listener(threading.Thread):
                                           (("partition", "shard"), "hash")],
                          ids=["partition+shard-prefix", "aggregator+distributor-location", "coordinator+shard-hash",
                               "partition+shard-hash-partial"])
+@pytest.mark.slow     # kills and restarts of Ray processes
 def test_kill_roles_mid_stream(ray_session, tmp_path, roles, policy):
     """Two kills at random calls, each at a random moment of that call (or between calls).
     Direct mode (hash) rebuilds only a dead partition or shard and catches it up from the
@@ -126,6 +127,7 @@ def test_kill_roles_mid_stream(ray_session, tmp_path, roles, policy):
 
 
 @pytest.mark.parametrize("policy,partitions", [("hash", 1), ("prefix", 1), ("hash", 2)])
+@pytest.mark.slow     # kills and restarts of Ray processes
 def test_partitions_holding_the_window_killed_mid_stream(ray_session, tmp_path, policy, partitions):
     """One partition, or two hash partitions, run as engines in actors (each holds the whole
     window in its process: no shard, distributor or aggregator process). A partition's
@@ -159,6 +161,7 @@ def test_partitions_holding_the_window_killed_mid_stream(ray_session, tmp_path, 
         cl.shutdown()
 
 
+@pytest.mark.slow     # kills and restarts of Ray processes
 def test_whole_cluster_restart_resumes(ray_session, tmp_path):
     """Every process of the cluster gone at once (the coordinator killed for good, its roles
     with it); Cluster.start with the same name and state directory resumes with identical
@@ -421,6 +424,7 @@ def _deliveries_exact(got, states, ids, start) -> int:
     return prev
 
 
+@pytest.mark.slow     # kills and restarts of Ray processes
 def test_pipelined_calls_reach_a_listener_at_the_interval_through_a_kill(ray_session, tmp_path):
     """Pipelined calls only, never a flush: their cuts start behind the steps in flight
     (delivered when done, at the next call or a listener's poll), a partition is killed
@@ -455,6 +459,7 @@ def test_pipelined_calls_reach_a_listener_at_the_interval_through_a_kill(ray_ses
         cl.shutdown()
 
 
+@pytest.mark.slow     # kills and restarts of Ray processes
 def test_checkpoints_behind_the_steps_in_flight_through_kills_and_a_restart(ray_session, tmp_path):
     """Direct mode checkpoints without draining the pipeline: each role's snapshot is queued
     behind its steps in flight and the cut's take; the cuts still running are delivered, and
