@@ -44,10 +44,12 @@ class Nodes:
     """A head and workers on loopback; ``crash(node)`` kills a node's processes at once."""
 
     def __init__(self, head_cpus: float, worker_cpus: list[float], store: int = NODE_STORE):
+        import ray
         from ray.cluster_utils import Cluster
 
-        self.c = Cluster(initialize_head=True, connect=True, head_node_args={
+        self.c = Cluster(initialize_head=True, connect=False, head_node_args={
             "num_cpus": head_cpus, "include_dashboard": False, "object_store_memory": store})
+        ray.init(address=self.c.address, log_to_driver=False)
         self.store = store
         self.workers = [self.add(c) for c in worker_cpus]
 
@@ -59,6 +61,14 @@ class Nodes:
     def crash(self, node) -> None:
         self.c.remove_node(node, allow_graceful=False)
 
+    def wait_dead(self, node, deadline: float = 120.0) -> float:
+        """Seconds until Ray's control store counts ``node`` dead."""
+        t0 = time.monotonic()
+        while node.node_id in live_node_ids():
+            assert time.monotonic() - t0 < deadline, "the lost node is still counted alive"
+            time.sleep(0.2)
+        return time.monotonic() - t0
+
     @property
     def head_id(self) -> str:
         return self.c.head_node.node_id
@@ -66,7 +76,9 @@ class Nodes:
     def shutdown(self) -> None:
         import ray
         ray.shutdown()
-        self.c.shutdown()
+        for node in list(self.c.worker_nodes):
+            self.c.remove_node(node, allow_graceful=False)
+        self.c.head_node.kill_all_processes(check_alive=False, allow_graceful=False)
 
 
 # ---------------------------------------------------------------------------------- kinds
@@ -141,7 +153,7 @@ class Matching:
         return rc.ClusterConfig(engine=self.cfg, policy="attribute", partitions=3, batch_size=4, **kw)
 
     def step(self, cl) -> None:
-        from rankcast.testing import assert_matches_exact, random_events, random_expressions
+        from rankcast.testing import assert_matches_exact, random_expressions
         rng = self.rng
         r = rng.random()
         if r < 0.3 or not self.live:
@@ -285,6 +297,13 @@ def live_node_ids() -> set[str]:
 
 
 # ---------------------------------------------------------------------------------- scenarios
+T0 = time.monotonic()
+
+
+def log(what: str) -> None:
+    print(f"[{time.monotonic() - T0:7.1f} s] {what}", file=sys.stderr, flush=True)
+
+
 def scenario_spread(kind: str, seed: int = 3) -> dict:
     drv = KINDS[kind](seed)
     state = tempfile.mkdtemp(prefix="rc-nodes-state-")
@@ -296,6 +315,7 @@ def scenario_spread(kind: str, seed: int = 3) -> dict:
         listener = Listener(ccfg.name, ccfg.namespace)
         listener.start()
         roles0 = placement(cl)
+        log(f"started: {roles0}")
         check_spread(roles0, live_node_ids(), nodes.head_id)
         for _ in range(12):
             drv.step(cl)
@@ -309,19 +329,22 @@ def scenario_spread(kind: str, seed: int = 3) -> dict:
         for _ in range(12):
             drv.step(cl)
         t_crash.join()
+        log(f"crashed {victim.node_id[:8]} holding {lost}")
         drv.check(cl)
         st = cl.stats()
         recs = st["recovery"]["recoveries"]
         assert recs, "no recovery after the node was lost"
         roles1 = st["placement"]["roles"]
+        nodes.wait_dead(victim)
         alive = live_node_ids()
-        assert victim.node_id not in alive
         assert set(roles1.values()) <= alive, roles1
         check_spread(roles1, alive, nodes.head_id)
+        log(f"recovered: {recs}")
         out["lost_roles"] = lost
         out["recoveries"] = [{k: r.get(k) for k in ("cause", "mode", "seconds", "replayed_calls")} for r in recs]
         # a node joins: the stream goes on exactly
         new = nodes.add(2)
+        log("node added")
         for _ in range(8):
             drv.step(cl)
         seen = listener.finish()
@@ -333,6 +356,7 @@ def scenario_spread(kind: str, seed: int = 3) -> dict:
         listener = Listener(ccfg.name, ccfg.namespace, start=(seen[-1][0] + 1) if seen else 1)
         listener.start()
         after = placement(cl)
+        log(f"restarted: {after}")
         check_spread(after, live_node_ids(), nodes.head_id)
         assert new.node_id in after.values(), f"no role on the new node after the restart: {after}"
         assert {k: v for k, v in after.items() if k != "coordinator"} != \
@@ -416,7 +440,7 @@ def scenario_noroom(kind: str = "spatial", seed: int = 5) -> dict:
 
 def scenario_loopback(kind: str = "spatial") -> dict:
     """The embedded default, as a new user starts it (no Ray running, no address)."""
-    import ray  # noqa: F401  (imported before rankcast starts it, with Ray's own setting)
+    __import__("ray")           # imported before rankcast starts it, with Ray's own setting
     drv = KINDS[kind](1)
     cl = rc.Cluster.start(drv.ccfg(name="loopback", state_dir=tempfile.mkdtemp(prefix="rc-nodes-state-"),
                                    actor_cpus=0.1))

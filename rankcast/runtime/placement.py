@@ -3,7 +3,7 @@
 Two groups of roles:
 
 - **control roles** (the coordinator, the distributors, the aggregators, and the standby
-  processes): on the node ``ClusterConfig.control_node`` names: ``"head"`` (default; Ray's
+  processes, which take the place of a lost role and ask no CPU until then): on the node ``ClusterConfig.control_node`` names: ``"head"`` (default; Ray's
   head node), ``"any"`` (where Ray's scheduler puts them), or the name of a custom resource
   (``ray start --resources='{"rankcast_control": 1}'``) that marks the nodes for them;
 - **data roles** (subscription partitions, window shards): under ``placement="spread"``
@@ -54,8 +54,9 @@ def node_id() -> str | None:
         return None
 
 
-def control_options(control_node: str, nodes: list[dict] | None = None) -> dict[str, Any]:
-    """Ray actor options that put a control role where ``control_node`` says."""
+def control_options(control_node: str, nodes: list[dict] | None = None, soft: bool = True) -> dict[str, Any]:
+    """Ray actor options that put a control role where ``control_node`` says (``soft``:
+    elsewhere when the head has no room)."""
     if control_node == "any":
         return {}
     if control_node == "head":
@@ -63,7 +64,7 @@ def control_options(control_node: str, nodes: list[dict] | None = None) -> dict[
         if head is None:
             return {}
         from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
-        return {"scheduling_strategy": NodeAffinitySchedulingStrategy(head, soft=True)}
+        return {"scheduling_strategy": NodeAffinitySchedulingStrategy(head, soft=soft)}
     return {"resources": {control_node: 0.001}}
 
 
@@ -89,7 +90,9 @@ class Placer:
     def options(self, role: str) -> tuple[dict[str, Any], str | None]:
         """(Ray actor options, the node asked for or None) of a new process of ``role``."""
         if role not in DATA_ROLES:
-            opts = control_options(self.control_node, self.nodes())
+            # a standby asks no CPU: it always fits on the head, where Ray's soft affinity
+            # did not always put it
+            opts = control_options(self.control_node, self.nodes(), soft=role != "standby")
             s = opts.get("scheduling_strategy")
             return opts, getattr(s, "node_id", None)
         if self.placement != "spread":
