@@ -159,6 +159,9 @@ STANDBY_WARM_SECONDS = 120.0  # how long warm() waits for the standby processes
 STORE_WARM_BYTES = 256 << 20
 STORE_WARM_CHUNK = 8 << 20
 MAX_RECOVERIES = 3      # deaths in a row one call survives before it gives up
+# role processes still starting after placement_timeout while CPUs are free start slowly (a
+# loaded host), they are not short of room: waited for up to this many times the timeout
+SLOW_START_LIMIT = 10
 MAX_CLIENTS = 10_000    # clients whose last call's result is kept for their retries
 
 
@@ -437,11 +440,19 @@ class CoordinatorBase(KindCoordinator):
             wait = None if limit is None else max(0.0, limit - (time.perf_counter() - t0))
             done, left = self.rt.wait(left, num_returns=1, timeout=wait)
             if not done:
+                if self._cpus_free() >= self.ccfg.actor_cpus and limit < SLOW_START_LIMIT * self.ccfg.placement_timeout:
+                    limit += self.ccfg.placement_timeout      # room: the processes start slowly
+                    continue
                 self._no_room([names[r] for r in left], left)
             for r in done:
                 self.rt.get(r)
                 out[names[r]] = time.perf_counter() - t0
         return out
+
+    def _cpus_free(self) -> float:
+        """Logical CPUs not taken on the live nodes (Ray's last report)."""
+        import ray
+        return float(ray.available_resources().get("CPU", 0.0))
 
     def _no_room(self, labels: list[str], refs: list) -> None:
         """Roles ``labels`` could not start within ``placement_timeout``: no live node has
