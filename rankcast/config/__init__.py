@@ -98,7 +98,7 @@ def local_ray_options(**extra) -> dict[str, Any]:
     another, so the local Ray advertises at least ``RANKCAST_LOCAL_CPUS`` (default 8) even on a
     2-core machine; otherwise a 4-partition topology plus a Spark executor cannot be placed.
 
-    A Ray of its own (``address="local"``: never one that runs on this machine already).
+    A Ray of its own (``address="local"``: never one that runs on the host already).
     Locked down (docs/operations.md, "Security"): loopback only (every listening socket of
     Ray's processes on 127.0.0.1: :func:`loopback_only`), no dashboard
     (``RANKCAST_DASHBOARD=1`` starts one, on 127.0.0.1), and token authentication, which Ray
@@ -113,7 +113,7 @@ def local_ray_options(**extra) -> dict[str, Any]:
     loopback_only()
     cpus = max(int(os.environ.get("RANKCAST_LOCAL_CPUS", "8")), os.cpu_count() or 1)
     dashboard = os.environ.get("RANKCAST_DASHBOARD", "0") not in ("", "0", "false", "False")
-    # "local": a new Ray of its own, never one found running on this machine
+    # "local": a new Ray of its own, never one found running on the host
     return {"address": "local", "num_cpus": cpus, "include_dashboard": dashboard, "dashboard_host": "127.0.0.1",
             "_node_ip_address": "127.0.0.1", **extra}
 
@@ -122,7 +122,7 @@ def loopback_only() -> None:
     """Make the next Ray node this process starts listen on loopback only: sets
     :data:`RAY_LOOPBACK_VAR` in the environment (Ray's processes inherit it; a ``ray`` imported
     later reads it) and, when ``ray`` is imported already, the flag Ray read it into. A
-    process that did this serves a Ray on this machine; one that attaches to a cluster of
+    process that did this serves a Ray on its host; one that attaches to a cluster of
     several machines (``ray.init(address=...)``) must not have done it."""
     import sys
 
