@@ -474,8 +474,10 @@ class CoordinatorBase(KindCoordinator):
         w = self._waiting
         probes = w["probes"]
         ready, _ = self.rt.wait(probes, num_returns=len(probes), timeout=0)
-        if len(ready) < len(probes):
+        if len(ready) < len(probes) and self._cpus_free() < self.ccfg.actor_cpus * (len(probes) - len(ready)):
             raise NoCapacity(w["reason"])
+        # every waiting role started, or there is room for them now (those that still wait
+        # for Ray do not answer the recovery, which starts them anew)
         self._waiting = None
         t0 = time.time()
         self._recover(NoCapacity(w["reason"]))
@@ -537,6 +539,8 @@ class CoordinatorBase(KindCoordinator):
                 except Exception:
                     ok = False
             (out if ok else dead).append((r, h))
+        if self.placer is not None:       # their nodes may be gone: new processes go elsewhere
+            self.placer.avoid = {self.placer.where.get(_key(h)) for _, h in dead} - {None}
         self._kill([h for _, h in dead])
         self._drop_dead_standbys()
         return out

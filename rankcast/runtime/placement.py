@@ -78,6 +78,7 @@ class Placer:
         self.control_node = control_node
         self.where: dict[str, str] = {}        # process key -> node id
         self.kinds: dict[str, str] = {}        # process key -> "data" or "control"
+        self.avoid: set[str] = set()           # nodes where roles just died (maybe gone)
         self._nodes: list[dict] | None = None
         self._nodes_at = 0.0
 
@@ -98,6 +99,8 @@ class Placer:
         if self.placement != "spread":
             return {}, None
         nodes = [n for n in self.nodes() if n["resources"].get("CPU", 0) > 0]
+        # a node whose roles just died may be dead before Ray's control store says so
+        nodes = [n for n in nodes if n["node"] not in self.avoid] or nodes
         if not nodes:
             return {}, None
         live = {n["node"] for n in nodes}
