@@ -79,7 +79,7 @@ def test_the_spread_rule_evens_out_data_roles_and_keeps_control_roles_on_the_hea
     assert Placer("pack", "head").options("partition") == ({}, None)
 
 
-def _scenario(*args, timeout: float = 900) -> dict:
+def _scenario(*args, timeout: float = 1800) -> dict:
     """Run tests/multinode.py's scenario in a child process with Ray files of its own."""
     env = dict(os.environ, PYTHONPATH=f"{ROOT}{os.pathsep}{os.environ.get('PYTHONPATH', '')}")
     env.pop("RAY_ADDRESS", None)
