@@ -98,13 +98,16 @@ def local_ray_options(**extra) -> dict[str, Any]:
     another, so the local Ray advertises at least ``RANKCAST_LOCAL_CPUS`` (default 8) even on a
     2-core machine; otherwise a 4-partition topology plus a Spark executor cannot be placed.
 
-    A Ray of its own (``address="local"``: never one that runs on the host already).
     Locked down (docs/operations.md, "Security"): loopback only (every listening socket of
     Ray's processes on 127.0.0.1: :func:`loopback_only`), no dashboard
     (``RANKCAST_DASHBOARD=1`` starts one, on 127.0.0.1), and token authentication, which Ray
     2.60 turns on for every new local cluster unless ``RAY_AUTH_MODE`` says otherwise (it
     writes the token to ``~/.ray/auth_token``; every process that attaches must present it).
     Ray reads the mode when it is imported, so it is not set from here.
+
+    It always starts a new Ray (``address="local"``): a Ray that another program left
+    running on this host (``ray start``, its address file) is not joined by accident; pass
+    its address to attach to it.
 
     Task arguments and results up to :data:`RAY_INLINE_BYTES` go inside the calls: the
     variable Ray reads (:data:`RAY_INLINE_VAR`) is set in this process's environment, unless
@@ -113,7 +116,6 @@ def local_ray_options(**extra) -> dict[str, Any]:
     loopback_only()
     cpus = max(int(os.environ.get("RANKCAST_LOCAL_CPUS", "8")), os.cpu_count() or 1)
     dashboard = os.environ.get("RANKCAST_DASHBOARD", "0") not in ("", "0", "false", "False")
-    # "local": a new Ray of its own, never one found running on the host
     return {"address": "local", "num_cpus": cpus, "include_dashboard": dashboard, "dashboard_host": "127.0.0.1",
             "_node_ip_address": "127.0.0.1", **extra}
 
