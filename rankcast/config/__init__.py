@@ -14,7 +14,7 @@ from rankcast.errors import InvalidInput
 from rankcast.kinds.spatial.text import Vocabulary
 from rankcast.runtime import registry
 
-__all__ = ["EngineConfig", "MatchConfig", "RangeConfig", "RANGE_METHODS", "ClusterConfig", "SCORINGS", "MATCH_INDEXES", "MATCH_POLICIES", "RANGE_POLICIES", "Limits", "defaults", "limits", "POLICIES", "local_ray_options"]
+__all__ = ["EngineConfig", "MatchConfig", "RangeConfig", "RANGE_METHODS", "ClusterConfig", "SCORINGS", "MATCH_INDEXES", "MATCH_DRIVERS", "MATCH_POLICIES", "RANGE_POLICIES", "Limits", "defaults", "limits", "POLICIES", "local_ray_options"]
 
 _DEFAULTS_FILE = Path(__file__).with_name("defaults.yaml")
 # each kind's placement policies, from its registry entry (rankcast.runtime.registry)
@@ -183,6 +183,10 @@ MATCH_INDEXES = ("auto", "ir-tree", "sopt-r-tree", "segment-tree", "interval-tre
 # which index serves which scoring (an unsupported pair is an InvalidInput naming 'index')
 INDEX_SCORINGS = {"auto": SCORINGS, "ir-tree": SCORINGS, "sopt-r-tree": SCORINGS, "segment-tree": SCORINGS,
                   "interval-tree": SCORINGS, "r-tree": SCORINGS, "be-tree": ("static", "weighted"), "scan": SCORINGS}
+# the driver over a named index: "paper" (the Threshold Algorithm for relaxed, the driver
+# attribute merge for static / weighted), "pivot" (rankcast.kinds.matching.pivot); "auto":
+# "paper" over a named index, the pivot driver and the scan chosen per event under index="auto"
+MATCH_DRIVERS = ("auto", "paper", "pivot")
 BE_SPLITS = ("exhaustive", "approximate")
 BE_BUILDS = ("dynamic", "batch")
 
@@ -200,6 +204,7 @@ class MatchConfig:
     scoring: str = _MATCH["scoring"]
     k: int = _MATCH["k"]
     index: str = _MATCH["index"]
+    driver: str = _MATCH["driver"]
     branching: int = _MATCH["branching"]                # b of the R-trees (paper Table 1: 50)
     rebuild_fraction: float = _MATCH["rebuild_fraction"]  # static index: delta share that rebuilds it
     rebuild_min: int = _MATCH["rebuild_min"]
@@ -222,6 +227,11 @@ class MatchConfig:
             served = ", ".join(INDEX_SCORINGS[self.index])
             raise InvalidInput(f"MatchConfig: field 'index': {self.index!r} does not serve scoring "
                                f"{self.scoring!r} (it serves: {served})")
+        if self.driver not in MATCH_DRIVERS:
+            raise InvalidInput(f"MatchConfig: field 'driver': must be one of {MATCH_DRIVERS}, got {self.driver!r}")
+        if self.driver != "auto" and self.index in ("scan", "be-tree"):
+            raise InvalidInput(f"MatchConfig: field 'driver': index {self.index!r} has no driver to choose "
+                               f"(only 'auto'), got {self.driver!r}")
         for name, low in (("k", 1), ("branching", 2), ("rebuild_min", 1)):
             v = getattr(self, name)
             if isinstance(v, bool) or not isinstance(v, int) or v < low:
