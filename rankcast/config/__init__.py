@@ -183,10 +183,12 @@ MATCH_INDEXES = ("auto", "ir-tree", "sopt-r-tree", "segment-tree", "interval-tre
 # which index serves which scoring (an unsupported pair is an InvalidInput naming 'index')
 INDEX_SCORINGS = {"auto": SCORINGS, "ir-tree": SCORINGS, "sopt-r-tree": SCORINGS, "segment-tree": SCORINGS,
                   "interval-tree": SCORINGS, "r-tree": SCORINGS, "be-tree": ("static", "weighted"), "scan": SCORINGS}
-# the driver over a named index: "paper" (the Threshold Algorithm for relaxed, the driver
-# attribute merge for static / weighted), "pivot" (rankcast.kinds.matching.pivot); "auto":
-# "paper" over a named index, the pivot driver and the scan chosen per event under index="auto"
-MATCH_DRIVERS = ("auto", "paper", "pivot")
+# how an event is answered (docs/matching.md): "paper" (the Threshold Algorithm for relaxed,
+# the driver attribute merge for static / weighted, over the named index), "pivot" (one
+# attribute's list in order of the whole expression's bound, over the named index), "box" (one
+# tree over whole expressions, rankcast.kinds.matching.boxtree: index="auto" only); "auto":
+# "box" under index="auto", "paper" over a named index
+MATCH_DRIVERS = ("auto", "paper", "pivot", "box")
 BE_SPLITS = ("exhaustive", "approximate")
 BE_BUILDS = ("dynamic", "batch")
 
@@ -232,6 +234,9 @@ class MatchConfig:
         if self.driver != "auto" and self.index in ("scan", "be-tree"):
             raise InvalidInput(f"MatchConfig: field 'driver': index {self.index!r} has no driver to choose "
                                f"(only 'auto'), got {self.driver!r}")
+        if self.driver == "box" and self.index != "auto":
+            raise InvalidInput(f"MatchConfig: field 'driver': 'box' builds its own tree and needs index='auto', "
+                               f"got index={self.index!r}")
         for name, low in (("k", 1), ("branching", 2), ("rebuild_min", 1)):
             v = getattr(self, name)
             if isinstance(v, bool) or not isinstance(v, int) or v < low:

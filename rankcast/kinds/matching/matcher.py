@@ -42,9 +42,9 @@ def new_core(cfg: MatchConfig, cls=None):
         elif driver == "pivot":
             from .pivot import PivotCore
             cls = PivotCore
-        elif cfg.index == "auto" and driver == "auto":
-            from .pivot import AutoCore
-            cls = AutoCore
+        elif cfg.index == "auto" and driver in ("auto", "box"):
+            from .boxtree import BoxCore
+            cls = BoxCore
         else:
             cls = MatchCore
     return cls(cfg.scoring, cfg.index, b=cfg.branching, rebuild_fraction=cfg.rebuild_fraction,

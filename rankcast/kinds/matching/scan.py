@@ -22,7 +22,7 @@ import numpy as np
 from .core import (BETWEEN, EQ, GE, GT, LE, LT, MODES, RELAXED, STATIC, WEIGHTED, DenseEvent, ExpressionTable,
                    offer_topk, ranks_after, top_of)
 
-__all__ = ["ScanCore", "TableScanCore", "ScanColumns", "fused_scan"]
+__all__ = ["ScanCore", "TableScanCore", "ScanColumns", "fused_scan", "offer_all", "heap_sorted"]
 
 MAX_COLUMNS = 64        # attributes held in columns; expressions on others are checked row by row
 _INTERVAL_OPS = np.zeros(16, np.bool_)
@@ -30,17 +30,16 @@ _INTERVAL_OPS[[LT, LE, EQ, GE, GT, BETWEEN]] = True
 
 
 @numba.njit(cache=True)
-def fused_scan(mode, lo2, hi2, w2, npred, columnar, live, score, ids, n_slots, ev_attr, ev_val, ev_w, k,
-               h_score, h_id):
-    """One pass over slots ``0..n_slots``: every live columnar expression scored against the
+def fused_scan(mode, lo2, hi2, w2, npred, columnar, live, score, ids, start, n_slots, ev_attr, ev_val, ev_w, k,
+               h_score, h_id, h_size):
+    """One pass over slots ``start..n_slots``: every live columnar expression scored against the
     event (``ev_attr`` ascending attribute ids with a column, values ``ev_val``, weights
     ``ev_w``) and offered to the top-k heap ``h_score/h_id`` (``offer_topk`` order) when it can
     enter it. A slot's predicate on attribute ``a`` is ``lo2[a, s] <= x <= hi2[a, s]`` (no
     predicate: ``lo = +inf``, never holds); static and weighted need all ``npred[s]`` to hold.
-    Returns the heap's size."""
-    h_size = 0
+    ``h_size``: the heap's size before; returns it after."""
     m = ev_attr.shape[0]
-    for s in range(n_slots):
+    for s in range(start, n_slots):
         if not columnar[s] or not live[s]:
             continue
         acc = 0.0
@@ -63,6 +62,21 @@ def fused_scan(mode, lo2, hi2, w2, npred, columnar, live, score, ids, n_slots, e
         if h_size < k or ranks_after(h_score[0], h_id[0], sc, ids[s]):
             h_size = offer_topk(h_score, h_id, h_size, k, sc, ids[s])
     return h_size
+
+
+@numba.njit(cache=True)
+def offer_all(ids, scores, k, h_score, h_id, h_size):
+    """Offer every (score, id) to the top-k heap; returns its size."""
+    for i in range(ids.shape[0]):
+        if k > 0:
+            h_size = offer_topk(h_score, h_id, h_size, k, scores[i], ids[i])
+    return h_size
+
+
+def heap_sorted(h_score, h_id, h_size: int) -> tuple[np.ndarray, np.ndarray]:
+    """The heap's (ids, scores), score descending then id ascending."""
+    order = np.lexsort((h_id[:h_size], -h_score[:h_size]))
+    return h_id[:h_size][order], h_score[:h_size][order]
 
 
 class ScanColumns:
@@ -131,19 +145,25 @@ class ScanColumns:
         self.__init__()
         self.append(t, np.arange(t.n_slots, dtype=np.int64), n_attrs)
 
-    def top(self, t: ExpressionTable, mode: int, ev: DenseEvent, k: int) -> tuple[np.ndarray, np.ndarray]:
-        """The event's top-k (ids, scores), score descending then id ascending."""
+    def scan_into(self, t: ExpressionTable, mode: int, ev: DenseEvent, k: int, start: int, h_score, h_id,
+                  h_size: int) -> int:
+        """Offer slots ``start..`` and every generic expression to the heap ``h_score/h_id``
+        (:func:`fused_scan`); returns its size."""
         attrs = ev.attrs[ev.attrs < self.lo2.shape[0]].astype(np.int64)
-        h_score, h_id = np.zeros(max(k, 1)), np.zeros(max(k, 1), np.int64)
-        h = fused_scan(mode, self.lo2, self.hi2, self.w2, self.npred, self.columnar, t.live, t.score, t.ids,
-                       self.n, attrs, ev.val[attrs], ev.ew[attrs], k, h_score, h_id)
-        ids, sc = h_id[:h], h_score[:h]
+        h_size = fused_scan(mode, self.lo2, self.hi2, self.w2, self.npred, self.columnar, t.live, t.score, t.ids,
+                            start, self.n, attrs, ev.val[attrs], ev.ew[attrs], k, h_score, h_id, h_size)
         if len(self.generic):
             gen = self.generic[t.live[self.generic]]
             self.generic = gen
             ok, gsc = t.evaluate(gen, mode, ev)
-            ids, sc = np.r_[ids, t.ids[gen[ok]]], np.r_[sc, gsc[ok]]
-        return top_of(ids, sc, k)
+            h_size = offer_all(t.ids[gen[ok]], gsc[ok], k, h_score, h_id, h_size)
+        return h_size
+
+    def top(self, t: ExpressionTable, mode: int, ev: DenseEvent, k: int) -> tuple[np.ndarray, np.ndarray]:
+        """The event's top-k (ids, scores), score descending then id ascending."""
+        h_score, h_id = np.zeros(max(k, 1)), np.zeros(max(k, 1), np.int64)
+        h = self.scan_into(t, mode, ev, k, 0, h_score, h_id, 0)
+        return heap_sorted(h_score, h_id, h)
 
 
 class _ScanBase:
