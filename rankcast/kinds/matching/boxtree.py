@@ -45,12 +45,14 @@ import numba
 import numpy as np
 
 from rankcast.common.tolerance import EPS
-from .core import MODES, RELAXED, STATIC, WEIGHTED, DenseEvent, ExpressionTable, offer_topk, ranks_after
+from .core import (MODES, RELAXED, STATIC, WEIGHTED, DenseEvent, ExpressionTable, check_slot, offer_topk,
+                   ranks_after)
 from .scan import ScanColumns, heap_sorted
 
 __all__ = ["BoxCore", "BoxTree", "box_search"]
 
 _NO_ID = np.iinfo(np.int64).max
+_LOOSE_SLACK = 1e-12      # relative: far above the rounding of a sum of a few hundred weights
 
 
 @numba.njit(cache=True, inline="always")
@@ -68,16 +70,16 @@ def _node_bound(v, mode, n_cols, has_q, q, nlo, nhi, lacks, maxkey, mwx, scale):
         b = maxkey[v]
         exact = True
         for a in range(n_cols):
-            if not has_q[a] or q[a] < nlo[a, v] or q[a] > nhi[a, v]:
-                if mwx[a, v] < b:
-                    b = mwx[a, v]
+            if not has_q[a] or q[a] < nlo[v, a] or q[a] > nhi[v, a]:
+                if mwx[v, a] < b:
+                    b = mwx[v, a]
                     exact = False
         return b, exact
     for a in range(n_cols):
         if has_q[a]:
-            if not lacks[a, v] and (q[a] < nlo[a, v] or q[a] > nhi[a, v]):
+            if not lacks[v, a] and (q[a] < nlo[v, a] or q[a] > nhi[v, a]):
                 return -np.inf, True
-        elif not lacks[a, v]:
+        elif not lacks[v, a]:
             return -np.inf, True
     if mode == STATIC:
         return maxkey[v], True
@@ -136,14 +138,17 @@ def _heap_pop(pb, pv, n):
 
 @numba.njit(cache=True)
 def box_search(mode, root, child_first, child_count, e_start, e_end, nlo, nhi, lacks, maxkey, minid, mwx,
-               lo, hi, w, npred, key, eid, slot, live, ev_attr, ev_val, ev_w, has_q, q, scale, k,
-               h_score, h_id, h_size, pb, pv, counts):
+               lo, hi, w, npred, key, eid, slot, loose, live, ev_attr, ev_val, ev_w, has_q, q, scale, k,
+               h_score, h_id, h_size, pb, pv, counts, score, p_start, p_end, p_attr, p_op, p_a, p_b, p_w,
+               set_off, set_vals, val, has, ew):
     """Best-first search of the tree (module docstring) for one event, into the top-k heap
     ``h_score/h_id[:h_size]``. ``ev_attr`` (ascending) / ``ev_val`` / ``ev_w``: the event's
     attributes that have columns; ``has_q``, ``q``: the same, dense. ``pb/pv``: the node heap's
-    room. ``counts`` += (nodes popped, boxes checked). Returns the heap's size."""
+    room. ``counts`` += (nodes popped, boxes checked). A ``loose`` box (its intervals a superset
+    of where its predicates hold) that passes is checked exactly on the table (``score``,
+    ``p_*``, ``set_*``; the dense event ``val``, ``has``, ``ew``). Returns the heap's size."""
     exact_keys = mode != WEIGHTED
-    n_cols = nlo.shape[0]
+    n_cols = nlo.shape[1]
     m = ev_attr.shape[0]
     n = 0
     b0, ex0 = _node_bound(root, mode, n_cols, has_q, q, nlo, nhi, lacks, maxkey, mwx, scale)
@@ -170,18 +175,23 @@ def box_search(mode, root, child_first, child_count, e_start, e_end, nlo, nhi, l
                 for j in range(m):
                     a = ev_attr[j]
                     x = ev_val[j]
-                    if lo[a, i] <= x and x <= hi[a, i]:
+                    if lo[i, a] <= x and x <= hi[i, a]:
                         hits += 1
                         if mode == RELAXED:
-                            acc += w[a, i]
+                            acc += w[i, a]
                         elif mode == WEIGHTED:
-                            acc += w[a, i] * ev_w[j]
+                            acc += w[i, a] * ev_w[j]
                 if mode == RELAXED:
                     if hits == 0:
                         continue
                 elif hits != npred[i]:
                     continue
                 sc = key[i] if mode == STATIC else acc
+                if loose[i]:
+                    ok, sc = check_slot(slot[i], mode, p_start, p_end, score, p_attr, p_op, p_a, p_b, p_w,
+                                        set_off, set_vals, val, has, ew)
+                    if not ok:
+                        continue
                 if h_size == k and not ranks_after(h_score[0], h_id[0], sc, eid[i]):
                     continue
                 if live[slot[i]]:
@@ -209,6 +219,9 @@ class BoxTree:
             key = np.zeros(len(slots))
             for a in range(n_cols):
                 key = key + cols.w2[a, slots]
+            # a box summed in another order may round above: its bound is raised past that
+            lz = ~cols.exact[slots]
+            key[lz] = key[lz] * (1.0 + _LOOSE_SLACK) + _LOOSE_SLACK
         order = np.argsort(-key, kind="stable")
         slots, key = slots[order], key[order]
         lo, hi = cols.lo2[:, slots], cols.hi2[:, slots]
@@ -216,20 +229,19 @@ class BoxTree:
         perm = self._kd_order(lo, hi, has)
         self.slot = np.ascontiguousarray(slots[perm])
         self.key = np.ascontiguousarray(key[perm])
-        self.lo = np.ascontiguousarray(lo[:, perm])
-        self.hi = np.ascontiguousarray(hi[:, perm])
-        self.w = np.ascontiguousarray(cols.w2[:, self.slot])
+        lo, hi, w = lo[:, perm], hi[:, perm], cols.w2[:, self.slot]
         self.npred = np.ascontiguousarray(cols.npred[self.slot])
         self.eid = np.ascontiguousarray(t.ids[self.slot])
+        self.loose = np.ascontiguousarray(~cols.exact[self.slot])
         has = has[:, perm]
         self.n = n = len(self.slot)
         # leaves, then parents of FAN consecutive nodes, up to one root
         starts = np.arange(0, max(n, 1), self.LEAF)
         e_start, e_end = [starts], [np.minimum(starts + self.LEAF, n)]
         if n:
-            wa = np.where(has, self.w, 0.0)
-            lvl = [np.minimum.reduceat(np.where(has, self.lo, np.inf), starts, axis=1),
-                   np.maximum.reduceat(np.where(has, self.hi, -np.inf), starts, axis=1),
+            wa = np.where(has, w, 0.0)
+            lvl = [np.minimum.reduceat(np.where(has, lo, np.inf), starts, axis=1),
+                   np.maximum.reduceat(np.where(has, hi, -np.inf), starts, axis=1),
                    np.logical_or.reduceat(~has, starts, axis=1),
                    np.maximum.reduceat(self.key, starts),
                    np.maximum.reduceat(self.key[None, :] - wa, starts, axis=1)]
@@ -239,6 +251,8 @@ class BoxTree:
             lvl = [np.full((n_cols, 1), np.inf), np.full((n_cols, 1), -np.inf), np.ones((n_cols, 1), bool),
                    np.full(1, -np.inf), np.full((n_cols, 1), -np.inf), np.full(1, _NO_ID)]
         levels = [lvl]
+        # box-major (a leaf's boxes side by side)
+        self.lo, self.hi, self.w = (np.ascontiguousarray(x.T) for x in (lo, hi, w))
         child_first, child_count = [np.zeros(len(starts), np.int64)], [np.zeros(len(starts), np.int64)]
         base = 0
         while len(levels[-1][3]) > 1:
@@ -256,11 +270,12 @@ class BoxTree:
             e_start.append(np.zeros(len(ps), np.int64))
             e_end.append(np.zeros(len(ps), np.int64))
             base += m
-        self.nlo = np.ascontiguousarray(np.concatenate([x[0] for x in levels], axis=1))
-        self.nhi = np.ascontiguousarray(np.concatenate([x[1] for x in levels], axis=1))
-        self.lacks = np.ascontiguousarray(np.concatenate([x[2] for x in levels], axis=1))
+        # node-major (a node's attributes side by side: a parent's children are read together)
+        self.nlo = np.ascontiguousarray(np.concatenate([x[0] for x in levels], axis=1).T)
+        self.nhi = np.ascontiguousarray(np.concatenate([x[1] for x in levels], axis=1).T)
+        self.lacks = np.ascontiguousarray(np.concatenate([x[2] for x in levels], axis=1).T)
         self.maxkey = np.concatenate([x[3] for x in levels]).astype(np.float64)
-        self.mwx = np.ascontiguousarray(np.concatenate([x[4] for x in levels], axis=1))
+        self.mwx = np.ascontiguousarray(np.concatenate([x[4] for x in levels], axis=1).T)
         self.minid = np.concatenate([x[5] for x in levels]).astype(np.int64)
         self.child_first = np.concatenate(child_first).astype(np.int64)
         self.child_count = np.concatenate(child_count).astype(np.int64)
@@ -298,7 +313,7 @@ class BoxTree:
         return perm
 
     def nbytes(self) -> int:
-        return int(sum(x.nbytes for x in (self.slot, self.key, self.eid, self.minid, self.lo, self.hi, self.w,
+        return int(sum(x.nbytes for x in (self.slot, self.key, self.eid, self.minid, self.loose, self.lo, self.hi, self.w,
                                           self.npred, self.nlo,
                                           self.nhi, self.lacks, self.maxkey, self.mwx, self.child_first,
                                           self.child_count, self.e_start, self.e_end)))
@@ -353,23 +368,28 @@ class BoxCore:
         n_cols = cols.lo2.shape[0]
         has_q, q = np.zeros(n_cols, np.bool_), np.zeros(n_cols)
         counts = np.zeros(2, np.int64)
+        g = cols.generic[t.live[cols.generic]]
+        outside = g[(g >= self.built_n) | ~cols.columnar[g]]     # generic and not in the tree
         for i in range(len(events)):
             a, b = events.off[i], events.off[i + 1]
             ev.set(events.attr[a:b], events.val[a:b], events.weight[a:b])
             self.counters["events"] += 1
             h_score, h_id = np.zeros(max(k, 1)), np.zeros(max(k, 1), np.int64)
-            h = cols.scan_into(t, self.mode, ev, k, self.built_n, h_score, h_id, 0)
-            self.counters["scanned"] += cols.n - self.built_n + len(cols.generic)
+            h = cols.scan_into(t, self.mode, ev, k, self.built_n, h_score, h_id, 0, outside)
+            self.counters["scanned"] += cols.n - self.built_n + len(outside)
             attrs = ev.attrs[ev.attrs < n_cols].astype(np.int64)
             has_q[:] = False
             has_q[attrs] = True
             q[attrs] = ev.val[attrs]
             scale = float(ev.ew[ev.attrs].max()) if self.mode == WEIGHTED and len(ev.attrs) else 1.0
             if tree.n:
+                attrs = attrs[attrs < tree.nlo.shape[1]]      # attributes new since the build: no box has them
                 h = box_search(self.mode, tree.root, tree.child_first, tree.child_count, tree.e_start, tree.e_end,
                                tree.nlo, tree.nhi, tree.lacks, tree.maxkey, tree.minid, tree.mwx, tree.lo, tree.hi,
-                               tree.w, tree.npred, tree.key, tree.eid, tree.slot, t.live, attrs, ev.val[attrs],
-                               ev.ew[attrs], has_q, q, scale, k, h_score, h_id, h, tree.pb, tree.pv, counts)
+                               tree.w, tree.npred, tree.key, tree.eid, tree.slot, tree.loose, t.live, attrs,
+                               ev.val[attrs], ev.ew[attrs], has_q, q, scale, k, h_score, h_id, h, tree.pb, tree.pv,
+                               counts, t.score, t.p_start, t.p_end, t.p_attr, t.p_op, t.p_a, t.p_b, t.p_w,
+                               t.set_off, t.set_vals, ev.val, ev.has, ev.ew)
             out.append(heap_sorted(h_score, h_id, h))
         self.counters["nodes"] += int(counts[0])
         self.counters["random_accesses"] += int(counts[1])

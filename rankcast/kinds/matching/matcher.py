@@ -42,7 +42,10 @@ def new_core(cfg: MatchConfig, cls=None):
         elif driver == "pivot":
             from .pivot import PivotCore
             cls = PivotCore
-        elif cfg.index == "auto" and driver in ("auto", "box"):
+        elif cfg.index == "auto" and driver == "auto":
+            from .auto import AutoCore
+            cls = AutoCore
+        elif driver == "box":
             from .boxtree import BoxCore
             cls = BoxCore
         else:

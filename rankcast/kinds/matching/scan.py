@@ -30,9 +30,9 @@ _INTERVAL_OPS[[LT, LE, EQ, GE, GT, BETWEEN]] = True
 
 
 @numba.njit(cache=True)
-def fused_scan(mode, lo2, hi2, w2, npred, columnar, live, score, ids, start, n_slots, ev_attr, ev_val, ev_w, k,
+def fused_scan(mode, lo2, hi2, w2, npred, exact, live, score, ids, start, n_slots, ev_attr, ev_val, ev_w, k,
                h_score, h_id, h_size):
-    """One pass over slots ``start..n_slots``: every live columnar expression scored against the
+    """One pass over slots ``start..n_slots``: every live ``exact`` expression scored against the
     event (``ev_attr`` ascending attribute ids with a column, values ``ev_val``, weights
     ``ev_w``) and offered to the top-k heap ``h_score/h_id`` (``offer_topk`` order) when it can
     enter it. A slot's predicate on attribute ``a`` is ``lo2[a, s] <= x <= hi2[a, s]`` (no
@@ -40,7 +40,7 @@ def fused_scan(mode, lo2, hi2, w2, npred, columnar, live, score, ids, start, n_s
     ``h_size``: the heap's size before; returns it after."""
     m = ev_attr.shape[0]
     for s in range(start, n_slots):
-        if not columnar[s] or not live[s]:
+        if not exact[s] or not live[s]:
             continue
         acc = 0.0
         hits = 0
@@ -81,8 +81,11 @@ def heap_sorted(h_score, h_id, h_size: int) -> tuple[np.ndarray, np.ndarray]:
 
 class ScanColumns:
     """The columns of :class:`ScanCore` over an :class:`ExpressionTable`'s slots: per attribute
-    ``lo2[a]``, ``hi2[a]``, ``w2[a]``; per slot its predicate count and whether it is held in
-    columns (else it is in ``generic``, checked row by row)."""
+    ``lo2[a]``, ``hi2[a]``, ``w2[a]`` (every predicate's index interval ``[lo, hi]``: exactly
+    where it holds for the interval operators, a superset for ``!=``, ``in``, ``not in``); per
+    slot its predicate count, whether all its attributes have columns (``columnar``) and whether
+    the columns decide it exactly (``exact``: interval operators only, attributes ascending);
+    the slots not ``exact`` are in ``generic``, checked row by row."""
 
     def __init__(self):
         self.n = 0
@@ -91,6 +94,7 @@ class ScanColumns:
         self.w2 = np.zeros((0, 0))
         self.npred = np.zeros(0, np.int32)
         self.columnar = np.zeros(0, np.bool_)
+        self.exact = np.zeros(0, np.bool_)
         self.generic = np.zeros(0, np.int64)
 
     def nbytes(self) -> int:
@@ -107,7 +111,7 @@ class ScanColumns:
             old = getattr(self, name)
             new[: old.shape[0], : old.shape[1]] = old
             setattr(self, name, new)
-        for name, dt in (("npred", np.int32), ("columnar", np.bool_)):
+        for name, dt in (("npred", np.int32), ("columnar", np.bool_), ("exact", np.bool_)):
             new = np.zeros(cap2, dt)
             old = getattr(self, name)
             new[: len(old)] = old
@@ -124,18 +128,24 @@ class ScanColumns:
         at = t.p_attr[rows].astype(np.int64)
         first = np.zeros(len(rows), bool)
         first[off[:-1][cnt > 0]] = True
-        # columnar: interval operators only, attributes strictly ascending within the expression
-        bad = ~_INTERVAL_OPS[t.p_op[rows]] | (at >= self.lo2.shape[0])
-        bad[1:] |= ~first[1:] & (at[1:] <= at[:-1])
-        bad_slot = np.zeros(len(slots), bool)
-        np.logical_or.at(bad_slot, owner - slots[0], bad)
-        good = ~bad_slot[owner - slots[0]]
+        # columnar: every attribute has a column; exact: besides, interval operators only and
+        # attributes strictly ascending within the expression (the order scores are summed in)
+        out = at >= self.lo2.shape[0]
+        loose = ~_INTERVAL_OPS[t.p_op[rows]]
+        loose[1:] |= ~first[1:] & (at[1:] <= at[:-1])
+        out_slot = np.zeros(len(slots), bool)
+        np.logical_or.at(out_slot, owner - slots[0], out)
+        loose_slot = np.zeros(len(slots), bool)
+        np.logical_or.at(loose_slot, owner - slots[0], loose)
+        good = ~out_slot[owner - slots[0]]
         r, s, a = rows[good], owner[good], at[good]
         self.lo2[a, s] = t.p_lo[r]
         self.hi2[a, s] = t.p_hi[r]
         self.w2[a, s] = t.p_w[r]
         self.npred[slots] = cnt
-        self.columnar[slots] = ~bad_slot
+        self.columnar[slots] = ~out_slot
+        self.exact[slots] = ~out_slot & ~loose_slot
+        bad_slot = out_slot | loose_slot
         if bad_slot.any():
             self.generic = np.r_[self.generic, slots[bad_slot]]
         self.n = int(slots[-1]) + 1
@@ -146,15 +156,16 @@ class ScanColumns:
         self.append(t, np.arange(t.n_slots, dtype=np.int64), n_attrs)
 
     def scan_into(self, t: ExpressionTable, mode: int, ev: DenseEvent, k: int, start: int, h_score, h_id,
-                  h_size: int) -> int:
-        """Offer slots ``start..`` and every generic expression to the heap ``h_score/h_id``
-        (:func:`fused_scan`); returns its size."""
+                  h_size: int, generic: np.ndarray | None = None) -> int:
+        """Offer slots ``start..`` (:func:`fused_scan`) and the generic expressions (``generic``
+        if given, else all) to the heap ``h_score/h_id``; returns its size."""
         attrs = ev.attrs[ev.attrs < self.lo2.shape[0]].astype(np.int64)
-        h_size = fused_scan(mode, self.lo2, self.hi2, self.w2, self.npred, self.columnar, t.live, t.score, t.ids,
+        h_size = fused_scan(mode, self.lo2, self.hi2, self.w2, self.npred, self.exact, t.live, t.score, t.ids,
                             start, self.n, attrs, ev.val[attrs], ev.ew[attrs], k, h_score, h_id, h_size)
-        if len(self.generic):
-            gen = self.generic[t.live[self.generic]]
-            self.generic = gen
+        if generic is None:
+            self.generic = generic = self.generic[t.live[self.generic]]
+        if len(generic):
+            gen = generic[t.live[generic]]
             ok, gsc = t.evaluate(gen, mode, ev)
             h_size = offer_all(t.ids[gen[ok]], gsc[ok], k, h_score, h_id, h_size)
         return h_size

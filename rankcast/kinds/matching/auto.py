@@ -1,0 +1,89 @@
+"""``index="auto"``: the core that chooses how a table of expressions is served, from its
+statistics (docs/matching.md).
+
+- **box** (:class:`~rankcast.kinds.matching.boxtree.BoxCore`) while the expressions are boxes
+  over at most :data:`~rankcast.kinds.matching.scan.MAX_COLUMNS` attributes: one tree over
+  whole expressions, searched best first; with nothing to prune it visits every leaf, about one
+  scan, so it is not slower than the columnar scan by more than the tree's overhead;
+- **paper** (:class:`~rankcast.kinds.matching.core.MatchCore` over SOPT-R-trees: the Threshold
+  Algorithm for ``relaxed``, the driver-attribute merge for ``static`` / ``weighted``) once
+  more than half of at least ``MIN_SWITCH`` live expressions name attributes beyond the
+  columns (wide schemas: hundreds of attributes, a few per expression), which the box tree
+  would only scan.
+
+The expressions move from one core to the other when the statistics cross (a rebuild from the
+table); answers are the same either way, exact.
+"""
+from __future__ import annotations
+
+import numpy as np
+
+from .boxtree import BoxCore
+from .core import MatchCore
+
+__all__ = ["AutoCore"]
+
+
+class AutoCore:
+    """See the module docstring; the interface of
+    :class:`~rankcast.kinds.matching.core.MatchCore`."""
+
+    MIN_SWITCH = 256
+
+    def __init__(self, scoring: str, index: str = "auto", **kw):
+        self.scoring = scoring
+        self.index_name = "auto"
+        self._kw = kw
+        self.inner = BoxCore(scoring, "auto", **kw)
+        self.n_attrs = 0
+        self.switches = 0
+
+    @property
+    def table(self):
+        return self.inner.table
+
+    @property
+    def ev(self):
+        return self.inner.ev
+
+    @property
+    def mode(self):
+        return self.inner.mode
+
+    @property
+    def counters(self):
+        return self.inner.counters
+
+    def __len__(self) -> int:
+        return len(self.inner)
+
+    def _wide(self) -> bool:
+        """Whether more than half of the live expressions are outside the box tree's columns."""
+        core = self.inner
+        if not isinstance(core, BoxCore) or len(core) < self.MIN_SWITCH:
+            return False
+        t, cols = core.table, core.cols
+        out = np.count_nonzero(~cols.columnar[: cols.n] & t.live[: cols.n])
+        return 2 * out > len(core)
+
+    def add(self, batch, n_attrs: int) -> None:
+        self.n_attrs = max(self.n_attrs, n_attrs)
+        self.inner.add(batch, n_attrs)
+        if self._wide():
+            exprs = self.inner.table.batch()
+            ev = self.inner.ev
+            self.inner = MatchCore(self.scoring, "sopt-r-tree", **self._kw)
+            self.inner.add(exprs, self.n_attrs)
+            self.inner.ev.grow(len(ev.val))
+            self.switches += 1
+
+    def remove(self, ids) -> None:
+        self.inner.remove(ids)
+
+    def match(self, events, k: int):
+        return self.inner.match(events, k)
+
+    def stats(self) -> dict:
+        s = self.inner.stats()
+        s.update(index="auto", driver="box" if isinstance(self.inner, BoxCore) else "paper", switches=self.switches)
+        return s
