@@ -1,5 +1,4 @@
-"""The pivot driver of ranked matching (``driver="pivot"``; docs/matching.md), and the
-``index="auto"`` core that chooses per event between it and the columnar scan.
+"""The pivot driver of ranked matching (``driver="pivot"``; docs/matching.md).
 
 Every predicate is in its attribute's scored interval index with, as its score, a bound on the
 whole expression's score (``bound[s]``: the weight sum for ``relaxed`` and ``weighted``, the
@@ -26,7 +25,7 @@ in batches costs cursor steps only; a byte per slot marks the expressions alread
 
 Under ``relaxed`` with low weights or many dimensions, where partial matches make the top-k,
 ``R`` is not beaten and step 2 reads the other lists: exact, but slower than the Threshold
-Algorithm or the scan there; ``index="auto"`` (:class:`AutoCore`) bounds that cost by the scan's.
+Algorithm or the scan there.
 """
 from __future__ import annotations
 
@@ -36,9 +35,8 @@ import numpy as np
 from rankcast.common.tolerance import EPS
 from .core import RELAXED, STATIC, WEIGHTED, MatchCore, holds_row, offer_topk
 from .intervals import AUTO_INDEX
-from .scan import ScanColumns
 
-__all__ = ["PivotCore", "AutoCore", "StabCounts", "pivot_drain"]
+__all__ = ["PivotCore", "StabCounts", "pivot_drain"]
 
 
 @numba.njit(cache=True, inline="always")
@@ -137,7 +135,7 @@ class PivotCore(MatchCore):
         self.stab = StabCounts()
         self._seen = np.zeros(0, np.uint8)
         self._touched = np.zeros(0, np.int64)
-        self.counters.update(beyond_pivot=0, scans=0)
+        self.counters.update(beyond_pivot=0)
 
     def _grow_attrs(self, n_attrs: int) -> None:
         super()._grow_attrs(n_attrs)
@@ -169,10 +167,6 @@ class PivotCore(MatchCore):
         np.add.at(self.expr_count, self._expr_attrs(slots), 1)
         self.stab.touch(batch.attr)
         self._index(*self._entries(slots))
-        self._added(slots)
-
-    def _added(self, slots) -> None:
-        pass
 
     def remove(self, ids: np.ndarray) -> None:
         t = self.table
@@ -196,10 +190,6 @@ class PivotCore(MatchCore):
         self.indexes = {}
         self.stab.clear()
         self._index(*self._entries(np.arange(n, dtype=np.int64)))
-        self._compacted()
-
-    def _compacted(self) -> None:
-        pass
 
     # ------------------------------------------------------------------ queries
     def match(self, events, k: int) -> list[tuple[np.ndarray, np.ndarray]]:
@@ -297,49 +287,3 @@ class PivotCore(MatchCore):
 
     def stats(self) -> dict:
         return {**super().stats(), "driver": self.driver_name}
-
-
-class AutoCore(PivotCore):
-    """``index="auto"``: the pivot driver over SOPT-R-trees and the columnar scan
-    (:class:`~rankcast.kinds.matching.scan.ScanColumns`) side by side, chosen per event. The
-    pivot runs with a budget of list entries worth one scan (``n_live / SCAN_PER_ENTRY``) and
-    hands over to the scan when it runs out; after ``SWITCH`` hand-overs in a row the scan
-    answers directly, the pivot being tried again every ``PROBE`` events."""
-
-    driver_name = "auto"
-    SCAN_PER_ENTRY = 24         # scanned expressions per list entry read and checked (measured)
-    SWITCH, PROBE = 3, 32
-
-    def __init__(self, scoring: str, index: str = "auto", **kw):
-        super().__init__(scoring, index, **kw)
-        self.columns = ScanColumns()
-        self._misses = 0
-        self._since_probe = 0
-
-    def _added(self, slots) -> None:
-        self.columns.append(self.table, slots, len(self.attr_count))
-
-    def _compacted(self) -> None:
-        self.columns.rebuild(self.table, len(self.attr_count))
-
-    def _event(self, attrs, k: int):
-        t = self.table
-        budget = t.n_live // self.SCAN_PER_ENTRY
-        if self._misses >= self.SWITCH:
-            self._since_probe += 1
-            if self._since_probe < self.PROBE:
-                self.counters["scans"] += 1
-                return self.columns.top(t, self.mode, self.ev, k)
-            self._since_probe = 0
-        res = self._pivot(attrs, k, budget)
-        if res is not None:
-            self._misses = 0
-            return res
-        self._misses += 1
-        self.counters["scans"] += 1
-        return self.columns.top(t, self.mode, self.ev, k)
-
-    def stats(self) -> dict:
-        s = super().stats()
-        s["index_bytes"] += self.columns.nbytes()
-        return s
