@@ -198,9 +198,10 @@ def test_pivot_rest_bound_covers_every_expression(seed):
                 assert sc <= rest * (1 + 1e-9) + 1e-9, (e, sc, rest)
 
 
-def test_auto_moves_wide_schemas_to_the_paper_drivers_exactly():
+def test_auto_moves_wide_schemas_to_the_be_tree_or_the_paper_driver_exactly():
     """Expressions over 100 attributes (beyond the box tree's columns): index="auto" serves
-    them with the paper's drivers, with the same answers."""
+    them with the BE*-tree (static, weighted) or the Threshold Algorithm (relaxed), with the
+    same answers."""
     rng = np.random.default_rng(3)
     exprs = []
     for i in range(400):
@@ -212,7 +213,7 @@ def test_auto_moves_wide_schemas_to_the_paper_drivers_exactly():
         m = rc.Matcher(rc.MatchConfig(scoring=scoring, index="auto", k=5))
         m.subscribe(exprs[:100])
         m.subscribe(exprs[100:])
-        assert m.stats()["driver"] == "paper"
+        assert m.stats()["driver"] == ("paper" if scoring == "relaxed" else "be-tree")
         evs = [rc.Event(j, {f"a{int(a)}": float(rng.integers(0, 7)) for a in rng.choice(100, 40, replace=False)})
                for j in range(20)]
         assert_matches_exact(m.publish(evs, k=5), exprs, evs, scoring, 5)

@@ -5,11 +5,12 @@ statistics (docs/matching.md).
   over at most :data:`~rankcast.kinds.matching.scan.MAX_COLUMNS` attributes: one tree over
   whole expressions, searched best first; with nothing to prune it visits every leaf, about one
   scan, so it is not slower than the columnar scan by more than the tree's overhead;
-- **paper** (:class:`~rankcast.kinds.matching.core.MatchCore` over SOPT-R-trees: the Threshold
-  Algorithm for ``relaxed``, the driver-attribute merge for ``static`` / ``weighted``) once
-  more than half of at least ``MIN_SWITCH`` live expressions name attributes beyond the
+- once more than half of at least ``MIN_SWITCH`` live expressions name attributes beyond the
   columns (wide schemas: hundreds of attributes, a few per expression), which the box tree
-  would only scan.
+  would only scan: the **BE\*-tree** (:class:`~rankcast.kinds.matching.betree.BETreeCore`,
+  built for such schemas) for ``static`` / ``weighted``, the **paper** driver
+  (:class:`~rankcast.kinds.matching.core.MatchCore` over SOPT-R-trees: the Threshold
+  Algorithm) for ``relaxed``.
 
 The expressions move from one core to the other when the statistics cross (a rebuild from the
 table); answers are the same either way, exact.
@@ -72,7 +73,11 @@ class AutoCore:
         if self._wide():
             exprs = self.inner.table.batch()
             ev = self.inner.ev
-            self.inner = MatchCore(self.scoring, "sopt-r-tree", **self._kw)
+            if self.scoring == "relaxed":
+                self.inner = MatchCore(self.scoring, "sopt-r-tree", **self._kw)
+            else:
+                from .betree import BETreeCore
+                self.inner = BETreeCore(self.scoring, "be-tree", **self._kw)
             self.inner.add(exprs, self.n_attrs)
             self.inner.ev.grow(len(ev.val))
             self.switches += 1
@@ -85,5 +90,6 @@ class AutoCore:
 
     def stats(self) -> dict:
         s = self.inner.stats()
-        s.update(index="auto", driver="box" if isinstance(self.inner, BoxCore) else "paper", switches=self.switches)
+        driver = "box" if isinstance(self.inner, BoxCore) else "paper" if isinstance(self.inner, MatchCore) else "be-tree"
+        s.update(index="auto", driver=driver, switches=self.switches)
         return s
