@@ -85,6 +85,8 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--sections", default="memory,getnext,dims,skew,drivers,auto",
                    help="which experiments to run (comma-separated)")
     p.add_argument("--driver-dims", type=_ints, default=[1, 2, 4], help="dimensions of experiment 5")
+    p.add_argument("--driver-methods", default="scan,table-scan,paper,pivot,box,auto",
+                   help="methods of experiment 5 (comma-separated; scan first: the ratios' base)")
     p.add_argument("--driver-queries", type=int, default=100, help="events timed per method in experiments 5 and 6")
     p.add_argument("--reps", type=int, default=3, help="runs per event in experiments 5 and 6 (the best counts)")
     p.add_argument("--auto-n", type=int, default=100_000, help="expressions of BEGen and GeoNames in experiment 6")
@@ -270,7 +272,7 @@ def _drivers(args) -> list[dict]:
                           seed=args.seed, queries=args.queries)
         events = _split_events(event_batch(w), args.driver_queries)
         for scoring in ("relaxed", "static"):
-            methods = ["scan", "table-scan", "paper", "pivot", "box", "auto"]
+            methods = [x for x in args.driver_methods.split(",") if x]
             rows += _time_methods(methods, scoring, expression_batch(w), d, events, args.k, args.reps, args.b,
                                   {"workload": "paper", "queries": args.queries, "d": d, "n": args.dims_n})
     return rows
