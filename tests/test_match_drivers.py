@@ -253,3 +253,31 @@ def test_driver_config_is_validated():
         rc.MatchConfig(index="sopt-r-tree", driver="box")
     with pytest.raises(rc.InvalidInput, match="field 'driver'"):
         rc.MatchConfig(index="scan", driver="pivot")
+
+
+@pytest.mark.parametrize("scoring", ["static", "weighted"])
+def test_auto_races_the_box_tree_and_the_be_tree_exactly(scoring, monkeypatch):
+    """static / weighted on a narrow schema: index="auto" answers its first events with the box
+    tree and a BE*-tree side by side (updates go to both), then keeps the faster; exact
+    before, during and after."""
+    from rankcast.kinds.matching.auto import AutoCore
+    monkeypatch.setattr(AutoCore, "RACE_MIN", 64)
+    monkeypatch.setattr(AutoCore, "RACE_EVENTS", 12)
+    rng = np.random.default_rng(8)
+    m = rc.Matcher(rc.MatchConfig(scoring=scoring, index="auto", k=5))
+    live = {e.id: e for e in _boxes(rng, 0, 300, 4, w_hi=1.0)}
+    m.subscribe(list(live.values()))
+    nid = 1000
+    for step in range(5):
+        evs = _events(rng, 10 * step, 5, 4)
+        assert_matches_exact(m.publish(evs, k=5), list(live.values()), evs, scoring, 5)
+        gone = [int(i) for i in rng.choice(list(live), 30, replace=False)]
+        m.unsubscribe(gone)
+        for i in gone:
+            del live[i]
+        new = _boxes(rng, nid, 40, 4, w_hi=1.0)
+        nid += 50
+        m.subscribe(new)
+        live.update((e.id, e) for e in new)
+    s = m.stats()
+    assert s["raced_events"] >= 12 and m.core.rival is None and s["driver"] in ("box", "be-tree")

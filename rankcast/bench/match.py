@@ -89,6 +89,8 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
                    help="methods of experiment 5 (comma-separated; scan first: the ratios' base)")
     p.add_argument("--driver-queries", type=int, default=100, help="events timed per method in experiments 5 and 6")
     p.add_argument("--reps", type=int, default=3, help="runs per event in experiments 5 and 6 (the best counts)")
+    p.add_argument("--auto-workloads", default="paper-shared,paper-separate,begen,geonames",
+                   help="workloads of experiment 6 (comma-separated)")
     p.add_argument("--auto-n", type=int, default=100_000, help="expressions of BEGen and GeoNames in experiment 6")
     p.add_argument("--out", default="out/bench")
     betree.add_arguments(p)
@@ -282,7 +284,10 @@ def _auto(args) -> list[dict]:
     from rankcast.ingest.begen import begen, geonames_betree
     from rankcast.ingest.match_workloads import event_batch, expression_batch, zipf_workload
     rows = []
+    wanted = set(args.auto_workloads.split(","))
     for queries in ("shared", "separate"):
+        if f"paper-{queries}" not in wanted:
+            continue
         w = zipf_workload(args.dims_n, 4, args.driver_queries, skew_length=args.skew_length, lengths=args.lengths,
                           seed=args.seed, queries=queries)
         rows += _time_methods(["scan", "paper", "pivot", "box", "auto"], "relaxed", expression_batch(w), 4,
@@ -291,6 +296,8 @@ def _auto(args) -> list[dict]:
     for name, make in (("begen", lambda: begen(args.auto_n, n_events=args.driver_queries, seed=args.seed)),
                        ("geonames", lambda: geonames_betree(args.auto_n, n_events=args.driver_queries,
                                                             seed=args.seed))):
+        if name not in wanted:
+            continue
         w = make()
         rows += _time_methods(["scan", "paper", "box", "auto", "be-tree"], "weighted", w.exprs, w.n_attrs,
                               _split_events(w.events, args.driver_queries), args.k, args.reps, args.b,

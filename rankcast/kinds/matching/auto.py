@@ -12,10 +12,18 @@ statistics (docs/matching.md).
   (:class:`~rankcast.kinds.matching.core.MatchCore` over SOPT-R-trees: the Threshold
   Algorithm) for ``relaxed``.
 
+Under ``static`` / ``weighted`` both the box tree and the BE\*-tree suit narrow schemas, and
+which is faster depends on the data (how selective the boxes are, how many attributes an
+expression names): once the table holds ``RACE_MIN`` expressions, the first match call builds
+a BE\*-tree beside the box tree and answers its first ``RACE_EVENTS`` events with both, timing
+each; the faster one keeps the table, the other is dropped.
+
 The expressions move from one core to the other when the statistics cross (a rebuild from the
 table); answers are the same either way, exact.
 """
 from __future__ import annotations
+
+import time
 
 import numpy as np
 
@@ -30,6 +38,7 @@ class AutoCore:
     :class:`~rankcast.kinds.matching.core.MatchCore`."""
 
     MIN_SWITCH = 256
+    RACE_MIN, RACE_EVENTS = 4096, 24
 
     def __init__(self, scoring: str, index: str = "auto", **kw):
         self.scoring = scoring
@@ -38,6 +47,9 @@ class AutoCore:
         self.inner = BoxCore(scoring, "auto", **kw)
         self.n_attrs = 0
         self.switches = 0
+        self.rival = None               # the BE*-tree racing the box tree (module docstring)
+        self.raced = scoring == "relaxed"
+        self._race = [0.0, 0.0, 0]      # seconds of the box tree, of the rival; events raced
 
     @property
     def table(self):
@@ -70,7 +82,11 @@ class AutoCore:
     def add(self, batch, n_attrs: int) -> None:
         self.n_attrs = max(self.n_attrs, n_attrs)
         self.inner.add(batch, n_attrs)
+        if self.rival is not None:
+            self.rival.add(batch, n_attrs)
         if self._wide():
+            self.rival = None
+            self.raced = True
             exprs = self.inner.table.batch()
             ev = self.inner.ev
             if self.scoring == "relaxed":
@@ -84,12 +100,36 @@ class AutoCore:
 
     def remove(self, ids) -> None:
         self.inner.remove(ids)
+        if self.rival is not None:
+            self.rival.remove(ids)
 
     def match(self, events, k: int):
-        return self.inner.match(events, k)
+        if not self.raced and isinstance(self.inner, BoxCore) and len(self.inner) >= self.RACE_MIN:
+            from .betree import BETreeCore
+            self.rival = BETreeCore(self.scoring, "be-tree", **self._kw)
+            self.rival.add(self.inner.table.batch(), self.n_attrs)
+            self.raced = True
+        if self.rival is None:
+            return self.inner.match(events, k)
+        self.rival.ev.grow(len(self.inner.ev.val))
+        t0 = time.perf_counter()
+        out = self.inner.match(events, k)
+        t1 = time.perf_counter()
+        self.rival.match(events, k)
+        t2 = time.perf_counter()
+        self._race[0] += t1 - t0
+        self._race[1] += t2 - t1
+        self._race[2] += len(events)
+        if self._race[2] >= self.RACE_EVENTS:
+            if self._race[1] < self._race[0]:
+                self.inner = self.rival
+                self.switches += 1
+            self.rival = None
+        return out
 
     def stats(self) -> dict:
         s = self.inner.stats()
         driver = "box" if isinstance(self.inner, BoxCore) else "paper" if isinstance(self.inner, MatchCore) else "be-tree"
-        s.update(index="auto", driver=driver, switches=self.switches)
+        s.update(index="auto", driver=driver, switches=self.switches, raced_events=self._race[2],
+                 raced_box_seconds=self._race[0], raced_be_tree_seconds=self._race[1])
         return s
