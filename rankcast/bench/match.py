@@ -353,6 +353,11 @@ def _targets(mem, dims) -> dict:
     return out
 
 
+def _legend(ax) -> None:
+    if ax.get_legend_handles_labels()[0]:       # an experiment not run leaves its panel empty
+        ax.legend()
+
+
 def _plot(res, path: Path) -> None:
     plt = pyplot("rankcast bench match")
     fig, ax = plt.subplots(3, 2, figsize=(13, 13))
@@ -361,26 +366,26 @@ def _plot(res, path: Path) -> None:
         rs = [r for r in mem if r["index"] == name]
         ax[0, 0].plot([r["n"] for r in rs], [r["bytes"] / 2**20 for r in rs], "o-", label=name)
     ax[0, 0].set(xlabel="intervals", ylabel="MiB per attribute", yscale="log", title="1. memory (Table 2)")
-    ax[0, 0].legend()
+    _legend(ax[0, 0])
     for name in sorted({r["index"] for r in res["getnext"]}):
         rs = [r for r in res["getnext"] if r["index"] == name]
         ax[0, 1].plot([r["getnext"] for r in rs], [r["seconds_per_query"] * 1e3 for r in rs], "o-", label=name)
     ax[0, 1].set(xlabel="getnext calls", ylabel="ms per query", xscale="log", yscale="log",
                  title="2. time against getnext calls (Fig. 6)")
-    ax[0, 1].legend()
+    _legend(ax[0, 1])
     skew0 = res["dims"][0]["skew_length"] if res["dims"] else None
     for name in sorted({r["index"] for r in res["dims"]}):
         rs = [r for r in res["dims"] if r["index"] == name and r["skew_length"] == skew0]
         ax[1, 0].plot([r["d"] for r in rs], [r["seconds_per_query"] * 1e3 for r in rs], "o-", label=name)
     ax[1, 0].set(xlabel="dimensions d", ylabel="ms per event (top-k, TA)", yscale="log",
                  title="3. dimensions (Figs. 7-8)")
-    ax[1, 0].legend()
+    _legend(ax[1, 0])
     for name in sorted({r["index"] for r in res["skew"]}):
         rs = [r for r in res["skew"] if r["index"] == name]
         ax[1, 1].plot([r["skew_length"] for r in rs], [r["seconds_per_query"] * 1e3 for r in rs], "o-", label=name)
     ax[1, 1].set(xlabel="skew_length", ylabel="ms per event", yscale="log", title="4. skew_length, d = 4 (Fig. 9)")
     if res["skew"]:                     # --skews "" leaves the panel empty
-        ax[1, 1].legend()
+        _legend(ax[1, 1])
     drv = [r for r in res.get("drivers", []) if r["scoring"] == "relaxed"]
     for name in sorted({r["method"] for r in drv}):
         rs = sorted((r for r in drv if r["method"] == name), key=lambda r: r["d"])
@@ -388,7 +393,7 @@ def _plot(res, path: Path) -> None:
     ax[2, 0].set(xlabel="dimensions d", ylabel="ms per event (best of runs)", yscale="log",
                  title="5. exact methods, relaxed, queries from the subscriptions")
     if drv:
-        ax[2, 0].legend()
+        _legend(ax[2, 0])
     auto = res.get("auto", [])
     wls = sorted({r["workload"] for r in auto})
     methods = sorted({r["method"] for r in auto})
@@ -401,7 +406,7 @@ def _plot(res, path: Path) -> None:
     ax[2, 1].set_xticklabels(wls)
     ax[2, 1].set(ylabel="ms per event", yscale="log", title="6. index=auto against every method")
     if auto:
-        ax[2, 1].legend()
+        _legend(ax[2, 1])
     fig.tight_layout()
     save_figure(fig, path, dpi=110)
     plt.close(fig)
