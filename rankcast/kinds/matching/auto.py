@@ -7,15 +7,15 @@ statistics (docs/matching.md).
   scan, so it is not slower than the columnar scan by more than the tree's overhead;
 - once more than half of at least ``MIN_SWITCH`` live expressions name attributes beyond the
   columns (wide schemas: hundreds of attributes, a few per expression), which the box tree
-  would only scan: the **BE\*-tree** (:class:`~rankcast.kinds.matching.betree.BETreeCore`,
+  would only scan: the **BE*-tree** (:class:`~rankcast.kinds.matching.betree.BETreeCore`,
   built for such schemas) for ``static`` / ``weighted``, the **paper** driver
   (:class:`~rankcast.kinds.matching.core.MatchCore` over SOPT-R-trees: the Threshold
   Algorithm) for ``relaxed``.
 
-Under ``static`` / ``weighted`` both the box tree and the BE\*-tree suit narrow schemas, and
+Under ``static`` / ``weighted`` both the box tree and the BE*-tree suit narrow schemas, and
 which is faster depends on the data (how selective the boxes are, how many attributes an
 expression names): once the table holds ``RACE_MIN`` expressions, the first match call builds
-a BE\*-tree beside the box tree and answers its first ``RACE_EVENTS`` events with both, timing
+a BE*-tree beside the box tree and answers its first ``RACE_EVENTS`` events with both, timing
 each; the faster one keeps the table, the other is dropped.
 
 The expressions move from one core to the other when the statistics cross (a rebuild from the
