@@ -153,6 +153,9 @@ def matching() -> None:
             if index == "be-tree" and scoring == "relaxed":
                 continue
             _match_calls(rc.Matcher(rc.MatchConfig(scoring=scoring, index=index, k=5)), rng)
+    for driver in ("pivot", "box", "paper"):
+        for scoring in SCORINGS:
+            _match_calls(rc.Matcher(rc.MatchConfig(scoring=scoring, index="auto", driver=driver, k=5)), rng)
     # a larger table, as the demo's: the BE*-tree splits its buckets and keeps summary classes
     for index, scoring in (("be-tree", "weighted"), ("be-tree", "static"), ("auto", "weighted")):
         _match_calls(rc.Matcher(rc.MatchConfig(scoring=scoring, index=index, k=5)), rng, 5000)

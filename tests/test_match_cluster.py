@@ -63,6 +63,23 @@ def test_cluster_equals_matcher_after_every_call(scoring, policy, partitions):
         cl.shutdown()
 
 
+@pytest.mark.parametrize("index,driver", [("auto", "auto"), ("sopt-r-tree", "pivot")])
+@pytest.mark.parametrize("scoring", ["static", "relaxed", "weighted"])
+def test_cluster_partitions_serve_the_box_and_pivot_drivers(scoring, index, driver):
+    """The partitions build their cores from the configuration: index="auto" (the box
+    driver) and the pivot driver answer through the cluster as through one matcher."""
+    mcfg = rc.MatchConfig(scoring=scoring, index=index, driver=driver, k=5, rebuild_min=4, rebuild_fraction=0.3)
+    cl = _cluster(mcfg, "hash", 2)
+    try:
+        _drive(cl, rc.Matcher(mcfg), mcfg, seed=31)
+        mark = "core_scanned" if driver == "auto" else "core_beyond_pivot"     # counters only these cores keep
+        parts = cl.stats()["roles"]["partition"]
+        assert len(parts) == 2 and all(mark in p for p in parts)
+        assert sum(p["core_events"] for p in parts) > 0
+    finally:
+        cl.shutdown()
+
+
 @pytest.mark.parametrize("policy", ["hash", "attribute"])
 @pytest.mark.parametrize("scoring", ["static", "weighted"])
 def test_cluster_serves_the_be_tree_like_the_matcher(scoring, policy):

@@ -15,10 +15,10 @@ SCORINGS = ["static", "relaxed", "weighted"]
 _expressions, _events = random_expressions, random_events
 
 
-def _run(index, scoring, seed, steps=30, core=None):
+def _run(index, scoring, seed, steps=30, core=None, driver="auto"):
     rng = np.random.default_rng(seed)
     cfg = rc.MatchConfig(scoring=scoring, index=index, k=5, branching=int(rng.choice([2, 3, 8])),
-                         rebuild_fraction=0.2, rebuild_min=8)     # small: deltas and rebuilds happen
+                         rebuild_fraction=0.2, rebuild_min=8, driver=driver)  # small: deltas and rebuilds happen
     m = rc.Matcher(cfg, core=core)
     live: dict[int, rc.Expression] = {}
     next_id, next_ev = 0, 0
@@ -60,6 +60,18 @@ def test_matcher_equals_brute_force_after_every_call(index, scoring):
         return
     for seed in range(3):
         _run(index, scoring, seed)
+
+
+# every driver (docs/matching.md) over the indexes it takes
+DRIVERS = [("auto", "box"), ("auto", "paper"), ("auto", "pivot"), ("sopt-r-tree", "pivot"), ("ir-tree", "pivot"),
+           ("interval-tree", "pivot"), ("segment-tree", "pivot")]
+
+
+@pytest.mark.parametrize("scoring", SCORINGS)
+@pytest.mark.parametrize("index,driver", DRIVERS)
+def test_every_driver_equals_brute_force_after_every_call(index, driver, scoring):
+    for seed in range(3):
+        _run(index, scoring, 10 + seed, driver=driver)
 
 
 @pytest.mark.parametrize("scoring", SCORINGS)

@@ -9,7 +9,17 @@ in one run.
 3. **dimensions** (``--dims``): top-k per event with relaxed scoring (the Threshold Algorithm,
    as in every experiment of the paper) through :class:`~rankcast.kinds.matching.core.MatchCore`,
    per index and against ``scan`` (every expression checked) (Figures 7-8);
-4. **skew_length** (``--skews``, d = 4): the same, as intervals get shorter (Figure 9).
+4. **skew_length** (``--skews``, d = 4): the same, as intervals get shorter (Figure 9);
+5. **drivers** (``--driver-dims``, at ``--dims-n``): every exact method of
+   :mod:`rankcast.kinds.matching` on the paper's workload (queries from the subscriptions'
+   distribution, ``--queries``) for relaxed and static scoring: the columnar scan
+   (``index="scan"``), the row-by-row table scan, the paper's drivers, the pivot driver and the
+   box driver over SOPT-R-trees, and ``index="auto"``; each event timed as the best of
+   ``--reps`` runs, every ratio beside the scan's milliseconds per event;
+6. **auto** (``--auto-n``): ``index="auto"`` against every method on the paper's workload
+   with both query distributions (d = 4, relaxed), BEGen and GeoNames (weighted).
+
+``--sections`` picks among ``memory,getnext,dims,skew,drivers,auto`` (all by default).
 
 Targets (docs/BENCHMARKS.md, at 1M expressions): SOPT-R-tree fastest and IR-tree within 2x of it; 1.5x
 to 16x over the other structures at d = 1 to 4; segment tree at least 20x the IR-tree's memory;
@@ -69,6 +79,19 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--ta-bound", action="store_true",
                    help="instead: the fewest sorted accesses any TA needs at --dims-n, d = max(--dims), k, "
                         "and the speed-up over scan that bounds (rankcast.bench.ta_bound; ta_bound.json)")
+    p.add_argument("--queries", choices=("shared", "separate"), default="shared",
+                   help="the paper workload's queries: sampled from the subscriptions' distribution (shared, the "
+                        "paper's) or from a generator with regions of their own (separate)")
+    p.add_argument("--sections", default="memory,getnext,dims,skew,drivers,auto",
+                   help="which experiments to run (comma-separated)")
+    p.add_argument("--driver-dims", type=_ints, default=[1, 2, 4], help="dimensions of experiment 5")
+    p.add_argument("--driver-methods", default="scan,table-scan,paper,pivot,box,auto",
+                   help="methods of experiment 5 (comma-separated; scan first: the ratios' base)")
+    p.add_argument("--driver-queries", type=int, default=100, help="events timed per method in experiments 5 and 6")
+    p.add_argument("--reps", type=int, default=3, help="runs per event in experiments 5 and 6 (the best counts)")
+    p.add_argument("--auto-workloads", default="paper-shared,paper-separate,begen,geonames",
+                   help="workloads of experiment 6 (comma-separated)")
+    p.add_argument("--auto-n", type=int, default=100_000, help="expressions of BEGen and GeoNames in experiment 6")
     p.add_argument("--out", default="out/bench")
     betree.add_arguments(p)
 
@@ -152,7 +175,8 @@ def _dims(args, names, dims, skews) -> list[dict]:
     rows = []
     for d in dims:
         for skew in skews:
-            w = zipf_workload(args.dims_n, d, args.n_queries, skew_length=skew, lengths=args.lengths, seed=args.seed)
+            w = zipf_workload(args.dims_n, d, args.n_queries, skew_length=skew, lengths=args.lengths, seed=args.seed,
+                              queries=args.queries)
             q = min(args.n_queries, 1000)
             ref = None
             for name in names:
@@ -174,6 +198,133 @@ def _dims(args, names, dims, skews) -> list[dict]:
             rows.append(row)
             print(f"d={d} skew={skew} {'scan':<14} {row['seconds_per_query'] * 1e3:9.3f} ms/event", flush=True)
     return rows
+
+
+# experiments 5 and 6: method -> the configuration serving it (None: the row-by-row table scan)
+METHODS = {"scan": dict(index="scan"), "table-scan": None, "paper": dict(index="sopt-r-tree", driver="paper"),
+           "pivot": dict(index="sopt-r-tree", driver="pivot"), "box": dict(index="auto", driver="box"),
+           "auto": dict(index="auto"), "be-tree": dict(index="be-tree")}
+
+
+def _method_core(method: str, scoring: str, b: int):
+    from rankcast.config import MatchConfig
+    from rankcast.kinds.matching.matcher import new_core
+    from rankcast.kinds.matching.scan import TableScanCore
+    cfg = METHODS[method]
+    if cfg is None:
+        return TableScanCore(scoring)
+    return new_core(MatchConfig(scoring=scoring, branching=b, **cfg))
+
+
+def _split_events(ev, q: int) -> list:
+    """The first ``q`` events of an EventBatch, one batch each."""
+    from rankcast.kinds.matching.predicates import EventBatch
+    out = []
+    for i in range(min(q, len(ev.ids))):
+        a, z = int(ev.off[i]), int(ev.off[i + 1])
+        out.append(EventBatch(ids=ev.ids[i:i + 1], off=np.array([0, z - a], np.int64), attr=ev.attr[a:z],
+                              val=ev.val[a:z], weight=ev.weight[a:z]))
+    return out
+
+
+def _time_methods(methods, scoring, exprs, n_attrs, events, k, reps, b, tag) -> list[dict]:
+    """Build every method's core over ``exprs``, time each event of ``events`` (single-event
+    batches) as the best of ``reps`` runs, method by method within each run (side by side), and
+    check that all return the same top-k."""
+    cores, rows = {}, {}
+    for name in methods:
+        core = _method_core(name, scoring, b)
+        t0 = time.perf_counter()
+        core.add(exprs, n_attrs)
+        core.match(events[0], k)            # compile, build what is built lazily
+        cores[name] = core
+        rows[name] = {"method": name, "scoring": scoring, "build_seconds": time.perf_counter() - t0, **tag}
+    best = {name: np.full(len(events), np.inf) for name in methods}
+    answers = {name: [None] * len(events) for name in methods}
+    for _ in range(reps):
+        for name, core in cores.items():
+            times = best[name]
+            for i, e in enumerate(events):
+                t0 = time.perf_counter()
+                res = core.match(e, k)
+                times[i] = min(times[i], time.perf_counter() - t0)
+                answers[name][i] = res[0][0].tolist()
+    ref = answers["scan"] if "scan" in answers else next(iter(answers.values()))
+    scan_s = float(best["scan"].mean()) if "scan" in best else None
+    out = []
+    for name in methods:
+        row = rows[name]
+        row.update(seconds_per_event=float(best[name].mean()), median_seconds=float(np.median(best[name])),
+                   agrees=answers[name] == ref)
+        if scan_s is not None:
+            row.update(scan_seconds_per_event=scan_s, speedup_over_scan=scan_s / row["seconds_per_event"])
+        out.append(row)
+        print(f"{' '.join(f'{k}={v}' for k, v in tag.items())} {scoring:<8} {name:<10} "
+              f"{row['seconds_per_event'] * 1e3:9.3f} ms/event  x{row.get('speedup_over_scan', 0):7.1f} over scan "
+              f"({scan_s * 1e3 if scan_s else 0:.2f} ms)  build {row['build_seconds']:6.1f} s  agrees={row['agrees']}",
+              flush=True)
+    return out
+
+
+def _drivers(args) -> list[dict]:
+    from rankcast.ingest.match_workloads import event_batch, expression_batch, zipf_workload
+    rows = []
+    for d in args.driver_dims:
+        w = zipf_workload(args.dims_n, d, args.driver_queries, skew_length=args.skew_length, lengths=args.lengths,
+                          seed=args.seed, queries=args.queries)
+        events = _split_events(event_batch(w), args.driver_queries)
+        for scoring in ("relaxed", "static"):
+            methods = [x for x in args.driver_methods.split(",") if x]
+            rows += _time_methods(methods, scoring, expression_batch(w), d, events, args.k, args.reps, args.b,
+                                  {"workload": "paper", "queries": args.queries, "d": d, "n": args.dims_n})
+    return rows
+
+
+def _auto(args) -> list[dict]:
+    from rankcast.ingest.begen import begen, geonames_betree
+    from rankcast.ingest.match_workloads import event_batch, expression_batch, zipf_workload
+    rows = []
+    wanted = set(args.auto_workloads.split(","))
+    for queries in ("shared", "separate"):
+        if f"paper-{queries}" not in wanted:
+            continue
+        w = zipf_workload(args.dims_n, 4, args.driver_queries, skew_length=args.skew_length, lengths=args.lengths,
+                          seed=args.seed, queries=queries)
+        rows += _time_methods(["scan", "paper", "pivot", "box", "auto"], "relaxed", expression_batch(w), 4,
+                              _split_events(event_batch(w), args.driver_queries), args.k, args.reps, args.b,
+                              {"workload": f"paper-{queries}", "d": 4, "n": args.dims_n})
+    for name, make in (("begen", lambda: begen(args.auto_n, n_events=args.driver_queries, seed=args.seed)),
+                       ("geonames", lambda: geonames_betree(args.auto_n, n_events=args.driver_queries,
+                                                            seed=args.seed))):
+        if name not in wanted:
+            continue
+        w = make()
+        rows += _time_methods(["scan", "paper", "box", "auto", "be-tree"], "weighted", w.exprs, w.n_attrs,
+                              _split_events(w.events, args.driver_queries), args.k, args.reps, args.b,
+                              {"workload": name, "n": args.auto_n})
+    return rows
+
+
+def _driver_targets(drivers, auto) -> dict:
+    out = {}
+    want = {1: 100, 2: 20, 4: 50}
+    for r in drivers:
+        if r["scoring"] != "relaxed" or r["method"] in ("scan", "table-scan"):
+            continue
+        key = f"drivers d={r['d']}"
+        cur = out.get(key)
+        if cur is None or r["speedup_over_scan"] > cur["best_speedup_over_scan"]:
+            out[key] = {"best_method": r["method"], "best_speedup_over_scan": r["speedup_over_scan"],
+                        "best_ms": r["seconds_per_event"] * 1e3, "scan_ms": r["scan_seconds_per_event"] * 1e3,
+                        "target": f">= {want.get(r['d'], 50)}"}
+    for wl in sorted({r["workload"] for r in auto}):
+        rs = [r for r in auto if r["workload"] == wl and r["method"] != "scan"]
+        fastest = min(rs, key=lambda r: r["seconds_per_event"])
+        a = next(r for r in rs if r["method"] == "auto")
+        out[f"auto {wl}"] = {"auto_over_fastest": a["seconds_per_event"] / fastest["seconds_per_event"],
+                             "fastest": fastest["method"], "auto_speedup_over_scan": a["speedup_over_scan"],
+                             "target": "auto_over_fastest <= 1.1, auto_speedup_over_scan >= 1"}
+    return out
 
 
 def _targets(mem, dims) -> dict:
@@ -202,34 +353,60 @@ def _targets(mem, dims) -> dict:
     return out
 
 
+def _legend(ax) -> None:
+    if ax.get_legend_handles_labels()[0]:       # an experiment not run leaves its panel empty
+        ax.legend()
+
+
 def _plot(res, path: Path) -> None:
     plt = pyplot("rankcast bench match")
-    fig, ax = plt.subplots(2, 2, figsize=(13, 9))
+    fig, ax = plt.subplots(3, 2, figsize=(13, 13))
     mem = res["memory"]
     for name in sorted({r["index"] for r in mem}):
         rs = [r for r in mem if r["index"] == name]
         ax[0, 0].plot([r["n"] for r in rs], [r["bytes"] / 2**20 for r in rs], "o-", label=name)
     ax[0, 0].set(xlabel="intervals", ylabel="MiB per attribute", yscale="log", title="1. memory (Table 2)")
-    ax[0, 0].legend()
+    _legend(ax[0, 0])
     for name in sorted({r["index"] for r in res["getnext"]}):
         rs = [r for r in res["getnext"] if r["index"] == name]
         ax[0, 1].plot([r["getnext"] for r in rs], [r["seconds_per_query"] * 1e3 for r in rs], "o-", label=name)
     ax[0, 1].set(xlabel="getnext calls", ylabel="ms per query", xscale="log", yscale="log",
                  title="2. time against getnext calls (Fig. 6)")
-    ax[0, 1].legend()
+    _legend(ax[0, 1])
     skew0 = res["dims"][0]["skew_length"] if res["dims"] else None
     for name in sorted({r["index"] for r in res["dims"]}):
         rs = [r for r in res["dims"] if r["index"] == name and r["skew_length"] == skew0]
         ax[1, 0].plot([r["d"] for r in rs], [r["seconds_per_query"] * 1e3 for r in rs], "o-", label=name)
     ax[1, 0].set(xlabel="dimensions d", ylabel="ms per event (top-k, TA)", yscale="log",
                  title="3. dimensions (Figs. 7-8)")
-    ax[1, 0].legend()
+    _legend(ax[1, 0])
     for name in sorted({r["index"] for r in res["skew"]}):
         rs = [r for r in res["skew"] if r["index"] == name]
         ax[1, 1].plot([r["skew_length"] for r in rs], [r["seconds_per_query"] * 1e3 for r in rs], "o-", label=name)
     ax[1, 1].set(xlabel="skew_length", ylabel="ms per event", yscale="log", title="4. skew_length, d = 4 (Fig. 9)")
     if res["skew"]:                     # --skews "" leaves the panel empty
-        ax[1, 1].legend()
+        _legend(ax[1, 1])
+    drv = [r for r in res.get("drivers", []) if r["scoring"] == "relaxed"]
+    for name in sorted({r["method"] for r in drv}):
+        rs = sorted((r for r in drv if r["method"] == name), key=lambda r: r["d"])
+        ax[2, 0].plot([r["d"] for r in rs], [r["seconds_per_event"] * 1e3 for r in rs], "o-", label=name)
+    ax[2, 0].set(xlabel="dimensions d", ylabel="ms per event (best of runs)", yscale="log",
+                 title="5. exact methods, relaxed, queries from the subscriptions")
+    if drv:
+        _legend(ax[2, 0])
+    auto = res.get("auto", [])
+    wls = sorted({r["workload"] for r in auto})
+    methods = sorted({r["method"] for r in auto})
+    for j, name in enumerate(methods):
+        xs = [i + j / (len(methods) + 1) for i, wl in enumerate(wls)
+              if any(r["workload"] == wl and r["method"] == name for r in auto)]
+        ys = [r["seconds_per_event"] * 1e3 for wl in wls for r in auto if r["workload"] == wl and r["method"] == name]
+        ax[2, 1].bar(xs, ys, width=1 / (len(methods) + 1), label=name)
+    ax[2, 1].set_xticks(range(len(wls)))
+    ax[2, 1].set_xticklabels(wls)
+    ax[2, 1].set(ylabel="ms per event", yscale="log", title="6. index=auto against every method")
+    if auto:
+        _legend(ax[2, 1])
     fig.tight_layout()
     save_figure(fig, path, dpi=110)
     plt.close(fig)
@@ -237,13 +414,17 @@ def _plot(res, path: Path) -> None:
 
 def run_match(args) -> dict:
     names = [x for x in args.indexes.split(",") if x]
+    sections = set(args.sections.split(","))
     t0 = time.perf_counter()
     res = {"config": {k: v for k, v in vars(args).items() if k != "func"}}
-    res["memory"] = _memory(args, names)
-    res["getnext"] = _getnext(args, names)
-    res["dims"] = _dims(args, names, args.dims, [args.skew_length])
-    res["skew"] = _dims(args, names, [4], args.skews) if args.skews else []
+    res["memory"] = _memory(args, names) if "memory" in sections else []
+    res["getnext"] = _getnext(args, names) if "getnext" in sections else []
+    res["dims"] = _dims(args, names, args.dims, [args.skew_length]) if "dims" in sections else []
+    res["skew"] = _dims(args, names, [4], args.skews) if args.skews and "skew" in sections else []
+    res["drivers"] = _drivers(args) if "drivers" in sections else []
+    res["auto"] = _auto(args) if "auto" in sections else []
     res["targets"] = _targets(res["memory"], res["dims"])
+    res["targets"].update(_driver_targets(res["drivers"], res["auto"]))
     res["seconds"] = time.perf_counter() - t0
     return res
 
@@ -256,10 +437,12 @@ def main(args) -> int:
     out.mkdir(parents=True, exist_ok=True)
     if args.ta_bound:
         from .ta_bound import ta_bound
-        res = ta_bound(args.dims_n, max(args.dims), args.k, min(args.n_queries, 50), args.skew_length,
-                       lengths=args.lengths, seed=args.seed)
+        res = {}
+        for queries in ("shared", "separate"):
+            res[queries] = ta_bound(args.dims_n, max(args.dims), args.k, min(args.n_queries, 50), args.skew_length,
+                                    lengths=args.lengths, seed=args.seed, queries_from=queries)
+            print(queries, {k: v for k, v in res[queries].items() if k != "per_query"}, flush=True)
         write_json(res, out / "ta_bound.json")
-        print({k: v for k, v in res.items() if k != "per_query"})
         return 0
     res = run_match(args)
     write_json(res, out / "match.json")

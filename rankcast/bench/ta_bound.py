@@ -16,7 +16,8 @@ With the measured cost of one sorted access of the fastest index (a cursor read 
 through, nothing else done) and of ``scan`` per event, this bounds the speed-up over scan
 that an index-driven TA can reach: ``scan seconds / (accesses x seconds per access)``,
 random accesses left out (they only add). ``rankcast bench match --ta-bound`` runs it and
-writes ``ta_bound.json``.
+writes ``ta_bound.json``, for queries drawn from the subscriptions' distribution (``shared``,
+the paper's) and from regions of their own (``separate``).
 """
 from __future__ import annotations
 
@@ -66,12 +67,12 @@ def _min_total_depth(ws: list[np.ndarray], s_k: float) -> tuple[int, int]:
 
 
 def ta_bound(n: int = 1_000_000, d: int = 4, k: int = 20, queries: int = 50, skew_length: float = 0.75,
-             index: str = "sopt-r-tree", lengths: int = 100, seed: int = 0) -> dict:
+             index: str = "sopt-r-tree", lengths: int = 100, seed: int = 0, queries_from: str = "shared") -> dict:
     from rankcast.baselines.matching import ScanCore
     from rankcast.kinds.matching.intervals import make_index
     from rankcast.ingest.match_workloads import event_batch, expression_batch, zipf_workload
 
-    w = zipf_workload(n, d, queries, skew_length=skew_length, lengths=lengths, seed=seed)
+    w = zipf_workload(n, d, queries, skew_length=skew_length, lengths=lengths, seed=seed, queries=queries_from)
     items = np.arange(n, dtype=np.int64)
     rows = []
     for qi in range(queries):
@@ -112,7 +113,7 @@ def ta_bound(n: int = 1_000_000, d: int = 4, k: int = 20, queries: int = 50, ske
     mins = np.array([r["min_sorted_accesses"] for r in rows], float)
     rrs = np.array([r["round_robin_sorted_accesses"] for r in rows], float)
     floor = mins * per_access
-    return {"n": n, "d": d, "k": k, "queries": queries, "skew_length": skew_length,
+    return {"n": n, "d": d, "k": k, "queries": queries, "queries_from": queries_from, "skew_length": skew_length,
             "lengths": lengths, "index": index,
             "stabbed_per_dimension_mean": float(np.mean([np.mean(r["stabbed"]) for r in rows])),
             "min_sorted_accesses": {"mean": float(mins.mean()), "median": float(np.median(mins)),

@@ -15,7 +15,7 @@ from rankcast.kinds.spatial.text import Vocabulary
 from rankcast.runtime import registry
 from rankcast.runtime.placement import PLACEMENTS
 
-__all__ = ["EngineConfig", "MatchConfig", "RangeConfig", "RANGE_METHODS", "ClusterConfig", "SCORINGS", "MATCH_INDEXES", "MATCH_POLICIES", "RANGE_POLICIES", "Limits", "defaults", "limits", "POLICIES", "local_ray_options", "loopback_only",
+__all__ = ["EngineConfig", "MatchConfig", "RangeConfig", "RANGE_METHODS", "ClusterConfig", "SCORINGS", "MATCH_INDEXES", "MATCH_DRIVERS", "MATCH_POLICIES", "RANGE_POLICIES", "Limits", "defaults", "limits", "POLICIES", "local_ray_options", "loopback_only",
            "PLACEMENTS"]
 
 _DEFAULTS_FILE = Path(__file__).with_name("defaults.yaml")
@@ -214,6 +214,12 @@ MATCH_INDEXES = ("auto", "ir-tree", "sopt-r-tree", "segment-tree", "interval-tre
 # which index serves which scoring (an unsupported pair is an InvalidInput naming 'index')
 INDEX_SCORINGS = {"auto": SCORINGS, "ir-tree": SCORINGS, "sopt-r-tree": SCORINGS, "segment-tree": SCORINGS,
                   "interval-tree": SCORINGS, "r-tree": SCORINGS, "be-tree": ("static", "weighted"), "scan": SCORINGS}
+# how an event is answered (docs/matching.md): "paper" (the Threshold Algorithm for relaxed,
+# the driver attribute merge for static / weighted, over the named index), "pivot" (one
+# attribute's list in order of the whole expression's bound, over the named index), "box" (one
+# tree over whole expressions, rankcast.kinds.matching.boxtree: index="auto" only); "auto":
+# "box" under index="auto", "paper" over a named index
+MATCH_DRIVERS = ("auto", "paper", "pivot", "box")
 BE_SPLITS = ("exhaustive", "approximate")
 BE_BUILDS = ("dynamic", "batch")
 
@@ -231,6 +237,7 @@ class MatchConfig:
     scoring: str = _MATCH["scoring"]
     k: int = _MATCH["k"]
     index: str = _MATCH["index"]
+    driver: str = _MATCH["driver"]
     branching: int = _MATCH["branching"]                # b of the R-trees (paper Table 1: 50)
     rebuild_fraction: float = _MATCH["rebuild_fraction"]  # static index: delta share that rebuilds it
     rebuild_min: int = _MATCH["rebuild_min"]
@@ -253,6 +260,14 @@ class MatchConfig:
             served = ", ".join(INDEX_SCORINGS[self.index])
             raise InvalidInput(f"MatchConfig: field 'index': {self.index!r} does not serve scoring "
                                f"{self.scoring!r} (it serves: {served})")
+        if self.driver not in MATCH_DRIVERS:
+            raise InvalidInput(f"MatchConfig: field 'driver': must be one of {MATCH_DRIVERS}, got {self.driver!r}")
+        if self.driver != "auto" and self.index in ("scan", "be-tree"):
+            raise InvalidInput(f"MatchConfig: field 'driver': index {self.index!r} has no driver to choose "
+                               f"(only 'auto'), got {self.driver!r}")
+        if self.driver == "box" and self.index != "auto":
+            raise InvalidInput(f"MatchConfig: field 'driver': 'box' builds its own tree and needs index='auto', "
+                               f"got index={self.index!r}")
         for name, low in (("k", 1), ("branching", 2), ("rebuild_min", 1)):
             v = getattr(self, name)
             if isinstance(v, bool) or not isinstance(v, int) or v < low:

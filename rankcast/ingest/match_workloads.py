@@ -6,10 +6,13 @@ Table 1; the d-dimensional Zipfian generator of Chakrabarti et al.): each dimens
 cells each (Table 1: ``v_min = v_max = cells^d / 20``) hold the points, spread across regions
 by Zipf(``skew_across``) and inside a region by Zipf(``skew_within``) over the distance from
 its centre (far points are rarer); a cell becomes a uniform point inside it. Queries are
-points of the generator; a subscription takes a point ``x_mid`` and, per dimension, a
-half-length ``l`` = rank / (2 ``lengths``) with the rank drawn from Zipf(``skew_length``) over
-1..``lengths`` (the paper does not give the support: this one is a documented option), and
-is ``[x_mid - l, x_mid + l]`` with the score ``1 - l``. Lower ``skew_length``: longer,
+sampled from the same distribution as the subscriptions' centres (the paper: "we then generate
+the query workload by sampling n_queries points from this distribution": the same regions and
+laws); ``queries="separate"`` draws them from a second generator with regions of its own
+instead (so queries mostly fall outside the subscriptions' regions). A subscription takes a
+point ``x_mid`` and, per dimension, a half-length ``l`` = rank / (2 ``lengths``) with the rank
+drawn from Zipf(``skew_length``) over 1..``lengths`` (the paper does not give the support: this
+one is a documented option), and is ``[x_mid - l, x_mid + l]`` with the score ``1 - l``. Lower ``skew_length``: longer,
 more overlapping intervals.
 """
 from __future__ import annotations
@@ -18,7 +21,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-__all__ = ["TABLE1", "ZipfWorkload", "zipf_points", "zipf_workload", "expression_batch", "event_batch", "GEONAMES_ATTRS", "geonames_events",
+__all__ = ["TABLE1", "ZipfWorkload", "zipf_points", "zipf_regions", "zipf_workload", "QUERIES", "expression_batch", "event_batch", "GEONAMES_ATTRS", "geonames_events",
            "geonames_expressions"]
 
 # the paper's Table 1 defaults
@@ -33,12 +36,13 @@ def _zipf_ranks(rng, n: int, support: int, skew: float) -> np.ndarray:
 
 
 def zipf_points(rng, n: int, d: int, *, regions: int = 10, cells: int = 100, volume: float | None = None,
-                skew_across: float = 0.0, skew_within: float = 1.0) -> np.ndarray:
-    """``n`` points of [0, 1)^d from the Zipfian region generator (module docstring)."""
-    volume = cells ** d / 20 if volume is None else volume
-    side = max(1, int(round(volume ** (1.0 / d))))
-    side = min(side, cells)
-    lo = rng.integers(0, cells - side + 1, size=(regions, d))
+                skew_across: float = 0.0, skew_within: float = 1.0, corners: np.ndarray | None = None) -> np.ndarray:
+    """``n`` points of [0, 1)^d from the Zipfian region generator (module docstring).
+    ``corners`` (regions, d): the regions' lowest cells (:func:`zipf_regions`); drawn here
+    when None."""
+    side = _region_side(d, cells, volume)
+    lo = zipf_regions(rng, d, regions=regions, cells=cells, volume=volume) if corners is None else corners
+    regions = len(lo)
     region = _zipf_ranks(rng, n, regions, skew_across)
     # inside a region: the offset from its centre cell, per dimension, Zipf over the distance
     half = side // 2
@@ -46,6 +50,18 @@ def zipf_points(rng, n: int, d: int, *, regions: int = 10, cells: int = 100, vol
     sign = np.where(rng.random((n, d)) < 0.5, -1, 1)
     cell = np.clip(lo[region] + half + sign * dist, lo[region], lo[region] + side - 1)
     return (cell + rng.random((n, d))) / cells
+
+
+def _region_side(d: int, cells: int, volume: float | None) -> int:
+    volume = cells ** d / 20 if volume is None else volume
+    return min(max(1, int(round(volume ** (1.0 / d)))), cells)
+
+
+def zipf_regions(rng, d: int, *, regions: int = 10, cells: int = 100, volume: float | None = None,
+                 **_) -> np.ndarray:
+    """The lowest cell of each of ``regions`` random hyper-rectangles of ``volume`` cells."""
+    side = _region_side(d, cells, volume)
+    return rng.integers(0, cells - side + 1, size=(regions, d))
 
 
 @dataclass
@@ -75,14 +91,22 @@ class ZipfWorkload:
                 for i, row in enumerate(self.queries.tolist())]
 
 
+QUERIES = ("shared", "separate")
+
+
 def zipf_workload(n: int, d: int = 1, n_queries: int = 1000, *, skew_length: float = 0.75,
-                  lengths: int = 100, seed: int = 0, **points) -> ZipfWorkload:
+                  lengths: int = 100, seed: int = 0, queries: str = "shared", **points) -> ZipfWorkload:
     """The paper's subscriptions and queries (module docstring); ``points`` go to
-    :func:`zipf_points` (regions, cells, volume, skew_across, skew_within)."""
+    :func:`zipf_points` (regions, cells, volume, skew_across, skew_within). ``queries``:
+    "shared" (the paper: sampled from the subscriptions' distribution, same regions) or
+    "separate" (a generator with regions of its own)."""
+    if queries not in QUERIES:
+        raise ValueError(f"zipf_workload: queries must be one of {QUERIES}, got {queries!r}")
     rng = np.random.default_rng(seed)
-    mid = zipf_points(rng, n, d, **points)
+    corners = zipf_regions(rng, d, **points)
+    mid = zipf_points(rng, n, d, corners=corners, **points)
     half = (_zipf_ranks(rng, n * d, lengths, skew_length).reshape(n, d) + 1) / (2.0 * lengths)
-    q = zipf_points(rng, n_queries, d, **points)
+    q = zipf_points(rng, n_queries, d, corners=corners if queries == "shared" else None, **points)
     return ZipfWorkload(lo=mid - half, hi=mid + half, score=1.0 - half, queries=q)
 
 

@@ -33,7 +33,7 @@ from rankcast.common.idmap import IdMap
 from .intervals import make_index
 from rankcast.common.tolerance import EPS
 
-__all__ = ["MatchCore", "evaluate", "STATIC", "RELAXED", "WEIGHTED", "MODES"]
+__all__ = ["MatchCore", "evaluate", "check_slot", "STATIC", "RELAXED", "WEIGHTED", "MODES"]
 
 STATIC, RELAXED, WEIGHTED = 0, 1, 2
 MODES = {"static": STATIC, "relaxed": RELAXED, "weighted": WEIGHTED}
@@ -95,6 +95,26 @@ def holds_row(p_op, p_a, p_b, set_off, set_vals, p, x):
     if op == IN or op == NIN:
         return holds(op, 0.0, 0.0, set_vals, set_off[p], set_off[p + 1], x)
     return holds(op, p_a[p], p_b[p], set_vals, 0, 0, x)
+
+
+@numba.njit(cache=True, inline="always")
+def check_slot(s, mode, p_start, p_end, score, p_attr, p_op, p_a, p_b, p_w, set_off, set_vals, val, has, ew):
+    """(matches, score) of expression slot ``s`` for the event (:func:`evaluate`, one slot)."""
+    acc = 0.0
+    ok = mode != RELAXED
+    for p in range(p_start[s], p_end[s]):
+        at = p_attr[p]
+        h = has[at] and holds_row(p_op, p_a, p_b, set_off, set_vals, p, val[at])
+        if mode == RELAXED:
+            if h:
+                ok = True
+                acc += p_w[p]
+        elif not h:
+            ok = False
+            break
+        elif mode == WEIGHTED:
+            acc += p_w[p] * ew[at]
+    return ok, (score[s] if mode == STATIC else acc)
 
 
 @numba.njit(cache=True)

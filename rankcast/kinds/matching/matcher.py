@@ -32,12 +32,22 @@ def matches_from_arrays(event_ids, results) -> list[Match]:
 def new_core(cfg: MatchConfig, cls=None):
     """The core serving ``cfg.index`` (``cls`` replaces its class: baselines)."""
     if cls is None:
+        driver = getattr(cfg, "driver", "auto")     # configurations pickled before drivers existed
         if cfg.index == "scan":
             from .scan import ScanCore
             cls = ScanCore
         elif cfg.index == "be-tree":
             from .betree import BETreeCore
             cls = BETreeCore
+        elif driver == "pivot":
+            from .pivot import PivotCore
+            cls = PivotCore
+        elif cfg.index == "auto" and driver == "auto":
+            from .auto import AutoCore
+            cls = AutoCore
+        elif driver == "box":
+            from .boxtree import BoxCore
+            cls = BoxCore
         else:
             cls = MatchCore
     return cls(cfg.scoring, cfg.index, b=cfg.branching, rebuild_fraction=cfg.rebuild_fraction,

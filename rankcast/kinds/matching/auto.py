@@ -1,0 +1,135 @@
+"""``index="auto"``: the core that chooses how a table of expressions is served, from its
+statistics (docs/matching.md).
+
+- **box** (:class:`~rankcast.kinds.matching.boxtree.BoxCore`) while the expressions are boxes
+  over at most :data:`~rankcast.kinds.matching.scan.MAX_COLUMNS` attributes: one tree over
+  whole expressions, searched best first; with nothing to prune it visits every leaf, about one
+  scan, so it is not slower than the columnar scan by more than the tree's overhead;
+- once more than half of at least ``MIN_SWITCH`` live expressions name attributes beyond the
+  columns (wide schemas: hundreds of attributes, a few per expression), which the box tree
+  would only scan: the **BE*-tree** (:class:`~rankcast.kinds.matching.betree.BETreeCore`,
+  built for such schemas) for ``static`` / ``weighted``, the **paper** driver
+  (:class:`~rankcast.kinds.matching.core.MatchCore` over SOPT-R-trees: the Threshold
+  Algorithm) for ``relaxed``.
+
+Under ``static`` / ``weighted`` both the box tree and the BE*-tree suit narrow schemas, and
+which is faster depends on the data (how selective the boxes are, how many attributes an
+expression names): once the table holds ``RACE_MIN`` expressions, the first match call builds
+a BE*-tree beside the box tree and answers its first ``RACE_EVENTS`` events with both, timing
+each; the faster one keeps the table, the other is dropped.
+
+The expressions move from one core to the other when the statistics cross (a rebuild from the
+table); answers are the same either way, exact.
+"""
+from __future__ import annotations
+
+import time
+
+import numpy as np
+
+from .boxtree import BoxCore
+from .core import MatchCore
+
+__all__ = ["AutoCore"]
+
+
+class AutoCore:
+    """See the module docstring; the interface of
+    :class:`~rankcast.kinds.matching.core.MatchCore`."""
+
+    MIN_SWITCH = 256
+    RACE_MIN, RACE_EVENTS = 4096, 24
+
+    def __init__(self, scoring: str, index: str = "auto", **kw):
+        self.scoring = scoring
+        self.index_name = "auto"
+        self._kw = kw
+        self.inner = BoxCore(scoring, "auto", **kw)
+        self.n_attrs = 0
+        self.switches = 0
+        self.rival = None               # the BE*-tree racing the box tree (module docstring)
+        self.raced = scoring == "relaxed"
+        self._race = [0.0, 0.0, 0]      # seconds of the box tree, of the rival; events raced
+
+    @property
+    def table(self):
+        return self.inner.table
+
+    @property
+    def ev(self):
+        return self.inner.ev
+
+    @property
+    def mode(self):
+        return self.inner.mode
+
+    @property
+    def counters(self):
+        return self.inner.counters
+
+    def __len__(self) -> int:
+        return len(self.inner)
+
+    def _wide(self) -> bool:
+        """Whether more than half of the live expressions are outside the box tree's columns."""
+        core = self.inner
+        if not isinstance(core, BoxCore) or len(core) < self.MIN_SWITCH:
+            return False
+        t, cols = core.table, core.cols
+        out = np.count_nonzero(~cols.columnar[: cols.n] & t.live[: cols.n])
+        return 2 * out > len(core)
+
+    def add(self, batch, n_attrs: int) -> None:
+        self.n_attrs = max(self.n_attrs, n_attrs)
+        self.inner.add(batch, n_attrs)
+        if self.rival is not None:
+            self.rival.add(batch, n_attrs)
+        if self._wide():
+            self.rival = None
+            self.raced = True
+            exprs = self.inner.table.batch()
+            ev = self.inner.ev
+            if self.scoring == "relaxed":
+                self.inner = MatchCore(self.scoring, "sopt-r-tree", **self._kw)
+            else:
+                from .betree import BETreeCore
+                self.inner = BETreeCore(self.scoring, "be-tree", **self._kw)
+            self.inner.add(exprs, self.n_attrs)
+            self.inner.ev.grow(len(ev.val))
+            self.switches += 1
+
+    def remove(self, ids) -> None:
+        self.inner.remove(ids)
+        if self.rival is not None:
+            self.rival.remove(ids)
+
+    def match(self, events, k: int):
+        if not self.raced and isinstance(self.inner, BoxCore) and len(self.inner) >= self.RACE_MIN:
+            from .betree import BETreeCore
+            self.rival = BETreeCore(self.scoring, "be-tree", **self._kw)
+            self.rival.add(self.inner.table.batch(), self.n_attrs)
+            self.raced = True
+        if self.rival is None:
+            return self.inner.match(events, k)
+        self.rival.ev.grow(len(self.inner.ev.val))
+        t0 = time.perf_counter()
+        out = self.inner.match(events, k)
+        t1 = time.perf_counter()
+        self.rival.match(events, k)
+        t2 = time.perf_counter()
+        self._race[0] += t1 - t0
+        self._race[1] += t2 - t1
+        self._race[2] += len(events)
+        if self._race[2] >= self.RACE_EVENTS:
+            if self._race[1] < self._race[0]:
+                self.inner = self.rival
+                self.switches += 1
+            self.rival = None
+        return out
+
+    def stats(self) -> dict:
+        s = self.inner.stats()
+        driver = "box" if isinstance(self.inner, BoxCore) else "paper" if isinstance(self.inner, MatchCore) else "be-tree"
+        s.update(index="auto", driver=driver, switches=self.switches, raced_events=self._race[2],
+                 raced_box_seconds=self._race[0], raced_be_tree_seconds=self._race[1])
+        return s
