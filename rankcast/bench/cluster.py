@@ -292,7 +292,8 @@ def run_cluster_bench(dataset: str = "geonames", subs: int = 20_000, window: int
                       progress=print, updates: str = "arrow", scale_subs: int | None = SCALE_SUBS,
                       fit_sample: int = 5_000, ray_clusters=DEFAULT_RAY_CLUSTERS,
                       engine_repeats: int = ENGINE_REPEATS, ray_repeats: int = 1,
-                      ray_wait_quiet: float = 0.0, scale_repeats: int = SCALE_REPEATS) -> dict:
+                      ray_wait_quiet: float = 0.0, scale_repeats: int = SCALE_REPEATS, kinds=(),
+                      kind_size: int = 20_000) -> dict:
     """Run the three parts (see the module docstring); returns the JSON-able result and
     writes ``cluster.json`` / ``cluster.png`` under ``out``. ``scale_subs``: subscriptions of
     the scaling part (None: ``subs``); ``fit_sample``: rows of the policies' fitting sample;
@@ -302,7 +303,9 @@ def run_cluster_bench(dataset: str = "geonames", subs: int = 20_000, window: int
     engine's (each role instance's least CPU taken, :func:`_least_busy`);
     ``ray_repeats``: runs of each Ray cluster and mode, each against the engine just before it
     (the median ratio reported, every run kept); ``ray_wait_quiet``: seconds each Ray run
-    waits at most for the rest of the machine to go quiet."""
+    waits at most for the rest of the machine to go quiet. ``kinds``: also the ranked-matching
+    and range top-k clusters against their engines (:mod:`rankcast.bench.kinds_cluster`, at
+    ``kind_size``), under ``"kinds"``."""
     import rankcast as rc
     from ._common import build_workload
 
@@ -433,6 +436,11 @@ def run_cluster_bench(dataset: str = "geonames", subs: int = 20_000, window: int
     if ray:
         res["ray"] = _ray_overhead(work, cfg, window, messages, batch, cluster_batch, address, progress,
                                    same_topk, updates, ray_clusters, ray_repeats, ray_wait_quiet)
+
+    if kinds:
+        from .kinds_cluster import run_kind_clusters
+        res["kinds"] = run_kind_clusters(kinds, updates="objects" if updates == "objects" else "arrow",
+                                         size=kind_size, seed=seed, address=address, progress=progress)
 
     res["machine"]["loadavg_end"] = os.getloadavg()
     if out:
@@ -757,6 +765,11 @@ def add_arguments(p) -> None:
     p.add_argument("--ray-wait-quiet", type=float, default=0.0,
                    help="seconds each Ray run waits at most for the rest of the machine to take at most "
                         f"{QUIET_OTHER_CORES} cores (other sessions' load halves what a cluster gets)")
+    p.add_argument("--kinds", nargs="*", default=[], choices=["matching", "range"],
+                   help="also the ranked-matching and range top-k clusters of 2 partitions on Ray against "
+                        "rc.Matcher and rc.RangeEngine, per call and streamed (rankcast.bench.kinds_cluster)")
+    p.add_argument("--kind-size", type=int, default=20_000,
+                   help="expressions (matching) or objects (range) of the --kinds workloads")
     p.add_argument("--address", default=None)
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--out", default="out/bench")
@@ -772,7 +785,8 @@ def main(args) -> int:
                             scale_subs=args.scale_subs or None, fit_sample=args.fit_sample,
                             ray_clusters=tuple(args.ray_clusters), engine_repeats=args.engine_repeats,
                             ray_repeats=args.ray_repeats, ray_wait_quiet=args.ray_wait_quiet,
-                            scale_repeats=args.scale_repeats)
+                            scale_repeats=args.scale_repeats, kinds=tuple(args.kinds),
+                            kind_size=args.kind_size)
     print(json.dumps(res, indent=2, default=float))
     return 0
 
@@ -802,10 +816,11 @@ def _plot(res: dict, path: Path) -> None:
     ax[1].set_ylabel("speed-up over the engine")
     ax[1].legend()
     ax[1].set_title("scale-out from measured busy time")
-    labels = list(res.get("ray", {}))
+    rows = {**res.get("ray", {}), **{f"{k} x{v['partitions']}": v for k, v in res.get("kinds", {}).items()}}
+    labels = list(rows)
     x = np.arange(len(labels))
     for dx, mode in ((-0.2, "per_call"), (0.2, "streamed")):
-        ax[2].bar(x + dx, [v[mode]["vs_engine"] for v in res.get("ray", {}).values()], 0.4,
+        ax[2].bar(x + dx, [v[mode]["vs_engine"] for v in rows.values()], 0.4,
                   label=mode.replace("_", " "))
     ax[2].set_xticks(x, labels)
     ax[2].legend()
