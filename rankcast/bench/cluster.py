@@ -79,14 +79,16 @@ ALL_POLICIES = ("hash", "location", "keyword", "prefix", "spatial-first", "keywo
 # the Ray runs' clusters: key -> (label, policy, partitions, cluster options). "1" runs as an
 # engine in an actor (SoloPartition), "2" as two of them, each holding the window; "1-shard"
 # and "2-shard" are the same clusters with a window shard of their own, the layout before
-# (for comparison, not run by default)
+# (for comparison, not run by default); "2-volatile" is "2" without durable state (ClusterConfig
+# state_dir None: no log, no checkpoints)
 RAY_CLUSTERS = {"1": ("1 partition", "hash", 1, {}),
                 "1-one-core": ("1 partition, one core", "hash", 1, {"solo_halves": False}),
                 "1-shard": ("1 partition, window shard", "hash", 1, {"solo": False}),
                 "2": ("2 partitions", "hash", 2, {}),
                 "2-shard": ("2 partitions, window shard", "hash", 2, {"solo": False}),
                 "2-location": ("2 partitions location", "location", 2, {}),
-                "2-prefix": ("2 partitions prefix", "prefix", 2, {})}
+                "2-prefix": ("2 partitions prefix", "prefix", 2, {}),
+                "2-volatile": ("2 partitions, state_dir=None", "hash", 2, {"state_dir": None})}
 DEFAULT_RAY_CLUSTERS = ("1", "2", "2-location", "2-prefix")
 
 
@@ -576,6 +578,25 @@ class _ProcessCPU:
         self.other = _OtherCPU(lambda: sum(c for _, c in self._now().values()))
         self.other.start()
 
+    def rss_mib(self) -> dict[str, float]:
+        """Resident memory (MiB) now by process label (Ray's own processes summed by name)."""
+        import psutil
+        out: dict[str, float] = {}
+        procs = {p.pid: p for p in self.me.children(recursive=True)}
+        for pid in self.label:
+            if pid not in procs:
+                try:
+                    procs[pid] = psutil.Process(pid)
+                except psutil.Error:
+                    pass
+        for pid, p in procs.items():
+            try:
+                label = self.label.get(pid) or f"ray: {p.name()}"
+                out[label] = round(out.get(label, 0.0) + p.memory_info().rss / 2 ** 20, 1)
+            except psutil.Error:
+                pass
+        return out
+
     def seconds(self) -> dict[str, float]:
         """CPU seconds since :meth:`start` by process label (Ray's own processes by name)."""
         out: dict[str, float] = {}
@@ -688,9 +709,11 @@ def _ray_run(work, cfg, window, messages, batch, cluster_batch, address, same_to
     er = _drive(rc.Engine(cfg), work, window, messages, batch, pipelined=False, updates=updates,
                 at_start=other.start)
     e, e_other = er["throughput"], other.cores()
+    options = dict(options)
+    fields = {k: options.pop(k) for k in ("state_dir",) if k in options}     # ClusterConfig's own
     ccfg = rc.ClusterConfig(engine=cfg, policy=policy, partitions=P, window_shards=1, distributors=1,
                             aggregators=1, batch_size=cluster_batch, actor_cpus=0.01,
-                            name=f"rankcast-bench-{P}-{policy}", options=options)
+                            name=f"rankcast-bench-{P}-{policy}", options=options, **fields)
     cl = rc.Cluster.start(ccfg, address=address, fresh=True,
                           sample=(_take(work.subs, 0, 5000), _take(work.msgs, 0, 5000)))
     try:
@@ -705,6 +728,7 @@ def _ray_run(work, cfg, window, messages, batch, cluster_batch, address, same_to
                    at_start=procs.start, settle=settle)
         c_other = procs.other.cores()
         cpu = procs.seconds()
+        rss = procs.rss_mib()
         after = cl.stats()
         d = _delta(after, r["before"])
         run = {"throughput": r["throughput"], "engine_throughput": e,
@@ -719,7 +743,10 @@ def _ray_run(work, cfg, window, messages, batch, cluster_batch, address, same_to
                # cores the rest of the machine took during the engine's stream and the cluster's
                "other_cores": {"engine": e_other, "cluster": c_other},
                "cpu_us_per_message": _cpu_per_message(d["busy"], cpu, r["cpu_seconds"],
-                                                      er["cpu_seconds"], messages)}
+                                                      er["cpu_seconds"], messages),
+               # resident memory of each process at the stream's end (the client's includes
+               # the engine of the run before and the workload)
+               "rss_mib": rss}
         c = run["cpu_us_per_message"]
         oc = run["other_cores"]
         progress(f"ray {label}, {mode}: {r['throughput']:.0f} msg/s (engine just before: {e:.0f}); "
