@@ -206,6 +206,50 @@ def test_whole_cluster_restart_resumes(ray_session, tmp_path):
     assert not os.path.exists(tmp_path / cfg.name)
 
 
+@pytest.mark.slow     # kills and restarts of Ray processes
+def test_a_crash_between_a_log_append_and_its_step_loses_and_duplicates_nothing(ray_session, tmp_path):
+    """The coordinator's process ends right after a call's log record is written, before
+    any of the call is applied (``options["crash_after_log"]``): a subscribe, a publish, an
+    unsubscribe and a pipelined publish. Ray restarts it, it replays the log (the call
+    included) and the client's resent call gets the recorded result: every result equals
+    the engine and brute force after every call, the stream position counts each message
+    once, and a listener's stream is exactly the engine's."""
+    calls = random_calls(31, 30, invalid=False)
+    ops = [c.op for c in calls]
+    # the cluster handle's tokens count its state-changing calls from 1
+    crash = [ops.index("subscribe", 3) + 1, ops.index("publish", 5) + 1, ops.index("unsubscribe") + 1]
+    n_pipelined = 6
+    crash.append(len(calls) + 3)        # the third pipelined publish
+    cfg = _ccfg("test-crash-log", tmp_path, checkpoint_every=3600, options={"crash_after_log": crash})
+    rec, brute = Recorder(cfg.engine), BruteForceEngine(cfg.engine)
+    live: set[int] = set()
+    cl = rc.Cluster.start(cfg)
+    try:
+        listener = Listener(cfg)
+        listener.start()
+        t0 = time.time()
+        assert play({"engine": rec, "cluster": cl, "brute": brute}, calls, live=live) == len(calls)
+        more = [c.arg for c in random_calls(32, 40, invalid=False) if c.op == "publish"][:n_pipelined]
+        for b in more:
+            cl.publish(b, wait=False)
+            rec.eng.publish(b)
+        cl.flush()
+        ids = sorted(live)
+        assert cl.topk_many(ids) == {i: rec.eng.topk(i) for i in ids}
+        assert cl.position() == rec.eng.stats()["published"]
+        store = StateStore(cfg.state_dir, cfg.name)
+        assert all(store.exists(f"crashed-{t}") for t in crash), "a planned crash did not happen"
+        # a restarted coordinator keeps only its own restart's record: the last crash's
+        last = recoveries_since(cl, t0)
+        assert [r["cause"] for r in last] == ["restart"] and last[0]["replayed_calls"] >= 1, last
+        listener.stop.set()
+        listener.join(120)
+        played = [s for s in listener.seen if s[0] <= rec.stream[-1][0]]
+        assert played == rec.stream, "the listener's stream differs from the engine's updates"
+    finally:
+        cl.shutdown()
+
+
 def test_a_checkpoint_not_yet_on_disk_chains_the_logs(tmp_path):
     """A checkpoint commits (the MANIFEST switches) only when every role's background write
     is done. A crash before that resumes from the older checkpoint and replays its log and

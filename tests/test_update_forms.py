@@ -344,3 +344,27 @@ def test_bench_scaling_takes_each_instances_least_cpu_over_its_runs(monkeypatch,
     assert pt["stage_seconds"] == {r: max(v) if v else 0.0 for r, v in busy.items()}
     assert pt["projected_throughput"] >= max(x["projected_throughput"] for x in pt["runs"]) * (1 - 1e-9)
     assert pt["topk_equal_engine"] and all(x["topk_equal_engine"] for x in pt["runs"])
+
+
+@pytest.mark.parametrize("kind", ["matching", "range"])
+def test_bench_kind_clusters_stream_what_their_engines_do(kind):
+    """`rankcast bench cluster --kinds`: the calls it times give a cluster of the kind the
+    engine's results (here in process, both update forms)."""
+    from rankcast.bench.kinds_cluster import _stream, _workload
+
+    cfg, policy, subs, calls, sample = _workload(kind, 0, 600)
+    calls = calls[:4]
+    engine_cls = rc.Matcher if kind == "matching" else rc.RangeEngine
+    for form in ("objects", "arrow"):
+        got = {}
+        for name in ("engine", "cluster"):
+            target = engine_cls(cfg) if name == "engine" else rc.Cluster.start(rc.ClusterConfig(
+                engine=cfg, policy=policy, partitions=2, options={"runtime": "inproc"}), sample=sample)
+            outs = []
+            real = target.publish
+            target.publish = lambda c, updates=form, wait=True: outs.append(real(c, updates=updates))
+            _stream(target, subs, calls, True, form)
+            got[name] = outs
+            if name == "cluster":
+                target.shutdown()
+        assert got["engine"] == got["cluster"] and any(len(o) for o in got["engine"]), kind

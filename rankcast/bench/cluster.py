@@ -79,14 +79,16 @@ ALL_POLICIES = ("hash", "location", "keyword", "prefix", "spatial-first", "keywo
 # the Ray runs' clusters: key -> (label, policy, partitions, cluster options). "1" runs as an
 # engine in an actor (SoloPartition), "2" as two of them, each holding the window; "1-shard"
 # and "2-shard" are the same clusters with a window shard of their own, the layout before
-# (for comparison, not run by default)
+# (for comparison, not run by default); "2-volatile" is "2" without durable state (ClusterConfig
+# state_dir None: no log, no checkpoints)
 RAY_CLUSTERS = {"1": ("1 partition", "hash", 1, {}),
                 "1-one-core": ("1 partition, one core", "hash", 1, {"solo_halves": False}),
                 "1-shard": ("1 partition, window shard", "hash", 1, {"solo": False}),
                 "2": ("2 partitions", "hash", 2, {}),
                 "2-shard": ("2 partitions, window shard", "hash", 2, {"solo": False}),
                 "2-location": ("2 partitions location", "location", 2, {}),
-                "2-prefix": ("2 partitions prefix", "prefix", 2, {})}
+                "2-prefix": ("2 partitions prefix", "prefix", 2, {}),
+                "2-volatile": ("2 partitions, state_dir=None", "hash", 2, {"state_dir": None})}
 DEFAULT_RAY_CLUSTERS = ("1", "2", "2-location", "2-prefix")
 
 
@@ -292,7 +294,8 @@ def run_cluster_bench(dataset: str = "geonames", subs: int = 20_000, window: int
                       progress=print, updates: str = "arrow", scale_subs: int | None = SCALE_SUBS,
                       fit_sample: int = 5_000, ray_clusters=DEFAULT_RAY_CLUSTERS,
                       engine_repeats: int = ENGINE_REPEATS, ray_repeats: int = 1,
-                      ray_wait_quiet: float = 0.0, scale_repeats: int = SCALE_REPEATS) -> dict:
+                      ray_wait_quiet: float = 0.0, scale_repeats: int = SCALE_REPEATS, kinds=(),
+                      kind_size: int = 20_000) -> dict:
     """Run the three parts (see the module docstring); returns the JSON-able result and
     writes ``cluster.json`` / ``cluster.png`` under ``out``. ``scale_subs``: subscriptions of
     the scaling part (None: ``subs``); ``fit_sample``: rows of the policies' fitting sample;
@@ -302,7 +305,9 @@ def run_cluster_bench(dataset: str = "geonames", subs: int = 20_000, window: int
     engine's (each role instance's least CPU taken, :func:`_least_busy`);
     ``ray_repeats``: runs of each Ray cluster and mode, each against the engine just before it
     (the median ratio reported, every run kept); ``ray_wait_quiet``: seconds each Ray run
-    waits at most for the rest of the machine to go quiet."""
+    waits at most for the rest of the machine to go quiet. ``kinds``: also the ranked-matching
+    and range top-k clusters against their engines (:mod:`rankcast.bench.kinds_cluster`, at
+    ``kind_size``), under ``"kinds"``."""
     import rankcast as rc
     from ._common import build_workload
 
@@ -433,6 +438,11 @@ def run_cluster_bench(dataset: str = "geonames", subs: int = 20_000, window: int
     if ray:
         res["ray"] = _ray_overhead(work, cfg, window, messages, batch, cluster_batch, address, progress,
                                    same_topk, updates, ray_clusters, ray_repeats, ray_wait_quiet)
+
+    if kinds:
+        from .kinds_cluster import run_kind_clusters
+        res["kinds"] = run_kind_clusters(kinds, updates="objects" if updates == "objects" else "arrow",
+                                         size=kind_size, seed=seed, address=address, progress=progress)
 
     res["machine"]["loadavg_end"] = os.getloadavg()
     if out:
@@ -568,6 +578,25 @@ class _ProcessCPU:
         self.other = _OtherCPU(lambda: sum(c for _, c in self._now().values()))
         self.other.start()
 
+    def rss_mib(self) -> dict[str, float]:
+        """Resident memory (MiB) now by process label (Ray's own processes summed by name)."""
+        import psutil
+        out: dict[str, float] = {}
+        procs = {p.pid: p for p in self.me.children(recursive=True)}
+        for pid in self.label:
+            if pid not in procs:
+                try:
+                    procs[pid] = psutil.Process(pid)
+                except psutil.Error:
+                    pass
+        for pid, p in procs.items():
+            try:
+                label = self.label.get(pid) or f"ray: {p.name()}"
+                out[label] = round(out.get(label, 0.0) + p.memory_info().rss / 2 ** 20, 1)
+            except psutil.Error:
+                pass
+        return out
+
     def seconds(self) -> dict[str, float]:
         """CPU seconds since :meth:`start` by process label (Ray's own processes by name)."""
         out: dict[str, float] = {}
@@ -680,9 +709,11 @@ def _ray_run(work, cfg, window, messages, batch, cluster_batch, address, same_to
     er = _drive(rc.Engine(cfg), work, window, messages, batch, pipelined=False, updates=updates,
                 at_start=other.start)
     e, e_other = er["throughput"], other.cores()
+    options = dict(options)
+    fields = {k: options.pop(k) for k in ("state_dir",) if k in options}     # ClusterConfig's own
     ccfg = rc.ClusterConfig(engine=cfg, policy=policy, partitions=P, window_shards=1, distributors=1,
                             aggregators=1, batch_size=cluster_batch, actor_cpus=0.01,
-                            name=f"rankcast-bench-{P}-{policy}", options=options)
+                            name=f"rankcast-bench-{P}-{policy}", options=options, **fields)
     cl = rc.Cluster.start(ccfg, address=address, fresh=True,
                           sample=(_take(work.subs, 0, 5000), _take(work.msgs, 0, 5000)))
     try:
@@ -697,6 +728,7 @@ def _ray_run(work, cfg, window, messages, batch, cluster_batch, address, same_to
                    at_start=procs.start, settle=settle)
         c_other = procs.other.cores()
         cpu = procs.seconds()
+        rss = procs.rss_mib()
         after = cl.stats()
         d = _delta(after, r["before"])
         run = {"throughput": r["throughput"], "engine_throughput": e,
@@ -711,7 +743,10 @@ def _ray_run(work, cfg, window, messages, batch, cluster_batch, address, same_to
                # cores the rest of the machine took during the engine's stream and the cluster's
                "other_cores": {"engine": e_other, "cluster": c_other},
                "cpu_us_per_message": _cpu_per_message(d["busy"], cpu, r["cpu_seconds"],
-                                                      er["cpu_seconds"], messages)}
+                                                      er["cpu_seconds"], messages),
+               # resident memory of each process at the stream's end (the client's includes
+               # the engine of the run before and the workload)
+               "rss_mib": rss}
         c = run["cpu_us_per_message"]
         oc = run["other_cores"]
         progress(f"ray {label}, {mode}: {r['throughput']:.0f} msg/s (engine just before: {e:.0f}); "
@@ -757,6 +792,11 @@ def add_arguments(p) -> None:
     p.add_argument("--ray-wait-quiet", type=float, default=0.0,
                    help="seconds each Ray run waits at most for the rest of the machine to take at most "
                         f"{QUIET_OTHER_CORES} cores (other sessions' load halves what a cluster gets)")
+    p.add_argument("--kinds", nargs="*", default=[], choices=["matching", "range"],
+                   help="also the ranked-matching and range top-k clusters of 2 partitions on Ray against "
+                        "rc.Matcher and rc.RangeEngine, per call and streamed (rankcast.bench.kinds_cluster)")
+    p.add_argument("--kind-size", type=int, default=20_000,
+                   help="expressions (matching) or objects (range) of the --kinds workloads")
     p.add_argument("--address", default=None)
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--out", default="out/bench")
@@ -772,7 +812,8 @@ def main(args) -> int:
                             scale_subs=args.scale_subs or None, fit_sample=args.fit_sample,
                             ray_clusters=tuple(args.ray_clusters), engine_repeats=args.engine_repeats,
                             ray_repeats=args.ray_repeats, ray_wait_quiet=args.ray_wait_quiet,
-                            scale_repeats=args.scale_repeats)
+                            scale_repeats=args.scale_repeats, kinds=tuple(args.kinds),
+                            kind_size=args.kind_size)
     print(json.dumps(res, indent=2, default=float))
     return 0
 
@@ -802,10 +843,11 @@ def _plot(res: dict, path: Path) -> None:
     ax[1].set_ylabel("speed-up over the engine")
     ax[1].legend()
     ax[1].set_title("scale-out from measured busy time")
-    labels = list(res.get("ray", {}))
+    rows = {**res.get("ray", {}), **{f"{k} x{v['partitions']}": v for k, v in res.get("kinds", {}).items()}}
+    labels = list(rows)
     x = np.arange(len(labels))
     for dx, mode in ((-0.2, "per_call"), (0.2, "streamed")):
-        ax[2].bar(x + dx, [v[mode]["vs_engine"] for v in res.get("ray", {}).values()], 0.4,
+        ax[2].bar(x + dx, [v[mode]["vs_engine"] for v in rows.values()], 0.4,
                   label=mode.replace("_", " "))
     ax[2].set_xticks(x, labels)
     ax[2].legend()

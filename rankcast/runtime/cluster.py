@@ -12,7 +12,9 @@ partitions), ``window_estimate`` (messages in a time window, for fitting prefixe
 ``v_fit`` (term ids below it are split into ranges, above hashed), ``merge_via_aggregator``
 (re-evaluation answers merged by an aggregator, default True, else in the partition),
 ``runtime: inproc`` (every role in the calling process), ``delay`` / ``seed`` (testing: every
-role call sleeps up to ``delay`` seconds at random), ``solo`` (default True: a cluster of one
+role call sleeps up to ``delay`` seconds at random; ``crash_after_log``: client tokens whose
+calls end the coordinator's process right after their log record is written, once each),
+``solo`` (default True: a cluster of one
 partition that no split can grow runs as an engine in an actor, the window in the
 partition's process, :class:`~rankcast.kinds.spatial.roles.partition.SoloPartition`; so do up to
 ``solo_partitions`` (default 2) partitions of a policy that sends every message to every

@@ -906,7 +906,21 @@ class CoordinatorBase(KindCoordinator):
             if self._current is None:
                 self._current = self._n_logged
             self._append_log(rec)
+            self._crash_point(rec)
         return self._apply(rec)
+
+    def _crash_point(self, rec: tuple) -> None:
+        """Fault injection for the recovery tests (``ClusterConfig.options["crash_after_log"]``:
+        client tokens): this process ends right after the log record of the call with one of
+        those tokens is written, before anything of the call is applied; once per token (a
+        marker in the durable state records it). On Ray only."""
+        tokens = self.ccfg.options.get("crash_after_log")
+        if not tokens or self._replaying or self.rt.inproc or rec[-1] not in tokens:
+            return
+        marker = f"crashed-{rec[-1]}"
+        if not self.store.exists(marker):
+            self.store.write(marker, True)
+            os._exit(1)
 
     def _append_log(self, rec: tuple) -> None:
         """``rec`` to the open log, counted among the records since the committed checkpoint
