@@ -283,6 +283,18 @@ class SkypeCore:
         lens = np.minimum(self.subs.k[slots], b.blen[slots])
         return expand_runs(self.subs.ids[slots], b.bstart[slots], lens, b.bi, sk.ID, b.bf, sk.SC)
 
+    def take_update_diff(self):
+        """``take_updates`` as the columns of a diff table (``rankcast.common.updates.diff_table``):
+        (subscription ids, rank, message ids, scores, sign) of the entries that left and
+        entered each changed top-k, by subscription id. Every changed buffer must hold its
+        epoch's snapshot: the call was processed with ``snapshot_all`` (``process``)."""
+        slots = self._end_epoch()
+        slots = slots[np.argsort(self.subs.ids[slots], kind="stable")]
+        b = self.buf
+        which, rank, ids, sc, sign = sk.diff_topk(slots, self.subs.k, b.bstart, b.blen, b.bi, b.bf,
+                                                  b.snap_off, b.snap_len, b.snap)
+        return self.subs.ids[slots][which], rank, ids, sc, sign
+
     def discard_updates(self) -> None:
         """``take_updates`` for a caller that does not want them (publish ``updates="none"``)."""
         self._end_epoch()

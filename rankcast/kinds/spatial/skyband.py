@@ -29,6 +29,7 @@ __all__ = ["SEQ", "ID", "DC", "T", "SC", "SKYBAND", "KMAX", "BufferState"]
 
 SEQ, ID, DC = 0, 1, 2
 T, SC = 0, 1
+SNAP_SC = 2          # a snapshot row: SEQ, ID, and the score's float64 bits
 SKYBAND, KMAX = 0, 1
 
 
@@ -53,7 +54,7 @@ class BufferState:
         self.bi = np.zeros((pool, 3), np.int64)
         self.bf = np.zeros((pool, 2))
         self.head = np.full(buckets, -1, np.int64)
-        self.snap = np.zeros(1 << 12, np.int64)
+        self.snap = np.zeros((1 << 12, 3), np.int64)     # top-k rows at an epoch's first touch
         self.used = 0              # pool rows handed out (live and garbage)
         self.snap_used = 0
         self.epoch = 1
@@ -71,6 +72,8 @@ class BufferState:
         self.__dict__.update(st)
         if "arrival_share" not in st:             # a snapshot from before the field
             self.arrival_share = np.ones(len(self.bstart))
+        if self.snap.ndim == 1:                  # ids alone, from before the rows had scores
+            self.snap, self.snap_used = np.zeros((1, 3), np.int64), 0
         for name in ("bi", "bf", "snap"):        # a slice pickles as its own array: keep a row
             a = getattr(self, name)
             if len(a) == 0:
@@ -189,16 +192,21 @@ def relink_all(slots, bstart, blen, bi, oldest, lnext, lprev, head):
 
 
 @numba.njit(cache=True)
-def _snapshot(s, k, epoch, epoch_of, snap_off, snap_len, snap, snap_used, bstart, blen, bi, touched, n_touched):
-    """Record s's top-k ids before its first change in this epoch."""
+def _snapshot(s, k, epoch, epoch_of, snap_off, snap_len, snap, snap_used, bstart, blen, bi, bf, touched,
+              n_touched):
+    """Record s's top-k before its first change in this epoch: per row its message id, seq
+    and score (the score's bits, ``SNAP_SC``), what a diff of the list needs."""
     if epoch_of[s] == epoch:
         return snap, snap_used, touched, n_touched
     epoch_of[s] = epoch
     m = min(k[s], blen[s])
-    snap = _grow1(snap, snap_used + m)
+    snap = _grow2(snap, snap_used + m)
     a = bstart[s]
+    bits = bf.view(np.int64)
     for r in range(m):
-        snap[snap_used + r] = bi[a + r, ID]
+        snap[snap_used + r, ID] = bi[a + r, ID]
+        snap[snap_used + r, SEQ] = bi[a + r, SEQ]
+        snap[snap_used + r, SNAP_SC] = bits[a + r, SC]
     snap_off[s] = snap_used
     snap_len[s] = m
     snap_used += m
@@ -320,7 +328,7 @@ def _expire_to(lo, upto, k, theta, bstart, blen, bi, bf, oldest, lnext, lprev, h
             nxt = lnext[s]
             if oldest[s] <= upto:
                 snap, snap_used, touched, n_touched = _snapshot(
-                    s, k, epoch, epoch_of, snap_off, snap_len, snap, snap_used, bstart, blen, bi,
+                    s, k, epoch, epoch_of, snap_off, snap_len, snap, snap_used, bstart, blen, bi, bf,
                     touched, n_touched)
                 _expire_sub(s, upto, bstart, blen, bi, bf)
                 _relink(s, bstart, blen, bi, oldest, lnext, lprev, head)
@@ -359,7 +367,7 @@ def process(seqs, ids, ts, expire_upto, cand_off, cand_slot, cand_score,
             if not alive[s] or sc < theta[s]:
                 continue
             snap, snap_used, touched, n_touched = _snapshot(
-                s, k, epoch, epoch_of, snap_off, snap_len, snap, snap_used, bstart, blen, bi,
+                s, k, epoch, epoch_of, snap_off, snap_len, snap, snap_used, bstart, blen, bi, bf,
                 touched, n_touched)
             bi, bf, used, r = _insert(s, seqs[i], ids[i], ts[i], sc, k[s], mode, kmax, theta,
                                       bstart, blen, bcap, bi, bf, used, oldest, lnext, lprev, head)
@@ -556,8 +564,8 @@ def process_batch(seqs, ids, ts, expire_upto, cand_off, cand_slot, cand_score,
     n_exp = 0
     if e > expired_upto:
         nb = head.shape[0]
-        first, last = _bucket_span(expired_upto, e, nb)
-        for q in range(first, last + 1):
+        first, last_q = _bucket_span(expired_upto, e, nb)
+        for q in range(first, last_q + 1):
             s = head[q & (nb - 1)]
             while s >= 0:
                 if oldest[s] <= e and not expiring[s]:
@@ -621,7 +629,7 @@ def process_batch(seqs, ids, ts, expire_upto, cand_off, cand_slot, cand_score,
         compare = last and epoch_of[s] != epoch and theta[s] > 0.0
         if not compare:
             snap, snap_used, touched, n_touched = _snapshot(
-                s, k, epoch, epoch_of, snap_off, snap_len, snap, snap_used, bstart, blen, bi,
+                s, k, epoch, epoch_of, snap_off, snap_len, snap, snap_used, bstart, blen, bi, bf,
                 touched, n_touched)
         old = oldest[s]
         ops += n + g1 - g0                  # rows visited (the cost model's unit)
@@ -794,7 +802,7 @@ def apply_reevals(slots, c_off, c_seq, c_id, c_t, c_sc, c_complete, k, theta, po
             n_more += 1
             continue
         snap, snap_used, touched, n_touched = _snapshot(
-            s, k, epoch, epoch_of, snap_off, snap_len, snap, snap_used, bstart, blen, bi,
+            s, k, epoch, epoch_of, snap_off, snap_len, snap, snap_used, bstart, blen, bi, bf,
             touched, n_touched)
         # k-skyband of the kept rows: a row survives if fewer than k newer rows score >= it
         bi, bf, used = _reserve(s, m, bstart, blen, bcap, bi, bf, used)
@@ -859,10 +867,89 @@ def changed_topk(touched, k, bstart, blen, bi, snap_off, snap_len, snap):
         a = bstart[s]
         o = snap_off[s]
         for r in range(m):
-            if bi[a + r, ID] != snap[o + r]:
+            if bi[a + r, ID] != snap[o + r, ID]:
                 out[i] = True
                 break
     return out
+
+
+@numba.njit(cache=True, inline="always")
+def _diff_walk(o, m_old, a, m_new, snap, snapf, bi, bf, out, w, fill, which, rank, ids, sc, sign):
+    """One list's diff, the epoch's snapshot (``snap`` rows ``o ..``) against the buffer's
+    top-k (pool rows ``a ..``): both lie in (score desc, seq desc) order, so one merge finds
+    the rows that left (-1, their rank before) and then, a second, those that entered (+1,
+    their rank after); a row stays iff its seq and score are the same (``snapf``: ``snap``
+    read as float64, where the scores' bits are). ``fill``: write the
+    rows from ``w`` (else only count them); returns the next ``w``."""
+    for side in range(2):
+        i = 0
+        j = 0
+        while i < m_old or j < m_new:
+            if i < m_old and j < m_new:
+                so = snap[o + i, SEQ]
+                sn = bi[a + j, SEQ]
+                fo = snapf[o + i, SNAP_SC]
+                fn = bf[a + j, SC]
+                if so == sn and fo == fn:
+                    i += 1
+                    j += 1
+                    continue
+                old_first = fo > fn or (fo == fn and so > sn)
+            else:
+                old_first = i < m_old
+            if old_first:
+                if side == 0:
+                    if fill:
+                        which[w] = out
+                        rank[w] = i + 1
+                        ids[w] = snap[o + i, ID]
+                        sc[w] = snapf[o + i, SNAP_SC]
+                        sign[w] = -1
+                    w += 1
+                i += 1
+            else:
+                if side == 1:
+                    if fill:
+                        which[w] = out
+                        rank[w] = j + 1
+                        ids[w] = bi[a + j, ID]
+                        sc[w] = bf[a + j, SC]
+                        sign[w] = 1
+                    w += 1
+                j += 1
+    return w
+
+
+@numba.njit(cache=True, nogil=True)
+def diff_topk(slots, k, bstart, blen, bi, bf, snap_off, snap_len, snap):
+    """The diff rows of ``slots``' top-k lists against their snapshots (every slot
+    snapshotted in this epoch: ``snap_len >= 0``), slot after slot: (which int64: the index
+    into ``slots``, rank int32, message ids int64, scores float64, sign int8), a slot's -1
+    rows (rank before) then its +1 rows (rank after), each by rank. Two passes: count, then
+    write."""
+    n = slots.shape[0]
+    e64 = np.empty(0, np.int64)
+    e32 = np.empty(0, np.int32)
+    ef = np.empty(0)
+    e8 = np.empty(0, np.int8)
+    snapf = snap.view(np.float64)
+    total = 0
+    for x in range(n):
+        s = slots[x]
+        total = _diff_walk(snap_off[s], snap_len[s], bstart[s], min(k[s], blen[s]), snap, snapf, bi, bf, x, total,
+                           False, e64, e32, e64, ef, e8)
+    which = np.empty(total, np.int64)
+    rank = np.empty(total, np.int32)
+    ids = np.empty(total, np.int64)
+    sc = np.empty(total)
+    sign = np.empty(total, np.int8)
+    snapf = snap.view(np.float64)
+    w = 0
+    for x in range(n):
+        s = slots[x]
+        w = _diff_walk(snap_off[s], snap_len[s], bstart[s], min(k[s], blen[s]), snap, snapf, bi, bf, x, w,
+                       True, which, rank, ids, sc, sign)
+    return which, rank, ids, sc, sign
 
 
 @numba.njit(cache=True, nogil=True)
