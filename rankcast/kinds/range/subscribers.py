@@ -29,8 +29,8 @@ from rankcast.common.arrays import grown
 from rankcast.common.idmap import IdMap, _get
 from .points import PointIndex
 
-__all__ = ["SubscriberStore", "apply_protocol", "leaf_pairs", "by_leaf", "apply_leaves", "take_changed", "to_blocks",
-           "from_blocks"]
+__all__ = ["SubscriberStore", "apply_protocol", "leaf_pairs", "by_leaf", "apply_leaves", "take_changed", "take_diffs",
+           "to_blocks", "from_blocks"]
 
 
 @numba.njit(cache=True, inline="always")
@@ -376,9 +376,127 @@ def pack_all(start, end, leaves, k, by, bid, uy, ud, nu, masks, wide, hold, cap,
         hold[j] = retry if n < 0 else 0
 
 
+# --------------------------------------------------------------------------- diffs
+# ``updates="diff"``: each changed row's entries that left (-1, rank before) and entered (+1,
+# rank after) its list, written by ``apply_leaves`` while the leaf's lists before and after
+# the call are in cache, into staging arrays in leaf order (``dstart``/``dlen`` per row); then
+# gathered in subscription id order (``take_diffs``).
+
+@numba.njit(cache=True, inline="always")
+def _diff_room(d_rank, d_id, d_y, d_sign, need):
+    """The staging arrays with room for ``need`` rows (doubled)."""
+    if need > d_id.shape[0]:
+        cap = max(need, 2 * d_id.shape[0])
+        d_rank = grown(d_rank, cap)
+        d_id = grown(d_id, cap)
+        d_y = grown(d_y, cap)
+        d_sign = grown(d_sign, cap)
+    return d_rank, d_id, d_y, d_sign
+
+
+@numba.njit(cache=True, inline="always")
+def _diff_bits(uy, ud, nu, o, m, d_rank, d_id, d_y, d_sign, nd):
+    """A row's diff on an entry-set leaf: mask ``o`` before the call, ``m`` after."""
+    d_rank, d_id, d_y, d_sign = _diff_room(d_rank, d_id, d_y, d_sign, nd + 2 * NBITS)
+    r = 0
+    for u in range(nu):
+        b = _bit(u)
+        if o & b != _ZERO:
+            r += 1
+            if m & b == _ZERO:
+                d_rank[nd] = r
+                d_id[nd] = ud[u]
+                d_y[nd] = uy[u]
+                d_sign[nd] = -1
+                nd += 1
+    r = 0
+    for u in range(nu):
+        b = _bit(u)
+        if m & b != _ZERO:
+            r += 1
+            if o & b == _ZERO:
+                d_rank[nd] = r
+                d_id[nd] = ud[u]
+                d_y[nd] = uy[u]
+                d_sign[nd] = 1
+                nd += 1
+    return d_rank, d_id, d_y, d_sign, nd
+
+
+@numba.njit(cache=True, inline="always")
+def _diff_block(oy, oid, ly, lid, t, k, d_rank, d_id, d_y, d_sign, nd):
+    """A row's diff on a column-block leaf: column ``t`` of ``oy``/``oid`` before the call,
+    of ``ly``/``lid`` after; both in (y, id) order and padded with (+inf, 0), so one merge
+    per side finds what left and what entered."""
+    d_rank, d_id, d_y, d_sign = _diff_room(d_rank, d_id, d_y, d_sign, nd + 2 * k)
+    for side in range(2):
+        i = 0
+        j = 0
+        while True:
+            yo = oy[i, t] if i < k else np.inf
+            yn = ly[j, t] if j < k else np.inf
+            if yo == np.inf and yn == np.inf:
+                break
+            do = oid[i, t] if i < k else 0
+            dn = lid[j, t] if j < k else 0
+            if yo == yn and do == dn:
+                i += 1
+                j += 1
+                continue
+            if _before(yo, do, yn, dn):
+                if side == 0:
+                    d_rank[nd] = i + 1
+                    d_id[nd] = do
+                    d_y[nd] = yo
+                    d_sign[nd] = -1
+                    nd += 1
+                i += 1
+            else:
+                if side == 1:
+                    d_rank[nd] = j + 1
+                    d_id[nd] = dn
+                    d_y[nd] = yn
+                    d_sign[nd] = 1
+                    nd += 1
+                j += 1
+    return d_rank, d_id, d_y, d_sign, nd
+
+
+@numba.njit(cache=True)
+def take_diffs(by_sid, sid, changed, count, dstart, dlen, d_rank, d_id, d_y, d_sign):
+    """The staged diff rows of the changed rows in subscription id order (``by_sid``: every
+    row, by id), flags reset: (subscription ids, rank int32, object ids, y, sign int8)."""
+    total = 0
+    for r in by_sid:
+        if changed[r]:
+            total += dlen[r]
+    o_sid = np.empty(total, np.int64)
+    o_rank = np.empty(total, np.int32)
+    o_id = np.empty(total, np.int64)
+    o_y = np.empty(total)
+    o_sign = np.empty(total, np.int8)
+    w = 0
+    c = 0
+    for r in by_sid:
+        if c == count:
+            break
+        if changed[r]:
+            changed[r] = False
+            c += 1
+            a = dstart[r]
+            for e in range(a, a + dlen[r]):
+                o_sid[w] = sid[r]
+                o_rank[w] = d_rank[e]
+                o_id[w] = d_id[e]
+                o_y[w] = d_y[e]
+                o_sign[w] = d_sign[e]
+                w += 1
+    return o_sid, o_rank, o_id, o_y, o_sign
+
+
 @numba.njit(cache=True)
 def apply_leaves(mf, mi, rows, off, codes, start, end, lo, hi, leaves, topn, by, bid, uy, ud, nu, masks, wide,
-                 hold, k, recv, changed, trace, pack_upto, pack_retry):
+                 hold, k, recv, changed, trace, pack_upto, pack_retry, diff, dstart, dlen):
     """Step 3: every leaf's messages applied to its rows, leaf after leaf (a row sees its
     messages in batch order), each message to all its rows at once, in place: on the leaf's
     entry set (:func:`_apply_bits`) if it has room for one entry per message, after dropping
@@ -389,8 +507,17 @@ def apply_leaves(mf, mi, rows, off, codes, start, end, lo, hi, leaves, topn, by,
     copy) get ``changed`` set and their ``topn``; a block is packed when its entries are at most
     ``pack_upto`` (tried again ``pack_retry`` deliveries after a failure: ``hold``, so that a
     leaf that stays wide pays the try seldom). ``recv[m]`` counts message ``m``'s receipts.
-    Returns how many rows changed and, with ``trace``, every (row, message) receipt."""
+    With ``diff`` each changed row's diff rows are staged too (``_diff_bits``, ``_diff_block``:
+    row r's at ``dstart[r]``, ``dlen[r]`` of them). Returns how many rows changed, with
+    ``trace`` every (row, message) receipt, and the staging arrays (rank, object id, y, sign)
+    with their row count."""
     cap = 1024 if trace else 0
+    dcap = 1024 if diff else 0
+    d_rank = np.empty(dcap, np.int32)
+    d_id = np.empty(dcap, np.int64)
+    d_y = np.empty(dcap)
+    d_sign = np.empty(dcap, np.int8)
+    nd = 0
     tr = np.empty((cap, 2), np.int64)
     ntr = 0
     size = by.shape[2]
@@ -403,7 +530,7 @@ def apply_leaves(mf, mi, rows, off, codes, start, end, lo, hi, leaves, topn, by,
     placed = np.empty(size, np.int64)
     py = np.empty(size)
     pid = np.empty(size, np.int64)
-    diff = np.empty(size, np.bool_)
+    differs = np.empty(size, np.bool_)
     cnt = np.empty(size, np.int64)
     nchanged = 0
     for j in range(leaves):
@@ -481,20 +608,30 @@ def apply_leaves(mf, mi, rows, off, codes, start, end, lo, hi, leaves, topn, by,
                     topn[a + t] = cntb[t]
                     changed[a + t] = True
                     nchanged += 1
+                    if diff:
+                        dstart[a + t] = nd
+                        d_rank, d_id, d_y, d_sign, nd = _diff_bits(uy[j], ud[j], lu, old[t], lm[t], d_rank, d_id,
+                                                                   d_y, d_sign, nd)
+                        dlen[a + t] = nd - dstart[a + t]
             continue
         for t in range(nvec):                   # lists padded with (+inf, 0): equal lists iff
-            diff[t] = False                     # equal columns
+            differs[t] = False                  # equal columns
             cnt[t] = 0
         for c in range(k):
             for t in range(nvec):
                 yc = ly[c, t]
-                diff[t] |= (yc != oy[c, t]) | (lid[c, t] != oid[c, t])
+                differs[t] |= (yc != oy[c, t]) | (lid[c, t] != oid[c, t])
                 cnt[t] += yc < np.inf
         for t in range(nrow):
-            if diff[t]:
+            if differs[t]:
                 topn[a + t] = cnt[t]
                 changed[a + t] = True
                 nchanged += 1
+                if diff:
+                    dstart[a + t] = nd
+                    d_rank, d_id, d_y, d_sign, nd = _diff_block(oy, oid, ly, lid, t, k, d_rank, d_id, d_y, d_sign,
+                                                                nd)
+                    dlen[a + t] = nd - dstart[a + t]
         if hold[j] > 0:
             hold[j] -= 1
             continue
@@ -504,7 +641,7 @@ def apply_leaves(mf, mi, rows, off, codes, start, end, lo, hi, leaves, topn, by,
             wide[j] = False
         else:
             hold[j] = pack_retry
-    return nchanged, tr[:ntr]
+    return nchanged, tr[:ntr], d_rank, d_id, d_y, d_sign, nd
 
 
 @numba.njit(cache=True)
@@ -606,6 +743,7 @@ class SubscriberStore:
                  self.wide, self.hold, self.pack_upto, self.pack_retry)
         self.by_sid = np.argsort(self.sid, kind="stable")      # rows by subscription id
         self.changed = np.zeros(len(o), np.bool_)
+        self.dstart = self.dlen = np.zeros(0, np.int64)     # diff staging per row (deliver)
         self.row_of = IdMap(2 * len(o) + 16)
         if len(o):
             self.row_of.put(self.sid, np.arange(len(o), dtype=np.int64))
@@ -672,12 +810,13 @@ class SubscriberStore:
         ids, ys = self.lists(np.array([row]))
         return list(zip(ids[0, :n].tolist(), ys[0, :n].tolist()))
 
-    def deliver(self, mf: np.ndarray, mi: np.ndarray, trace: bool = False):
+    def deliver(self, mf: np.ndarray, mi: np.ndarray, trace: bool = False, diff: bool = False):
         """Apply a call's messages, each row's in batch order; returns (rows whose list changed,
         by subscription id; receipts per message; with ``trace`` the (row, message) receipts in
         message order). Three kernels: the leaves each message reaches, those pairs grouped by
         leaf, then leaf after leaf its messages applied to its rows (a leaf's block is in cache
-        while its messages are applied)."""
+        while its messages are applied). With ``diff`` the first item is instead the call's
+        diff columns (:func:`take_diffs`), made as the leaves are applied."""
         p = self.points
         uleaf = np.full(len(mi), -1, np.int64)
         rows = np.full(len(mi), -1, np.int64)
@@ -689,11 +828,17 @@ class SubscriberStore:
         mf = np.ascontiguousarray(mf)
         p_leaf, p_code = leaf_pairs(mf, uleaf, p.box, p.leaves)
         off, codes = by_leaf(p_leaf, p_code, p.leaves)
-        count, tr = apply_leaves(mf, np.ascontiguousarray(mi), rows, off, codes, p.start, p.end, p.lo, p.hi,
-                                 p.leaves, self.topn, self.by, self.bid, self.uy, self.ud, self.nu, self.masks,
-                                 self.wide, self.hold, self.k, recv, self.changed, trace, self.pack_upto,
-                                 self.pack_retry)
-        changed = take_changed(self.by_sid, self.changed, count)
+        if diff and len(self.dstart) != len(self.sid):
+            self.dstart = np.zeros(len(self.sid), np.int64)
+            self.dlen = np.zeros(len(self.sid), np.int64)
+        count, tr, *staged = apply_leaves(mf, np.ascontiguousarray(mi), rows, off, codes, p.start, p.end, p.lo,
+                                          p.hi, p.leaves, self.topn, self.by, self.bid, self.uy, self.ud, self.nu,
+                                          self.masks, self.wide, self.hold, self.k, recv, self.changed, trace,
+                                          self.pack_upto, self.pack_retry, diff, self.dstart, self.dlen)
+        if diff:
+            changed = take_diffs(self.by_sid, self.sid, self.changed, count, self.dstart, self.dlen, *staged[:4])
+        else:
+            changed = take_changed(self.by_sid, self.changed, count)
         if trace:
             tr = tr[np.lexsort((tr[:, 0], tr[:, 1]))]
         return changed, recv, (tr if trace else None)
