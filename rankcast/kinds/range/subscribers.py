@@ -25,7 +25,9 @@ from __future__ import annotations
 import numba
 import numpy as np
 
-from rankcast.common.arrays import grown
+from numba.cpython.unsafe.numbers import leading_zeros
+
+from rankcast.common.arrays import grown, prefetch
 from rankcast.common.idmap import IdMap, _get
 from .points import PointIndex
 
@@ -379,56 +381,61 @@ def pack_all(start, end, leaves, k, by, bid, uy, ud, nu, masks, wide, hold, cap,
 # --------------------------------------------------------------------------- diffs
 # ``updates="diff"``: each changed row's entries that left (-1, rank before) and entered (+1,
 # rank after) its list, written by ``apply_leaves`` while the leaf's lists before and after
-# the call are in cache, into staging arrays in leaf order (``dstart``/``dlen`` per row); then
-# gathered in subscription id order (``take_diffs``).
+# the call are in cache, into one staging array in leaf order (a row of it: object id, y's
+# bits, ``rank * 4 + sign + 1``; row r's run at ``drange[2r]``, ``drange[2r + 1]`` of them),
+# then gathered in subscription id order (``take_diffs``). One array, so that a run is one
+# cache line to fetch, not four.
 
 @numba.njit(cache=True, inline="always")
-def _diff_room(d_rank, d_id, d_y, d_sign, need):
-    """The staging arrays with room for ``need`` rows (doubled)."""
-    if need > d_id.shape[0]:
-        cap = max(need, 2 * d_id.shape[0])
-        d_rank = grown(d_rank, cap)
-        d_id = grown(d_id, cap)
-        d_y = grown(d_y, cap)
-        d_sign = grown(d_sign, cap)
-    return d_rank, d_id, d_y, d_sign
+def _stage(st, nd, obj, y, rank, sign):
+    st[nd, 0] = obj
+    st.view(np.float64)[nd, 1] = y
+    st[nd, 2] = rank * 4 + sign + 1
+    return nd + 1
 
 
 @numba.njit(cache=True, inline="always")
-def _diff_bits(uy, ud, nu, o, m, d_rank, d_id, d_y, d_sign, nd):
-    """A row's diff on an entry-set leaf: mask ``o`` before the call, ``m`` after."""
-    d_rank, d_id, d_y, d_sign = _diff_room(d_rank, d_id, d_y, d_sign, nd + 2 * NBITS)
+def _stage_room(st, need):
+    """The staging array with room for ``need`` rows (doubled)."""
+    if need > st.shape[0]:
+        new = np.empty((max(need, 2 * st.shape[0]), 3), np.int64)
+        new[: st.shape[0]] = st
+        return new
+    return st
+
+
+@numba.njit(cache=True, inline="always")
+def _diff_bits(uy, ud, o, m, k, st, nd):
+    """A row's diff on an entry-set leaf: mask ``o`` before the call, ``m`` after; each walks
+    its own set bits only (at most k), highest first (entry order)."""
+    st = _stage_room(st, nd + 2 * k)
     r = 0
-    for u in range(nu):
+    x = o
+    while x != _ZERO:
+        u = np.int64(leading_zeros(x))
         b = _bit(u)
-        if o & b != _ZERO:
-            r += 1
-            if m & b == _ZERO:
-                d_rank[nd] = r
-                d_id[nd] = ud[u]
-                d_y[nd] = uy[u]
-                d_sign[nd] = -1
-                nd += 1
+        x ^= b
+        r += 1
+        if m & b == _ZERO:
+            nd = _stage(st, nd, ud[u], uy[u], r, -1)
     r = 0
-    for u in range(nu):
+    x = m
+    while x != _ZERO:
+        u = np.int64(leading_zeros(x))
         b = _bit(u)
-        if m & b != _ZERO:
-            r += 1
-            if o & b == _ZERO:
-                d_rank[nd] = r
-                d_id[nd] = ud[u]
-                d_y[nd] = uy[u]
-                d_sign[nd] = 1
-                nd += 1
-    return d_rank, d_id, d_y, d_sign, nd
+        x ^= b
+        r += 1
+        if o & b == _ZERO:
+            nd = _stage(st, nd, ud[u], uy[u], r, 1)
+    return st, nd
 
 
 @numba.njit(cache=True, inline="always")
-def _diff_block(oy, oid, ly, lid, t, k, d_rank, d_id, d_y, d_sign, nd):
+def _diff_block(oy, oid, ly, lid, t, k, st, nd):
     """A row's diff on a column-block leaf: column ``t`` of ``oy``/``oid`` before the call,
     of ``ly``/``lid`` after; both in (y, id) order and padded with (+inf, 0), so one merge
     per side finds what left and what entered."""
-    d_rank, d_id, d_y, d_sign = _diff_room(d_rank, d_id, d_y, d_sign, nd + 2 * k)
+    st = _stage_room(st, nd + 2 * k)
     for side in range(2):
         i = 0
         j = 0
@@ -445,58 +452,60 @@ def _diff_block(oy, oid, ly, lid, t, k, d_rank, d_id, d_y, d_sign, nd):
                 continue
             if _before(yo, do, yn, dn):
                 if side == 0:
-                    d_rank[nd] = i + 1
-                    d_id[nd] = do
-                    d_y[nd] = yo
-                    d_sign[nd] = -1
-                    nd += 1
+                    nd = _stage(st, nd, do, yo, i + 1, -1)
                 i += 1
             else:
                 if side == 1:
-                    d_rank[nd] = j + 1
-                    d_id[nd] = dn
-                    d_y[nd] = yn
-                    d_sign[nd] = 1
-                    nd += 1
+                    nd = _stage(st, nd, dn, yn, j + 1, 1)
                 j += 1
-    return d_rank, d_id, d_y, d_sign, nd
+    return st, nd
 
 
 @numba.njit(cache=True)
-def take_diffs(by_sid, sid, changed, count, dstart, dlen, d_rank, d_id, d_y, d_sign):
-    """The staged diff rows of the changed rows in subscription id order (``by_sid``: every
-    row, by id), flags reset: (subscription ids, rank int32, object ids, y, sign int8)."""
-    total = 0
-    for r in by_sid:
-        if changed[r]:
-            total += dlen[r]
-    o_sid = np.empty(total, np.int64)
-    o_rank = np.empty(total, np.int32)
-    o_id = np.empty(total, np.int64)
-    o_y = np.empty(total)
-    o_sign = np.empty(total, np.int8)
+def take_diffs(by_sid, sid_sorted, changed, count, drange, st, nd):
+    """The staged diff rows (``nd`` of them) of the ``count`` changed rows in subscription id
+    order (``by_sid``: every row, by id; ``sid_sorted``: their ids), flags reset: (subscription
+    ids, rank int32, object ids, y, sign int8). The runs lie in leaf order: each is fetched
+    ahead (its place, then its rows) while earlier ones are copied."""
+    o_sid = np.empty(nd, np.int64)
+    o_rank = np.empty(nd, np.int32)
+    o_id = np.empty(nd, np.int64)
+    o_y = np.empty(nd)
+    o_sign = np.empty(nd, np.int8)
+    stf = st.view(np.float64)
+    flat = st.reshape(-1)
+    n = by_sid.shape[0]
     w = 0
     c = 0
-    for r in by_sid:
+    for i in range(n):
         if c == count:
             break
-        if changed[r]:
-            changed[r] = False
-            c += 1
-            a = dstart[r]
-            for e in range(a, a + dlen[r]):
-                o_sid[w] = sid[r]
-                o_rank[w] = d_rank[e]
-                o_id[w] = d_id[e]
-                o_y[w] = d_y[e]
-                o_sign[w] = d_sign[e]
-                w += 1
+        if i + 32 < n:
+            prefetch(drange, 2 * by_sid[i + 32])
+        if i + 16 < n:
+            q = by_sid[i + 16]
+            if changed[q]:
+                prefetch(flat, 3 * drange[2 * q])
+        r = by_sid[i]
+        if not changed[r]:
+            continue
+        changed[r] = False
+        c += 1
+        a = drange[2 * r]
+        for e in range(a, a + drange[2 * r + 1]):
+            o_sid[w] = sid_sorted[i]
+            code = st[e, 2]
+            o_rank[w] = code >> 2
+            o_sign[w] = (code & 3) - 1
+            o_id[w] = st[e, 0]
+            o_y[w] = stf[e, 1]
+            w += 1
     return o_sid, o_rank, o_id, o_y, o_sign
 
 
 @numba.njit(cache=True)
 def apply_leaves(mf, mi, rows, off, codes, start, end, lo, hi, leaves, topn, by, bid, uy, ud, nu, masks, wide,
-                 hold, k, recv, changed, trace, pack_upto, pack_retry, diff, dstart, dlen):
+                 hold, k, recv, changed, trace, pack_upto, pack_retry, diff, drange, st):
     """Step 3: every leaf's messages applied to its rows, leaf after leaf (a row sees its
     messages in batch order), each message to all its rows at once, in place: on the leaf's
     entry set (:func:`_apply_bits`) if it has room for one entry per message, after dropping
@@ -508,15 +517,10 @@ def apply_leaves(mf, mi, rows, off, codes, start, end, lo, hi, leaves, topn, by,
     ``pack_upto`` (tried again ``pack_retry`` deliveries after a failure: ``hold``, so that a
     leaf that stays wide pays the try seldom). ``recv[m]`` counts message ``m``'s receipts.
     With ``diff`` each changed row's diff rows are staged too (``_diff_bits``, ``_diff_block``:
-    row r's at ``dstart[r]``, ``dlen[r]`` of them). Returns how many rows changed, with
-    ``trace`` every (row, message) receipt, and the staging arrays (rank, object id, y, sign)
-    with their row count."""
+    row r's from ``drange[2r]``, ``drange[2r + 1]`` of them, in ``st``, grown as needed).
+    Returns how many rows changed, with ``trace`` every (row, message) receipt, and the
+    staging array with its row count."""
     cap = 1024 if trace else 0
-    dcap = 1024 if diff else 0
-    d_rank = np.empty(dcap, np.int32)
-    d_id = np.empty(dcap, np.int64)
-    d_y = np.empty(dcap)
-    d_sign = np.empty(dcap, np.int8)
     nd = 0
     tr = np.empty((cap, 2), np.int64)
     ntr = 0
@@ -609,10 +613,9 @@ def apply_leaves(mf, mi, rows, off, codes, start, end, lo, hi, leaves, topn, by,
                     changed[a + t] = True
                     nchanged += 1
                     if diff:
-                        dstart[a + t] = nd
-                        d_rank, d_id, d_y, d_sign, nd = _diff_bits(uy[j], ud[j], lu, old[t], lm[t], d_rank, d_id,
-                                                                   d_y, d_sign, nd)
-                        dlen[a + t] = nd - dstart[a + t]
+                        drange[2 * (a + t)] = nd
+                        st, nd = _diff_bits(uy[j], ud[j], old[t], lm[t], k, st, nd)
+                        drange[2 * (a + t) + 1] = nd - drange[2 * (a + t)]
             continue
         for t in range(nvec):                   # lists padded with (+inf, 0): equal lists iff
             differs[t] = False                  # equal columns
@@ -628,10 +631,9 @@ def apply_leaves(mf, mi, rows, off, codes, start, end, lo, hi, leaves, topn, by,
                 changed[a + t] = True
                 nchanged += 1
                 if diff:
-                    dstart[a + t] = nd
-                    d_rank, d_id, d_y, d_sign, nd = _diff_block(oy, oid, ly, lid, t, k, d_rank, d_id, d_y, d_sign,
-                                                                nd)
-                    dlen[a + t] = nd - dstart[a + t]
+                    drange[2 * (a + t)] = nd
+                    st, nd = _diff_block(oy, oid, ly, lid, t, k, st, nd)
+                    drange[2 * (a + t) + 1] = nd - drange[2 * (a + t)]
         if hold[j] > 0:
             hold[j] -= 1
             continue
@@ -641,7 +643,7 @@ def apply_leaves(mf, mi, rows, off, codes, start, end, lo, hi, leaves, topn, by,
             wide[j] = False
         else:
             hold[j] = pack_retry
-    return nchanged, tr[:ntr], d_rank, d_id, d_y, d_sign, nd
+    return nchanged, tr[:ntr], st, nd
 
 
 @numba.njit(cache=True)
@@ -743,7 +745,8 @@ class SubscriberStore:
                  self.wide, self.hold, self.pack_upto, self.pack_retry)
         self.by_sid = np.argsort(self.sid, kind="stable")      # rows by subscription id
         self.changed = np.zeros(len(o), np.bool_)
-        self.dstart = self.dlen = np.zeros(0, np.int64)     # diff staging per row (deliver)
+        self.drange = self.sid_sorted = np.zeros(0, np.int64)    # diff staging per row (deliver)
+        self.stage = np.zeros((1024, 3), np.int64)
         self.row_of = IdMap(2 * len(o) + 16)
         if len(o):
             self.row_of.put(self.sid, np.arange(len(o), dtype=np.int64))
@@ -828,15 +831,16 @@ class SubscriberStore:
         mf = np.ascontiguousarray(mf)
         p_leaf, p_code = leaf_pairs(mf, uleaf, p.box, p.leaves)
         off, codes = by_leaf(p_leaf, p_code, p.leaves)
-        if diff and len(self.dstart) != len(self.sid):
-            self.dstart = np.zeros(len(self.sid), np.int64)
-            self.dlen = np.zeros(len(self.sid), np.int64)
-        count, tr, *staged = apply_leaves(mf, np.ascontiguousarray(mi), rows, off, codes, p.start, p.end, p.lo,
+        if diff and len(self.drange) != 2 * len(self.sid):
+            self.drange = np.zeros(2 * len(self.sid), np.int64)
+            self.sid_sorted = self.sid[self.by_sid]
+        count, tr, st, nd = apply_leaves(mf, np.ascontiguousarray(mi), rows, off, codes, p.start, p.end, p.lo,
                                           p.hi, p.leaves, self.topn, self.by, self.bid, self.uy, self.ud, self.nu,
                                           self.masks, self.wide, self.hold, self.k, recv, self.changed, trace,
-                                          self.pack_upto, self.pack_retry, diff, self.dstart, self.dlen)
+                                          self.pack_upto, self.pack_retry, diff, self.drange, self.stage)
+        self.stage = st         # kept: the next call's rows fit without growing
         if diff:
-            changed = take_diffs(self.by_sid, self.sid, self.changed, count, self.dstart, self.dlen, *staged[:4])
+            changed = take_diffs(self.by_sid, self.sid_sorted, self.changed, count, self.drange, st, nd)
         else:
             changed = take_changed(self.by_sid, self.changed, count)
         if trace:
