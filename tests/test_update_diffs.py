@@ -251,3 +251,15 @@ def test_apply_diffs_refuses_rows_that_do_not_fit_the_lists():
     with pytest.raises(ValueError, match="columns"):
         rc.apply_diffs({}, pa.table({"a": [1]}))
     assert rc.apply_diffs({2: [(1, 1.0)]}, diff_table([2], [1], [1], [1.0], [-1])) == {2: []}
+
+
+def test_a_cluster_refuses_the_diff_form_and_changes_nothing():
+    cfg = rc.EngineConfig(bounds=(0.0, 0.0, 10.0, 10.0), window=10)
+    with rc.Cluster.start(rc.ClusterConfig(engine=cfg, partitions=2, window_shards=1, name="test-diff-refused",
+                                           options={"runtime": "inproc"})) as cl:
+        cl.subscribe([rc.Subscription(1, 0, 0, terms={"a": 1.0}, k=2)])
+        with pytest.raises(rc.InvalidInput, match="field 'updates'.*'diff'"):
+            cl.publish([rc.Message(1, 0, 0, terms={"a": 1.0})], updates="diff")
+        with pytest.raises(rc.InvalidInput, match="field 'updates'.*'diff'"):
+            cl.flush(updates="diff")
+        assert cl.position() == 0 and cl.topk(1) == []
