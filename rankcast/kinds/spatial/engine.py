@@ -90,6 +90,7 @@ class Engine:
         if n == 0:
             return _empty_result(form)
         seqs = np.arange(self.last_seq + 1, self.last_seq + 1 + n, dtype=np.int64)
+        diff = {"diff": True} if form == "diff" else {}     # a core that gives diffs snapshots for them
         step = self.cfg.batch_size
         for a in range(0, n, step):
             part = batch.take(np.arange(a, min(n, a + step))) if n > step else batch
@@ -99,8 +100,7 @@ class Engine:
             self.window.append(part, s, expire_upto)
             if hasattr(self.core, "observe_window"):   # cost model input (paper 6.3)
                 self.core.observe_window(len(self.window), len(part), before + len(part) - len(self.window))
-            # the diff form reads each changed list's snapshot: no part may skip it (``last``)
-            self.core.process(part, s, expire_upto, last=a + step >= n and form != "diff")
+            self.core.process(part, s, expire_upto, last=a + step >= n, **diff)
         self.last_seq = int(seqs[-1])
         self.published += n
         self._reevaluate()

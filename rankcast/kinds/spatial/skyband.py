@@ -30,6 +30,7 @@ __all__ = ["SEQ", "ID", "DC", "T", "SC", "SKYBAND", "KMAX", "BufferState"]
 SEQ, ID, DC = 0, 1, 2
 T, SC = 0, 1
 SNAP_SC = 2          # a snapshot row: SEQ, ID, and the score's float64 bits
+MARK_CHANGED, SNAPSHOT_CHANGED = 1, 2     # process_batch's ``last``: how a first touch is recorded
 SKYBAND, KMAX = 0, 1
 
 
@@ -522,7 +523,8 @@ def process_batch(seqs, ids, ts, expire_upto, cand_off, cand_slot, cand_score,
     candidates merged in one pass (``_merge_one``). A buffer below k rows afterwards (theta > 0)
     waits for re-evaluation; one that dipped below k and was refilled by the batch is exact.
 
-    ``last``: nothing but this batch's re-evaluations touches the buffers again before the
+    ``last`` (0, ``MARK_CHANGED`` or ``SNAPSHOT_CHANGED``): with ``MARK_CHANGED``, nothing but
+    this batch's re-evaluations touches the buffers again before the
     epoch ends (the engine's last part of a publish call). A buffer first touched in the epoch
     then keeps no snapshot of its top-k: the merge says where the first changed message sits
     (``q0``, or a top-k row expiring for a buffer without candidates), and a changed list is
@@ -532,6 +534,10 @@ def process_batch(seqs, ids, ts, expire_upto, cand_off, cand_slot, cand_score,
     of the batch entered the first k rows, and fewer than k window messages rank above it (the
     k-skyband holds every message >= theta that k others do not dominate; what a
     re-evaluation adds scores below theta), so it stays in the top-k, which never held it.
+    ``SNAPSHOT_CHANGED`` (diffs, in any part of a call) compares the same way but snapshots a
+    changed list before the merge installs its rows (the buffer still holds the list as the
+    epoch found it), so that a diff of it can be made; a list the batch leaves as it is
+    keeps no snapshot, and a later touch in the epoch finds the same list to snapshot.
     Open buffers (theta = 0) are snapshotted as before, so that ``raise_open`` sees them.
 
     Returns what ``process`` returns (no theta is raised in this mode)."""
@@ -626,7 +632,7 @@ def process_batch(seqs, ids, ts, expire_upto, cand_off, cand_slot, cand_score,
         g1 = gstart[s]                      # the end of s's group after the scatter
         n = blen[s]
         # compare instead of snapshot: first touch in a last part, an opened buffer aside
-        compare = last and epoch_of[s] != epoch and theta[s] > 0.0
+        compare = last > 0 and epoch_of[s] != epoch and theta[s] > 0.0
         if not compare:
             snap, snap_used, touched, n_touched = _snapshot(
                 s, k, epoch, epoch_of, snap_off, snap_len, snap, snap_used, bstart, blen, bi, bf,
@@ -638,7 +644,12 @@ def process_batch(seqs, ids, ts, expire_upto, cand_off, cand_slot, cand_score,
                                        order, fen, dcn, tbi, tbf)
             # the top-k's messages are the same iff they all come before q0 (or none changed)
             if compare and q0 < k[s] and not (q0 == n and w == n):
-                touched, n_touched = _mark_changed(s, epoch, epoch_of, snap_len, touched, n_touched)
+                if last == SNAPSHOT_CHANGED:       # the buffer still holds the list before
+                    snap, snap_used, touched, n_touched = _snapshot(
+                        s, k, epoch, epoch_of, snap_off, snap_len, snap, snap_used, bstart, blen, bi, bf,
+                        touched, n_touched)
+                else:
+                    touched, n_touched = _mark_changed(s, epoch, epoch_of, snap_len, touched, n_touched)
             bi, bf, used = _install(s, w, p0, bstart, blen, bcap, bi, bf, used, tbi, tbf)
             if lo != old:
                 _relink(s, bstart, blen, bi, oldest, lnext, lprev, head)
@@ -648,7 +659,13 @@ def process_batch(seqs, ids, ts, expire_upto, cand_off, cand_slot, cand_score,
                 a = bstart[s]
                 for r in range(min(k[s], n)):
                     if bi[a + r, SEQ] <= e:
-                        touched, n_touched = _mark_changed(s, epoch, epoch_of, snap_len, touched, n_touched)
+                        if last == SNAPSHOT_CHANGED:
+                            snap, snap_used, touched, n_touched = _snapshot(
+                                s, k, epoch, epoch_of, snap_off, snap_len, snap, snap_used, bstart, blen, bi,
+                                bf, touched, n_touched)
+                        else:
+                            touched, n_touched = _mark_changed(s, epoch, epoch_of, snap_len, touched,
+                                                               n_touched)
                         break
             _expire_sub(s, e, bstart, blen, bi, bf)
             _relink(s, bstart, blen, bi, oldest, lnext, lprev, head)
