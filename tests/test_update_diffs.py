@@ -21,17 +21,18 @@ DIFF_COLUMNS = {"spatial": ["subscription_id", "rank", "message_id", "score", "s
                 "matching": ["event_id", "rank", "expression_id", "score", "sign"]}
 
 
-def check_diff(before: dict, diffs: pa.Table, whole: pa.Table, after: dict, columns: list[str]) -> dict:
+def check_diff(before: dict, diffs: pa.Table, whole: pa.Table, after: dict, columns: list[str],
+               by_key: bool = True) -> dict:
     """``diffs`` applied to a copy of ``before`` gives ``after`` for every key; its keys are
-    exactly the whole-list table's (the changed lists), ascending, each once in a run; a key's
-    -1 rows come before its +1 rows, each by rank; nothing leaves and enters one list.
-    Returns the lists after."""
+    exactly the whole-list table's (the changed lists), each once in a run, ascending
+    (``by_key``; else in any order); a key's -1 rows come before its +1 rows, each by rank;
+    nothing leaves and enters one list. Returns the lists after."""
     assert diffs.column_names == columns
     key, item = columns[0], columns[2]
     keys = diffs.column(key).to_pylist()
     changed = [k for k, _ in updates_from_table(whole, key, item)]
     runs = [k for i, k in enumerate(keys) if i == 0 or keys[i - 1] != k]
-    assert runs == changed, "one run of rows per changed list, by key"
+    assert (runs if by_key else sorted(runs)) == changed, "one run of rows per changed list"
     d = diffs.to_pydict()
     for k in runs:
         rows = [(s, r, i, sc) for kk, s, r, i, sc in zip(keys, d["sign"], d["rank"], d[item], d["score"]) if kk == k]
@@ -179,7 +180,7 @@ class RangeDiffOracle(RangeOracle):
                           "rank": [r + 1 if u.topk else None for u in got for r in range(max(1, len(u.topk)))],
                           "object_id": [e[0] if e else None for u in got for e in (u.topk or [None])],
                           "score": [e[1] if e else None for u in got for e in (u.topk or [None])]})
-        self.lists = check_diff(before, d, whole, after, DIFF_COLUMNS["range"])
+        self.lists = check_diff(before, d, whole, after, DIFF_COLUMNS["range"], by_key=False)
         self.rows += d.num_rows
         return got
 

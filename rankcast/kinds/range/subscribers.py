@@ -27,12 +27,12 @@ import numpy as np
 
 from numba.cpython.unsafe.numbers import leading_zeros
 
-from rankcast.common.arrays import grown, prefetch
+from rankcast.common.arrays import grown, popcount
 from rankcast.common.idmap import IdMap, _get
 from .points import PointIndex
 
-__all__ = ["SubscriberStore", "apply_protocol", "leaf_pairs", "by_leaf", "apply_leaves", "take_changed", "take_diffs",
-           "to_blocks", "from_blocks"]
+__all__ = ["SubscriberStore", "apply_protocol", "leaf_pairs", "by_leaf", "apply_leaves", "take_changed", "to_blocks",
+           "from_blocks"]
 
 
 @numba.njit(cache=True, inline="always")
@@ -381,61 +381,50 @@ def pack_all(start, end, leaves, k, by, bid, uy, ud, nu, masks, wide, hold, cap,
 # --------------------------------------------------------------------------- diffs
 # ``updates="diff"``: each changed row's entries that left (-1, rank before) and entered (+1,
 # rank after) its list, written by ``apply_leaves`` while the leaf's lists before and after
-# the call are in cache, into one staging array in leaf order (a row of it: object id, y's
-# bits, ``rank * 4 + sign + 1``; row r's run at ``drange[2r]``, ``drange[2r + 1]`` of them),
-# then gathered in subscription id order (``take_diffs``). One array, so that a run is one
-# cache line to fetch, not four.
+# the call are in cache, straight into the call's diff columns: rows in the store's (k-d
+# tree) order, each row's -1 then +1 entries by rank. Laying them out by subscription id
+# instead would read every run back in random order, which at 1M subscriptions cost more
+# than finding them.
 
 @numba.njit(cache=True, inline="always")
-def _stage(st, nd, obj, y, rank, sign):
-    st[nd, 0] = obj
-    st.view(np.float64)[nd, 1] = y
-    st[nd, 2] = rank * 4 + sign + 1
-    return nd + 1
-
-
-@numba.njit(cache=True, inline="always")
-def _stage_room(st, need):
-    """The staging array with room for ``need`` rows (doubled)."""
-    if need > st.shape[0]:
-        new = np.empty((max(need, 2 * st.shape[0]), 3), np.int64)
-        new[: st.shape[0]] = st
-        return new
-    return st
+def _room(o_sid, o_rank, o_id, o_y, o_sign, need):
+    """The diff columns with room for ``need`` rows (doubled)."""
+    if need > o_sid.shape[0]:
+        cap = max(need, 2 * o_sid.shape[0])
+        o_sid = grown(o_sid, cap)
+        o_rank = grown(o_rank, cap)
+        o_id = grown(o_id, cap)
+        o_y = grown(o_y, cap)
+        o_sign = grown(o_sign, cap)
+    return o_sid, o_rank, o_id, o_y, o_sign
 
 
 @numba.njit(cache=True, inline="always")
-def _diff_bits(uy, ud, o, m, k, st, nd):
-    """A row's diff on an entry-set leaf: mask ``o`` before the call, ``m`` after; each walks
-    its own set bits only (at most k), highest first (entry order)."""
-    st = _stage_room(st, nd + 2 * k)
-    r = 0
-    x = o
-    while x != _ZERO:
-        u = np.int64(leading_zeros(x))
-        b = _bit(u)
-        x ^= b
-        r += 1
-        if m & b == _ZERO:
-            nd = _stage(st, nd, ud[u], uy[u], r, -1)
-    r = 0
-    x = m
-    while x != _ZERO:
-        u = np.int64(leading_zeros(x))
-        b = _bit(u)
-        x ^= b
-        r += 1
-        if o & b == _ZERO:
-            nd = _stage(st, nd, ud[u], uy[u], r, 1)
-    return st, nd
+def _diff_bits(sid, uy, ud, o, m, o_sid, o_rank, o_id, o_y, o_sign, nd):
+    """A row's diff on an entry-set leaf: mask ``o`` before the call, ``m`` after. Only the
+    bits that differ are visited (highest first: entry order); an entry's rank is the
+    number of its list's bits from the highest down to its own."""
+    for side in range(2):
+        mine = o if side == 0 else m
+        x = (o & ~m) if side == 0 else (m & ~o)
+        sign = -1 if side == 0 else 1
+        while x != _ZERO:
+            u = np.int64(leading_zeros(x))
+            x ^= _bit(u)
+            o_sid[nd] = sid
+            o_rank[nd] = popcount(mine >> np.uint64(NBITS - 1 - u))
+            o_id[nd] = ud[u]
+            o_y[nd] = uy[u]
+            o_sign[nd] = sign
+            nd += 1
+    return nd
 
 
 @numba.njit(cache=True, inline="always")
-def _diff_block(oy, oid, ly, lid, t, k, st, nd):
+def _diff_block(sid, oy, oid, ly, lid, t, k, o_sid, o_rank, o_id, o_y, o_sign, nd):
     """A row's diff on a column-block leaf: column ``t`` of ``oy``/``oid`` before the call,
     of ``ly``/``lid`` after; both in (y, id) order and padded with (+inf, 0), so one merge
     per side finds what left and what entered."""
-    st = _stage_room(st, nd + 2 * k)
     for side in range(2):
         i = 0
         j = 0
@@ -452,60 +441,28 @@ def _diff_block(oy, oid, ly, lid, t, k, st, nd):
                 continue
             if _before(yo, do, yn, dn):
                 if side == 0:
-                    nd = _stage(st, nd, do, yo, i + 1, -1)
+                    o_sid[nd] = sid
+                    o_rank[nd] = i + 1
+                    o_id[nd] = do
+                    o_y[nd] = yo
+                    o_sign[nd] = -1
+                    nd += 1
                 i += 1
             else:
                 if side == 1:
-                    nd = _stage(st, nd, dn, yn, j + 1, 1)
+                    o_sid[nd] = sid
+                    o_rank[nd] = j + 1
+                    o_id[nd] = dn
+                    o_y[nd] = yn
+                    o_sign[nd] = 1
+                    nd += 1
                 j += 1
-    return st, nd
-
-
-@numba.njit(cache=True)
-def take_diffs(by_sid, sid_sorted, changed, count, drange, st, nd):
-    """The staged diff rows (``nd`` of them) of the ``count`` changed rows in subscription id
-    order (``by_sid``: every row, by id; ``sid_sorted``: their ids), flags reset: (subscription
-    ids, rank int32, object ids, y, sign int8). The runs lie in leaf order: each is fetched
-    ahead (its place, then its rows) while earlier ones are copied."""
-    o_sid = np.empty(nd, np.int64)
-    o_rank = np.empty(nd, np.int32)
-    o_id = np.empty(nd, np.int64)
-    o_y = np.empty(nd)
-    o_sign = np.empty(nd, np.int8)
-    stf = st.view(np.float64)
-    flat = st.reshape(-1)
-    n = by_sid.shape[0]
-    w = 0
-    c = 0
-    for i in range(n):
-        if c == count:
-            break
-        if i + 32 < n:
-            prefetch(drange, 2 * by_sid[i + 32])
-        if i + 16 < n:
-            q = by_sid[i + 16]
-            if changed[q]:
-                prefetch(flat, 3 * drange[2 * q])
-        r = by_sid[i]
-        if not changed[r]:
-            continue
-        changed[r] = False
-        c += 1
-        a = drange[2 * r]
-        for e in range(a, a + drange[2 * r + 1]):
-            o_sid[w] = sid_sorted[i]
-            code = st[e, 2]
-            o_rank[w] = code >> 2
-            o_sign[w] = (code & 3) - 1
-            o_id[w] = st[e, 0]
-            o_y[w] = stf[e, 1]
-            w += 1
-    return o_sid, o_rank, o_id, o_y, o_sign
+    return nd
 
 
 @numba.njit(cache=True)
 def apply_leaves(mf, mi, rows, off, codes, start, end, lo, hi, leaves, topn, by, bid, uy, ud, nu, masks, wide,
-                 hold, k, recv, changed, trace, pack_upto, pack_retry, diff, drange, st):
+                 hold, k, recv, changed, trace, pack_upto, pack_retry, diff, sid, dcap):
     """Step 3: every leaf's messages applied to its rows, leaf after leaf (a row sees its
     messages in batch order), each message to all its rows at once, in place: on the leaf's
     entry set (:func:`_apply_bits`) if it has room for one entry per message, after dropping
@@ -516,11 +473,18 @@ def apply_leaves(mf, mi, rows, off, codes, start, end, lo, hi, leaves, topn, by,
     copy) get ``changed`` set and their ``topn``; a block is packed when its entries are at most
     ``pack_upto`` (tried again ``pack_retry`` deliveries after a failure: ``hold``, so that a
     leaf that stays wide pays the try seldom). ``recv[m]`` counts message ``m``'s receipts.
-    With ``diff`` each changed row's diff rows are staged too (``_diff_bits``, ``_diff_block``:
-    row r's from ``drange[2r]``, ``drange[2r + 1]`` of them, in ``st``, grown as needed).
-    Returns how many rows changed, with ``trace`` every (row, message) receipt, and the
-    staging array with its row count."""
+    With ``diff`` each changed row's diff rows are written too (``_diff_bits``,
+    ``_diff_block``; ``sid``: the rows' subscription ids; ``dcap``: the rows to make room for
+    first). Returns how many rows changed, with ``trace`` every (row, message) receipt, and
+    the diff columns (subscription id, rank int32, object id, y, sign int8) with their row
+    count."""
     cap = 1024 if trace else 0
+    dcap = max(dcap, 1024) if diff else 0
+    o_sid = np.empty(dcap, np.int64)
+    o_rank = np.empty(dcap, np.int32)
+    o_id = np.empty(dcap, np.int64)
+    o_y = np.empty(dcap)
+    o_sign = np.empty(dcap, np.int8)
     nd = 0
     tr = np.empty((cap, 2), np.int64)
     ntr = 0
@@ -613,9 +577,9 @@ def apply_leaves(mf, mi, rows, off, codes, start, end, lo, hi, leaves, topn, by,
                     changed[a + t] = True
                     nchanged += 1
                     if diff:
-                        drange[2 * (a + t)] = nd
-                        st, nd = _diff_bits(uy[j], ud[j], old[t], lm[t], k, st, nd)
-                        drange[2 * (a + t) + 1] = nd - drange[2 * (a + t)]
+                        o_sid, o_rank, o_id, o_y, o_sign = _room(o_sid, o_rank, o_id, o_y, o_sign, nd + 2 * k)
+                        nd = _diff_bits(sid[a + t], uy[j], ud[j], old[t], lm[t], o_sid, o_rank, o_id, o_y, o_sign,
+                                        nd)
             continue
         for t in range(nvec):                   # lists padded with (+inf, 0): equal lists iff
             differs[t] = False                  # equal columns
@@ -631,9 +595,8 @@ def apply_leaves(mf, mi, rows, off, codes, start, end, lo, hi, leaves, topn, by,
                 changed[a + t] = True
                 nchanged += 1
                 if diff:
-                    drange[2 * (a + t)] = nd
-                    st, nd = _diff_block(oy, oid, ly, lid, t, k, st, nd)
-                    drange[2 * (a + t) + 1] = nd - drange[2 * (a + t)]
+                    o_sid, o_rank, o_id, o_y, o_sign = _room(o_sid, o_rank, o_id, o_y, o_sign, nd + 2 * k)
+                    nd = _diff_block(sid[a + t], oy, oid, ly, lid, t, k, o_sid, o_rank, o_id, o_y, o_sign, nd)
         if hold[j] > 0:
             hold[j] -= 1
             continue
@@ -643,7 +606,7 @@ def apply_leaves(mf, mi, rows, off, codes, start, end, lo, hi, leaves, topn, by,
             wide[j] = False
         else:
             hold[j] = pack_retry
-    return nchanged, tr[:ntr], st, nd
+    return nchanged, tr[:ntr], (o_sid[:nd], o_rank[:nd], o_id[:nd], o_y[:nd], o_sign[:nd])
 
 
 @numba.njit(cache=True)
@@ -745,8 +708,7 @@ class SubscriberStore:
                  self.wide, self.hold, self.pack_upto, self.pack_retry)
         self.by_sid = np.argsort(self.sid, kind="stable")      # rows by subscription id
         self.changed = np.zeros(len(o), np.bool_)
-        self.drange = self.sid_sorted = np.zeros(0, np.int64)    # diff staging per row (deliver)
-        self.stage = np.zeros((1024, 3), np.int64)
+        self._diff_rows = 0          # the last call's diff rows (deliver)
         self.row_of = IdMap(2 * len(o) + 16)
         if len(o):
             self.row_of.put(self.sid, np.arange(len(o), dtype=np.int64))
@@ -819,7 +781,7 @@ class SubscriberStore:
         message order). Three kernels: the leaves each message reaches, those pairs grouped by
         leaf, then leaf after leaf its messages applied to its rows (a leaf's block is in cache
         while its messages are applied). With ``diff`` the first item is instead the call's
-        diff columns (:func:`take_diffs`), made as the leaves are applied."""
+        diff columns, made as the leaves are applied (rows in the store's order)."""
         p = self.points
         uleaf = np.full(len(mi), -1, np.int64)
         rows = np.full(len(mi), -1, np.int64)
@@ -831,18 +793,15 @@ class SubscriberStore:
         mf = np.ascontiguousarray(mf)
         p_leaf, p_code = leaf_pairs(mf, uleaf, p.box, p.leaves)
         off, codes = by_leaf(p_leaf, p_code, p.leaves)
-        if diff and len(self.drange) != 2 * len(self.sid):
-            self.drange = np.zeros(2 * len(self.sid), np.int64)
-            self.sid_sorted = self.sid[self.by_sid]
-        count, tr, st, nd = apply_leaves(mf, np.ascontiguousarray(mi), rows, off, codes, p.start, p.end, p.lo,
+        count, tr, cols = apply_leaves(mf, np.ascontiguousarray(mi), rows, off, codes, p.start, p.end, p.lo,
                                           p.hi, p.leaves, self.topn, self.by, self.bid, self.uy, self.ud, self.nu,
                                           self.masks, self.wide, self.hold, self.k, recv, self.changed, trace,
-                                          self.pack_upto, self.pack_retry, diff, self.drange, self.stage)
-        self.stage = st         # kept: the next call's rows fit without growing
-        if diff:
-            changed = take_diffs(self.by_sid, self.sid_sorted, self.changed, count, self.drange, st, nd)
-        else:
-            changed = take_changed(self.by_sid, self.changed, count)
+                                          self.pack_upto, self.pack_retry, diff, self.sid,
+                                       self._diff_rows + self._diff_rows // 4)
+        changed = take_changed(self.by_sid, self.changed, count)
+        if diff:                # room for the next call's: the columns' pages are touched as written
+            self._diff_rows = len(cols[0])
+            changed = cols
         if trace:
             tr = tr[np.lexsort((tr[:, 0], tr[:, 1]))]
         return changed, recv, (tr if trace else None)
