@@ -890,15 +890,38 @@ def changed_topk(touched, k, bstart, blen, bi, snap_off, snap_len, snap):
     return out
 
 
-@numba.njit(cache=True, inline="always")
-def _diff_walk(o, m_old, a, m_new, snap, snapf, bi, bf, out, w, fill, which, rank, ids, sc, sign):
-    """One list's diff, the epoch's snapshot (``snap`` rows ``o ..``) against the buffer's
-    top-k (pool rows ``a ..``): both lie in (score desc, seq desc) order, so one merge finds
-    the rows that left (-1, their rank before) and then, a second, those that entered (+1,
-    their rank after); a row stays iff its seq and score are the same (``snapf``: ``snap``
-    read as float64, where the scores' bits are). ``fill``: write the
-    rows from ``w`` (else only count them); returns the next ``w``."""
-    for side in range(2):
+@numba.njit(cache=True, nogil=True)
+def diff_topk(slots, k, bstart, blen, bi, bf, snap_off, snap_len, snap):
+    """The diff rows of ``slots``' top-k lists against their snapshots (every slot
+    snapshotted in this epoch: ``snap_len >= 0``), slot after slot: (which int64: the index
+    into ``slots``, rank int32, message ids int64, scores float64, sign int8), a slot's -1
+    rows (rank before) then its +1 rows (rank after), each by rank. Both lists lie in
+    (score desc, seq desc) order, so one merge of the two finds both kinds of row (an
+    entry stays iff its seq and score are the same): the -1 rows are written as found, the
+    +1 rows kept aside and written after them."""
+    n = slots.shape[0]
+    cap = 0
+    for x in range(n):
+        s = slots[x]
+        cap += snap_len[s] + min(k[s], blen[s])
+    which = np.empty(cap, np.int64)
+    rank = np.empty(cap, np.int32)
+    ids = np.empty(cap, np.int64)
+    sc = np.empty(cap)
+    sign = np.empty(cap, np.int8)
+    snapf = snap.view(np.float64)
+    kmax = 0
+    for x in range(n):
+        kmax = max(kmax, k[slots[x]])
+    add = np.empty(kmax, np.int64)          # the +1 rows' positions in the buffer
+    w = 0
+    for x in range(n):
+        s = slots[x]
+        o = snap_off[s]
+        m_old = snap_len[s]
+        a = bstart[s]
+        m_new = min(k[s], blen[s])
+        na = 0
         i = 0
         j = 0
         while i < m_old or j < m_new:
@@ -915,58 +938,26 @@ def _diff_walk(o, m_old, a, m_new, snap, snapf, bi, bf, out, w, fill, which, ran
             else:
                 old_first = i < m_old
             if old_first:
-                if side == 0:
-                    if fill:
-                        which[w] = out
-                        rank[w] = i + 1
-                        ids[w] = snap[o + i, ID]
-                        sc[w] = snapf[o + i, SNAP_SC]
-                        sign[w] = -1
-                    w += 1
+                which[w] = x
+                rank[w] = i + 1
+                ids[w] = snap[o + i, ID]
+                sc[w] = snapf[o + i, SNAP_SC]
+                sign[w] = -1
+                w += 1
                 i += 1
             else:
-                if side == 1:
-                    if fill:
-                        which[w] = out
-                        rank[w] = j + 1
-                        ids[w] = bi[a + j, ID]
-                        sc[w] = bf[a + j, SC]
-                        sign[w] = 1
-                    w += 1
+                add[na] = j
+                na += 1
                 j += 1
-    return w
-
-
-@numba.njit(cache=True, nogil=True)
-def diff_topk(slots, k, bstart, blen, bi, bf, snap_off, snap_len, snap):
-    """The diff rows of ``slots``' top-k lists against their snapshots (every slot
-    snapshotted in this epoch: ``snap_len >= 0``), slot after slot: (which int64: the index
-    into ``slots``, rank int32, message ids int64, scores float64, sign int8), a slot's -1
-    rows (rank before) then its +1 rows (rank after), each by rank. Two passes: count, then
-    write."""
-    n = slots.shape[0]
-    e64 = np.empty(0, np.int64)
-    e32 = np.empty(0, np.int32)
-    ef = np.empty(0)
-    e8 = np.empty(0, np.int8)
-    snapf = snap.view(np.float64)
-    total = 0
-    for x in range(n):
-        s = slots[x]
-        total = _diff_walk(snap_off[s], snap_len[s], bstart[s], min(k[s], blen[s]), snap, snapf, bi, bf, x, total,
-                           False, e64, e32, e64, ef, e8)
-    which = np.empty(total, np.int64)
-    rank = np.empty(total, np.int32)
-    ids = np.empty(total, np.int64)
-    sc = np.empty(total)
-    sign = np.empty(total, np.int8)
-    snapf = snap.view(np.float64)
-    w = 0
-    for x in range(n):
-        s = slots[x]
-        w = _diff_walk(snap_off[s], snap_len[s], bstart[s], min(k[s], blen[s]), snap, snapf, bi, bf, x, w,
-                       True, which, rank, ids, sc, sign)
-    return which, rank, ids, sc, sign
+        for q in range(na):
+            j = add[q]
+            which[w] = x
+            rank[w] = j + 1
+            ids[w] = bi[a + j, ID]
+            sc[w] = bf[a + j, SC]
+            sign[w] = 1
+            w += 1
+    return which[:w], rank[:w], ids[:w], sc[:w], sign[:w]
 
 
 @numba.njit(cache=True, nogil=True)
