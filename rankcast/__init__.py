@@ -13,12 +13,13 @@ from .model import (Delivery, Event, Expression, Match, Message, ObjectUpdate, P
                     Subscription, Update)
 from .kinds.range import RangeEngine
 from .kinds.spatial.text import Vocabulary
+from .common.updates import apply_diffs
 
 __version__ = _version.__version__   # one source: rankcast/_version.py, read by pyproject.toml too
 __all__ = ["Subscription", "Message", "Update", "Delivery", "InvalidInput", "UnknownSubscription", "NoCapacity",
            "EngineConfig", "Engine", "Vocabulary", "ClusterConfig", "Cluster",
            "Predicate", "Expression", "Event", "Match", "MatchConfig", "Matcher",
-           "RangeSubscription", "ObjectUpdate", "RangeConfig", "RangeEngine", "Covering"]
+           "RangeSubscription", "ObjectUpdate", "RangeConfig", "RangeEngine", "Covering", "apply_diffs"]
 
 
 def __getattr__(name):

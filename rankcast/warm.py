@@ -40,6 +40,11 @@ def _spatial_tables(rng, n_subs: int, n_msgs: int, t: bool = False):
     return subs, pa.table(cols)
 
 
+def _forms(x) -> tuple[str, ...]:
+    """The updates forms ``x`` serves, each asked for once: an engine's include diffs."""
+    return ("objects", "arrow", "none", "diff") if hasattr(x, "KIND") else ("objects", "arrow", "none")
+
+
 def _engine_calls(x, subs, msgs, step: int) -> None:
     """subscribe, publish in every updates form, unsubscribe, publish again: the calls every kind has."""
     import rankcast as rc
@@ -49,9 +54,9 @@ def _engine_calls(x, subs, msgs, step: int) -> None:
     x.subscribe(subs.slice(0, half))
     x.subscribe([rc.Subscription(r["id"], r["x"], r["y"], text=r["text"], k=r["k"], alpha=r["alpha"])
                  for r in rows[half:]])
-    forms = ("objects", "arrow", "none")
+    forms = _forms(x)
     for i, a in enumerate(range(0, msgs.num_rows, step)):
-        x.publish(msgs.slice(a, step), updates=forms[i % 3])
+        x.publish(msgs.slice(a, step), updates=forms[i % len(forms)])
     x.unsubscribe(subs.column("id").to_numpy()[::3].tolist())
     last = msgs.slice(msgs.num_rows - step, step).to_pylist()
     x.publish([rc.Message(r["id"] + 100_000, r["x"], r["y"], text=r["text"],
@@ -134,7 +139,7 @@ def _match_calls(x, rng, n: int = 300) -> None:
     exprs = _expressions(rng, 0, n)
     x.subscribe(exprs[: n // 2])
     x.subscribe(exprs[n // 2:])
-    for i, form in enumerate(("objects", "arrow", "none")):
+    for i, form in enumerate(_forms(x)):
         x.publish(_events(rng, 100 * i, 40), updates=form)
     x.unsubscribe([e.id for e in exprs[::4]])
     x.subscribe(_expressions(rng, n, 20))
@@ -209,7 +214,7 @@ def range_topk() -> None:
         x.subscribe(subs.slice(0, 200))
         x.subscribe([rc.RangeSubscription(i, float(a), float(b)) for i, a, b in
                      zip(range(200, n), subs.column("lo").to_numpy()[200:], subs.column("hi").to_numpy()[200:])])
-        for i, form in enumerate(("objects", "arrow", "none", "objects")):
+        for i, form in enumerate((_forms(x) + ("objects",))[:4]):
             x.publish(inserts.slice(i * 100, 100), updates=form)
         x.publish(moves)
         x.publish([rc.ObjectUpdate(int(i), y=float(v)) for i, v in zip(ids[1::2], rng.uniform(0, 1e3, 200))])

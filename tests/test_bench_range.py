@@ -36,7 +36,12 @@ def test_bench_range_writes_consistent_json_and_png(tmp_path):
     assert "unicast_over_paint-dense_bytes" in t and "unicast_over_paint-sparse_bytes" in t
     assert "unicast_over_paint-sparse_bytes_paper_sizes" in t
     tp = res["throughput"]["forms"]
-    assert set(tp) == {f"{c}/{f}" for c in (100, 200) for f in ("none", "arrow", "objects")}
+    assert set(tp) == {f"{c}/{f}" for c in (100, 200) for f in ("none", "arrow", "diff", "objects")}
+    for c in (100, 200):        # rows and bytes of the table forms only
+        for f in ("arrow", "diff"):
+            assert tp[f"{c}/{f}"]["rows_per_update"] > 0 and tp[f"{c}/{f}"]["bytes_per_update"] > 0
+        assert tp[f"{c}/none"]["rows_per_update"] == tp[f"{c}/objects"]["rows_per_update"] == 0
+    assert t["updates_per_second"]["200/diff"]["target"] == ">= 15000"
     assert tp["100/objects"]["updates"] == 300 and tp["200/none"]["updates_per_second"] > 0
     assert tp["200/none"]["updates_per_cpu_second"] > 0
     assert all(r["changed_per_call"] > 0 for r in tp.values())

@@ -59,6 +59,8 @@ def _check_bench_report(out, methods):
     res = report["results"]["tweets"]
     assert set(res) == set(methods)
     for key, r in res.items():
+        if key == "forms":
+            continue
         assert "error" not in r, (key, r)
         assert r["amp_us"] > 0 and r["throughput"] > 0 and r["peak_rss_mb"] > 0
         assert r["avg_buffer"] > 0
@@ -73,9 +75,14 @@ def test_bench_engine_in_process(tmp_path):
     methods = ["igpt", "brute", "ipt", "ciq", "kmax", "skyband", "sparse", "igpt-arrow"]
     rc = cli.main(["bench", "engine", "--dataset", "tweets", "--subs", "400", "--window", "400",
                    "--messages", "150", "--batch", "50", "--in-process",
-                   "--methods", ",".join(methods), "--out", str(tmp_path)])
+                   "--methods", ",".join(methods), "--forms", "arrow,diff,objects", "--out", str(tmp_path)])
     assert rc == 0
-    report = _check_bench_report(tmp_path, methods)
+    report = _check_bench_report(tmp_path, methods + ["forms"])
+    forms = report["results"]["tweets"]["forms"]
+    assert forms["diff"]["lists_changed_per_message"] == forms["arrow"]["lists_changed_per_message"] \
+        == forms["objects"]["lists_changed_per_message"] > 0
+    assert forms["diff"]["rows_per_message"] > 0 and forms["arrow"]["rows_per_message"] > 0
+    assert report["summary"]["tweets"]["updates_forms"]["throughput"] > 0
     assert report["workloads"]["tweets"]["subscriptions"] == 400
     assert report["results"]["tweets"]["kmax"]["avg_buffer"] >= report["results"]["tweets"]["igpt"]["avg_buffer"] / 10
     res = report["results"]["tweets"]

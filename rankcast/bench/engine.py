@@ -25,7 +25,9 @@ messages in publish batches and measure
 Methods (paper 8.1.1): Brute force, IPT-cSkyband, CIQ-cSkyband (dissemination variants),
 IGPT-kmax (k' = 60) and IGPT-Skyband (theta = 0.95 kScore) (re-evaluation variants); and the
 numpy/scipy.sparse engine (:mod:`rankcast.baselines.sparse`, the yardstick on dense streams)
-and IGPT-cSkyband asked for its updates as one Arrow table (``igpt-arrow``).
+and IGPT-cSkyband asked for its updates as one Arrow table (``igpt-arrow``). ``--forms arrow,diff``
+also runs IGPT-cSkyband in each updates form side by side, the same calls to each engine in
+turn (:func:`run_forms`): throughput and rows and bytes per message of each form.
 Output: JSON on stdout and in ``--out``/engine.json, bar charts in ``--out``/engine.png.
 The paper-scale run is ``rankcast bench engine --subs 1000000 --window 1000000``.
 """
@@ -42,6 +44,7 @@ from pathlib import Path
 
 import numpy as np
 
+from rankcast.common.updates import UPDATE_FORMS
 from rankcast.errors import CommandError
 from ._common import (Timer, build_workload, chunks, load_workload, peak_rss_mb, progress, pyplot,
                       reset_peak_rss, save_figure, save_workload, write_json)
@@ -91,6 +94,9 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--methods", default=",".join(METHODS),
                    help=f"comma-separated subset of {','.join(METHODS)}")
     p.add_argument("--batch", type=int, default=500, help="messages per publish call")
+    p.add_argument("--forms", default="",
+                   help="updates forms to time side by side, one IGPT-cSkyband engine each, every call "
+                        "to each in turn (comma-separated: objects, arrow, diff, none; empty: skip)")
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--out", default="out/bench", help="folder for engine.json and engine.png")
     p.add_argument("--in-process", action="store_true",
@@ -249,14 +255,68 @@ def _run_subprocess(data: Path, key: str, args, tmp: Path) -> dict:
 
 
 # ----------------------------------------------------------------------------- summary
+def run_forms(work, forms: list[str], window: int, messages: int, batch: int) -> dict:
+    """IGPT-cSkyband asked for its updates in each of ``forms``, side by side: one engine per
+    form, filled and subscribed alike, then each stream call made to every engine in turn
+    (the first one rotating), each call timed. Per form: messages per second of wall time
+    inside publish and per CPU second, the lists changed, and the rows and bytes of a table
+    form per message."""
+    from rankcast.config import EngineConfig
+    from rankcast.kinds.spatial.engine import Engine
+
+    cfg = EngineConfig(bounds=work.bounds, window=window, vocabulary=work.vocab)
+    msgs, subs = work.msgs, work.subs
+    for form in forms:
+        _warm_up(work, "igpt", form, batch)
+    engines = {f: Engine(cfg) for f in forms}
+    for eng in engines.values():
+        for a, b in chunks(window, max(batch, 5000)):
+            eng.publish(msgs.take(np.arange(a, b)), updates="none")
+        for a, b in chunks(len(subs), 50_000):
+            eng.subscribe(subs.take(np.arange(a, b)))
+        eng.core.index.flush()
+    stream = [msgs.take(np.arange(window + a, window + b)) for a, b in chunks(messages, batch)]
+    fig = {f: {"wall": 0.0, "cpu": 0.0, "rows": 0, "bytes": 0, "changed": 0} for f in forms}
+    for i, part in enumerate(stream):
+        for j in range(len(forms)):
+            form = forms[(i + j) % len(forms)]
+            t0, c0 = time.perf_counter(), time.process_time()
+            out = engines[form].publish(part, updates=form)
+            fig[form]["wall"] += time.perf_counter() - t0
+            fig[form]["cpu"] += time.process_time() - c0
+            if form in ("arrow", "diff"):
+                col = out.column("subscription_id").to_numpy()
+                fig[form]["rows"] += out.num_rows
+                fig[form]["bytes"] += out.nbytes
+                fig[form]["changed"] += int(np.count_nonzero(np.diff(col))) + (len(col) > 0)
+            elif form == "objects":
+                fig[form]["changed"] += len(out)
+    res = {}
+    for form, f in fig.items():
+        res[form] = {"throughput": messages / f["wall"], "cpu_throughput": messages / max(f["cpu"], 1e-9),
+                     "seconds": f["wall"], "lists_changed_per_message": f["changed"] / messages,
+                     "rows_per_message": f["rows"] / messages, "bytes_per_message": f["bytes"] / messages}
+        print(f"[bench engine] forms: updates={form:<7} {res[form]['throughput']:8.0f} msg/s "
+              f"({res[form]['cpu_throughput']:.0f} per CPU second), "
+              f"{res[form]['lists_changed_per_message']:.1f} lists changed, {res[form]['rows_per_message']:.1f} rows, "
+              f"{res[form]['bytes_per_message']:.0f} bytes per message", file=sys.stderr, flush=True)
+    if "arrow" in res and "diff" in res:
+        res["diff_over_arrow"] = {"throughput": res["diff"]["throughput"] / res["arrow"]["throughput"],
+                                  "cpu_throughput": res["diff"]["cpu_throughput"] / res["arrow"]["cpu_throughput"],
+                                  "target": ">= 1.5"}
+    return res
+
+
 def summarise(results: dict) -> dict:
     """The ratios the issue's targets are stated in, per dataset."""
     out = {}
     for ds, res in results.items():
+        if "forms" in res:
+            out.setdefault(ds, {})["updates_forms"] = res["forms"].get("diff_over_arrow")
         ig = res.get("igpt")
         if not ig or "error" in ig:
             continue
-        r = {}
+        r = out.setdefault(ds, {})
 
         def ratio(other, field):
             o = res.get(other)
@@ -266,7 +326,7 @@ def summarise(results: dict) -> dict:
 
         ref = res.get("brute") if res.get("brute") and "error" not in res["brute"] else ig
         r["same_results_as_" + ("brute" if ref is not ig else "igpt")] = {
-            METHODS[m]: v["digest"] == ref["digest"] for m, v in res.items() if "error" not in v}
+            METHODS[m]: v["digest"] == ref["digest"] for m, v in res.items() if m in METHODS and "error" not in v}
         r["amp_ciq_over_igpt"] = ratio("ciq", "amp_us")
         r["amp_ipt_over_igpt"] = ratio("ipt", "amp_us")
         if ig.get("amp_cpu_us"):
@@ -282,7 +342,6 @@ def summarise(results: dict) -> dict:
         r["igpt_throughput"] = ig["throughput"]
         r["igpt_peak_rss_mb"] = ig["peak_rss_mb"]
         r["igpt_avg_buffer"] = ig["avg_buffer"]
-        out[ds] = r
     return out
 
 
@@ -332,6 +391,10 @@ def main(args: argparse.Namespace) -> dict:
         if getattr(args, name) < 1:
             raise CommandError(f"--{name} must be >= 1")
     datasets = DATASETS if args.dataset == "all" else (args.dataset,)
+    forms = [f.strip() for f in args.forms.split(",") if f.strip()]
+    bad = [f for f in forms if f not in UPDATE_FORMS]
+    if bad:
+        raise CommandError(f"unknown updates form(s) {bad}; choose from {list(UPDATE_FORMS)}")
     out = Path(args.out)
     results: dict = {}
     workloads = {}
@@ -346,6 +409,9 @@ def main(args: argparse.Namespace) -> dict:
             data = tmp / f"{ds}.npz"
             save_workload(work, data)
             results[ds] = {}
+            if forms:
+                print(f"[bench engine] {ds}: updates forms {', '.join(forms)} side by side", file=sys.stderr, flush=True)
+                results[ds]["forms"] = run_forms(work, forms, args.window, args.messages, args.batch)
             for key in keys:
                 print(f"[bench engine] {ds}: {METHODS[key]}", file=sys.stderr, flush=True)
                 if args.in_process:

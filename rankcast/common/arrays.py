@@ -9,7 +9,7 @@ from numba import types
 from numba.core import cgutils
 from numba.extending import intrinsic
 
-__all__ = ["grow", "grown", "runs", "concat_offsets", "expand_runs", "key_rank", "prefetch"]
+__all__ = ["grow", "grown", "runs", "concat_offsets", "expand_runs", "key_rank", "prefetch", "popcount"]
 
 
 def grow(arr: np.ndarray, n: int, fill=0) -> np.ndarray:
@@ -136,3 +136,17 @@ def prefetch(typingctx, arr, idx):
         return context.get_dummy_value()
 
     return types.void(arr, idx), codegen
+
+
+@intrinsic
+def popcount(typingctx, x):
+    """``popcount(x)`` in a numba kernel: the number of set bits of the integer ``x``, in its
+    type (LLVM ``llvm.ctpop``: one instruction where the CPU has it)."""
+    if not isinstance(x, types.Integer):
+        return None
+
+    def codegen(context, builder, sig, args):
+        fn = builder.module.declare_intrinsic("llvm.ctpop", [args[0].type])
+        return builder.call(fn, [args[0]])
+
+    return x(x), codegen

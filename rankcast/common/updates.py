@@ -1,6 +1,7 @@
 """The forms of a call's updates that every kind returns: ``rc.Update`` objects, one Arrow
-table, or nothing (``updates="objects" | "arrow" | "none"``), built from update arrays
-(keys, offsets, item ids, scores) without a Python object per row where it can."""
+table of whole lists, one Arrow table of diffs, or nothing (``updates="objects" | "arrow" |
+"diff" | "none"``), built from update arrays (keys, offsets, item ids, scores) without a
+Python object per row where it can."""
 from __future__ import annotations
 
 import gc
@@ -12,12 +13,14 @@ from rankcast.common.arrays import expand_runs, key_rank, runs
 from rankcast.errors import InvalidInput
 from rankcast.model import Update
 
-__all__ = ["UPDATE_FORMS", "updates_from_arrays", "results_from_arrays", "no_gc", "check_updates_form", "updates_table", "columns_table"]
+__all__ = ["UPDATE_FORMS", "DIFF_SIGN", "diff_table", "apply_diffs", "updates_from_arrays", "results_from_arrays", "no_gc", "check_updates_form", "updates_table", "columns_table"]
 
 
 
-# what publish returns: Update objects (default), one Arrow table, or nothing (read topk later)
-UPDATE_FORMS = ("objects", "arrow", "none")
+# what publish returns: Update objects (default), one Arrow table of whole lists, one of the
+# entries that entered and left the lists (diffs), or nothing (read topk later)
+UPDATE_FORMS = ("objects", "arrow", "diff", "none")
+DIFF_SIGN = "sign"      # the diff table's last column: +1 entered, -1 left
 
 
 
@@ -138,5 +141,72 @@ def columns_table(k_col, rank, i_col, s_col, empty, *, key: str = "subscription_
 
 
 
-def _empty_result(form: str):
-    return [] if form == "objects" else updates_table([], [0], [], []) if form == "arrow" else None
+def diff_table(keys, rank, item_ids, scores, sign, *, key: str = "subscription_id",
+               item: str = "message_id") -> pa.Table:
+    """The diff form of a call's updates (``updates="diff"``, docs/contract.md): one row per
+    entry that left (``sign`` -1, ``rank`` its rank before the call) or entered (+1, its
+    rank after) a list, the columns ``key``, ``rank`` int32, ``item``, ``score``, ``sign``
+    int8, as the kernel that found them wrote them (a key's -1 rows, then its +1 rows, each
+    by rank)."""
+    return pa.table({
+        key: pa.array(np.asarray(keys, np.int64), pa.int64()),
+        "rank": pa.array(np.asarray(rank, np.int32), pa.int32()),
+        item: pa.array(np.asarray(item_ids, np.int64), pa.int64()),
+        "score": pa.array(np.asarray(scores, np.float64), pa.float64()),
+        DIFF_SIGN: pa.array(np.asarray(sign, np.int8), pa.int8()),
+    })
+
+
+def _empty_result(form: str, *, key: str = "subscription_id", item: str = "message_id"):
+    if form == "objects":
+        return []
+    if form == "arrow":
+        return updates_table([], [0], [], [], key=key, item=item)
+    if form == "diff":
+        return diff_table([], [], [], [], [], key=key, item=item)
+    return None
+
+
+
+def apply_diffs(lists: dict, diffs) -> dict:
+    """Apply a diff table (``publish(..., updates="diff")``, a ``listen`` delivery's
+    ``updates`` in that form) to ``lists``, a dict of key (subscription or event id) to
+    list of ``(item_id, score)`` pairs, best first, in place; returns ``lists``. For each key:
+    its -1 rows leave (each must be at its ``rank`` in the list), then its +1 rows enter at
+    their ``rank``, in rank order. A key not in ``lists`` starts empty; a list that becomes
+    empty stays, as ``[]``. A row that does not fit the list (an entry to remove that is not
+    where its rank says, a rank past the end) raises ``ValueError``: the diffs were not
+    applied to the lists they were made for (a gap in the stream, or lists not seeded with
+    each subscription's ``topk`` at subscribe time)."""
+    if isinstance(diffs, pa.RecordBatch):
+        diffs = pa.Table.from_batches([diffs])
+    names = diffs.column_names
+    if len(names) != 5 or names[1] != "rank" or names[3] != "score" or names[4] != DIFF_SIGN:
+        raise ValueError(f"apply_diffs: expected the columns (key, rank, item, score, {DIFF_SIGN}), got {names}")
+    keys = diffs.column(0).to_numpy()
+    if len(keys) == 0:
+        return lists
+    ranks = diffs.column(1).to_pylist()
+    items = diffs.column(2).to_pylist()
+    scores = diffs.column(3).to_pylist()
+    signs = diffs.column(4).to_pylist()
+    cut = np.flatnonzero(keys[1:] != keys[:-1]) + 1
+    bounds = [0, *cut.tolist(), len(keys)]
+    keys_l = keys.tolist()
+    for a, b in zip(bounds[:-1], bounds[1:]):
+        key = keys_l[a]
+        cur = lists.setdefault(key, [])
+        for r in range(b - 1, a - 1, -1):          # leaving rows by rank: remove from the back
+            if signs[r] < 0:
+                q = ranks[r] - 1
+                if not 0 <= q < len(cur) or cur[q][0] != items[r]:
+                    raise ValueError(f"apply_diffs: key {key}: item {items[r]} is not at rank {ranks[r]} "
+                                     f"of its list")
+                del cur[q]
+        for r in range(a, b):
+            if signs[r] > 0:
+                q = ranks[r] - 1
+                if not 0 <= q <= len(cur):
+                    raise ValueError(f"apply_diffs: key {key}: rank {ranks[r]} is past the list's end")
+                cur.insert(q, (items[r], scores[r]))
+    return lists

@@ -65,6 +65,17 @@ def _unwrap(exc: BaseException) -> BaseException:
     return exc
 
 
+def _cluster_form(updates, verb: str) -> str:
+    """The ``updates`` argument of a cluster's publish / flush: a form of
+    :data:`~rankcast.common.updates.UPDATE_FORMS` that a cluster serves (the roles carry
+    whole lists; ``"diff"`` is the engines')."""
+    form = check_updates_form(updates)
+    if form == "diff":
+        raise InvalidInput(f"{verb}: field 'updates': a cluster returns 'objects', 'arrow' or 'none'; "
+                           f"'diff' is served by the single-process engines")
+    return form
+
+
 class Cluster:
     """Handle of a running cluster; see :meth:`start` and :meth:`attach`."""
 
@@ -272,7 +283,7 @@ class Cluster:
         wait=False: returns None once the items are validated and in the pipeline; their
         changes are delivered to listeners within ``delivery_interval`` seconds, and
         :meth:`flush` waits and returns those of this client's pipelined calls."""
-        form = check_updates_form(updates)
+        form = _cluster_form(updates, "publish")
         if k is not None and "k" not in self._kind.publish_options:
             takes = " and ".join(e.label for e in registry.kinds() if "k" in e.publish_options) or "no kind"
             raise InvalidInput(f"publish: field 'k': only {takes} takes k per call")
@@ -284,7 +295,7 @@ class Cluster:
         """Wait for this client's pipelined publishes; their updates since its last flush
         (per subscription, its latest list; ranked matching: per event), in the form
         ``updates`` names (as in :meth:`publish`)."""
-        form = check_updates_form(updates)
+        form = _cluster_form(updates, "flush")
         return self._objects(self._change("flush"), form)
 
     def position(self) -> int:

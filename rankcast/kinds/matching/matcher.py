@@ -14,7 +14,8 @@ import numpy as np
 from rankcast.config import MatchConfig
 from rankcast.common.validation import check_ids_arg
 from rankcast.common.snapshots import checked, tagged
-from rankcast.common.updates import check_updates_form, no_gc, updates_table
+from rankcast.common.arrays import key_rank
+from rankcast.common.updates import check_updates_form, diff_table, no_gc, updates_table
 from rankcast.errors import InvalidInput, UnknownSubscription
 from .core import MatchCore
 from rankcast.model import Match
@@ -106,7 +107,8 @@ class Matcher:
     def publish(self, events, k: int | None = None, updates: str = "objects"):
         """Each event's top-k expressions (``k`` defaults to the config's), in input order:
         ``rc.Match`` objects, or (``updates="arrow"``) one Arrow table of ``event_id``,
-        ``rank``, ``expression_id``, ``score``, or nothing (``"none"``)."""
+        ``rank``, ``expression_id``, ``score``, or (``"diff"``) the same rows with ``sign`` +1
+        (an event's list starts empty: every entry enters it), or nothing (``"none"``)."""
         t0 = time.perf_counter()
         form = check_updates_form(updates)
         if k is None:
@@ -119,13 +121,18 @@ class Matcher:
         res = self.core.match(batch, int(k))
         if form == "objects":
             out = matches_from_arrays(batch.ids, res)
-        elif form == "arrow":
+        elif form in ("arrow", "diff"):
             lens = np.fromiter((len(r[0]) for r in res), np.int64, len(res))
             off = np.zeros(len(res) + 1, np.int64)
             np.cumsum(lens, out=off[1:])
             ids = np.concatenate([r[0] for r in res]) if res else np.zeros(0, np.int64)
             sc = np.concatenate([r[1] for r in res]) if res else np.zeros(0)
-            out = updates_table(batch.ids, off, ids, sc, key="event_id", item="expression_id", by_key=False)
+            if form == "arrow":
+                out = updates_table(batch.ids, off, ids, sc, key="event_id", item="expression_id", by_key=False)
+            else:       # each event's list is new: every entry entered it (+1), events in input order
+                key, rank = key_rank(np.asarray(batch.ids, np.int64), off)
+                out = diff_table(key, rank, ids, sc, np.ones(len(key), np.int8), key="event_id",
+                                 item="expression_id")
         else:
             out = None
         self.published += len(batch)

@@ -15,7 +15,7 @@ from rankcast.config import RangeConfig
 from rankcast.common.arrays import expand_runs
 from rankcast.common.validation import check_ids_arg
 from rankcast.common.snapshots import checked, tagged
-from rankcast.common.updates import check_updates_form, columns_table, updates_from_arrays
+from rankcast.common.updates import check_updates_form, columns_table, diff_table, updates_from_arrays
 from rankcast.errors import InvalidInput, UnknownSubscription
 from rankcast.common.validation import item_error
 from .inputs import check_update_state, encode_subscriptions, encode_updates
@@ -87,7 +87,8 @@ class RangeEngine:
         """Apply object updates; returns one ``rc.Update`` per subscription whose top-k changed
         in the call (its top-k after it: (object_id, y), lowest y first), by subscription id;
         or (``updates="arrow"``) one Arrow table ``subscription_id, rank, object_id, score``
-        (score: y), or nothing (``"none"``)."""
+        (score: y); or (``"diff"``) one Arrow table of the entries that left and entered the
+        lists, with ``sign`` (docs/contract.md); or nothing (``"none"``)."""
         t0 = time.perf_counter()
         form = check_updates_form(updates)
         ids, x, y = encode_updates(objs)
@@ -95,8 +96,13 @@ class RangeEngine:
         check_update_state(ids, x, y, live)
         msgs = self.server.process(ids, x, y)
         t1 = time.perf_counter()
-        rows, recv, tr = self.subs.deliver(msgs.f, msgs.i, trace=self.trace)
+        rows, recv, tr = self.subs.deliver(msgs.f, msgs.i, trace=self.trace, diff=form == "diff")
         self._seconds["deliver"] += time.perf_counter() - t1
+        if form == "diff":          # the diff columns, made as the lists were changed
+            keys = rows[0]
+            n_changed = int(np.count_nonzero(keys[1:] != keys[:-1])) + int(len(keys) > 0)
+        else:
+            n_changed = len(rows)
         tot = self._totals
         tot["updates"] += len(ids)
         tot["events"] += 1
@@ -104,10 +110,10 @@ class RangeEngine:
         tot["messages_delivered"] += int(np.count_nonzero(recv))
         tot["messages_received"] += int(recv.sum())
         tot["bytes_generated"] += msgs.nbytes_on_wire
-        tot["subscriptions_changed"] += len(rows)
+        tot["subscriptions_changed"] += n_changed
         if self.trace:
             self.last = {"messages": msgs, "receipts": recv, "trace": tr, "rows_sid": self.subs.sid}
-        out = self._updates(rows, form)
+        out = diff_table(*rows, item="object_id") if form == "diff" else self._updates(rows, form)
         self._seconds["publish"] += time.perf_counter() - t0
         return out
 

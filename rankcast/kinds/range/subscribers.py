@@ -25,7 +25,9 @@ from __future__ import annotations
 import numba
 import numpy as np
 
-from rankcast.common.arrays import grown
+from numba.cpython.unsafe.numbers import leading_zeros
+
+from rankcast.common.arrays import grown, popcount
 from rankcast.common.idmap import IdMap, _get
 from .points import PointIndex
 
@@ -376,9 +378,91 @@ def pack_all(start, end, leaves, k, by, bid, uy, ud, nu, masks, wide, hold, cap,
         hold[j] = retry if n < 0 else 0
 
 
+# --------------------------------------------------------------------------- diffs
+# ``updates="diff"``: each changed row's entries that left (-1, rank before) and entered (+1,
+# rank after) its list, written by ``apply_leaves`` while the leaf's lists before and after
+# the call are in cache, straight into the call's diff columns: rows in the store's (k-d
+# tree) order, each row's -1 then +1 entries by rank. Laying them out by subscription id
+# instead would read every run back in random order, which at 1M subscriptions cost more
+# than finding them.
+
+@numba.njit(cache=True, inline="always")
+def _room(o_sid, o_rank, o_id, o_y, o_sign, need):
+    """The diff columns with room for ``need`` rows (doubled)."""
+    if need > o_sid.shape[0]:
+        cap = max(need, 2 * o_sid.shape[0])
+        o_sid = grown(o_sid, cap)
+        o_rank = grown(o_rank, cap)
+        o_id = grown(o_id, cap)
+        o_y = grown(o_y, cap)
+        o_sign = grown(o_sign, cap)
+    return o_sid, o_rank, o_id, o_y, o_sign
+
+
+@numba.njit(cache=True, inline="always")
+def _diff_bits(sid, uy, ud, o, m, o_sid, o_rank, o_id, o_y, o_sign, nd):
+    """A row's diff on an entry-set leaf: mask ``o`` before the call, ``m`` after. Only the
+    bits that differ are visited (highest first: entry order); an entry's rank is the
+    number of its list's bits from the highest down to its own."""
+    for side in range(2):
+        mine = o if side == 0 else m
+        x = (o & ~m) if side == 0 else (m & ~o)
+        sign = -1 if side == 0 else 1
+        while x != _ZERO:
+            u = np.int64(leading_zeros(x))
+            x ^= _bit(u)
+            o_sid[nd] = sid
+            o_rank[nd] = popcount(mine >> np.uint64(NBITS - 1 - u))
+            o_id[nd] = ud[u]
+            o_y[nd] = uy[u]
+            o_sign[nd] = sign
+            nd += 1
+    return nd
+
+
+@numba.njit(cache=True, inline="always")
+def _diff_block(sid, oy, oid, ly, lid, t, k, o_sid, o_rank, o_id, o_y, o_sign, nd):
+    """A row's diff on a column-block leaf: column ``t`` of ``oy``/``oid`` before the call,
+    of ``ly``/``lid`` after; both in (y, id) order and padded with (+inf, 0), so one merge
+    per side finds what left and what entered."""
+    for side in range(2):
+        i = 0
+        j = 0
+        while True:
+            yo = oy[i, t] if i < k else np.inf
+            yn = ly[j, t] if j < k else np.inf
+            if yo == np.inf and yn == np.inf:
+                break
+            do = oid[i, t] if i < k else 0
+            dn = lid[j, t] if j < k else 0
+            if yo == yn and do == dn:
+                i += 1
+                j += 1
+                continue
+            if _before(yo, do, yn, dn):
+                if side == 0:
+                    o_sid[nd] = sid
+                    o_rank[nd] = i + 1
+                    o_id[nd] = do
+                    o_y[nd] = yo
+                    o_sign[nd] = -1
+                    nd += 1
+                i += 1
+            else:
+                if side == 1:
+                    o_sid[nd] = sid
+                    o_rank[nd] = j + 1
+                    o_id[nd] = dn
+                    o_y[nd] = yn
+                    o_sign[nd] = 1
+                    nd += 1
+                j += 1
+    return nd
+
+
 @numba.njit(cache=True)
 def apply_leaves(mf, mi, rows, off, codes, start, end, lo, hi, leaves, topn, by, bid, uy, ud, nu, masks, wide,
-                 hold, k, recv, changed, trace, pack_upto, pack_retry):
+                 hold, k, recv, changed, trace, pack_upto, pack_retry, diff, sid, dcap):
     """Step 3: every leaf's messages applied to its rows, leaf after leaf (a row sees its
     messages in batch order), each message to all its rows at once, in place: on the leaf's
     entry set (:func:`_apply_bits`) if it has room for one entry per message, after dropping
@@ -389,8 +473,19 @@ def apply_leaves(mf, mi, rows, off, codes, start, end, lo, hi, leaves, topn, by,
     copy) get ``changed`` set and their ``topn``; a block is packed when its entries are at most
     ``pack_upto`` (tried again ``pack_retry`` deliveries after a failure: ``hold``, so that a
     leaf that stays wide pays the try seldom). ``recv[m]`` counts message ``m``'s receipts.
-    Returns how many rows changed and, with ``trace``, every (row, message) receipt."""
+    With ``diff`` each changed row's diff rows are written too (``_diff_bits``,
+    ``_diff_block``; ``sid``: the rows' subscription ids; ``dcap``: the rows to make room for
+    first). Returns how many rows changed, with ``trace`` every (row, message) receipt, and
+    the diff columns (subscription id, rank int32, object id, y, sign int8) with their row
+    count."""
     cap = 1024 if trace else 0
+    dcap = max(dcap, 1024) if diff else 0
+    o_sid = np.empty(dcap, np.int64)
+    o_rank = np.empty(dcap, np.int32)
+    o_id = np.empty(dcap, np.int64)
+    o_y = np.empty(dcap)
+    o_sign = np.empty(dcap, np.int8)
+    nd = 0
     tr = np.empty((cap, 2), np.int64)
     ntr = 0
     size = by.shape[2]
@@ -403,7 +498,7 @@ def apply_leaves(mf, mi, rows, off, codes, start, end, lo, hi, leaves, topn, by,
     placed = np.empty(size, np.int64)
     py = np.empty(size)
     pid = np.empty(size, np.int64)
-    diff = np.empty(size, np.bool_)
+    differs = np.empty(size, np.bool_)
     cnt = np.empty(size, np.int64)
     nchanged = 0
     for j in range(leaves):
@@ -481,20 +576,27 @@ def apply_leaves(mf, mi, rows, off, codes, start, end, lo, hi, leaves, topn, by,
                     topn[a + t] = cntb[t]
                     changed[a + t] = True
                     nchanged += 1
+                    if diff:
+                        o_sid, o_rank, o_id, o_y, o_sign = _room(o_sid, o_rank, o_id, o_y, o_sign, nd + 2 * k)
+                        nd = _diff_bits(sid[a + t], uy[j], ud[j], old[t], lm[t], o_sid, o_rank, o_id, o_y, o_sign,
+                                        nd)
             continue
         for t in range(nvec):                   # lists padded with (+inf, 0): equal lists iff
-            diff[t] = False                     # equal columns
+            differs[t] = False                  # equal columns
             cnt[t] = 0
         for c in range(k):
             for t in range(nvec):
                 yc = ly[c, t]
-                diff[t] |= (yc != oy[c, t]) | (lid[c, t] != oid[c, t])
+                differs[t] |= (yc != oy[c, t]) | (lid[c, t] != oid[c, t])
                 cnt[t] += yc < np.inf
         for t in range(nrow):
-            if diff[t]:
+            if differs[t]:
                 topn[a + t] = cnt[t]
                 changed[a + t] = True
                 nchanged += 1
+                if diff:
+                    o_sid, o_rank, o_id, o_y, o_sign = _room(o_sid, o_rank, o_id, o_y, o_sign, nd + 2 * k)
+                    nd = _diff_block(sid[a + t], oy, oid, ly, lid, t, k, o_sid, o_rank, o_id, o_y, o_sign, nd)
         if hold[j] > 0:
             hold[j] -= 1
             continue
@@ -504,7 +606,7 @@ def apply_leaves(mf, mi, rows, off, codes, start, end, lo, hi, leaves, topn, by,
             wide[j] = False
         else:
             hold[j] = pack_retry
-    return nchanged, tr[:ntr]
+    return nchanged, tr[:ntr], (o_sid[:nd], o_rank[:nd], o_id[:nd], o_y[:nd], o_sign[:nd])
 
 
 @numba.njit(cache=True)
@@ -606,6 +708,7 @@ class SubscriberStore:
                  self.wide, self.hold, self.pack_upto, self.pack_retry)
         self.by_sid = np.argsort(self.sid, kind="stable")      # rows by subscription id
         self.changed = np.zeros(len(o), np.bool_)
+        self._diff_rows = 0          # the last call's diff rows (deliver)
         self.row_of = IdMap(2 * len(o) + 16)
         if len(o):
             self.row_of.put(self.sid, np.arange(len(o), dtype=np.int64))
@@ -672,12 +775,13 @@ class SubscriberStore:
         ids, ys = self.lists(np.array([row]))
         return list(zip(ids[0, :n].tolist(), ys[0, :n].tolist()))
 
-    def deliver(self, mf: np.ndarray, mi: np.ndarray, trace: bool = False):
+    def deliver(self, mf: np.ndarray, mi: np.ndarray, trace: bool = False, diff: bool = False):
         """Apply a call's messages, each row's in batch order; returns (rows whose list changed,
         by subscription id; receipts per message; with ``trace`` the (row, message) receipts in
         message order). Three kernels: the leaves each message reaches, those pairs grouped by
         leaf, then leaf after leaf its messages applied to its rows (a leaf's block is in cache
-        while its messages are applied)."""
+        while its messages are applied). With ``diff`` the first item is instead the call's
+        diff columns, made as the leaves are applied (rows in the store's order)."""
         p = self.points
         uleaf = np.full(len(mi), -1, np.int64)
         rows = np.full(len(mi), -1, np.int64)
@@ -689,11 +793,15 @@ class SubscriberStore:
         mf = np.ascontiguousarray(mf)
         p_leaf, p_code = leaf_pairs(mf, uleaf, p.box, p.leaves)
         off, codes = by_leaf(p_leaf, p_code, p.leaves)
-        count, tr = apply_leaves(mf, np.ascontiguousarray(mi), rows, off, codes, p.start, p.end, p.lo, p.hi,
-                                 p.leaves, self.topn, self.by, self.bid, self.uy, self.ud, self.nu, self.masks,
-                                 self.wide, self.hold, self.k, recv, self.changed, trace, self.pack_upto,
-                                 self.pack_retry)
+        count, tr, cols = apply_leaves(mf, np.ascontiguousarray(mi), rows, off, codes, p.start, p.end, p.lo,
+                                          p.hi, p.leaves, self.topn, self.by, self.bid, self.uy, self.ud, self.nu,
+                                          self.masks, self.wide, self.hold, self.k, recv, self.changed, trace,
+                                          self.pack_upto, self.pack_retry, diff, self.sid,
+                                       self._diff_rows + self._diff_rows // 4)
         changed = take_changed(self.by_sid, self.changed, count)
+        if diff:                # room for the next call's: the columns' pages are touched as written
+            self._diff_rows = len(cols[0])
+            changed = cols
         if trace:
             tr = tr[np.lexsort((tr[:, 0], tr[:, 1]))]
         return changed, recv, (tr if trace else None)

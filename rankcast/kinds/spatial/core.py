@@ -134,13 +134,16 @@ class SkypeCore:
 
     # ------------------------------------------------------------------ messages
     def process(self, msgs: MessageBatch, seqs: np.ndarray, expire_upto: np.ndarray, last: bool = False,
-                side=None, run=None) -> None:
+                side=None, run=None, diff: bool = False) -> None:
         """Disseminate a batch and maintain the buffers (arrivals and expiries, in order).
         ``last``: the caller ends the epoch after this batch and its re-evaluations (the
         engine's last part of a publish call), so the buffers keep no snapshot of top-k lists
         that the batch changes (``skyband.process_batch``). ``side``: a
         :class:`~rankcast.kinds.spatial.igpt.SideThread` that runs ``run`` (the caller's work, which
-        touches nothing of the core) and a share of the matching beside this thread."""
+        touches nothing of the core) and a share of the matching beside this thread. ``diff``:
+        the epoch's updates are taken as diffs (``take_update_diff``), which read the
+        snapshot of every changed list: in every batch a changed list is snapshotted before
+        its merge, an unchanged one not at all (``skyband.process_batch``)."""
         t0 = time.perf_counter()
         c0 = time.thread_time()
         midx, slots, scores = self.index.match(msgs) if side is None else self.index.match(msgs, side, run)
@@ -153,7 +156,8 @@ class SkypeCore:
                 seqs, msgs.ids, msgs.t, expire_upto, cand_off, slots, scores,
                 s.k, s.theta, s.alive, b.expired_upto,
                 b.bstart, b.blen, b.bcap, b.bi, b.bf, b.used, b.oldest, b.lnext, b.lprev, b.head,
-                b.reeval, b.epoch, b.epoch_of, b.snap_off, b.snap_len, b.snap, b.snap_used, last)
+                b.reeval, b.epoch, b.epoch_of, b.snap_off, b.snap_len, b.snap, b.snap_used,
+                sk.SNAPSHOT_CHANGED if diff else sk.MARK_CHANGED if last else 0)
         else:                           # kmax raises theta as it goes: message by message
             out = sk.process(
                 seqs, msgs.ids, msgs.t, expire_upto, cand_off, slots, scores,
@@ -282,6 +286,18 @@ class SkypeCore:
         b = self.buf
         lens = np.minimum(self.subs.k[slots], b.blen[slots])
         return expand_runs(self.subs.ids[slots], b.bstart[slots], lens, b.bi, sk.ID, b.bf, sk.SC)
+
+    def take_update_diff(self):
+        """``take_updates`` as the columns of a diff table (``rankcast.common.updates.diff_table``):
+        (subscription ids, rank, message ids, scores, sign) of the entries that left and
+        entered each changed top-k, by subscription id. Every changed buffer must hold its
+        epoch's snapshot: the call was processed with ``snapshot_all`` (``process``)."""
+        slots = self._end_epoch()
+        slots = slots[np.argsort(self.subs.ids[slots], kind="stable")]
+        b = self.buf
+        which, rank, ids, sc, sign = sk.diff_topk(slots, self.subs.k, b.bstart, b.blen, b.bi, b.bf,
+                                                  b.snap_off, b.snap_len, b.snap)
+        return self.subs.ids[slots][which], rank, ids, sc, sign
 
     def discard_updates(self) -> None:
         """``take_updates`` for a caller that does not want them (publish ``updates="none"``)."""

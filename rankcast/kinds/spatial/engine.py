@@ -16,7 +16,8 @@ from rankcast.errors import InvalidInput, UnknownSubscription
 from .core import SkypeCore
 from .window import MessageWindow, WindowClock
 from rankcast.model import Update
-from rankcast.common.updates import _empty_result, check_updates_form, columns_table, updates_from_arrays, updates_table
+from rankcast.common.updates import (_empty_result, check_updates_form, columns_table, diff_table, updates_from_arrays,
+                                     updates_table)
 from rankcast.common.validation import check_ids_arg, check_not_live
 from rankcast.common.snapshots import checked, tagged
 
@@ -75,9 +76,13 @@ class Engine:
 
     def publish(self, msgs, updates: str = "objects") -> list[Update] | pa.Table | None:
         """Apply ``msgs``; return the call's updates as ``rc.Update`` objects (default), as
-        one Arrow table (``updates="arrow"``: :func:`updates_table`) or not at all
-        (``"none"``: read ``topk`` later)."""
+        one Arrow table of whole lists (``updates="arrow"``: :func:`updates_table`), as one
+        Arrow table of the entries that left and entered the lists (``"diff"``:
+        :func:`diff_table`) or not at all (``"none"``: read ``topk`` later)."""
         form = check_updates_form(updates)
+        if form == "diff" and not hasattr(self.core, "take_update_diff"):
+            raise InvalidInput(f"publish: field 'updates': 'diff' needs a core that keeps its lists' "
+                               f"snapshots, not {type(self.core).__name__}")
         batch, pending = self.encoder.encode_messages(msgs, time_window=self.cfg.time_window)
         self._check_messages(batch)
         self.encoder.commit(pending)
@@ -85,6 +90,7 @@ class Engine:
         if n == 0:
             return _empty_result(form)
         seqs = np.arange(self.last_seq + 1, self.last_seq + 1 + n, dtype=np.int64)
+        diff = {"diff": True} if form == "diff" else {}     # a core that gives diffs snapshots for them
         step = self.cfg.batch_size
         for a in range(0, n, step):
             part = batch.take(np.arange(a, min(n, a + step))) if n > step else batch
@@ -94,7 +100,7 @@ class Engine:
             self.window.append(part, s, expire_upto)
             if hasattr(self.core, "observe_window"):   # cost model input (paper 6.3)
                 self.core.observe_window(len(self.window), len(part), before + len(part) - len(self.window))
-            self.core.process(part, s, expire_upto, last=a + step >= n)
+            self.core.process(part, s, expire_upto, last=a + step >= n, **diff)
         self.last_seq = int(seqs[-1])
         self.published += n
         self._reevaluate()
@@ -103,6 +109,8 @@ class Engine:
             return None
         if form == "arrow" and hasattr(self.core, "take_update_columns"):
             return columns_table(*self.core.take_update_columns())
+        if form == "diff":
+            return diff_table(*self.core.take_update_diff())
         arrays = self.core.take_updates()
         if form == "arrow":
             return updates_table(*arrays)

@@ -29,6 +29,8 @@ __all__ = ["SEQ", "ID", "DC", "T", "SC", "SKYBAND", "KMAX", "BufferState"]
 
 SEQ, ID, DC = 0, 1, 2
 T, SC = 0, 1
+SNAP_SC = 2          # a snapshot row: SEQ, ID, and the score's float64 bits
+MARK_CHANGED, SNAPSHOT_CHANGED = 1, 2     # process_batch's ``last``: how a first touch is recorded
 SKYBAND, KMAX = 0, 1
 
 
@@ -53,7 +55,7 @@ class BufferState:
         self.bi = np.zeros((pool, 3), np.int64)
         self.bf = np.zeros((pool, 2))
         self.head = np.full(buckets, -1, np.int64)
-        self.snap = np.zeros(1 << 12, np.int64)
+        self.snap = np.zeros((1 << 12, 3), np.int64)     # top-k rows at an epoch's first touch
         self.used = 0              # pool rows handed out (live and garbage)
         self.snap_used = 0
         self.epoch = 1
@@ -71,6 +73,8 @@ class BufferState:
         self.__dict__.update(st)
         if "arrival_share" not in st:             # a snapshot from before the field
             self.arrival_share = np.ones(len(self.bstart))
+        if self.snap.ndim == 1:                  # ids alone, from before the rows had scores
+            self.snap, self.snap_used = np.zeros((1, 3), np.int64), 0
         for name in ("bi", "bf", "snap"):        # a slice pickles as its own array: keep a row
             a = getattr(self, name)
             if len(a) == 0:
@@ -189,16 +193,21 @@ def relink_all(slots, bstart, blen, bi, oldest, lnext, lprev, head):
 
 
 @numba.njit(cache=True)
-def _snapshot(s, k, epoch, epoch_of, snap_off, snap_len, snap, snap_used, bstart, blen, bi, touched, n_touched):
-    """Record s's top-k ids before its first change in this epoch."""
+def _snapshot(s, k, epoch, epoch_of, snap_off, snap_len, snap, snap_used, bstart, blen, bi, bf, touched,
+              n_touched):
+    """Record s's top-k before its first change in this epoch: per row its message id, seq
+    and score (the score's bits, ``SNAP_SC``), what a diff of the list needs."""
     if epoch_of[s] == epoch:
         return snap, snap_used, touched, n_touched
     epoch_of[s] = epoch
     m = min(k[s], blen[s])
-    snap = _grow1(snap, snap_used + m)
+    snap = _grow2(snap, snap_used + m)
     a = bstart[s]
+    bits = bf.view(np.int64)
     for r in range(m):
-        snap[snap_used + r] = bi[a + r, ID]
+        snap[snap_used + r, ID] = bi[a + r, ID]
+        snap[snap_used + r, SEQ] = bi[a + r, SEQ]
+        snap[snap_used + r, SNAP_SC] = bits[a + r, SC]
     snap_off[s] = snap_used
     snap_len[s] = m
     snap_used += m
@@ -320,7 +329,7 @@ def _expire_to(lo, upto, k, theta, bstart, blen, bi, bf, oldest, lnext, lprev, h
             nxt = lnext[s]
             if oldest[s] <= upto:
                 snap, snap_used, touched, n_touched = _snapshot(
-                    s, k, epoch, epoch_of, snap_off, snap_len, snap, snap_used, bstart, blen, bi,
+                    s, k, epoch, epoch_of, snap_off, snap_len, snap, snap_used, bstart, blen, bi, bf,
                     touched, n_touched)
                 _expire_sub(s, upto, bstart, blen, bi, bf)
                 _relink(s, bstart, blen, bi, oldest, lnext, lprev, head)
@@ -359,7 +368,7 @@ def process(seqs, ids, ts, expire_upto, cand_off, cand_slot, cand_score,
             if not alive[s] or sc < theta[s]:
                 continue
             snap, snap_used, touched, n_touched = _snapshot(
-                s, k, epoch, epoch_of, snap_off, snap_len, snap, snap_used, bstart, blen, bi,
+                s, k, epoch, epoch_of, snap_off, snap_len, snap, snap_used, bstart, blen, bi, bf,
                 touched, n_touched)
             bi, bf, used, r = _insert(s, seqs[i], ids[i], ts[i], sc, k[s], mode, kmax, theta,
                                       bstart, blen, bcap, bi, bf, used, oldest, lnext, lprev, head)
@@ -514,7 +523,8 @@ def process_batch(seqs, ids, ts, expire_upto, cand_off, cand_slot, cand_score,
     candidates merged in one pass (``_merge_one``). A buffer below k rows afterwards (theta > 0)
     waits for re-evaluation; one that dipped below k and was refilled by the batch is exact.
 
-    ``last``: nothing but this batch's re-evaluations touches the buffers again before the
+    ``last`` (0, ``MARK_CHANGED`` or ``SNAPSHOT_CHANGED``): with ``MARK_CHANGED``, nothing but
+    this batch's re-evaluations touches the buffers again before the
     epoch ends (the engine's last part of a publish call). A buffer first touched in the epoch
     then keeps no snapshot of its top-k: the merge says where the first changed message sits
     (``q0``, or a top-k row expiring for a buffer without candidates), and a changed list is
@@ -524,6 +534,10 @@ def process_batch(seqs, ids, ts, expire_upto, cand_off, cand_slot, cand_score,
     of the batch entered the first k rows, and fewer than k window messages rank above it (the
     k-skyband holds every message >= theta that k others do not dominate; what a
     re-evaluation adds scores below theta), so it stays in the top-k, which never held it.
+    ``SNAPSHOT_CHANGED`` (diffs, in any part of a call) compares the same way but snapshots a
+    changed list before the merge installs its rows (the buffer still holds the list as the
+    epoch found it), so that a diff of it can be made; a list the batch leaves as it is
+    keeps no snapshot, and a later touch in the epoch finds the same list to snapshot.
     Open buffers (theta = 0) are snapshotted as before, so that ``raise_open`` sees them.
 
     Returns what ``process`` returns (no theta is raised in this mode)."""
@@ -556,8 +570,8 @@ def process_batch(seqs, ids, ts, expire_upto, cand_off, cand_slot, cand_score,
     n_exp = 0
     if e > expired_upto:
         nb = head.shape[0]
-        first, last = _bucket_span(expired_upto, e, nb)
-        for q in range(first, last + 1):
+        first, last_q = _bucket_span(expired_upto, e, nb)
+        for q in range(first, last_q + 1):
             s = head[q & (nb - 1)]
             while s >= 0:
                 if oldest[s] <= e and not expiring[s]:
@@ -618,10 +632,10 @@ def process_batch(seqs, ids, ts, expire_upto, cand_off, cand_slot, cand_score,
         g1 = gstart[s]                      # the end of s's group after the scatter
         n = blen[s]
         # compare instead of snapshot: first touch in a last part, an opened buffer aside
-        compare = last and epoch_of[s] != epoch and theta[s] > 0.0
+        compare = last > 0 and epoch_of[s] != epoch and theta[s] > 0.0
         if not compare:
             snap, snap_used, touched, n_touched = _snapshot(
-                s, k, epoch, epoch_of, snap_off, snap_len, snap, snap_used, bstart, blen, bi,
+                s, k, epoch, epoch_of, snap_off, snap_len, snap, snap_used, bstart, blen, bi, bf,
                 touched, n_touched)
         old = oldest[s]
         ops += n + g1 - g0                  # rows visited (the cost model's unit)
@@ -630,7 +644,12 @@ def process_batch(seqs, ids, ts, expire_upto, cand_off, cand_slot, cand_score,
                                        order, fen, dcn, tbi, tbf)
             # the top-k's messages are the same iff they all come before q0 (or none changed)
             if compare and q0 < k[s] and not (q0 == n and w == n):
-                touched, n_touched = _mark_changed(s, epoch, epoch_of, snap_len, touched, n_touched)
+                if last == SNAPSHOT_CHANGED:       # the buffer still holds the list before
+                    snap, snap_used, touched, n_touched = _snapshot(
+                        s, k, epoch, epoch_of, snap_off, snap_len, snap, snap_used, bstart, blen, bi, bf,
+                        touched, n_touched)
+                else:
+                    touched, n_touched = _mark_changed(s, epoch, epoch_of, snap_len, touched, n_touched)
             bi, bf, used = _install(s, w, p0, bstart, blen, bcap, bi, bf, used, tbi, tbf)
             if lo != old:
                 _relink(s, bstart, blen, bi, oldest, lnext, lprev, head)
@@ -640,7 +659,13 @@ def process_batch(seqs, ids, ts, expire_upto, cand_off, cand_slot, cand_score,
                 a = bstart[s]
                 for r in range(min(k[s], n)):
                     if bi[a + r, SEQ] <= e:
-                        touched, n_touched = _mark_changed(s, epoch, epoch_of, snap_len, touched, n_touched)
+                        if last == SNAPSHOT_CHANGED:
+                            snap, snap_used, touched, n_touched = _snapshot(
+                                s, k, epoch, epoch_of, snap_off, snap_len, snap, snap_used, bstart, blen, bi,
+                                bf, touched, n_touched)
+                        else:
+                            touched, n_touched = _mark_changed(s, epoch, epoch_of, snap_len, touched,
+                                                               n_touched)
                         break
             _expire_sub(s, e, bstart, blen, bi, bf)
             _relink(s, bstart, blen, bi, oldest, lnext, lprev, head)
@@ -794,7 +819,7 @@ def apply_reevals(slots, c_off, c_seq, c_id, c_t, c_sc, c_complete, k, theta, po
             n_more += 1
             continue
         snap, snap_used, touched, n_touched = _snapshot(
-            s, k, epoch, epoch_of, snap_off, snap_len, snap, snap_used, bstart, blen, bi,
+            s, k, epoch, epoch_of, snap_off, snap_len, snap, snap_used, bstart, blen, bi, bf,
             touched, n_touched)
         # k-skyband of the kept rows: a row survives if fewer than k newer rows score >= it
         bi, bf, used = _reserve(s, m, bstart, blen, bcap, bi, bf, used)
@@ -859,10 +884,80 @@ def changed_topk(touched, k, bstart, blen, bi, snap_off, snap_len, snap):
         a = bstart[s]
         o = snap_off[s]
         for r in range(m):
-            if bi[a + r, ID] != snap[o + r]:
+            if bi[a + r, ID] != snap[o + r, ID]:
                 out[i] = True
                 break
     return out
+
+
+@numba.njit(cache=True, nogil=True)
+def diff_topk(slots, k, bstart, blen, bi, bf, snap_off, snap_len, snap):
+    """The diff rows of ``slots``' top-k lists against their snapshots (every slot
+    snapshotted in this epoch: ``snap_len >= 0``), slot after slot: (which int64: the index
+    into ``slots``, rank int32, message ids int64, scores float64, sign int8), a slot's -1
+    rows (rank before) then its +1 rows (rank after), each by rank. Both lists lie in
+    (score desc, seq desc) order, so one merge of the two finds both kinds of row (an
+    entry stays iff its seq and score are the same): the -1 rows are written as found, the
+    +1 rows kept aside and written after them."""
+    n = slots.shape[0]
+    cap = 0
+    for x in range(n):
+        s = slots[x]
+        cap += snap_len[s] + min(k[s], blen[s])
+    which = np.empty(cap, np.int64)
+    rank = np.empty(cap, np.int32)
+    ids = np.empty(cap, np.int64)
+    sc = np.empty(cap)
+    sign = np.empty(cap, np.int8)
+    snapf = snap.view(np.float64)
+    kmax = 0
+    for x in range(n):
+        kmax = max(kmax, k[slots[x]])
+    add = np.empty(kmax, np.int64)          # the +1 rows' positions in the buffer
+    w = 0
+    for x in range(n):
+        s = slots[x]
+        o = snap_off[s]
+        m_old = snap_len[s]
+        a = bstart[s]
+        m_new = min(k[s], blen[s])
+        na = 0
+        i = 0
+        j = 0
+        while i < m_old or j < m_new:
+            if i < m_old and j < m_new:
+                so = snap[o + i, SEQ]
+                sn = bi[a + j, SEQ]
+                fo = snapf[o + i, SNAP_SC]
+                fn = bf[a + j, SC]
+                if so == sn and fo == fn:
+                    i += 1
+                    j += 1
+                    continue
+                old_first = fo > fn or (fo == fn and so > sn)
+            else:
+                old_first = i < m_old
+            if old_first:
+                which[w] = x
+                rank[w] = i + 1
+                ids[w] = snap[o + i, ID]
+                sc[w] = snapf[o + i, SNAP_SC]
+                sign[w] = -1
+                w += 1
+                i += 1
+            else:
+                add[na] = j
+                na += 1
+                j += 1
+        for q in range(na):
+            j = add[q]
+            which[w] = x
+            rank[w] = j + 1
+            ids[w] = bi[a + j, ID]
+            sc[w] = bf[a + j, SC]
+            sign[w] = 1
+            w += 1
+    return which[:w], rank[:w], ids[:w], sc[:w], sign[:w]
 
 
 @numba.njit(cache=True, nogil=True)
