@@ -33,7 +33,7 @@ from rankcast.common.updates import check_updates_form, updates_table
 from rankcast.common.extras import require
 from rankcast.common.validation import shift_position
 from rankcast.errors import InvalidInput, UnknownSubscription
-from rankcast.model import Delivery
+from rankcast.model import BatchResult, Delivery
 from . import registry
 from .coordinator import RemoteUpdates, check_resumable, concat_updates
 from .registry import KindEntry, coordinator_class
@@ -274,6 +274,31 @@ class Cluster:
         out = self._change("publish", msgs, bool(wait)) if k is None else \
             self._change_kw("publish", msgs, bool(wait), k=k)
         return self._objects(out, form) if wait else None
+
+    def apply_batch(self, sink: str, batch_id: int, items, *, call: str = "publish",
+                    on_invalid: str = "raise") -> BatchResult:
+        """Apply batch ``batch_id`` of the stream ``sink`` exactly once (docs/streaming.md):
+        ``call`` is ``"publish"`` (messages, events or object updates), ``"subscribe"`` or
+        ``"unsubscribe"``. The batch id is recorded in the cluster's durable state in the same
+        log record as the items, so a batch sent again (an id at or below the sink's last one:
+        a stream engine replaying it after a crash or a restart) changes nothing and returns
+        ``applied=False``. A publish batch is pipelined (``publish(wait=False)``): its updates
+        reach listeners within ``delivery_interval``. An invalid item rejects the whole batch,
+        nothing of it applied: ``on_invalid="raise"`` raises the :class:`~rankcast.InvalidInput`
+        (the item named by its position in the batch, and its field) and records nothing;
+        ``"record"`` records the id as handled with the error, returned in ``rejected``."""
+        parts = [items]
+        if call == "publish" and isinstance(items, pa.Table):
+            calls = _calls_of(items, self._kind.distinct_publish_ids)
+            if len(calls) > 1:      # ids repeat: consecutive calls, validated and applied as one
+                parts = [items.slice(a, b - a) for a, b in calls]
+        out = self._change_kw("apply_batch", sink, batch_id, call, parts, on_invalid=on_invalid)
+        return BatchResult(**out)
+
+    def batch_state(self, sink: str) -> dict:
+        """``{"last": the last batch id applied or rejected for sink (-1: none), "rejected":
+        {batch id: error} of its recent rejections}``."""
+        return self._call("batch_state", sink)
 
     def flush(self, updates: str = "objects"):
         """Wait for this client's pipelined publishes; their updates since its last flush
