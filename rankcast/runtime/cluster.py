@@ -311,15 +311,29 @@ class Cluster:
         """The stream position now: messages published so far (by any client)."""
         return self._call("position")
 
+    def deliveries(self, from_position: int, subscription_ids: Iterable[int] | None = None, *,
+                   updates: str = "objects", limit: int = 256) -> tuple[list[Delivery], int]:
+        """One poll of the delivery stream (what :meth:`listen` repeats): the deliveries at
+        positions >= ``from_position`` that are made (at most ``limit``), with their updates in
+        the form ``updates`` names (as in :meth:`publish`), and the position to ask from next."""
+        form = check_updates_form(updates)
+        ids = None if subscription_ids is None else np.unique(np.fromiter(
+            (int(i) for i in subscription_ids), np.int64))
+        got, pos = self._call("deliveries_from", from_position, ids, int(limit))
+        return [Delivery(p, self._objects(arrays, form)) for p, arrays in got], pos
+
     def listen(self, subscription_ids: Iterable[int] | None = None, from_position: int | None = None,
-               timeout: float | None = None, *, poll: float = 0.02) -> Iterator[Delivery]:
+               timeout: float | None = None, *, poll: float = 0.02,
+               updates: str = "objects") -> Iterator[Delivery]:
         """Follow every change, whoever published it, in stream order (docs/contract.md,
         "Delivery"): yields a :class:`~rankcast.Delivery` (``position``, ``updates``)
         per delivered call. ``subscription_ids`` keeps only those subscriptions' updates;
         ``from_position`` replays from that position on (deliveries at positions >= it; a
         listener that handled position p resumes with p + 1: no gap, no duplicate), None
         starts after the current position. Ends after ``timeout`` seconds without a new
-        delivery (None: never). Survives a coordinator restart."""
+        delivery (None: never). Survives a coordinator restart. ``updates``: each delivery's
+        updates as objects, or ``"arrow"``: one Arrow table (as in :meth:`publish`)."""
+        form = check_updates_form(updates)
         ids = None if subscription_ids is None else np.unique(np.fromiter(
             (int(i) for i in subscription_ids), np.int64))
         pos = self.position() + 1 if from_position is None else from_position
@@ -327,7 +341,7 @@ class Cluster:
         while True:
             got, pos = self._call("deliveries_from", pos, ids)
             for p, arrays in got:
-                yield Delivery(p, self._objects(arrays))
+                yield Delivery(p, self._objects(arrays, form))
             now = time.monotonic()
             if got:
                 quiet_since = now

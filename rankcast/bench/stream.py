@@ -1,0 +1,229 @@
+"""``rankcast bench stream``: the streaming pipeline end to end, on GeoNames.
+
+Parquet files of messages land in a folder; a Spark file-source query (RayDP, on the
+cluster's Ray) publishes each micro-batch to the cluster with ``ClusterSink``; a
+``DeliveryWriter`` in this process writes the delivery stream as Parquet files.
+
+1. set-up: ``--subs`` subscriptions bulk-loaded, the ``--window`` filled by a replay;
+2. throughput: ``--files`` files of ``--file-rows`` messages land at once; messages per
+   second from the first landing to the delivery file that covers the last message;
+3. latency: ``--latency-files`` files land one every ``--interval`` seconds (below the
+   throughput, so no queue builds up); for each message, the seconds from its file landing
+   to the first delivery file covering its stream position being readable (renamed into
+   place); p50 and p99 over the messages.
+
+JSON on stdout and in ``--out``/stream.json; charts in ``--out``/stream.png.
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+import tempfile
+import threading
+import time
+from pathlib import Path
+
+import numpy as np
+
+from ._common import pyplot, save_figure, write_json
+
+__all__ = ["add_arguments", "main", "plot"]
+
+
+def add_arguments(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--subs", type=int, default=100_000, help="subscriptions bulk-loaded first")
+    p.add_argument("--window", type=int, default=20_000, help="count window, filled first")
+    p.add_argument("--files", type=int, default=20, help="files landed at once (throughput)")
+    p.add_argument("--file-rows", type=int, default=2_000, help="messages per file")
+    p.add_argument("--latency-files", type=int, default=20, help="files landed one by one (latency)")
+    p.add_argument("--interval", type=float, default=2.0, help="seconds between landings (latency)")
+    p.add_argument("--partitions", type=int, default=2)
+    p.add_argument("--policy", default="prefix")
+    p.add_argument("--max-files-per-trigger", type=int, default=1)
+    p.add_argument("--address", default=None)
+    p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--out", default="out/bench")
+
+
+class _Writer(threading.Thread):
+    """A DeliveryWriter in a thread that records when each file became readable."""
+
+    def __init__(self, cl, path: Path):
+        super().__init__(daemon=True)
+        from rankcast.ingest.streaming import DeliveryWriter
+        self.w = DeliveryWriter(cl, path, max_seconds=0.05, poll=0.005)
+        self.written: list[tuple[int, float]] = []       # (last position, time readable)
+        self.stop_flag = False
+        self.error: BaseException | None = None
+
+    def run(self):
+        try:
+            while not self.stop_flag:
+                f = self.w.step()
+                if f is None:
+                    time.sleep(0.005)
+                    continue
+                self.written.append((self.w.position - 1, time.time()))
+        except BaseException as e:       # reported by the bench
+            self.error = e
+
+    def covered_at(self, positions: np.ndarray) -> np.ndarray:
+        """For each position, when the first file covering it was readable (nan: none yet)."""
+        if not self.written:
+            return np.full(len(positions), np.nan)
+        last = np.array([p for p, _ in self.written], np.int64)
+        at = np.array([t for _, t in self.written])
+        i = np.searchsorted(last, positions, side="left")
+        out = np.full(len(positions), np.nan)
+        ok = i < len(last)
+        out[ok] = at[i[ok]]
+        return out
+
+
+def _land(table, folder: Path, name: str) -> float:
+    """``table`` appears in ``folder`` at once (written aside, renamed in); the landing time."""
+    import pyarrow.parquet as pq
+    tmp = folder.parent / f".{name}"
+    pq.write_table(table, tmp)
+    t = time.time()
+    os.replace(tmp, folder / name)
+    return t
+
+
+def _wait(cond, timeout: float, what: str) -> None:
+    t0 = time.monotonic()
+    while not cond():
+        if time.monotonic() - t0 > timeout:
+            raise RuntimeError(f"rankcast bench stream: timed out waiting for {what}")
+        time.sleep(0.01)
+
+
+def main(args: argparse.Namespace) -> dict:
+    import rankcast as rc
+    from rankcast.ingest import datasets
+    from rankcast.ingest.session import get_spark
+    from rankcast.ingest.streaming import ClusterSink
+    from rankcast.runtime.cluster import _ensure_ray
+
+    W, R = args.window, args.file_rows
+    n_stream = (args.files + args.latency_files) * R
+    print(f"[bench stream] geonames: window {W}, {args.subs} subscriptions, {args.files} files then "
+          f"{args.latency_files} files of {R} messages", file=sys.stderr, flush=True)
+    n_all = datasets.geonames_messages(limit=None, seed=None).num_rows
+    if W + n_stream > n_all:
+        raise SystemExit(f"rankcast bench stream: {W + n_stream} messages asked, GeoNames has {n_all}")
+    bounds, msgs, subs, vocab = datasets.dataset("geonames", W + n_stream, args.subs, args.seed)
+    res: dict = {"subscriptions": args.subs, "window": W}
+    ccfg = rc.ClusterConfig(engine=rc.EngineConfig(bounds=bounds, window=W, vocabulary=vocab),
+                            policy=args.policy, partitions=args.partitions, name="rankcast-bench-stream",
+                            delivery_interval=0.05)
+    _ensure_ray(args.address, ccfg.namespace)
+    spark = get_spark()
+    with tempfile.TemporaryDirectory(prefix="rankcast-stream-") as tmp:
+        tmp = Path(tmp)
+        landing, out = tmp / "landing", tmp / "updates"
+        landing.mkdir()
+        cl = rc.Cluster.start(ccfg, address=args.address, fresh=True)
+        writer = None
+        query = None
+        try:
+            t0 = time.perf_counter()
+            cl.load_subscriptions(subs, progress=False)
+            cl.replay(msgs.slice(0, W), progress=False)
+            cl.warm()
+            res["setup_seconds"] = round(time.perf_counter() - t0, 2)
+            base = cl.position()
+            writer = _Writer(cl, out)
+            writer.w.position = base + 1
+            writer.start()
+            sink = ClusterSink(cl.name, sink="bench")
+            schema = spark.createDataFrame(msgs.slice(0, 1).to_pandas()).schema
+            query = (spark.readStream.schema(schema).option("maxFilesPerTrigger", args.max_files_per_trigger)
+                     .parquet(str(landing)).writeStream.foreachBatch(sink)
+                     .option("checkpointLocation", str(tmp / "checkpoint")).start())
+            # a first file through the whole path: Spark's and the sink's first-batch costs
+            _land(msgs.slice(W, 1), landing, "warm.parquet")
+            _wait(lambda: cl.position() > base, 600, "the first micro-batch")
+            stream = msgs.slice(W + 1)
+            base = cl.position()
+            # throughput: every file at once
+            landed = [_land(stream.slice(i * R, R), landing, f"t-{i:05d}.parquet") for i in range(args.files)]
+            end = base + args.files * R
+            _wait(lambda: writer.written and writer.written[-1][0] >= end or writer.error, 600,
+                  "the throughput phase's deliveries")
+            if writer.error:
+                raise writer.error
+            done = writer.covered_at(np.array([end]))[0]
+            secs = done - landed[0]
+            res["throughput"] = {"messages": args.files * R, "seconds": round(secs, 3),
+                                 "messages_per_s": round(args.files * R / secs, 1),
+                                 "micro_batches": len(sink.results) - 1}
+            print(f"[bench stream] throughput {res['throughput']}", file=sys.stderr, flush=True)
+            # latency: files landing one by one
+            base = end
+            lat_landed = []
+            for i in range(args.latency_files):
+                t = _land(stream.slice((args.files + i) * R, R), landing, f"l-{i:05d}.parquet")
+                lat_landed.append(t)
+                time.sleep(max(0.0, t + args.interval - time.time()))
+            end = base + args.latency_files * R
+            _wait(lambda: writer.written and writer.written[-1][0] >= end or writer.error, 600,
+                  "the latency phase's deliveries")
+            if writer.error:
+                raise writer.error
+            pos = base + 1 + np.arange(args.latency_files * R)
+            land_t = np.repeat(np.array(lat_landed), R)
+            lat = writer.covered_at(pos) - land_t
+            res["latency"] = {"messages": int(len(lat)), "interval_s": args.interval,
+                              "offered_messages_per_s": round(R / args.interval, 1),
+                              "p50_s": round(float(np.percentile(lat, 50)), 3),
+                              "p99_s": round(float(np.percentile(lat, 99)), 3),
+                              "max_s": round(float(lat.max()), 3),
+                              "per_file_s": [round(float(x), 3) for x in lat[::R]]}
+            res["delivery_files"] = writer.w.files_written
+            res["delivery_rows"] = writer.w.rows_written
+            res["micro_batches"] = len(sink.results)
+            res["replayed_batches"] = sum(1 for r in sink.results if not r.applied)
+            print(f"[bench stream] latency p50 {res['latency']['p50_s']} s, p99 {res['latency']['p99_s']} s",
+                  file=sys.stderr, flush=True)
+        finally:
+            if query is not None:
+                query.stop()
+            if writer is not None:
+                writer.stop_flag = True
+                writer.join(30)
+            cl.shutdown()
+    report = {"benchmark": "stream", "config": {k: v for k, v in vars(args).items() if k != "func"},
+              "results": res}
+    outp = Path(args.out)
+    write_json(report, outp / "stream.json")
+    plot(res, outp / "stream.png")
+    print(json.dumps({k: v for k, v in res.items()}, indent=2))
+    print(f"[bench stream] wrote {outp / 'stream.json'} and {outp / 'stream.png'}", file=sys.stderr)
+    return report
+
+
+def plot(res: dict, path: Path) -> None:
+    """Two panels: throughput end to end; the latency of each landed file's messages."""
+    plt = pyplot("rankcast bench stream")
+    fig, ax = plt.subplots(1, 2, figsize=(12, 4.5))
+    th = res["throughput"]
+    ax[0].bar(["file source -> Spark -> rankcast -> Parquet"], [th["messages_per_s"]], color="tab:blue")
+    ax[0].set_ylabel("messages / s")
+    ax[0].set_title(f"{th['messages']:,} messages in {th['seconds']:.1f} s, "
+                    f"{res['subscriptions']:,} subscriptions")
+    lat = res["latency"]
+    ax[1].plot(range(1, len(lat["per_file_s"]) + 1), lat["per_file_s"], "o-", color="tab:orange",
+               label="each file's messages")
+    ax[1].axhline(lat["p50_s"], color="tab:green", ls="--", label=f"p50 {lat['p50_s']} s")
+    ax[1].axhline(lat["p99_s"], color="tab:red", ls="--", label=f"p99 {lat['p99_s']} s")
+    ax[1].set_xlabel("file landed")
+    ax[1].set_ylabel("seconds from landing to readable update file")
+    ax[1].set_title(f"{lat['offered_messages_per_s']:,} messages/s offered")
+    ax[1].legend()
+    fig.tight_layout()
+    path.parent.mkdir(parents=True, exist_ok=True)
+    save_figure(fig, path, dpi=110)
+    plt.close(fig)
