@@ -234,31 +234,38 @@ def _last_position(cl) -> int:
         last = got[-1].position
 
 
+def _land_with_bad_row(msgs, landing, a, per=50, row=7):
+    """Three files of ``per`` messages from ``a`` on, the second with row ``row`` outside the
+    bounds; returns that row."""
+    landing.mkdir()
+    t0 = time.time() - 1000
+    bad = msgs.slice(a + per, per).to_pylist()
+    bad[row]["y"] = 123.0                                 # outside the bounds' latitudes
+    parts = [msgs.slice(a, per), pa.Table.from_pylist(bad, schema=msgs.schema), msgs.slice(a + 2 * per, per)]
+    for i, t in enumerate(parts):
+        pq.write_table(t, landing / f"m-{i}.parquet")
+        os.utime(landing / f"m-{i}.parquet", (t0 + i, t0 + i))
+    return bad[row]
+
+
 def test_a_malformed_row_rejects_its_micro_batch_and_the_stream_goes_on(spark, workload, tmp_path):
+    from pyspark.sql.pandas.types import from_arrow_schema
+
     cfg, msgs, subs = workload
-    landing, ckpt = tmp_path / "landing", tmp_path / "ckpt"
+    per = 50
+    schema = from_arrow_schema(msgs.schema)
     cl = _cluster("stream-bad", cfg, tmp_path / "state")
     try:
         cl.load_subscriptions(subs, progress=False)
-        per = 50
-        landing.mkdir()
-        t0 = time.time() - 1000
-        bad = msgs.slice(per, per).to_pylist()
-        bad[7]["y"] = 123.0                                 # outside the bounds' latitudes
-        parts = [msgs.slice(0, per), pa.Table.from_pylist(bad, schema=msgs.schema), msgs.slice(2 * per, per)]
-        for i, t in enumerate(parts):
-            pq.write_table(t, landing / f"m-{i}.parquet")
-            os.utime(landing / f"m-{i}.parquet", (t0 + i, t0 + i))
-        schema = msgs.schema
+        bad = _land_with_bad_row(msgs, tmp_path / "landing", 0, per)
         sink = ClusterSink(cl.name, sink="geonames", rejected_path=tmp_path / "dead",
                            columns={"id": "id", "x": "x", "y": "y", "text": "text"})
-        from pyspark.sql.pandas.types import from_arrow_schema
-        q = _query(spark, landing, sink, ckpt, from_arrow_schema(schema))
+        q = _query(spark, tmp_path / "landing", sink, tmp_path / "ckpt", schema)
         _drain(q)
         q.stop()
         assert [(r.batch_id, r.applied) for r in sink.results] == [(0, True), (1, False), (2, True)]
         err = sink.results[1].rejected
-        assert f"#7 (id={bad[7]['id']})" in err and "field 'y'" in err
+        assert f"#7 (id={bad['id']})" in err and "field 'y'" in err
         assert cl.position() == 2 * per                    # the bad micro-batch: none of its rows
         assert cl.batch_state("geonames")["rejected"] == {1: err}
         dead = pq.read_table(tmp_path / "dead" / "rejected" / f"batch-{1:020d}.parquet")
@@ -271,10 +278,12 @@ def test_a_malformed_row_rejects_its_micro_batch_and_the_stream_goes_on(spark, w
         cl.flush()
         assert cl.topk_many(ids) == {i: eng.topk(i) for i in ids}
         # on_invalid="raise": the query fails on the bad micro-batch, and again when restarted
-        q = _query(spark, landing, ClusterSink(cl.name, sink="strict", on_invalid="raise"), tmp_path / "ck2",
-                   from_arrow_schema(schema))
-        with pytest.raises(Exception, match="field 'y'"):
-            q.awaitTermination(240)
-        assert cl.position() == 3 * per and cl.batch_state("strict") == {"last": 0, "rejected": {}}
+        _land_with_bad_row(msgs, tmp_path / "landing2", 3 * per, per)
+        for _ in range(2):
+            q = _query(spark, tmp_path / "landing2", ClusterSink(cl.name, sink="strict", on_invalid="raise"),
+                       tmp_path / "ckpt2", schema)
+            with pytest.raises(Exception, match="field 'y'"):
+                q.awaitTermination(240)
+            assert cl.position() == 3 * per and cl.batch_state("strict") == {"last": 0, "rejected": {}}
     finally:
         cl.shutdown()
