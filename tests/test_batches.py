@@ -121,3 +121,35 @@ def test_object_updates_repeating_an_id_are_one_batch(tmp_path):
     assert cl.topk_many(range(6)) == {s.id: eng.topk(s.id) for s in subs}
     assert not cl.apply_batch("objs", 0, rows).applied
     cl.shutdown()
+
+
+def test_delivery_files_tile_the_stream_and_a_writer_resumes_after_the_last(tmp_path):
+    """DeliveryWriter: files named by their range of positions, each starting after the
+    previous one; a new writer on the same folder (the old one crashed, leaving a temporary
+    file) resumes after the last file; the files hold exactly the deliveries listen gives."""
+    from rankcast.ingest.streaming import DeliveryWriter, delivery_files, fold_deliveries, read_deliveries
+
+    cfg = _spatial("batches-deliver", tmp_path / "state")
+    cl = rc.Cluster.start(cfg, fresh=True)
+    cl.subscribe(SUBS)
+    out = tmp_path / "updates"
+    w = DeliveryWriter(cl, out, max_rows=4, max_seconds=0.0)
+    for b in range(3):
+        cl.apply_batch("msgs", b, _msgs(10 * b, 10 * b + 10))
+        cl.flush()
+        while w.step(wait=False) is not None:
+            pass
+    (out / ".updates-crashed.parquet.tmp").write_bytes(b"partial")
+    w = DeliveryWriter(cl, out, max_rows=1000)       # a writer started again on the folder
+    assert not (out / ".updates-crashed.parquet.tmp").exists()
+    assert w.position == delivery_files(out)[-1][1] + 1
+    for b in range(3, 6):
+        cl.apply_batch("msgs", b, _msgs(10 * b, 10 * b + 10))
+    cl.flush()
+    w.run(timeout=0.2)
+    files = delivery_files(out)
+    assert files[0][0] == 1 and all(a1 == b0 + 1 for (_, b0, _), (a1, _, _) in zip(files, files[1:]))
+    want = {d.position: {u.subscription_id: list(u.topk) for u in d.updates}
+            for d in cl.listen(from_position=1, timeout=0)}
+    assert fold_deliveries(read_deliveries(out)) == want and max(want) == files[-1][1]
+    cl.shutdown()

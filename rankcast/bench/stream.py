@@ -82,6 +82,30 @@ class _Writer(threading.Thread):
         return out
 
 
+def _timed_sink(cl_name: str):
+    """A ClusterSink that records, per micro-batch, the seconds spent collecting it to the
+    driver and applying it in the cluster (where a micro-batch's time goes)."""
+    from rankcast.ingest.streaming import ClusterSink
+
+    class TimedSink(ClusterSink):
+        def __init__(self, *a, **kw):
+            super().__init__(*a, **kw)
+            self.times: list[tuple[float, float, float]] = []     # (start, collect s, apply s)
+
+        def table(self, df):
+            self._t0 = time.time()
+            out = super().table(df)
+            self._t1 = time.time()
+            return out
+
+        def __call__(self, df, batch_id):
+            out = super().__call__(df, batch_id)
+            self.times.append((self._t0, self._t1 - self._t0, time.time() - self._t1))
+            return out
+
+    return TimedSink(cl_name, sink="bench")
+
+
 def _land(table, folder: Path, name: str) -> float:
     """``table`` appears in ``folder`` at once (written aside, renamed in); the landing time."""
     import pyarrow.parquet as pq
@@ -100,15 +124,29 @@ def _wait(cond, timeout: float, what: str) -> None:
         time.sleep(0.01)
 
 
+def _covered(cl, writer: _Writer, end: int) -> None:
+    """Wait until the cluster applied position ``end`` and the writer wrote the file covering
+    it, or (the last messages changed no top-k) wrote nothing for a second after that."""
+    _wait(lambda: cl.position() >= end, 600, f"stream position {end}")
+    n, since = len(writer.written), time.monotonic()
+    while not (writer.written and writer.written[-1][0] >= end):
+        if writer.error:
+            raise writer.error
+        if len(writer.written) != n:
+            n, since = len(writer.written), time.monotonic()
+        elif time.monotonic() - since > 1.0:
+            return
+        time.sleep(0.01)
+
+
 def main(args: argparse.Namespace) -> dict:
     import rankcast as rc
     from rankcast.ingest import datasets
     from rankcast.ingest.session import get_spark
-    from rankcast.ingest.streaming import ClusterSink
     from rankcast.runtime.cluster import _ensure_ray
 
     W, R = args.window, args.file_rows
-    n_stream = (args.files + args.latency_files) * R
+    n_stream = (args.files + args.latency_files) * R + 1     # + the first message, alone
     print(f"[bench stream] geonames: window {W}, {args.subs} subscriptions, {args.files} files then "
           f"{args.latency_files} files of {R} messages", file=sys.stderr, flush=True)
     n_all = datasets.geonames_messages(limit=None, seed=None).num_rows
@@ -138,7 +176,7 @@ def main(args: argparse.Namespace) -> dict:
             writer = _Writer(cl, out)
             writer.w.position = base + 1
             writer.start()
-            sink = ClusterSink(cl.name, sink="bench")
+            sink = _timed_sink(cl.name)
             schema = spark.createDataFrame(msgs.slice(0, 1).to_pandas()).schema
             query = (spark.readStream.schema(schema).option("maxFilesPerTrigger", args.max_files_per_trigger)
                      .parquet(str(landing)).writeStream.foreachBatch(sink)
@@ -151,15 +189,13 @@ def main(args: argparse.Namespace) -> dict:
             # throughput: every file at once
             landed = [_land(stream.slice(i * R, R), landing, f"t-{i:05d}.parquet") for i in range(args.files)]
             end = base + args.files * R
-            _wait(lambda: writer.written and writer.written[-1][0] >= end or writer.error, 600,
-                  "the throughput phase's deliveries")
-            if writer.error:
-                raise writer.error
-            done = writer.covered_at(np.array([end]))[0]
+            _covered(cl, writer, end)
+            done = writer.written[-1][1]
             secs = done - landed[0]
             res["throughput"] = {"messages": args.files * R, "seconds": round(secs, 3),
                                  "messages_per_s": round(args.files * R / secs, 1),
                                  "micro_batches": len(sink.results) - 1}
+            n_thr = len(sink.times)
             print(f"[bench stream] throughput {res['throughput']}", file=sys.stderr, flush=True)
             # latency: files landing one by one
             base = end
@@ -169,19 +205,24 @@ def main(args: argparse.Namespace) -> dict:
                 lat_landed.append(t)
                 time.sleep(max(0.0, t + args.interval - time.time()))
             end = base + args.latency_files * R
-            _wait(lambda: writer.written and writer.written[-1][0] >= end or writer.error, 600,
-                  "the latency phase's deliveries")
-            if writer.error:
-                raise writer.error
+            _covered(cl, writer, end)
             pos = base + 1 + np.arange(args.latency_files * R)
             land_t = np.repeat(np.array(lat_landed), R)
             lat = writer.covered_at(pos) - land_t
+            res["uncovered_messages"] = int(np.isnan(lat).sum())    # after the last update: none covers them
+            lat = lat[~np.isnan(lat)]
             res["latency"] = {"messages": int(len(lat)), "interval_s": args.interval,
                               "offered_messages_per_s": round(R / args.interval, 1),
                               "p50_s": round(float(np.percentile(lat, 50)), 3),
                               "p99_s": round(float(np.percentile(lat, 99)), 3),
                               "max_s": round(float(lat.max()), 3),
                               "per_file_s": [round(float(x), 3) for x in lat[::R]]}
+            times = np.array([t[1:] for t in sink.times[1:]])
+            res["micro_batch_seconds"] = {"collect_to_driver_mean": round(float(times[:, 0].mean()), 3),
+                                          "apply_in_cluster_mean": round(float(times[:, 1].mean()), 3),
+                                          "throughput_phase_between_starts_mean":
+                                              round(float(np.diff([t[0] for t in sink.times[1:n_thr]]).mean()), 3)
+                                              if n_thr > 2 else None}
             res["delivery_files"] = writer.w.files_written
             res["delivery_rows"] = writer.w.rows_written
             res["micro_batches"] = len(sink.results)
