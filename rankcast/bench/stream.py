@@ -7,8 +7,8 @@ cluster's Ray) publishes each micro-batch to the cluster with ``ClusterSink``; a
 1. set-up: ``--subs`` subscriptions bulk-loaded, the ``--window`` filled by a replay;
 2. throughput: ``--files`` files of ``--file-rows`` messages land at once; messages per
    second from the first landing to the delivery file that covers the last message;
-3. latency: ``--latency-files`` files land one every ``--interval`` seconds (below the
-   throughput, so no queue builds up); for each message, the seconds from its file landing
+3. latency: ``--latency-files`` files of ``--latency-file-rows`` land one every
+   ``--interval`` seconds (below the throughput, so no queue builds up); for each message, the seconds from its file landing
    to the first delivery file covering its stream position being readable (renamed into
    place); p50 and p99 over the messages.
 
@@ -38,7 +38,8 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--files", type=int, default=20, help="files landed at once (throughput)")
     p.add_argument("--file-rows", type=int, default=2_000, help="messages per file")
     p.add_argument("--latency-files", type=int, default=20, help="files landed one by one (latency)")
-    p.add_argument("--interval", type=float, default=2.0, help="seconds between landings (latency)")
+    p.add_argument("--latency-file-rows", type=int, default=500, help="messages per file (latency)")
+    p.add_argument("--interval", type=float, default=4.0, help="seconds between landings (latency)")
     p.add_argument("--partitions", type=int, default=2)
     p.add_argument("--policy", default="prefix")
     p.add_argument("--max-files-per-trigger", type=int, default=1)
@@ -124,18 +125,26 @@ def _wait(cond, timeout: float, what: str) -> None:
         time.sleep(0.01)
 
 
-def _covered(cl, writer: _Writer, end: int) -> None:
-    """Wait until the cluster applied position ``end`` and the writer wrote the file covering
-    it, or (the last messages changed no top-k) wrote nothing for a second after that."""
+def _last_delivery(cl, start: int) -> int:
+    """The position of the last delivery made (at or after ``start``; ``start - 1`` if none)."""
+    pos, last = start, start - 1
+    while True:
+        got, pos = cl.deliveries(pos, updates="none")
+        if not got:
+            return last
+        last = got[-1].position
+
+
+def _covered(cl, writer: _Writer, end: int, interval: float) -> None:
+    """Wait until the cluster applied position ``end``, its pipelined calls were delivered
+    (``interval``: the delivery interval), and the writer wrote the file holding the last
+    delivery (at ``end``, or before it when the last messages changed no top-k)."""
     _wait(lambda: cl.position() >= end, 600, f"stream position {end}")
-    n, since = len(writer.written), time.monotonic()
-    while not (writer.written and writer.written[-1][0] >= end):
+    time.sleep(4 * interval)
+    last = _last_delivery(cl, writer.w.position)
+    while not (writer.written and writer.written[-1][0] >= last):
         if writer.error:
             raise writer.error
-        if len(writer.written) != n:
-            n, since = len(writer.written), time.monotonic()
-        elif time.monotonic() - since > 1.0:
-            return
         time.sleep(0.01)
 
 
@@ -146,9 +155,10 @@ def main(args: argparse.Namespace) -> dict:
     from rankcast.runtime.cluster import _ensure_ray
 
     W, R = args.window, args.file_rows
-    n_stream = (args.files + args.latency_files) * R + 1     # + the first message, alone
+    LR = args.latency_file_rows
+    n_stream = args.files * R + args.latency_files * LR + 1     # + the first message, alone
     print(f"[bench stream] geonames: window {W}, {args.subs} subscriptions, {args.files} files then "
-          f"{args.latency_files} files of {R} messages", file=sys.stderr, flush=True)
+          f"{args.latency_files} files of {LR} messages", file=sys.stderr, flush=True)
     n_all = datasets.geonames_messages(limit=None, seed=None).num_rows
     if W + n_stream > n_all:
         raise SystemExit(f"rankcast bench stream: {W + n_stream} messages asked, GeoNames has {n_all}")
@@ -189,7 +199,7 @@ def main(args: argparse.Namespace) -> dict:
             # throughput: every file at once
             landed = [_land(stream.slice(i * R, R), landing, f"t-{i:05d}.parquet") for i in range(args.files)]
             end = base + args.files * R
-            _covered(cl, writer, end)
+            _covered(cl, writer, end, ccfg.delivery_interval)
             done = writer.written[-1][1]
             secs = done - landed[0]
             res["throughput"] = {"messages": args.files * R, "seconds": round(secs, 3),
@@ -201,22 +211,22 @@ def main(args: argparse.Namespace) -> dict:
             base = end
             lat_landed = []
             for i in range(args.latency_files):
-                t = _land(stream.slice((args.files + i) * R, R), landing, f"l-{i:05d}.parquet")
+                t = _land(stream.slice(args.files * R + i * LR, LR), landing, f"l-{i:05d}.parquet")
                 lat_landed.append(t)
                 time.sleep(max(0.0, t + args.interval - time.time()))
-            end = base + args.latency_files * R
-            _covered(cl, writer, end)
-            pos = base + 1 + np.arange(args.latency_files * R)
-            land_t = np.repeat(np.array(lat_landed), R)
-            lat = writer.covered_at(pos) - land_t
-            res["uncovered_messages"] = int(np.isnan(lat).sum())    # after the last update: none covers them
-            lat = lat[~np.isnan(lat)]
+            end = base + args.latency_files * LR
+            _covered(cl, writer, end, ccfg.delivery_interval)
+            pos = base + 1 + np.arange(args.latency_files * LR)
+            land_t = np.repeat(np.array(lat_landed), LR)
+            lat_all = writer.covered_at(pos) - land_t
+            res["uncovered_messages"] = int(np.isnan(lat_all).sum())    # after the last update: none covers them
+            lat = lat_all[~np.isnan(lat_all)]
             res["latency"] = {"messages": int(len(lat)), "interval_s": args.interval,
-                              "offered_messages_per_s": round(R / args.interval, 1),
+                              "offered_messages_per_s": round(LR / args.interval, 1),
                               "p50_s": round(float(np.percentile(lat, 50)), 3),
                               "p99_s": round(float(np.percentile(lat, 99)), 3),
                               "max_s": round(float(lat.max()), 3),
-                              "per_file_s": [round(float(x), 3) for x in lat[::R]]}
+                              "per_file_s": [None if np.isnan(x) else round(float(x), 3) for x in lat_all[::LR]]}
             times = np.array([t[1:] for t in sink.times[1:]])
             res["micro_batch_seconds"] = {"collect_to_driver_mean": round(float(times[:, 0].mean()), 3),
                                           "apply_in_cluster_mean": round(float(times[:, 1].mean()), 3),
@@ -256,7 +266,7 @@ def plot(res: dict, path: Path) -> None:
     ax[0].set_title(f"{th['messages']:,} messages in {th['seconds']:.1f} s, "
                     f"{res['subscriptions']:,} subscriptions")
     lat = res["latency"]
-    ax[1].plot(range(1, len(lat["per_file_s"]) + 1), lat["per_file_s"], "o-", color="tab:orange",
+    ax[1].plot(range(1, len(lat["per_file_s"]) + 1), [np.nan if v is None else v for v in lat["per_file_s"]], "o-", color="tab:orange",
                label="each file's messages")
     ax[1].axhline(lat["p50_s"], color="tab:green", ls="--", label=f"p50 {lat['p50_s']} s")
     ax[1].axhline(lat["p99_s"], color="tab:red", ls="--", label=f"p99 {lat['p99_s']} s")

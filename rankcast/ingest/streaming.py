@@ -41,8 +41,7 @@ def spark_to_arrow(df) -> pa.Table:
     if hasattr(df, "toArrow"):
         return df.toArrow()
     batches = df._collect_as_arrow()
-    schema = _arrow_schema(df)
-    return pa.Table.from_batches(batches, schema=schema) if batches else schema.empty_table()
+    return pa.Table.from_batches(batches) if batches else _arrow_schema(df).empty_table()
 
 
 def _arrow_schema(df) -> pa.Schema:
