@@ -93,13 +93,17 @@ def local_ray_options(**extra) -> dict[str, Any]:
     writes the token to ``~/.ray/auth_token``; every process that attaches must present it).
     Ray reads the mode when it is imported, so it is not set from here.
 
+    It always starts a new Ray (``address="local"``): a Ray that another program left
+    running on this host (``ray start``, its address file) is not joined by accident; pass
+    its address to attach to it.
+
     Task arguments and results up to :data:`RAY_INLINE_BYTES` go inside the calls: the
     variable Ray reads (:data:`RAY_INLINE_VAR`) is set in this process's environment, unless
     it is set already, before ``ray.init`` starts Ray's processes, which inherit it."""
     os.environ.setdefault(RAY_INLINE_VAR, str(RAY_INLINE_BYTES))
     cpus = max(int(os.environ.get("RANKCAST_LOCAL_CPUS", "8")), os.cpu_count() or 1)
     dashboard = os.environ.get("RANKCAST_DASHBOARD", "0") not in ("", "0", "false", "False")
-    return {"num_cpus": cpus, "include_dashboard": dashboard, "dashboard_host": "127.0.0.1",
+    return {"address": "local", "num_cpus": cpus, "include_dashboard": dashboard, "dashboard_host": "127.0.0.1",
             "_node_ip_address": "127.0.0.1", **extra}
 
 

@@ -53,7 +53,10 @@ from typing import Any, Protocol, runtime_checkable
 
 import numpy as np
 
-__all__ = ["KindCoordinator", "Role", "UpdateArrays", "NO_UPDATES", "LOCAL_METHODS"]
+from rankcast.common.routing import Routing
+from rankcast.errors import InvalidInput
+
+__all__ = ["KindCoordinator", "PlacementPolicy", "Role", "UpdateArrays", "NO_UPDATES", "LOCAL_METHODS"]
 
 #: ``(keys, offsets, item_ids, scores)``: key ``keys[i]``'s list is ``item_ids[offsets[i]:
 #: offsets[i + 1]]`` with its ``scores``, best first (int64, int64 of len(keys) + 1, int64,
@@ -94,6 +97,48 @@ class Role(Protocol):
 
     def stats(self) -> dict:
         """The role's figures (``metrics.snapshot()`` and the kind's own)."""
+
+
+class PlacementPolicy(abc.ABC):
+    """Where a kind's subscriptions live and where its messages go: the base of every kind's
+    distribution policy (``rankcast.kinds.spatial.roles.policies.Policy``, the ranked-matching
+    ``MatchPolicy``, the range ``RangePolicy``). The coordinator fits it on a sample, places
+    each subscription with the kind's own method (its arguments differ by kind: a
+    subscription batch, expressions, or points), and asks ``route_messages`` where a step's
+    messages go; a :class:`~rankcast.runtime.distributor.Distributor` calls it off the
+    coordinator.
+
+    Class attributes: ``name`` (the policy's name in the config), ``replicates`` (a
+    subscription may live in several partitions), ``prefix`` (routes by a prefix that
+    reallocation may grow)."""
+
+    name = "?"
+    replicates = False
+    prefix = False
+
+    def __init__(self, n_partitions: int):
+        if isinstance(n_partitions, bool) or not isinstance(n_partitions, (int, np.integer)) \
+                or n_partitions < 1:
+            raise InvalidInput(f"policy: partitions must be an integer >= 1, got {n_partitions!r}")
+        self.n_partitions = int(n_partitions)
+
+    @abc.abstractmethod
+    def fit(self, *sample: Any) -> "PlacementPolicy":
+        """Learn the placement from a sample of the kind's inputs; returns ``self``."""
+
+    def route_messages(self, msgs: Any) -> Routing:
+        """The partitions each message of a step goes to (default: every partition)."""
+        return Routing.everywhere(len(msgs), self.n_partitions)
+
+    @property
+    def broadcasts(self) -> bool:
+        """Whether every message goes to every partition (``route_messages`` is not
+        overridden): routing a step is then no work, and no distributor is asked to."""
+        return type(self).route_messages is PlacementPolicy.route_messages
+
+    @abc.abstractmethod
+    def describe(self) -> dict[str, Any]:
+        """The policy's state for ``stats()``: at least ``policy`` and ``partitions``."""
 
 
 class KindCoordinator(abc.ABC):

@@ -32,8 +32,8 @@ from .predicates import AttributeTable, EventBatch, ExpressionBatch, encode_even
 from rankcast.runtime.coordinator import NO_UPDATES, CoordinatorBase, guarded, select_rows, concat_updates
 from .covering.routing import MatchDistributor, covering_enabled, owner_of
 from rankcast.runtime.distributor import Distributor
+from rankcast.runtime.kind import PlacementPolicy
 from rankcast.runtime.metrics import RoleMetrics
-from rankcast.common.routing import Routing
 from rankcast.runtime.recovery import Recoverable
 
 __all__ = ["MatchPolicy", "MatchOps", "MatchPartition", "MatchAggregator", "MatchCoordinator", "merge_topk",
@@ -119,17 +119,15 @@ def results_arrays(event_ids: np.ndarray, results: list[tuple[np.ndarray, np.nda
     return event_ids, off, ids, sc
 
 
-class MatchPolicy:
-    """Placement of expressions and routing of events (module docstring)."""
-
-    replicates = False
-    prefix = False
+class MatchPolicy(PlacementPolicy):
+    """Placement of expressions and routing of events (module docstring): every event goes
+    to every partition."""
 
     def __init__(self, name: str, n_partitions: int, options: dict | None = None):
         if name not in MATCH_POLICIES:
             raise ValueError(name)
+        super().__init__(n_partitions)
         self.name = name
-        self.n_partitions = int(n_partitions)
         self.attr = -1                              # the attribute ranges are cut on
         self.cuts = np.zeros(0)                     # n_partitions - 1 bounds of its ranges
 
@@ -158,9 +156,6 @@ class MatchPolicy:
         mids = (exprs.lo[sel] + exprs.hi[sel]) / 2
         part[row[sel]] = np.searchsorted(self.cuts, mids, side="right")
         return part
-
-    def route_messages(self, events: EventBatch) -> Routing:
-        return Routing.everywhere(len(events), self.n_partitions)
 
     def describe(self) -> dict[str, Any]:
         return {"policy": self.name, "partitions": self.n_partitions, "attribute": self.attr,

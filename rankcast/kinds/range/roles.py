@@ -46,6 +46,7 @@ from .points import PointIndex
 from .server import RangeServer
 from .subscribers import SubscriberStore
 from rankcast.runtime.coordinator import NO_UPDATES, CoordinatorBase, guarded, latest_lists, concat_updates
+from rankcast.runtime.kind import PlacementPolicy
 from rankcast.runtime.metrics import RoleMetrics
 from rankcast.runtime.recovery import Recoverable
 
@@ -72,16 +73,20 @@ class RangeRows:
 
 # ----------------------------------------------------------------------------- placement
 
-class RangePolicy:
+class RangePolicy(PlacementPolicy):
     """Regions of the (lo, hi) plane, one per partition (module docstring). A node of the
     k-d split is (axis, cut, left, right): a point goes left when its coordinate on ``axis``
-    (0: lo, 1: hi) is below ``cut``; a child < 0 is the leaf of partition ``-child - 1``."""
+    (0: lo, 1: hi) is below ``cut``; a child < 0 is the leaf of partition ``-child - 1``.
+
+    Messages do not go everywhere: the server role sends each one to the partitions whose
+    subscriptions' bounding box its box meets (:func:`route_messages`), from the boxes it
+    keeps, so the policy itself does not broadcast."""
 
     def __init__(self, name: str, n_partitions: int):
         if name not in RANGE_POLICIES:
             raise ValueError(name)
+        super().__init__(n_partitions)
         self.name = name
-        self.n_partitions = int(n_partitions)
         self.fitted = name == "hash" or self.n_partitions == 1
         self.axis = np.zeros(0, np.int64)
         self.cut = np.zeros(0)
@@ -131,6 +136,10 @@ class RangePolicy:
             node[r] = np.where(go_left, self.left[v], self.right[v])
             inner[r] = node[r] >= 0
         return -node - 1
+
+    def route_messages(self, msgs):
+        raise NotImplementedError("range messages are routed by the server role from the "
+                                  "partitions' bounding boxes (route_messages of this module)")
 
     def describe(self) -> dict:
         return {"policy": self.name, "partitions": self.n_partitions, "fitted": bool(self.fitted),

@@ -7,19 +7,16 @@ from typing import Any
 import numpy as np
 
 from rankcast.common.routing import Routing
-from rankcast.errors import InvalidInput
+from rankcast.runtime.kind import PlacementPolicy
 from ...columns import MessageBatch, SubscriptionBatch
 
 __all__ = ["Policy", "HashPolicy"]
 
 
-class Policy:
-    """Base of the distribution mechanisms. ``prefix`` policies route subscriptions by a
-    loose prefix whose length the caller passes (``plen``); the others ignore it."""
-
-    name = "?"
-    prefix = False       # routes by a threshold-dependent prefix (may reallocate)
-    replicates = False   # a subscription may live in several partitions
+class Policy(PlacementPolicy):
+    """Base of the spatial-keyword distribution mechanisms. ``prefix`` policies route
+    subscriptions by a loose prefix whose length the caller passes (``plen``); the others
+    ignore it."""
     # a replica indexes only the terms that place it in its partition (``placement``)
     index_placed = False
     # the Quadtree leaf capacity of its partitions' indexes when there are several (None:
@@ -28,10 +25,7 @@ class Policy:
 
     def __init__(self, n_partitions: int, bounds, max_dist: float, window: int = 100_000,
                  options: dict | None = None):
-        if isinstance(n_partitions, bool) or not isinstance(n_partitions, (int, np.integer)) \
-                or n_partitions < 1:
-            raise InvalidInput(f"policy: partitions must be an integer >= 1, got {n_partitions!r}")
-        self.n_partitions = int(n_partitions)
+        super().__init__(n_partitions)
         self.bounds = tuple(float(b) for b in bounds)
         self.max_dist = float(max_dist)
         self.window = int(window)
@@ -46,9 +40,6 @@ class Policy:
     def route_subscriptions(self, subs: SubscriptionBatch, plen: np.ndarray | None = None) -> Routing:
         raise NotImplementedError
 
-    def route_messages(self, msgs: MessageBatch) -> Routing:
-        return Routing.everywhere(len(msgs), self.n_partitions)
-
     def placement(self, subs: SubscriptionBatch, plen: np.ndarray | None = None) -> np.ndarray:
         """For policies that ``index_placed``: the partition each term of ``subs`` places its
         subscription in (int64 per term, -1 for a term that places it nowhere)."""
@@ -61,12 +52,6 @@ class Policy:
 
     def set_assignments(self, terms, groups) -> None:
         """Install what another copy's :meth:`take_assignments` gave out."""
-
-    @property
-    def broadcasts(self) -> bool:
-        """Whether every message goes to every partition (``route_messages`` is not
-        overridden): routing a step is then no work, and no distributor is asked to."""
-        return type(self).route_messages is Policy.route_messages
 
     # -- shared
     def initial_prefix(self, subs: SubscriptionBatch) -> np.ndarray:
