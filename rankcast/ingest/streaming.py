@@ -26,7 +26,7 @@ from typing import Iterable, Mapping
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from rankcast.errors import InvalidInput
+from rankcast.errors import InvalidInput, NoCapacity
 from rankcast.model import BatchResult
 
 __all__ = ["ClusterSink", "DeliveryWriter", "spark_to_arrow", "delivery_files", "read_deliveries",
@@ -215,7 +215,10 @@ class DeliveryWriter:
         pos = first
         t0 = None
         while True:
-            got, pos = self.cluster.deliveries(pos, self.ids, updates="arrow")
+            try:
+                got, pos = self.cluster.deliveries(pos, self.ids, updates="arrow")
+            except NoCapacity:      # roles lost with a node wait for room: nothing new yet
+                got = []
             for d in got:
                 parts.append((d.position, d.updates))
                 rows += d.updates.num_rows

@@ -235,7 +235,9 @@ class Runtime:
         return None
 
     def create(self, cls, *args, name: str | None = None, namespace: str | None = None,
-               num_cpus: float = 0.25, detached: bool = False, **kw):
+               num_cpus: float = 0.25, detached: bool = False, actor_options: dict | None = None, **kw):
+        """A role process of ``cls(*args, **kw)``; ``actor_options``: Ray's, such as where it
+        runs (:mod:`rankcast.runtime.placement`)."""
         raise NotImplementedError
 
 
@@ -256,7 +258,8 @@ class InprocRuntime(Runtime):
     def put(self, value):
         return LocalRef(value)
 
-    def create(self, cls, *args, name=None, namespace=None, num_cpus=0.25, detached=False, **kw):
+    def create(self, cls, *args, name=None, namespace=None, num_cpus=0.25, detached=False, actor_options=None,
+               **kw):
         return LocalHandle(cls(*args, **kw))
 
 
@@ -301,10 +304,11 @@ class RayRuntime(Runtime):
         return self._me or None
 
     def create(self, cls, *args, name=None, namespace=None, num_cpus=0.25, detached=False,
-               max_concurrency: int | None = None, **kw):
+               max_concurrency: int | None = None, actor_options: dict | None = None, **kw):
         import ray
         env = getattr(cls, "RAY_ENV", ROLE_ENV)
         opts: dict[str, Any] = {"num_cpus": num_cpus, "runtime_env": {"env_vars": {**INLINE_ENV, **env}}}
+        opts.update(actor_options or {})      # where it runs (rankcast.runtime.placement)
         if name is not None:
             opts["name"] = name
             opts["namespace"] = namespace

@@ -32,13 +32,14 @@ from rankcast.config import ClusterConfig, local_ray_options
 from rankcast.common.updates import check_updates_form, updates_table
 from rankcast.common.extras import require
 from rankcast.common.validation import shift_position
-from rankcast.errors import InvalidInput, UnknownSubscription
+from rankcast.errors import InvalidInput, NoCapacity, UnknownSubscription
 from rankcast.model import BatchResult, Delivery
 from . import registry
 from .coordinator import RemoteUpdates, check_resumable, concat_updates
 from .registry import KindEntry, coordinator_class
 from .recovery import StateStore, is_role_death
 from .backends import INLINE_ENV, LocalHandle, writable_class
+from .placement import control_options
 
 __all__ = ["Cluster"]
 
@@ -121,7 +122,9 @@ class Cluster:
             name=ccfg.name, namespace=ccfg.namespace, lifetime="detached",
             num_cpus=ccfg.actor_cpus, max_concurrency=1, runtime_env={"env_vars": dict(INLINE_ENV)},
             # a coordinator that dies restarts and resumes from the durable state
-            max_restarts=-1 if ccfg.state_dir is not None else 0).remote(*args, **kw)
+            max_restarts=-1 if ccfg.state_dir is not None else 0,
+            # on the head by default (ClusterConfig.control_node; docs/operations.md, "Placement")
+            **control_options(ccfg.control_node)).remote(*args, **kw)
         try:
             ray.get(actor.ready.remote())
         except Exception as e:
@@ -331,15 +334,19 @@ class Cluster:
         ``from_position`` replays from that position on (deliveries at positions >= it; a
         listener that handled position p resumes with p + 1: no gap, no duplicate), None
         starts after the current position. Ends after ``timeout`` seconds without a new
-        delivery (None: never). Survives a coordinator restart. ``updates``: each delivery's
-        updates as objects, or ``"arrow"``: one Arrow table (as in :meth:`publish`)."""
+        delivery (None: never). Survives a coordinator restart, and waits through a time without
+        room for the roles of a lost node (:class:`~rankcast.NoCapacity`). ``updates``: each
+        delivery's updates as objects, or ``"arrow"``: one Arrow table (as in :meth:`publish`)."""
         form = check_updates_form(updates)
         ids = None if subscription_ids is None else np.unique(np.fromiter(
             (int(i) for i in subscription_ids), np.int64))
         pos = self.position() + 1 if from_position is None else from_position
         quiet_since = time.monotonic()
         while True:
-            got, pos = self._call("deliveries_from", pos, ids)
+            try:
+                got, pos = self._call("deliveries_from", pos, ids)
+            except NoCapacity:      # roles lost with a node wait for room: nothing new yet
+                got = []
             for p, arrays in got:
                 yield Delivery(p, self._objects(arrays, form))
             now = time.monotonic()

@@ -29,6 +29,8 @@ only the spatial kind's ``bounds`` is required::
       max_in_flight: 8
       coalesce: 4096
       actor_cpus: 0.25
+      placement: spread         # partitions and shards over the Ray nodes | pack
+      control_node: head        # coordinator, distributors, aggregators: head | any | a custom resource
       options: {l1: 2}
 
 A ranked-matching cluster, for example, needs no file: ``rankcast run --kind matching --set

@@ -21,11 +21,12 @@ import numpy as np
 from rankcast.common.arrays import concat_offsets, runs
 from rankcast.common.validation import check_ids_arg, check_not_live, item_error, shift_position
 from rankcast.config import ClusterConfig
-from rankcast.errors import InvalidInput, UnknownSubscription
+from rankcast.errors import InvalidInput, NoCapacity, UnknownSubscription
 from .kind import NO_UPDATES, KindCoordinator, UpdateArrays
 from .metrics import RoleMetrics
 from .recovery import STATE_FORMAT, StateStore, Writer, is_role_death, shared_config, write_snapshots
 from .backends import InprocRuntime, RayRuntime, Runtime
+from .placement import Placer, live_nodes, node_id
 
 __all__ = ["CoordinatorBase", "check_resumable", "UpdateParts", "RemoteUpdates", "update_arrays",
            "concat_updates", "latest_lists", "select_rows", "guarded", "NO_UPDATES"]
@@ -158,9 +159,17 @@ STANDBY_WARM_SECONDS = 120.0  # how long warm() waits for the standby processes
 STORE_WARM_BYTES = 256 << 20
 STORE_WARM_CHUNK = 8 << 20
 MAX_RECOVERIES = 3      # deaths in a row one call survives before it gives up
+# role processes still starting after placement_timeout while CPUs are free start slowly (a
+# loaded host), they are not short of room: waited for up to this many times the timeout
+SLOW_START_LIMIT = 10
 MAX_CLIENTS = 10_000    # clients whose last call's result is kept for their retries
 MAX_REJECTED = 1_000    # rejected batch ids kept per sink (apply_batch)
 BATCH_CALLS = ("publish", "subscribe", "unsubscribe")
+
+
+def _key(handle) -> str:
+    """A role process's key in the placement record: its actor id."""
+    return handle._actor_id.hex()
 
 
 def guarded(fn):
@@ -175,6 +184,13 @@ def guarded(fn):
         self._depth += 1
         self._current = None
         try:
+            if self._waiting is not None:         # roles lost with a node wait for room
+                try:
+                    self._resume_if_room()
+                except NoCapacity:
+                    if fn.__name__ == "stats":
+                        return self._waiting_stats()
+                    raise
             for _ in range(MAX_RECOVERIES + 1):
                 try:
                     out = fn(self, *args, **kw)
@@ -195,6 +211,13 @@ def guarded(fn):
                     self._recover(e)
                 return out
             raise RuntimeError(f"rankcast: {MAX_RECOVERIES + 1} role deaths in one call; giving up")
+        except NoCapacity as e:
+            # logged: the call takes effect when the cluster resumes (its replay applies it)
+            e.accepted = self._current is not None
+            if e.accepted:
+                e.args = (f"{e.args[0]} This call is in the cluster's log: it takes effect when the cluster "
+                          f"resumes (do not send it again).",)
+            raise
         finally:
             self._depth -= 1
     return call
@@ -273,6 +296,9 @@ class CoordinatorBase(KindCoordinator):
         self._replaying = False         # a full recovery or a restart is replaying the log
         self._hold = None               # _hold_point() of the committed checkpoint
         self.policy = None              # the kind's placement policy, if it has one (init_kind)
+        # where the role processes run (Ray): see rankcast.runtime.placement
+        self.placer = None if self.rt.inproc else Placer(ccfg.placement, ccfg.control_node)
+        self._waiting: dict | None = None         # roles lost with a node, waiting for room
         self.init_kind(sample)
         self._depth = 0
         self._current = None                      # log index of the running call's record
@@ -373,8 +399,18 @@ class CoordinatorBase(KindCoordinator):
         if role in self._standby:
             h = self._standby.pop(role)
             return h, h.reinit.remote(*args, **kw), " (standby)"
-        h = self.rt.create(cls, *args, num_cpus=self.ccfg.actor_cpus, **kw)
+        h = self._create(role, cls, args, kw, self.ccfg.actor_cpus)
         return h, h.pid.remote(), " (new process)"
+
+    def _create(self, role: str, cls, args: tuple, kw: dict, num_cpus: float):
+        """A new process for ``role``, on the node the placement rule picks
+        (:class:`~rankcast.runtime.placement.Placer`)."""
+        if self.placer is None:
+            return self.rt.create(cls, *args, num_cpus=num_cpus, **kw)
+        opts, target = self.placer.options(role)
+        h = self.rt.create(cls, *args, num_cpus=num_cpus, actor_options=opts, **kw)
+        self.placer.on(_key(h), target, role)
+        return h
 
     def _fill_standby(self) -> None:
         """Start a standby process for every role that has none (``options["standby"]``,
@@ -390,21 +426,91 @@ class CoordinatorBase(KindCoordinator):
             return
         for role, (cls, args) in self._role_specs.items():
             if role not in self._standby:
-                h = self.rt.create(cls, *args, num_cpus=0)
+                h = self._create("standby", cls, args, {}, 0)
                 self._standby[role] = h
                 self._standby_warm[role] = h.warm.remote()
 
     # ------------------------------------------------------------------ roles
     def _wait_timed(self, refs: list, labels: list[str]) -> dict[str, float]:
-        """Wait for ``refs``; seconds until each was done, by label (recovery phases)."""
+        """Wait for ``refs`` (roles starting); seconds until each was done, by label (recovery
+        phases). Roles not up after ``placement_timeout`` seconds have no node with room: the
+        cluster waits for one (:meth:`_no_room`)."""
         t0 = time.perf_counter()
         out, left = {}, list(refs)
         names = dict(zip(refs, labels))
+        limit = None if self.rt.inproc else self.ccfg.placement_timeout
         while left:
-            done, left = self.rt.wait(left, num_returns=1)
+            wait = None if limit is None else max(0.0, limit - (time.perf_counter() - t0))
+            done, left = self.rt.wait(left, num_returns=1, timeout=wait)
+            if not done:
+                if self._cpus_free() >= self.ccfg.actor_cpus and limit < SLOW_START_LIMIT * self.ccfg.placement_timeout:
+                    limit += self.ccfg.placement_timeout      # room: the processes start slowly
+                    continue
+                self._no_room([names[r] for r in left], left)
             for r in done:
                 self.rt.get(r)
                 out[names[r]] = time.perf_counter() - t0
+        return out
+
+    def _cpus_free(self) -> float:
+        """Logical CPUs not taken on the live nodes (Ray's last report)."""
+        import ray
+        return float(ray.available_resources().get("CPU", 0.0))
+
+    def _no_room(self, labels: list[str], refs: list) -> None:
+        """Roles ``labels`` could not start within ``placement_timeout``: no live node has
+        room for them. The requests stay with Ray (``refs`` resolve once a node with room
+        joined); raises :class:`NoCapacity`, and every call raises it until then."""
+        nodes = live_nodes()
+        cpus = sum(n["resources"].get("CPU", 0.0) for n in nodes)
+        reason = (f"rankcast cluster {self.ccfg.name!r}: no node has room for {', '.join(labels)} "
+                  f"({self.ccfg.actor_cpus:g} CPU each; {len(nodes)} live node(s), {cpus:g} CPUs in all, "
+                  f"none of them free for it after {self.ccfg.placement_timeout:g} s). The cluster keeps its "
+                  f"state and resumes at the first call after a node with room joins.")
+        self._waiting = {"since": time.time(), "roles": list(labels), "reason": reason, "probes": list(refs)}
+        raise NoCapacity(reason)
+
+    def _resume_if_room(self) -> None:
+        """While roles wait for room: once every one of them started (a node with room
+        joined), a full recovery (the checkpoint, then the log) makes the cluster whole
+        again; before that, :class:`NoCapacity`."""
+        w = self._waiting
+        probes = w["probes"]
+        ready, _ = self.rt.wait(probes, num_returns=len(probes), timeout=0)
+        if len(ready) < len(probes) and self._cpus_free() < self.ccfg.actor_cpus * (len(probes) - len(ready)):
+            raise NoCapacity(w["reason"])
+        # every waiting role started, or there is room for them now (those that still wait
+        # for Ray do not answer the recovery, which starts them anew)
+        self._waiting = None
+        t0 = time.time()
+        self._recover(NoCapacity(w["reason"]))
+        self.recoveries[-1]["waited_seconds"] = t0 - w["since"]
+
+    def _waiting_stats(self) -> dict:
+        """What ``stats()`` says while roles wait for room (no role is asked anything)."""
+        return {"subscriptions": len(self.live), "published": self.published,
+                "placement": self._placement_stats(ask=False), "recovery": self._recovery_stats()}
+
+    def _placement_stats(self, ask: bool = True) -> dict:
+        """Where every role runs (``ask``: each role says its node) and the live nodes."""
+        out = {"placement": self.ccfg.placement, "control_node": self.ccfg.control_node,
+               "waiting": None if self._waiting is None else
+               {k: v for k, v in self._waiting.items() if k != "probes"}}
+        if self.placer is None:
+            return dict(out, nodes=[], roles={})
+        nodes = live_nodes()
+        roles = {"coordinator": node_id()}
+        if ask:
+            labelled = [(f"{role}-{i}", role, h) for role, hs in self.role_groups() for i, h in enumerate(hs)]
+            for (label, role, h), node in zip(labelled, self.rt.get([h.node.remote() for _, _, h in labelled])):
+                roles[label] = node
+                self.placer.on(_key(h), node, role)
+        by_node = {n["node"]: [] for n in nodes}
+        for label, node in roles.items():
+            by_node.setdefault(node, []).append(label)
+        out["nodes"] = [{"node": n["node"], "address": n["address"], "head": n["head"],
+                         "cpus": n["resources"].get("CPU", 0.0), "roles": by_node[n["node"]]} for n in nodes]
+        out["roles"] = roles
         return out
 
     def _kill(self, handles) -> None:
@@ -412,6 +518,7 @@ class CoordinatorBase(KindCoordinator):
             return
         import ray
         for h in handles:
+            self.placer.forget(_key(h))
             try:
                 ray.kill(h, no_restart=True)
             except Exception:  # already gone
@@ -435,8 +542,24 @@ class CoordinatorBase(KindCoordinator):
                 except Exception:
                     ok = False
             (out if ok else dead).append((r, h))
+        if self.placer is not None:       # their nodes may be gone: new processes go elsewhere
+            self.placer.avoid = {self.placer.where.get(_key(h)) for _, h in dead} - {None}
         self._kill([h for _, h in dead])
+        self._drop_dead_standbys()
         return out
+
+    def _drop_dead_standbys(self) -> None:
+        """Forget the standby processes whose node is gone: a recovery must not hand a role to
+        one (standbys run where the control roles do, by default on the head)."""
+        if not self._standby or self.placer is None:
+            return
+        live = {n["node"] for n in self.placer.nodes(fresh=True)}
+        for role, h in list(self._standby.items()):
+            node = self.placer.where.get(_key(h))
+            if node is not None and node not in live:
+                del self._standby[role]
+                self._standby_warm.pop(role, None)
+                self._kill([h])
 
     @guarded
     def warm(self) -> dict[str, list[int]]:

@@ -92,6 +92,9 @@ class Role(Protocol):
     def pid(self) -> int:
         """The process id (fault-injection tests kill it)."""
 
+    def node(self) -> str | None:
+        """The id of the Ray node the role runs on (``stats()["placement"]``)."""
+
     def warm(self) -> int:
         """Load what the role runs (compiled kernels); returns the pid."""
 

@@ -475,6 +475,11 @@ class Recoverable:
         """The process id of this role (fault-injection tests kill it)."""
         return os.getpid()
 
+    def node(self) -> str | None:
+        """The id of the Ray node this role runs on (None: not on Ray)."""
+        from .placement import node_id
+        return node_id()
+
     def warm(self) -> int:
         """Load what this role runs (its compiled kernels, from the cache) without touching
         its state: a standby process does it once started, so that the recovery that makes

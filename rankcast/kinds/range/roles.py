@@ -574,4 +574,5 @@ class RangeCoordinator(CoordinatorBase):
             "delivery": {"position": self.last_seq + 1, "retained": len(self.deliveries),
                          "oldest_kept": self.evicted_upto + 1, "retention": self.ccfg.retention},
             "recovery": self._recovery_stats(),
+            "placement": self._placement_stats(),
         }

@@ -912,8 +912,8 @@ class Coordinator(CoordinatorBase):
         self._breaks += 1         # partial recoveries wait for the next checkpoint
         subs, plen = self.rt.get(self.parts[hot].held.remote())
         new = self.policy.split(hot, subs, msgs)
-        self.parts.append(self.rt.create(SubscriptionPartition, self._partition_cfg(), new, *self._part_args,
-                                         start_step=self.step, num_cpus=self.ccfg.actor_cpus))
+        self.parts.append(self._create("partition", SubscriptionPartition, (self._partition_cfg(), new, *self._part_args),
+                                       {"start_step": self.step}, self.ccfg.actor_cpus))
         self.rt.get([a.set_partitions.remote(self.policy.n_partitions) for a in self.aggs]
                     + [d.set_policy.remote(self.policy) for d in self.dists])
         self._last_busy = np.append(self._last_busy, 0.0)
@@ -1009,6 +1009,7 @@ class Coordinator(CoordinatorBase):
                          "oldest_kept": self.evicted_upto + 1, "retention": self.ccfg.retention,
                          "clients_awaiting_flush": len(self._flush_pos)},
             "recovery": self._recovery_stats(),
+            "placement": self._placement_stats(),
         }
         return out
 
