@@ -9,14 +9,15 @@ from .config import ClusterConfig, EngineConfig, MatchConfig, RangeConfig
 from .kinds.spatial.engine import Engine
 from .errors import InvalidInput, NoCapacity, UnknownSubscription
 from .kinds.matching.matcher import Matcher
-from .model import (Delivery, Event, Expression, Match, Message, ObjectUpdate, Predicate, RangeSubscription,
+from .model import (BatchResult, Delivery, Event, Expression, Match, Message, ObjectUpdate, Predicate, RangeSubscription,
                     Subscription, Update)
 from .kinds.range import RangeEngine
 from .kinds.spatial.text import Vocabulary
 from .common.updates import apply_diffs
 
 __version__ = _version.__version__   # one source: rankcast/_version.py, read by pyproject.toml too
-__all__ = ["Subscription", "Message", "Update", "Delivery", "InvalidInput", "UnknownSubscription", "NoCapacity",
+__all__ = ["Subscription", "Message", "Update", "Delivery", "BatchResult", "InvalidInput", "UnknownSubscription",
+           "NoCapacity",
            "EngineConfig", "Engine", "Vocabulary", "ClusterConfig", "Cluster",
            "Predicate", "Expression", "Event", "Match", "MatchConfig", "Matcher",
            "RangeSubscription", "ObjectUpdate", "RangeConfig", "RangeEngine", "Covering", "apply_diffs"]

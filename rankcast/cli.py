@@ -28,7 +28,7 @@ EXIT_MISSING_EXTRA = 3  # an optional dependency is not installed (the message n
 # Modules that contribute commands, and the commands to expect from them: when a module is
 # absent, those names still parse and then fail with a message saying what is missing.
 EXTENSIONS = {
-    "rankcast.ingest.commands": ("load", "replay", "evaluate"),
+    "rankcast.ingest.commands": ("load", "replay", "evaluate", "deliver"),
     "rankcast.runtime.commands": ("run",),
 }
 
@@ -40,6 +40,7 @@ BENCH_NEEDS = {
     "soak": (("ray", "cluster"),),
     "nodes": (("ray", "cluster"),),
     "ingest": (("pyspark", "spark"), ("raydp", "spark"), ("ray", "spark")),
+    "stream": (("pyspark", "spark"), ("raydp", "spark"), ("ray", "spark")),
 }
 
 
@@ -72,13 +73,15 @@ def _add_warm(sub) -> None:
 
 
 def _add_bench(sub) -> None:
-    from .bench import cluster, covering, engine, ingest, match, nodes, rangetopk, soak
+    from .bench import cluster, covering, engine, ingest, match, nodes, rangetopk, soak, stream
 
     p = sub.add_parser("bench", help="paper-style benchmarks (JSON + PNG)")
-    bsub = p.add_subparsers(dest="bench", metavar="{engine,cluster,ingest,soak,nodes,match,range,covering}", required=True)
+    bsub = p.add_subparsers(dest="bench", metavar="{engine,cluster,ingest,stream,soak,nodes,match,range,covering}",
+                            required=True)
     for name, mod, text in (("engine", engine, "Skype against the baselines, one process (paper 8.1)"),
                             ("cluster", cluster, "DSkype roles on Ray (paper 8.2)"),
                             ("ingest", ingest, "Spark bulk load and replay through RayDP"),
+                            ("stream", stream, "Structured Streaming in, Parquet updates out: msgs/s and latency"),
                             ("soak", soak, "a long stream at a set rate with kills: latency, memory, recovery"),
                             ("nodes", nodes, "a Ray node lost at 100k subscriptions: time to exact results again"),
                             ("match", match, "ranked matching: the scored interval indexes (ranked pub/sub paper, 5)"),

@@ -57,6 +57,21 @@ class Delivery:
     updates: list
 
 
+@dataclass(frozen=True, slots=True)
+class BatchResult:
+    """What ``Cluster.apply_batch`` did with batch ``batch_id`` of ``sink`` (docs/streaming.md):
+    ``applied`` False when the id was applied (or rejected) before, so nothing changed now;
+    ``rejected`` the error that rejected the batch (then nothing of it was applied), else
+    None; ``items`` the items it applied; ``position`` the stream position after it."""
+
+    sink: str
+    batch_id: int
+    applied: bool
+    rejected: str | None
+    items: int
+    position: int
+
+
 # ----------------------------------------------------------------------------- ranked matching
 
 OPERATORS = ("<", "<=", "==", "!=", ">=", ">", "in", "not in", "between")

@@ -1,4 +1,4 @@
-"""CLI subcommands of the Spark path: ``load``, ``replay``, ``evaluate``.
+"""CLI subcommands of the Spark path: ``load``, ``replay``, ``evaluate``, ``deliver``.
 
 ``rankcast.cli`` calls :func:`register` with its subparsers; every subcommand stores its
 handler as ``func`` (``args.func(args)`` returns the exit code) and prints a JSON summary.
@@ -19,7 +19,7 @@ from pathlib import Path
 from rankcast.errors import CommandError, InvalidInput
 from rankcast.runtime import registry
 
-__all__ = ["register", "cmd_load", "cmd_replay", "cmd_evaluate", "cmd_evaluate_matching", "cmd_evaluate_range",
+__all__ = ["register", "cmd_deliver", "cmd_load", "cmd_replay", "cmd_evaluate", "cmd_evaluate_matching", "cmd_evaluate_range",
            "open_source",
            "load_file", "replay_file"]
 
@@ -31,7 +31,7 @@ def _cluster_args(p: argparse.ArgumentParser) -> None:
 
 
 def register(subparsers) -> None:
-    """Add ``load``, ``replay`` and ``evaluate`` to an argparse subparsers object."""
+    """Add ``load``, ``replay``, ``evaluate`` and ``deliver`` to an argparse subparsers object."""
     p = subparsers.add_parser("load", help="bulk-load a table into a running cluster")
     p.add_argument("what", choices=[k.load_name for k in registry.kinds()],
                    help="what the table holds: " + "; ".join(
@@ -85,6 +85,25 @@ def register(subparsers) -> None:
     p.add_argument("--no-policies", action="store_true", help="skip the policy cost estimates")
     p.add_argument("--out", type=Path, default=None, help="write the JSON report here too")
     p.set_defaults(func=cmd_evaluate)
+
+    p = subparsers.add_parser(
+        "deliver", help="write a running cluster's delivery stream as Parquet files (docs/streaming.md)",
+        description="Follow the cluster's deliveries and write them under OUT as "
+                    "updates-<first>-<last>.parquet, one file per range of stream positions, each "
+                    "written atomically. Run again after a crash: it resumes after the last file, "
+                    "with no gap and no duplicate.")
+    p.add_argument("out", help="folder of the Parquet files")
+    p.add_argument("--from-position", type=int, default=1,
+                   help="where the first file starts when OUT holds none (default 1: the stream's start)")
+    p.add_argument("--subscriptions", type=int, nargs="*", default=None, metavar="ID",
+                   help="only these subscriptions' updates (default: all)")
+    p.add_argument("--max-rows", type=int, default=100_000, help="rows per file at most")
+    p.add_argument("--max-seconds", type=float, default=1.0,
+                   help="a file is written at most this long after its first delivery")
+    p.add_argument("--timeout", type=float, default=None,
+                   help="stop after this many seconds without a delivery (default: run until stopped)")
+    _cluster_args(p)
+    p.set_defaults(func=cmd_deliver)
 
 
 def _attach(args):
@@ -170,6 +189,20 @@ def _check_kind(cl, want: str, what: str) -> None:
 def _load_kind(what: str):
     """The kind whose subscriptions ``rankcast load <what>`` loads."""
     return next(k for k in registry.kinds() if k.load_name == what)
+
+
+def cmd_deliver(args) -> int:
+    from .streaming import DeliveryWriter
+
+    cl = _attach(args)
+    w = DeliveryWriter(cl, args.out, subscription_ids=args.subscriptions, from_position=args.from_position,
+                       max_rows=args.max_rows, max_seconds=args.max_seconds)
+    try:
+        summary = w.run(timeout=args.timeout)
+    except KeyboardInterrupt:
+        summary = {"files": w.files_written, "rows": w.rows_written, "position": w.position}
+    _print(dict(summary, out=str(args.out)))
+    return 0
 
 
 def cmd_load(args) -> int:

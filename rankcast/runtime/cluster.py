@@ -35,7 +35,7 @@ from rankcast.common.updates import check_updates_form, updates_table
 from rankcast.common.extras import require
 from rankcast.common.validation import shift_position
 from rankcast.errors import InvalidInput, NoCapacity, UnknownSubscription
-from rankcast.model import Delivery
+from rankcast.model import BatchResult, Delivery
 from . import registry
 from .coordinator import RemoteUpdates, check_resumable, concat_updates
 from .registry import KindEntry, coordinator_class
@@ -291,6 +291,31 @@ class Cluster:
             self._change_kw("publish", msgs, bool(wait), k=k)
         return self._objects(out, form) if wait else None
 
+    def apply_batch(self, sink: str, batch_id: int, items, *, call: str = "publish",
+                    on_invalid: str = "raise") -> BatchResult:
+        """Apply batch ``batch_id`` of the stream ``sink`` exactly once (docs/streaming.md):
+        ``call`` is ``"publish"`` (messages, events or object updates), ``"subscribe"`` or
+        ``"unsubscribe"``. The batch id is recorded in the cluster's durable state in the same
+        log record as the items, so a batch sent again (an id at or below the sink's last one:
+        a stream engine replaying it after a crash or a restart) changes nothing and returns
+        ``applied=False``. A publish batch is pipelined (``publish(wait=False)``): its updates
+        reach listeners within ``delivery_interval``. An invalid item rejects the whole batch,
+        nothing of it applied: ``on_invalid="raise"`` raises the :class:`~rankcast.InvalidInput`
+        (the item named by its position in the batch, and its field) and records nothing;
+        ``"record"`` records the id as handled with the error, returned in ``rejected``."""
+        parts = [items]
+        if call == "publish" and isinstance(items, pa.Table):
+            calls = _calls_of(items, self._kind.distinct_publish_ids)
+            if len(calls) > 1:      # ids repeat: consecutive calls, validated and applied as one
+                parts = [items.slice(a, b - a) for a, b in calls]
+        out = self._change_kw("apply_batch", sink, batch_id, call, parts, on_invalid=on_invalid)
+        return BatchResult(**out)
+
+    def batch_state(self, sink: str) -> dict:
+        """``{"last": the last batch id applied or rejected for sink (-1: none), "rejected":
+        {batch id: error} of its recent rejections}``."""
+        return self._call("batch_state", sink)
+
     def flush(self, updates: str = "objects"):
         """Wait for this client's pipelined publishes; their updates since its last flush
         (per subscription, its latest list; ranked matching: per event), in the form
@@ -302,8 +327,20 @@ class Cluster:
         """The stream position now: messages published so far (by any client)."""
         return self._call("position")
 
+    def deliveries(self, from_position: int, subscription_ids: Iterable[int] | None = None, *,
+                   updates: str = "objects", limit: int = 256) -> tuple[list[Delivery], int]:
+        """One poll of the delivery stream (what :meth:`listen` repeats): the deliveries at
+        positions >= ``from_position`` that are made (at most ``limit``), with their updates in
+        the form ``updates`` names (as in :meth:`publish`), and the position to ask from next."""
+        form = check_updates_form(updates)
+        ids = None if subscription_ids is None else np.unique(np.fromiter(
+            (int(i) for i in subscription_ids), np.int64))
+        got, pos = self._call("deliveries_from", from_position, ids, int(limit))
+        return [Delivery(p, self._objects(arrays, form)) for p, arrays in got], pos
+
     def listen(self, subscription_ids: Iterable[int] | None = None, from_position: int | None = None,
-               timeout: float | None = None, *, poll: float = 0.02) -> Iterator[Delivery]:
+               timeout: float | None = None, *, poll: float = 0.02,
+               updates: str = "objects") -> Iterator[Delivery]:
         """Follow every change, whoever published it, in stream order (docs/contract.md,
         "Delivery"): yields a :class:`~rankcast.Delivery` (``position``, ``updates``)
         per delivered call. ``subscription_ids`` keeps only those subscriptions' updates;
@@ -311,7 +348,9 @@ class Cluster:
         listener that handled position p resumes with p + 1: no gap, no duplicate), None
         starts after the current position. Ends after ``timeout`` seconds without a new
         delivery (None: never). Survives a coordinator restart, and waits through a time without
-        room for the roles of a lost node (:class:`~rankcast.NoCapacity`)."""
+        room for the roles of a lost node (:class:`~rankcast.NoCapacity`). ``updates``: each
+        delivery's updates as objects, or ``"arrow"``: one Arrow table (as in :meth:`publish`)."""
+        form = check_updates_form(updates)
         ids = None if subscription_ids is None else np.unique(np.fromiter(
             (int(i) for i in subscription_ids), np.int64))
         pos = self.position() + 1 if from_position is None else from_position
@@ -322,7 +361,7 @@ class Cluster:
             except NoCapacity:      # roles lost with a node wait for room: nothing new yet
                 got = []
             for p, arrays in got:
-                yield Delivery(p, self._objects(arrays))
+                yield Delivery(p, self._objects(arrays, form))
             now = time.monotonic()
             if got:
                 quiet_since = now

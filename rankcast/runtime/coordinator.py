@@ -163,6 +163,8 @@ MAX_RECOVERIES = 3      # deaths in a row one call survives before it gives up
 # loaded host), they are not short of room: waited for up to this many times the timeout
 SLOW_START_LIMIT = 10
 MAX_CLIENTS = 10_000    # clients whose last call's result is kept for their retries
+MAX_REJECTED = 1_000    # rejected batch ids kept per sink (apply_batch)
+BATCH_CALLS = ("publish", "subscribe", "unsubscribe")
 
 
 def _key(handle) -> str:
@@ -228,7 +230,7 @@ def guarded(fn):
 # that still hold a retained position (``_deliv_chunks``)
 _COORD_STATE = ("policy", "last_seq", "dispatched_pos", "step", "published", "live", "applied_pos",
                 "counters", "evicted_upto", "_group", "_group_t0", "_flush_pos", "_done",
-                "_deliv_chunks", "_deliv_saved_upto")
+                "_deliv_chunks", "_deliv_saved_upto", "_batches")
 
 
 class CoordinatorBase(KindCoordinator):
@@ -281,6 +283,7 @@ class CoordinatorBase(KindCoordinator):
         self._flush_pos: dict = {}                # client -> positions delivering its pipelined calls
         self._cuts: deque = deque()               # cuts started, not delivered: (position, handle, clients)
         self._done: OrderedDict = OrderedDict()   # client -> (token, result) of its last call
+        self._batches: dict[str, dict] = {}       # sink -> its last batch id and rejections (apply_batch)
         # recovery
         self._role_specs: dict[str, tuple] = {}   # role -> (class, arguments) of its last build
         self._standby: dict[str, object] = {}     # role -> a warm process that is no role yet
@@ -949,6 +952,8 @@ class CoordinatorBase(KindCoordinator):
             out = None
             for out in self._apply_load(rec[1], rec[2]):
                 pass
+        elif kind == "batch":
+            out = self._apply_batch(*rec[1:7])
         else:
             raise RuntimeError(f"unknown log record {kind!r}")
         client, token = rec[-2], rec[-1]
@@ -1006,6 +1011,105 @@ class CoordinatorBase(KindCoordinator):
             if len(arr) == 0:
                 return
             self._log_apply(("unsubscribe", arr, client, token))
+
+    # ------------------------------------------------------------------ batches by id
+    @guarded
+    def apply_batch(self, sink: str, batch_id: int, call: str, parts: list, client=None, token=None,
+                    on_invalid: str = "raise") -> dict:
+        """Apply the batch ``batch_id`` of ``sink`` once (docs/streaming.md): ``call`` is
+        ``publish`` (``parts``: one or more publish calls' items, applied in order),
+        ``subscribe`` or ``unsubscribe`` (one part). The batch's items and its id are one log
+        record, so a batch id at or below the sink's last one (a batch replayed after a crash
+        or a restart) changes nothing and returns ``applied=False``. An invalid item rejects
+        the whole batch before anything is applied: ``on_invalid="raise"`` raises the error
+        (naming the item by its position in the batch and its field) and records nothing;
+        ``"record"`` records the batch id as rejected, with the error, and returns it."""
+        if not isinstance(sink, str) or not sink:
+            raise InvalidInput(f"apply_batch: field 'sink': must be a non-empty string, got {sink!r}")
+        if isinstance(batch_id, bool) or not isinstance(batch_id, Integral) or batch_id < 0:
+            raise InvalidInput(f"apply_batch: field 'batch_id': must be an integer >= 0, got {batch_id!r}")
+        if call not in BATCH_CALLS:
+            raise InvalidInput(f"apply_batch: field 'call': must be one of {BATCH_CALLS}, got {call!r}")
+        if on_invalid not in ("raise", "record"):
+            raise InvalidInput(f"apply_batch: field 'on_invalid': must be 'raise' or 'record', got {on_invalid!r}")
+        if call != "publish" and len(parts) != 1:
+            raise InvalidInput(f"apply_batch: a {call} batch is one part, got {len(parts)}")
+        if (done := self._retried(client, token)) is not _NOT_DONE:
+            return done
+        batch_id = int(batch_id)
+        seen = self._batches.get(sink)
+        if seen is not None and batch_id <= seen["last"]:
+            return self._batch_result(sink, batch_id, False, seen["rejected"].get(batch_id), 0)
+        error = None
+        with self.metrics.busy():
+            try:
+                inner = self._encode_batch(call, parts)
+            except InvalidInput as e:
+                if on_invalid == "raise":
+                    raise
+                inner, error = [], str(e)
+        out = self._log_apply(("batch", sink, batch_id, call, inner, error, client, token))
+        if call == "publish" and inner:
+            self._cut_if_due()
+            self._drain_cuts(block=False)
+            self._after_publish()
+        return out
+
+    def _encode_batch(self, call: str, parts: list) -> list:
+        """The log records of a batch's parts, every item validated (positions count from the
+        batch's first item); raises before anything is applied."""
+        if call == "publish":
+            return [("publish", b, extra) for b, extra in self.encode_publish_parts(parts)]
+        if call == "subscribe":
+            batch, pending = self.encode_subscriptions(parts[0])
+            check_not_live(batch.ids, self.live, 0, self.ITEM)
+            return [("subscribe", batch, pending)]
+        arr = check_ids_arg(parts[0])
+        missing = [i for i in arr.tolist() if i not in self.live]
+        if missing:
+            raise UnknownSubscription(f"unknown {self.ITEM} id={missing[0]!r}")
+        return [("unsubscribe", arr)]
+
+    def encode_publish_parts(self, parts: list) -> list:
+        """``encode_publish`` of consecutive publish calls, validated together before any is
+        applied: errors name the item by its position in all of them. A kind whose checks of
+        a call depend on the calls before it overrides this."""
+        out, offset = [], 0
+        for items in parts:
+            try:
+                out.append(self.encode_publish(items))
+            except InvalidInput as e:
+                raise shift_position(e, offset) from None
+            offset += len(items)
+        return out
+
+    def _apply_batch(self, sink: str, batch_id: int, call: str, inner: list, error, client) -> dict:
+        published, live = self.published, len(self.live)
+        for rec in inner:
+            if rec[0] == "publish":
+                self.apply_publish(rec[1], rec[2], False, client)
+            elif rec[0] == "subscribe":
+                self._apply_subscribe(rec[1], rec[2])
+            else:
+                self.apply_unsubscribe(rec[1])
+        n = self.published - published if call == "publish" else abs(len(self.live) - live)
+        seen = self._batches.setdefault(sink, {"last": -1, "rejected": {}})
+        seen["last"] = batch_id
+        if error is not None:
+            seen["rejected"][batch_id] = error
+            while len(seen["rejected"]) > MAX_REJECTED:
+                seen["rejected"].pop(next(iter(seen["rejected"])))
+        return self._batch_result(sink, batch_id, error is None, error, n)
+
+    def _batch_result(self, sink: str, batch_id: int, applied: bool, rejected, n: int) -> dict:
+        return {"sink": sink, "batch_id": batch_id, "applied": applied, "rejected": rejected, "items": n,
+                "position": self.last_seq + 1}
+
+    def batch_state(self, sink: str) -> dict:
+        """The last batch id applied for ``sink`` (-1: none yet) and its recent rejections
+        (batch id -> error)."""
+        seen = self._batches.get(sink, {"last": -1, "rejected": {}})
+        return {"last": seen["last"], "rejected": dict(seen["rejected"])}
 
     # ------------------------------------------------------------------ bulk load
     def stage_batch(self, subs) -> int:

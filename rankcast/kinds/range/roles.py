@@ -38,7 +38,7 @@ from numbers import Integral
 import numpy as np
 
 from rankcast.config import RANGE_POLICIES, RangeConfig
-from rankcast.common.validation import check_ids_arg
+from rankcast.common.validation import check_ids_arg, shift_position
 from rankcast.errors import InvalidInput, UnknownSubscription
 from rankcast.common.idmap import IdMap, _get
 from .inputs import check_update_state, encode_subscriptions, encode_updates
@@ -443,6 +443,29 @@ class RangeCoordinator(CoordinatorBase):
         _get(m.state, m.keys, m.vals, ids, out)
         check_update_state(ids, x, y, out >= 0)
         return (ids, x, y), None
+
+    def encode_publish_parts(self, parts: list) -> list:
+        """Consecutive publish calls checked together: an id is live in a call when the calls
+        before it left it live (a new object, then an update of it, is valid)."""
+        out, offset = [], 0
+        after: dict[int, bool] = {}       # id -> live after the calls so far
+        m = self.objs
+        for items in parts:
+            try:
+                ids, x, y = encode_updates(items)
+                got = np.empty(len(ids), np.int64)
+                _get(m.state, m.keys, m.vals, ids, got)
+                live = got >= 0
+                if after:
+                    live = np.fromiter((after.get(i, v) for i, v in zip(ids.tolist(), live.tolist())),
+                                       np.bool_, len(ids))
+                check_update_state(ids, x, y, live)
+            except InvalidInput as e:
+                raise shift_position(e, offset) from None
+            after.update(zip(ids.tolist(), np.isfinite(y).tolist()))
+            out.append(((ids, x, y), None))
+            offset += len(ids)
+        return out
 
     def apply_publish(self, batch: tuple, _extra, wait: bool, client):
         ids, x, y = batch
