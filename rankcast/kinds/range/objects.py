@@ -10,8 +10,16 @@ equal y break by the smaller object id, and the slot only separates the two slot
 object while a batch moves it. A segment tree over the slots keeps the slot of the minimum
 value of every node; every query below is a descent of that tree.
 
-The slot table is rebuilt (``ObjectTable.ensure``) when a call needs positions it lacks, and
-compacted when dead slots outnumber live ones; a rebuild is O(n log n), point updates O(log n).
+A call that needs positions the table lacks (objects inserted or moved to a new x) gets them in
+place (``ObjectTable.ensure``): a new position takes a free dead slot next to its place in the
+order, or the live slots between its place and the nearest free slot (at most ``WINDOW`` away)
+shift by one towards it, so slots stay positions in x order. Dead slots are no one's between
+calls (an object's live slot is found by id), and a moved object frees its old slot, so the free
+slots renew themselves. The table is rebuilt, with one spare slot after every ``SPARE_EVERY``
+positions, only when no free slot is near enough or dead slots outnumber live ones; a rebuild
+is O(n log n), a placement O(d log n) for a shift of d slots, point updates O(log n). A spare
+slot repeats the position before it (value +inf), so positions are non-decreasing and only the
+first slot of a position can be live: a position's slot is its first occurrence.
 """
 from __future__ import annotations
 
@@ -19,7 +27,12 @@ import numba
 import numpy as np
 
 __all__ = ["ObjectTable", "build_tree", "set_value", "first_k", "range_min", "topk_range",
-           "is_less", "below"]
+           "is_less", "below", "place_positions", "WINDOW", "SPARE_EVERY"]
+
+# how far a new position may shift live slots to reach a free one before the table is rebuilt
+WINDOW = 64
+# a rebuilt table has one spare (dead) slot after every this many positions
+SPARE_EVERY = 8
 
 
 @numba.njit(cache=True, inline="always")
@@ -255,6 +268,84 @@ def find_slots(xs, ids, n, qx, qid, out):
     return missing
 
 
+@numba.njit(cache=True, inline="always")
+def _key_less(xs, ids, s, x, i):
+    """Whether slot ``s``'s position is below (x, i) in the (x, id) order."""
+    return xs[s] < x or (xs[s] == x and ids[s] < i)
+
+
+@numba.njit(cache=True, inline="always")
+def _move(xs, ids, ys, held, tree, size, dst, src):
+    """Copy slot ``src``'s position, value and hold into slot ``dst`` and repair its path."""
+    xs[dst] = xs[src]
+    ids[dst] = ids[src]
+    held[dst] = held[src]
+    set_value(tree, size, ys, ids, dst, ys[src])
+
+
+@numba.njit(cache=True)
+def place_positions(xs, ids, ys, tree, size, n, qx, qid, held, window, moved):
+    """Give each position (qx[j], qid[j]) that lacks one a slot in place, keeping slots sorted by
+    (x, id): a free slot (dead, not ``held``) beside its place is renamed to it, or the slots
+    between its place and the nearest free slot within ``window`` shift one step towards that
+    slot. ``held`` (bool[n]) marks the slots the call needs (found or placed positions) and
+    moves with them. The destinations of moved slots go to ``moved``. Returns the number of
+    moved slots, or -1 when a position found no free slot near enough (the table stays
+    consistent, some positions placed)."""
+    nm = 0
+    for j in range(qx.shape[0]):
+        x = qx[j]
+        i = qid[j]
+        lo = 0
+        hi = n
+        while lo < hi:
+            mid = (lo + hi) >> 1
+            if _key_less(xs, ids, mid, x, i):
+                lo = mid + 1
+            else:
+                hi = mid
+        p = lo
+        if p < n and xs[p] == x and ids[p] == i:
+            held[p] = True          # asked twice, or placed before in this call
+            continue
+        if p >= 1 and ys[p - 1] == np.inf and not held[p - 1]:
+            t = p - 1
+        elif p < n and ys[p] == np.inf and not held[p]:
+            t = p
+        else:
+            r = -1
+            for d in range(p + 1, min(n, p + window)):
+                if ys[d] == np.inf and not held[d]:
+                    r = d
+                    break
+            left = -1
+            for d in range(p - 2, max(-1, p - 2 - window), -1):
+                if ys[d] == np.inf and not held[d]:
+                    left = d
+                    break
+            if r < 0 and left < 0:
+                return -1
+            if r >= 0 and (left < 0 or r - p <= p - 1 - left):
+                for s in range(r, p, -1):
+                    _move(xs, ids, ys, held, tree, size, s, s - 1)
+                    if ys[s] != np.inf:
+                        moved[nm] = s
+                        nm += 1
+                t = p
+            else:
+                for s in range(left, p - 1):
+                    _move(xs, ids, ys, held, tree, size, s, s + 1)
+                    if ys[s] != np.inf:
+                        moved[nm] = s
+                        nm += 1
+                t = p - 1
+        xs[t] = x
+        ids[t] = i
+        held[t] = True
+        set_value(tree, size, ys, ids, t, np.inf)
+    return nm
+
+
 @numba.njit(cache=True)
 def ranges_of(xs, n, lo, hi, a_out, b_out):
     """For each closed x range [lo[j], hi[j]], the slots ``a_out[j] .. b_out[j] - 1`` whose
@@ -304,16 +395,37 @@ class ObjectTable:
         return self.xs.nbytes + self.ids.nbytes + self.ys.nbytes + self.tree.nbytes
 
     def ensure(self, qx: np.ndarray, qid: np.ndarray) -> None:
-        """Make sure every position (qx[j], qid[j]) has a slot: rebuild the table with the live
-        slots and the missing positions when some are missing, or when dead slots outnumber
-        the live ones (compaction)."""
+        """Make sure every position (qx[j], qid[j]) has a slot: place the missing ones in place
+        (:func:`place_positions`), or rebuild the table with the live slots, the positions and
+        spare slots when that fails or when dead slots outnumber the live ones (compaction)."""
         qx = np.ascontiguousarray(qx, np.float64)
         qid = np.ascontiguousarray(qid, np.int64)
         out = np.empty(len(qx), np.int64)
         missing = find_slots(self.xs, self.ids, self.n, qx, qid, out) if len(qx) else 0
         dead = self.n - self.live
-        if not missing and dead <= max(1024, self.live):
+        if dead > max(1024, self.live):
+            self._rebuild(qx, qid)
             return
+        if not missing:
+            return
+        held = np.zeros(self.n, np.bool_)
+        held[out[out >= 0]] = True
+        miss = out < 0
+        mx, mid = qx[miss], qid[miss]
+        moved = np.empty(len(mx) * (WINDOW + 1), np.int64)
+        nm = place_positions(self.xs, self.ids, self.ys, self.tree, self.size, self.n, mx, mid, held,
+                             WINDOW, moved)
+        if nm < 0:
+            self._rebuild(qx, qid)
+            return
+        if nm:
+            s = np.unique(moved[:nm])
+            s = s[np.isfinite(self.ys[s])]
+            self.slot_of.put(self.ids[s], s)
+
+    def _rebuild(self, qx: np.ndarray, qid: np.ndarray) -> None:
+        """The table of the live slots and the positions (qx, qid), a spare slot after every
+        ``SPARE_EVERY`` positions; ``slot_of`` anew."""
         keep = np.flatnonzero(np.isfinite(self.ys[: self.n]))
         # live slots first: a live position asked again keeps its value (the first of equals)
         xs = np.concatenate([self.xs[keep], qx])
@@ -325,6 +437,15 @@ class ObjectTable:
         if len(xs) > 1:
             uniq[1:] = (xs[1:] != xs[:-1]) | (ids[1:] != ids[:-1])
         xs, ids, ys = xs[uniq], ids[uniq], ys[uniq]
+        m = len(xs)
+        pos = np.arange(m) + np.arange(m) // SPARE_EVERY      # position i's slot
+        src = np.empty(m + m // SPARE_EVERY, np.int64)          # what each slot repeats
+        src[pos] = np.arange(m)
+        spare = np.ones(len(src), bool)
+        spare[pos] = False
+        src[spare] = np.arange(SPARE_EVERY - 1, m, SPARE_EVERY)[: int(spare.sum())]
+        ys = np.where(spare, np.inf, ys[src])
+        xs, ids = xs[src], ids[src]
         self._reset(xs, ids, ys)
         live = np.flatnonzero(np.isfinite(ys))
         from rankcast.common.idmap import IdMap
