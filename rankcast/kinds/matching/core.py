@@ -128,23 +128,8 @@ def evaluate(slots, mode, p_start, p_end, score, p_attr, p_op, p_a, p_b, p_w, se
     predicate order), RELAXED (at least one holds; sum of ``p_w`` of those that hold). Writes
     ``out_ok[i]`` (a match) and ``out_score[i]``."""
     for i in range(slots.shape[0]):
-        s = slots[i]
-        acc = 0.0
-        ok = mode != RELAXED
-        for p in range(p_start[s], p_end[s]):
-            at = p_attr[p]
-            h = has[at] and holds_row(p_op, p_a, p_b, set_off, set_vals, p, val[at])
-            if mode == RELAXED:
-                if h:
-                    ok = True
-                    acc += p_w[p]
-            elif not h:
-                ok = False
-                break
-            elif mode == WEIGHTED:
-                acc += p_w[p] * ew[at]
-        out_ok[i] = ok
-        out_score[i] = score[s] if mode == STATIC else acc
+        out_ok[i], out_score[i] = check_slot(slots[i], mode, p_start, p_end, score, p_attr, p_op, p_a, p_b,
+                                             p_w, set_off, set_vals, val, has, ew)
 
 
 def top_of(ids: np.ndarray, scores: np.ndarray, k: int) -> tuple[np.ndarray, np.ndarray]:

@@ -33,7 +33,7 @@ import numba
 import numpy as np
 
 from rankcast.common.tolerance import EPS
-from .core import RELAXED, STATIC, WEIGHTED, MatchCore, holds_row, offer_topk
+from .core import RELAXED, STATIC, WEIGHTED, MatchCore, check_slot, offer_topk
 from .intervals import AUTO_INDEX
 
 __all__ = ["PivotCore", "StabCounts", "pivot_drain"]
@@ -66,22 +66,10 @@ def pivot_drain(items, keys, scale, mode, k, h_score, h_id, h_size, seen, touche
         touched[n_touched] = s
         n_touched += 1
         counts[0] += 1
-        acc = 0.0
-        ok = mode != RELAXED
-        for p in range(p_start[s], p_end[s]):
-            at = p_attr[p]
-            h = has[at] and holds_row(p_op, p_a, p_b, set_off, set_vals, p, val[at])
-            if mode == RELAXED:
-                if h:
-                    ok = True
-                    acc += p_w[p]
-            elif not h:
-                ok = False
-                break
-            elif mode == WEIGHTED:
-                acc += p_w[p] * ew[at]
+        ok, sc = check_slot(s, mode, p_start, p_end, score, p_attr, p_op, p_a, p_b, p_w, set_off, set_vals,
+                            val, has, ew)
         if ok:
-            h_size = offer_topk(h_score, h_id, h_size, k, score[s] if static else acc, ids[s])
+            h_size = offer_topk(h_score, h_id, h_size, k, sc, ids[s])
     return h_size, n_touched, items.shape[0]
 
 
