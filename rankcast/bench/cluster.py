@@ -555,9 +555,9 @@ class _ProcessCPU:
         self.label[self.me.pid] = "client"
         self.t0: dict[int, tuple[str, float]] = {}
 
-    def _now(self) -> dict[int, tuple[str, float]]:
+    def _procs(self) -> dict:
+        """pid -> psutil.Process: this process's children and every labelled process."""
         import psutil
-        out = {}
         procs = {p.pid: p for p in self.me.children(recursive=True)}
         for pid in self.label:
             if pid not in procs:
@@ -565,6 +565,12 @@ class _ProcessCPU:
                     procs[pid] = psutil.Process(pid)
                 except psutil.Error:
                     pass
+        return procs
+
+    def _now(self) -> dict[int, tuple[str, float]]:
+        import psutil
+        out = {}
+        procs = self._procs()
         for pid, p in procs.items():
             try:
                 t = p.cpu_times()
@@ -582,13 +588,7 @@ class _ProcessCPU:
         """Resident memory (MiB) now by process label (Ray's own processes summed by name)."""
         import psutil
         out: dict[str, float] = {}
-        procs = {p.pid: p for p in self.me.children(recursive=True)}
-        for pid in self.label:
-            if pid not in procs:
-                try:
-                    procs[pid] = psutil.Process(pid)
-                except psutil.Error:
-                    pass
+        procs = self._procs()
         for pid, p in procs.items():
             try:
                 label = self.label.get(pid) or f"ray: {p.name()}"
