@@ -368,3 +368,27 @@ def test_bench_kind_clusters_stream_what_their_engines_do(kind):
             if name == "cluster":
                 target.shutdown()
         assert got["engine"] == got["cluster"] and any(len(o) for o in got["engine"]), kind
+
+
+def test_bench_times_the_object_builds_of_engine_and_cluster():
+    """`rankcast bench cluster` leaves the building of Update objects out of the roles' CPU:
+    its timer sees the builds of the engine and of the cluster handle, and none in the
+    Arrow form."""
+    from rankcast.bench.cluster import _drive, _inproc_cluster
+    from rankcast.bench._common import build_workload
+
+    work = build_workload("dense", 500, 300, 0)
+    cfg = rc.EngineConfig(bounds=work.bounds, window=300, vocabulary=work.vocab)
+    for form in ("objects", "arrow"):
+        cl = _inproc_cluster(work, cfg, "hash", 2, 1, 1, 32, 200)
+        try:
+            runs = {"engine": _drive(rc.Engine(cfg), work, 300, 200, 50, pipelined=False, updates=form),
+                    "cluster": _drive(cl, work, 300, 200, 50, pipelined=False, updates=form)}
+        finally:
+            cl.shutdown()
+        for name, r in runs.items():
+            assert r["updates"] > 0, (name, form)
+            if form == "objects":
+                assert 0 < r["build_seconds"] <= r["cpu_seconds"], (name, r)
+            else:
+                assert r["build_seconds"] == 0.0, (name, r)

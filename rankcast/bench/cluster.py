@@ -97,29 +97,29 @@ def _take(b, a, z):
 
 
 class _BuildTimer:
-    """CPU time spent turning update arrays into ``Update`` objects (engine and client)."""
+    """CPU time spent turning update arrays into ``Update`` objects (engine and client): every
+    such build, the engine's and the cluster handle's through its kind's entry, ends in
+    :func:`rankcast.common.updates.results_from_arrays`, which is timed while the timer is
+    entered."""
 
     def __init__(self):
-        import rankcast.kinds.spatial.engine as eng_mod
-        from rankcast.runtime import cluster as cl_mod
-        self.mods = (eng_mod, cl_mod)
-        self.orig = eng_mod.updates_from_arrays
+        from rankcast.common import updates as mod
+        self.mod = mod
+        self.orig = mod.results_from_arrays
         self.seconds = 0.0
 
     def __enter__(self):
-        def timed(*a):
+        def timed(*a, **kw):
             c0 = time.thread_time()
             try:
-                return self.orig(*a)
+                return self.orig(*a, **kw)
             finally:
                 self.seconds += time.thread_time() - c0
-        for m in self.mods:
-            m.updates_from_arrays = timed
+        self.mod.results_from_arrays = timed
         return self
 
     def __exit__(self, *exc):
-        for m in self.mods:
-            m.updates_from_arrays = self.orig
+        self.mod.results_from_arrays = self.orig
 
 
 def _drive(target, work, window: int, messages: int, batch: int, sub_batch: int = 20_000,
