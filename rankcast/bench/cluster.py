@@ -713,7 +713,8 @@ def _ray_run(work, cfg, window, messages, batch, cluster_batch, address, same_to
     fields = {k: options.pop(k) for k in ("state_dir",) if k in options}     # ClusterConfig's own
     ccfg = rc.ClusterConfig(engine=cfg, policy=policy, partitions=P, window_shards=1, distributors=1,
                             aggregators=1, batch_size=cluster_batch, actor_cpus=0.01,
-                            name=f"rankcast-bench-{P}-{policy}", options=options, **fields)
+                            # the process id in the name: two benches at once keep their state apart
+                            name=f"rankcast-bench-{P}-{policy}-{os.getpid()}", options=options, **fields)
     cl = rc.Cluster.start(ccfg, address=address, fresh=True,
                           sample=(_take(work.subs, 0, 5000), _take(work.msgs, 0, 5000)))
     try:

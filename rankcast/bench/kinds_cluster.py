@@ -15,6 +15,7 @@ right before it; with the CPU time per item in each role's methods (``Cluster.st
 which says where a cluster's time goes."""
 from __future__ import annotations
 
+import os
 import time
 
 __all__ = ["run_kind_clusters", "KINDS"]
@@ -92,7 +93,7 @@ def run_kind_clusters(kinds=KINDS, partitions: int = 2, updates: str = "objects"
         for mode, wait in (("per_call", True), ("streamed", False)):
             e = items / _stream(engine_cls(cfg), subs, calls, True, updates)
             ccfg = rc.ClusterConfig(engine=cfg, policy=policy, partitions=partitions, actor_cpus=0.01,
-                                    name=f"rankcast-bench-{kind}-{partitions}")
+                                    name=f"rankcast-bench-{kind}-{partitions}-{os.getpid()}")
             cl = rc.Cluster.start(ccfg, address=address, sample=sample, fresh=True)
             try:
                 cl.warm()
