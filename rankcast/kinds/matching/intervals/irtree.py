@@ -74,7 +74,7 @@ import numba
 import numpy as np
 
 from rankcast.common.arrays import stays_in_probe_run
-from .base import Cursor, IntervalIndex, before, check_intervals
+from .base import Cursor, IntervalIndex, before, check_intervals, read_args
 
 __all__ = ["IRTreeIndex", "IRTreeCursor", "ALPHA"]
 
@@ -239,34 +239,42 @@ def _room(meta, nd_i, pg, ef, ei, ec, nodes, pages, entries):
 # ----------------------------------------------------------------------------- item directory
 
 @numba.njit(cache=True, inline="always")
-def _home(item, mask):
-    """splitmix64 of the item, masked: its first slot."""
+def _home(item, h):
+    """splitmix64 of the item, mapped onto the ``h`` slots (multiply-shift: any ``h`` below
+    2**32, so the directory needs no power-of-two size): its first slot."""
     z = np.uint64(item) + np.uint64(0x9E3779B97F4A7C15)
     z = (z ^ (z >> np.uint64(30))) * np.uint64(0xBF58476D1CE4E5B9)
     z = (z ^ (z >> np.uint64(27))) * np.uint64(0x94D049BB133111EB)
     z = z ^ (z >> np.uint64(31))
-    return np.int64(z & np.uint64(mask))
+    return np.int64(((z >> np.uint64(32)) * np.uint64(h)) >> np.uint64(32))
+
+
+@numba.njit(cache=True, inline="always")
+def _after(s, h):
+    """The slot after ``s`` in a directory of ``h`` slots (cyclically)."""
+    s += 1
+    return 0 if s == h else s
 
 
 @numba.njit(cache=True)
 def _dir_find(dk, dn, item):
     """Slot of ``item`` in the directory (dk keys, dn node or -1 = empty slot), or -1."""
-    mask = dk.shape[0] - 1
-    s = _home(item, mask)
+    h = dk.shape[0]
+    s = _home(item, h)
     while dn[s] >= 0:
         if dk[s] == item:
             return s
-        s = (s + 1) & mask
+        s = _after(s, h)
     return -1
 
 
 @numba.njit(cache=True)
 def _dir_put(dk, ds, dn, item, score, node):
     """Set item -> (score, node), adding the item when absent."""
-    mask = dk.shape[0] - 1
-    s = _home(item, mask)
+    h = dk.shape[0]
+    s = _home(item, h)
     while dn[s] >= 0 and dk[s] != item:
-        s = (s + 1) & mask
+        s = _after(s, h)
     dk[s] = item
     ds[s] = score
     dn[s] = node
@@ -275,14 +283,14 @@ def _dir_put(dk, ds, dn, item, score, node):
 @numba.njit(cache=True)
 def _dir_remove(dk, ds, dn, s):
     """Empty slot s, shifting later entries of its probe run back (no tombstones)."""
-    mask = dk.shape[0] - 1
+    h = dk.shape[0]
     i = s
     j = s
     while True:
-        j = (j + 1) & mask
+        j = _after(j, h)
         if dn[j] < 0:
             break
-        if stays_in_probe_run(i, j, _home(dk[j], mask)):
+        if stays_in_probe_run(i, j, _home(dk[j], h)):
             continue
         dk[i] = dk[j]
         ds[i] = ds[j]
@@ -310,8 +318,8 @@ def _dir_first(dk, dn, items, present):
 
 
 def _dir_capacity(n: int) -> int:
-    """Directory slots for n items: a power of two, load at most _DIR_LOAD, at least 8."""
-    return max(8, 1 << max(0, math.ceil(math.log2(max(1.0, n / _DIR_LOAD)))))
+    """Directory slots for n items: load at most _DIR_LOAD, at least 8."""
+    return max(8, math.ceil(n / _DIR_LOAD))
 
 
 # ----------------------------------------------------------------------------- R-tree pages
@@ -1301,6 +1309,22 @@ def _cursor_next(k, q, heights, top, spage, spos, found, he, hp, hn, counters, p
     return c
 
 
+@numba.njit(cache=True)
+def _read_many(queries, g, root, nd_f, nd_i, pg, ef, ei, ec, out_item, out_score, out_off):
+    """``read_many`` (:mod:`.base`): for every query a fresh cursor, its first ``g[i]`` stabbed
+    intervals written from ``out_off[i]`` on."""
+    p = 0
+    out_off[0] = 0
+    for i in range(queries.shape[0]):
+        q = queries[i]
+        heights, top, spage, spos, found, he, hp, hn, counters = _cursor_open(q, root, nd_f, nd_i, pg, ef, ei, ec)
+        if g[i] > 0 and hn[0] > 0:
+            p += _cursor_next(g[i], q, heights, top, spage, spos, found, he, hp, hn, counters, pg, ef, ei, ec,
+                              out_item[p:], out_score[p:])
+        out_off[i + 1] = p
+    return p
+
+
 # ----------------------------------------------------------------------------- Python layer
 
 class IRTreeCursor(Cursor):
@@ -1406,7 +1430,7 @@ class IRTreeIndex(IntervalIndex):
         meta[M_NEED_ND] = meta[M_NEED_PG] = meta[M_NEED_E] = 0
 
     def _resize_directory(self, n: int) -> None:
-        """Directory sized for n items (rehash when the power of two changes)."""
+        """Directory sized for n items (rehashed into new arrays)."""
         h = _dir_capacity(n)
         if h == len(self._dk):
             return
@@ -1442,7 +1466,7 @@ class IRTreeIndex(IntervalIndex):
         self._version += 1
         n = int(self._meta[M_N])
         if _dir_capacity(n + len(lo)) > len(self._dk):
-            self._resize_directory(n + len(lo))
+            self._resize_directory(max(n + len(lo), 2 * n))       # doubling: amortised O(1) per item
         self._run(INSERT, lo, hi, score, item)
         self._n_peak = max(self._n_peak, int(self._meta[M_N]))
 
@@ -1475,6 +1499,21 @@ class IRTreeIndex(IntervalIndex):
         """Bytes of every array held (node and page tables, entry pool, item directory),
         spare capacity included."""
         return int(sum(a.nbytes for a in self._state()) + self._meta.nbytes)
+
+    def entries(self) -> int:
+        """Entries of the live pages: one per interval in the leaves, one per child page in the
+        internal pages (a page's spare room is in :meth:`nbytes`, not here)."""
+        pg = self._pg[: self._meta[M_PG_HW]]
+        return int(pg[pg[:, CAP] >= 0, NENT].sum())
+
+    def read_many(self, queries, g):
+        queries, g, off = read_args(queries, g, len(self))
+        out_item = np.empty(off[-1], np.int64)
+        out_score = np.empty(off[-1], np.float64)
+        out_off = np.zeros(len(queries) + 1, np.int64)
+        _read_many(queries, g, self._meta[M_ROOT], self._nd_f, self._nd_i, self._pg, self._ef, self._ei, self._ec,
+                   out_item, out_score, out_off)
+        return out_off, out_item[: out_off[-1]], out_score[: out_off[-1]]
 
     def stats(self) -> dict:
         """Shape and bookkeeping of the index: I-tree nodes and depth, pages, R-tree height
