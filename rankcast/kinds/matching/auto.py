@@ -19,7 +19,8 @@ a BE*-tree beside the box tree and answers its first ``RACE_EVENTS`` events with
 each; the faster one keeps the table, the other is dropped.
 
 The expressions move from one core to the other when the statistics cross (a rebuild from the
-table); answers are the same either way, exact.
+table); a batch that makes the table wide moves it before the box tree's columns are filled for
+it. Answers are the same either way, exact.
 """
 from __future__ import annotations
 
@@ -29,6 +30,7 @@ import numpy as np
 
 from .boxtree import BoxCore
 from .core import MatchCore
+from .scan import MAX_COLUMNS
 
 __all__ = ["AutoCore"]
 
@@ -79,24 +81,48 @@ class AutoCore:
         out = np.count_nonzero(~cols.columnar[: cols.n] & t.live[: cols.n])
         return 2 * out > len(core)
 
+    def _wide_with(self, batch) -> bool:
+        """Whether the table would be wide (:meth:`_wide`) once ``batch`` is added: decided
+        from the batch's attributes before the box tree's columns are filled for it."""
+        core = self.inner
+        if not isinstance(core, BoxCore) or len(core) + len(batch) < self.MIN_SWITCH or not len(batch):
+            return False
+        t, cols = core.table, core.cols
+        out = np.count_nonzero(~cols.columnar[: cols.n] & t.live[: cols.n])
+        cnt = np.diff(batch.pred_off)
+        top = np.full(len(batch), -1, np.int64)
+        top[cnt > 0] = np.maximum.reduceat(batch.attr.astype(np.int64), batch.pred_off[:-1][cnt > 0])
+        out += np.count_nonzero(top >= MAX_COLUMNS)
+        return 2 * out > len(core) + len(batch)
+
     def add(self, batch, n_attrs: int) -> None:
         self.n_attrs = max(self.n_attrs, n_attrs)
+        if self._wide_with(batch):
+            self._move(batch)
+            return
         self.inner.add(batch, n_attrs)
         if self.rival is not None:
             self.rival.add(batch, n_attrs)
         if self._wide():
-            self.rival = None
-            self.raced = True
-            exprs = self.inner.table.batch()
-            ev = self.inner.ev
-            if self.scoring == "relaxed":
-                self.inner = MatchCore(self.scoring, "sopt-r-tree", **self._kw)
-            else:
-                from .betree import BETreeCore
-                self.inner = BETreeCore(self.scoring, "be-tree", **self._kw)
-            self.inner.add(exprs, self.n_attrs)
-            self.inner.ev.grow(len(ev.val))
-            self.switches += 1
+            self._move(None)
+
+    def _move(self, batch) -> None:
+        """Serve the table (and ``batch``, not yet added anywhere) by the core for wide schemas."""
+        self.rival = None
+        self.raced = True
+        old = self.inner
+        ev = old.ev
+        if self.scoring == "relaxed":
+            self.inner = MatchCore(self.scoring, "sopt-r-tree", **self._kw)
+        else:
+            from .betree import BETreeCore
+            self.inner = BETreeCore(self.scoring, "be-tree", **self._kw)
+        if len(old):
+            self.inner.add(old.table.batch(), self.n_attrs)
+        if batch is not None:
+            self.inner.add(batch, self.n_attrs)
+        self.inner.ev.grow(max(len(ev.val), self.n_attrs))
+        self.switches += 1
 
     def remove(self, ids) -> None:
         self.inner.remove(ids)
