@@ -93,7 +93,7 @@ N_META = 17
 
 DONE, NEED_ROOM, NEED_REBUILD = 0, 1, 2      # batch kernel status
 INSERT, DELETE = 0, 1                        # batch kernel operation
-_DIR_LOAD = 0.7                              # item directory: max load factor
+_DIR_LOAD = 0.8                              # item directory: max load factor (linear probing)
 _NO_F = np.empty(0, np.float64)
 
 
