@@ -1152,7 +1152,7 @@ def _update_batch(op, meta, nd_f, nd_i, pg, ef, ei, ec, dk, ds, dn, lo, hi, sc, 
 
 # ----------------------------------------------------------------------------- queries
 
-@numba.njit(cache=True)
+@numba.njit(cache=True, inline="always")
 def _dfs_next(i, q, h, top, spage, spos, found, pg, ef, ec, counters):
     """Resume the left-first DFS of path slot i (an R-tree of h levels; stack spage/spos[i, :],
     current level top[i], -1 = done) to its next interval stabbed by q: its pool row, or -1.
@@ -1224,13 +1224,11 @@ def _cursor_open(q, root, nd_f, nd_i, pg, ef, ei, ec):
     """Walk path(q); in each path node whose extent holds q start the R-tree DFS and heap its
     first stabbed interval. Returns the cursor state: heights int64[P], top int64[P], spage,
     spos int64[P, H], found bool[P, H], heap rows he int64[P], heap slots hp int64[P], heap size
-    hn int64[1], counters int64[3]."""
-    counters = np.zeros(3, np.int64)
+    hn int64[1], counters int64[3] (arrays sized for path(q); :func:`_cursor_start` fills them)."""
     npath = 0
     hmax = 1
     v = root
     while v >= 0:
-        counters[NODES] += 1
         if nd_i[v, COUNT] > 0 and nd_f[v, MINLO] <= q and q <= nd_f[v, MAXHI]:
             npath += 1
             hmax = max(hmax, nd_i[v, HEIGHT])
@@ -1249,12 +1247,26 @@ def _cursor_open(q, root, nd_f, nd_i, pg, ef, ei, ec):
     he = np.empty(npath, np.int64)
     hp = np.empty(npath, np.int64)
     hn = np.zeros(1, np.int64)
+    counters = np.zeros(3, np.int64)
+    _cursor_start(q, root, nd_f, nd_i, pg, ef, ei, ec, heights, top, spage, spos, found, he, hp, hn, counters)
+    return heights, top, spage, spos, found, he, hp, hn, counters
+
+
+@numba.njit(cache=True, inline="always")
+def _cursor_start(q, root, nd_f, nd_i, pg, ef, ei, ec, heights, top, spage, spos, found, he, hp, hn, counters):
+    """The walk of :func:`_cursor_open` into given cursor arrays (rows for every path node whose
+    extent holds q, columns for its R-tree's height), reused from query to query."""
+    hn[0] = 0
     i = 0
     v = root
-    while v >= 0 and i < npath:
+    while v >= 0:
+        counters[NODES] += 1
         if nd_i[v, COUNT] > 0 and nd_f[v, MINLO] <= q and q <= nd_f[v, MAXHI]:
             heights[i] = nd_i[v, HEIGHT]
+            top[i] = 0
             spage[i, 0] = nd_i[v, ROOT]
+            spos[i, 0] = 0
+            found[i, 0] = False
             counters[NODES] += 1
             e = _dfs_next(np.int64(i), q, heights[i], top, spage, spos, found, pg, ef, ec, counters)
             if e >= 0:
@@ -1281,7 +1293,6 @@ def _cursor_open(q, root, nd_f, nd_i, pg, ef, ei, ec):
             v = nd_i[v, RIGHT]
         else:
             break
-    return heights, top, spage, spos, found, he, hp, hn, counters
 
 
 @numba.njit(cache=True)
@@ -1310,14 +1321,26 @@ def _cursor_next(k, q, heights, top, spage, spos, found, he, hp, hn, counters, p
 
 
 @numba.njit(cache=True)
-def _read_many(queries, g, root, nd_f, nd_i, pg, ef, ei, ec, out_item, out_score, out_off):
-    """``read_many`` (:mod:`.base`): for every query a fresh cursor, its first ``g[i]`` stabbed
-    intervals written from ``out_off[i]`` on."""
+def _read_many(queries, g, root, depth, hmax, nd_f, nd_i, pg, ef, ei, ec, out_item, out_score, out_off):
+    """``read_many`` (:mod:`.base`): for every query a fresh cursor (its arrays allocated once,
+    for ``depth`` path nodes and R-trees of at most ``hmax`` levels), its first ``g[i]``
+    stabbed intervals written from ``out_off[i]`` on."""
+    hmax = max(hmax, 1)
+    npath = max(depth, 1)
+    heights = np.empty(npath, np.int64)
+    top = np.zeros(npath, np.int64)
+    spage = np.empty((npath, hmax), np.int64)
+    spos = np.zeros((npath, hmax), np.int64)
+    found = np.zeros((npath, hmax), np.bool_)
+    he = np.empty(npath, np.int64)
+    hp = np.empty(npath, np.int64)
+    hn = np.zeros(1, np.int64)
+    counters = np.zeros(3, np.int64)
     p = 0
     out_off[0] = 0
     for i in range(queries.shape[0]):
         q = queries[i]
-        heights, top, spage, spos, found, he, hp, hn, counters = _cursor_open(q, root, nd_f, nd_i, pg, ef, ei, ec)
+        _cursor_start(q, root, nd_f, nd_i, pg, ef, ei, ec, heights, top, spage, spos, found, he, hp, hn, counters)
         if g[i] > 0 and hn[0] > 0:
             p += _cursor_next(g[i], q, heights, top, spage, spos, found, he, hp, hn, counters, pg, ef, ei, ec,
                               out_item[p:], out_score[p:])
@@ -1511,8 +1534,9 @@ class IRTreeIndex(IntervalIndex):
         out_item = np.empty(off[-1], np.int64)
         out_score = np.empty(off[-1], np.float64)
         out_off = np.zeros(len(queries) + 1, np.int64)
-        _read_many(queries, g, self._meta[M_ROOT], self._nd_f, self._nd_i, self._pg, self._ef, self._ei, self._ec,
-                   out_item, out_score, out_off)
+        meta = self._meta
+        _read_many(queries, g, meta[M_ROOT], _depth(meta[M_ROOT], self._nd_i), meta[M_HMAX], self._nd_f, self._nd_i,
+                   self._pg, self._ef, self._ei, self._ec, out_item, out_score, out_off)
         return out_off, out_item[: out_off[-1]], out_score[: out_off[-1]]
 
     def stats(self) -> dict:

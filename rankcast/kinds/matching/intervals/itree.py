@@ -158,7 +158,7 @@ def _build(lo, hi):
             hi_max[:nodes].copy(), left[:nodes].copy(), right[:nodes].copy(), depth)
 
 
-@numba.njit(cache=True)
+@numba.njit(cache=True, inline="always")
 def _scan(q, mode, p, stop, lo, hi, counters):
     """First stabbed row in ``p .. stop - 1`` (``stop`` when none); counts the rows looked at."""
     if mode == _AT:

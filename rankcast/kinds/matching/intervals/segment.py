@@ -35,7 +35,7 @@ __all__ = ["SegmentTreeIndex", "SegmentTreeCursor", "heap_push", "heap_sift_down
 
 # ----------------------------------------------------------------------------- path heap
 
-@numba.njit(cache=True)
+@numba.njit(cache=True, inline="always")
 def heap_sift_down(hscore, hitem, hslot, size, i):
     """Restore the max-heap (in the total order) below position ``i``.
 
@@ -61,7 +61,7 @@ def heap_sift_down(hscore, hitem, hslot, size, i):
     hslot[i] = sl
 
 
-@numba.njit(cache=True)
+@numba.njit(cache=True, inline="always")
 def heap_push(hscore, hitem, hslot, size, score, item, slot):
     """Insert ``(score, item, slot)`` into the heap of ``size`` entries; returns the new size."""
     i = size
@@ -79,7 +79,7 @@ def heap_push(hscore, hitem, hslot, size, score, item, slot):
     return size + 1
 
 
-@numba.njit(cache=True)
+@numba.njit(cache=True, inline="always")
 def heap_pop(hscore, hitem, hslot, size):
     """Drop the top entry of the heap of ``size`` entries; returns the new size."""
     size -= 1
