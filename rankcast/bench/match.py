@@ -155,14 +155,27 @@ def _getnext(args, names) -> list[dict]:
     return rows
 
 
-def _read_timed(idx, qs, g, reps: int = 3):
-    """Best of ``reps`` runs of ``idx.read_many(qs, g)``: (seconds per query, its output)."""
-    best, out = np.inf, None
-    for _ in range(reps):
-        t0 = time.perf_counter()
-        out = idx.read_many(qs, g)
-        best = min(best, time.perf_counter() - t0)
-    return best / max(len(qs), 1), out
+def _cursor_race(idxs: dict, runs: list, reps: int = 5) -> dict:
+    """Time ``read_many`` of every structure on every run ``(key, column, queries, counts)``,
+    the structures side by side in alternating order within each of ``reps`` passes, each the
+    best of its passes: {(key, name): (seconds per query, rows read, the rows)}; ``idxs[name]``
+    is the list of a structure's indexes by column."""
+    out = {}
+    names = list(idxs)
+    for rep in range(reps):
+        for key, cols, qs, g in runs:
+            for name in (names if rep % 2 == 0 else names[::-1]):
+                secs, rows = 0.0, []
+                for j in cols:
+                    idxs[name][j].read_many(qs[j][:5], g[:5] if np.ndim(g) else g)     # its own data in the caches
+                    t0 = time.perf_counter()
+                    _, items, _ = idxs[name][j].read_many(qs[j], g)
+                    secs += time.perf_counter() - t0
+                    rows.append(items)
+                per = secs / len(qs[cols[0]])
+                if (key, name) not in out or per < out[(key, name)][0]:
+                    out[(key, name)] = (per, sum(len(x) for x in rows) / len(qs[cols[0]]), rows)
+    return out
 
 
 def _cursors(args, names) -> list[dict]:
@@ -170,26 +183,25 @@ def _cursors(args, names) -> list[dict]:
     the cursors alone (``read_many``: one compiled call over every query, nothing between the
     calls), at d = 1 for every g of ``--cursor-g``; then at the depth the Threshold Algorithm
     reads each list at every d of ``--cursor-dims`` (its sorted accesses per event over d, per
-    event), summed over the event's d cursors."""
+    event), summed over the event's d cursors. Every structure is built first, then all are
+    timed side by side (:func:`_cursor_race`), so that the machine's other load falls on all."""
     from rankcast.ingest.match_workloads import event_batch, expression_batch, zipf_workload
     from rankcast.kinds.matching.core import MatchCore
     rows = []
     n = max(args.n)
     w = zipf_workload(n, 1, args.n_queries, skew_length=args.skew_length, lengths=args.lengths, seed=args.seed,
                       queries=args.queries)
-    qs = w.queries[:, 0]
-    ref = {}
-    for name in names:
-        idx, _ = _build_1d(name, w, args.b)
-        idx.read_many(qs[: args.warmup], args.k)
-        for g in args.cursor_g:
-            q = qs[: max(10, min(len(qs), 2_000_000 // max(g, 1)))]
-            secs, (off, items, _) = _read_timed(idx, q, g)
-            ref.setdefault(g, items)
-            rows.append({"d": 1, "index": name, "getnext": g, "seconds_per_query": secs,
-                         "read": len(items) / len(q), "agrees": bool(np.array_equal(items, ref[g]))})
+    idxs = {name: [_build_1d(name, w, args.b)[0]] for name in names}
+    runs = [(g, [0], [w.queries[: max(10, min(len(w.queries), 2_000_000 // max(g, 1))), 0]], g) for g in args.cursor_g]
+    res = _cursor_race(idxs, runs)
+    for g in args.cursor_g:
+        ref = res[(g, names[0])][2]
+        for name in names:
+            secs, read, got = res[(g, name)]
+            rows.append({"d": 1, "index": name, "getnext": g, "seconds_per_query": secs, "read": read,
+                         "agrees": all(np.array_equal(a, b) for a, b in zip(got, ref))})
             print(f"cursors n={n} d=1 {name:<14} g={g:>6} {secs * 1e6:10.2f} us/query", flush=True)
-        del idx
+    del idxs, res
     for d in args.cursor_dims:
         w = zipf_workload(args.dims_n, d, args.n_queries, skew_length=args.skew_length, lengths=args.lengths,
                           seed=args.seed, queries=args.queries)
@@ -204,22 +216,17 @@ def _cursors(args, names) -> list[dict]:
         del core
         print(f"cursors d={d}: the Threshold Algorithm reads {depth.mean():.0f} rows per list per event "
               f"(median {np.median(depth):.0f})", flush=True)
-        refs = None
-        for name in names:
-            if name == "segment-tree" and d > args.skip_segment_above:
-                continue
-            secs, outs = 0.0, []
-            for j in range(d):
-                idx, _ = _build_1d_col(name, w, j, args.b)
-                idx.read_many(w.queries[: min(q, 5), j], depth[: min(q, 5)])
-                s_j, (_, items, _) = _read_timed(idx, w.queries[:q, j], depth[:q])
-                secs += s_j
-                outs.append(items)
-                del idx
-            refs = refs or outs
+        here = [x for x in names if not (x == "segment-tree" and d > args.skip_segment_above)]
+        idxs = {name: [_build_1d_col(name, w, j, args.b)[0] for j in range(d)] for name in here}
+        res = _cursor_race(idxs, [("ta", list(range(d)), [w.queries[:q, j] for j in range(d)], depth)])
+        ref = res[("ta", here[0])][2]
+        for name in here:
+            secs, read, got = res[("ta", name)]
             rows.append({"d": d, "index": name, "getnext": "ta-depth", "depth_mean": float(depth.mean()),
-                         "seconds_per_query": secs, "agrees": all(np.array_equal(a, b) for a, b in zip(outs, refs))})
+                         "seconds_per_query": secs, "read": read,
+                         "agrees": all(np.array_equal(a, b) for a, b in zip(got, ref))})
             print(f"cursors n={args.dims_n} d={d} {name:<14} TA depth {secs * 1e3:9.3f} ms/event", flush=True)
+        del idxs, res
     return rows
 
 
