@@ -157,14 +157,14 @@ def _getnext(args, names) -> list[dict]:
 
 def _cursor_race(idxs: dict, runs: list, reps: int = 5) -> dict:
     """Time ``read_many`` of every structure on every run ``(key, column, queries, counts)``,
-    the structures side by side in alternating order within each of ``reps`` passes, each the
+    the structures side by side in an order rotated from pass to pass, each the
     best of its passes: {(key, name): (seconds per query, rows read, the rows)}; ``idxs[name]``
     is the list of a structure's indexes by column."""
     out = {}
     names = list(idxs)
     for rep in range(reps):
         for key, cols, qs, g in runs:
-            for name in (names if rep % 2 == 0 else names[::-1]):
+            for name in names[rep % len(names):] + names[: rep % len(names)]:
                 secs, rows = 0.0, []
                 for j in cols:
                     idxs[name][j].read_many(qs[j][:5], g[:5] if np.ndim(g) else g)     # its own data in the caches
@@ -319,9 +319,8 @@ WARM_EVENTS = 10        # events each method answers untimed before each of its 
 def _time_methods(methods, scoring, exprs, n_attrs, events, k, reps, b, tag) -> list[dict]:
     """Build every method's core over ``exprs``, time each event of ``events`` (single-event
     batches) as the best of ``reps`` runs after one untimed pass, method by method within each
-    run (side by side, in alternating order, each run of a method after ``WARM_EVENTS`` untimed
-    events of its own: a method that happens to follow itself would otherwise find its data in
-    the caches and the others not), and check that all return the same top-k."""
+    run (side by side, in an order rotated from run to run, each run of a method after
+    ``WARM_EVENTS`` untimed events of its own), and check that all return the same top-k."""
     cores, rows = {}, {}
     for name in methods:
         core = _method_core(name, scoring, b)
@@ -345,9 +344,10 @@ def _time_methods(methods, scoring, exprs, n_attrs, events, k, reps, b, tag) -> 
     best = {name: np.full(len(events), np.inf) for name in methods}
     answers = {name: [None] * len(events) for name in methods}
     for rep in range(reps):
-        # the order of the methods alternates from run to run, so that none always runs after the
-        # same neighbour (whose data it finds in the caches, or not)
-        for name, core in (list(cores.items()) if rep % 2 == 0 else list(cores.items())[::-1]):
+        # the order of the methods rotates from run to run: none runs twice in a row (its data
+        # still in the caches) or always after the same neighbour
+        items = list(cores.items())
+        for name, core in items[rep % len(items):] + items[: rep % len(items)]:
             times = best[name]
             for e in events[:WARM_EVENTS]:      # its own data in the caches, whichever method ran before
                 core.match(e, k)
