@@ -187,10 +187,11 @@ def check_structure(idx, model):
     assert free == meta[ir.M_PG_NFREE]
     # item directory: item -> (score, node)
     occ = np.flatnonzero(idx._dn >= 0)
-    assert len(occ) == n and len(idx._dk) & (len(idx._dk) - 1) == 0
+    assert len(occ) == n and n <= ir._DIR_LOAD * len(idx._dk) + 1e-9 and len(idx._dk) >= 8
     for s in occ:
         it = int(idx._dk[s])
         assert idx._ds[s] == truth[it][2] and idx._dn[s] == owner[it]
+        assert ir._dir_find(idx._dk, idx._dn, it) == s          # reachable from its home slot
 
 
 def check(idx, model, rng, limit=None):

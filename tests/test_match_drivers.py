@@ -281,3 +281,22 @@ def test_auto_races_the_box_tree_and_the_be_tree_exactly(scoring, monkeypatch):
         live.update((e.id, e) for e in new)
     s = m.stats()
     assert s["raced_events"] >= 12 and m.core.rival is None and s["driver"] in ("box", "be-tree")
+
+
+@pytest.mark.parametrize("scoring", ["static", "weighted"])
+def test_auto_keeps_dense_tables_on_the_box_tree_without_a_race(scoring, monkeypatch):
+    """Every expression names every attribute in use: index="auto" builds no BE*-tree (the
+    box tree prunes on every attribute; the race would only add the BE*-tree's build) and
+    stays exact."""
+    from rankcast.kinds.matching.auto import AutoCore
+    monkeypatch.setattr(AutoCore, "RACE_MIN", 64)
+    rng = np.random.default_rng(9)
+    exprs = [rc.Expression(i, [rc.Predicate(f"x{a}", "between", (float(c), float(c) + 1.5), 0.5)
+                               for a, c in enumerate(rng.integers(0, 6, 3))], score=float(rng.integers(1, 4)))
+             for i in range(200)]
+    m = rc.Matcher(rc.MatchConfig(scoring=scoring, index="auto", k=5))
+    m.subscribe(exprs)
+    evs = _events(rng, 0, 20, 3)
+    assert_matches_exact(m.publish(evs, k=5), exprs, evs, scoring, 5)
+    s = m.stats()
+    assert s["driver"] == "box" and s["raced_events"] == 0 and m.core.rival is None

@@ -5,7 +5,9 @@ in one run.
 1. **memory and build** per attribute at each ``--n`` (d = 1): bytes of every index (paper
    Table 2) and its build time;
 2. **time against getnext calls** (d = 1, the largest n): the time to read the first g stabbed
-   intervals of a query in score order, per index (paper Figure 6);
+   intervals of a query in score order, per index (paper Figure 6), through the Python cursors
+   (``getnext``) and the cursors alone (``cursors``: one compiled call over every query), the
+   latter also at the depth the Threshold Algorithm reads each list at ``--cursor-dims``;
 3. **dimensions** (``--dims``): top-k per event with relaxed scoring (the Threshold Algorithm,
    as in every experiment of the paper) through :class:`~rankcast.kinds.matching.core.MatchCore`,
    per index and against ``scan`` (every expression checked) (Figures 7-8);
@@ -19,7 +21,7 @@ in one run.
 6. **auto** (``--auto-n``): ``index="auto"`` against every method on the paper's workload
    with both query distributions (d = 4, relaxed), BEGen and GeoNames (weighted).
 
-``--sections`` picks among ``memory,getnext,dims,skew,drivers,auto`` (all by default).
+``--sections`` picks among ``memory,getnext,cursors,dims,skew,drivers,auto`` (all by default).
 
 Targets (docs/BENCHMARKS.md, at 1M expressions): SOPT-R-tree fastest and IR-tree within 2x of it; 1.5x
 to 16x over the other structures at d = 1 to 4; segment tree at least 20x the IR-tree's memory;
@@ -82,7 +84,12 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--queries", choices=("shared", "separate"), default="shared",
                    help="the paper workload's queries: sampled from the subscriptions' distribution (shared, the "
                         "paper's) or from a generator with regions of their own (separate)")
-    p.add_argument("--sections", default="memory,getnext,dims,skew,drivers,auto",
+    p.add_argument("--cursor-g", type=_ints, default=[1, 10, 20, 100, 1000, 10000],
+                   help="getnext calls per query of the cursors experiment at d = 1")
+    p.add_argument("--cursor-dims", type=_ints, default=[1, 2, 4],
+                   help="dimensions at which the cursors experiment reads each list as deep as the Threshold "
+                        "Algorithm does (at --dims-n)")
+    p.add_argument("--sections", default="memory,getnext,cursors,dims,skew,drivers,auto",
                    help="which experiments to run (comma-separated)")
     p.add_argument("--driver-dims", type=_ints, default=[1, 2, 4], help="dimensions of experiment 5")
     p.add_argument("--driver-methods", default="scan,table-scan,paper,pivot,box,auto",
@@ -97,10 +104,15 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
 
 
 def _build_1d(name, w, b):
+    return _build_1d_col(name, w, 0, b)
+
+
+def _build_1d_col(name, w, j, b):
+    """The index ``name`` over column ``j`` of the workload (items: the rows), its build seconds."""
     from rankcast.kinds.matching.intervals import index_class
     cls = index_class(name)
     t0 = time.perf_counter()
-    idx = cls(w.lo[:, 0], w.hi[:, 0], w.score[:, 0], np.arange(len(w.lo), dtype=np.int64), b=b)
+    idx = cls(w.lo[:, j], w.hi[:, j], w.score[:, j], np.arange(len(w.lo), dtype=np.int64), b=b)
     return idx, time.perf_counter() - t0
 
 
@@ -112,12 +124,11 @@ def _memory(args, names) -> list[dict]:
         raw = 4 * 8 * n          # lo, hi, score, item
         for name in names:
             idx, secs = _build_1d(name, w, args.b)
-            row = {"n": n, "index": name, "bytes": int(idx.nbytes()), "raw_bytes": raw, "build_seconds": secs}
-            stored = getattr(getattr(idx, "base", idx), "rows", None)
-            if stored is not None:      # the segment tree: canonical-cover entries per interval
-                row["entries_per_interval"] = len(stored) / n
+            row = {"n": n, "index": name, "bytes": int(idx.nbytes()), "raw_bytes": raw, "build_seconds": secs,
+                   "bytes_per_interval": idx.nbytes() / n, "entries_per_interval": idx.entries() / n}
             rows.append(row)
-            print(f"memory n={n:>8} {name:<14} {idx.nbytes() / 2**20:9.1f} MiB  build {secs:6.2f} s", flush=True)
+            print(f"memory n={n:>8} {name:<14} {idx.nbytes() / 2**20:9.1f} MiB  {row['bytes_per_interval']:6.1f} B "
+                  f"and {row['entries_per_interval']:6.2f} entries per interval  build {secs:6.2f} s", flush=True)
             del idx
     return rows
 
@@ -141,6 +152,81 @@ def _getnext(args, names) -> list[dict]:
             rows.append({"index": name, "getnext": g, "seconds_per_query": secs, "read": got / len(qs)})
             print(f"getnext n={n} {name:<14} g={g:>6} {secs * 1e6:10.1f} us/query", flush=True)
         del idx
+    return rows
+
+
+def _cursor_race(idxs: dict, runs: list, reps: int = 5) -> dict:
+    """Time ``read_many`` of every structure on every run ``(key, column, queries, counts)``,
+    the structures side by side in an order rotated from pass to pass, each the
+    best of its passes: {(key, name): (seconds per query, rows read, the rows)}; ``idxs[name]``
+    is the list of a structure's indexes by column."""
+    out = {}
+    names = list(idxs)
+    for rep in range(reps):
+        for key, cols, qs, g in runs:
+            for name in names[rep % len(names):] + names[: rep % len(names)]:
+                secs, rows = 0.0, []
+                for j in cols:
+                    idxs[name][j].read_many(qs[j][:5], g[:5] if np.ndim(g) else g)     # its own data in the caches
+                    t0 = time.perf_counter()
+                    _, items, _ = idxs[name][j].read_many(qs[j], g)
+                    secs += time.perf_counter() - t0
+                    rows.append(items)
+                per = secs / len(qs[cols[0]])
+                if (key, name) not in out or per < out[(key, name)][0]:
+                    out[(key, name)] = (per, sum(len(x) for x in rows) / len(qs[cols[0]]), rows)
+    return out
+
+
+def _cursors(args, names) -> list[dict]:
+    """The structures on the paper's Fig. 6 measure: the time of g getnext calls per query,
+    the cursors alone (``read_many``: one compiled call over every query, nothing between the
+    calls), at d = 1 for every g of ``--cursor-g``; then at the depth the Threshold Algorithm
+    reads each list at every d of ``--cursor-dims`` (its sorted accesses per event over d, per
+    event), summed over the event's d cursors. Every structure is built first, then all are
+    timed side by side (:func:`_cursor_race`), so that the machine's other load falls on all."""
+    from rankcast.ingest.match_workloads import event_batch, expression_batch, zipf_workload
+    from rankcast.kinds.matching.core import MatchCore
+    rows = []
+    n = max(args.n)
+    w = zipf_workload(n, 1, args.n_queries, skew_length=args.skew_length, lengths=args.lengths, seed=args.seed,
+                      queries=args.queries)
+    idxs = {name: [_build_1d(name, w, args.b)[0]] for name in names}
+    runs = [(g, [0], [w.queries[: max(10, min(len(w.queries), 2_000_000 // max(g, 1))), 0]], g) for g in args.cursor_g]
+    res = _cursor_race(idxs, runs)
+    for g in args.cursor_g:
+        ref = res[(g, names[0])][2]
+        for name in names:
+            secs, read, got = res[(g, name)]
+            rows.append({"d": 1, "index": name, "getnext": g, "seconds_per_query": secs, "read": read,
+                         "agrees": all(np.array_equal(a, b) for a, b in zip(got, ref))})
+            print(f"cursors n={n} d=1 {name:<14} g={g:>6} {secs * 1e6:10.2f} us/query", flush=True)
+    del idxs, res
+    for d in args.cursor_dims:
+        w = zipf_workload(args.dims_n, d, args.n_queries, skew_length=args.skew_length, lengths=args.lengths,
+                          seed=args.seed, queries=args.queries)
+        q = min(args.n_queries, args.driver_queries)
+        core = MatchCore("relaxed", "sopt-r-tree", b=args.b)
+        core.add(expression_batch(w), d)
+        depth = np.zeros(q, np.int64)
+        for i, e in enumerate(_split_events(event_batch(w), q)):
+            before = core.counters["sorted_accesses"]
+            core.match(e, args.k)
+            depth[i] = -(-(core.counters["sorted_accesses"] - before) // d)
+        del core
+        print(f"cursors d={d}: the Threshold Algorithm reads {depth.mean():.0f} rows per list per event "
+              f"(median {np.median(depth):.0f})", flush=True)
+        here = [x for x in names if not (x == "segment-tree" and d > args.skip_segment_above)]
+        idxs = {name: [_build_1d_col(name, w, j, args.b)[0] for j in range(d)] for name in here}
+        res = _cursor_race(idxs, [("ta", list(range(d)), [w.queries[:q, j] for j in range(d)], depth)])
+        ref = res[("ta", here[0])][2]
+        for name in here:
+            secs, read, got = res[("ta", name)]
+            rows.append({"d": d, "index": name, "getnext": "ta-depth", "depth_mean": float(depth.mean()),
+                         "seconds_per_query": secs, "read": read,
+                         "agrees": all(np.array_equal(a, b) for a, b in zip(got, ref))})
+            print(f"cursors n={args.dims_n} d={d} {name:<14} TA depth {secs * 1e3:9.3f} ms/event", flush=True)
+        del idxs, res
     return rows
 
 
@@ -227,10 +313,14 @@ def _split_events(ev, q: int) -> list:
     return out
 
 
+WARM_EVENTS = 10        # events each method answers untimed before each of its timed runs
+
+
 def _time_methods(methods, scoring, exprs, n_attrs, events, k, reps, b, tag) -> list[dict]:
     """Build every method's core over ``exprs``, time each event of ``events`` (single-event
-    batches) as the best of ``reps`` runs, method by method within each run (side by side), and
-    check that all return the same top-k."""
+    batches) as the best of ``reps`` runs after one untimed pass, method by method within each
+    run (side by side, in an order rotated from run to run, each run of a method after
+    ``WARM_EVENTS`` untimed events of its own), and check that all return the same top-k."""
     cores, rows = {}, {}
     for name in methods:
         core = _method_core(name, scoring, b)
@@ -239,11 +329,28 @@ def _time_methods(methods, scoring, exprs, n_attrs, events, k, reps, b, tag) -> 
         core.match(events[0], k)            # compile, build what is built lazily
         cores[name] = core
         rows[name] = {"method": name, "scoring": scoring, "build_seconds": time.perf_counter() - t0, **tag}
+        # one untimed pass over the events: index="auto" decides what serves the table on its
+        # first events (its race, timed in its row), and every method then gets the same number
+        # of timed runs of every event
+        t0 = time.perf_counter()
+        for e in events:
+            core.match(e, k)
+        rows[name]["first_pass_seconds"] = time.perf_counter() - t0
+        if name == "auto":
+            st = core.stats()
+            rows[name].update(auto_driver=st.get("driver"), raced_events=st.get("raced_events", 0),
+                              raced_box_seconds=st.get("raced_box_seconds", 0.0),
+                              raced_be_tree_seconds=st.get("raced_be_tree_seconds", 0.0))
     best = {name: np.full(len(events), np.inf) for name in methods}
     answers = {name: [None] * len(events) for name in methods}
-    for _ in range(reps):
-        for name, core in cores.items():
+    for rep in range(reps):
+        # the order of the methods rotates from run to run: none runs twice in a row (its data
+        # still in the caches) or always after the same neighbour
+        items = list(cores.items())
+        for name, core in items[rep % len(items):] + items[: rep % len(items)]:
             times = best[name]
+            for e in events[:WARM_EVENTS]:      # its own data in the caches, whichever method ran before
+                core.match(e, k)
             for i, e in enumerate(events):
                 t0 = time.perf_counter()
                 res = core.match(e, k)
@@ -327,12 +434,33 @@ def _driver_targets(drivers, auto) -> dict:
     return out
 
 
+def _cursor_targets(rows) -> dict:
+    """Fig. 6 targets: SOPT-R-tree fastest, IR-tree within 2x of it, the slowest at least 2x it."""
+    out = {}
+    for key in sorted({(r["d"], str(r["getnext"])) for r in rows}):
+        t = {r["index"]: r["seconds_per_query"] for r in rows if (r["d"], str(r["getnext"])) == key}
+        if "sopt-r-tree" not in t:
+            continue
+        sopt = t["sopt-r-tree"]
+        out[f"cursors d={key[0]} g={key[1]}"] = {
+            "fastest": min(t, key=t.get), "over_sopt": {k: v / sopt for k, v in t.items()},
+            "target": "fastest sopt-r-tree, ir-tree <= 2x sopt, slowest >= 2x sopt (d = 1)"}
+    return out
+
+
 def _targets(mem, dims) -> dict:
     out = {}
     big = max(r["n"] for r in mem) if mem else None
     m = {r["index"]: r for r in mem if r["n"] == big}
     if "segment-tree" in m and "ir-tree" in m:
         out["segment_over_ir_memory"] = {"value": m["segment-tree"]["bytes"] / m["ir-tree"]["bytes"], "target": ">= 20"}
+    if m:
+        out["memory_per_interval"] = {k: {"bytes": r["bytes_per_interval"], "entries": r["entries_per_interval"]}
+                                      for k, r in m.items()}
+        out["memory_targets"] = {"target": "segment >= 15 entries per interval; ir-tree, r-tree <= 1.1; ir-tree bytes "
+                                           "<= 2x interval-tree's"}
+        if "interval-tree" in m and "ir-tree" in m:
+            out["memory_targets"]["ir_over_interval_bytes"] = m["ir-tree"]["bytes"] / m["interval-tree"]["bytes"]
     if m:
         out["max_build_seconds_per_attribute"] = {"value": max(r["build_seconds"] for r in m.values()),
                                                   "target": "< 60"}
@@ -367,11 +495,15 @@ def _plot(res, path: Path) -> None:
         ax[0, 0].plot([r["n"] for r in rs], [r["bytes"] / 2**20 for r in rs], "o-", label=name)
     ax[0, 0].set(xlabel="intervals", ylabel="MiB per attribute", yscale="log", title="1. memory (Table 2)")
     _legend(ax[0, 0])
-    for name in sorted({r["index"] for r in res["getnext"]}):
-        rs = [r for r in res["getnext"] if r["index"] == name]
+    fig6 = [r for r in res.get("cursors", []) if r["d"] == 1 and r["getnext"] != "ta-depth"]
+    label = "cursors alone"
+    if not fig6:
+        fig6, label = res["getnext"], "through the Python cursors"
+    for name in sorted({r["index"] for r in fig6}):
+        rs = [r for r in fig6 if r["index"] == name]
         ax[0, 1].plot([r["getnext"] for r in rs], [r["seconds_per_query"] * 1e3 for r in rs], "o-", label=name)
     ax[0, 1].set(xlabel="getnext calls", ylabel="ms per query", xscale="log", yscale="log",
-                 title="2. time against getnext calls (Fig. 6)")
+                 title=f"2. time against getnext calls, {label} (Fig. 6)")
     _legend(ax[0, 1])
     skew0 = res["dims"][0]["skew_length"] if res["dims"] else None
     for name in sorted({r["index"] for r in res["dims"]}):
@@ -419,11 +551,13 @@ def run_match(args) -> dict:
     res = {"config": {k: v for k, v in vars(args).items() if k != "func"}}
     res["memory"] = _memory(args, names) if "memory" in sections else []
     res["getnext"] = _getnext(args, names) if "getnext" in sections else []
+    res["cursors"] = _cursors(args, names) if "cursors" in sections else []
     res["dims"] = _dims(args, names, args.dims, [args.skew_length]) if "dims" in sections else []
     res["skew"] = _dims(args, names, [4], args.skews) if args.skews and "skew" in sections else []
     res["drivers"] = _drivers(args) if "drivers" in sections else []
     res["auto"] = _auto(args) if "auto" in sections else []
     res["targets"] = _targets(res["memory"], res["dims"])
+    res["targets"].update(_cursor_targets(res["cursors"]))
     res["targets"].update(_driver_targets(res["drivers"], res["auto"]))
     res["seconds"] = time.perf_counter() - t0
     return res

@@ -27,7 +27,7 @@ from __future__ import annotations
 import numba
 import numpy as np
 
-__all__ = ["IntervalIndex", "Cursor", "before", "COUNTERS", "check_intervals"]
+__all__ = ["IntervalIndex", "Cursor", "before", "COUNTERS", "check_intervals", "read_args"]
 
 COUNTERS = ("nodes", "holes", "entries")
 
@@ -53,6 +53,20 @@ def check_intervals(lo, hi, score, item) -> tuple[np.ndarray, np.ndarray, np.nda
     if n and (not np.isfinite(score).all() or (score < 0).any()):
         raise ValueError("scores must be finite and >= 0")
     return lo, hi, score, item
+
+
+def read_args(queries, g, most: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """(queries float64, counts int64 capped at ``most``, output offsets) for ``read_many``."""
+    queries = np.ascontiguousarray(queries, np.float64).reshape(-1)
+    if np.isnan(queries).any():
+        raise ValueError("query point is NaN")
+    g = np.broadcast_to(np.asarray(g, np.int64), queries.shape)
+    if (g < 0).any():
+        raise ValueError("counts must be >= 0")
+    g = np.minimum(g, most).astype(np.int64)
+    off = np.zeros(len(queries) + 1, np.int64)
+    np.cumsum(g, out=off[1:])
+    return queries, g, off
 
 
 class Cursor:
@@ -82,6 +96,20 @@ class IntervalIndex:
 
     def nbytes(self) -> int:
         """Bytes of every array the index holds (the memory experiment, paper Table 2)."""
+        raise NotImplementedError
+
+    def entries(self) -> int:
+        """Entries the index stores (the paper's measure of Table 2): stored interval rows, node
+        entries and list rows, each counted once however many fields it has."""
+        raise NotImplementedError
+
+    def read_many(self, queries, g) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """For every query point ``queries[i]``, open a cursor and read its first ``g[i]``
+        stabbed intervals (``g``: one count for all, or one per query), all in one compiled
+        call: what the cursors cost with no Python layer between the calls (the paper's
+        Fig. 6 measure). Returns (offsets int64[len(queries) + 1], items, scores), query
+        ``i``'s rows being ``offsets[i]:offsets[i + 1]``: the same rows as
+        ``open(queries[i]).next(g[i])``."""
         raise NotImplementedError
 
     # dynamic indexes only

@@ -74,7 +74,7 @@ import numba
 import numpy as np
 
 from rankcast.common.arrays import stays_in_probe_run
-from .base import Cursor, IntervalIndex, before, check_intervals
+from .base import Cursor, IntervalIndex, before, check_intervals, read_args
 
 __all__ = ["IRTreeIndex", "IRTreeCursor", "ALPHA"]
 
@@ -93,7 +93,7 @@ N_META = 17
 
 DONE, NEED_ROOM, NEED_REBUILD = 0, 1, 2      # batch kernel status
 INSERT, DELETE = 0, 1                        # batch kernel operation
-_DIR_LOAD = 0.7                              # item directory: max load factor
+_DIR_LOAD = 0.8                              # item directory: max load factor (linear probing)
 _NO_F = np.empty(0, np.float64)
 
 
@@ -239,34 +239,42 @@ def _room(meta, nd_i, pg, ef, ei, ec, nodes, pages, entries):
 # ----------------------------------------------------------------------------- item directory
 
 @numba.njit(cache=True, inline="always")
-def _home(item, mask):
-    """splitmix64 of the item, masked: its first slot."""
+def _home(item, h):
+    """splitmix64 of the item, mapped onto the ``h`` slots (multiply-shift: any ``h`` below
+    2**32, so the directory needs no power-of-two size): its first slot."""
     z = np.uint64(item) + np.uint64(0x9E3779B97F4A7C15)
     z = (z ^ (z >> np.uint64(30))) * np.uint64(0xBF58476D1CE4E5B9)
     z = (z ^ (z >> np.uint64(27))) * np.uint64(0x94D049BB133111EB)
     z = z ^ (z >> np.uint64(31))
-    return np.int64(z & np.uint64(mask))
+    return np.int64(((z >> np.uint64(32)) * np.uint64(h)) >> np.uint64(32))
+
+
+@numba.njit(cache=True, inline="always")
+def _after(s, h):
+    """The slot after ``s`` in a directory of ``h`` slots (cyclically)."""
+    s += 1
+    return 0 if s == h else s
 
 
 @numba.njit(cache=True)
 def _dir_find(dk, dn, item):
     """Slot of ``item`` in the directory (dk keys, dn node or -1 = empty slot), or -1."""
-    mask = dk.shape[0] - 1
-    s = _home(item, mask)
+    h = dk.shape[0]
+    s = _home(item, h)
     while dn[s] >= 0:
         if dk[s] == item:
             return s
-        s = (s + 1) & mask
+        s = _after(s, h)
     return -1
 
 
 @numba.njit(cache=True)
 def _dir_put(dk, ds, dn, item, score, node):
     """Set item -> (score, node), adding the item when absent."""
-    mask = dk.shape[0] - 1
-    s = _home(item, mask)
+    h = dk.shape[0]
+    s = _home(item, h)
     while dn[s] >= 0 and dk[s] != item:
-        s = (s + 1) & mask
+        s = _after(s, h)
     dk[s] = item
     ds[s] = score
     dn[s] = node
@@ -275,14 +283,14 @@ def _dir_put(dk, ds, dn, item, score, node):
 @numba.njit(cache=True)
 def _dir_remove(dk, ds, dn, s):
     """Empty slot s, shifting later entries of its probe run back (no tombstones)."""
-    mask = dk.shape[0] - 1
+    h = dk.shape[0]
     i = s
     j = s
     while True:
-        j = (j + 1) & mask
+        j = _after(j, h)
         if dn[j] < 0:
             break
-        if stays_in_probe_run(i, j, _home(dk[j], mask)):
+        if stays_in_probe_run(i, j, _home(dk[j], h)):
             continue
         dk[i] = dk[j]
         ds[i] = ds[j]
@@ -310,8 +318,8 @@ def _dir_first(dk, dn, items, present):
 
 
 def _dir_capacity(n: int) -> int:
-    """Directory slots for n items: a power of two, load at most _DIR_LOAD, at least 8."""
-    return max(8, 1 << max(0, math.ceil(math.log2(max(1.0, n / _DIR_LOAD)))))
+    """Directory slots for n items: load at most _DIR_LOAD, at least 8."""
+    return max(8, math.ceil(n / _DIR_LOAD))
 
 
 # ----------------------------------------------------------------------------- R-tree pages
@@ -1144,7 +1152,7 @@ def _update_batch(op, meta, nd_f, nd_i, pg, ef, ei, ec, dk, ds, dn, lo, hi, sc, 
 
 # ----------------------------------------------------------------------------- queries
 
-@numba.njit(cache=True)
+@numba.njit(cache=True, inline="always")
 def _dfs_next(i, q, h, top, spage, spos, found, pg, ef, ec, counters):
     """Resume the left-first DFS of path slot i (an R-tree of h levels; stack spage/spos[i, :],
     current level top[i], -1 = done) to its next interval stabbed by q: its pool row, or -1.
@@ -1216,13 +1224,11 @@ def _cursor_open(q, root, nd_f, nd_i, pg, ef, ei, ec):
     """Walk path(q); in each path node whose extent holds q start the R-tree DFS and heap its
     first stabbed interval. Returns the cursor state: heights int64[P], top int64[P], spage,
     spos int64[P, H], found bool[P, H], heap rows he int64[P], heap slots hp int64[P], heap size
-    hn int64[1], counters int64[3]."""
-    counters = np.zeros(3, np.int64)
+    hn int64[1], counters int64[3] (arrays sized for path(q); :func:`_cursor_start` fills them)."""
     npath = 0
     hmax = 1
     v = root
     while v >= 0:
-        counters[NODES] += 1
         if nd_i[v, COUNT] > 0 and nd_f[v, MINLO] <= q and q <= nd_f[v, MAXHI]:
             npath += 1
             hmax = max(hmax, nd_i[v, HEIGHT])
@@ -1241,12 +1247,26 @@ def _cursor_open(q, root, nd_f, nd_i, pg, ef, ei, ec):
     he = np.empty(npath, np.int64)
     hp = np.empty(npath, np.int64)
     hn = np.zeros(1, np.int64)
+    counters = np.zeros(3, np.int64)
+    _cursor_start(q, root, nd_f, nd_i, pg, ef, ei, ec, heights, top, spage, spos, found, he, hp, hn, counters)
+    return heights, top, spage, spos, found, he, hp, hn, counters
+
+
+@numba.njit(cache=True, inline="always")
+def _cursor_start(q, root, nd_f, nd_i, pg, ef, ei, ec, heights, top, spage, spos, found, he, hp, hn, counters):
+    """The walk of :func:`_cursor_open` into given cursor arrays (rows for every path node whose
+    extent holds q, columns for its R-tree's height), reused from query to query."""
+    hn[0] = 0
     i = 0
     v = root
-    while v >= 0 and i < npath:
+    while v >= 0:
+        counters[NODES] += 1
         if nd_i[v, COUNT] > 0 and nd_f[v, MINLO] <= q and q <= nd_f[v, MAXHI]:
             heights[i] = nd_i[v, HEIGHT]
+            top[i] = 0
             spage[i, 0] = nd_i[v, ROOT]
+            spos[i, 0] = 0
+            found[i, 0] = False
             counters[NODES] += 1
             e = _dfs_next(np.int64(i), q, heights[i], top, spage, spos, found, pg, ef, ec, counters)
             if e >= 0:
@@ -1273,7 +1293,6 @@ def _cursor_open(q, root, nd_f, nd_i, pg, ef, ei, ec):
             v = nd_i[v, RIGHT]
         else:
             break
-    return heights, top, spage, spos, found, he, hp, hn, counters
 
 
 @numba.njit(cache=True)
@@ -1299,6 +1318,34 @@ def _cursor_next(k, q, heights, top, spage, spos, found, he, hp, hn, counters, p
         _sift_down(he, hp, n, ef, ei)
     hn[0] = n
     return c
+
+
+@numba.njit(cache=True)
+def _read_many(queries, g, root, depth, hmax, nd_f, nd_i, pg, ef, ei, ec, out_item, out_score, out_off):
+    """``read_many`` (:mod:`.base`): for every query a fresh cursor (its arrays allocated once,
+    for ``depth`` path nodes and R-trees of at most ``hmax`` levels), its first ``g[i]``
+    stabbed intervals written from ``out_off[i]`` on."""
+    hmax = max(hmax, 1)
+    npath = max(depth, 1)
+    heights = np.empty(npath, np.int64)
+    top = np.zeros(npath, np.int64)
+    spage = np.empty((npath, hmax), np.int64)
+    spos = np.zeros((npath, hmax), np.int64)
+    found = np.zeros((npath, hmax), np.bool_)
+    he = np.empty(npath, np.int64)
+    hp = np.empty(npath, np.int64)
+    hn = np.zeros(1, np.int64)
+    counters = np.zeros(3, np.int64)
+    p = 0
+    out_off[0] = 0
+    for i in range(queries.shape[0]):
+        q = queries[i]
+        _cursor_start(q, root, nd_f, nd_i, pg, ef, ei, ec, heights, top, spage, spos, found, he, hp, hn, counters)
+        if g[i] > 0 and hn[0] > 0:
+            p += _cursor_next(g[i], q, heights, top, spage, spos, found, he, hp, hn, counters, pg, ef, ei, ec,
+                              out_item[p:], out_score[p:])
+        out_off[i + 1] = p
+    return p
 
 
 # ----------------------------------------------------------------------------- Python layer
@@ -1406,7 +1453,7 @@ class IRTreeIndex(IntervalIndex):
         meta[M_NEED_ND] = meta[M_NEED_PG] = meta[M_NEED_E] = 0
 
     def _resize_directory(self, n: int) -> None:
-        """Directory sized for n items (rehash when the power of two changes)."""
+        """Directory sized for n items (rehashed into new arrays)."""
         h = _dir_capacity(n)
         if h == len(self._dk):
             return
@@ -1442,7 +1489,7 @@ class IRTreeIndex(IntervalIndex):
         self._version += 1
         n = int(self._meta[M_N])
         if _dir_capacity(n + len(lo)) > len(self._dk):
-            self._resize_directory(n + len(lo))
+            self._resize_directory(max(n + len(lo), 2 * n))       # doubling: amortised O(1) per item
         self._run(INSERT, lo, hi, score, item)
         self._n_peak = max(self._n_peak, int(self._meta[M_N]))
 
@@ -1475,6 +1522,22 @@ class IRTreeIndex(IntervalIndex):
         """Bytes of every array held (node and page tables, entry pool, item directory),
         spare capacity included."""
         return int(sum(a.nbytes for a in self._state()) + self._meta.nbytes)
+
+    def entries(self) -> int:
+        """Entries of the live pages: one per interval in the leaves, one per child page in the
+        internal pages (a page's spare room is in :meth:`nbytes`, not here)."""
+        pg = self._pg[: self._meta[M_PG_HW]]
+        return int(pg[pg[:, CAP] >= 0, NENT].sum())
+
+    def read_many(self, queries, g):
+        queries, g, off = read_args(queries, g, len(self))
+        out_item = np.empty(off[-1], np.int64)
+        out_score = np.empty(off[-1], np.float64)
+        out_off = np.zeros(len(queries) + 1, np.int64)
+        meta = self._meta
+        _read_many(queries, g, meta[M_ROOT], _depth(meta[M_ROOT], self._nd_i), meta[M_HMAX], self._nd_f, self._nd_i,
+                   self._pg, self._ef, self._ei, self._ec, out_item, out_score, out_off)
+        return out_off, out_item[: out_off[-1]], out_score[: out_off[-1]]
 
     def stats(self) -> dict:
         """Shape and bookkeeping of the index: I-tree nodes and depth, pages, R-tree height

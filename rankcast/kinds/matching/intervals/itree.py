@@ -25,7 +25,7 @@ from __future__ import annotations
 import numba
 import numpy as np
 
-from .base import Cursor, IntervalIndex, check_intervals
+from .base import Cursor, IntervalIndex, check_intervals, read_args
 from .segment import heap_pop, heap_push, heap_sift_down
 
 __all__ = ["IntervalTreeIndex", "IntervalTreeCursor"]
@@ -158,7 +158,7 @@ def _build(lo, hi):
             hi_max[:nodes].copy(), left[:nodes].copy(), right[:nodes].copy(), depth)
 
 
-@numba.njit(cache=True)
+@numba.njit(cache=True, inline="always")
 def _scan(q, mode, p, stop, lo, hi, counters):
     """First stabbed row in ``p .. stop - 1`` (``stop`` when none); counts the rows looked at."""
     if mode == _AT:
@@ -247,6 +247,42 @@ def _it_next(n, q, state, lo, hi, score, item, mode, pos, end, hscore, hitem, hs
     return out_item[:k], out_score[:k]
 
 
+@numba.njit(cache=True)
+def _it_read_many(queries, g, depth, start, median, lo_min, hi_max, left, right, lo, hi, score, item, out_item,
+                  out_score, out_off, counters):
+    """``read_many`` (:mod:`.base`): for every query a fresh path heap, its first ``g[i]``
+    stabbed rows written from ``out_off[i]`` on."""
+    mode = np.empty(depth, np.int64)
+    pos = np.empty(depth, np.int64)
+    end = np.empty(depth, np.int64)
+    hscore = np.empty(depth, np.float64)
+    hitem = np.empty(depth, np.int64)
+    hslot = np.empty(depth, np.int64)
+    p = 0
+    out_off[0] = 0
+    for i in range(queries.shape[0]):
+        q = queries[i]
+        size = _it_open(q, start, median, lo_min, hi_max, left, right, lo, hi, score, item, mode, pos, end,
+                        hscore, hitem, hslot, counters)
+        k = 0
+        while k < g[i] and size > 0:
+            out_score[p] = hscore[0]
+            out_item[p] = hitem[0]
+            p += 1
+            k += 1
+            s = hslot[0]
+            a = _scan(q, mode[s], pos[s] + 1, end[s], lo, hi, counters)
+            pos[s] = a
+            if a < end[s]:
+                hscore[0] = score[a]
+                hitem[0] = item[a]
+                heap_sift_down(hscore, hitem, hslot, size, 0)
+            else:
+                size = heap_pop(hscore, hitem, hslot, size)
+        out_off[i + 1] = p
+    return p
+
+
 class IntervalTreeCursor(Cursor):
     """A resumable query on an :class:`IntervalTreeIndex` (state in a few arrays)."""
 
@@ -305,6 +341,20 @@ class IntervalTreeIndex(IntervalIndex):
         return sum(a.nbytes for a in (self.lo, self.hi, self.score, self.item, self.start,
                                       self.median, self.lo_min, self.hi_max, self.left,
                                       self.right))
+
+    def entries(self) -> int:
+        """Interval rows (each stored once, in its node's list)."""
+        return len(self.lo)
+
+    def read_many(self, queries, g):
+        queries, g, off = read_args(queries, g, len(self))
+        out_item = np.empty(off[-1], np.int64)
+        out_score = np.empty(off[-1], np.float64)
+        out_off = np.zeros(len(queries) + 1, np.int64)
+        _it_read_many(queries, g, max(self.depth, 1), self.start, self.median, self.lo_min, self.hi_max, self.left,
+                      self.right, self.lo, self.hi, self.score, self.item, out_item, out_score, out_off,
+                      np.zeros(3, np.int64))
+        return out_off, out_item[: out_off[-1]], out_score[: out_off[-1]]
 
     def node_of_rows(self) -> np.ndarray:
         """The node of each stored row (int64[n], rows in node order like ``lo .. item``)."""

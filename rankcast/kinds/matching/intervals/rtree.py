@@ -34,7 +34,7 @@ import numba
 import numpy as np
 from numba.cpython.unsafe.numbers import leading_zeros, trailing_zeros
 
-from .base import COUNTERS, Cursor, IntervalIndex, check_intervals
+from .base import COUNTERS, Cursor, IntervalIndex, check_intervals, read_args
 
 __all__ = [
     "PackedRTree", "RTreeCursor", "RTreeIndex", "SoptRTreeIndex",
@@ -165,6 +165,27 @@ def _rtree_next(q, k, b, node_cnt, node_off, ext_lo, ext_hi, lo, hi, score, item
     return got
 
 
+@numba.njit(cache=True)
+def _rtree_read_many(queries, g, b, node_cnt, node_off, ext_lo, ext_hi, lo, hi, score, item, out_item, out_score,
+                     out_off, counters):
+    """``read_many`` (:mod:`.base`): for every query a fresh DFS, its first ``g[i]`` stabbed rows
+    written from ``out_off[i]`` on (out_off[i + 1] set to where they end)."""
+    H = node_cnt.shape[0] - 1
+    stack = np.zeros((3, max(H, 1)), np.int64)
+    top = np.full(1, -1, np.int64)
+    level_nodes = np.zeros(max(H, 1), np.int64)
+    p = 0
+    out_off[0] = 0
+    for i in range(queries.shape[0]):
+        q = queries[i]
+        _rtree_open(q, b, node_cnt, ext_lo, ext_hi, stack, top, counters, level_nodes)
+        if g[i] > 0 and top[0] >= 0:
+            p += _rtree_next(q, g[i], b, node_cnt, node_off, ext_lo, ext_hi, lo, hi, score, item, stack, top,
+                             counters, level_nodes, out_item[p:], out_score[p:])
+        out_off[i + 1] = p
+    return p
+
+
 class PackedRTree:
     """The packed R-tree over ``lo, hi, score, item`` given in arrangement order (see the
     module docstring for the layout). ``b >= 2`` entries per node."""
@@ -193,6 +214,21 @@ class PackedRTree:
     def nbytes(self) -> int:
         return sum(a.nbytes for a in (self.lo, self.hi, self.score, self.item, self.node_cnt,
                                       self.ext_lo, self.ext_hi, self.node_off))
+
+    def entries(self) -> int:
+        """Rows plus node entries (one per node below the root: its extent in its parent)."""
+        return len(self.lo) + max(0, len(self.ext_lo) - 1)
+
+    def read_many(self, queries, g):
+        queries, g, off = read_args(queries, g, len(self))
+        out_item = np.empty(off[-1], np.int64)
+        out_score = np.empty(off[-1], np.float64)
+        out_off = np.zeros(len(queries) + 1, np.int64)
+        counters = np.zeros(len(COUNTERS), np.int64)
+        if self.height:
+            _rtree_read_many(queries, g, self.b, self.node_cnt, self.node_off, self.ext_lo, self.ext_hi, self.lo,
+                             self.hi, self.score, self.item, out_item, out_score, out_off, counters)
+        return out_off, out_item[: out_off[-1]], out_score[: out_off[-1]]
 
     def __len__(self) -> int:
         return len(self.lo)
@@ -548,6 +584,12 @@ class _PackedIndex(IntervalIndex):
 
     def nbytes(self) -> int:
         return self.tree.nbytes() + self.arrangement.nbytes
+
+    def entries(self) -> int:
+        return self.tree.entries()
+
+    def read_many(self, queries, g):
+        return self.tree.read_many(queries, g)
 
     def extents(self, depth: int) -> tuple[np.ndarray, np.ndarray]:
         """Node extents at ``depth`` (0 = root); ``self.tree.height`` levels."""

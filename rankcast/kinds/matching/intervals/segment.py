@@ -28,14 +28,14 @@ from __future__ import annotations
 import numba
 import numpy as np
 
-from .base import Cursor, IntervalIndex, before, check_intervals
+from .base import read_args, Cursor, IntervalIndex, before, check_intervals
 
 __all__ = ["SegmentTreeIndex", "SegmentTreeCursor", "heap_push", "heap_sift_down", "heap_pop"]
 
 
 # ----------------------------------------------------------------------------- path heap
 
-@numba.njit(cache=True)
+@numba.njit(cache=True, inline="always")
 def heap_sift_down(hscore, hitem, hslot, size, i):
     """Restore the max-heap (in the total order) below position ``i``.
 
@@ -61,7 +61,7 @@ def heap_sift_down(hscore, hitem, hslot, size, i):
     hslot[i] = sl
 
 
-@numba.njit(cache=True)
+@numba.njit(cache=True, inline="always")
 def heap_push(hscore, hitem, hslot, size, score, item, slot):
     """Insert ``(score, item, slot)`` into the heap of ``size`` entries; returns the new size."""
     i = size
@@ -79,7 +79,7 @@ def heap_push(hscore, hitem, hslot, size, score, item, slot):
     return size + 1
 
 
-@numba.njit(cache=True)
+@numba.njit(cache=True, inline="always")
 def heap_pop(hscore, hitem, hslot, size):
     """Drop the top entry of the heap of ``size`` entries; returns the new size."""
     size -= 1
@@ -206,6 +206,42 @@ def _seg_next(n, state, rows, score, item, pos, end, hscore, hitem, hslot, count
 
 
 @numba.njit(cache=True)
+def _seg_read_many(queries, g, points, n_leaves_pow2, offsets, rows, score, item, levels, out_item, out_score,
+                   out_off, counters):
+    """``read_many`` (:mod:`.base`): for every query a fresh path heap, its first ``g[i]``
+    stabbed rows written from ``out_off[i]`` on."""
+    pos = np.empty(levels, np.int64)
+    end = np.empty(levels, np.int64)
+    hscore = np.empty(levels, np.float64)
+    hitem = np.empty(levels, np.int64)
+    hslot = np.empty(levels, np.int64)
+    p = 0
+    out_off[0] = 0
+    for i in range(queries.shape[0]):
+        size = _seg_open(queries[i], points, n_leaves_pow2, offsets, rows, score, item, pos, end, hscore, hitem,
+                         hslot, counters)
+        k = 0
+        while k < g[i] and size > 0:
+            out_score[p] = hscore[0]
+            out_item[p] = hitem[0]
+            p += 1
+            k += 1
+            s = hslot[0]
+            a = pos[s] + 1
+            pos[s] = a
+            if a < end[s]:
+                r = rows[a]
+                counters[2] += 1
+                hscore[0] = score[r]
+                hitem[0] = item[r]
+                heap_sift_down(hscore, hitem, hslot, size, 0)
+            else:
+                size = heap_pop(hscore, hitem, hslot, size)
+        out_off[i + 1] = p
+    return p
+
+
+@numba.njit(cache=True)
 def _rows_per_level(offsets, rows, n_rows, levels):
     """counts int64[n_rows, levels]: how many nodes of each level (0 = root) store each row."""
     counts = np.zeros((n_rows, levels), np.int64)
@@ -298,6 +334,19 @@ class SegmentTreeIndex(IntervalIndex):
 
     def nbytes(self) -> int:
         return sum(a.nbytes for a in (self.score, self.item, self.points, self.offsets, self.rows))
+
+    def entries(self) -> int:
+        """Canonical-cover entries (node list rows): about 2 per level per interval."""
+        return len(self.rows)
+
+    def read_many(self, queries, g):
+        queries, g, off = read_args(queries, g, self._n)
+        out_item = np.empty(off[-1], np.int64)
+        out_score = np.empty(off[-1], np.float64)
+        out_off = np.zeros(len(queries) + 1, np.int64)
+        _seg_read_many(queries, g, self.points, self.n_leaves_pow2, self.offsets, self.rows, self.score, self.item,
+                       self.levels, out_item, out_score, out_off, np.zeros(3, np.int64))
+        return out_off, out_item[: out_off[-1]], out_score[: out_off[-1]]
 
     # -- structure, for the invariant tests
 
