@@ -386,6 +386,28 @@ class SkypeCore:
         out.update({f"index_{k}": v for k, v in self.index.stats().items()})
         return out
 
+    # ------------------------------------------------------------------ snapshots
+    def state_without_index(self) -> dict:
+        """Everything of this core but its subscription index: the subscription table and
+        the buffers (their pools trimmed to the rows handed out), the cost model's figures.
+        :meth:`restore_without_index` rebuilds the index from the table: a core restored so
+        holds the same buffers, so it needs no re-evaluation, at the cost of the index's
+        build (megabytes to copy and write, where the index is hundreds)."""
+        st = {k: v for k, v in self.__dict__.items() if k != "index"}
+        st["index_class"] = type(self.index)
+        return st
+
+    def restore_without_index(self, st: dict) -> None:
+        """The state of :meth:`state_without_index`, with the index built again over the
+        live subscriptions (each keyed by its threshold, as the buffers left it)."""
+        st = dict(st)
+        index_class = st.pop("index_class")
+        self.__dict__.update(st)
+        self.index = index_class(self.subs, self.cfg)
+        live = self.subs.live_slots()
+        if len(live):
+            self.index.add(live)
+
     def _maybe_compact(self) -> None:
         """Buffers that outgrow their room move to the pool's end, leaving garbage: the pool
         is compacted in place once half of it is garbage, or once it is nearly full with a

@@ -334,6 +334,14 @@ class HalvesCore:
     def topk(self, sub_id: int) -> list[tuple[int, float]]:
         return self.cores[int(sub_id) % HALVES].topk(sub_id)
 
+    def state_without_index(self) -> dict:
+        """Each half's ``SkypeCore.state_without_index``."""
+        return {"halves": [core.state_without_index() for core in self.cores]}
+
+    def restore_without_index(self, st: dict) -> None:
+        for core, part in zip(self.cores, st["halves"]):
+            core.restore_without_index(part)
+
     def stats(self) -> dict:
         """The halves' stats: counts summed; buffer sizes over both; the cost model's C_topk
         and the index's non-count figures of half 0."""

@@ -89,7 +89,8 @@ class WindowShard(Recoverable):
         msgs, seqs = state.pop("messages"), state.pop("seqs")
         super()._restore(state)
         # in slices: one append of the whole window reserves index nodes for its worst case
-        self.window = _indexed(self.cfg, msgs, seqs)
+        with self._phase("window"):
+            self.window = _indexed(self.cfg, msgs, seqs)
         self._reserved = False
         # a partial recovery's replay asks about these again once the index dropped them
         self.kept, self.kept_after = deque([(msgs, seqs)] if len(msgs) else []), self.expired
