@@ -477,8 +477,7 @@ class CoordinatorBase(KindCoordinator):
 
     def _own(self, h, label: str) -> None:
         """Make ``h`` this coordinator's process for ``label`` (:meth:`Recoverable.own`)."""
-        if not self.rt.inproc:
-            h.own.remote(self._owner, label, self._watch, self._retains(label))
+        h.own.remote(self._owner, label, self._watch, self._retains(label))
 
     def _retains(self, label: str) -> bool:
         """Whether the role ``label`` keeps what an adoption needs (the kind's choice)."""
@@ -1105,8 +1104,8 @@ class CoordinatorBase(KindCoordinator):
 
     def _replay_and_go_on(self, records: list) -> None:
         """A restart's replay of ``records``, the held publishes sent (as at the end of every
-        log), the adopted roles checked, then a checkpoint: a cut and a new log (its
-        snapshots are written and committed while the cluster serves, not waited for)."""
+        log), the adopted roles checked, then a checkpoint: a cut and a new log (where roles
+        were adopted, its snapshots are written and committed while the cluster serves)."""
         t0 = time.perf_counter()
         for r in records:
             self._apply(r)
@@ -1115,7 +1114,10 @@ class CoordinatorBase(KindCoordinator):
         self._check_adopted()
         t2 = time.perf_counter()
         self._n_logged = sum(r is not LOG_END for r in records)   # since the committed checkpoint
-        self._checkpoint()
+        self._replaying = False       # the checkpoint as in the stream (behind the steps, where it can)
+        # with every role rebuilt, committed before serving (a restart that dies again
+        # replays from it); with roles adopted, written while the cluster serves
+        self._checkpoint(wait=not self._adopted)
         self._load_phases.update(replay=t1 - t0, check_adopted=t2 - t1, checkpoint=time.perf_counter() - t2)
 
     def _check_adopted(self) -> None:

@@ -19,8 +19,8 @@ MANIFEST moves to the new epoch when every write is done (without fork, or with
 ``RANKCAST_SNAPSHOT_FORK=0``: an in-memory copy that a thread writes). A checkpoint is a
 delivery cut, so no role holds a change still to deliver at it; a role snapshots what it
 cannot rebuild cheaply and rebuilds the rest on restore (a subscription partition in direct
-mode: its subscription table and buffers, with its subscription index built again; a window
-shard: its messages, with their index built again). A role that dies is rebuilt from the
+mode: its subscriptions and each buffer cut at its k-th score, with its index built again;
+a window shard: its messages, with their index built again). A role that dies is rebuilt from the
 checkpoint in a warm standby process where there is one. A dead subscription partition or
 window shard alone is caught up from the coordinator's journal of the steps since the
 checkpoint while the live roles keep their state (partial recovery); any other death

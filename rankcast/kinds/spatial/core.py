@@ -387,26 +387,24 @@ class SkypeCore:
         return out
 
     # ------------------------------------------------------------------ snapshots
-    def state_without_index(self) -> dict:
-        """Everything of this core but its subscription index: the subscription table and
-        the buffers (their pools trimmed to the rows handed out), the cost model's figures.
-        :meth:`restore_without_index` rebuilds the index from the table: a core restored so
-        holds the same buffers, so it needs no re-evaluation, at the cost of the index's
-        build (megabytes to copy and write, where the index is hundreds)."""
-        st = {k: v for k, v in self.__dict__.items() if k != "index"}
-        st["index_class"] = type(self.index)
-        return st
+    def cut_state(self, slots) -> tuple:
+        """The buffers of ``slots`` cut at their k-th score (``skyband.cut_rows``): what a
+        snapshot keeps of them instead of every row (a buffer is many times k deep)."""
+        b, s = self.buf, self.subs
+        return sk.cut_rows(np.asarray(slots, np.int64), s.k, s.theta, b.bstart, b.blen, b.bi, b.bf)
 
-    def restore_without_index(self, st: dict) -> None:
-        """The state of :meth:`state_without_index`, with the index built again over the
-        live subscriptions (each keyed by its threshold, as the buffers left it)."""
-        st = dict(st)
-        index_class = st.pop("index_class")
-        self.__dict__.update(st)
-        self.index = index_class(self.subs, self.cfg)
-        live = self.subs.live_slots()
-        if len(live):
-            self.index.add(live)
+    def install_cut(self, slots, cut: tuple) -> None:
+        """Buffers of ``slots`` (just added, in the order of :meth:`cut_state`) from a cut:
+        their results as they were, not updates, and nothing to re-evaluate (the cost model
+        deepens each buffer again at its next re-evaluation)."""
+        slots = np.asarray(slots, np.int64)
+        b, s = self.buf, self.subs
+        b.bi, b.bf, b.used = sk.install_rows(slots, *cut, s.theta, b.bstart, b.blen, b.bcap, b.bi, b.bf, b.used,
+                                             b.oldest, b.lnext, b.lprev, b.head, b.reeval)
+        if len(slots):
+            self.index.thresholds_changed(slots)
+        self.settle_initial(slots)
+        self.discard_updates()
 
     def _maybe_compact(self) -> None:
         """Buffers that outgrow their room move to the pool's end, leaving garbage: the pool

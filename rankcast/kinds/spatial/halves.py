@@ -334,13 +334,13 @@ class HalvesCore:
     def topk(self, sub_id: int) -> list[tuple[int, float]]:
         return self.cores[int(sub_id) % HALVES].topk(sub_id)
 
-    def state_without_index(self) -> dict:
-        """Each half's ``SkypeCore.state_without_index``."""
-        return {"halves": [core.state_without_index() for core in self.cores]}
+    def cut_state(self, slots) -> tuple:
+        """Each half's ``SkypeCore.cut_state`` of its share of ``slots``."""
+        return tuple(core.cut_state(loc) for core, (_, loc) in zip(self.cores, _split(slots)))
 
-    def restore_without_index(self, st: dict) -> None:
-        for core, part in zip(self.cores, st["halves"]):
-            core.restore_without_index(part)
+    def install_cut(self, slots, cut: tuple) -> None:
+        for core, (_, loc), part in zip(self.cores, _split(slots), cut):
+            core.install_cut(loc, part)
 
     def stats(self) -> dict:
         """The halves' stats: counts summed; buffer sizes over both; the cost model's C_topk

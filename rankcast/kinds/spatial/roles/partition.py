@@ -82,17 +82,20 @@ class PartitionOps:
 
 class SubscriptionPartition(Recoverable):
     """See the module docstring. Its snapshot (``rebuild``, direct mode) is its
-    subscriptions at the step it was taken with its core's subscription table and buffers
-    (:data:`SNAPSHOT_BUFFERS`), not the core's index: a restored partition builds the index
-    again from the table and serves with the buffers as they were. (Without the buffers, or
-    from a core of the other kind, halves or not, it rebuilds them by one re-evaluation as
-    of that step's positions before it serves, :meth:`_finish_rebuild`; the shards keep
-    what expired since the checkpoint, so they answer it.) Every checkpoint is a delivery
-    cut, so the core then holds no change still to report, and a restored core reports
-    exactly what the lost one would have. The index is most of a core (hundreds of
-    megabytes at 50k subscriptions), which checkpoints would copy and write every few
-    seconds. In replicated mode the aggregators merge lists that depend on each replica's
-    past: the whole core is the snapshot there.
+    subscriptions at the step it was taken, with each buffer cut at its k-th score
+    (:data:`SNAPSHOT_BUFFERS`, ``SkypeCore.cut_state``: the top-k and its ties, a valid
+    buffer of the highest threshold), not its core: a restored partition rebuilds its index
+    and installs the cut buffers (the cost model deepens each again at its next
+    re-evaluation). Without the cut (or from a core of the other kind, halves or not) it
+    rebuilds the buffers by one re-evaluation as of that step's positions before it serves
+    (:meth:`_finish_rebuild`; the shards keep what expired since the checkpoint, so they
+    answer it). Every checkpoint is a delivery cut, so the core then holds no change still
+    to report, and a restored core reports exactly what the lost one would have. The
+    snapshot is then megabytes instead of the buffers and index (hundreds of megabytes at
+    50k subscriptions: the buffers are many times k deep), which checkpoints would copy,
+    compress and write every few seconds, and the restore skips the re-evaluation of every
+    subscription (seconds). In replicated mode the aggregators merge lists that depend on
+    each replica's past: the whole core is the snapshot there.
 
     Its takes of updates are counted (:meth:`_progress`) and, where the coordinator may be
     restarted and adopt it, kept since the oldest checkpoint of its lineage (:meth:`retained`):
@@ -100,8 +103,8 @@ class SubscriptionPartition(Recoverable):
     again from these."""
 
     _STATE = ("core", "plen", "ub", "step", "exp_end", "pos_end", "_dropped", "_new_ids", "_new_slots", "_n_takes")
-    # a direct-mode snapshot holds the buffers and the subscription table (not the index):
-    # a restore rebuilds the index only, instead of every buffer by a re-evaluation
+    # a direct-mode snapshot holds each buffer cut at its k-th score (SkypeCore.cut_state):
+    # a restore installs them instead of re-evaluating every subscription
     SNAPSHOT_BUFFERS = True
     RAY_ENV = STEP_ROLE_ENV      # its steps' arrays reuse the heap's pages (rankcast.runtime.backends)
 
@@ -227,8 +230,7 @@ class SubscriptionPartition(Recoverable):
         out = {"rebuild": True, "subs": self.core.subs.batch(live), "plen": self.plen[live].copy(),
                "step": self.step, "pos_end": self.pos_end, "exp_end": self.exp_end, "_n_takes": self._n_takes}
         if self.SNAPSHOT_BUFFERS:
-            out["buffers"] = {"core": type(self.core).__name__, "state": self.core.state_without_index(),
-                              "plen": self.plen.copy(), "ub": self.ub.copy()}
+            out["cut"] = (type(self.core).__name__, self.core.cut_state(live))
         return out
 
     def _progress(self) -> dict:
@@ -250,17 +252,16 @@ class SubscriptionPartition(Recoverable):
             super()._restore(state)
             return
         subs, plen = state.pop("subs"), state.pop("plen")
-        buffers = state.pop("buffers", None)
+        cut = state.pop("cut", None)
         super()._restore(state)
-        if buffers is not None and buffers["core"] == type(self.core).__name__:
-            with self._phase("index"):
-                self.core.restore_without_index(buffers["state"])
-                self.plen, self.ub = buffers["plen"], buffers["ub"]
-            if len(subs):       # nothing to re-evaluate: the buffers are the snapshot's
-                self._rebuild = np.zeros(0, np.int64)
-        elif len(subs):
-            with self._phase("index"):
-                self._rebuild = self._add(subs, plen)
+        if not len(subs):
+            return
+        with self._phase("index"):
+            self._rebuild = self._add(subs, plen)
+        if cut is not None and cut[0] == type(self.core).__name__:
+            with self._phase("buffers"):
+                self.core.install_cut(self._rebuild, cut[1])
+            self._rebuild = self._rebuild[:0]        # nothing to re-evaluate
 
     def _finish_rebuild(self) -> None:
         """The restored subscriptions' buffers: one re-evaluation as of the snapshot's step
