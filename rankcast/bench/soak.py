@@ -340,6 +340,7 @@ def _report(args, w, sustainable, rate, soak: dict, faults: dict | None) -> dict
                 r = min(after, key=lambda r: r["time"])
                 k["recovery_seconds"] = r["time"] - k["time"]
                 k["replayed_calls"] = r["replayed_calls"]
+                k["replayed_steps"] = r.get("replayed_steps")
                 k["phases"] = r.get("phases")
                 k["mode"] = r.get("mode", "full")          # partial: only the dead roles rebuilt
                 k["restored"] = r.get("restored")

@@ -83,14 +83,15 @@ class Writer(threading.Thread):
     """Writes one snapshot's bytes in the background (lz4 and the file system release the
     GIL): the role goes on with the stream while its snapshot reaches the disk. ``pickled``
     False: the files are objects that no one changes any more, pickled by the thread too;
-    ``raw`` (with ``pickled`` False): written by :meth:`StateStore.write_raw`."""
+    ``raw`` (with ``pickled`` False): written by :meth:`StateStore.write_raw`; ``compress``
+    False: pickled bytes written as they are (:meth:`StateStore.write_bytes`)."""
 
     def __init__(self, store: "StateStore", files: list[tuple[str, object]], pickled: bool = True,
-                 raw: bool = False):
+                 raw: bool = False, compress: bool = True):
         self.rel = ", ".join(rel for rel, _ in files)
         super().__init__(daemon=True, name=f"rankcast-snapshot {self.rel}")
         self.store, self.files, self.pickled, self.error = store, files, pickled, None
-        self.raw = raw
+        self.raw, self.compress = raw, compress
         self.start()
 
     def run(self):
@@ -100,7 +101,7 @@ class Writer(threading.Thread):
                 if self.raw:
                     self.store.write_raw(rel, data)
                 else:
-                    self.store.write_bytes(rel, data if self.pickled else dumps(data))
+                    self.store.write_bytes(rel, data if self.pickled else dumps(data), self.compress)
         except BaseException as e:   # reported by done()
             self.error = e
         finally:
@@ -131,7 +132,7 @@ class ForkWriter:
     (no finalizer, no Ray or log stream of the parent is touched); it reports through a
     pipe: ``ok``, or the error's text."""
 
-    def __init__(self, store: "StateStore", files: list[tuple]):
+    def __init__(self, store: "StateStore", files: list[tuple], compress: bool = True):
         self.rel, self.error = ", ".join(f[0] for f in files), None
         r, w = os.pipe()
         pid = os.fork()
@@ -141,7 +142,7 @@ class ForkWriter:
                 os.close(r)
                 _yield_cpu()
                 for rel, make_obj, shared in files:
-                    store.write_bytes(rel, dumps(make_obj(), shared))
+                    store.write_bytes(rel, dumps(make_obj(), shared), compress)
             except BaseException as e:                      # reported to the parent
                 code, msg = 1, f"{type(e).__name__}: {e}".encode()[:4000]
             try:
@@ -196,9 +197,11 @@ class ForkWriter:
         return self.rel
 
 
-def write_snapshot(store: "StateStore", rel: str, make_obj, shared: dict | None = None, fork: bool = True):
+def write_snapshot(store: "StateStore", rel: str, make_obj, shared: dict | None = None, fork: bool = True,
+                   compress: bool = True):
     """Start writing ``make_obj()`` (the state at this moment) to ``rel``: with ``fork`` (and
-    :func:`fork_snapshots`), by a forked child, else from an in-memory copy by a thread.
+    :func:`fork_snapshots`), by a forked child, else from an in-memory copy by a thread;
+    lz4 compressed unless ``compress`` is False (:meth:`StateStore.write_bytes`).
     Returns the writer (``is_alive()``, ``join()``, ``done()``).
 
     Forking costs the process its page tables and then a copy-on-write fault for every page
@@ -207,14 +210,14 @@ def write_snapshot(store: "StateStore", rel: str, make_obj, shared: dict | None 
     second of capacity and showed as a latency spike, where in-memory copies of the same
     states (megabytes) did not. So a fork pays only for a state that is most of the process
     (a replicating partition's whole core)."""
-    return write_snapshots(store, [(rel, make_obj, shared)], fork)
+    return write_snapshots(store, [(rel, make_obj, shared)], fork, compress)
 
 
-def write_snapshots(store: "StateStore", files: list[tuple], fork: bool = True):
+def write_snapshots(store: "StateStore", files: list[tuple], fork: bool = True, compress: bool = True):
     """:func:`write_snapshot` of several files ``(rel, make_obj, shared)`` by one writer."""
     if fork and fork_snapshots():
-        return ForkWriter(store, files)
-    return Writer(store, [(rel, dumps(make_obj(), shared)) for rel, make_obj, shared in files])
+        return ForkWriter(store, files, compress)
+    return Writer(store, [(rel, dumps(make_obj(), shared)) for rel, make_obj, shared in files], compress=compress)
 
 
 class StateStore:
@@ -264,9 +267,14 @@ class StateStore:
         sizes = struct.pack(f"<{len(raws)}Q", *(r.nbytes for r in raws))
         self._write_atomic(rel, [RAW_MAGIC + RAW_HEADER.pack(len(data), len(raws)) + sizes, data, *raws])
 
-    def write_bytes(self, rel: str, data) -> None:
-        """``data`` (from :func:`dumps`) to ``rel``, atomically and lz4 compressed."""
-        self._write_atomic(rel, [data], compression="lz4")
+    def write_bytes(self, rel: str, data, compress: bool = True) -> None:
+        """``data`` (from :func:`dumps`) to ``rel``, atomically; lz4 compressed, or as they
+        are (``compress`` False: a state of dense arrays, which lz4 shrinks little for about
+        8x the CPU of writing it, read back as a file of :meth:`write_raw` without buffers)."""
+        if compress:
+            self._write_atomic(rel, [data], compression="lz4")
+        else:
+            self._write_atomic(rel, [RAW_MAGIC + RAW_HEADER.pack(len(data), 0), data])
 
     def _write_atomic(self, rel: str, parts, compression: str | None = None) -> None:
         """``parts`` one after the other to a temporary file, then moved to ``rel``."""
@@ -282,7 +290,7 @@ class StateStore:
         with self.fs.open_input_stream(self.path(rel)) as f:
             data = f.read()                 # one open: the first bytes tell the kind
         if data[:len(RAW_MAGIC)] == RAW_MAGIC:              # an lz4 frame starts otherwise
-            return self._parse_raw(data)
+            return self._parse_raw(data, shared)
         import pyarrow as pa
         with pa.input_stream(pa.py_buffer(data), compression="lz4") as f:
             u = pickle.Unpickler(io.BytesIO(f.read()))
@@ -290,8 +298,9 @@ class StateStore:
         return u.load()
 
     @staticmethod
-    def _parse_raw(raw: bytes):
-        """What :meth:`write_raw` wrote; its arrays are writable views of one buffer."""
+    def _parse_raw(raw: bytes, shared: dict | None = None):
+        """What :meth:`write_raw` wrote; its arrays are writable views of one buffer.
+        ``shared``: as in :meth:`read`."""
         data = memoryview(bytearray(raw))
         at = len(RAW_MAGIC) + RAW_HEADER.size
         n_pickle, n_bufs = RAW_HEADER.unpack(data[len(RAW_MAGIC):at])
@@ -302,7 +311,9 @@ class StateStore:
         for n in sizes:
             bufs.append(data[at:at + n])
             at += n
-        return pickle.loads(body, buffers=bufs)
+        u = pickle.Unpickler(io.BytesIO(body), buffers=bufs)
+        u.persistent_load = (shared or {}).__getitem__
+        return u.load()
 
     def read_config(self):
         """The ClusterConfig the state belongs to."""
@@ -478,8 +489,13 @@ class Recoverable:
             self._record_mark(mark, keep)
         self._writer = write_snapshot(
             store, rel, lambda: {"state": self._state(), "metrics": dict(self.metrics.values), "mark": mark},
-            self._shared(), self._snapshot_by_fork())
+            self._shared(), self._snapshot_by_fork(), self._snapshot_compressed())
         return rel
+
+    def _snapshot_compressed(self) -> bool:
+        """Whether this role's snapshot is lz4 compressed (a state with preallocated room:
+        about a fifth of the bytes); a state of dense arrays is written as it is."""
+        return True
 
     # ------------------------------------------------------------------ lineage and adoption
     def _record_mark(self, mark: str, keep: str | None = None) -> None:
@@ -588,7 +604,10 @@ class Recoverable:
         writer = getattr(self, "_writer", None)
         if writer is not None:
             writer.join()          # not one of this role's: it must not write over a restore
+        t0 = time.perf_counter()
         self.__init__(*args, **kw)
+        # the whole of it, restore included (a role that resumes from nothing has no parts)
+        self.__dict__.setdefault("_phases", {})["init"] = time.perf_counter() - t0
         return os.getpid()
 
     def pid(self) -> int:

@@ -247,6 +247,9 @@ class SubscriptionPartition(Recoverable):
     def _snapshot_by_fork(self) -> bool:
         return not self.rebuild           # the whole core: buffers and index
 
+    def _snapshot_compressed(self) -> bool:
+        return not self.rebuild           # subscriptions, cut buffers (and a window): dense
+
     def _restore(self, state: dict) -> None:
         if not state.pop("rebuild", False):
             super()._restore(state)

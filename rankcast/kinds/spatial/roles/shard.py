@@ -81,6 +81,9 @@ class WindowShard(Recoverable):
         self._rng = np.random.default_rng(seed + 7919 * index)
         self._resume(resume)
 
+    def _snapshot_compressed(self) -> bool:
+        return False                      # its messages: dense arrays
+
     def _state(self) -> dict:
         # the message index does not pickle: it is rebuilt from the messages held
         return {**super()._state(), "messages": self.window.snapshot(), "seqs": self.window.seqs()}
