@@ -340,9 +340,15 @@ def _report(args, w, sustainable, rate, soak: dict, faults: dict | None) -> dict
                 r = min(after, key=lambda r: r["time"])
                 k["recovery_seconds"] = r["time"] - k["time"]
                 k["replayed_calls"] = r["replayed_calls"]
+                k["replayed_steps"] = r.get("replayed_steps")
                 k["phases"] = r.get("phases")
                 k["mode"] = r.get("mode", "full")          # partial: only the dead roles rebuilt
                 k["restored"] = r.get("restored")
+                k["adopted"] = r.get("adopted")             # a restart: the live roles kept as they were
+                # where the time went before the recovery's own phases: the death noticed (a
+                # call meeting it), or the restarted coordinator's process taking over
+                start = r["started"] if "started" in r else r["time"] - r["seconds"]
+                k["noticed_seconds"] = start - k["time"]
             # back to normal: the first call sent after the kill delivered within the target
             ok = np.flatnonzero((f_t >= k["time"]) & (f_lat <= TARGETS["p99_latency_seconds"]))
             if len(ok):

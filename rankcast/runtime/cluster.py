@@ -202,6 +202,7 @@ class Cluster:
         return self._call(method, *args, client=self._client, token=self._calls, **kw)
 
     RECONNECT_SECONDS = 120.0
+    RETRY_POLL = 0.1        # seconds between resubmissions while the coordinator restarts
 
     def _retrying(self, submit):
         """``self._get(submit())``, resubmitted while the coordinator restarts (Ray restarts
@@ -219,7 +220,7 @@ class Cluster:
                     ray.exceptions.ObjectLostError) as e:
                 if not is_role_death(e) or time.monotonic() > deadline:
                     raise
-                time.sleep(0.5)
+                time.sleep(self.RETRY_POLL)
 
     def _get(self, ref):
         """The call's result; update arrays that the coordinator left in the partitions'

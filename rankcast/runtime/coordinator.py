@@ -13,6 +13,7 @@ from __future__ import annotations
 import functools
 import os
 import time
+import uuid
 from collections import OrderedDict, deque
 from numbers import Integral
 
@@ -28,10 +29,24 @@ from .recovery import STATE_FORMAT, StateStore, Writer, is_role_death, shared_co
 from .backends import InprocRuntime, RayRuntime, Runtime
 from .placement import Placer, live_nodes, node_id
 
-__all__ = ["CoordinatorBase", "check_resumable", "UpdateParts", "RemoteUpdates", "update_arrays",
-           "concat_updates", "latest_lists", "select_rows", "guarded", "NO_UPDATES"]
+__all__ = ["CoordinatorBase", "AdoptionMismatch", "check_resumable", "UpdateParts", "RemoteUpdates",
+           "update_arrays", "concat_updates", "latest_lists", "select_rows", "guarded", "NO_UPDATES"]
 
 _NOT_DONE = object()
+
+
+class AdoptionMismatch(RuntimeError):
+    """A role adopted at a restart did not end where the replay of the log did."""
+
+
+# between two logs of a replay (not a log record): a checkpoint started there, which sent
+# the held publishes out first
+LOG_END = ("log-end", None, None)
+
+
+def _calls(records: list) -> int:
+    """The calls among log records (not the moments held publishes went out)."""
+    return sum(r[0] not in ("release", "log-end") for r in records)
 
 
 class RemoteUpdates:
@@ -162,6 +177,8 @@ MAX_RECOVERIES = 3      # deaths in a row one call survives before it gives up
 # role processes still starting after placement_timeout while CPUs are free start slowly (a
 # loaded host), they are not short of room: waited for up to this many times the timeout
 SLOW_START_LIMIT = 10
+ADOPT_SECONDS = 30.0    # how long a restarted coordinator waits for a live role to answer
+ROLE_SEP = "::role::"   # a detached role's actor name: <cluster name>::role::<unique id>
 MAX_CLIENTS = 10_000    # clients whose last call's result is kept for their retries
 MAX_REJECTED = 1_000    # rejected batch ids kept per sink (apply_batch)
 BATCH_CALLS = ("publish", "subscribe", "unsubscribe")
@@ -230,7 +247,7 @@ def guarded(fn):
 # that still hold a retained position (``_deliv_chunks``)
 _COORD_STATE = ("policy", "last_seq", "dispatched_pos", "step", "published", "live", "applied_pos",
                 "counters", "evicted_upto", "_group", "_group_t0", "_flush_pos", "_done",
-                "_deliv_chunks", "_deliv_saved_upto", "_batches")
+                "_deliv_chunks", "_deliv_saved_upto", "_batches", "_mark")
 
 
 class CoordinatorBase(KindCoordinator):
@@ -247,6 +264,8 @@ class CoordinatorBase(KindCoordinator):
 
     def __init__(self, ccfg: ClusterConfig | None, runtime: str = "ray", sample=None, *,
                  state: tuple[str, str] | None = None):
+        self._t_init = time.time()          # a restart's record: when this process took over
+        t0 = time.perf_counter()
         if ccfg is None:
             # a durable cluster's coordinator takes (state_dir, name) only, and reads its
             # config and fitting sample from there: Ray restarts it from these arguments
@@ -289,6 +308,12 @@ class CoordinatorBase(KindCoordinator):
         self._standby: dict[str, object] = {}     # role -> a warm process that is no role yet
         self._standby_warm: dict[str, object] = {}
         self._role_args: dict[tuple[str, int], tuple] = {}   # (role, i) -> (class, arguments)
+        # this coordinator's id: the roles refuse calls of another (Recoverable.own)
+        self._owner = uuid.uuid4().hex
+        self._mark = None               # the id of the checkpoint the state descends from
+        self._committed_mark = None     # ... of the committed one (roles keep their lineage from it)
+        self._applying = 0              # applying a logged record (its releases need no record)
+        self._adopted: dict[tuple[str, int], dict] = {}   # roles a restart kept live: their progress
         # partial recovery (see _heal): what every step since the committed checkpoint sent
         self._journal: list = []
         self._breaks = 0                # changes of the roles' layout (rebalancing) so far
@@ -300,6 +325,7 @@ class CoordinatorBase(KindCoordinator):
         self.placer = None if self.rt.inproc else Placer(ccfg.placement, ccfg.control_node)
         self._waiting: dict | None = None         # roles lost with a node, waiting for room
         self.init_kind(sample)
+        self._init_seconds = time.perf_counter() - t0
         self._depth = 0
         self._current = None                      # log index of the running call's record
         self.recoveries: deque[dict] = deque(maxlen=50)
@@ -317,9 +343,14 @@ class CoordinatorBase(KindCoordinator):
         if ccfg.state_dir is not None and (not self.rt.inproc or opts.get("durable")):
             self.store = StateStore(ccfg.state_dir, ccfg.name)
             self.store.fsync = bool(ccfg.fsync)
+        # a durable cluster's role processes on Ray are named and outlive this process: a
+        # coordinator that Ray restarts finds them (_found_processes) and keeps them
+        self._detached = self.store is not None and not self.rt.inproc
+        self._watch = (ccfg.name, ccfg.namespace) if self._detached else None
         if self.store is not None and self.store.exists("MANIFEST"):
             self._resume_from_store()           # a restart: this process or the whole cluster
         else:
+            self._kill(self._named_processes())   # left by an earlier cluster of this name
             self.build_roles(None)
             if self.store is not None:
                 self._checkpoint(wait=True)
@@ -364,52 +395,158 @@ class CoordinatorBase(KindCoordinator):
     def _role_maker(self, ckpt: str | None, reuse: list | None):
         """``make(role, cls, i, *args, snapshot=True)`` that builds role ``i`` (resumed from
         ``ckpt`` when given; in a live process of ``reuse`` when one of that role is left),
-        and ``finish()`` that waits for every role built and kills the unused live ones."""
+        and ``finish()`` that waits for every role built and kills the unused live ones.
+
+        After a restart, the live processes of the cluster before it (:meth:`_found_processes`,
+        kept by :meth:`_load_checkpoint` for this build): the one that played role ``i`` is
+        kept as it is where the kind can take it over from its checkpoint
+        (:meth:`_adoptable`); any other of the same class becomes a role again in place (as
+        ``reuse``); a standby stays a standby (:meth:`_keep_standbys`)."""
         spare: dict[str, list] = {}
         for role, h in reuse or []:
-            spare.setdefault(role, []).append(h)
+            spare.setdefault(role, []).append((h, None))
+        by_label: dict[str, tuple] = {}
+        found, self._found = getattr(self, "_found", None), None
+        self._found_standby = []
+        for h, info in found or []:
+            label = info.get("label") or ""
+            if label.startswith("standby-"):
+                self._found_standby.append((label[len("standby-"):], h, info))
+            elif label:
+                by_label[label] = (h, info)
         started, labels = [], []
 
         def make(role, cls, i, *args, snapshot=True):
             kw = {"resume": (self.store, f"{ckpt}/{role}-{i}")} if ckpt is not None and snapshot else {}
             self._role_specs[role] = (cls, args)
             self._role_args[(role, i)] = (cls, args)
-            if spare.get(role):
-                h = spare[role].pop()
-                started.append(h.reinit.remote(*args, **kw))
-                labels.append(f"{role}-{i}")
-                return h
-            h, ref, how = self._spawn(role, cls, args, kw)
+            label = f"{role}-{i}"
+            got = by_label.pop(label, None)
+            if got is not None:
+                h, info = got
+                if ckpt is not None and info["class"] == cls.__name__ and self._adoptable(role, i, info):
+                    self._adopted[(role, i)] = info
+                    self._own(h, label)
+                    if self.placer is not None:
+                        self.placer.on(_key(h), info.get("node"), role)
+                    started.append(self.rt.put(info["pid"]))
+                    labels.append(f"{label} (adopted)")
+                    return h
+                spare.setdefault(role, []).append((h, info["class"]))
+            for n, (h, name) in enumerate(spare.get(role, ())):
+                if name is None or name == cls.__name__:
+                    del spare[role][n]
+                    started.append(h.reinit.remote(*args, **kw))
+                    self._own(h, label)
+                    labels.append(f"{label} (in place)" if name else label)
+                    return h
+            h, ref, how = self._spawn(role, cls, args, kw, label)
             started.append(ref)
-            labels.append(f"{role}-{i}{how}")
+            labels.append(f"{label}{how}")
             return h
 
         def finish():
             try:
                 self._role_seconds = self._wait_timed(started, labels)     # every role is up
             finally:
-                for hs in spare.values():
-                    for h in hs:
+                for hs in list(spare.values()) + [list(by_label.values())]:
+                    for h, _ in hs:
                         self._kill([h])
         return make, finish
 
-    def _spawn(self, role: str, cls, args: tuple, kw: dict):
+    def _adoptable(self, role: str, i: int, info: dict) -> bool:
+        """Whether the live process ``info`` (:meth:`Recoverable.adopt`) that played role
+        ``i`` may go on as it is after a restart from the loaded checkpoint: the calls since
+        that checkpoint are then replayed to it only from where it stands. No kind's role by
+        default (each is rebuilt from the checkpoint, in its process)."""
+        return False
+
+    def _keep_standbys(self) -> None:
+        """A restart keeps the live standby processes of the roles it runs (the others end)."""
+        for role, h, info in getattr(self, "_found_standby", ()):
+            spec = self._role_specs.get(role)
+            if spec is not None and role not in self._standby and info["class"] == spec[0].__name__:
+                self._standby[role] = h
+                self._standby_warm[role] = h.warm.remote()
+                self._own(h, f"standby-{role}")
+                if self.placer is not None:
+                    self.placer.on(_key(h), info.get("node"), "standby")
+            else:
+                self._kill([h])
+        self._found_standby = []
+
+    def _own(self, h, label: str) -> None:
+        """Make ``h`` this coordinator's process for ``label`` (:meth:`Recoverable.own`)."""
+        h.own.remote(self._owner, label, self._watch, self._retains(label))
+
+    def _retains(self, label: str) -> bool:
+        """Whether the role ``label`` keeps what an adoption needs (the kind's choice)."""
+        return False
+
+    def _named_processes(self) -> list:
+        """Handles of the live role processes named after this cluster (detached ones)."""
+        if not self._detached:
+            return []
+        import ray
+        from ray.util import list_named_actors
+        prefix, ns = self.ccfg.name + ROLE_SEP, self.ccfg.namespace
+        out = []
+        for a in list_named_actors(all_namespaces=True):
+            if a.get("namespace") == ns and a.get("name", "").startswith(prefix):
+                try:
+                    out.append(ray.get_actor(a["name"], namespace=ns))
+                except ValueError:              # gone meanwhile
+                    pass
+        return out
+
+    def _found_processes(self) -> list[tuple[object, dict]]:
+        """The live processes of this cluster from before a restart, each taken over
+        (:meth:`Recoverable.adopt`: calls of the dead coordinator are refused from now on)
+        with what it said; one that does not answer within :data:`ADOPT_SECONDS` is ended."""
+        handles = self._named_processes()
+        if not handles:
+            return []
+        refs = [h.adopt.remote(self._owner) for h in handles]
+        ready, _ = self.rt.wait(refs, num_returns=len(refs), timeout=ADOPT_SECONDS)
+        ready = set(ready)
+        out = []
+        for h, ref in zip(handles, refs):
+            try:
+                if ref in ready:
+                    out.append((h, self.rt.get(ref)))
+                    continue
+            except Exception:           # it died meanwhile
+                pass
+            self._kill([h])
+        return out
+
+    def _spawn(self, role: str, cls, args: tuple, kw: dict, label: str | None = None):
         """A process for a role: the warm standby's where there is one, else a new one.
         Returns (handle, a reference that resolves when it is up, how: for the phases)."""
+        label = label or role
         if role in self._standby:
             h = self._standby.pop(role)
-            return h, h.reinit.remote(*args, **kw), " (standby)"
-        h = self._create(role, cls, args, kw, self.ccfg.actor_cpus)
+            ref = h.reinit.remote(*args, **kw)
+            self._own(h, label)
+            return h, ref, " (standby)"
+        h = self._create(role, cls, args, kw, self.ccfg.actor_cpus, label)
         return h, h.pid.remote(), " (new process)"
 
-    def _create(self, role: str, cls, args: tuple, kw: dict, num_cpus: float):
+    def _create(self, role: str, cls, args: tuple, kw: dict, num_cpus: float, label: str | None = None):
         """A new process for ``role``, on the node the placement rule picks
-        (:class:`~rankcast.runtime.placement.Placer`)."""
+        (:class:`~rankcast.runtime.placement.Placer`); named after the cluster and detached
+        where the cluster is durable (it outlives a coordinator that Ray restarts)."""
+        named = {}
+        if self._detached:
+            named = {"name": f"{self.ccfg.name}{ROLE_SEP}{uuid.uuid4().hex}", "namespace": self.ccfg.namespace,
+                     "detached": True}
         if self.placer is None:
-            return self.rt.create(cls, *args, num_cpus=num_cpus, **kw)
-        opts, target = self.placer.options(role)
-        h = self.rt.create(cls, *args, num_cpus=num_cpus, actor_options=opts, **kw)
-        self.placer.on(_key(h), target, role)
+            h = self.rt.create(cls, *args, num_cpus=num_cpus, **named, **kw)
+        else:
+            opts, target = self.placer.options(role)
+            h = self.rt.create(cls, *args, num_cpus=num_cpus, actor_options=opts, **named, **kw)
+            self.placer.on(_key(h), target, role)
+        self._own(h, label or role)
         return h
 
     def _fill_standby(self) -> None:
@@ -423,10 +560,13 @@ class CoordinatorBase(KindCoordinator):
         it then uses; asking for one would take a slot from the roles and tasks that run
         (a Spark executor's conversion tasks waited for a CPU that standbys held)."""
         if self.store is None or self.rt.inproc or not self.ccfg.options.get("standby", True):
+            self._kill([h for _, h, _ in getattr(self, "_found_standby", ())])
+            self._found_standby = []
             return
+        self._keep_standbys()
         for role, (cls, args) in self._role_specs.items():
             if role not in self._standby:
-                h = self._create("standby", cls, args, {}, 0)
+                h = self._create("standby", cls, args, {}, 0, f"standby-{role}")
                 self._standby[role] = h
                 self._standby_warm[role] = h.warm.remote()
 
@@ -653,8 +793,10 @@ class CoordinatorBase(KindCoordinator):
             self._drain_cuts(block=True)
         e = self._log_epoch + 1
         d = f"ckpt-{e}"
+        # the checkpoint's id: each role records its progress under it (Recoverable.snapshot)
+        self._mark = uuid.uuid4().hex
         handles = [(h, f"{d}/{role}-{i}") for role, hs in self.snapshot_groups() for i, h in enumerate(hs)]
-        snaps = [h.snapshot.remote(self.store, rel) for h, rel in handles]
+        snaps = [h.snapshot.remote(self.store, rel, self._mark, self._committed_mark) for h, rel in handles]
         if not behind:
             self._get_healing(lambda: snaps)
         t_roles = time.perf_counter()
@@ -681,7 +823,7 @@ class CoordinatorBase(KindCoordinator):
         self._log_epoch, self._n_open = e, 0
         if cut:
             self._append_log(("cut", None, None))
-        self._pending = {"epoch": e, "roles": [h for h, _ in handles], "snaps": snaps,
+        self._pending = {"epoch": e, "mark": self._mark, "roles": [h for h, _ in handles], "snaps": snaps,
                          "writers": writers, "deliv": deliv, "t0": t0,
                          "polls": None, "evicted_upto": self.evicted_upto, "journal": len(self._journal),
                          "breaks": self._breaks, "hold": self._hold_point()}
@@ -754,6 +896,7 @@ class CoordinatorBase(KindCoordinator):
             if old.startswith("deliv-") and old.split(".")[0] not in keep:
                 self.store.remove(old)
         self.epoch, self._pending = e, None
+        self._committed_mark = pend["mark"]
         # the steps the new checkpoint holds leave the journal
         del self._journal[:pend["journal"]]
         self._journal_breaks, self._hold = pend["breaks"], pend["hold"]
@@ -813,15 +956,17 @@ class CoordinatorBase(KindCoordinator):
                 out[role] = f"{type(e).__name__}: {e}"
         return out
 
-    def _load_checkpoint(self, reuse: list | None = None) -> list:
+    def _load_checkpoint(self, reuse: list | None = None, found: list | None = None) -> list:
         """Coordinator state and every role from the MANIFEST's checkpoint (in the live role
-        processes ``reuse`` where given); returns the log records since it (the logs of its
-        epoch and of every later, uncommitted snapshot, in order)."""
+        processes ``reuse`` where given; ``found``: those of the cluster before a restart,
+        see :meth:`_role_maker`); returns the log records since it (the logs of its epoch
+        and of every later, uncommitted snapshot, in order)."""
         t0 = time.perf_counter()
         man = self.store.read("MANIFEST")
         e = man["epoch"]
         state = self.store.read(f"ckpt-{e}/coordinator", shared_config(self.cfg))
         self._read_seconds = time.perf_counter() - t0
+        phases = self._load_phases = {"read_coordinator": self._read_seconds}
         self.metrics.values.update(state.pop("metrics"))
         live_evicted = self.evicted_upto
         for k, v in state.items():
@@ -835,8 +980,10 @@ class CoordinatorBase(KindCoordinator):
             self.deliveries = deque((p, a) for p, a in self.deliveries
                                     if self.evicted_upto < p <= self._deliv_saved_upto)
         else:                                 # a restart: the retained deliveries from the chunks
+            t1 = time.perf_counter()
             self.deliveries = deque((p, a) for rel, last in self._deliv_chunks if last > self.evicted_upto
                                     for p, a in self.store.read(rel) if p > self.evicted_upto)
+            phases["read_deliveries"] = time.perf_counter() - t1
         self.inflight.clear()
         self._cuts.clear()                    # their records are in the log: the replay cuts again
         self.pending_ops = {}
@@ -844,15 +991,41 @@ class CoordinatorBase(KindCoordinator):
         if self._staged is not None:          # staged parts are not in the log: that load fails
             self._staged, self._stage_lost = None, True
         self.epoch = e
+        self._committed_mark = self._mark
         self._pending = None                  # a checkpoint not committed is abandoned
         self._journal, self._journal_breaks, self._hold = [], self._breaks, self._hold_point()
-        self.build_roles(f"ckpt-{e}", reuse)
+        t1 = time.perf_counter()
+        self._role_seconds = {}
+        self._adopted = {}
+        self._found = found                   # for the build's _role_maker
+        try:
+            self.build_roles(f"ckpt-{e}", reuse)
+        finally:
+            self._found = None
+        phases["roles"] = time.perf_counter() - t1
+        phases["restore_by_role"] = self._role_seconds
+        phases["role_parts"] = self._role_parts([(f"{role}-{i}", h) for role, hs in self.role_groups()
+                                                 for i, h in enumerate(hs) if (role, i) not in self._adopted])
+        t1 = time.perf_counter()
         records, x = [], e
         while self.store.exists(f"log-{x}"):
+            if records:     # a log ends where a checkpoint started, which sent the held publishes
+                records.append(LOG_END)
             records += self.store.read_log(f"log-{x}")
             x += 1
         self._log_epoch = max(self._log_epoch, x - 1)
+        phases["read_log"] = time.perf_counter() - t1
         return records
+
+    def _role_parts(self, handles: list | None = None) -> dict[str, dict]:
+        """Seconds of each part of the roles' restores (``Recoverable.restore_phases``), by
+        role label: those of ``handles`` ((label, handle)), by default every role's."""
+        if handles is None:
+            handles = [(f"{role}-{i}", h) for role, hs in self.role_groups() for i, h in enumerate(hs)]
+        if not handles:
+            return {}
+        got = self.rt.get([h.restore_phases.remote() for _, h in handles])
+        return {label: {k: round(v, 3) for k, v in ph.items()} for (label, _), ph in zip(handles, got) if ph}
 
     def _recover(self, cause: BaseException) -> list:
         """A role died: rebuild every role from the checkpoint and replay the log (each call
@@ -865,14 +1038,18 @@ class CoordinatorBase(KindCoordinator):
                 t1 = time.perf_counter()
                 records = self._load_checkpoint(live)
                 t2 = time.perf_counter()
-                results = [self._apply(r) for r in records]
+                results = []            # by log record (_current): a log's end is none
+                for r in records:
+                    out = self._apply(r)
+                    if r is not LOG_END:
+                        results.append(out)
                 t3 = time.perf_counter()
                 self._fill_standby()              # after the replay: it needs the cores more
                 # no checkpoint here: the log goes on from the same checkpoint
-                phases = {"find_dead": t1 - t0, "restore": t2 - t1, "replay": t3 - t2,
-                          "read_coordinator": self._read_seconds, "restore_by_role": self._role_seconds}
+                phases = {"find_dead": t1 - t0, "restore": t2 - t1, "replay": t3 - t2, **self._load_phases}
                 self.recoveries.append({"cause": type(cause).__name__, "mode": "full", "seconds": t3 - t0, "phases": phases,
-                                        "replayed_calls": len(records), "attempts": attempt + 1,
+                                        "replayed_calls": _calls(records),
+                                        "attempts": attempt + 1,
                                         "position": self.last_seq + 1, "time": time.time()})
                 return results
             except Exception as e:
@@ -885,22 +1062,67 @@ class CoordinatorBase(KindCoordinator):
 
     def _resume_from_store(self) -> None:
         """Start from the durable state (after the coordinator's own death, or a restart of
-        the whole cluster): the checkpoint, then the log replayed."""
+        the whole cluster): the checkpoint, then the log replayed.
+
+        The cluster's live role processes are taken over (:meth:`_found_processes`). A role
+        that the kind can adopt (:meth:`_adoptable`: it descends from the checkpoint and
+        went on from it by the calls of the log) keeps its state: the replay sends it only
+        the calls it lacks and takes the updates it delivered since the checkpoint from what
+        it kept. The other live processes are rebuilt from the checkpoint in place, and new
+        ones start for the dead. Where an adopted role does not end where the replay does
+        (:meth:`_check_adopted`), or dies meanwhile, every role is rebuilt from the
+        checkpoint and the log replayed again."""
         t0 = time.perf_counter()
         check_resumable(self.store, self.ccfg)
         self._depth += 1
         self._replaying = True
         try:
-            records = self._load_checkpoint()
-            for r in records:
-                self._apply(r)
-            self._checkpoint(wait=True)
+            found = self._found_processes()
+            t_found = time.perf_counter()
+            records = self._load_checkpoint(found=found)
+            adopted = sorted(f"{r}-{i}" for r, i in self._adopted)
+            try:
+                self._replay_and_go_on(records)
+            except Exception as e:
+                if not self._adopted or not (isinstance(e, AdoptionMismatch) or is_role_death(e)):
+                    raise
+                # rebuilt from the checkpoint in the live processes, the log replayed to all
+                adopted, self._adopted = [], {}
+                self._replaying = True
+                records = self._load_checkpoint(self._live_roles())
+                self._replay_and_go_on(records)
         finally:
             self._depth -= 1
             self._replaying = False
-        self.recoveries.append({"cause": "restart", "mode": "full", "seconds": time.perf_counter() - t0,
-                                "replayed_calls": len(records), "attempts": 1,
+        # init: reading the config and the start of the kind; the rest after it
+        phases = {"init": self._init_seconds, "find_roles": t_found - t0, **self._load_phases}
+        self.recoveries.append({"cause": "restart", "mode": "adopted" if adopted else "full",
+                                "seconds": time.perf_counter() - t0, "phases": phases, "started": self._t_init,
+                                "adopted": adopted, "restored": sorted(self._role_seconds),
+                                "replayed_calls": _calls(records), "attempts": 1,
                                 "position": self.last_seq + 1, "time": time.time()})
+
+    def _replay_and_go_on(self, records: list) -> None:
+        """A restart's replay of ``records``, the held publishes sent (as at the end of every
+        log), the adopted roles checked, then a checkpoint: a cut and a new log (where roles
+        were adopted, its snapshots are written and committed while the cluster serves)."""
+        t0 = time.perf_counter()
+        for r in records:
+            self._apply(r)
+        self._release_held()
+        t1 = time.perf_counter()
+        self._check_adopted()
+        t2 = time.perf_counter()
+        self._n_logged = sum(r is not LOG_END for r in records)   # since the committed checkpoint
+        self._replaying = False       # the checkpoint as in the stream (behind the steps, where it can)
+        # with every role rebuilt, committed before serving (a restart that dies again
+        # replays from it); with roles adopted, written while the cluster serves
+        self._checkpoint(wait=not self._adopted)
+        self._load_phases.update(replay=t1 - t0, check_adopted=t2 - t1, checkpoint=time.perf_counter() - t2)
+
+    def _check_adopted(self) -> None:
+        """After a restart's replay: every adopted role stands where the replay ended, or
+        :class:`AdoptionMismatch` (the kind's check; none by default)."""
 
     # ------------------------------------------------------------------ the log
     def _log_apply(self, rec: tuple):
@@ -935,7 +1157,17 @@ class CoordinatorBase(KindCoordinator):
     def _apply(self, rec: tuple):
         """Apply one logged call (live, or replayed after a recovery). Pipelined publishes
         that wait in the coordinator (:meth:`_release_held`) go out before any other call."""
+        self._applying += 1
+        try:
+            return self._apply_record(rec)
+        finally:
+            self._applying -= 1
+
+    def _apply_record(self, rec: tuple):
         kind = rec[0]
+        if kind in ("release", "log-end"):    # held publishes went out here (_log_release)
+            self._release_held()
+            return None
         if kind != "publish" or rec[3]:
             self._release_held()
         if kind == "publish":
@@ -1163,8 +1395,12 @@ class CoordinatorBase(KindCoordinator):
             self._append_log(rec)
         try:
             with self.metrics.busy():
-                for progress in self._apply_load(staged, terms):
-                    yield progress
+                self._applying += 1         # a logged record (a replay applies it the same way)
+                try:
+                    for progress in self._apply_load(staged, terms):
+                        yield progress
+                finally:
+                    self._applying -= 1
         except Exception as e:
             if self.store is None or not is_role_death(e):
                 raise
@@ -1233,6 +1469,14 @@ class CoordinatorBase(KindCoordinator):
         kind that gathers them into larger steps: :meth:`Coordinator._gather`); every call
         other than a pipelined publish, every cut and every checkpoint calls it first, so
         that they come after those messages in the stream, as they were called."""
+
+    def _log_release(self) -> None:
+        """Record that the held publishes go out now, at a moment that the log does not
+        otherwise show (the roles' progress, a checkpoint, a tick): a replay sends them
+        out at the same point of the stream, so its steps are the ones the roles were sent
+        (a restart can then replay only what a live role lacks)."""
+        if self.store is not None and not self._replaying:
+            self._append_log(("release", None, None))
 
     def _publish_result(self, n: int, wait: bool, client):
         """The end of an applied publish of ``n`` items: its delivery (wait), or joining the

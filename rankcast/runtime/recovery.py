@@ -17,20 +17,28 @@ role's memory as it was at the fork (copy-on-write, as Redis' BGSAVE): a checkpo
 the stream only for the quiesce and the forks, the next log starts at once, and the
 MANIFEST moves to the new epoch when every write is done (without fork, or with
 ``RANKCAST_SNAPSHOT_FORK=0``: an in-memory copy that a thread writes). A checkpoint is a
-delivery cut, so no role holds a change still to deliver at it; a role whose state is a
-function of its inputs and the other roles' state snapshots only its inputs and rebuilds
-the rest on restore (a subscription partition in direct mode: its subscriptions, with its
-buffers re-evaluated as of the checkpoint from the window shards). A role that dies is
-rebuilt from the checkpoint in a warm standby process where there is one. A dead
-subscription partition or window shard alone is caught up from the coordinator's journal
-of the steps since the checkpoint while the live roles keep their state (partial
-recovery); any other death rebuilds every role from the checkpoint (the live ones in
-their own processes) and the coordinator replays the log: each call again, with the same
-delivery cuts, so results, deliveries and the per-client results of retried calls come
-out as they were.
+delivery cut, so no role holds a change still to deliver at it; a role snapshots what it
+cannot rebuild cheaply and rebuilds the rest on restore (a subscription partition in direct
+mode: its subscriptions and each buffer cut at its k-th score, with its index built again;
+a window shard: its messages, with their index built again). A role that dies is rebuilt from the
+checkpoint in a warm standby process where there is one. A dead subscription partition or
+window shard alone is caught up from the coordinator's journal of the steps since the
+checkpoint while the live roles keep their state (partial recovery); any other death
+rebuilds every role from the checkpoint (the live ones in their own processes) and the
+coordinator replays the log: each call again, with the same delivery cuts, so results,
+deliveries and the per-client results of retried calls come out as they were.
+
+A durable cluster's role processes on Ray are named after it and detached: they outlive
+its coordinator. A coordinator that Ray restarts takes them over (``Recoverable.adopt``:
+from then on they refuse the dead one's calls still queued) and keeps as they are the roles
+whose lineage (the checkpoint ids they snapshotted or were restored from, with their
+progress then) holds the checkpoint it resumes from, where the kind allows it; the replay
+sends those only what they lack. A detached role ends itself once its coordinator has been
+gone for good for a minute (``Recoverable.own``).
 """
 from __future__ import annotations
 
+import contextlib
 import io
 import os
 import pickle
@@ -40,7 +48,8 @@ import threading
 import time
 
 __all__ = ["StateStore", "Recoverable", "Writer", "ForkWriter", "write_snapshot", "write_snapshots",
-           "fork_snapshots", "dumps", "PeerLost", "is_role_death", "shared_config", "LOG_HEADER", "STATE_FORMAT"]
+           "fork_snapshots", "dumps", "PeerLost", "StaleCall", "is_role_death", "shared_config", "LOG_HEADER",
+           "STATE_FORMAT"]
 
 LOG_HEADER = struct.Struct("<Q")      # byte length of the pickled record that follows
 RAW_MAGIC = b"RCR1"      # the first bytes of a file of a pickle and its buffers (write_raw)
@@ -74,14 +83,15 @@ class Writer(threading.Thread):
     """Writes one snapshot's bytes in the background (lz4 and the file system release the
     GIL): the role goes on with the stream while its snapshot reaches the disk. ``pickled``
     False: the files are objects that no one changes any more, pickled by the thread too;
-    ``raw`` (with ``pickled`` False): written by :meth:`StateStore.write_raw`."""
+    ``raw`` (with ``pickled`` False): written by :meth:`StateStore.write_raw`; ``compress``
+    False: pickled bytes written as they are (:meth:`StateStore.write_bytes`)."""
 
     def __init__(self, store: "StateStore", files: list[tuple[str, object]], pickled: bool = True,
-                 raw: bool = False):
+                 raw: bool = False, compress: bool = True):
         self.rel = ", ".join(rel for rel, _ in files)
         super().__init__(daemon=True, name=f"rankcast-snapshot {self.rel}")
         self.store, self.files, self.pickled, self.error = store, files, pickled, None
-        self.raw = raw
+        self.raw, self.compress = raw, compress
         self.start()
 
     def run(self):
@@ -91,7 +101,7 @@ class Writer(threading.Thread):
                 if self.raw:
                     self.store.write_raw(rel, data)
                 else:
-                    self.store.write_bytes(rel, data if self.pickled else dumps(data))
+                    self.store.write_bytes(rel, data if self.pickled else dumps(data), self.compress)
         except BaseException as e:   # reported by done()
             self.error = e
         finally:
@@ -122,7 +132,7 @@ class ForkWriter:
     (no finalizer, no Ray or log stream of the parent is touched); it reports through a
     pipe: ``ok``, or the error's text."""
 
-    def __init__(self, store: "StateStore", files: list[tuple]):
+    def __init__(self, store: "StateStore", files: list[tuple], compress: bool = True):
         self.rel, self.error = ", ".join(f[0] for f in files), None
         r, w = os.pipe()
         pid = os.fork()
@@ -132,7 +142,7 @@ class ForkWriter:
                 os.close(r)
                 _yield_cpu()
                 for rel, make_obj, shared in files:
-                    store.write_bytes(rel, dumps(make_obj(), shared))
+                    store.write_bytes(rel, dumps(make_obj(), shared), compress)
             except BaseException as e:                      # reported to the parent
                 code, msg = 1, f"{type(e).__name__}: {e}".encode()[:4000]
             try:
@@ -187,9 +197,11 @@ class ForkWriter:
         return self.rel
 
 
-def write_snapshot(store: "StateStore", rel: str, make_obj, shared: dict | None = None, fork: bool = True):
+def write_snapshot(store: "StateStore", rel: str, make_obj, shared: dict | None = None, fork: bool = True,
+                   compress: bool = True):
     """Start writing ``make_obj()`` (the state at this moment) to ``rel``: with ``fork`` (and
-    :func:`fork_snapshots`), by a forked child, else from an in-memory copy by a thread.
+    :func:`fork_snapshots`), by a forked child, else from an in-memory copy by a thread;
+    lz4 compressed unless ``compress`` is False (:meth:`StateStore.write_bytes`).
     Returns the writer (``is_alive()``, ``join()``, ``done()``).
 
     Forking costs the process its page tables and then a copy-on-write fault for every page
@@ -198,14 +210,14 @@ def write_snapshot(store: "StateStore", rel: str, make_obj, shared: dict | None 
     second of capacity and showed as a latency spike, where in-memory copies of the same
     states (megabytes) did not. So a fork pays only for a state that is most of the process
     (a replicating partition's whole core)."""
-    return write_snapshots(store, [(rel, make_obj, shared)], fork)
+    return write_snapshots(store, [(rel, make_obj, shared)], fork, compress)
 
 
-def write_snapshots(store: "StateStore", files: list[tuple], fork: bool = True):
+def write_snapshots(store: "StateStore", files: list[tuple], fork: bool = True, compress: bool = True):
     """:func:`write_snapshot` of several files ``(rel, make_obj, shared)`` by one writer."""
     if fork and fork_snapshots():
-        return ForkWriter(store, files)
-    return Writer(store, [(rel, dumps(make_obj(), shared)) for rel, make_obj, shared in files])
+        return ForkWriter(store, files, compress)
+    return Writer(store, [(rel, dumps(make_obj(), shared)) for rel, make_obj, shared in files], compress=compress)
 
 
 class StateStore:
@@ -255,9 +267,14 @@ class StateStore:
         sizes = struct.pack(f"<{len(raws)}Q", *(r.nbytes for r in raws))
         self._write_atomic(rel, [RAW_MAGIC + RAW_HEADER.pack(len(data), len(raws)) + sizes, data, *raws])
 
-    def write_bytes(self, rel: str, data) -> None:
-        """``data`` (from :func:`dumps`) to ``rel``, atomically and lz4 compressed."""
-        self._write_atomic(rel, [data], compression="lz4")
+    def write_bytes(self, rel: str, data, compress: bool = True) -> None:
+        """``data`` (from :func:`dumps`) to ``rel``, atomically; lz4 compressed, or as they
+        are (``compress`` False: a state of dense arrays, which lz4 shrinks little for about
+        8x the CPU of writing it, read back as a file of :meth:`write_raw` without buffers)."""
+        if compress:
+            self._write_atomic(rel, [data], compression="lz4")
+        else:
+            self._write_atomic(rel, [RAW_MAGIC + RAW_HEADER.pack(len(data), 0), data])
 
     def _write_atomic(self, rel: str, parts, compression: str | None = None) -> None:
         """``parts`` one after the other to a temporary file, then moved to ``rel``."""
@@ -273,7 +290,7 @@ class StateStore:
         with self.fs.open_input_stream(self.path(rel)) as f:
             data = f.read()                 # one open: the first bytes tell the kind
         if data[:len(RAW_MAGIC)] == RAW_MAGIC:              # an lz4 frame starts otherwise
-            return self._parse_raw(data)
+            return self._parse_raw(data, shared)
         import pyarrow as pa
         with pa.input_stream(pa.py_buffer(data), compression="lz4") as f:
             u = pickle.Unpickler(io.BytesIO(f.read()))
@@ -281,8 +298,9 @@ class StateStore:
         return u.load()
 
     @staticmethod
-    def _parse_raw(raw: bytes):
-        """What :meth:`write_raw` wrote; its arrays are writable views of one buffer."""
+    def _parse_raw(raw: bytes, shared: dict | None = None):
+        """What :meth:`write_raw` wrote; its arrays are writable views of one buffer.
+        ``shared``: as in :meth:`read`."""
         data = memoryview(bytearray(raw))
         at = len(RAW_MAGIC) + RAW_HEADER.size
         n_pickle, n_bufs = RAW_HEADER.unpack(data[len(RAW_MAGIC):at])
@@ -293,7 +311,9 @@ class StateStore:
         for n in sizes:
             bufs.append(data[at:at + n])
             at += n
-        return pickle.loads(body, buffers=bufs)
+        u = pickle.Unpickler(io.BytesIO(body), buffers=bufs)
+        u.persistent_load = (shared or {}).__getitem__
+        return u.load()
 
     def read_config(self):
         """The ClusterConfig the state belongs to."""
@@ -363,6 +383,33 @@ class StateStore:
         return out
 
 
+MAX_LINEAGE = 4          # checkpoint ids a role remembers (the committed one and newer)
+WATCH_SECONDS = 60.0      # a detached role outlives its coordinator's name this long
+
+
+def _watch_coordinator(name: str, namespace: str) -> None:
+    """A detached role's watch: end this process once the coordinator ``name`` has been
+    gone (killed for good: its name is free) for :data:`WATCH_SECONDS`. A coordinator
+    that Ray restarts keeps its name meanwhile."""
+    import ray
+    gone_since = None
+    while True:
+        time.sleep(WATCH_SECONDS / 4)
+        try:
+            ray.get_actor(name, namespace=namespace)
+            gone_since = None
+        except ValueError:
+            gone_since = gone_since or time.monotonic()
+            if time.monotonic() - gone_since >= WATCH_SECONDS:
+                os._exit(0)
+        except Exception:       # Ray itself shutting down: the process goes with it
+            pass
+
+
+class StaleCall(RuntimeError):
+    """A call of a coordinator that no longer owns the role (see ``Recoverable.own``)."""
+
+
 class PeerLost(RuntimeError):
     """A role could not finish a step because a role it called died; what it holds is
     consistent and it finishes the step when the coordinator replaces the dead one (a death
@@ -403,8 +450,10 @@ def shared_config(cfg) -> dict:
 # ``_STATE`` (or what one of its attributes holds) changes, so that a restart refuses state
 # written by another version instead of failing part way through a restore. A MANIFEST
 # without it was written before it existed (format 0). 2: the message index's node rows
-# (MessageWindow: closed nodes, sibling links both ways).
-STATE_FORMAT = 2
+# (MessageWindow: closed nodes, sibling links both ways). 3: the log records when pipelined
+# publishes gathered in the coordinator went out (``release``), checkpoints carry an id
+# (``mark``) and partitions count their takes.
+STATE_FORMAT = 3
 
 
 class Recoverable:
@@ -426,17 +475,84 @@ class Recoverable:
         """What a snapshot refers to instead of copying (the role has it from its arguments)."""
         return shared_config(getattr(self, "cfg", None))
 
-    def snapshot(self, store: StateStore, rel: str) -> str:
+    def snapshot(self, store: StateStore, rel: str, mark: str | None = None, keep: str | None = None) -> str:
         """Copy the state to resume from at this position (after the calls queued before
         this one) and start writing it to ``rel`` in the background (:meth:`snapshot_written`
-        waits); returns ``rel``."""
+        waits); returns ``rel``. ``mark``: the checkpoint's id, recorded in this role's
+        lineage with its progress (a restarted coordinator adopts a live role that descends
+        from its checkpoint, :meth:`adopt`); ``keep``: the committed checkpoint's id, the
+        oldest a restart may resume from (older lineage is dropped)."""
         prev = getattr(self, "_writer", None)
         if prev is not None:
             prev.join()            # an older snapshot's write (abandoned or not) finishes first
+        if mark is not None:
+            self._record_mark(mark, keep)
         self._writer = write_snapshot(
-            store, rel, lambda: {"state": self._state(), "metrics": dict(self.metrics.values)}, self._shared(),
-            self._snapshot_by_fork())
+            store, rel, lambda: {"state": self._state(), "metrics": dict(self.metrics.values), "mark": mark},
+            self._shared(), self._snapshot_by_fork(), self._snapshot_compressed())
         return rel
+
+    def _snapshot_compressed(self) -> bool:
+        """Whether this role's snapshot is lz4 compressed (a state with preallocated room:
+        about a fifth of the bytes); a state of dense arrays is written as it is."""
+        return True
+
+    # ------------------------------------------------------------------ lineage and adoption
+    def _record_mark(self, mark: str, keep: str | None = None) -> None:
+        """This role's state is the one checkpoint ``mark`` holds: its progress then. Lineage
+        older than ``keep`` (when this role has it) is dropped, and what it retained for it."""
+        lineage = self.__dict__.setdefault("_lineage", {})
+        lineage[mark] = self._progress()
+        if keep is not None and keep in lineage:
+            for m in list(lineage):
+                if m == keep:
+                    break
+                del lineage[m]
+        while len(lineage) > MAX_LINEAGE:
+            del lineage[next(iter(lineage))]
+        self._prune_retained(next(iter(lineage.values())))
+
+    def _progress(self) -> dict:
+        """Where this role stands in its coordinator's sequence of calls (a kind's roles that
+        can be adopted say: the steps and takes they applied); compared at an adoption."""
+        return {}
+
+    def _prune_retained(self, oldest: dict) -> None:
+        """Drop what this role keeps for an adoption from before the lineage's ``oldest``
+        progress (a kind's roles that retain their results)."""
+
+    def own(self, owner: str, label: str, watch: tuple[str, str] | None = None, retain: bool = False) -> int:
+        """This process serves the coordinator ``owner`` as ``label`` (``partition-0``,
+        ``standby-partition``): calls that carry another owner are refused
+        (:meth:`_check_owner`). ``watch`` (a detached role: the coordinator's name and
+        namespace): the process ends once no coordinator of that name exists for
+        :data:`WATCH_SECONDS` (it was killed for good, with nobody to restart it).
+        ``retain``: keep what a restarted coordinator needs to adopt this role. Returns
+        the pid."""
+        self._owner, self._label, self._retain = owner, label, bool(retain)
+        if watch is not None and getattr(self, "_watchdog", None) is None:
+            self._watchdog = threading.Thread(target=_watch_coordinator, args=watch, daemon=True,
+                                              name="rankcast-watch")
+            self._watchdog.start()
+        return os.getpid()
+
+    def adopt(self, owner: str) -> dict:
+        """A restarted coordinator ``owner`` takes this process over: from now on only its
+        calls are served (those still queued from the dead one are refused). Returns what
+        decides whether it keeps this role as it is: its label, class, lineage (checkpoint
+        id -> progress at it), progress now, node and pid."""
+        self._owner = owner
+        from .placement import node_id
+        return {"label": getattr(self, "_label", None), "class": type(self).__name__,
+                "lineage": dict(getattr(self, "_lineage", {})), "progress": self._progress(),
+                "node": node_id(), "pid": os.getpid()}
+
+    def _check_owner(self, owner) -> None:
+        """Refuse a call of another coordinator than this role's (one that died, whose calls
+        were still queued here when a restarted one adopted this role)."""
+        if owner is not None and owner != getattr(self, "_owner", None):
+            raise StaleCall(f"{getattr(self, '_label', type(self).__name__)}: a call of a coordinator that "
+                            f"no longer owns this role")
 
     def _snapshot_by_fork(self) -> bool:
         """Whether this role's state is most of its process (then a forked child writes it,
@@ -455,12 +571,32 @@ class Recoverable:
         return True
 
     def _resume(self, resume) -> None:
+        self._phases = {}
+        self._lineage = {}
         if resume is None:
             return
         store, rel = resume
-        snap = store.read(rel, self._shared())
+        with self._phase("read"):
+            snap = store.read(rel, self._shared())
         self._restore(snap["state"])
         self.metrics.values.update(snap["metrics"])
+        if snap.get("mark") is not None:
+            self._record_mark(snap["mark"])
+
+    @contextlib.contextmanager
+    def _phase(self, name: str):
+        """Time a part of this role's restore (read, indexes, re-evaluation): the recovery
+        record of the coordinator reports them (:meth:`restore_phases`)."""
+        t0 = time.perf_counter()
+        try:
+            yield
+        finally:
+            phases = self.__dict__.setdefault("_phases", {})
+            phases[name] = phases.get(name, 0.0) + time.perf_counter() - t0
+
+    def restore_phases(self) -> dict[str, float]:
+        """Seconds of each part of this role's last restore (empty: it was built new)."""
+        return dict(getattr(self, "_phases", {}))
 
     def reinit(self, *args, **kw) -> int:
         """Become a new role of the same class in this process (recovery reuses the live
@@ -468,7 +604,10 @@ class Recoverable:
         writer = getattr(self, "_writer", None)
         if writer is not None:
             writer.join()          # not one of this role's: it must not write over a restore
+        t0 = time.perf_counter()
         self.__init__(*args, **kw)
+        # the whole of it, restore included (a role that resumes from nothing has no parts)
+        self.__dict__.setdefault("_phases", {})["init"] = time.perf_counter() - t0
         return os.getpid()
 
     def pid(self) -> int:

@@ -386,6 +386,26 @@ class SkypeCore:
         out.update({f"index_{k}": v for k, v in self.index.stats().items()})
         return out
 
+    # ------------------------------------------------------------------ snapshots
+    def cut_state(self, slots) -> tuple:
+        """The buffers of ``slots`` cut at their k-th score (``skyband.cut_rows``): what a
+        snapshot keeps of them instead of every row (a buffer is many times k deep)."""
+        b, s = self.buf, self.subs
+        return sk.cut_rows(np.asarray(slots, np.int64), s.k, s.theta, b.bstart, b.blen, b.bi, b.bf)
+
+    def install_cut(self, slots, cut: tuple) -> None:
+        """Buffers of ``slots`` (just added, in the order of :meth:`cut_state`) from a cut:
+        their results as they were, not updates, and nothing to re-evaluate (the cost model
+        deepens each buffer again at its next re-evaluation)."""
+        slots = np.asarray(slots, np.int64)
+        b, s = self.buf, self.subs
+        b.bi, b.bf, b.used = sk.install_rows(slots, *cut, s.theta, b.bstart, b.blen, b.bcap, b.bi, b.bf, b.used,
+                                             b.oldest, b.lnext, b.lprev, b.head, b.reeval)
+        if len(slots):
+            self.index.thresholds_changed(slots)
+        self.settle_initial(slots)
+        self.discard_updates()
+
     def _maybe_compact(self) -> None:
         """Buffers that outgrow their room move to the pool's end, leaving garbage: the pool
         is compacted in place once half of it is garbage, or once it is nearly full with a

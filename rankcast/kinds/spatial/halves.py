@@ -334,6 +334,14 @@ class HalvesCore:
     def topk(self, sub_id: int) -> list[tuple[int, float]]:
         return self.cores[int(sub_id) % HALVES].topk(sub_id)
 
+    def cut_state(self, slots) -> tuple:
+        """Each half's ``SkypeCore.cut_state`` of its share of ``slots``."""
+        return tuple(core.cut_state(loc) for core, (_, loc) in zip(self.cores, _split(slots)))
+
+    def install_cut(self, slots, cut: tuple) -> None:
+        for core, (_, loc), part in zip(self.cores, _split(slots), cut):
+            core.install_cut(loc, part)
+
     def stats(self) -> dict:
         """The halves' stats: counts summed; buffer sizes over both; the cost model's C_topk
         and the index's non-count figures of half 0."""

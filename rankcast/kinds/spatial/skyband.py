@@ -846,6 +846,63 @@ def apply_reevals(slots, c_off, c_seq, c_id, c_t, c_sc, c_complete, k, theta, po
 
 
 @numba.njit(cache=True, nogil=True)
+def cut_rows(slots, k, theta, bstart, blen, bi, bf):
+    """Each of ``slots``' buffer cut at its k-th score: the rows scoring at least it (the
+    top-k and its ties; every row when fewer than k), laid end to end, with the threshold
+    of that cut, ``max(theta, k-th score)``. A buffer holds every k-skyband message scoring
+    at least its threshold, in (score desc, seq desc) order: the rows kept are then every
+    k-skyband message at or above the new threshold, and each row's dominance counter
+    counts rows that are kept too (newer, scoring at least as high), so the cut is a
+    buffer as a re-evaluation could leave it (:func:`install_rows`). Returns (thresholds
+    float64[n], offsets int64[n + 1], int rows int64[m, 3], float rows float64[m, 2])."""
+    n = slots.shape[0]
+    off = np.zeros(n + 1, np.int64)
+    th = np.empty(n)
+    for i in range(n):
+        s = slots[i]
+        m = blen[s]
+        th[i] = theta[s]
+        if m >= k[s] and k[s] > 0:
+            a = bstart[s]
+            kth = bf[a + k[s] - 1, SC]
+            if kth > th[i]:
+                th[i] = kth
+            m = k[s]
+            while m < blen[s] and bf[a + m, SC] >= kth:
+                m += 1
+        off[i + 1] = off[i] + m
+    ri = np.empty((off[n], 3), np.int64)
+    rf = np.empty((off[n], 2))
+    for i in range(n):
+        a = bstart[slots[i]]
+        o = off[i]
+        for r in range(off[i + 1] - o):
+            ri[o + r] = bi[a + r]
+            rf[o + r] = bf[a + r]
+    return th, off, ri, rf
+
+
+@numba.njit(cache=True)
+def install_rows(slots, th, off, ri, rf, theta, bstart, blen, bcap, bi, bf, used, oldest, lnext, lprev,
+                 head, reeval):
+    """Buffers of ``slots`` from the rows of :func:`cut_rows` (in the same order), with their
+    thresholds; nothing left to re-evaluate. Returns the grown (bi, bf, used)."""
+    for i in range(slots.shape[0]):
+        s = slots[i]
+        m = off[i + 1] - off[i]
+        bi, bf, used = _reserve(s, m, bstart, blen, bcap, bi, bf, used)
+        a = bstart[s]
+        for r in range(m):
+            bi[a + r] = ri[off[i] + r]
+            bf[a + r] = rf[off[i] + r]
+        blen[s] = m
+        theta[s] = th[i]
+        reeval[s] = False
+        _relink(s, bstart, blen, bi, oldest, lnext, lprev, head)
+    return bi, bf, used
+
+
+@numba.njit(cache=True, nogil=True)
 def gather_topk(slots, k, bstart, blen, bi, bf, with_seqs=True):
     """The top-k rows of ``slots`` laid end to end: (offsets, ids, seqs, scores);
     ``with_seqs=False`` leaves seqs empty (an update's rows need no seqs: a third less to

@@ -74,7 +74,7 @@ from rankcast.kinds.spatial.roles.partition import PartitionOps, SoloPartition, 
 from rankcast.kinds.spatial.roles.policies import Policy, Routing, make_policy
 from rankcast.kinds.spatial.roles.shard import WindowShard
 from rankcast.kinds.spatial.window import WindowClock
-from rankcast.runtime.coordinator import CoordinatorBase, STANDBY_WARM_SECONDS, STORE_WARM_BYTES, STORE_WARM_CHUNK, UpdateParts, NO_UPDATES, guarded, latest_lists, concat_updates
+from rankcast.runtime.coordinator import AdoptionMismatch, CoordinatorBase, STANDBY_WARM_SECONDS, STORE_WARM_BYTES, STORE_WARM_CHUNK, UpdateParts, NO_UPDATES, guarded, latest_lists, concat_updates
 from rankcast.runtime.recovery import is_role_death
 from rankcast.config import EngineConfig, limits
 
@@ -120,10 +120,15 @@ class Coordinator(CoordinatorBase):
         self._tick_step = None                     # the step whose end the last tick() awaits
         self._next_check = time.perf_counter() + ccfg.monitor_every
         self.monitor_log: deque[dict] = deque(maxlen=20)   # the latest automatic actions
+        # a restart's replay to adopted partitions (see _adoptable): partition -> its
+        # progress and the updates it kept; the takes since the checkpoint, counted
+        self._ahead: dict[int, dict] = {}
+        self._take_no = 0
 
     def reset_transient(self) -> None:
         self.realloc_queue = []
         self._taken = None
+        self._ahead, self._take_no = {}, 0
         # held messages are in the log, which a recovery replays
         self._held, self._held_n, self._tick_step = [], 0, None
 
@@ -165,6 +170,7 @@ class Coordinator(CoordinatorBase):
         waiting += [r for _, (_, counts, _), _ in self._cuts for r in counts]
         if waiting:
             self.rt.wait(waiting, num_returns=len(waiting), timeout=HEAL_SETTLE_SECONDS)
+        t_settled = time.perf_counter()
         live = {id(h) for _, h in self._live_roles()}
         dead = [(role, i) for role, hs in self.role_groups() for i, h in enumerate(hs) if id(h) not in live]
         if any(role not in ("partition", "shard") for role, _ in dead):
@@ -175,7 +181,8 @@ class Coordinator(CoordinatorBase):
         ready, labels = [], []
         for role, i in sorted(dead, key=lambda d: d[0] != "shard"):     # shards first
             cls, args = self._role_args[(role, i)]
-            h, ref, how = self._spawn(role, cls, args, {"resume": (self.store, f"ckpt-{self.epoch}/{role}-{i}")})
+            h, ref, how = self._spawn(role, cls, args, {"resume": (self.store, f"ckpt-{self.epoch}/{role}-{i}")},
+                                      f"{role}-{i}")
             (self.shards if role == "shard" else self.parts)[i] = h
             ready.append(ref)
             labels.append(f"{role}-{i}{how}")
@@ -191,6 +198,8 @@ class Coordinator(CoordinatorBase):
                 appended[s] = self.shards[s].append.remote(j, payloads[P + s], exp_end, hold, hold)
         applied = dict(enumerate(self.rt.get([pt.resume.remote(self.shards, self.aggs) for pt in self.parts])))
         t_rebuilt = time.perf_counter()
+        parts = self._role_parts([(f"{role}-{i}", (self.shards if role == "shard" else self.parts)[i])
+                                  for role, i in dead])
         sent, replayed = [], 0
         for x in self._journal:
             if x[0] == "take":
@@ -199,13 +208,15 @@ class Coordinator(CoordinatorBase):
                 counts, refs = x[1], x[2]
                 for p in range(P):
                     if p in new_parts or self._failed(counts[p]):
-                        counts[p], refs[p] = self.parts[p].take_updates.options(num_returns=2).remote(counted=True)
+                        counts[p], refs[p] = self.parts[p].take_updates.options(num_returns=2).remote(
+                            counted=True, owner=self._owner)
                         sent.append(counts[p])
                 continue
             _, j, pos_end, exp_end, ops, payloads, appended, refs = x
             for p in range(P):
                 if applied[p] < j:
-                    refs[p] = self.parts[p].process.remote(j, pos_end, exp_end, ops.get(p), payloads[p], list(appended))
+                    refs[p] = self.parts[p].process.remote(j, pos_end, exp_end, ops.get(p), payloads[p],
+                                                           list(appended), owner=self._owner)
                     sent.append(refs[p])
                     replayed += 1
                 elif p not in new_parts and self._failed(refs[p]):     # held, then finished by resume
@@ -215,11 +226,63 @@ class Coordinator(CoordinatorBase):
         self.recoveries.append({
             "cause": type(cause).__name__, "mode": "partial", "seconds": t3 - t0,
             "restored": labels, "replayed_calls": 0, "replayed_steps": replayed, "attempts": 1,
-            "phases": {"find_dead": t1 - t0, "restore": t2 - t1, "rebuild": t_rebuilt - t2,
-                       "replay": t3 - t_rebuilt, "restore_by_role": self._role_seconds},
+            "phases": {"settle": t_settled - t0, "find_dead": t1 - t_settled, "restore": t2 - t1,
+                       "rebuild": t_rebuilt - t2, "replay": t3 - t_rebuilt,
+                       "restore_by_role": self._role_seconds, "role_parts": parts},
             "position": self.last_seq + 1, "time": time.time()})
         self._fill_standby()
         return True
+
+    def _adoptable(self, role: str, i: int, info: dict) -> bool:
+        """A partition that holds the window (solo, direct mode) is adopted by a restart when
+        its lineage holds the checkpoint resumed from, at the checkpoint's step: its state
+        went on from there by the steps of the log, which the replay rebuilds one for one
+        (the log records when held publishes went out), so it is sent only the steps and
+        takes past its own, and its takes since the checkpoint come from what it kept."""
+        at = info["lineage"].get(self._mark)
+        if role != "partition" or not (self.solo and self.direct) or at is None or at.get("step") != self.step:
+            return False
+        prog = info["progress"]
+        self._ahead[i] = {"step": prog["step"], "takes": prog["takes"], "mark_takes": at["takes"],
+                          "retained": None}
+        return True
+
+    def _retains(self, label: str) -> bool:
+        return self._detached and self.solo and self.direct and label.startswith("partition-")
+
+    def _skips(self, p: int, j: int) -> bool:
+        """Whether adopted partition ``p`` applied step ``j`` already (a restart's replay)."""
+        a = self._ahead.get(p)
+        return a is not None and j <= a["step"]
+
+    def _kept_take(self, p: int):
+        """The current take of adopted partition ``p`` from what it kept, as (count, updates)
+        references; None where it did not take it yet (then it is asked)."""
+        a = self._ahead.get(p)
+        if a is None:
+            return None
+        n = a["mark_takes"] + self._take_no
+        if n > a["takes"]:
+            return None
+        if a["retained"] is None:
+            a["retained"] = dict(self.rt.get(self.parts[p].retained.remote(a["mark_takes"])))
+        out = a["retained"].pop(n, None)
+        if out is None:
+            raise AdoptionMismatch(f"partition {p} kept no take {n} (it took {a['takes']})")
+        return self.rt.put(len(out[0])), self.rt.put(out)
+
+    def _check_adopted(self) -> None:
+        """Every adopted partition applied the steps and takes of the replay, no more, no less."""
+        if not self._adopted:
+            return
+        self.quiesce()
+        self._ahead = {}
+        for (role, i), info in self._adopted.items():
+            got = self.rt.get(self.parts[i].adopt.remote(self._owner))["progress"]
+            want = {"step": self.step, "takes": info["lineage"][self._mark]["takes"] + self._take_no,
+                    "pos_end": self.dispatched_pos}
+            if got != want:
+                raise AdoptionMismatch(f"{role}-{i} stands at {got} after the replay, which ended at {want}")
 
     def _failed(self, ref) -> bool:
         """Whether a finished role call failed (a partial recovery's settled references)."""
@@ -423,9 +486,10 @@ class Coordinator(CoordinatorBase):
     def _gathering(self) -> bool:
         """Whether pipelined publishes may wait here for busy partitions (:meth:`_gather`):
         ``ClusterConfig.coalesce`` on, on Ray (in process every step is done when
-        dispatched), not replaying the log (a replay dispatches each call at once)."""
-        return getattr(self.ccfg, "coalesce", 0) > 0 and not self.rt.inproc and not self._replaying \
-            and self.rt.self_handle() is not None
+        dispatched). A replay of the log gathers them as the live run did: they go out at
+        the ``release`` records, and when ``coalesce`` messages are held."""
+        return getattr(self.ccfg, "coalesce", 0) > 0 and not self.rt.inproc \
+            and (self._replaying or self.rt.self_handle() is not None)
 
     def _gather(self, pieces: list[tuple]) -> None:
         """A pipelined publish's steps, ``pieces``: dispatched at once while fewer than
@@ -442,16 +506,19 @@ class Coordinator(CoordinatorBase):
         observable changes: the messages, their order, sequence numbers and expiries are the
         calls'; pipelined calls are delivered at cuts, to which the held messages go first;
         the log holds every call, and a recovery replays it."""
-        self._reap()
+        if not self._replaying:
+            self._reap()
         self._held += pieces
         self._held_n += sum(len(p[0]) for p in pieces)
         self.counters["held_calls"] += 1
-        if len(self.inflight) < GATHER_DEPTH:
+        if not self._replaying and len(self.inflight) < GATHER_DEPTH:
+            self._log_release()     # a replay holds them until this record: the same steps
             self._release_held()
             return
         while self._held_n >= self.ccfg.coalesce:
             self._dispatch_held()
-        self._post_tick()
+        if not self._replaying:
+            self._post_tick()
 
     def _reap(self) -> None:
         """Harvest the steps at the front that are done, without waiting."""
@@ -502,7 +569,10 @@ class Coordinator(CoordinatorBase):
                        np.concatenate([p[2] for p in take]))
 
     def _release_held(self) -> None:
-        """Every held piece out, in order, as steps of up to ``coalesce`` messages."""
+        """Every held piece out, in order, as steps of up to ``coalesce`` messages. Outside
+        a logged call (a tick, a checkpoint, a query that quiesces) the log records it."""
+        if self._held and not self._applying:
+            self._log_release()
         while self._held:
             self._dispatch_held()
 
@@ -603,13 +673,26 @@ class Coordinator(CoordinatorBase):
         appended = [sh.append.remote(j, payloads[P + s], exp_end, keep, hold) for s, sh in enumerate(self.shards)]
         take = take and self.direct and not self._stash
         if take:
-            out = [pt.process.options(num_returns=3).remote(j, pos_end, exp_end, ops.get(p), payloads[p],
-                                                            list(appended), take=True)
-                   for p, pt in enumerate(self.parts)]
-            refs, counts, updates = ([o[i] for o in out] for i in range(3))
-        else:
-            refs = [pt.process.remote(j, pos_end, exp_end, ops.get(p), payloads[p], list(appended))
-                    for p, pt in enumerate(self.parts)]
+            self._take_no += 1
+        refs, counts, updates = [], [], []
+        for p, pt in enumerate(self.parts):
+            if self._skips(p, j):       # an adopted partition has it (its take too: one call)
+                refs.append(self.rt.put({"step": j, "partition": p}))
+                if take:
+                    kept = self._kept_take(p)
+                    if kept is None:
+                        raise AdoptionMismatch(f"partition {p} applied step {j} but not its take")
+                    counts.append(kept[0])
+                    updates.append(kept[1])
+            elif take:
+                r, c, u = pt.process.options(num_returns=3).remote(j, pos_end, exp_end, ops.get(p), payloads[p],
+                                                                   list(appended), take=True, owner=self._owner)
+                refs.append(r)
+                counts.append(c)
+                updates.append(u)
+            else:
+                refs.append(pt.process.remote(j, pos_end, exp_end, ops.get(p), payloads[p], list(appended),
+                                              owner=self._owner))
         self.inflight.append((j, refs, appended, pos_end, exp_end))
         if journal:       # the same lists: a partial recovery replaces the dead roles' references
             self._journal.append(("step", j, pos_end, exp_end, ops, payloads, appended, refs))
@@ -788,8 +871,11 @@ class Coordinator(CoordinatorBase):
             (counts, refs), self._taken = self._taken, None
             return [], counts, refs
         counts, refs = [], []
-        for p in self.parts:
-            c, r = p.take_updates.options(num_returns=2).remote(counted=True)
+        self._take_no += 1
+        for i, p in enumerate(self.parts):
+            kept = self._kept_take(i)
+            c, r = kept if kept is not None else p.take_updates.options(num_returns=2).remote(
+                counted=True, owner=self._owner)
             counts.append(c)
             refs.append(r)
         if self._journal_on():

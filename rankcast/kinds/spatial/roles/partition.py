@@ -82,18 +82,30 @@ class PartitionOps:
 
 class SubscriptionPartition(Recoverable):
     """See the module docstring. Its snapshot (``rebuild``, direct mode) is its
-    subscriptions at the step it was taken, not its core: a restored partition rebuilds its
-    index, and its buffers by one re-evaluation as of that step's positions before it
-    serves (:meth:`_finish_rebuild`); the shards keep what expired since the checkpoint, so
-    they answer it. Every checkpoint is a delivery cut, so the core then holds no change
-    still to report, and a rebuilt core reports exactly what the lost one would have: a
-    top-k is a function of the window (the buffers beyond it are not observable). The
+    subscriptions at the step it was taken, with each buffer cut at its k-th score
+    (:data:`SNAPSHOT_BUFFERS`, ``SkypeCore.cut_state``: the top-k and its ties, a valid
+    buffer of the highest threshold), not its core: a restored partition rebuilds its index
+    and installs the cut buffers (the cost model deepens each again at its next
+    re-evaluation). Without the cut (or from a core of the other kind, halves or not) it
+    rebuilds the buffers by one re-evaluation as of that step's positions before it serves
+    (:meth:`_finish_rebuild`; the shards keep what expired since the checkpoint, so they
+    answer it). Every checkpoint is a delivery cut, so the core then holds no change still
+    to report, and a restored core reports exactly what the lost one would have. The
     snapshot is then megabytes instead of the buffers and index (hundreds of megabytes at
-    50k subscriptions), which checkpoints copied, compressed and wrote every few seconds,
-    and whose reading dominated a restore. In replicated mode the aggregators merge lists
-    that depend on each replica's past: the whole core is the snapshot there."""
+    50k subscriptions: the buffers are many times k deep), which checkpoints would copy,
+    compress and write every few seconds, and the restore skips the re-evaluation of every
+    subscription (seconds). In replicated mode the aggregators merge lists that depend on
+    each replica's past: the whole core is the snapshot there.
 
-    _STATE = ("core", "plen", "ub", "step", "exp_end", "pos_end", "_dropped", "_new_ids", "_new_slots")
+    Its takes of updates are counted (:meth:`_progress`) and, where the coordinator may be
+    restarted and adopt it, kept since the oldest checkpoint of its lineage (:meth:`retained`):
+    the deliveries made of them since died with the coordinator, and its replay makes them
+    again from these."""
+
+    _STATE = ("core", "plen", "ub", "step", "exp_end", "pos_end", "_dropped", "_new_ids", "_new_slots", "_n_takes")
+    # a direct-mode snapshot holds each buffer cut at its k-th score (SkypeCore.cut_state):
+    # a restore installs them instead of re-evaluating every subscription
+    SNAPSHOT_BUFFERS = True
     RAY_ENV = STEP_ROLE_ENV      # its steps' arrays reuse the heap's pages (rankcast.runtime.backends)
 
     def __init__(self, cfg: EngineConfig, index: int, shards: list, aggregators: list, runtime,
@@ -123,6 +135,11 @@ class SubscriptionPartition(Recoverable):
         self._rng = np.random.default_rng(seed + 104729 * index + 1)
         self._held = None                           # a step a peer's death interrupted (resume)
         self._shards_ready = None                   # this step's shard appends, not yet waited for
+        self._n_takes = 0                           # takes of updates so far (take_updates)
+        # (take number, updates) since the oldest checkpoint of the lineage, kept when the
+        # coordinator may be restarted and adopt this role: the deliveries made of them
+        # since that checkpoint died with it (see Recoverable.adopt)
+        self._takes: list[tuple[int, tuple]] = []
         self._resume(resume)
 
     def _make_core(self, cfg: EngineConfig):
@@ -133,14 +150,16 @@ class SubscriptionPartition(Recoverable):
 
     # ------------------------------------------------------------------ the step
     def process(self, step: int, pos_end: int, exp_end: int, ops: PartitionOps | None, payload,
-                shards_ready: list | None = None, take: bool = False):
+                shards_ready: list | None = None, take: bool = False, owner: str | None = None):
         """Apply step ``step``: control operations, its messages and the watermark, then its
         re-evaluations. ``shards_ready``: the shards' ``append`` references of this step, in a
         list so that the call starts without them: the matching runs side by side with the
         shards' appends, and only the first question to a shard waits for them. ``take``:
         then also :meth:`take_updates` (``counted``), three results (``num_returns=3``): the
         step ends the core's epoch, and with no control operation nothing but its
-        re-evaluations touches the buffers before it ends (``SkypeCore.process``'s ``last``)."""
+        re-evaluations touches the buffers before it ends (``SkypeCore.process``'s ``last``).
+        ``owner``: the calling coordinator (``Recoverable.own``)."""
+        self._check_owner(owner)
         out = self._process(step, pos_end, exp_end, ops, payload, shards_ready, last=take and ops is None)
         return (out, *self.take_updates(counted=True)) if take else out
 
@@ -208,20 +227,44 @@ class SubscriptionPartition(Recoverable):
         if not self.rebuild:
             return super()._state()
         live = self.core.subs.live_slots()
-        return {"rebuild": True, "subs": self.core.subs.batch(live), "plen": self.plen[live].copy(),
-                "step": self.step, "pos_end": self.pos_end, "exp_end": self.exp_end}
+        out = {"rebuild": True, "subs": self.core.subs.batch(live), "plen": self.plen[live].copy(),
+               "step": self.step, "pos_end": self.pos_end, "exp_end": self.exp_end, "_n_takes": self._n_takes}
+        if self.SNAPSHOT_BUFFERS:
+            out["cut"] = (type(self.core).__name__, self.core.cut_state(live))
+        return out
+
+    def _progress(self) -> dict:
+        return {"step": self.step, "takes": self._n_takes, "pos_end": self.pos_end}
+
+    def _prune_retained(self, oldest: dict) -> None:
+        self._takes = [t for t in self._takes if t[0] > oldest.get("takes", 0)]
+
+    def retained(self, after: int) -> list[tuple[int, tuple]]:
+        """The updates of the takes numbered above ``after`` that this role kept (those since
+        the oldest checkpoint of its lineage): (take number, update arrays) in order."""
+        return [t for t in self._takes if t[0] > after]
 
     def _snapshot_by_fork(self) -> bool:
         return not self.rebuild           # the whole core: buffers and index
+
+    def _snapshot_compressed(self) -> bool:
+        return not self.rebuild           # subscriptions, cut buffers (and a window): dense
 
     def _restore(self, state: dict) -> None:
         if not state.pop("rebuild", False):
             super()._restore(state)
             return
         subs, plen = state.pop("subs"), state.pop("plen")
+        cut = state.pop("cut", None)
         super()._restore(state)
-        if len(subs):
+        if not len(subs):
+            return
+        with self._phase("index"):
             self._rebuild = self._add(subs, plen)
+        if cut is not None and cut[0] == type(self.core).__name__:
+            with self._phase("buffers"):
+                self.core.install_cut(self._rebuild, cut[1])
+            self._rebuild = self._rebuild[:0]        # nothing to re-evaluate
 
     def _finish_rebuild(self) -> None:
         """The restored subscriptions' buffers: one re-evaluation as of the snapshot's step
@@ -230,7 +273,10 @@ class SubscriptionPartition(Recoverable):
         leaves it to run again, as a held step)."""
         slots = self._rebuild
         self._rebuild = None
-        with self.metrics.busy():
+        if not len(slots):                  # restored with its buffers
+            self.metrics.inc("rebuilds", 1)
+            return
+        with self.metrics.busy(), self._phase("reevaluate"):
             try:
                 self._reevaluate(self.step, self.pos_end, self.exp_end, self.pos_end - self.exp_end, floor=False)
             except Exception as e:
@@ -371,15 +417,23 @@ class SubscriptionPartition(Recoverable):
         return {"subs": s.batch(slots), "plen": need, "pos": pos_end, "partition": self.index}
 
     # ------------------------------------------------------------------ results
-    def take_updates(self, counted: bool = False):
+    def take_updates(self, counted: bool = False, owner: str | None = None):
         """Direct mode (every subscription in one partition): (sub_ids, offsets, msg_ids,
         scores) of the top-k lists changed since the previous call (the core's epochs).
-        ``counted``: (number of subscriptions, those arrays), two results (``num_returns=2``)."""
+        ``counted``: (number of subscriptions, those arrays), two results (``num_returns=2``).
+        ``owner``: the calling coordinator (``Recoverable.own``)."""
+        self._check_owner(owner)
         self._check_whole()
         with self.metrics.busy():
-            out = self.core.take_updates()
-            self.metrics.inc("updates", len(out[0]))
-            return (len(out[0]), out) if counted else out
+            return self._took(self.core.take_updates(), counted)
+
+    def _took(self, out: tuple, counted: bool):
+        """A take's result: counted, and kept for an adoption (see ``_takes``)."""
+        self._n_takes += 1
+        if getattr(self, "_retain", False):
+            self._takes.append((self._n_takes, out))
+        self.metrics.inc("updates", len(out[0]))
+        return (len(out[0]), out) if counted else out
 
     def ship(self) -> list:
         """Replicated mode: send the aggregators the local lists changed since the previous
@@ -508,10 +562,11 @@ class SoloPartition(SubscriptionPartition):
                          rebuild=True, resume=resume)
 
     def process(self, step: int, pos_end: int, exp_end: int, ops: PartitionOps | None, payload,
-                shards_ready: list | None = None, take: bool = False):
+                shards_ready: list | None = None, take: bool = False, owner: str | None = None):
         """Append the step's messages to the window (what expired up to ``exp_end`` leaves
         it; beside the matching, :meth:`_disseminate`), then
         :meth:`SubscriptionPartition.process`. ``shards_ready`` is not used."""
+        self._check_owner(owner)
         # a restore's re-evaluation asks about what this append expires: it runs first
         # (every recovery runs it in ``resume``; this covers a step that comes before one)
         self._check_whole()
@@ -520,7 +575,7 @@ class SoloPartition(SubscriptionPartition):
         self._taken = None
         if payload is None:
             self.window_shard.append(step, None, exp_end, exp_end)
-        return super().process(step, pos_end, exp_end, ops, payload, None, take)
+        return super().process(step, pos_end, exp_end, ops, payload, None, take, owner)
 
     def _make_core(self, cfg: EngineConfig):
         return HalvesCore(cfg) if self.halves else SkypeCore(cfg)
@@ -579,17 +634,16 @@ class SoloPartition(SubscriptionPartition):
         self.metrics.inc("reevaluations", done)
         shard.metrics.inc("searches", asked)
 
-    def take_updates(self, counted: bool = False):
+    def take_updates(self, counted: bool = False, owner: str | None = None):
         """As :meth:`SubscriptionPartition.take_updates`; a halves' step that ended the epoch
         took them already (on its threads)."""
+        self._check_owner(owner)
         taken, self._taken = self._taken, None
         if taken is None or taken[0] != self.step:
             return super().take_updates(counted)
         self._check_whole()
         with self.metrics.busy():
-            out = taken[1]
-            self.metrics.inc("updates", len(out[0]))
-            return (len(out[0]), out) if counted else out
+            return self._took(taken[1], counted)
 
     def _set_plen(self, slots: np.ndarray, plen: np.ndarray) -> None:
         if not self.halves:
@@ -627,7 +681,8 @@ class SoloPartition(SubscriptionPartition):
 
     def _restore(self, state: dict) -> None:
         self.window_shard.metrics.values.update(state.pop("window_metrics"))
-        self.window_shard._restore(state.pop("window"))
+        with self._phase("window"):
+            self.window_shard._restore(state.pop("window"))
         super()._restore(state)
 
     def message_sample(self, n: int) -> MessageBatch:

@@ -81,6 +81,9 @@ class WindowShard(Recoverable):
         self._rng = np.random.default_rng(seed + 7919 * index)
         self._resume(resume)
 
+    def _snapshot_compressed(self) -> bool:
+        return False                      # its messages: dense arrays
+
     def _state(self) -> dict:
         # the message index does not pickle: it is rebuilt from the messages held
         return {**super()._state(), "messages": self.window.snapshot(), "seqs": self.window.seqs()}
@@ -89,7 +92,8 @@ class WindowShard(Recoverable):
         msgs, seqs = state.pop("messages"), state.pop("seqs")
         super()._restore(state)
         # in slices: one append of the whole window reserves index nodes for its worst case
-        self.window = _indexed(self.cfg, msgs, seqs)
+        with self._phase("window"):
+            self.window = _indexed(self.cfg, msgs, seqs)
         self._reserved = False
         # a partial recovery's replay asks about these again once the index dropped them
         self.kept, self.kept_after = deque([(msgs, seqs)] if len(msgs) else []), self.expired
