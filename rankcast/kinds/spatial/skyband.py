@@ -890,15 +890,59 @@ def changed_topk(touched, k, bstart, blen, bi, snap_off, snap_len, snap):
     return out
 
 
+@numba.njit(cache=True, nogil=True, inline="always")
+def diff_list(x, o_id, o_seq, o_sc, o0, m_old, n_id, n_seq, n_sc, n0, m_new, which, rank, ids, sc, sign, w, add):
+    """The diff rows of one list: old entries ``o_*[o0:o0 + m_old]``, new ones
+    ``n_*[n0:n0 + m_new]`` (ids, seqs, scores; both in (score desc, seq desc) order), written
+    at row ``w`` of the output columns with ``which`` = ``x``: the -1 rows (rank before) as
+    one merge of the two lists finds them (an entry stays iff its seq and score are the
+    same), then the +1 rows (rank after), kept aside in ``add`` (room for ``m_new``) and
+    written after them. Returns the row after the last one written."""
+    na = 0
+    i = 0
+    j = 0
+    while i < m_old or j < m_new:
+        if i < m_old and j < m_new:
+            so = o_seq[o0 + i]
+            sn = n_seq[n0 + j]
+            fo = o_sc[o0 + i]
+            fn = n_sc[n0 + j]
+            if so == sn and fo == fn:
+                i += 1
+                j += 1
+                continue
+            old_first = fo > fn or (fo == fn and so > sn)
+        else:
+            old_first = i < m_old
+        if old_first:
+            which[w] = x
+            rank[w] = i + 1
+            ids[w] = o_id[o0 + i]
+            sc[w] = o_sc[o0 + i]
+            sign[w] = -1
+            w += 1
+            i += 1
+        else:
+            add[na] = j
+            na += 1
+            j += 1
+    for q in range(na):
+        j = add[q]
+        which[w] = x
+        rank[w] = j + 1
+        ids[w] = n_id[n0 + j]
+        sc[w] = n_sc[n0 + j]
+        sign[w] = 1
+        w += 1
+    return w
+
+
 @numba.njit(cache=True, nogil=True)
 def diff_topk(slots, k, bstart, blen, bi, bf, snap_off, snap_len, snap):
     """The diff rows of ``slots``' top-k lists against their snapshots (every slot
-    snapshotted in this epoch: ``snap_len >= 0``), slot after slot: (which int64: the index
-    into ``slots``, rank int32, message ids int64, scores float64, sign int8), a slot's -1
-    rows (rank before) then its +1 rows (rank after), each by rank. Both lists lie in
-    (score desc, seq desc) order, so one merge of the two finds both kinds of row (an
-    entry stays iff its seq and score are the same): the -1 rows are written as found, the
-    +1 rows kept aside and written after them."""
+    snapshotted in this epoch: ``snap_len >= 0``), slot after slot (:func:`diff_list`):
+    (which int64: the index into ``slots``, rank int32, message ids int64, scores float64,
+    sign int8), a slot's -1 rows (rank before) then its +1 rows (rank after), each by rank."""
     n = slots.shape[0]
     cap = 0
     for x in range(n):
@@ -914,49 +958,13 @@ def diff_topk(slots, k, bstart, blen, bi, bf, snap_off, snap_len, snap):
     for x in range(n):
         kmax = max(kmax, k[slots[x]])
     add = np.empty(kmax, np.int64)          # the +1 rows' positions in the buffer
+    o_id, o_seq, o_sc = snap[:, ID], snap[:, SEQ], snapf[:, SNAP_SC]
+    n_id, n_seq, n_sc = bi[:, ID], bi[:, SEQ], bf[:, SC]
     w = 0
     for x in range(n):
         s = slots[x]
-        o = snap_off[s]
-        m_old = snap_len[s]
-        a = bstart[s]
-        m_new = min(k[s], blen[s])
-        na = 0
-        i = 0
-        j = 0
-        while i < m_old or j < m_new:
-            if i < m_old and j < m_new:
-                so = snap[o + i, SEQ]
-                sn = bi[a + j, SEQ]
-                fo = snapf[o + i, SNAP_SC]
-                fn = bf[a + j, SC]
-                if so == sn and fo == fn:
-                    i += 1
-                    j += 1
-                    continue
-                old_first = fo > fn or (fo == fn and so > sn)
-            else:
-                old_first = i < m_old
-            if old_first:
-                which[w] = x
-                rank[w] = i + 1
-                ids[w] = snap[o + i, ID]
-                sc[w] = snapf[o + i, SNAP_SC]
-                sign[w] = -1
-                w += 1
-                i += 1
-            else:
-                add[na] = j
-                na += 1
-                j += 1
-        for q in range(na):
-            j = add[q]
-            which[w] = x
-            rank[w] = j + 1
-            ids[w] = bi[a + j, ID]
-            sc[w] = bf[a + j, SC]
-            sign[w] = 1
-            w += 1
+        w = diff_list(x, o_id, o_seq, o_sc, snap_off[s], snap_len[s], n_id, n_seq, n_sc, bstart[s],
+                      min(k[s], blen[s]), which, rank, ids, sc, sign, w, add)
     return which[:w], rank[:w], ids[:w], sc[:w], sign[:w]
 
 
