@@ -281,7 +281,7 @@ def test_matching_cluster_diffs_are_each_events_list_entering(policy, partitions
             events = random_events(rng, 100 * i, 40)
             if i % 2:
                 for part in (events[:15], events[15:]):
-                    assert cl.publish(part, wait=False) is None
+                    assert cl.publish(part, wait=False, k=3) is None
                     stream.append(m.publish(part, k=3))
                 d = cl.flush()
                 want = [x for w in stream[-2:] for x in w]
@@ -493,3 +493,65 @@ def test_range_diffs_across_killed_partitions_on_ray(ray_session, tmp_path):
         _kill_run(cl, rc.RangeEngine(rcfg), ccfg, subs, publishes, ("partition", "partition"), 9)
     finally:
         cl.shutdown()
+
+
+# ----------------------------------------------------------------------------- composition
+
+def _diff_rows(key, old: list, new: list) -> list:
+    """The rows of one list's diff: entries of ``old`` not in ``new`` (-1, rank before), then
+    entries of ``new`` not in ``old`` (+1, rank after)."""
+    return [(key, r + 1, e[0], e[1], -1) for r, e in enumerate(old) if e not in new] + \
+        [(key, r + 1, e[0], e[1], 1) for r, e in enumerate(new) if e not in old]
+
+
+def _as_arrays(rows: list) -> tuple:
+    cols = list(zip(*rows)) if rows else [[]] * 5
+    return (np.array(cols[0], np.int64), np.array(cols[1], np.int32), np.array(cols[2], np.int64),
+            np.array(cols[3], np.float64), np.array(cols[4], np.int8))
+
+
+@pytest.mark.parametrize("seed", range(6))
+def test_composed_diffs_apply_as_the_parts_in_turn(seed):
+    """compose_diffs of random consecutive diffs of random lists (entries by score desc,
+    then id; entries leave, enter, come back with their score or another; lists empty out,
+    refill, stay as they were): applied to the lists before the first part, the result
+    gives the lists after the last, with one run of rows per key, no row for a list
+    that came back to where it was, and no entry that both leaves and enters."""
+    from rankcast.common.diffs import compose_diffs
+    from rankcast.common.updates import diff_table
+
+    rng = np.random.default_rng(seed)
+    k = int(rng.integers(1, 8))
+    pool = [(int(i), float(rng.integers(0, 6))) for i in range(40)]
+    order = lambda lst: sorted(lst, key=lambda e: (-e[1], e[0]))    # noqa: E731
+    keys = list(range(int(rng.integers(1, 12))))
+    start = {key: order([pool[i] for i in rng.choice(len(pool), int(rng.integers(0, k + 1)), replace=False)])
+             for key in keys}
+    lists = {key: list(v) for key, v in start.items()}
+    parts = []
+    for _ in range(int(rng.integers(1, 6))):
+        rows = []
+        for key in rng.permutation(keys).tolist():
+            if rng.random() < 0.4:
+                continue
+            old = lists[key]
+            new = [e for e in old if rng.random() < 0.6]
+            for i in rng.choice(len(pool), int(rng.integers(0, 4)), replace=False).tolist():
+                e = pool[i]
+                if all(x[0] != e[0] for x in new):
+                    new.append(e if rng.random() < 0.7 else (e[0], float(rng.integers(0, 6))))
+            new = order(new)[:k]
+            rows += _diff_rows(key, old, new)
+            lists[key] = new
+        parts.append(_as_arrays(rows))
+    got = compose_diffs(parts)
+    table = diff_table(*got)
+    keys_out = got[0].tolist()
+    runs = [x for i, x in enumerate(keys_out) if i == 0 or keys_out[i - 1] != x]
+    assert len(runs) == len(set(runs)) and sorted(runs) == sorted(x for x in keys if lists[x] != start[x])
+    for x in runs:
+        rows = [(s, r) for kk, s, r in zip(keys_out, got[4].tolist(), got[1].tolist()) if kk == x]
+        assert rows == sorted(rows)
+        ent = [(i, s, g) for kk, i, s, g in zip(keys_out, got[2].tolist(), got[3].tolist(), got[4].tolist()) if kk == x]
+        assert not {(i, s) for i, s, g in ent if g < 0} & {(i, s) for i, s, g in ent if g > 0}
+    assert rc.apply_diffs({x: list(v) for x, v in start.items()}, table) == lists

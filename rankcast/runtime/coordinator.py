@@ -226,7 +226,7 @@ def guarded(fn):
                         raise
                     results = self._recover(e)
                     if self._current is not None and self._current >= 0:
-                        return results[self._current]
+                        return for_client(results[self._current])     # as the call would return it
                     # not logged, or already in the checkpoint: a call with a client token
                     # that was applied returns its recorded result (_retried)
                     continue

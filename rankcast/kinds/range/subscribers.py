@@ -421,42 +421,44 @@ def _diff_bits(sid, uy, ud, o, m, o_sid, o_rank, o_id, o_y, o_sign, nd):
 
 
 @numba.njit(cache=True, inline="always")
-def _diff_block(sid, oy, oid, ly, lid, t, k, o_sid, o_rank, o_id, o_y, o_sign, nd):
+def _diff_block(sid, oy, oid, ly, lid, t, k, o_sid, o_rank, o_id, o_y, o_sign, nd, add):
     """A row's diff on a column-block leaf: column ``t`` of ``oy``/``oid`` before the call,
-    of ``ly``/``lid`` after; both in (y, id) order and padded with (+inf, 0), so one merge
-    per side finds what left and what entered."""
-    for side in range(2):
-        i = 0
-        j = 0
-        while True:
-            yo = oy[i, t] if i < k else np.inf
-            yn = ly[j, t] if j < k else np.inf
-            if yo == np.inf and yn == np.inf:
-                break
-            do = oid[i, t] if i < k else 0
-            dn = lid[j, t] if j < k else 0
-            if yo == yn and do == dn:
-                i += 1
-                j += 1
-                continue
-            if _before(yo, do, yn, dn):
-                if side == 0:
-                    o_sid[nd] = sid
-                    o_rank[nd] = i + 1
-                    o_id[nd] = do
-                    o_y[nd] = yo
-                    o_sign[nd] = -1
-                    nd += 1
-                i += 1
-            else:
-                if side == 1:
-                    o_sid[nd] = sid
-                    o_rank[nd] = j + 1
-                    o_id[nd] = dn
-                    o_y[nd] = yn
-                    o_sign[nd] = 1
-                    nd += 1
-                j += 1
+    of ``ly``/``lid`` after; both in (y, id) order and padded with (+inf, 0). One merge of
+    the two finds both kinds of row: the -1 rows are written as found, the +1 rows' places
+    kept aside in ``add`` (room for k) and written after them."""
+    i = 0
+    j = 0
+    na = 0
+    while True:
+        yo = oy[i, t] if i < k else np.inf
+        yn = ly[j, t] if j < k else np.inf
+        if yo == np.inf and yn == np.inf:
+            break
+        do = oid[i, t] if i < k else 0
+        dn = lid[j, t] if j < k else 0
+        if yo == yn and do == dn:
+            i += 1
+            j += 1
+        elif _before(yo, do, yn, dn):
+            o_sid[nd] = sid
+            o_rank[nd] = i + 1
+            o_id[nd] = do
+            o_y[nd] = yo
+            o_sign[nd] = -1
+            nd += 1
+            i += 1
+        else:
+            add[na] = j
+            na += 1
+            j += 1
+    for q in range(na):
+        j = add[q]
+        o_sid[nd] = sid
+        o_rank[nd] = j + 1
+        o_id[nd] = lid[j, t]
+        o_y[nd] = ly[j, t]
+        o_sign[nd] = 1
+        nd += 1
     return nd
 
 
@@ -500,6 +502,7 @@ def apply_leaves(mf, mi, rows, off, codes, start, end, lo, hi, leaves, topn, by,
     pid = np.empty(size, np.int64)
     differs = np.empty(size, np.bool_)
     cnt = np.empty(size, np.int64)
+    add = np.empty(k, np.int64)             # a block row's +1 places (_diff_block)
     nchanged = 0
     for j in range(leaves):
         nmsg = off[j + 1] - off[j]
@@ -596,7 +599,7 @@ def apply_leaves(mf, mi, rows, off, codes, start, end, lo, hi, leaves, topn, by,
                 nchanged += 1
                 if diff:
                     o_sid, o_rank, o_id, o_y, o_sign = _room(o_sid, o_rank, o_id, o_y, o_sign, nd + 2 * k)
-                    nd = _diff_block(sid[a + t], oy, oid, ly, lid, t, k, o_sid, o_rank, o_id, o_y, o_sign, nd)
+                    nd = _diff_block(sid[a + t], oy, oid, ly, lid, t, k, o_sid, o_rank, o_id, o_y, o_sign, nd, add)
         if hold[j] > 0:
             hold[j] -= 1
             continue

@@ -820,8 +820,8 @@ class Coordinator(CoordinatorBase):
         outs = [o for o in outs if len(o[0])]
         if not outs:
             return NO_UPDATES
-        if len(outs) > len(self.parts):      # a subscription moved: its latest list wins, its diffs compose
-            outs = [latest_lists(outs)]
+        if len(outs) > len(self.parts) or (self.diffs and len(outs) > 1):
+            outs = [latest_lists(outs)]     # a subscription moved: its latest list wins, its diffs compose
         return concat_updates(outs)
 
     def warm(self) -> dict:
