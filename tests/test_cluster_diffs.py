@@ -193,6 +193,26 @@ def test_spatial_cluster_diffs_rebuild_every_list(layout, time_window):
         cl.shutdown()
 
 
+@pytest.mark.parametrize("policy, partitions", [("location", 2), ("keyword", 3)])
+def test_spatial_cluster_diffs_through_load_monitoring(policy, partitions):
+    """A load check after every publish with threshold 1 splits location leaves (the moved
+    subscriptions' diffs taken before the move and after it composed) and refits keyword
+    ranges, between pipelined calls and their flush too: the diffs stay exact."""
+    cfg = rc.EngineConfig(bounds=BOUNDS, window=40, batch_size=16, candidate_extra=0)
+    calls = _pipelined(random_calls(4242 + partitions, 50, vocab=40, sub_terms=(2, 5), invalid=False),
+                       np.random.default_rng(partitions))
+    cl = rc.Cluster.start(_ccfg(cfg, f"diff-monitor-{policy}", policy=policy, partitions=partitions, window_shards=2,
+                                batch_size=6, max_in_flight=3, monitor_every=1e-9, rebalance_threshold=1.0,
+                                max_partitions=partitions + 2), fresh=True)
+    try:
+        f = play(cl, rc.Engine(cfg), calls, DIFF_COLUMNS["spatial"])
+        mon = cl.stats()["load_monitoring"]
+        assert mon["rebalances"] > 0
+        check_listeners(cl, f)
+    finally:
+        cl.shutdown()
+
+
 def test_spatial_diff_cluster_serves_diffs_and_none_only():
     cfg = rc.EngineConfig(bounds=BOUNDS, window=10)
     with rc.Cluster.start(_ccfg(cfg, "diff-forms", partitions=2, window_shards=1)) as cl:
