@@ -308,6 +308,9 @@ def emit_diffs(slots, silent, n_parts, s_id, s_k, s_dirty, s_head, s_base_len, b
     add = np.empty(kmax, np.int64)
     heads = np.empty(n_parts, np.int64)
     ends = np.empty(n_parts, np.int64)
+    # the lists as diff_list reads them: one-column 2-d views
+    b_id2, b_seq2, b_sc2 = b_id.reshape(-1, 1), b_seq.reshape(-1, 1), b_sc.reshape(-1, 1)
+    o_id2, o_seq2, o_sc2 = o_id.reshape(-1, 1), o_seq.reshape(-1, 1), o_sc.reshape(-1, 1)
     w = 0
     for slot in slots:
         s_dirty[slot] = False
@@ -323,8 +326,8 @@ def emit_diffs(slots, silent, n_parts, s_id, s_k, s_dirty, s_head, s_base_len, b
                         break
             if same:
                 continue
-            w = diff_list(s_id[slot], b_id, b_seq, b_sc, a, s_base_len[slot], o_id, o_seq, o_sc, 0, got,
-                          key, rank, ids, sc, sign, w, add)
+            w = diff_list(s_id[slot], b_id2, 0, b_seq2, 0, b_sc2, 0, a, s_base_len[slot], o_id2, 0, o_seq2, 0,
+                          o_sc2, 0, 0, got, 0, key, rank, ids, sc, sign, w, add)
         for r in range(got):
             b_id[a + r] = o_id[r]
             b_seq[a + r] = o_seq[r]
