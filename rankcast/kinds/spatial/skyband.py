@@ -629,9 +629,10 @@ def process_batch(seqs, ids, ts, expire_upto, cand_off, cand_slot, cand_score,
     k-skyband holds every message >= theta that k others do not dominate; what a
     re-evaluation adds scores below theta), so it stays in the top-k, which never held it.
     ``DIFF_CHANGED`` (diffs, in any part of a call) compares the same way, and a changed list
-    leaves its diff rows as its rows change: the top-k rows from ``q0`` (or from the first
-    expiring one) on are kept aside before the merge installs its rows (or the expiry drops
-    them), and merged with those after it (:func:`_leave_diff`), while both are in cache; a
+    leaves its diff rows as its rows change: its top-k rows from ``q0`` (or from the first
+    expiring one) on before the change (in the buffer until the merge installs its rows;
+    copied aside before an expiry drops them) merged with those after it
+    (:func:`_leave_diff`), while both are in cache; a
     later change in the epoch turns the rows back into a snapshot (:func:`_snapshot`). A list
     the batch leaves as it is keeps nothing, and a later touch in the epoch finds the same
     list to snapshot.
