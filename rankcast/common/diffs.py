@@ -13,7 +13,7 @@ from __future__ import annotations
 import numba
 import numpy as np
 
-__all__ = ["NO_DIFFS", "is_diff", "n_keys", "concat_diffs", "compose_diffs", "diffs_of_new_lists"]
+__all__ = ["NO_DIFFS", "is_diff", "n_keys", "concat_diffs", "compose_diffs", "diffs_of_new_lists", "diff_list"]
 
 #: No change, as diff arrays.
 NO_DIFFS = (np.zeros(0, np.int64), np.zeros(0, np.int32), np.zeros(0, np.int64), np.zeros(0), np.zeros(0, np.int8))
@@ -179,3 +179,58 @@ def _compose(keys, rank, ids, sc, sign, run_start, order):
                 w += 1
         g = h
     return o_key[:w], o_rank[:w], o_id[:w], o_sc[:w], o_sign[:w]
+
+
+@numba.njit(cache=True, nogil=True, inline="always")
+def diff_list(x, o_id, c_id, o_key, c_key, o_sc, c_sc, o0, m_old, n_id, d_id, n_key, d_key, n_sc, d_sc, n0, m_new,
+              base, which, rank, ids, sc, sign, w, add, ascending=False):
+    """The diff rows of one list, found by one merge of the list before and after: old
+    entries at rows ``o0 .. o0 + m_old`` of the 2-d arrays ``o_id``, ``o_key``, ``o_sc``
+    (columns ``c_id``, ``c_key``, ``c_sc``), new ones at rows ``n0 .. n0 + m_new`` of
+    ``n_id``, ``n_key``, ``n_sc`` (columns ``d_id``, ``d_key``, ``d_sc``), each the tail of
+    its list from rank ``base + 1`` on, in (score, key) order, descending (the spatial kind:
+    score, then seq) or ``ascending`` (range top-k: y, then object id). An entry stays iff
+    its key and score are the same. Written at row ``w`` of the output columns, with
+    ``which`` = ``x``: the -1 rows (rank before) as the merge finds them, then the +1 rows
+    (rank after), their places kept aside in ``add`` (room for ``m_new``). Returns the row
+    after the last one written."""
+    na = 0
+    i = 0
+    j = 0
+    while i < m_old or j < m_new:
+        if i < m_old and j < m_new:
+            ko = o_key[o0 + i, c_key]
+            kn = n_key[n0 + j, d_key]
+            fo = o_sc[o0 + i, c_sc]
+            fn = n_sc[n0 + j, d_sc]
+            if ko == kn and fo == fn:
+                i += 1
+                j += 1
+                continue
+            if ascending:
+                old_first = fo < fn or (fo == fn and ko < kn)
+            else:
+                old_first = fo > fn or (fo == fn and ko > kn)
+        else:
+            old_first = i < m_old
+        if old_first:
+            which[w] = x
+            rank[w] = base + i + 1
+            ids[w] = o_id[o0 + i, c_id]
+            sc[w] = o_sc[o0 + i, c_sc]
+            sign[w] = -1
+            w += 1
+            i += 1
+        else:
+            add[na] = j
+            na += 1
+            j += 1
+    for q in range(na):
+        j = add[q]
+        which[w] = x
+        rank[w] = base + j + 1
+        ids[w] = n_id[n0 + j, d_id]
+        sc[w] = n_sc[n0 + j, d_sc]
+        sign[w] = 1
+        w += 1
+    return w

@@ -30,6 +30,7 @@ import numpy as np
 from numba.cpython.unsafe.numbers import leading_zeros
 
 from rankcast.common.arrays import grown, popcount
+from rankcast.common.diffs import diff_list
 from rankcast.common.idmap import IdMap, _get
 from .points import PointIndex
 
@@ -428,43 +429,15 @@ def _diff_bits(sid, uy, ud, o, m, o_sid, o_rank, o_id, o_y, o_sign, nd):
 @numba.njit(cache=True, inline="always")
 def _diff_block(sid, oy, oid, ly, lid, t, k, o_sid, o_rank, o_id, o_y, o_sign, nd, add):
     """A row's diff on a column-block leaf: column ``t`` of ``oy``/``oid`` before the call,
-    of ``ly``/``lid`` after; both in (y, id) order and padded with (+inf, 0). One merge of
-    the two finds both kinds of row: the -1 rows are written as found, the +1 rows' places
-    kept aside in ``add`` (room for k) and written after them."""
-    i = 0
-    j = 0
-    na = 0
-    while True:
-        yo = oy[i, t] if i < k else np.inf
-        yn = ly[j, t] if j < k else np.inf
-        if yo == np.inf and yn == np.inf:
-            break
-        do = oid[i, t] if i < k else 0
-        dn = lid[j, t] if j < k else 0
-        if yo == yn and do == dn:
-            i += 1
-            j += 1
-        elif _before(yo, do, yn, dn):
-            o_sid[nd] = sid
-            o_rank[nd] = i + 1
-            o_id[nd] = do
-            o_y[nd] = yo
-            o_sign[nd] = -1
-            nd += 1
-            i += 1
-        else:
-            add[na] = j
-            na += 1
-            j += 1
-    for q in range(na):
-        j = add[q]
-        o_sid[nd] = sid
-        o_rank[nd] = j + 1
-        o_id[nd] = lid[j, t]
-        o_y[nd] = ly[j, t]
-        o_sign[nd] = 1
-        nd += 1
-    return nd
+    of ``ly``/``lid`` after, each list's entries in (y, id) order and then (+inf, 0) pads
+    (``diff_list``, ascending, the object id as the key)."""
+    m_old = 0
+    m_new = 0
+    for c in range(k):
+        m_old += oy[c, t] < np.inf
+        m_new += ly[c, t] < np.inf
+    return diff_list(sid, oid, t, oid, t, oy, t, 0, m_old, lid, t, lid, t, ly, t, 0, m_new, 0,
+                     o_sid, o_rank, o_id, o_y, o_sign, nd, add, True)
 
 
 @numba.njit(cache=True)

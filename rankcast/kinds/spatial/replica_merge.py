@@ -24,7 +24,7 @@ import numba
 import numpy as np
 
 from rankcast.common.arrays import stays_in_probe_run
-from .skyband import diff_list
+from rankcast.common.diffs import diff_list
 
 __all__ = ["C_SLOTS", "C_FREE", "C_B_USED", "C_ENTRIES", "C_E_FREE", "C_P_USED", "C_GARBAGE", "rehash",
            "apply_lists", "merge_slot", "emit_changed", "emit_diffs", "lookup_slots", "forget_subscriptions", "live_entries"]

@@ -25,6 +25,8 @@ import math
 import numba
 import numpy as np
 
+from rankcast.common.diffs import diff_list
+
 __all__ = ["SEQ", "ID", "DC", "T", "SC", "SKYBAND", "KMAX", "BufferState"]
 
 SEQ, ID, DC = 0, 1, 2
@@ -1009,56 +1011,6 @@ def changed_topk(touched, k, bstart, blen, bi, snap_off, snap_len, snap):
                 out[i] = True
                 break
     return out
-
-
-@numba.njit(cache=True, nogil=True, inline="always")
-def diff_list(x, o_id, c_id, o_seq, c_seq, o_sc, c_sc, o0, m_old, n_id, d_id_, n_seq, d_seq, n_sc, d_sc_, n0, m_new,
-              base, which, rank, ids, sc, sign, w, add):
-    """The diff rows of one list: old entries at rows ``o0 .. o0 + m_old`` of the 2-d arrays
-    ``o_id``, ``o_seq``, ``o_sc`` (columns ``c_id``, ``c_seq``, ``c_sc``), new ones at rows
-    ``n0 .. n0 + m_new`` of ``n_id``, ``n_seq``, ``n_sc`` (columns ``d_id_``, ``d_seq``,
-    ``d_sc_``), both in (score desc, seq desc) order and the tails of their lists from rank
-    ``base + 1`` on; written at row ``w`` of the output columns with ``which`` = ``x``: the
-    -1 rows (rank before) as one merge of the two finds them (an entry stays iff its seq and
-    score are the same), then the +1 rows (rank after), kept aside in ``add`` (room for
-    ``m_new``) and written after them. Returns the row after the last one written."""
-    na = 0
-    i = 0
-    j = 0
-    while i < m_old or j < m_new:
-        if i < m_old and j < m_new:
-            so = o_seq[o0 + i, c_seq]
-            sn = n_seq[n0 + j, d_seq]
-            fo = o_sc[o0 + i, c_sc]
-            fn = n_sc[n0 + j, d_sc_]
-            if so == sn and fo == fn:
-                i += 1
-                j += 1
-                continue
-            old_first = fo > fn or (fo == fn and so > sn)
-        else:
-            old_first = i < m_old
-        if old_first:
-            which[w] = x
-            rank[w] = base + i + 1
-            ids[w] = o_id[o0 + i, c_id]
-            sc[w] = o_sc[o0 + i, c_sc]
-            sign[w] = -1
-            w += 1
-            i += 1
-        else:
-            add[na] = j
-            na += 1
-            j += 1
-    for q in range(na):
-        j = add[q]
-        which[w] = x
-        rank[w] = base + j + 1
-        ids[w] = n_id[n0 + j, d_id_]
-        sc[w] = n_sc[n0 + j, d_sc_]
-        sign[w] = 1
-        w += 1
-    return w
 
 
 @numba.njit(cache=True, nogil=True)
