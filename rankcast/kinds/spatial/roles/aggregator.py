@@ -94,6 +94,11 @@ class Aggregator(Recoverable):
         self.counts = np.zeros(7, np.int64)            # C_*
         self._resume(resume)
 
+    def _restore(self, state: dict) -> None:
+        super()._restore(state)
+        for name in ("b_seq", "b_sc"):          # a state from before diffs holds ids alone
+            setattr(self, name, grow(getattr(self, name), len(self.b_id)))
+
     @property
     def n_slots(self) -> int:
         return int(self.counts[C_SLOTS])
