@@ -41,8 +41,11 @@ def _spatial_tables(rng, n_subs: int, n_msgs: int, t: bool = False):
 
 
 def _forms(x) -> tuple[str, ...]:
-    """The updates forms ``x`` serves, each asked for once: an engine's include diffs."""
-    return ("objects", "arrow", "none", "diff") if hasattr(x, "KIND") else ("objects", "arrow", "none")
+    """The updates forms ``x`` serves, each asked for once: an engine's include diffs; a
+    cluster's are those of what its roles report (``ClusterConfig.updates``)."""
+    if hasattr(x, "KIND"):
+        return ("objects", "arrow", "none", "diff")
+    return ("diff", "none") if x.config().updates == "diff" else ("objects", "arrow", "none")
 
 
 def _engine_calls(x, subs, msgs, step: int) -> None:
@@ -81,9 +84,11 @@ def spatial() -> None:
     tsubs, tmsgs = _spatial_tables(rng, 300, 800, t=True)
     _engine_calls(rc.Engine(rc.EngineConfig(bounds=_B, window_seconds=100.0)), tsubs, tmsgs, 200)
     csubs, cmsgs = subs.slice(0, 600), msgs.slice(0, 1200)
-    for policy in POLICIES:
+    # every policy reporting whole lists; diffs in each layout (solo, direct, replicated)
+    for policy, updates in [(p, "lists") for p in POLICIES] + [("hash", "diff"), ("location", "diff"),
+                                                             ("prefix", "diff")]:
         ccfg = rc.ClusterConfig(engine=rc.EngineConfig(bounds=bounds, window=400, vocabulary=vocab), policy=policy,
-                                partitions=2, window_shards=2, batch_size=100, state_dir=None,
+                                partitions=2, window_shards=2, batch_size=100, state_dir=None, updates=updates,
                                 options={"runtime": "inproc"})
         cl = rc.Cluster.start(ccfg, sample=(csubs, cmsgs))
         try:
@@ -165,9 +170,10 @@ def matching() -> None:
     for index, scoring in (("be-tree", "weighted"), ("be-tree", "static"), ("auto", "weighted")):
         _match_calls(rc.Matcher(rc.MatchConfig(scoring=scoring, index=index, k=5)), rng, 5000)
     for policy in MATCH_POLICIES:
-        for scoring, distributors in (("weighted", 1), ("static", 2), ("relaxed", 1)):
+        for scoring, distributors, updates in (("weighted", 1, "lists"), ("static", 2, "lists"),
+                                               ("relaxed", 1, "lists"), ("weighted", 1, "diff")):
             ccfg = rc.ClusterConfig(engine=rc.MatchConfig(scoring=scoring, k=5), policy=policy, partitions=2,
-                                    distributors=distributors, batch_size=50, state_dir=None,
+                                    distributors=distributors, batch_size=50, state_dir=None, updates=updates,
                                     options={"runtime": "inproc"})
             cl = rc.Cluster.start(ccfg, sample=_expressions(rng, 0, 50))
             try:
@@ -214,7 +220,7 @@ def range_topk() -> None:
         x.subscribe(subs.slice(0, 200))
         x.subscribe([rc.RangeSubscription(i, float(a), float(b)) for i, a, b in
                      zip(range(200, n), subs.column("lo").to_numpy()[200:], subs.column("hi").to_numpy()[200:])])
-        for i, form in enumerate((_forms(x) + ("objects",))[:4]):
+        for i, form in enumerate((_forms(x) * 2)[:4]):
             x.publish(inserts.slice(i * 100, 100), updates=form)
         x.publish(moves)
         x.publish([rc.ObjectUpdate(int(i), y=float(v)) for i, v in zip(ids[1::2], rng.uniform(0, 1e3, 200))])
@@ -225,13 +231,17 @@ def range_topk() -> None:
         for batch in (True, False):
             for eps in (0.0, 0.5) if method != "unicast" else (0.0,):
                 calls(rc.RangeEngine(rc.RangeConfig(k=5, method=method, batch=batch, epsilon=eps)))
-    for policy in RANGE_POLICIES:
+    for policy, updates in [(p, "lists") for p in RANGE_POLICIES] + [("kd", "diff")]:
         ccfg = rc.ClusterConfig(engine=rc.RangeConfig(k=5), policy=policy, partitions=2, batch_size=50,
-                                state_dir=None, options={"runtime": "inproc"})
+                                state_dir=None, updates=updates, options={"runtime": "inproc"})
         cl = rc.Cluster.start(ccfg, sample=subs.slice(0, 100))
         try:
             calls(cl)
             cl.replay(inserts, batch_rows=200, progress=False)
+            for _ in range(2):          # pipelined calls, delivered together: diffs composed
+                cl.publish([rc.ObjectUpdate(int(i), y=float(v)) for i, v in zip(ids[1::2], rng.uniform(0, 1e3, 200))],
+                           wait=False)
+            cl.flush()
         finally:
             cl.shutdown()
 

@@ -254,7 +254,9 @@ def test_apply_diffs_refuses_rows_that_do_not_fit_the_lists():
     assert rc.apply_diffs({2: [(1, 1.0)]}, diff_table([2], [1], [1], [1.0], [-1])) == {2: []}
 
 
-def test_a_cluster_refuses_the_diff_form_and_changes_nothing():
+def test_a_cluster_of_whole_lists_refuses_the_diff_form_and_changes_nothing():
+    """A cluster whose roles report whole lists (``ClusterConfig(updates="lists")``, the
+    default) has no diffs to return (tests/test_cluster_diffs.py: a cluster of diffs)."""
     cfg = rc.EngineConfig(bounds=(0.0, 0.0, 10.0, 10.0), window=10)
     with rc.Cluster.start(rc.ClusterConfig(engine=cfg, partitions=2, window_shards=1, name="test-diff-refused",
                                            options={"runtime": "inproc"})) as cl:

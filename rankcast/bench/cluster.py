@@ -32,7 +32,11 @@ Three parts, JSON + PNG:
    coordinator stage.
 3. **ray**: real wall-clock throughput of the engine, and of the cluster on
    Ray with 1 and 2 subscription partitions (Ray's own overhead), each publish returning its
-   updates as one Arrow table by default (``--updates objects`` for Update objects); every
+   updates as one Arrow table by default (``--updates objects`` for Update objects,
+   ``--updates diff`` for diffs: a cluster started with ``ClusterConfig(updates="diff")``,
+   whose roles report diffs; several forms, ``--updates arrow diff``, run each cluster and
+   mode once per form, side by side, with the rows and bytes of updates per message of each
+   form and the throughput of each against the first form, under ``updates_forms``); every
    cluster twice, per call (``publish(wait=True)`` per batch, like the engine) and streamed
    (``publish(wait=False)``, one ``flush``), each against the engine measured right before;
    with the CPU time per message of each role (busy) and of every process of the cluster
@@ -149,7 +153,7 @@ def _drive(target, work, window: int, messages: int, batch: int, sub_batch: int 
     before = target.stats() if hasattr(target, "topk_many") else None
     if at_start is not None:
         at_start()
-    n_updates = 0
+    n_updates = rows = nbytes = 0
     paused = not collect and gc.isenabled()
     if paused:
         gc.collect()
@@ -164,7 +168,10 @@ def _drive(target, work, window: int, messages: int, batch: int, sub_batch: int 
                 elif updates == "objects":
                     n_updates += len(target.publish(part))
                 else:
-                    n_updates += len(target.publish(part, updates=updates).column(0).unique())
+                    t = target.publish(part, updates=updates)
+                    n_updates += len(t.column(0).unique())
+                    rows += t.num_rows
+                    nbytes += t.nbytes
             if pipelined and updates == "objects":
                 n_updates += len(target.flush())
             elif pipelined:
@@ -173,8 +180,10 @@ def _drive(target, work, window: int, messages: int, batch: int, sub_batch: int 
     finally:
         if paused:
             gc.enable()
+    # rows and bytes of the per-call tables (pipelined: the flush's alone, not counted)
     return {"seconds": wall, "cpu_seconds": cpu, "build_seconds": bt.seconds,
-            "throughput": messages / wall, "updates": n_updates, "before": before}
+            "throughput": messages / wall, "updates": n_updates, "before": before,
+            "rows": rows, "bytes": nbytes}
 
 
 def _delta(after: dict, before: dict | None) -> dict:
@@ -325,7 +334,9 @@ def run_cluster_bench(dataset: str = "geonames", subs: int = 20_000, window: int
     for pol, n in (("hash", 2), ("prefix", 2), ("keyword", 16)):   # 16: partitions a step misses
         _drive(_inproc_cluster(small, wcfg, pol, n, 2, 1, 64, 200), small, 300, 300, 100)
     _drive(rc.Engine(wcfg), small, 300, 300, 100, pipelined=False)
-    _drive(rc.Engine(wcfg), small, 300, 300, 100, pipelined=False, updates=updates)   # the runs' form
+    forms = (updates,) if isinstance(updates, str) else tuple(updates)
+    for form in forms:              # the runs' forms
+        _drive(rc.Engine(wcfg), small, 300, 300, 100, pipelined=False, updates=form)
 
     # single-process engine: the reference throughput
     res["engine"], same_topk = _engine_reference(work, cfg, window, messages, batch, seed, progress,
@@ -437,11 +448,13 @@ def run_cluster_bench(dataset: str = "geonames", subs: int = 20_000, window: int
     # 3. Ray overhead, real wall clock
     if ray:
         res["ray"] = _ray_overhead(work, cfg, window, messages, batch, cluster_batch, address, progress,
-                                   same_topk, updates, ray_clusters, ray_repeats, ray_wait_quiet)
+                                   same_topk, forms, ray_clusters, ray_repeats, ray_wait_quiet)
+        if len(forms) > 1:
+            res["updates_forms"] = _forms_summary(res["ray"], forms, ray_clusters, messages, progress)
 
     if kinds:
         from .kinds_cluster import run_kind_clusters
-        res["kinds"] = run_kind_clusters(kinds, updates="objects" if updates == "objects" else "arrow",
+        res["kinds"] = run_kind_clusters(kinds, updates="objects" if forms[0] == "objects" else "arrow",
                                          size=kind_size, seed=seed, address=address, progress=progress)
 
     res["machine"]["loadavg_end"] = os.getloadavg()
@@ -652,8 +665,34 @@ def _median_run(runs: list[dict]) -> dict:
     return sorted(runs, key=lambda r: r["vs_engine"])[(len(runs) - 1) // 2]
 
 
+def _forms_label(label: str, form: str, forms) -> str:
+    """The key of a Ray cluster's row: its label, with the updates form when several run."""
+    return label if len(forms) == 1 else f"{label}, {form}"
+
+
+def _forms_summary(ray: dict, forms, clusters, messages: int, progress) -> dict:
+    """Per cluster and mode: each form's throughput (median run), against the first form's;
+    per call, each form's update rows and bytes per message."""
+    out = {}
+    for label in (RAY_CLUSTERS[c][0] for c in clusters):
+        row = out[label] = {}
+        for mode in ("per_call", "streamed"):
+            got = {f: ray[_forms_label(label, f, forms)][mode] for f in forms}
+            base = got[forms[0]]["throughput"]
+            row[mode] = {f: {"throughput": g["throughput"], "vs_" + forms[0]: g["throughput"] / base,
+                             "cpu_us_per_message": g["cpu_us_per_message"]["total"],
+                             **({"rows_per_message": g["rows"] / messages, "bytes_per_message": g["bytes"] / messages}
+                                if mode == "per_call" else {})}
+                         for f, g in got.items()}
+            progress(f"ray {label}, {mode}: " + ", ".join(
+                f"{f} {v['throughput']:.0f} msg/s ({v['vs_' + forms[0]]:.2f}x"
+                + (f"; {v['rows_per_message']:.0f} rows, {v['bytes_per_message'] / 1e3:.1f} kB per message"
+                   if "rows_per_message" in v else "") + ")" for f, v in row[mode].items()))
+    return out
+
+
 def _ray_overhead(work, cfg, window, messages, batch, cluster_batch, address, progress, same_topk,
-                  updates: str = "arrow", clusters=DEFAULT_RAY_CLUSTERS, repeats: int = 1,
+                  updates=("arrow",), clusters=DEFAULT_RAY_CLUSTERS, repeats: int = 1,
                   wait_quiet: float = 0.0) -> dict:
     """Each cluster in two modes, each ``repeats`` times against the engine measured right
     before it: ``per_call`` publishes like the engine (``publish(wait=True)`` per batch, every
@@ -665,7 +704,9 @@ def _ray_overhead(work, cfg, window, messages, batch, cluster_batch, address, pr
     machine to go quiet (:func:`_wait_quiet`). A mode's figures are those of its median run
     by ratio among the quiet runs (:data:`QUIET_OTHER_CORES`; all runs where none is quiet:
     ``quiet_runs`` 0), with ``median_all_runs``; ``runs`` keeps every run's ratio, both
-    throughputs and the cores the rest of the machine took."""
+    throughputs and the cores the rest of the machine took. ``updates``: the forms, each run
+    in turn for every repeat of a cluster and mode (side by side), a row per form
+    (:func:`_forms_label`)."""
     import ray as _ray
 
     if not _ray.is_initialized():
@@ -673,31 +714,43 @@ def _ray_overhead(work, cfg, window, messages, batch, cluster_batch, address, pr
             _ray.init(address=address, log_to_driver=False)
         else:
             _ray.init(**local_ray_options(log_to_driver=False))
+    forms = (updates,) if isinstance(updates, str) else tuple(updates)
     out = {}
     for label, policy, P, options in (RAY_CLUSTERS[c] for c in clusters):
-        row = out[label] = {"policy": policy, "partitions": P, "updates_form": updates}
+        rows = {f: {"policy": policy, "partitions": P, "updates_form": f} for f in forms}
+        for f in forms:
+            out[_forms_label(label, f, forms)] = rows[f]
         for mode in ("per_call", "streamed"):
-            runs = []
+            by_form: dict = {f: [] for f in forms}
             for _ in range(max(1, repeats)):
-                _wait_quiet(wait_quiet, progress)
-                runs.append(_ray_run(work, cfg, window, messages, batch, cluster_batch, address, same_topk,
-                                     updates, label, policy, P, options, mode, progress))
-            quiet = [r for r in runs if _quiet(r)]
-            med = _median_run(quiet or runs)
-            row[mode] = {**med, "quiet_runs": len(quiet),
-                         "median_all_runs": _median_run(runs)["vs_engine"],
-                         "runs": [{k: r[k] for k in ("vs_engine", "throughput", "engine_throughput",
-                                                     "halves_steps", "halves_threaded_steps", "steps",
-                                                     "gathered_steps",
-                                                     "other_cores", "checkpoints")}
-                                  for r in runs]}
-            if len(runs) > 1:
-                each = ", ".join(f"{r['vs_engine']:.2f}x" + ("" if _quiet(r) else " (busy)") for r in runs)
-                progress(f"ray {label}, {mode}: median of {len(quiet) or len(runs)} "
-                         f"{'quiet ' if quiet else ''}runs {med['vs_engine']:.2f}x the engine "
-                         f"(runs {each}; median of all {row[mode]['median_all_runs']:.2f}x)")
+                for f in forms:
+                    _wait_quiet(wait_quiet, progress)
+                    by_form[f].append(_ray_run(work, cfg, window, messages, batch, cluster_batch, address,
+                                               same_topk, f, _forms_label(label, f, forms), policy, P, options,
+                                               mode, progress))
+            for f, runs in by_form.items():
+                _ray_row(rows[f], mode, runs, _forms_label(label, f, forms), progress)
+    for row in out.values():
         row["vs_engine"] = row["per_call"]["vs_engine"]
     return out
+
+
+def _ray_row(row: dict, mode: str, runs: list[dict], label: str, progress) -> None:
+    """A cluster's figures in one mode from its runs: the median run by ratio among the quiet
+    ones (all where none is quiet), and every run's ratio."""
+    quiet = [r for r in runs if _quiet(r)]
+    med = _median_run(quiet or runs)
+    row[mode] = {**med, "quiet_runs": len(quiet),
+                 "median_all_runs": _median_run(runs)["vs_engine"],
+                 "runs": [{k: r[k] for k in ("vs_engine", "throughput", "engine_throughput",
+                                             "halves_steps", "halves_threaded_steps", "steps",
+                                             "gathered_steps", "other_cores", "checkpoints")}
+                          for r in runs]}
+    if len(runs) > 1:
+        each = ", ".join(f"{r['vs_engine']:.2f}x" + ("" if _quiet(r) else " (busy)") for r in runs)
+        progress(f"ray {label}, {mode}: median of {len(quiet) or len(runs)} "
+                 f"{'quiet ' if quiet else ''}runs {med['vs_engine']:.2f}x the engine "
+                 f"(runs {each}; median of all {row[mode]['median_all_runs']:.2f}x)")
 
 
 def _ray_run(work, cfg, window, messages, batch, cluster_batch, address, same_topk, updates,
@@ -714,7 +767,8 @@ def _ray_run(work, cfg, window, messages, batch, cluster_batch, address, same_to
     ccfg = rc.ClusterConfig(engine=cfg, policy=policy, partitions=P, window_shards=1, distributors=1,
                             aggregators=1, batch_size=cluster_batch, actor_cpus=0.01,
                             # the process id in the name: two benches at once keep their state apart
-                            name=f"rankcast-bench-{P}-{policy}-{os.getpid()}", options=options, **fields)
+                            name=f"rankcast-bench-{P}-{policy}-{os.getpid()}", options=options,
+                            updates="diff" if updates == "diff" else "lists", **fields)
     cl = rc.Cluster.start(ccfg, address=address, fresh=True,
                           sample=(_take(work.subs, 0, 5000), _take(work.msgs, 0, 5000)))
     try:
@@ -734,6 +788,7 @@ def _ray_run(work, cfg, window, messages, batch, cluster_batch, address, same_to
         d = _delta(after, r["before"])
         run = {"throughput": r["throughput"], "engine_throughput": e,
                "vs_engine": r["throughput"] / e, "seconds": r["seconds"], "updates": r["updates"],
+               "rows": r["rows"], "bytes": r["bytes"],
                "busy": d["busy_wall"], "topk_equal_engine": same_topk(cl),
                "halves_steps": d["halves_steps"], "halves_threaded_steps": d["halves_threaded_steps"],
                "side_steps": d["side_steps"], "side_threaded_steps": d["side_threaded_steps"],
@@ -782,8 +837,9 @@ def add_arguments(p) -> None:
     p.add_argument("--scale-repeats", type=int, default=SCALE_REPEATS,
                    help="runs of each scaling cluster's pipelined stream, each followed by an engine run "
                         "(each role instance's CPU: the least of its runs)")
-    p.add_argument("--updates", default="arrow", choices=["objects", "arrow"],
-                   help="what each publish returns in the Ray runs (engine and cluster alike)")
+    p.add_argument("--updates", nargs="+", default=["arrow"], choices=["objects", "arrow", "diff"],
+                   help="what each publish returns in the Ray runs (engine and cluster alike; diff: the "
+                        "cluster's roles report diffs); several forms run side by side, each against the first")
     p.add_argument("--ray-clusters", nargs="*", default=list(DEFAULT_RAY_CLUSTERS), choices=list(RAY_CLUSTERS),
                    help="the clusters of the Ray runs (1-shard, 2-shard: partitions with a window "
                         "shard of their own, the layout before partitions held the window)")
@@ -809,7 +865,7 @@ def main(args) -> int:
                             policies=tuple(args.policies), scale=tuple(args.scale),
                             scale_policies=tuple(args.scale_policies), batch=args.batch,
                             ray=not args.no_ray, address=args.address, seed=args.seed, out=args.out,
-                            progress=lambda m: print(m, file=sys.stderr), updates=args.updates,
+                            progress=lambda m: print(m, file=sys.stderr), updates=tuple(args.updates),
                             scale_subs=args.scale_subs or None, fit_sample=args.fit_sample,
                             ray_clusters=tuple(args.ray_clusters), engine_repeats=args.engine_repeats,
                             ray_repeats=args.ray_repeats, ray_wait_quiet=args.ray_wait_quiet,

@@ -16,13 +16,15 @@ from rankcast.runtime import registry
 from rankcast.runtime.placement import PLACEMENTS
 
 __all__ = ["EngineConfig", "MatchConfig", "RangeConfig", "RANGE_METHODS", "ClusterConfig", "SCORINGS", "MATCH_INDEXES", "MATCH_DRIVERS", "MATCH_POLICIES", "RANGE_POLICIES", "Limits", "defaults", "limits", "POLICIES", "local_ray_options", "loopback_only",
-           "PLACEMENTS"]
+           "PLACEMENTS", "CLUSTER_UPDATES"]
 
 _DEFAULTS_FILE = Path(__file__).with_name("defaults.yaml")
 # each kind's placement policies, from its registry entry (rankcast.runtime.registry)
 POLICIES = registry.by_name("spatial").policies         # spatial-keyword (DSkype, paper 7.3)
 MATCH_POLICIES = registry.by_name("matching").policies  # ranked matching: placement of expressions
 RANGE_POLICIES = registry.by_name("range").policies     # range top-k: regions of the (lo, hi) plane
+# what a cluster's roles report and its deliveries hold (ClusterConfig.updates)
+CLUSTER_UPDATES = ("lists", "diff")
 
 
 def defaults() -> dict[str, Any]:
@@ -366,6 +368,9 @@ class ClusterConfig:
     fsync: bool = _CLUSTER["fsync"]                          # the log reaches the disk, not only the OS
     retention: int = _CLUSTER["retention"]                   # stream positions of deliveries kept
     delivery_interval: float = _CLUSTER["delivery_interval"]  # seconds: pipelined publishes are cut
+    # what the roles report and the deliveries hold: "lists" (each changed list whole: updates
+    # "objects" / "arrow") or "diff" (the entries that left and entered each list: "diff")
+    updates: str = _CLUSTER["updates"]
     # where the roles run on a Ray cluster of several nodes (docs/operations.md, "Placement"):
     # partitions and window shards spread over the nodes or packed by Ray; the coordinator,
     # distributors and aggregators on the head, anywhere, or on the nodes with a custom resource
@@ -414,6 +419,8 @@ class ClusterConfig:
         r = self.retention
         if isinstance(r, bool) or not isinstance(r, int) or r < 1:
             raise InvalidInput(f"ClusterConfig: field 'retention': must be an integer >= 1, got {r!r}")
+        if self.updates not in CLUSTER_UPDATES:
+            raise InvalidInput(f"ClusterConfig: field 'updates': must be one of {CLUSTER_UPDATES}, got {self.updates!r}")
         if self.placement not in PLACEMENTS:
             raise InvalidInput(f"ClusterConfig: field 'placement': must be one of {PLACEMENTS}, got {self.placement!r}")
         if not isinstance(self.control_node, str) or not self.control_node:

@@ -178,7 +178,9 @@ class DeliveryWriter:
     Each file holds the deliveries at positions ``first..last`` of its name: one row per
     (subscription, rank) of each delivered top-k, as the kind's Arrow form of updates
     (``Cluster.publish(updates="arrow")``), with the delivery's ``position`` as the first
-    column; a top-k that became empty is one row with nulls. A file is cut once it holds
+    column; a top-k that became empty is one row with nulls. On a cluster of diffs
+    (``ClusterConfig(updates="diff")``) the rows are its diff tables (the same columns and
+    ``sign``: ``Cluster.publish(updates="diff")``). A file is cut once it holds
     ``max_rows`` rows or its first delivery waited ``max_seconds``. ``subscription_ids``
     keeps only those subscriptions' updates. The first file starts at ``from_position``
     (default 1: the stream's start, which the cluster must still retain) when ``path`` holds
@@ -202,6 +204,8 @@ class DeliveryWriter:
                 f.unlink()
         files = delivery_files(self.path)
         self.position = files[-1][1] + 1 if files else from_position
+        # the cluster's table form: whole lists, or diffs where its roles report diffs
+        self.form = "diff" if cluster.config().updates == "diff" else "arrow"
         self.files_written = 0
         self.rows_written = 0
 
@@ -216,7 +220,7 @@ class DeliveryWriter:
         t0 = None
         while True:
             try:
-                got, pos = self.cluster.deliveries(pos, self.ids, updates="arrow")
+                got, pos = self.cluster.deliveries(pos, self.ids, updates=self.form)
             except NoCapacity:      # roles lost with a node wait for room: nothing new yet
                 got = []
             for d in got:

@@ -37,7 +37,7 @@ from rankcast.common.validation import shift_position
 from rankcast.errors import InvalidInput, NoCapacity, UnknownSubscription
 from rankcast.model import BatchResult, Delivery
 from . import registry
-from .coordinator import RemoteUpdates, check_resumable, concat_updates
+from .coordinator import RemoteUpdates, check_resumable, concat_updates, n_updates
 from .registry import KindEntry, coordinator_class
 from .recovery import StateStore, is_role_death
 from .backends import INLINE_ENV, LocalHandle, writable_class
@@ -65,14 +65,25 @@ def _unwrap(exc: BaseException) -> BaseException:
     return exc
 
 
-def _cluster_form(updates, verb: str) -> str:
-    """The ``updates`` argument of a cluster's publish / flush: a form of
-    :data:`~rankcast.common.updates.UPDATE_FORMS` that a cluster serves (the roles carry
-    whole lists; ``"diff"`` is the engines')."""
+# the forms of updates a cluster serves, by what its roles report (ClusterConfig.updates)
+_SERVES = {"lists": ("objects", "arrow", "none"), "diff": ("diff", "none")}
+
+
+def _cluster_form(updates, verb: str, reported: str) -> str:
+    """The ``updates`` argument of a cluster's publish, flush, deliveries and listen: a form
+    of :data:`~rankcast.common.updates.UPDATE_FORMS` that the cluster serves, given what its
+    roles report (``reported``: ``ClusterConfig.updates``). None: the natural one,
+    ``"objects"`` (whole lists) or ``"diff"``."""
+    if updates is None:
+        return "diff" if reported == "diff" else "objects"
     form = check_updates_form(updates)
-    if form == "diff":
-        raise InvalidInput(f"{verb}: field 'updates': a cluster returns 'objects', 'arrow' or 'none'; "
-                           f"'diff' is served by the single-process engines")
+    if form not in _SERVES[reported]:
+        if reported == "diff":
+            raise InvalidInput(f"{verb}: field 'updates': this cluster reports diffs (ClusterConfig(updates='diff')): "
+                               f"it returns 'diff' or 'none', got {form!r}")
+        raise InvalidInput(f"{verb}: field 'updates': this cluster reports whole lists: it returns 'objects', "
+                           f"'arrow' or 'none', got {form!r}; a cluster started with "
+                           f"ClusterConfig(updates='diff') returns 'diff'")
     return form
 
 
@@ -251,10 +262,19 @@ class Cluster:
     def _kind(self) -> KindEntry:
         """The registry's entry of this cluster's kind (its config read once)."""
         if self._entry is None:
-            if self._ccfg is None:
-                self._ccfg = self._call("config")
-            self._entry = registry.entry(self._ccfg.engine)
+            self._entry = registry.entry(self._config.engine)
         return self._entry
+
+    @property
+    def _config(self) -> ClusterConfig:
+        """The cluster's config, read once."""
+        if self._ccfg is None:
+            self._ccfg = self._call("config")
+        return self._ccfg
+
+    def _form(self, updates, verb: str) -> str:
+        """The form of updates a call of this handle returns (:func:`_cluster_form`)."""
+        return _cluster_form(updates, verb, self._config.updates)
 
     @property
     def matching(self) -> bool:
@@ -270,21 +290,27 @@ class Cluster:
 
     def _objects(self, arrays, form: str = "objects"):
         """Result objects (the kind's: ``rc.Update``, or ``rc.Match`` for ranked matching) from
-        update arrays; or their Arrow table (``form="arrow"``), or None (``"none"``)."""
+        update arrays; or their Arrow table (``form="arrow"``), the diff table of diff arrays
+        (``"diff"``), or None (``"none"``)."""
         if form == "none":
             return None
+        if form == "diff":
+            return self._kind.diffs(arrays)
         return self._kind.arrow(arrays) if form == "arrow" else self._kind.objects(arrays)
 
-    def publish(self, msgs, wait: bool = True, k: int | None = None, updates: str = "objects"):
+    def publish(self, msgs, wait: bool = True, k: int | None = None, updates: str | None = None):
         """wait=True: the updates of this call once applied (whoever else publishes); for
         ranked matching, one ``rc.Match`` per event in input order (``k`` as in
         ``Matcher.publish``). ``updates="arrow"`` returns them as one Arrow table
         (:func:`rankcast.kinds.spatial.engine.updates_table`; ranked matching: ``event_id``, ``rank``,
-        ``expression_id``, ``score``, events in input order), ``"none"`` returns nothing.
+        ``expression_id``, ``score``, events in input order), ``"none"`` returns nothing. A
+        cluster started with ``ClusterConfig(updates="diff")`` returns ``"diff"``: one Arrow
+        table of the entries that left and entered each list (docs/contract.md, "Updates as
+        diffs"), or ``"none"``. None: ``"objects"``, or ``"diff"`` on such a cluster.
         wait=False: returns None once the items are validated and in the pipeline; their
         changes are delivered to listeners within ``delivery_interval`` seconds, and
         :meth:`flush` waits and returns those of this client's pipelined calls."""
-        form = _cluster_form(updates, "publish")
+        form = self._form(updates, "publish")
         if k is not None and "k" not in self._kind.publish_options:
             takes = " and ".join(e.label for e in registry.kinds() if "k" in e.publish_options) or "no kind"
             raise InvalidInput(f"publish: field 'k': only {takes} takes k per call")
@@ -317,11 +343,11 @@ class Cluster:
         {batch id: error} of its recent rejections}``."""
         return self._call("batch_state", sink)
 
-    def flush(self, updates: str = "objects"):
+    def flush(self, updates: str | None = None):
         """Wait for this client's pipelined publishes; their updates since its last flush
-        (per subscription, its latest list; ranked matching: per event), in the form
-        ``updates`` names (as in :meth:`publish`)."""
-        form = _cluster_form(updates, "flush")
+        (per subscription, its latest list, or its diffs composed into one; ranked matching:
+        per event), in the form ``updates`` names (as in :meth:`publish`)."""
+        form = self._form(updates, "flush")
         return self._objects(self._change("flush"), form)
 
     def position(self) -> int:
@@ -329,11 +355,11 @@ class Cluster:
         return self._call("position")
 
     def deliveries(self, from_position: int, subscription_ids: Iterable[int] | None = None, *,
-                   updates: str = "objects", limit: int = 256) -> tuple[list[Delivery], int]:
+                   updates: str | None = None, limit: int = 256) -> tuple[list[Delivery], int]:
         """One poll of the delivery stream (what :meth:`listen` repeats): the deliveries at
         positions >= ``from_position`` that are made (at most ``limit``), with their updates in
         the form ``updates`` names (as in :meth:`publish`), and the position to ask from next."""
-        form = check_updates_form(updates)
+        form = self._form(updates, "listen")
         ids = None if subscription_ids is None else np.unique(np.fromiter(
             (int(i) for i in subscription_ids), np.int64))
         got, pos = self._call("deliveries_from", from_position, ids, int(limit))
@@ -341,7 +367,7 @@ class Cluster:
 
     def listen(self, subscription_ids: Iterable[int] | None = None, from_position: int | None = None,
                timeout: float | None = None, *, poll: float = 0.02,
-               updates: str = "objects") -> Iterator[Delivery]:
+               updates: str | None = None) -> Iterator[Delivery]:
         """Follow every change, whoever published it, in stream order (docs/contract.md,
         "Delivery"): yields a :class:`~rankcast.Delivery` (``position``, ``updates``)
         per delivered call. ``subscription_ids`` keeps only those subscriptions' updates;
@@ -350,8 +376,11 @@ class Cluster:
         starts after the current position. Ends after ``timeout`` seconds without a new
         delivery (None: never). Survives a coordinator restart, and waits through a time without
         room for the roles of a lost node (:class:`~rankcast.NoCapacity`). ``updates``: each
-        delivery's updates as objects, or ``"arrow"``: one Arrow table (as in :meth:`publish`)."""
-        form = check_updates_form(updates)
+        delivery's updates as objects, or ``"arrow"``: one Arrow table (as in :meth:`publish`);
+        on a cluster of diffs (``ClusterConfig(updates="diff")``) ``"diff"``, the default
+        there: the delivery's entries that left and entered each list, which
+        :func:`rankcast.apply_diffs` applies to a listener's copy of its lists."""
+        form = self._form(updates, "listen")
         ids = None if subscription_ids is None else np.unique(np.fromiter(
             (int(i) for i in subscription_ids), np.int64))
         pos = self.position() + 1 if from_position is None else from_position
@@ -503,7 +532,7 @@ class Cluster:
                     ahead = n / rate - (time.perf_counter() - t0)
                     if ahead > 0:
                         time.sleep(ahead)
-            updates = len(self._change("flush")[0])
+            updates = n_updates(self._change("flush"))
             bar.update(n - bar.n)
         return {"messages": n, "seconds": time.perf_counter() - t0, "updates": updates}
 

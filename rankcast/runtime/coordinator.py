@@ -20,6 +20,7 @@ from numbers import Integral
 import numpy as np
 
 from rankcast.common.arrays import concat_offsets, runs
+from rankcast.common.diffs import compose_diffs, concat_diffs, is_diff, n_keys
 from rankcast.common.validation import check_ids_arg, check_not_live, item_error, shift_position
 from rankcast.config import ClusterConfig
 from rankcast.errors import InvalidInput, NoCapacity, UnknownSubscription
@@ -30,7 +31,8 @@ from .backends import InprocRuntime, RayRuntime, Runtime
 from .placement import Placer, live_nodes, node_id
 
 __all__ = ["CoordinatorBase", "AdoptionMismatch", "check_resumable", "UpdateParts", "RemoteUpdates",
-           "update_arrays", "concat_updates", "latest_lists", "select_rows", "guarded", "NO_UPDATES"]
+           "update_arrays", "concat_updates", "latest_lists", "select_rows", "select_diff_runs", "guarded",
+           "NO_UPDATES"]
 
 _NOT_DONE = object()
 
@@ -93,8 +95,10 @@ def update_arrays(out) -> tuple:
 
 
 def n_updates(out) -> int:
-    """Subscriptions updated in ``out`` (arrays, or :class:`UpdateParts`)."""
-    return out.n if isinstance(out, UpdateParts) else len(out[0])
+    """Subscriptions updated in ``out`` (arrays, diff arrays, or :class:`UpdateParts`)."""
+    if isinstance(out, UpdateParts):
+        return out.n
+    return n_keys(out[0]) if is_diff(out) else len(out[0])
 
 
 def for_client(out):
@@ -110,11 +114,24 @@ def select_rows(arrays: UpdateArrays, keep: np.ndarray) -> UpdateArrays:
     return ids[rows], new_off, mids[idx], scs[idx]
 
 
+def select_diff_runs(diffs: tuple, hit: np.ndarray) -> tuple:
+    """The rows of diff arrays whose run (the rows of one key, together) has a row in
+    ``hit`` (a mask over the rows)."""
+    keys = diffs[0]
+    if not len(keys):
+        return diffs
+    run = np.cumsum(np.r_[True, keys[1:] != keys[:-1]]) - 1
+    keep = np.zeros(int(run[-1]) + 1, np.bool_)
+    keep[run[hit]] = True
+    rows = keep[run]
+    return tuple(c[rows] for c in diffs)
+
+
 def check_resumable(store: StateStore, given: ClusterConfig) -> None:
     """A restart resumes the stored cluster only from state of this version's format
     (:data:`~rankcast.runtime.recovery.STATE_FORMAT`) and under the same semantics (the kind,
     its engine config and the policy); the stored topology (partitions added by load
-    monitoring) is kept."""
+    monitoring) is kept, and so is the form of its deliveries (``updates``)."""
     found = store.read("MANIFEST").get("format", 0)
     if found != STATE_FORMAT:
         raise InvalidInput(f"Cluster.start: field 'state_dir': the durable state of cluster {given.name!r} "
@@ -136,22 +153,33 @@ def check_resumable(store: StateStore, given: ClusterConfig) -> None:
                            f"{given.name!r} under {given.state_dir!r} was made with another engine config "
                            f"or policy; start it with the same config, another name or state_dir, "
                            f"or Cluster.start(..., fresh=True) to discard that state")
+    if stored.updates != given.updates:
+        raise InvalidInput(f"Cluster.start: field 'updates': the durable state of cluster {given.name!r} under "
+                           f"{given.state_dir!r} keeps its deliveries as {stored.updates!r}, not "
+                           f"{given.updates!r}; start it with updates={stored.updates!r}, another name or "
+                           f"state_dir, or Cluster.start(..., fresh=True) to discard that state")
 
 
 
 def concat_updates(outs: list[UpdateArrays]) -> UpdateArrays:
-    """Update arrays (ids, offsets, item ids, scores) of several parts, laid end to end."""
+    """Update arrays (ids, offsets, item ids, scores) of several parts, laid end to end (diff
+    arrays likewise: parts of different keys)."""
     if not outs:
         return NO_UPDATES
     if len(outs) == 1:
         return outs[0]
+    if is_diff(outs[0]):
+        return concat_diffs(outs)
     return (np.concatenate([o[0] for o in outs]), concat_offsets([o[1] for o in outs]),
             np.concatenate([o[2] for o in outs]), np.concatenate([o[3] for o in outs]))
 
 
 def latest_lists(outs: list[UpdateArrays]) -> UpdateArrays:
     """Concatenate update arrays keeping, per subscription, the list of the last part (in
-    the order of those last occurrences)."""
+    the order of those last occurrences); diff arrays of consecutive changes compose into
+    one diff per subscription (:func:`~rankcast.common.diffs.compose_diffs`)."""
+    if is_diff(outs[0]):
+        return compose_diffs(outs)
     ids = np.concatenate([o[0] for o in outs])
     off = concat_offsets([o[1] for o in outs])
     mids = np.concatenate([o[2] for o in outs])
@@ -216,7 +244,7 @@ def guarded(fn):
                         raise
                     results = self._recover(e)
                     if self._current is not None and self._current >= 0:
-                        return results[self._current]
+                        return for_client(results[self._current])     # as the call would return it
                     # not logged, or already in the checkpoint: a call with a client token
                     # that was applied returns its recorded result (_retried)
                     continue
@@ -388,9 +416,21 @@ class CoordinatorBase(KindCoordinator):
         """Control operations for partition ``p`` in the next step."""
         self.pending_ops.setdefault(p, []).append(ops)
 
+    @property
+    def diffs(self) -> bool:
+        """Whether the roles report diffs, not whole lists (``ClusterConfig.updates``)."""
+        return self.ccfg.updates == "diff"
+
     def _filter_delivery(self, arrays: tuple, ids: np.ndarray) -> tuple:
         """A delivery's update arrays restricted to the subscriptions ``ids`` (``listen``)."""
+        if is_diff(arrays):
+            return select_diff_runs(arrays, np.isin(arrays[0], ids))
         return select_rows(arrays, np.isin(arrays[0], ids))
+
+    def _merge_deliveries(self, outs: list) -> tuple:
+        """One delivery's arrays from several (in stream order: a ``flush`` of several, two
+        cuts at one position): per subscription its latest list, or its diffs composed."""
+        return latest_lists([update_arrays(o) for o in outs])
 
     def _role_maker(self, ckpt: str | None, reuse: list | None):
         """``make(role, cls, i, *args, snapshot=True)`` that builds role ``i`` (resumed from
@@ -1510,7 +1550,7 @@ class CoordinatorBase(KindCoordinator):
             outs = [arr for pos, arr in self.deliveries if pos in want]
         if not outs:
             return NO_UPDATES
-        return outs[0] if len(outs) == 1 else latest_lists([update_arrays(o) for o in outs])
+        return outs[0] if len(outs) == 1 else self._merge_deliveries(outs)
 
     def _cut(self) -> tuple:
         """Finish every step and deliver what changed since the previous cut, at the
@@ -1596,7 +1636,7 @@ class CoordinatorBase(KindCoordinator):
 
     def _deliver(self, pos: int, arrays) -> None:
         if self.deliveries and self.deliveries[-1][0] == pos:      # same position: one delivery
-            arrays = latest_lists([update_arrays(self.deliveries.pop()[1]), update_arrays(arrays)])
+            arrays = self._merge_deliveries([self.deliveries.pop()[1], arrays])
         self.deliveries.append((pos, arrays))
         self.metrics.inc("updates", n_updates(arrays))
         while self.deliveries and self.deliveries[0][0] <= pos - self.ccfg.retention:

@@ -87,7 +87,9 @@ class KindEntry:
     - results: ``result`` is the class of a result (``rc.Update``, ``rc.Match``), built as
       ``result(key, ((item, score), ...))``; ``key`` / ``item`` name the Arrow columns of
       ``updates="arrow"``; ``by_key``: results in key order (else in the order of the call's
-      items: one per event); ``publish_options``: keyword arguments ``publish`` passes on.
+      items: one per event); ``diffs_by_key``: diff tables in key order too (False: the
+      roles' order, each key's rows together, as the kind's engine leaves them);
+      ``publish_options``: keyword arguments ``publish`` passes on.
     - tables: ``subscription_table`` (bulk load; ``rankcast load <load_name>``) and
       ``publish_table`` (replay); ``distinct_publish_ids``: one publish call takes each id
       once (a replay cuts its table where an id comes back); ``pre_encode``: the client
@@ -110,6 +112,7 @@ class KindEntry:
     key: str = "subscription_id"
     item: str = "message_id"
     by_key: bool = True
+    diffs_by_key: bool = True
     publish_options: tuple[str, ...] = ()
     subscription_table: TableSpec | None = None     # None: "<name> subscription" (nested rows)
     publish_table: TableSpec | None = None          # None: "<name> message" (nested rows)
@@ -172,6 +175,23 @@ class KindEntry:
         """The Arrow table of update arrays (``updates="arrow"``)."""
         from rankcast.common.updates import updates_table
         return updates_table(*arrays, key=self.key, item=self.item, by_key=self.by_key)
+
+    def diffs(self, arrays):
+        """The Arrow table of diff arrays (``updates="diff"``: keys, rank, item ids, scores,
+        sign), by key when ``by_key`` and ``diffs_by_key`` (a stable sort: the parts of
+        several roles, each in key order, merged; a key's rows, together, keep their order);
+        empty whole-list arrays (no change) give an empty table."""
+        import numpy as np
+        from rankcast.common.updates import diff_table
+        if len(arrays) != 5:
+            if len(arrays[0]):
+                raise ValueError("diffs: expected diff arrays, got whole lists")
+            arrays = ([], [], [], [], [])
+        keys = np.asarray(arrays[0])
+        if self.by_key and self.diffs_by_key and len(keys) > 1 and (keys[1:] < keys[:-1]).any():
+            order = np.argsort(keys, kind="stable")
+            arrays = [np.asarray(c)[order] for c in arrays]
+        return diff_table(*arrays, key=self.key, item=self.item)
 
     def matches(self, cfg) -> bool:
         """Whether ``cfg`` is an engine config of this kind (its class or a subclass)."""
@@ -288,7 +308,7 @@ register(KindEntry(
     policies=("kd", "hash"), policy_setting="range_policy",
     single_roles=("distributors", "aggregators"),
     single_reason="range top-k runs one Paint server and no aggregator (the objects are one sequence)",
-    item="object_id",
+    item="object_id", diffs_by_key=False,
     subscription_table=TableSpec("range subscription", f"{_INGEST}.tables:RANGE_SUBSCRIPTION_COLUMNS",
                                  f"{_INGEST}.range_tables:conform_range"),
     publish_table=TableSpec("object update", f"{_INGEST}.tables:OBJECT_UPDATE_COLUMNS",

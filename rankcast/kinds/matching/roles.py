@@ -11,7 +11,9 @@
   :class:`~rankcast.kinds.matching.core.MatchCore` over its expressions, answering each event
   with its local top-k;
 - aggregation (:class:`MatchAggregator`): merges the partitions' lists of each event into its
-  global top-k (the k best of the union: every expression lives in exactly one partition).
+  global top-k (the k best of the union: every expression lives in exactly one partition);
+  under diffs (``ClusterConfig(updates="diff")``) as each list's entries entering it (an
+  event's list starts empty), the form the other kinds' diffs take.
 
 Recovery: with covering routing, every distributor snapshots its coverings and routing
 table (:class:`~rankcast.kinds.matching.covering.routing.MatchDistributor`). A partition snapshots its live expressions as columns and rebuilds its indexes
@@ -27,9 +29,12 @@ from typing import Any
 import numpy as np
 
 from rankcast.config import MATCH_POLICIES, MatchConfig
+from rankcast.common.arrays import key_rank
+from rankcast.common.diffs import concat_diffs, diffs_of_new_lists, is_diff
 from rankcast.errors import InvalidInput
 from .predicates import AttributeTable, EventBatch, ExpressionBatch, encode_events, encode_expressions
-from rankcast.runtime.coordinator import NO_UPDATES, CoordinatorBase, guarded, select_rows, concat_updates
+from rankcast.runtime.coordinator import (NO_UPDATES, CoordinatorBase, guarded, select_diff_runs, select_rows,
+                                         concat_updates)
 from .covering.routing import MatchDistributor, covering_enabled, owner_of
 from rankcast.runtime.distributor import Distributor
 from rankcast.runtime.kind import PlacementPolicy
@@ -240,11 +245,14 @@ class MatchPartition(Recoverable):
 
 
 class MatchAggregator(Recoverable):
-    """Merges each event's partial lists (stateless between steps)."""
+    """Merges each event's partial lists (stateless between steps); ``diff``: answers the
+    merged lists as diff arrays (every entry +1), not as lists."""
 
-    def __init__(self, index: int, n_partitions: int, cluster: str = "rankcast", export_metrics: bool = True):
+    def __init__(self, index: int, n_partitions: int, cluster: str = "rankcast", export_metrics: bool = True,
+                 diff: bool = False):
         self.index = index
         self.n_partitions = n_partitions
+        self.diff = bool(diff)
         self.metrics = RoleMetrics("aggregator", index, cluster, export_metrics)
 
     def merge(self, k: int, *parts):
@@ -252,12 +260,20 @@ class MatchAggregator(Recoverable):
             parts = [p for p in parts if p is not None]
             if not parts:
                 return None
-            return merge_topk(parts, int(k))
+            return self._form(merge_topk(parts, int(k)))
 
     def merge_routed(self, k: int, event_ids: np.ndarray, rows: list, *parts):
         """Covering routing: each partition answered only the events routed to it."""
         with self.metrics.busy():
-            return merge_routed(list(parts), rows, event_ids, int(k))
+            return self._form(merge_routed(list(parts), rows, event_ids, int(k)))
+
+    def _form(self, lists: tuple) -> tuple:
+        """The merged lists (events, offsets, expression ids, scores) as this role answers them."""
+        if not self.diff:
+            return lists
+        ev, off, ids, sc = lists
+        key, rank = key_rank(np.asarray(ev, np.int64), np.asarray(off, np.int64))
+        return diffs_of_new_lists(key, rank, ids, sc)
 
     def stats(self) -> dict:
         out = self.metrics.snapshot()
@@ -314,7 +330,7 @@ class MatchCoordinator(CoordinatorBase):
         make, finish = self._role_maker(ckpt, reuse)
         P = self.policy.n_partitions
         self.parts = [make("partition", MatchPartition, p, cfg, p, name, export, delay, seed) for p in range(P)]
-        self.aggs = [make("aggregator", MatchAggregator, a, a, P, name, export, snapshot=False)
+        self.aggs = [make("aggregator", MatchAggregator, a, a, P, name, export, self.diffs, snapshot=False)
                      for a in range(ccfg.aggregators)]
         D = ccfg.distributors
         if self.covering:
@@ -473,8 +489,15 @@ class MatchCoordinator(CoordinatorBase):
             return NO_UPDATES
         return concat_updates(outs)
 
+    def _merge_deliveries(self, outs: list) -> tuple:
+        """Events are not standing lists: diffs of several deliveries are laid end to end
+        (an event id may come back in a later call), whole lists as before."""
+        return concat_diffs(outs) if is_diff(outs[0]) else super()._merge_deliveries(outs)
+
     def _filter_delivery(self, arrays: tuple, ids: np.ndarray) -> tuple:
         """Ranked matching: the events whose top-k holds one of the expressions ``ids``."""
+        if is_diff(arrays):
+            return select_diff_runs(arrays, np.isin(arrays[2], ids))
         ev, off, eids, _ = arrays
         hit = np.isin(eids, ids)
         keep = np.add.reduceat(hit, off[:-1]) > 0 if len(eids) else np.zeros(len(ev), bool)

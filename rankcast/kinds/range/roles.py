@@ -13,7 +13,9 @@
 - subscription partition (:class:`RangePartition`): a
   :class:`~rankcast.kinds.range.subscribers.SubscriberStore` over the subscriptions of its
   region of the (lo, hi) plane; it delivers its messages in batch order with the paper's
-  protocol and answers the rows whose top-k changed in the step (their new lists).
+  protocol and answers the rows whose top-k changed in the step (their new lists), or under
+  diffs (``ClusterConfig(updates="diff")``) the entries that left and entered them, written
+  by the subscriber kernels as they change the lists.
 - placement (:class:`RangePolicy`): ``kd`` splits the (lo, hi) plane into one region per
   partition by a k-d split at the quantiles of the subscriptions (the fitting sample, else
   the first subscribe call), alternating lo and hi, like the location policy splits space;
@@ -23,7 +25,8 @@ Every subscription lives in one partition, whose answers are the subscription's 
 there is no aggregation role. A publish call is one step whatever ``batch_size``
 (Paint-Batch is per call, and a subscription is reported when its list after the call
 differs from its list before it), so the updates of each call are the engine's; a
-delivery of several pipelined calls keeps, per subscription, its latest list.
+delivery of several pipelined calls keeps, per subscription, its latest list (diffs: the
+calls' diffs composed into one per subscription, ``rankcast.common.diffs.compose_diffs``).
 
 Recovery: the server snapshots its objects and subscription points, a partition its store
 (subscriptions and their lists); a death rebuilds every role from the checkpoint and the
@@ -304,9 +307,10 @@ class RangePartition(Recoverable):
     """The subscriptions of one region and their top-k lists (module docstring)."""
 
     def __init__(self, cfg: RangeConfig, index: int, cluster: str = "rankcast", export_metrics: bool = True,
-                 delay: float = 0.0, seed: int = 0, resume=None):
+                 delay: float = 0.0, seed: int = 0, diff: bool = False, resume=None):
         self.cfg = cfg
         self.index = index
+        self.diff = bool(diff)          # answer diffs, not lists (ClusterConfig.updates)
         self.store = SubscriberStore(cfg.k, cfg.leaf_size)
         self.step = 0
         self.totals = {"messages": 0, "messages_delivered": 0, "messages_received": 0}
@@ -327,7 +331,8 @@ class RangePartition(Recoverable):
 
     def process(self, step: int, payload):
         """Step ``step``: add or remove subscriptions, or deliver messages; returns the update
-        arrays (sub_ids, offsets, object_ids, y) of the rows whose list changed, or None."""
+        arrays (sub_ids, offsets, object_ids, y) of the rows whose list changed, or under
+        diffs their diff arrays (sub ids, rank, object ids, y, sign), or None."""
         if self._delay:
             time.sleep(self._rng.random() * self._delay)
         with self.metrics.busy(step_histogram=True):
@@ -346,12 +351,14 @@ class RangePartition(Recoverable):
                 s.remove(payload[1])
                 return None
             _, f, i = payload
-            rows, recv, _ = s.deliver(f, i)
+            rows, recv, _ = s.deliver(f, i, diff=self.diff)
             t = self.totals
             t["messages"] += len(i)
             t["messages_delivered"] += int(np.count_nonzero(recv))
             t["messages_received"] += int(recv.sum())
             self.metrics.inc("messages", len(i))
+            if self.diff:               # the diff columns, made as the lists were changed
+                return rows if len(rows[0]) else None
             if not len(rows):
                 return None
             n = s.topn[rows]
@@ -408,7 +415,8 @@ class RangeCoordinator(CoordinatorBase):
         delay, seed = float(opts.get("delay", 0.0)), int(opts.get("seed", 0))
         make, finish = self._role_maker(ckpt, reuse)
         P = self.policy.n_partitions
-        self.parts = [make("partition", RangePartition, p, cfg, p, name, export, delay, seed) for p in range(P)]
+        self.parts = [make("partition", RangePartition, p, cfg, p, name, export, delay, seed, self.diffs)
+                      for p in range(P)]
         self.servers = [make("distributor", RangeServerRole, 0, cfg, P, 0, name, export, delay, seed)]
         finish()
 

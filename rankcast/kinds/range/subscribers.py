@@ -22,16 +22,19 @@ exactly the subscriptions whose top-k (ids, order or a listed y) differs after t
 """
 from __future__ import annotations
 
+import sys
+
 import numba
 import numpy as np
 
 from numba.cpython.unsafe.numbers import leading_zeros
 
 from rankcast.common.arrays import grown, popcount
+from rankcast.common.diffs import diff_list
 from rankcast.common.idmap import IdMap, _get
 from .points import PointIndex
 
-__all__ = ["SubscriberStore", "apply_protocol", "leaf_pairs", "by_leaf", "apply_leaves", "take_changed", "to_blocks",
+__all__ = ["SubscriberStore", "DiffColumns", "apply_protocol", "leaf_pairs", "by_leaf", "apply_leaves", "take_changed", "to_blocks",
            "from_blocks"]
 
 
@@ -384,11 +387,14 @@ def pack_all(start, end, leaves, k, by, bid, uy, ud, nu, masks, wide, hold, cap,
 # the call are in cache, straight into the call's diff columns: rows in the store's (k-d
 # tree) order, each row's -1 then +1 entries by rank. Laying them out by subscription id
 # instead would read every run back in random order, which at 1M subscriptions cost more
-# than finding them.
+# than finding them. The columns are the caller's (``DiffColumns``): a call at 1M
+# subscriptions writes 5M rows (150 MB), and fresh memory, touched page by page as it is
+# written, cost 40-55 ms per call, about as much as finding the rows.
 
-@numba.njit(cache=True, inline="always")
+@numba.njit(cache=True)
 def _room(o_sid, o_rank, o_id, o_y, o_sign, need):
-    """The diff columns with room for ``need`` rows (doubled)."""
+    """The diff columns with room for ``need`` rows (doubled): a leaf's rows are checked at
+    once, before it is applied."""
     if need > o_sid.shape[0]:
         cap = max(need, 2 * o_sid.shape[0])
         o_sid = grown(o_sid, cap)
@@ -421,48 +427,22 @@ def _diff_bits(sid, uy, ud, o, m, o_sid, o_rank, o_id, o_y, o_sign, nd):
 
 
 @numba.njit(cache=True, inline="always")
-def _diff_block(sid, oy, oid, ly, lid, t, k, o_sid, o_rank, o_id, o_y, o_sign, nd):
+def _diff_block(sid, oy, oid, ly, lid, t, k, o_sid, o_rank, o_id, o_y, o_sign, nd, add):
     """A row's diff on a column-block leaf: column ``t`` of ``oy``/``oid`` before the call,
-    of ``ly``/``lid`` after; both in (y, id) order and padded with (+inf, 0), so one merge
-    per side finds what left and what entered."""
-    for side in range(2):
-        i = 0
-        j = 0
-        while True:
-            yo = oy[i, t] if i < k else np.inf
-            yn = ly[j, t] if j < k else np.inf
-            if yo == np.inf and yn == np.inf:
-                break
-            do = oid[i, t] if i < k else 0
-            dn = lid[j, t] if j < k else 0
-            if yo == yn and do == dn:
-                i += 1
-                j += 1
-                continue
-            if _before(yo, do, yn, dn):
-                if side == 0:
-                    o_sid[nd] = sid
-                    o_rank[nd] = i + 1
-                    o_id[nd] = do
-                    o_y[nd] = yo
-                    o_sign[nd] = -1
-                    nd += 1
-                i += 1
-            else:
-                if side == 1:
-                    o_sid[nd] = sid
-                    o_rank[nd] = j + 1
-                    o_id[nd] = dn
-                    o_y[nd] = yn
-                    o_sign[nd] = 1
-                    nd += 1
-                j += 1
-    return nd
+    of ``ly``/``lid`` after, each list's entries in (y, id) order and then (+inf, 0) pads
+    (``diff_list``, ascending, the object id as the key)."""
+    m_old = 0
+    m_new = 0
+    for c in range(k):
+        m_old += oy[c, t] < np.inf
+        m_new += ly[c, t] < np.inf
+    return diff_list(sid, oid, t, oid, t, oy, t, 0, m_old, lid, t, lid, t, ly, t, 0, m_new, 0,
+                     o_sid, o_rank, o_id, o_y, o_sign, nd, add, True)
 
 
 @numba.njit(cache=True)
 def apply_leaves(mf, mi, rows, off, codes, start, end, lo, hi, leaves, topn, by, bid, uy, ud, nu, masks, wide,
-                 hold, k, recv, changed, trace, pack_upto, pack_retry, diff, sid, dcap):
+                 hold, k, recv, changed, trace, pack_upto, pack_retry, diff, sid, o_sid, o_rank, o_id, o_y, o_sign):
     """Step 3: every leaf's messages applied to its rows, leaf after leaf (a row sees its
     messages in batch order), each message to all its rows at once, in place: on the leaf's
     entry set (:func:`_apply_bits`) if it has room for one entry per message, after dropping
@@ -474,17 +454,11 @@ def apply_leaves(mf, mi, rows, off, codes, start, end, lo, hi, leaves, topn, by,
     ``pack_upto`` (tried again ``pack_retry`` deliveries after a failure: ``hold``, so that a
     leaf that stays wide pays the try seldom). ``recv[m]`` counts message ``m``'s receipts.
     With ``diff`` each changed row's diff rows are written too (``_diff_bits``,
-    ``_diff_block``; ``sid``: the rows' subscription ids; ``dcap``: the rows to make room for
-    first). Returns how many rows changed, with ``trace`` every (row, message) receipt, and
-    the diff columns (subscription id, rank int32, object id, y, sign int8) with their row
-    count."""
+    ``_diff_block``; ``sid``: the rows' subscription ids) into the columns ``o_*`` (subscription
+    id, rank int32, object id, y, sign int8), grown where they lack room. Returns how many rows
+    changed, with ``trace`` every (row, message) receipt, the diff columns (grown or not)
+    and their row count. With ``diff`` no row is flagged in ``changed``: the diff names them."""
     cap = 1024 if trace else 0
-    dcap = max(dcap, 1024) if diff else 0
-    o_sid = np.empty(dcap, np.int64)
-    o_rank = np.empty(dcap, np.int32)
-    o_id = np.empty(dcap, np.int64)
-    o_y = np.empty(dcap)
-    o_sign = np.empty(dcap, np.int8)
     nd = 0
     tr = np.empty((cap, 2), np.int64)
     ntr = 0
@@ -500,6 +474,7 @@ def apply_leaves(mf, mi, rows, off, codes, start, end, lo, hi, leaves, topn, by,
     pid = np.empty(size, np.int64)
     differs = np.empty(size, np.bool_)
     cnt = np.empty(size, np.int64)
+    add = np.empty(k, np.int64)             # a block row's +1 places (_diff_block)
     nchanged = 0
     for j in range(leaves):
         nmsg = off[j + 1] - off[j]
@@ -511,12 +486,14 @@ def apply_leaves(mf, mi, rows, off, codes, start, end, lo, hi, leaves, topn, by,
         ly = by[j]                              # (+inf, 0) pads that never take a message
         lid = bid[j]
         lm = masks[j]
+        luy = uy[j]
+        lud = ud[j]
         lu = nu[j]
         bits = not wide[j]
         if bits and lu + nmsg > NBITS:
-            lu = _collect(uy[j], ud[j], lu, lm, nvec)
+            lu = _collect(luy, lud, lu, lm, nvec)
             if lu + nmsg > NBITS:
-                unpack_leaf(uy[j], ud[j], lu, lm, k, ly, lid)
+                unpack_leaf(luy, lud, lu, lm, k, ly, lid)
                 bits = False
                 wide[j] = True
         for t in range(nrow, nvec):
@@ -556,7 +533,7 @@ def apply_leaves(mf, mi, rows, off, codes, start, end, lo, hi, leaves, topn, by,
                 continue
             recv[m] += got
             if bits:
-                lu = _apply_bits(uy[j], ud[j], lu, lm, old, cntb, nvec, k, mi[m, 0], mf[m, 4], take)
+                lu = _apply_bits(luy, lud, lu, lm, old, cntb, nvec, k, mi[m, 0], mf[m, 4], take)
             else:
                 _apply_block(ly, lid, nvec, k, mi[m, 0], mf[m, 4], take, skipped, placed, py, pid)
             if trace:
@@ -569,17 +546,17 @@ def apply_leaves(mf, mi, rows, off, codes, start, end, lo, hi, leaves, topn, by,
                         tr[ntr, 0] = a + t
                         tr[ntr, 1] = m
                         ntr += 1
+        if diff and nd + 2 * k * nrow > o_sid.shape[0]:
+            o_sid, o_rank, o_id, o_y, o_sign = _room(o_sid, o_rank, o_id, o_y, o_sign, nd + 2 * k * nrow)
         if bits:
             nu[j] = lu
             for t in range(nrow):
                 if lm[t] != old[t]:
                     topn[a + t] = cntb[t]
-                    changed[a + t] = True
+                    changed[a + t] = not diff
                     nchanged += 1
                     if diff:
-                        o_sid, o_rank, o_id, o_y, o_sign = _room(o_sid, o_rank, o_id, o_y, o_sign, nd + 2 * k)
-                        nd = _diff_bits(sid[a + t], uy[j], ud[j], old[t], lm[t], o_sid, o_rank, o_id, o_y, o_sign,
-                                        nd)
+                        nd = _diff_bits(sid[a + t], luy, lud, old[t], lm[t], o_sid, o_rank, o_id, o_y, o_sign, nd)
             continue
         for t in range(nvec):                   # lists padded with (+inf, 0): equal lists iff
             differs[t] = False                  # equal columns
@@ -592,21 +569,20 @@ def apply_leaves(mf, mi, rows, off, codes, start, end, lo, hi, leaves, topn, by,
         for t in range(nrow):
             if differs[t]:
                 topn[a + t] = cnt[t]
-                changed[a + t] = True
+                changed[a + t] = not diff
                 nchanged += 1
                 if diff:
-                    o_sid, o_rank, o_id, o_y, o_sign = _room(o_sid, o_rank, o_id, o_y, o_sign, nd + 2 * k)
-                    nd = _diff_block(sid[a + t], oy, oid, ly, lid, t, k, o_sid, o_rank, o_id, o_y, o_sign, nd)
+                    nd = _diff_block(sid[a + t], oy, oid, ly, lid, t, k, o_sid, o_rank, o_id, o_y, o_sign, nd, add)
         if hold[j] > 0:
             hold[j] -= 1
             continue
-        n = pack_leaf(ly, lid, nrow, k, uy[j], ud[j], lm, pack_upto)
+        n = pack_leaf(ly, lid, nrow, k, luy, lud, lm, pack_upto)
         if n >= 0:
             nu[j] = n
             wide[j] = False
         else:
             hold[j] = pack_retry
-    return nchanged, tr[:ntr], (o_sid[:nd], o_rank[:nd], o_id[:nd], o_y[:nd], o_sign[:nd])
+    return nchanged, tr[:ntr], (o_sid, o_rank, o_id, o_y, o_sign), nd
 
 
 @numba.njit(cache=True)
@@ -667,6 +643,40 @@ def take_changed(by_sid, changed, count):
     return out
 
 
+class DiffColumns:
+    """The diff columns that ``apply_leaves`` writes (subscription id, rank, object id, y,
+    sign), kept from call to call: a set is written again by a later call once nothing holds
+    its rows any more (the table a caller built on them is gone), so the rows land on memory
+    already mapped. Two sets in turn: a caller that keeps one call's table until the next
+    call returns leaves the other set free. A set is made anew, with room for a quarter more
+    rows than the last call's, when it is held or too small."""
+
+    DTYPES = (np.int64, np.int32, np.int64, np.float64, np.int8)
+
+    def __init__(self):
+        self.sets: list = [None, None]
+        self.turn = 0
+        self.rows = 0           # the last call's rows
+
+    def take(self) -> tuple:
+        """A set to write the next call's rows into."""
+        cols = self.sets[self.turn]
+        need = max(self.rows + self.rows // 4, 1024)
+        # held elsewhere: a view of it in a caller's table (the set's tuple and this call's
+        # argument are the two references of a free one)
+        if cols is None or len(cols[0]) < self.rows or any(sys.getrefcount(cols[j]) > 2 for j in range(5)):
+            cols = tuple(np.empty(need, d) for d in self.DTYPES)
+        return cols
+
+    def keep(self, cols: tuple, rows: int) -> tuple:
+        """The set the call wrote (``take``'s, or grown by the kernel), kept for a later call;
+        returns its rows."""
+        self.sets[self.turn] = cols
+        self.turn ^= 1
+        self.rows = rows
+        return tuple(c[:rows] for c in cols)
+
+
 class SubscriberStore:
     """Subscriptions (id, lo, hi) and their top-k lists, rows in k-d tree order. The lists are
     kept per leaf of the tree (``width`` rows a leaf, a multiple of 8), so that delivery applies
@@ -708,7 +718,7 @@ class SubscriberStore:
                  self.wide, self.hold, self.pack_upto, self.pack_retry)
         self.by_sid = np.argsort(self.sid, kind="stable")      # rows by subscription id
         self.changed = np.zeros(len(o), np.bool_)
-        self._diff_rows = 0          # the last call's diff rows (deliver)
+        self._diffs = DiffColumns()  # the diff columns of deliver
         self.row_of = IdMap(2 * len(o) + 16)
         if len(o):
             self.row_of.put(self.sid, np.arange(len(o), dtype=np.int64))
@@ -793,15 +803,12 @@ class SubscriberStore:
         mf = np.ascontiguousarray(mf)
         p_leaf, p_code = leaf_pairs(mf, uleaf, p.box, p.leaves)
         off, codes = by_leaf(p_leaf, p_code, p.leaves)
-        count, tr, cols = apply_leaves(mf, np.ascontiguousarray(mi), rows, off, codes, p.start, p.end, p.lo,
-                                          p.hi, p.leaves, self.topn, self.by, self.bid, self.uy, self.ud, self.nu,
-                                          self.masks, self.wide, self.hold, self.k, recv, self.changed, trace,
-                                          self.pack_upto, self.pack_retry, diff, self.sid,
-                                       self._diff_rows + self._diff_rows // 4)
-        changed = take_changed(self.by_sid, self.changed, count)
-        if diff:                # room for the next call's: the columns' pages are touched as written
-            self._diff_rows = len(cols[0])
-            changed = cols
+        cols = self._diffs.take() if diff else tuple(np.empty(0, d) for d in DiffColumns.DTYPES)
+        count, tr, cols, nd = apply_leaves(mf, np.ascontiguousarray(mi), rows, off, codes, p.start, p.end, p.lo,
+                                           p.hi, p.leaves, self.topn, self.by, self.bid, self.uy, self.ud, self.nu,
+                                           self.masks, self.wide, self.hold, self.k, recv, self.changed, trace,
+                                           self.pack_upto, self.pack_retry, diff, self.sid, *cols)
+        changed = self._diffs.keep(cols, nd) if diff else take_changed(self.by_sid, self.changed, count)
         if trace:
             tr = tr[np.lexsort((tr[:, 0], tr[:, 1]))]
         return changed, recv, (tr if trace else None)

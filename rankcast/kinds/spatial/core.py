@@ -96,6 +96,7 @@ class SkypeCore:
         bf.reeval[slots] = True           # initial results (paper 6.3)
         bf.arrival_share[slots] = 1.0
         bf.epoch_of[slots] = bf.epoch     # new: nothing to report for this epoch
+        bf.snap_len[slots] = 0            # (a reused slot's, of an older epoch, no longer counts)
         self.index.add(slots)
         return slots
 
@@ -141,9 +142,9 @@ class SkypeCore:
         that the batch changes (``skyband.process_batch``). ``side``: a
         :class:`~rankcast.kinds.spatial.igpt.SideThread` that runs ``run`` (the caller's work, which
         touches nothing of the core) and a share of the matching beside this thread. ``diff``:
-        the epoch's updates are taken as diffs (``take_update_diff``), which read the
-        snapshot of every changed list: in every batch a changed list is snapshotted before
-        its merge, an unchanged one not at all (``skyband.process_batch``)."""
+        the epoch's updates are taken as diffs (``take_update_diff``): in every batch a list's
+        first change of the epoch leaves its diff rows as the merge makes it, an unchanged
+        list leaves nothing (``skyband.process_batch``, ``DIFF_CHANGED``)."""
         t0 = time.perf_counter()
         c0 = time.thread_time()
         midx, slots, scores = self.index.match(msgs) if side is None else self.index.match(msgs, side, run)
@@ -157,7 +158,7 @@ class SkypeCore:
                 s.k, s.theta, s.alive, b.expired_upto,
                 b.bstart, b.blen, b.bcap, b.bi, b.bf, b.used, b.oldest, b.lnext, b.lprev, b.head,
                 b.reeval, b.epoch, b.epoch_of, b.snap_off, b.snap_len, b.snap, b.snap_used,
-                sk.SNAPSHOT_CHANGED if diff else sk.MARK_CHANGED if last else 0)
+                sk.DIFF_CHANGED if diff else sk.MARK_CHANGED if last else 0)
         else:                           # kmax raises theta as it goes: message by message
             out = sk.process(
                 seqs, msgs.ids, msgs.t, expire_upto, cand_off, slots, scores,
@@ -291,7 +292,8 @@ class SkypeCore:
         """``take_updates`` as the columns of a diff table (``rankcast.common.updates.diff_table``):
         (subscription ids, rank, message ids, scores, sign) of the entries that left and
         entered each changed top-k, by subscription id. Every changed buffer must hold its
-        epoch's snapshot: the call was processed with ``snapshot_all`` (``process``)."""
+        epoch's snapshot or the diff rows of its one change: the calls were processed with
+        ``diff`` (``process``)."""
         slots = self._end_epoch()
         slots = slots[np.argsort(self.subs.ids[slots], kind="stable")]
         b = self.buf

@@ -10,7 +10,8 @@ without the GIL.
 Outside :meth:`step` the pair answers the :class:`~rankcast.kinds.spatial.core.SkypeCore` calls a
 subscription partition makes, one after the other on the caller's thread. Its slots are
 ``2 * slot + half`` (the partition's per-slot arrays are indexed by them); its updates are
-the halves' merged into subscription id order, as one core's.
+the halves' merged into subscription id order, as one core's, and so are its diffs
+(:meth:`HalvesCore.take_update_diff`).
 """
 from __future__ import annotations
 
@@ -27,7 +28,7 @@ from rankcast.errors import UnknownSubscription
 from .core import SkypeCore, _take_rows
 from .window import CandidateLists
 
-__all__ = ["HalvesCore", "merge_updates", "merge_updates_beside"]
+__all__ = ["HalvesCore", "merge_updates", "merge_updates_beside", "merge_diffs"]
 
 HALVES = 2
 
@@ -119,6 +120,18 @@ def merge_updates_beside(a, b, pool):
     return ids, off, mid, sc
 
 
+def merge_diffs(a: tuple, b: tuple) -> tuple:
+    """Two id-ordered diffs (sub ids, rank, msg ids, scores, sign) of disjoint subscriptions
+    as one, id-ordered: a stable sort of the two runs of ids (a merge) keeps each
+    subscription's rows in their order."""
+    if not len(b[0]):
+        return a
+    if not len(a[0]):
+        return b
+    order = np.argsort(np.concatenate([a[0], b[0]]), kind="stable")
+    return tuple(np.concatenate([x, y])[order] for x, y in zip(a, b))
+
+
 def _split(slots) -> list[tuple[np.ndarray, np.ndarray]]:
     """(positions in ``slots``, local slots) of each half."""
     slots = np.asarray(slots, np.int64)
@@ -199,7 +212,8 @@ class HalvesCore:
             core.settle_initial(loc)
 
     # ------------------------------------------------------------------ the step on two threads
-    def step(self, msgs, seqs, expire_upto, last: bool, pool, append, search, observe, take: bool):
+    def step(self, msgs, seqs, expire_upto, last: bool, pool, append, search, observe, take: bool,
+             diff: bool = False):
         """Both halves' step: ``append`` (the window's, on the second thread), then on each
         thread a half's matching and buffers (``SkypeCore.process``), ``observe(core)`` (its
         expiries and window), its re-evaluations (``search(half, requests, K)``, once the
@@ -208,7 +222,9 @@ class HalvesCore:
         of one thread (None: both halves and the merge on this thread). Returns (updates or
         None, re-evaluations done, re-evaluation rows asked); ``half_cpu``: each half's CPU
         time (the append's with half 1), ``half_wall``: its wall-clock time less its wait for
-        the append (with a core of its own, about its CPU time: :meth:`SideThread.threads_ran`)."""
+        the append (with a core of its own, about its CPU time: :meth:`SideThread.threads_ran`).
+        ``diff``: the halves keep snapshots for diffs, and the updates taken are diffs
+        (``SkypeCore.take_update_diff``), merged by :func:`merge_diffs`."""
         appended = threading.Event()
         counts = [[0, 0] for _ in self.cores]
         waited = [0.0] * HALVES
@@ -228,7 +244,7 @@ class HalvesCore:
                 finally:
                     appended.set()
             core = self.cores[h]
-            core.process(msgs, seqs, expire_upto, last)
+            core.process(msgs, seqs, expire_upto, last, diff=diff)
             observe(core)
             if not appended.is_set():
                 t0 = time.perf_counter()
@@ -243,7 +259,9 @@ class HalvesCore:
                 more = core.apply_reevals(slots, cands, seconds=time.perf_counter() - t0)
                 counts[h][0] += len(slots) - len(more)
                 counts[h][1] += len(slots)
-            return core.take_updates() if take else None
+            if not take:
+                return None
+            return core.take_update_diff() if diff else core.take_updates()
 
         if pool is None:
             outs = [half(0, True), half(1, False)]
@@ -257,6 +275,8 @@ class HalvesCore:
         m0, mw = time.thread_time(), time.perf_counter()
         if not take:
             updates = None
+        elif diff:
+            updates = merge_diffs(*outs)
         elif pool is None:
             updates = merge_updates(*outs[0], *outs[1])
         else:           # each half's rows copied on its own thread
@@ -265,9 +285,9 @@ class HalvesCore:
         return updates, sum(c[0] for c in counts), sum(c[1] for c in counts)
 
     # ------------------------------------------------------------------ the SkypeCore calls, in turn
-    def process(self, msgs, seqs, expire_upto, last: bool = False) -> None:
+    def process(self, msgs, seqs, expire_upto, last: bool = False, diff: bool = False) -> None:
         for core in self.cores:
-            core.process(msgs, seqs, expire_upto, last)
+            core.process(msgs, seqs, expire_upto, last, diff=diff)
 
     def expire(self, upto_seq: int) -> None:
         for core in self.cores:
@@ -299,6 +319,10 @@ class HalvesCore:
         """Both halves' updates, merged into subscription id order (``SkypeCore.take_updates``)."""
         a, b = (core.take_updates() for core in self.cores)
         return merge_updates(*a, *b)
+
+    def take_update_diff(self):
+        """Both halves' diffs, merged into subscription id order (``SkypeCore.take_update_diff``)."""
+        return merge_diffs(*(core.take_update_diff() for core in self.cores))
 
     def discard_updates(self) -> None:
         for core in self.cores:

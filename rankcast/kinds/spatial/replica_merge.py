@@ -9,8 +9,8 @@ State (all grown by the caller, which passes them explicitly):
   probing, deletions without tombstones;
 - per slot: ``s_id``, ``s_k`` (its k), ``s_alive``, ``s_dirty`` (bool: changed since its last
   emit), ``s_head`` (first list entry of its chain, -1: none), ``s_base_len``,
-  ``base_start``, ``base_cap`` (its baseline, the ids last reported, in ``b_id``), ``free``
-  (the free slots);
+  ``base_start``, ``base_cap`` (its baseline, the list last reported: ids in ``b_id``, and
+  under diffs their seqs and scores in ``b_seq``, ``b_sc``), ``free`` (the free slots);
 - per list entry (one per (subscription, partition holding a replica)): ``e_part``,
   ``e_next`` (next entry of the slot's chain), ``e_start``, ``e_len``, ``e_cap`` (its rows in
   the pool), ``e_free`` (the free entries);
@@ -24,9 +24,10 @@ import numba
 import numpy as np
 
 from rankcast.common.arrays import stays_in_probe_run
+from rankcast.common.diffs import diff_list
 
 __all__ = ["C_SLOTS", "C_FREE", "C_B_USED", "C_ENTRIES", "C_E_FREE", "C_P_USED", "C_GARBAGE", "rehash",
-           "apply_lists", "merge_slot", "emit_changed", "lookup_slots", "forget_subscriptions", "live_entries"]
+           "apply_lists", "merge_slot", "emit_changed", "emit_diffs", "lookup_slots", "forget_subscriptions", "live_entries"]
 
 # the counters of an aggregator's state, one int64 array (the kernels update them in place)
 C_SLOTS, C_FREE, C_B_USED, C_ENTRIES, C_E_FREE, C_P_USED, C_GARBAGE = range(7)
@@ -279,6 +280,60 @@ def emit_changed(slots, silent, n_parts, s_id, s_k, s_dirty, s_head, s_base_len,
                 w += got
                 u_off[nu] = w
     return u_ids[:nu], u_off[:nu + 1], o_id[:w], o_sc[:w]
+
+
+@numba.njit(cache=True)
+def emit_diffs(slots, silent, n_parts, s_id, s_k, s_dirty, s_head, s_base_len, base_start,
+               b_id, b_seq, b_sc, e_next, e_start, e_len, p_id, p_seq, p_sc):
+    """:func:`emit_changed` as diffs: each slot whose merged top-k (ids, in order) differs
+    from the baseline gets the rows that left and entered it (``skyband.diff_list``, against
+    the baseline's ids, seqs and scores: the slot's -1 rows, then its +1 rows, each by rank)
+    and the merged list becomes its baseline. ``silent``: the baselines only. Returns (sub
+    ids, rank, msg ids, scores, sign)."""
+    cap = 0
+    kmax = 1
+    for slot in slots:
+        cap += s_base_len[slot] + s_k[slot]
+        kmax = max(kmax, s_k[slot])
+    if silent:
+        cap = 0
+    key = np.empty(cap, np.int64)
+    rank = np.empty(cap, np.int32)
+    ids = np.empty(cap, np.int64)
+    sc = np.empty(cap, np.float64)
+    sign = np.empty(cap, np.int8)
+    o_id = np.empty(kmax, np.int64)
+    o_seq = np.empty(kmax, np.int64)
+    o_sc = np.empty(kmax, np.float64)
+    add = np.empty(kmax, np.int64)
+    heads = np.empty(n_parts, np.int64)
+    ends = np.empty(n_parts, np.int64)
+    # the lists as diff_list reads them: one-column 2-d views
+    b_id2, b_seq2, b_sc2 = b_id.reshape(-1, 1), b_seq.reshape(-1, 1), b_sc.reshape(-1, 1)
+    o_id2, o_seq2, o_sc2 = o_id.reshape(-1, 1), o_seq.reshape(-1, 1), o_sc.reshape(-1, 1)
+    w = 0
+    for slot in slots:
+        s_dirty[slot] = False
+        got = merge_slot(slot, s_head, e_next, s_k, e_start, e_len, p_id, p_seq, p_sc,
+                         o_id, o_seq, o_sc, 0, heads, ends)
+        a = base_start[slot]
+        if not silent:
+            same = got == s_base_len[slot]
+            if same:
+                for r in range(got):
+                    if b_id[a + r] != o_id[r]:
+                        same = False
+                        break
+            if same:
+                continue
+            w = diff_list(s_id[slot], b_id2, 0, b_seq2, 0, b_sc2, 0, a, s_base_len[slot], o_id2, 0, o_seq2, 0,
+                          o_sc2, 0, 0, got, 0, key, rank, ids, sc, sign, w, add)
+        for r in range(got):
+            b_id[a + r] = o_id[r]
+            b_seq[a + r] = o_seq[r]
+            b_sc[a + r] = o_sc[r]
+        s_base_len[slot] = got
+    return key[:w], rank[:w], ids[:w], sc[:w], sign[:w]
 
 
 @numba.njit(cache=True)

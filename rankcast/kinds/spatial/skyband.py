@@ -25,12 +25,14 @@ import math
 import numba
 import numpy as np
 
+from rankcast.common.diffs import diff_list
+
 __all__ = ["SEQ", "ID", "DC", "T", "SC", "SKYBAND", "KMAX", "BufferState"]
 
 SEQ, ID, DC = 0, 1, 2
 T, SC = 0, 1
 SNAP_SC = 2          # a snapshot row: SEQ, ID, and the score's float64 bits
-MARK_CHANGED, SNAPSHOT_CHANGED = 1, 2     # process_batch's ``last``: how a first touch is recorded
+MARK_CHANGED, DIFF_CHANGED = 1, 2     # process_batch's ``last``: how a first touch is recorded
 SKYBAND, KMAX = 0, 1
 
 
@@ -196,8 +198,12 @@ def relink_all(slots, bstart, blen, bi, oldest, lnext, lprev, head):
 def _snapshot(s, k, epoch, epoch_of, snap_off, snap_len, snap, snap_used, bstart, blen, bi, bf, touched,
               n_touched):
     """Record s's top-k before its first change in this epoch: per row its message id, seq
-    and score (the score's bits, ``SNAP_SC``), what a diff of the list needs."""
+    and score (the score's bits, ``SNAP_SC``), what a diff of the list needs. A list whose
+    first change left its diff rows instead (``DIFF_CHANGED``: ``snap_len`` -2 - rows) gets
+    the snapshot they stand for now, before its next change (:func:`_undo_diff`)."""
     if epoch_of[s] == epoch:
+        if snap_len[s] <= -2:
+            snap, snap_used = _undo_diff(s, k, snap_off, snap_len, snap, snap_used, bstart, blen, bi, bf)
         return snap, snap_used, touched, n_touched
     epoch_of[s] = epoch
     m = min(k[s], blen[s])
@@ -215,6 +221,96 @@ def _snapshot(s, k, epoch, epoch_of, snap_off, snap_len, snap, snap_used, bstart
     touched[n_touched] = s
     n_touched += 1
     return snap, snap_used, touched, n_touched
+
+
+# A list's first change in an epoch under ``DIFF_CHANGED`` leaves its diff rows in the
+# snapshot pool instead of a snapshot of the list before (``snap_len`` -2 - rows): two pool
+# rows a diff row, (seq, message id, score bits) then (rank times sign, 0, 0). Made as the
+# buffer changes (its rows are in cache then), they cost next to nothing; a snapshot, read
+# back at the epoch's end beside the buffer to compare and diff the lists, cost as much as
+# the whole-list table of the same lists. A later change in the epoch turns them back into
+# the snapshot (_undo_diff), and the usual diff follows.
+
+@numba.njit(cache=True, inline="always")
+def _keep_top(s, q0, k, bstart, blen, bi, bf, oi, of):
+    """s's top-k rows from row ``q0`` on, copied to ``oi`` / ``of`` (before an expiry that
+    leaves the rows above ``q0`` as they are); returns their count."""
+    a = bstart[s]
+    m = min(k[s], blen[s]) - q0
+    for r in range(m):
+        _move(oi, of, r, bi, bf, a + q0 + r)
+    return max(m, 0)
+
+
+@numba.njit(cache=True, inline="always")
+def _leave_diff(s, base, o_i, o_f, o0, n_old, n_i, n_f, n0, n_new, epoch, epoch_of, snap_off, snap_len, snap,
+                snapf, snap_used, touched, n_touched, d_key, d_rank, d_id, d_sc, d_sign, add):
+    """s's first change in this epoch: its diff rows, left in the snapshot pool (see above).
+    The tails of its top-k from rank ``base + 1`` on (the rows above are the same before and
+    after): ``n_old`` rows of ``o_i`` / ``o_f`` from row ``o0`` before the change, ``n_new``
+    rows of ``n_i`` / ``n_f`` from row ``n0`` after it (buffer-row layout). ``snapf``: the
+    pool as float64 (grown with it)."""
+    nd = diff_list(s, o_i, ID, o_i, SEQ, o_f, SC, o0, n_old, n_i, ID, n_i, SEQ, n_f, SC, n0, n_new, base,
+                   d_key, d_rank, d_id, d_sc, d_sign, 0, add)
+    if snap_used + 2 * nd > snap.shape[0]:
+        snap = _grow2(snap, snap_used + 2 * nd)
+        snapf = snap.view(np.float64)
+    for r in range(nd):
+        w = snap_used + 2 * r
+        p = d_rank[r] - 1 - base
+        snap[w, SEQ] = o_i[o0 + p, SEQ] if d_sign[r] < 0 else n_i[n0 + p, SEQ]
+        snap[w, ID] = d_id[r]
+        snapf[w, SNAP_SC] = d_sc[r]
+        snap[w + 1, SEQ] = d_rank[r] * d_sign[r]
+        snap[w + 1, ID] = 0
+        snap[w + 1, SNAP_SC] = 0
+    epoch_of[s] = epoch
+    snap_off[s] = snap_used
+    snap_len[s] = -2 - nd
+    snap_used += 2 * nd
+    touched = _grow1(touched, n_touched + 1)
+    touched[n_touched] = s
+    return snap, snapf, snap_used, touched, n_touched + 1
+
+
+@numba.njit(cache=True)
+def _undo_diff(s, k, snap_off, snap_len, snap, snap_used, bstart, blen, bi, bf):
+    """The snapshot of s's list before its first change in this epoch, from its top-k now and
+    the diff rows that change left (their entering rows' places taken out, the leaving rows
+    put back at their ranks), in place of the rows."""
+    o = snap_off[s]
+    nd = -2 - snap_len[s]
+    a = bstart[s]
+    m = min(k[s], blen[s])
+    n_in = 0
+    for r in range(nd):
+        if snap[o + 2 * r + 1, SEQ] > 0:
+            n_in += 1
+    m_old = m - n_in + (nd - n_in)
+    snap = _grow2(snap, snap_used + m_old)
+    snapf = snap.view(np.float64)
+    w = snap_used
+    i = 0                           # the next row of the list now
+    r_out = 0                       # the next leaving row (the -1 rows come first, by rank)
+    r_in = nd - n_in                # the next entering row (by rank)
+    for q in range(m_old):
+        if r_out < nd - n_in and -snap[o + 2 * r_out + 1, SEQ] == q + 1:
+            snap[w, SEQ] = snap[o + 2 * r_out, SEQ]
+            snap[w, ID] = snap[o + 2 * r_out, ID]
+            snap[w, SNAP_SC] = snap[o + 2 * r_out, SNAP_SC]
+            r_out += 1
+        else:
+            while r_in < nd and snap[o + 2 * r_in + 1, SEQ] == i + 1:
+                i += 1                  # a row that entered in the change: not in the list before
+                r_in += 1
+            snap[w, SEQ] = bi[a + i, SEQ]
+            snap[w, ID] = bi[a + i, ID]
+            snapf[w, SNAP_SC] = bf[a + i, SC]
+            i += 1
+        w += 1
+    snap_off[s] = snap_used
+    snap_len[s] = m_old
+    return snap, snap_used + m_old
 
 
 @numba.njit(cache=True, inline="always")
@@ -523,7 +619,7 @@ def process_batch(seqs, ids, ts, expire_upto, cand_off, cand_slot, cand_score,
     candidates merged in one pass (``_merge_one``). A buffer below k rows afterwards (theta > 0)
     waits for re-evaluation; one that dipped below k and was refilled by the batch is exact.
 
-    ``last`` (0, ``MARK_CHANGED`` or ``SNAPSHOT_CHANGED``): with ``MARK_CHANGED``, nothing but
+    ``last`` (0, ``MARK_CHANGED`` or ``DIFF_CHANGED``): with ``MARK_CHANGED``, nothing but
     this batch's re-evaluations touches the buffers again before the
     epoch ends (the engine's last part of a publish call). A buffer first touched in the epoch
     then keeps no snapshot of its top-k: the merge says where the first changed message sits
@@ -534,10 +630,14 @@ def process_batch(seqs, ids, ts, expire_upto, cand_off, cand_slot, cand_score,
     of the batch entered the first k rows, and fewer than k window messages rank above it (the
     k-skyband holds every message >= theta that k others do not dominate; what a
     re-evaluation adds scores below theta), so it stays in the top-k, which never held it.
-    ``SNAPSHOT_CHANGED`` (diffs, in any part of a call) compares the same way but snapshots a
-    changed list before the merge installs its rows (the buffer still holds the list as the
-    epoch found it), so that a diff of it can be made; a list the batch leaves as it is
-    keeps no snapshot, and a later touch in the epoch finds the same list to snapshot.
+    ``DIFF_CHANGED`` (diffs, in any part of a call) compares the same way, and a changed list
+    leaves its diff rows as its rows change: its top-k rows from ``q0`` (or from the first
+    expiring one) on before the change (in the buffer until the merge installs its rows;
+    copied aside before an expiry drops them) merged with those after it
+    (:func:`_leave_diff`), while both are in cache; a
+    later change in the epoch turns the rows back into a snapshot (:func:`_snapshot`). A list
+    the batch leaves as it is keeps nothing, and a later touch in the epoch finds the same
+    list to snapshot.
     Open buffers (theta = 0) are snapshotted as before, so that ``raise_open`` sees them.
 
     Returns what ``process`` returns (no theta is raised in this mode)."""
@@ -597,6 +697,7 @@ def process_batch(seqs, ids, ts, expire_upto, cand_off, cand_slot, cand_score,
     pos = 0
     gmax = 0
     rows = 0                                # the most rows a merge can write
+    kmax = 1
     for v in range(n_visit):
         s = visit[v]
         c = cnt[s]
@@ -604,6 +705,7 @@ def process_batch(seqs, ids, ts, expire_upto, cand_off, cand_slot, cand_score,
         pos += c
         gmax = max(gmax, c)
         rows = max(rows, blen[s] + c)
+        kmax = max(kmax, k[s])
     g_seq = np.empty(n_cand, np.int64)
     g_id = np.empty(n_cand, np.int64)
     g_t = np.empty(n_cand)
@@ -625,6 +727,17 @@ def process_batch(seqs, ids, ts, expire_upto, cand_off, cand_slot, cand_score,
     dcn = np.empty(gmax, np.int64)
     tbi = np.empty((rows, 3), np.int64)
     tbf = np.empty((rows, 2))
+    # DIFF_CHANGED: a list's rows before an expiry, and its diff rows (_leave_diff)
+    n_d = kmax if last == DIFF_CHANGED else 0
+    oi = np.empty((n_d, 3), np.int64)
+    of = np.empty((n_d, 2))
+    d_key = np.empty(2 * n_d, np.int64)
+    d_rank = np.empty(2 * n_d, np.int32)
+    d_id = np.empty(2 * n_d, np.int64)
+    d_sc = np.empty(2 * n_d)
+    d_sign = np.empty(2 * n_d, np.int8)
+    add = np.empty(n_d, np.int64)
+    snapf = snap.view(np.float64)
     ops = 0
     g0 = 0
     for v in range(n_visit):
@@ -637,6 +750,8 @@ def process_batch(seqs, ids, ts, expire_upto, cand_off, cand_slot, cand_score,
             snap, snap_used, touched, n_touched = _snapshot(
                 s, k, epoch, epoch_of, snap_off, snap_len, snap, snap_used, bstart, blen, bi, bf,
                 touched, n_touched)
+            if snapf.shape[0] != snap.shape[0]:       # the pool grew
+                snapf = snap.view(np.float64)
         old = oldest[s]
         ops += n + g1 - g0                  # rows visited (the cost model's unit)
         if g1 > g0:
@@ -644,31 +759,39 @@ def process_batch(seqs, ids, ts, expire_upto, cand_off, cand_slot, cand_score,
                                        order, fen, dcn, tbi, tbf)
             # the top-k's messages are the same iff they all come before q0 (or none changed)
             if compare and q0 < k[s] and not (q0 == n and w == n):
-                if last == SNAPSHOT_CHANGED:       # the buffer still holds the list before
-                    snap, snap_used, touched, n_touched = _snapshot(
-                        s, k, epoch, epoch_of, snap_off, snap_len, snap, snap_used, bstart, blen, bi, bf,
-                        touched, n_touched)
+                if last == DIFF_CHANGED:
+                    # the buffer still holds the list before, tbi the rows after from p0 <= q0
+                    snap, snapf, snap_used, touched, n_touched = _leave_diff(
+                        s, q0, bi, bf, bstart[s] + q0, max(min(k[s], n) - q0, 0), tbi, tbf, q0 - p0,
+                        max(min(k[s], w) - q0, 0), epoch, epoch_of, snap_off, snap_len, snap, snapf, snap_used,
+                        touched, n_touched, d_key, d_rank, d_id, d_sc, d_sign, add)
                 else:
                     touched, n_touched = _mark_changed(s, epoch, epoch_of, snap_len, touched, n_touched)
             bi, bf, used = _install(s, w, p0, bstart, blen, bcap, bi, bf, used, tbi, tbf)
             if lo != old:
                 _relink(s, bstart, blen, bi, oldest, lnext, lprev, head)
         else:
+            n_old = -1                      # DIFF_CHANGED: the top-k rows kept before the expiry
+            q0 = 0
             if compare:
                 # the top-k changes iff one of its rows expires
                 a = bstart[s]
                 for r in range(min(k[s], n)):
                     if bi[a + r, SEQ] <= e:
-                        if last == SNAPSHOT_CHANGED:
-                            snap, snap_used, touched, n_touched = _snapshot(
-                                s, k, epoch, epoch_of, snap_off, snap_len, snap, snap_used, bstart, blen, bi,
-                                bf, touched, n_touched)
+                        if last == DIFF_CHANGED:
+                            q0 = r
+                            n_old = _keep_top(s, q0, k, bstart, blen, bi, bf, oi, of)
                         else:
                             touched, n_touched = _mark_changed(s, epoch, epoch_of, snap_len, touched,
                                                                n_touched)
                         break
             _expire_sub(s, e, bstart, blen, bi, bf)
             _relink(s, bstart, blen, bi, oldest, lnext, lprev, head)
+            if n_old >= 0:
+                snap, snapf, snap_used, touched, n_touched = _leave_diff(
+                    s, q0, oi, of, 0, n_old, bi, bf, bstart[s] + q0, max(min(k[s], blen[s]) - q0, 0), epoch,
+                    epoch_of, snap_off, snap_len, snap, snapf, snap_used, touched, n_touched, d_key, d_rank, d_id,
+                    d_sc, d_sign, add)
         if blen[s] < k[s] and theta[s] > 0.0:
             reeval[s] = True
         g0 = g1
@@ -949,18 +1072,17 @@ def changed_topk(touched, k, bstart, blen, bi, snap_off, snap_len, snap):
 
 @numba.njit(cache=True, nogil=True)
 def diff_topk(slots, k, bstart, blen, bi, bf, snap_off, snap_len, snap):
-    """The diff rows of ``slots``' top-k lists against their snapshots (every slot
-    snapshotted in this epoch: ``snap_len >= 0``), slot after slot: (which int64: the index
-    into ``slots``, rank int32, message ids int64, scores float64, sign int8), a slot's -1
-    rows (rank before) then its +1 rows (rank after), each by rank. Both lists lie in
-    (score desc, seq desc) order, so one merge of the two finds both kinds of row (an
-    entry stays iff its seq and score are the same): the -1 rows are written as found, the
-    +1 rows kept aside and written after them."""
+    """The diff rows of ``slots``' top-k lists, slot after slot: (which int64: the index into
+    ``slots``, rank int32, message ids int64, scores float64, sign int8), a slot's -1 rows
+    (rank before) then its +1 rows (rank after), each by rank. A slot snapshotted in this
+    epoch (``snap_len >= 0``) gets the diff of its top-k against the snapshot
+    (:func:`diff_list`); one whose only change left its rows (``snap_len <= -2``,
+    :func:`_leave_diff`) gets them as they are."""
     n = slots.shape[0]
     cap = 0
     for x in range(n):
         s = slots[x]
-        cap += snap_len[s] + min(k[s], blen[s])
+        cap += snap_len[s] + min(k[s], blen[s]) if snap_len[s] >= 0 else -2 - snap_len[s]
     which = np.empty(cap, np.int64)
     rank = np.empty(cap, np.int32)
     ids = np.empty(cap, np.int64)
@@ -975,44 +1097,17 @@ def diff_topk(slots, k, bstart, blen, bi, bf, snap_off, snap_len, snap):
     for x in range(n):
         s = slots[x]
         o = snap_off[s]
-        m_old = snap_len[s]
-        a = bstart[s]
-        m_new = min(k[s], blen[s])
-        na = 0
-        i = 0
-        j = 0
-        while i < m_old or j < m_new:
-            if i < m_old and j < m_new:
-                so = snap[o + i, SEQ]
-                sn = bi[a + j, SEQ]
-                fo = snapf[o + i, SNAP_SC]
-                fn = bf[a + j, SC]
-                if so == sn and fo == fn:
-                    i += 1
-                    j += 1
-                    continue
-                old_first = fo > fn or (fo == fn and so > sn)
-            else:
-                old_first = i < m_old
-            if old_first:
-                which[w] = x
-                rank[w] = i + 1
-                ids[w] = snap[o + i, ID]
-                sc[w] = snapf[o + i, SNAP_SC]
-                sign[w] = -1
-                w += 1
-                i += 1
-            else:
-                add[na] = j
-                na += 1
-                j += 1
-        for q in range(na):
-            j = add[q]
+        if snap_len[s] >= 0:
+            w = diff_list(x, snap, ID, snap, SEQ, snapf, SNAP_SC, o, snap_len[s], bi, ID, bi, SEQ, bf, SC,
+                          bstart[s], min(k[s], blen[s]), 0, which, rank, ids, sc, sign, w, add)
+            continue
+        for r in range(-2 - snap_len[s]):
+            v = snap[o + 2 * r + 1, SEQ]
             which[w] = x
-            rank[w] = j + 1
-            ids[w] = bi[a + j, ID]
-            sc[w] = bf[a + j, SC]
-            sign[w] = 1
+            rank[w] = abs(v)
+            ids[w] = snap[o + 2 * r, ID]
+            sc[w] = snapf[o + 2 * r, SNAP_SC]
+            sign[w] = 1 if v > 0 else -1
             w += 1
     return which[:w], rank[:w], ids[:w], sc[:w], sign[:w]
 

@@ -14,13 +14,17 @@ __all__ = ["warm_spatial", "warm_walk", "warm_compact"]
 def warm_spatial(cfg: EngineConfig) -> None:
     """A few calls of random subscriptions and messages through a throw-away Engine of
     ``cfg``: the kernels a subscription partition or a window shard runs (subscription
-    index, buffers, window index, re-evaluation) are then loaded in this process."""
+    index, buffers, window index, re-evaluation, updates as lists and as diffs) are then
+    loaded in this process."""
     from .engine import Engine
     from .testing import random_calls
 
     eng = Engine(cfg)
-    for call in random_calls(0, 25, bounds=cfg.bounds, time_window=cfg.time_window, invalid=False):
-        getattr(eng, call.op)(call.arg)
+    for i, call in enumerate(random_calls(0, 25, bounds=cfg.bounds, time_window=cfg.time_window, invalid=False)):
+        if call.op == "publish":        # whole lists and diffs (a cluster's roles report either)
+            eng.publish(call.arg, updates="diff" if i % 2 else "objects")
+        else:
+            getattr(eng, call.op)(call.arg)
     warm_walk(cfg)
     warm_compact()
 

@@ -7,7 +7,9 @@
    latest list per (subscription, partition) and merges the replicas' lists into the global
    top-k (their union contains it, see ``rankcast.kinds.spatial.roles.policies``). At a call boundary
    :meth:`Aggregator.emit` reports the subscriptions whose merged top-k (ids, in order)
-   differs from the one reported at the previous boundary: the Engine's update semantics.
+   differs from the one reported at the previous boundary: the Engine's update semantics;
+   under diffs (``ClusterConfig(updates="diff")``) as the entries that left and entered each
+   such list, found as the merge replaces the list reported before.
 
 State is flat arrays only, kept by the kernels of :mod:`rankcast.kinds.spatial.replica_merge`:
 an open-addressing hash table (subscription id -> slot) and, per slot, a chain of its list
@@ -21,8 +23,9 @@ from __future__ import annotations
 import numpy as np
 
 from rankcast.common.arrays import grow, runs
+from rankcast.common.diffs import n_keys
 from ..replica_merge import (C_B_USED, C_E_FREE, C_ENTRIES, C_FREE, C_GARBAGE, C_P_USED, C_SLOTS, apply_lists,
-                             emit_changed, forget_subscriptions, live_entries, lookup_slots, merge_slot, rehash)
+                             emit_changed, emit_diffs, forget_subscriptions, live_entries, lookup_slots, merge_slot, rehash)
 from ..window import CandidateLists
 from rankcast.runtime.metrics import RoleMetrics
 from rankcast.runtime.recovery import Recoverable
@@ -56,13 +59,14 @@ def shard_candidates(K: np.ndarray, shards: int) -> np.ndarray:
 
 class Aggregator(Recoverable):
     _STATE = ("n_parts", "h_key", "h_slot", "s_id", "s_k", "s_alive", "s_dirty", "s_head", "s_base_len",
-              "base_start", "base_cap", "b_id", "free", "e_part", "e_next", "e_start", "e_len", "e_cap",
+              "base_start", "base_cap", "b_id", "b_seq", "b_sc", "free", "e_part", "e_next", "e_start", "e_len", "e_cap",
               "e_free", "p_id", "p_seq", "p_sc", "counts")
 
     def __init__(self, index: int, n_partitions: int, cluster: str = "rankcast",
-                 export_metrics: bool = True, resume=None):
+                 export_metrics: bool = True, diff: bool = False, resume=None):
         self.index = index
         self.n_parts = int(n_partitions)
+        self.diff = bool(diff)          # emit diffs (ClusterConfig.updates), not whole lists
         self.metrics = RoleMetrics("aggregator", index, cluster, export_metrics)
         self.h_key = np.zeros(128, np.int64)           # subscription id -> slot (open addressing)
         self.h_slot = np.full(128, -1, np.int64)
@@ -75,6 +79,8 @@ class Aggregator(Recoverable):
         self.base_start = np.zeros(64, np.int64)
         self.base_cap = np.zeros(64, np.int64)
         self.b_id = np.zeros(1024, np.int64)
+        self.b_seq = np.zeros(1024, np.int64)          # under diffs: the baseline's seqs and scores
+        self.b_sc = np.zeros(1024)
         self.free = np.zeros(64, np.int64)
         self.e_part = np.zeros(64, np.int64)           # a list entry: its partition, the next
         self.e_next = np.zeros(64, np.int64)           # entry of its slot, its rows in the pool
@@ -87,6 +93,11 @@ class Aggregator(Recoverable):
         self.p_sc = np.zeros(1024)
         self.counts = np.zeros(7, np.int64)            # C_*
         self._resume(resume)
+
+    def _restore(self, state: dict) -> None:
+        super()._restore(state)
+        for name in ("b_seq", "b_sc"):          # a state from before diffs holds ids alone
+            setattr(self, name, grow(getattr(self, name), len(self.b_id)))
 
     @property
     def n_slots(self) -> int:
@@ -128,7 +139,8 @@ class Aggregator(Recoverable):
                 # room for every row left at most (each its k or its rows, the larger)
                 rest = np.maximum(ks[done:], np.diff(cols[2][done:]))
                 c = self.counts
-                self.b_id = grow(self.b_id, int(c[C_B_USED] + ks[done:].sum()))
+                for name in ("b_id", "b_seq", "b_sc"):
+                    setattr(self, name, grow(getattr(self, name), int(c[C_B_USED] + ks[done:].sum())))
                 for name in ("p_id", "p_seq", "p_sc"):
                     setattr(self, name, grow(getattr(self, name), int(c[C_P_USED] + rest.sum())))
             self.metrics.inc("updates", n)
@@ -157,14 +169,16 @@ class Aggregator(Recoverable):
     # ------------------------------------------------------------------ coordinator-facing
     def emit(self, counted: bool = False):
         """(sub_ids, offsets, msg_ids, scores) of the subscriptions whose merged top-k changed
-        since the previous emit; they become the new baseline. ``counted``: (number of
-        subscriptions, those arrays), two results (``num_returns=2``): the coordinator reads
-        the count and leaves the arrays to whoever reads them."""
+        since the previous emit, or under diffs their diff arrays (sub ids, rank, msg ids,
+        scores, sign: ``rankcast.common.diffs``); they become the new baseline. ``counted``:
+        (number of subscriptions, those arrays), two results (``num_returns=2``): the
+        coordinator reads the count and leaves the arrays to whoever reads them."""
         with self.metrics.busy():
             n = self.n_slots
             slots = np.flatnonzero(self.s_dirty[:n] & self.s_alive[:n])
             out = self._emit(slots, False)
-            return (len(out[0]), out) if counted else out
+            count = n_keys(out[0]) if self.diff else len(out[0])
+            return (count, out) if counted else out
 
     def baseline(self, sub_ids: np.ndarray) -> None:
         """Take the current merged top-k of ``sub_ids`` as reported (new subscriptions:
@@ -174,6 +188,10 @@ class Aggregator(Recoverable):
             self._emit(slots[slots >= 0], True)
 
     def _emit(self, slots, silent):
+        if self.diff:
+            return emit_diffs(slots.astype(np.int64), silent, max(self.n_parts, 1), self.s_id, self.s_k,
+                              self.s_dirty, self.s_head, self.s_base_len, self.base_start, self.b_id, self.b_seq,
+                              self.b_sc, self.e_next, self.e_start, self.e_len, self.p_id, self.p_seq, self.p_sc)
         return emit_changed(slots.astype(np.int64), silent, max(self.n_parts, 1), self.s_id, self.s_k,
                             self.s_dirty, self.s_head, self.s_base_len, self.base_start, self.b_id,
                             self.e_next, self.e_start, self.e_len, self.p_id, self.p_seq, self.p_sc)

@@ -327,6 +327,7 @@ class Coordinator(CoordinatorBase):
         P, S, A, D = self.policy.n_partitions, ccfg.window_shards, ccfg.aggregators, ccfg.distributors
         make, finish = self._role_maker(ckpt, reuse)
         self.solo = self._solo_layout(ckpt)
+        diff = self.diffs           # the roles report diffs (ClusterConfig.updates)
         # direct: every subscription lives in one partition, whose core reports its updates
         # (and whose snapshot is its subscriptions: see SubscriptionPartition); replicated:
         # the aggregators merge the replicas' lists
@@ -340,17 +341,17 @@ class Coordinator(CoordinatorBase):
             # the match's side thread (SoloPartition; options["solo_side"]=False: none)
             side = bool(opts.get("solo_side", True))
             self.parts = [make("partition", SoloPartition, p, cfg, p, held, name, export, delay, seed, halves,
-                               side) for p in range(P)]
+                               side, diff) for p in range(P)]
         else:
             # a shard's index holds its share of the window plus that of the steps in flight
             held = 0 if self.cfg.window is None else -(-(self.cfg.window + ccfg.max_in_flight * self._max_step()) // S)
             self.shards = [make("shard", WindowShard, s, cfg, s, name, export, delay, seed, held)
                            for s in range(S)]
-            self.aggs = [make("aggregator", Aggregator, a, a, P, name, export) for a in range(A)]
+            self.aggs = [make("aggregator", Aggregator, a, a, P, name, export, diff) for a in range(A)]
             # with one partition there is nothing to reallocate to: no prefix checks
             self._part_args = (self.shards, self.aggs, self.rt, self.policy.prefix and ccfg.partitions > 1,
                                bool(opts.get("merge_via_aggregator", True)), name, export, delay, seed,
-                               self.direct)
+                               self.direct, diff)
             part_cfg = self._partition_cfg()
             pcfg = cfg if part_cfg is self.cfg else self.rt.share(part_cfg)
             self.parts = [make("partition", SubscriptionPartition, p, pcfg, p, *self._part_args) for p in range(P)]
@@ -900,12 +901,13 @@ class Coordinator(CoordinatorBase):
         return UpdateParts(self.rt, some, sum(counts)) if some else NO_UPDATES
 
     def _combine(self, outs: list[tuple]) -> tuple:
-        """One delivery's arrays from the partitions' updates and those kept from a move."""
+        """One delivery's arrays from the partitions' updates and those kept from a move
+        (first: taken before it)."""
         outs = [o for o in outs if len(o[0])]
         if not outs:
             return NO_UPDATES
-        if len(outs) > len(self.parts):      # a subscription moved: its latest list wins
-            outs = [latest_lists(outs)]
+        if len(outs) > len(self.parts) or (self.diffs and len(outs) > 1):
+            outs = [latest_lists(outs)]     # a subscription moved: its latest list wins, its diffs compose
         return concat_updates(outs)
 
     def warm(self) -> dict:

@@ -18,7 +18,10 @@ Results leave a partition only at call boundaries: in *direct* mode (every subsc
 lives in one partition: hash, location, or a single partition) the coordinator takes the
 core's updates (``take_updates``, the Engine's semantics); in *replicated* mode ``ship``
 sends the local top-k lists that changed since the last shipment to the aggregators, which
-merge the replicas.
+merge the replicas. Under diffs (``ClusterConfig(updates="diff")``, ``diff``) the core
+snapshots each list before its first change of an epoch, and ``take_updates`` returns the
+entries that left and entered the changed lists (``SkypeCore.take_update_diff``), not the
+lists.
 """
 from __future__ import annotations
 
@@ -27,6 +30,7 @@ import time
 import numpy as np
 
 from rankcast.common.arrays import grow
+from rankcast.common.diffs import n_keys
 from rankcast.kinds.spatial.columns import MessageBatch, SubscriptionBatch
 from rankcast.config import EngineConfig
 from ..core import SkypeCore
@@ -111,7 +115,7 @@ class SubscriptionPartition(Recoverable):
     def __init__(self, cfg: EngineConfig, index: int, shards: list, aggregators: list, runtime,
                  prefix: bool, merge_via_aggregator: bool = True, cluster: str = "rankcast",
                  export_metrics: bool = True, delay: float = 0.0, seed: int = 0, rebuild: bool = False,
-                 start_step: int = 0, resume=None):
+                 diff: bool = False, start_step: int = 0, resume=None):
         self.cfg = cfg
         self.index = index
         self.core = self._make_core(cfg)
@@ -126,6 +130,7 @@ class SubscriptionPartition(Recoverable):
         self.exp_end = -1
         self.pos_end = -1                           # last position of the last step applied
         self.rebuild = bool(rebuild)                # snapshots: subscriptions, not the core
+        self.diff = bool(diff)                      # updates as diffs (ClusterConfig.updates)
         self._rebuild = None                        # a restore's re-evaluation, still to run
         self._dropped: list[np.ndarray] = []        # since the last shipment to the aggregators
         self._new_ids: list[np.ndarray] = []
@@ -192,7 +197,7 @@ class SubscriptionPartition(Recoverable):
     def _disseminate(self, step: int, exp_end: int, payload, last: bool) -> None:
         """The step's messages through the core (matching, buffers)."""
         msgs, seqs, exp = payload
-        self.core.process(msgs, seqs, exp, last)
+        self.core.process(msgs, seqs, exp, last, diff=self.diff)
 
     def _finish_step(self, step: int, pos_end: int, exp_end: int, window_size: int, added) -> dict:
         """The step's re-evaluations and what follows them. A shard (or the aggregator
@@ -419,21 +424,24 @@ class SubscriptionPartition(Recoverable):
     # ------------------------------------------------------------------ results
     def take_updates(self, counted: bool = False, owner: str | None = None):
         """Direct mode (every subscription in one partition): (sub_ids, offsets, msg_ids,
-        scores) of the top-k lists changed since the previous call (the core's epochs).
+        scores) of the top-k lists changed since the previous call (the core's epochs), or
+        under diffs their diff arrays (sub ids, rank, msg ids, scores, sign).
         ``counted``: (number of subscriptions, those arrays), two results (``num_returns=2``).
         ``owner``: the calling coordinator (``Recoverable.own``)."""
         self._check_owner(owner)
         self._check_whole()
         with self.metrics.busy():
-            return self._took(self.core.take_updates(), counted)
+            return self._took(self.core.take_update_diff() if self.diff else self.core.take_updates(), counted)
 
     def _took(self, out: tuple, counted: bool):
-        """A take's result: counted, and kept for an adoption (see ``_takes``)."""
+        """A take's result from the core's arrays ``out``: counted, and kept for an adoption
+        (see ``_takes``)."""
         self._n_takes += 1
         if getattr(self, "_retain", False):
             self._takes.append((self._n_takes, out))
-        self.metrics.inc("updates", len(out[0]))
-        return (len(out[0]), out) if counted else out
+        n = n_keys(out[0]) if self.diff else len(out[0])
+        self.metrics.inc("updates", n)
+        return (n, out) if counted else out
 
     def ship(self) -> list:
         """Replicated mode: send the aggregators the local lists changed since the previous
@@ -549,7 +557,7 @@ class SoloPartition(SubscriptionPartition):
 
     def __init__(self, cfg: EngineConfig, index: int, capacity: int, cluster: str = "rankcast",
                  export_metrics: bool = True, delay: float = 0.0, seed: int = 0, halves: bool = False,
-                 side: bool = True, resume=None):
+                 side: bool = True, diff: bool = False, resume=None):
         # before the partition's __init__, which restores both from ``resume``
         self.window_shard = WindowShard(cfg, index, cluster, export_metrics, 0.0, seed, capacity)
         self._side: SideThread | None = None        # made at the first step (it does not pickle)
@@ -559,7 +567,7 @@ class SoloPartition(SubscriptionPartition):
         self._taken = None                          # (step, updates) a halves' step took
         super().__init__(cfg, index, [LocalHandle(self.window_shard)], [], InprocRuntime(), False,
                          cluster=cluster, export_metrics=export_metrics, delay=delay, seed=seed,
-                         rebuild=True, resume=resume)
+                         rebuild=True, diff=diff, resume=resume)
 
     def process(self, step: int, pos_end: int, exp_end: int, ops: PartitionOps | None, payload,
                 shards_ready: list | None = None, take: bool = False, owner: str | None = None):
@@ -619,7 +627,7 @@ class SoloPartition(SubscriptionPartition):
         w0, c0 = time.perf_counter(), time.process_time()
         updates, done, asked = self.core.step(
             msgs, seqs, exp, last, pool, lambda: shard.append(step, (msgs, seqs), exp_end, exp_end),
-            search, observe, take=last)
+            search, observe, take=last, diff=self.diff)
         h0, h1 = self.core.half_cpu
         if pool is not None and min(h0, h1) > 0.25 * max(h0, h1):
             # a verdict only where both threads had work: a step of a window still filling, or
@@ -661,12 +669,12 @@ class SoloPartition(SubscriptionPartition):
             self.window_shard.append(step, (msgs, seqs), exp_end, exp_end)
         if not self.side:
             append()
-            self.core.process(msgs, seqs, exp, last)
+            self.core.process(msgs, seqs, exp, last, diff=self.diff)
             self.metrics.inc("side_steps", 1)
             return
         side = self._side_thread()
         before = sum(side.verdicts)
-        self.core.process(msgs, seqs, exp, last, side=side, run=append)
+        self.core.process(msgs, seqs, exp, last, side=side, run=append, diff=self.diff)
         self.metrics.inc("side_steps", 1)
         # a batch matched on two threads gives one verdict
         self.metrics.inc("side_threaded_steps", sum(side.verdicts) - before)
