@@ -73,14 +73,20 @@ ROLES = ("Coordinator", "SoloPartition", "SubscriptionPartition", "WindowShard",
 
 
 def _cluster_rss_mb() -> tuple[float, float, dict[str, float]]:
-    """Resident memory of every process that runs a rankcast role (Ray titles an actor's
-    process ``ray::<class>``), replacements after a recovery included: (all of it, its
-    private part, the private part by role). The private part leaves out resident shared
-    pages, chiefly Ray's object store, which every process maps and which counts in each
-    one's resident memory once it touched those pages (it is bounded by the store's size)."""
+    """Resident memory of every process of this run's Ray that runs a rankcast role (Ray
+    titles an actor's process ``ray::<class>``; the processes this one started, its Ray's
+    among them: not another Ray's on the same host), replacements after a recovery included:
+    (all of it, its private part, the private part by role). The private part leaves out
+    resident shared pages, chiefly Ray's object store, which every process maps and which
+    counts in each one's resident memory once it touched those pages (it is bounded by the
+    store's size)."""
     import psutil
     found = {}
-    for p in psutil.process_iter(["cmdline", "memory_info", "ppid"]):
+    for p in psutil.Process(os.getpid()).children(recursive=True):
+        try:
+            p.info = p.as_dict(["cmdline", "memory_info", "ppid"])
+        except psutil.Error:          # ended meanwhile
+            continue
         cmd = " ".join(p.info["cmdline"] or ())
         mi = p.info["memory_info"]
         role = next((r for r in ROLES if r in cmd), None) if cmd.startswith("ray::") else None

@@ -8,7 +8,7 @@ import numpy as np
 from rankcast.config import EngineConfig
 from . import skyband as sk
 
-__all__ = ["warm_spatial", "warm_walk", "warm_compact"]
+__all__ = ["warm_spatial", "warm_walk", "warm_compact", "warm_cut"]
 
 
 def warm_spatial(cfg: EngineConfig) -> None:
@@ -27,6 +27,7 @@ def warm_spatial(cfg: EngineConfig) -> None:
             getattr(eng, call.op)(call.arg)
     warm_walk(cfg)
     warm_compact()
+    warm_cut(eng)
 
 
 def warm_compact() -> None:
@@ -37,6 +38,19 @@ def warm_compact() -> None:
     of both partitions of a 2-partition stream; a compile of seconds on a cold cache)."""
     b = sk.BufferState(slots=4, pool=16)
     sk.compact(np.flatnonzero(np.ones(4, np.bool_)), b.bstart, b.blen, b.bcap, b.bi, b.bf)
+
+
+def warm_cut(eng) -> None:
+    """A partition's snapshot of its buffers cut at their k-th scores and its restore from
+    one (``skyband.cut_rows``, ``install_rows``), on the throw-away engine ``eng``'s core:
+    otherwise a partition loads them at its first checkpoint, and a standby inside a
+    recovery (a compile of seconds on a cold cache)."""
+    core = eng.core
+    live = core.subs.live_slots()
+    cut = core.cut_state(live)
+    batch = core.subs.batch(live)
+    core.remove(batch.ids)
+    core.install_cut(core.add(batch), cut)
 
 
 WARM_TERMS = 16     # terms of each message of warm_walk's window

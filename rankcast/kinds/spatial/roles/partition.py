@@ -47,6 +47,10 @@ from ..warmup import warm_spatial
 __all__ = ["SubscriptionPartition", "SoloPartition", "PartitionOps"]
 
 FLOOR_FROM = 64     # re-evaluation rows from which the shards are asked one, then the rest
+# the most bytes of takes a partition keeps for an adoption (see SubscriptionPartition._takes):
+# beyond them (a checkpoint that takes long to commit) it drops them and its lineage, and a
+# restart rebuilds it from the checkpoint instead
+RETAIN_MAX_BYTES = 256 << 20
 
 
 class PartitionOps:
@@ -145,6 +149,7 @@ class SubscriptionPartition(Recoverable):
         # coordinator may be restarted and adopt this role: the deliveries made of them
         # since that checkpoint died with it (see Recoverable.adopt)
         self._takes: list[tuple[int, tuple]] = []
+        self._retained_bytes = 0
         self._resume(resume)
 
     def _make_core(self, cfg: EngineConfig):
@@ -243,6 +248,7 @@ class SubscriptionPartition(Recoverable):
 
     def _prune_retained(self, oldest: dict) -> None:
         self._takes = [t for t in self._takes if t[0] > oldest.get("takes", 0)]
+        self._retained_bytes = sum(_nbytes(out) for _, out in self._takes)
 
     def retained(self, after: int) -> list[tuple[int, tuple]]:
         """The updates of the takes numbered above ``after`` that this role kept (those since
@@ -439,6 +445,9 @@ class SubscriptionPartition(Recoverable):
         self._n_takes += 1
         if getattr(self, "_retain", False):
             self._takes.append((self._n_takes, out))
+            self._retained_bytes += _nbytes(out)
+            if self._retained_bytes > RETAIN_MAX_BYTES:
+                self._takes, self._retained_bytes, self._lineage = [], 0, {}
         n = n_keys(out[0]) if self.diff else len(out[0])
         self.metrics.inc("updates", n)
         return (n, out) if counted else out
@@ -518,7 +527,8 @@ class SubscriptionPartition(Recoverable):
         out = self.metrics.snapshot()
         core = self.core.stats()
         out.update({f"core_{k}": v for k, v in core.items()})
-        out.update(index=self.index, step=self.step, subscriptions=len(self.core.subs))
+        out.update(index=self.index, step=self.step, subscriptions=len(self.core.subs),
+                   retained_takes=len(self._takes), retained_bytes=self._retained_bytes)
         return out
 
 
@@ -700,6 +710,10 @@ class SoloPartition(SubscriptionPartition):
     def window_stats(self) -> dict:
         """The window shard's stats (its busy time is its own, not the partition's)."""
         return self.window_shard.stats()
+
+
+def _nbytes(arrays) -> int:
+    return sum(a.nbytes for a in arrays)
 
 
 def _ask(shard, *args):
