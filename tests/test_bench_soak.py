@@ -17,7 +17,7 @@ def test_soak_runs_its_two_phases_and_reports(ray_session, tmp_path):
     soak.add_arguments(p)
     args = p.parse_args(["--subs", "400", "--window", "600", "--seconds", "6", "--load", "0.5",
                          "--batch", "20", "--kill", "partition", "--kills", "1", "--kill-every", "8",
-                         "--checkpoint-every", "2", "--out", str(tmp_path)])
+                         "--checkpoint-every", "2", "--calibrate", "3", "--out", str(tmp_path)])
     assert soak.main(args) == 0
     out = json.loads((tmp_path / "soak.json").read_text())
     assert (tmp_path / "soak.png").stat().st_size > 10_000
@@ -38,7 +38,8 @@ def _args(tmp_path, *extra):
     p = argparse.ArgumentParser()
     soak.add_arguments(p)
     return p.parse_args(["--subs", "400", "--window", "600", "--seconds", "4", "--load", "0.5", "--batch", "20",
-                         "--kill-every", "8", "--checkpoint-every", "2", "--out", str(tmp_path), *extra])
+                         "--kill-every", "8", "--checkpoint-every", "2", "--calibrate", "3", "--out", str(tmp_path),
+                         *extra])
 
 
 def test_soak_default_command_line_kills_every_default_role(ray_session, tmp_path):

@@ -1,7 +1,8 @@
 """``rankcast bench soak``: a cluster streaming for a given time at a given rate, then kills.
 
 Protocol: subscribe ``subs`` subscriptions, fill the window, measure the sustainable rate
-(the stream as fast as the pipelined cluster takes it), then publish at ``rate`` messages/s
+(the stream as fast as the pipelined cluster takes it, over ``calibrate`` seconds: by
+default four checkpoint intervals, so that their cost is in it), then publish at ``rate`` messages/s
 (default: ``load`` x the sustainable rate) in calls of ``batch`` messages
 (``publish(wait=False)``: backpressure blocks the publisher when the cluster falls behind):
 
@@ -17,7 +18,9 @@ window: its shards, or the partitions that each hold the whole window; ``shard``
 same processes), ``aggregator``, ``distributor`` and ``coordinator``. A role the started
 cluster does not run is an error before the stream starts, naming the roles it has.
 
-Meanwhile a listener (``Cluster.listen``, its own thread) receives every delivery: the
+Meanwhile a listener (``Cluster.listen``, its own thread; Arrow tables by default,
+``--listen-updates objects`` for ``rc.Update`` objects, built in this process beside the
+publisher) receives every delivery: the
 latency of a call is the time from its submission to the arrival of the delivery holding
 its position; the resident memory of every process of the cluster (coordinator, roles and
 standby processes, new ones after a recovery included; not the short-lived children that
@@ -55,6 +58,9 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--seconds", type=float, default=600.0, help="length of the soak")
     p.add_argument("--rate", type=float, default=None, help="messages/s (default: --load x sustainable)")
     p.add_argument("--load", type=float, default=0.8, help="fraction of the sustainable rate")
+    p.add_argument("--calibrate", type=float, default=None,
+                   help="seconds of stream that measure the sustainable rate (default: 4 checkpoint "
+                        "intervals, at least 20)")
     p.add_argument("--batch", type=int, default=50, help="messages per publish call")
     p.add_argument("--kill", default="partition,window,coordinator",
                    help="roles killed in turn: partition, window (its holders; alias shard), aggregator, "
@@ -66,6 +72,8 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--shards", type=int, default=2)
     p.add_argument("--checkpoint-every", type=float, default=None, help="ClusterConfig.checkpoint_every")
     p.add_argument("--delivery-interval", type=float, default=None, help="ClusterConfig.delivery_interval")
+    p.add_argument("--listen-updates", default="arrow", choices=("arrow", "objects"),
+                   help="the form the listener takes deliveries in (Cluster.listen's updates)")
     p.add_argument("--out", default="out/bench")
 
 
@@ -105,15 +113,15 @@ def _rss_mb(pid: int) -> float:
 
 
 class _Listener(threading.Thread):
-    def __init__(self, cl, start_pos):
+    def __init__(self, cl, start_pos, form):
         super().__init__(daemon=True)
-        self.cl, self.pos = cl, start_pos
+        self.cl, self.pos, self.form = cl, start_pos, form
         self.arrivals: list[tuple[int, float, int]] = []    # (position, time, updates)
         self.stop = threading.Event()
 
     def run(self):
         while not self.stop.is_set():
-            for d in self.cl.listen(from_position=self.pos, timeout=0.5):
+            for d in self.cl.listen(from_position=self.pos, timeout=0.5, updates=self.form):
                 self.arrivals.append((d.position, time.time(), len(d.updates)))
                 self.pos = d.position + 1
                 if self.stop.is_set():
@@ -169,6 +177,9 @@ def run_soak(args, write=None) -> dict:
 
     def take(n):
         nonlocal at
+        if at + n > len(msgs):
+            at = args.window        # the stream is finite: replay it with fresh ids
+            msgs.ids = msgs.ids + int(msgs.ids.max()) + 1
         b = msgs.take(np.arange(at, at + n))
         at += n
         return b
@@ -194,14 +205,21 @@ def run_soak(args, write=None) -> dict:
                 bar.update(5000)
             cl.flush()
         cl.checkpoint()
-        listener = _Listener(rc.Cluster.attach(ccfg.name, namespace=ccfg.namespace), cl.position() + 1)
+        listener = _Listener(rc.Cluster.attach(ccfg.name, namespace=ccfg.namespace), cl.position() + 1,
+                             args.listen_updates)
         listener.start()
-        # sustainable rate: pipelined, as fast as the cluster takes it, with the listener on
-        n_cal = max(20 * args.batch, 10_000)
+        # sustainable rate: pipelined, as fast as the cluster takes it, with the listener on,
+        # over several checkpoint intervals (a rate that leaves out the checkpoints' cost
+        # is not sustained)
+        cal_s = args.calibrate if args.calibrate is not None else max(20.0, 4 * args.checkpoint_every)
+        n_cal = 0
         t0 = time.perf_counter()
-        for _ in range(n_cal // args.batch):
-            cl.publish(take(args.batch), wait=False)
-        cl.flush()
+        with progress(int(cal_s), "soak: sustainable rate", unit="s") as bar:
+            while n_cal < 10_000 or time.perf_counter() - t0 < cal_s:
+                cl.publish(take(args.batch), wait=False)
+                n_cal += args.batch
+                bar.update(min(int(cal_s), int(time.perf_counter() - t0)) - bar.n)
+            cl.flush()
         sustainable = n_cal / (time.perf_counter() - t0)
         rate = args.rate or args.load * sustainable
 
@@ -209,7 +227,6 @@ def run_soak(args, write=None) -> dict:
             """Publish at ``rate`` for ``seconds``; kill one process of ``kills`` (in turn)
             every ``kill_every`` seconds from the first one on, the report so far written
             before each kill after the first; sample memory every second."""
-            nonlocal at
             listener.arrivals.clear()
             submits: list[tuple[int, float]] = []      # (position at the call's end, submit time)
             mem: list[tuple[float, ...]] = []  # (seconds, cluster MiB, driver MiB, cluster private MiB)
@@ -267,9 +284,6 @@ def run_soak(args, write=None) -> dict:
                     if now < due:
                         time.sleep(min(due - now, 0.05))
                         continue
-                    if at + args.batch > len(msgs):
-                        at = args.window        # the stream is finite: replay it with fresh ids
-                        msgs.ids = msgs.ids + int(msgs.ids.max()) + 1
                     b = take(args.batch)
                     t_sub = time.time()
                     cl.publish(b, wait=False)
@@ -365,6 +379,7 @@ def _report(args, w, sustainable, rate, soak: dict, faults: dict | None) -> dict
         "workload": w.describe(), "window": args.window, "partitions": args.partitions,
         "shards": args.shards, "policy": args.policy, "batch": args.batch, "seconds": soak["elapsed"],
         "checkpoint_every": args.checkpoint_every, "delivery_interval": args.delivery_interval,
+        "listen_updates": args.listen_updates,
         "sustainable_rate": sustainable, "target_rate": rate, "achieved_rate": soak["sent"] / soak["elapsed"],
         "latency_seconds": lq,
         "memory_mib": {"cluster_first_quarter": first, "cluster_last_quarter": last,
