@@ -319,6 +319,35 @@ def test_deliveries_are_written_once_in_chunks_and_evicted_with_retention(tmp_pa
 
 
 
+def test_snapshots_refer_to_the_shared_objects_by_name(tmp_path):
+    """A state's references to the config and the vocabulary are written as their names and
+    come back as the reader's own objects (compressed and uncompressed files), also where they
+    sit deep inside plain containers; a shared object of a plain type (not seen by the fast
+    pickler) is named too; a reader without them gets an error, not a copy."""
+    import numpy as np
+
+    from rankcast.runtime.recovery import StateStore, dumps
+    store = StateStore(str(tmp_path), "shared")
+    cfg = rc.EngineConfig(bounds=BOUNDS, window=7, vocabulary=rc.Vocabulary())
+    vocab = cfg.vocabulary
+    state = {"live": {i: (i, i * 2) for i in range(1000)}, "deep": [(1, {"c": cfg}), vocab],
+             "arr": np.arange(5), "cfg": cfg}
+    shared = {"cfg": cfg, "vocabulary": vocab}
+    store.write("c", state, shared)
+    store.write_bytes("u", dumps(state, shared), compress=False)
+    cfg2 = rc.EngineConfig(bounds=BOUNDS, window=9, vocabulary=rc.Vocabulary())
+    for rel in ("c", "u"):
+        got = store.read(rel, {"cfg": cfg2, "vocabulary": cfg2.vocabulary})
+        assert got["cfg"] is cfg2 and got["deep"][0][1]["c"] is cfg2
+        assert got["deep"][1] is cfg2.vocabulary and cfg2.vocabulary is not None
+        assert got["live"] == state["live"] and np.array_equal(got["arr"], state["arr"])
+        with pytest.raises(KeyError):
+            store.read(rel)
+    plain = {"x": [1, 2, 3]}
+    store.write("p", {"a": plain["x"], "b": 4}, plain)
+    assert store.read("p", {"x": "mine"}) == {"a": "mine", "b": 4}
+
+
 def test_raw_files_hold_their_arrays_beside_compressed_ones(tmp_path):
     """``StateStore.write_raw`` (a pickle and its arrays' buffers, not compressed) reads back
     equal, with writable arrays, next to files that ``write`` compressed."""

@@ -57,15 +57,56 @@ RAW_HEADER = struct.Struct("<QQ")     # the pickle's byte length, its buffers' c
 SNAPSHOT_TIMEOUT = 600.0              # seconds a forked writer may take before it is killed
 
 
+_PLAIN = (int, float, bytes, str, dict, set, frozenset, list, tuple)
+_reading = threading.local()     # the ``shared`` objects of the snapshot being read here
+
+
+def _shared_object(name: str):
+    """A ``shared`` object of the snapshot being read (how :func:`dumps` refers to one)."""
+    return _reading.shared[name]
+
+
+class _SharedPickler(pickle.Pickler):
+    """Refers to the ``shared`` objects by name. ``reducer_override`` is asked only about
+    objects that are not plain ints, floats, strings, tuples, lists or dicts, so the large
+    containers of a state (a coordinator's maps of 100k subscriptions and messages) pickle
+    at C speed; a ``persistent_id`` was a Python call per object (85 ms for one such map
+    against a few ms), which stalled a coordinator at every checkpoint."""
+
+    def __init__(self, buf, by_id: dict):
+        super().__init__(buf, protocol=pickle.HIGHEST_PROTOCOL)
+        self._by_id = by_id
+
+    def reducer_override(self, obj):
+        name = self._by_id.get(id(obj))
+        return NotImplemented if name is None else (_shared_object, (name,))
+
+
 def dumps(obj, shared: dict | None = None):
     """``obj`` pickled in memory (``shared`` objects by name, see :meth:`StateStore.write`):
     the copy of a state at one position, which a thread then writes."""
-    by_id = {id(v): k for k, v in (shared or {}).items() if v is not None}
+    shared = {k: v for k, v in (shared or {}).items() if v is not None}
+    by_id = {id(v): k for k, v in shared.items()}
     buf = io.BytesIO()
-    p = pickle.Pickler(buf, protocol=pickle.HIGHEST_PROTOCOL)
-    p.persistent_id = lambda o: by_id.get(id(o))
+    if any(type(v) in _PLAIN for v in shared.values()):     # not seen by reducer_override
+        p = pickle.Pickler(buf, protocol=pickle.HIGHEST_PROTOCOL)
+        p.persistent_id = lambda o: by_id.get(id(o))
+    else:
+        p = _SharedPickler(buf, by_id)
     p.dump(obj)
     return buf.getbuffer()
+
+
+def _load(u: pickle.Unpickler, shared: dict | None):
+    """``u.load()`` with ``shared`` objects found by name (both ways :func:`dumps` names them)."""
+    shared = shared or {}
+    u.persistent_load = shared.__getitem__
+    before = getattr(_reading, "shared", None)
+    _reading.shared = shared
+    try:
+        return u.load()
+    finally:
+        _reading.shared = before
 
 
 def _yield_cpu() -> None:
@@ -294,8 +335,7 @@ class StateStore:
         import pyarrow as pa
         with pa.input_stream(pa.py_buffer(data), compression="lz4") as f:
             u = pickle.Unpickler(io.BytesIO(f.read()))
-        u.persistent_load = (shared or {}).__getitem__
-        return u.load()
+        return _load(u, shared)
 
     @staticmethod
     def _parse_raw(raw: bytes, shared: dict | None = None):
@@ -312,8 +352,7 @@ class StateStore:
             bufs.append(data[at:at + n])
             at += n
         u = pickle.Unpickler(io.BytesIO(body), buffers=bufs)
-        u.persistent_load = (shared or {}).__getitem__
-        return u.load()
+        return _load(u, shared)
 
     def read_config(self):
         """The ClusterConfig the state belongs to."""
