@@ -476,3 +476,67 @@ def test_counters_count_work():
     assert nodes >= 2 and entries >= 5 and holes == 0
     read_all(cur, (7,))
     assert cur.counters[HOLES] == 0 and cur.counters[COUNTERS.index("entries")] > entries
+
+
+def best_first_work(idx, model, q, k):
+    """(nodes, entries) counters of a best-first search over the pages of path(q) that has
+    reported the first ``k`` stabbed intervals at q: the I-tree nodes of the walk, the root page
+    of every path node whose extent holds q, then in each such node's R-tree (left-first) every
+    page whose parent entry holds q and every leaf entry, up to the first entry whose key comes
+    after the k-th result (nothing stops the search when fewer than k are stabbed)."""
+    nd_f, nd_i, pg, ef, ei, ec = idx._nd_f, idx._nd_i, idx._pg, idx._ef, idx._ei, idx._ec
+    want_i, want_s = model.stabbed(q)
+    last = (-want_s[k - 1], int(want_i[k - 1])) if len(want_i) >= k else None
+    work = [0, 0]
+
+    def visit(p, level, h):
+        """False when the search stops inside page p."""
+        st, _, cnt = pg[p]
+        for e in range(st, st + cnt):
+            if last is not None and (-ef[e, ir.SC], int(ei[e])) > last:
+                return False
+            if level == h - 1:
+                work[1] += 1
+            elif ef[e, ir.LO] <= q <= ef[e, ir.HI]:
+                work[0] += 1
+                if not visit(int(ec[e]), level + 1, h):
+                    return False
+        return True
+
+    v = idx._meta[ir.M_ROOT]
+    while v >= 0:
+        work[0] += 1
+        if nd_i[v, ir.COUNT] > 0 and nd_f[v, ir.MINLO] <= q <= nd_f[v, ir.MAXHI]:
+            work[0] += 1
+            visit(int(nd_i[v, ir.ROOT]), 0, int(nd_i[v, ir.HEIGHT]))
+        med = nd_f[v, ir.MED]
+        v = nd_i[v, ir.LEFT] if q < med else nd_i[v, ir.RIGHT] if q > med else -1
+    return tuple(work)
+
+
+@pytest.mark.parametrize("b", [2, 4, 50])
+def test_best_first_reads_only_what_the_answer_needs(b):
+    """The cursor is a best-first search over the pages of path(q): after reporting k rows (in
+    one call or several) it has entered exactly the pages whose keys come at or before the k-th
+    row's, and looked at every leaf entry that does; past it, a node's scan only finishes the
+    leaf it is in (it stops at a stabbed entry), on a fresh build and after churn."""
+    rng = np.random.default_rng(50 + b)
+    idx, model = IRTreeIndex([], [], [], [], b=b), Model()
+    for step in range(3):
+        lo, hi, sc, it = make(rng, 400, "mixed", first_item=10_000 * step)
+        idx.insert(lo, hi, sc, it)
+        model.insert(lo, hi, sc, it)
+        gone = rng.choice(model.it, 100, replace=False)
+        idx.delete(gone)
+        model.delete(gone)
+        pts = query_points(idx, model, rng)
+        for q in rng.choice(pts, min(40, len(pts)), replace=False):
+            cur = idx.open(q)
+            slots = len(cur._state[0])       # path nodes whose extent holds q
+            read = 0
+            for k in (1, 2, 5, 20, 100, 10 ** 6):
+                read += len(cur.next(k - read)[0])
+                nodes, holes, entries = cur.counters
+                want_nodes, want_entries = best_first_work(idx, model, q, k)
+                assert nodes == want_nodes and holes == 0, (q, k)
+                assert want_entries <= entries <= want_entries + slots * (b - 1), (q, k)

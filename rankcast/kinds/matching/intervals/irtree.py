@@ -18,13 +18,22 @@ contains its median, so any two overlap and (Lemma 3.1) a page whose extent hold
 stabbed interval below it: a left-first descent finds the next stabbed interval of a node
 without backtracking, and the ``holes`` counter of a cursor stays 0.
 
-**Query.** ``open(q)`` walks path(q), starts a resumable left-first DFS (explicit stack of
-(page, position) per level) in each path node whose extent holds ``q``, and heaps the first
-stabbed interval of each (max-heap in the total order). ``next(n)`` pops, then refills from the
-popped node's DFS. Cost ``O((k + log n) b log_b n)`` for the top-k (Theorem 3.1). Counters:
-``nodes`` = I-tree nodes on the path plus R-tree pages entered, ``holes`` = pages entered and
-left without a stabbed interval found below, ``entries`` = leaf entries looked at. A cursor is
-valid until the next insert/delete of its index (``next`` then raises RuntimeError).
+**Query.** ``open(q)`` walks path(q) and queues one *slot* per path node whose extent holds
+``q``: a resumable left-first DFS of the node's R-tree (explicit stack of (page, position) per
+level), not yet started, keyed by the node's best interval (its root page's first key).
+``next(n)`` is a best-first search over the pages of the whole path, in the total order: the
+slot with the first key resumes its DFS, entering child pages whose extent holds ``q`` and
+reporting stabbed leaf entries, as long as the best key of the other slots does not come
+before the entry it looks at; it then pauses at that entry, keyed by the entry's key (an
+internal entry's first key, a stabbed leaf entry's own; the DFS runs in the total order, so
+nothing after it in the node comes first). A node's R-tree is descended only as far as its
+bounds reach the answer: a path node that holds no early result costs its first key, or a scan
+of a page or two. Cost ``O((k + log n) b log_b n)`` for the top-k (Theorem 3.1). Every step
+runs in one compiled kernel (:func:`_cursors`), for one cursor or for many queries
+(``read_many``). Counters: ``nodes`` = I-tree nodes on the path plus R-tree pages entered (a
+root page when its first key is read), ``holes`` = pages entered and left without a stabbed
+interval found below, ``entries`` = leaf entries looked at. A cursor is valid until the next
+insert/delete of its index (``next`` then raises RuntimeError).
 
 **Updates.** Insert descends to the first node whose median the interval contains (a new leaf
 node with median ``lo`` (``hi`` when ``lo = -inf``, 0 for ``(-inf, inf)``) when it falls off
@@ -1152,79 +1161,10 @@ def _update_batch(op, meta, nd_f, nd_i, pg, ef, ei, ec, dk, ds, dn, lo, hi, sc, 
 
 # ----------------------------------------------------------------------------- queries
 
-@numba.njit(cache=True, inline="always")
-def _dfs_next(i, q, h, top, spage, spos, found, pg, ef, ec, counters):
-    """Resume the left-first DFS of path slot i (an R-tree of h levels; stack spage/spos[i, :],
-    current level top[i], -1 = done) to its next interval stabbed by q: its pool row, or -1.
-    By Lemma 3.1 every page entered has one, so no page is left empty-handed (holes)."""
-    t = top[i]
-    while t >= 0:
-        p = spage[i, t]
-        st = pg[p, START]
-        n = pg[p, NENT]
-        j = spos[i, t]
-        if t == h - 1:
-            while j < n:
-                e = st + j
-                j += 1
-                counters[ENTRIES] += 1
-                if ef[e, LO] <= q and q <= ef[e, HI]:
-                    spos[i, t] = j
-                    top[i] = t
-                    for u in range(t + 1):
-                        found[i, u] = True
-                    return e
-        else:
-            down = False
-            while j < n:
-                e = st + j
-                j += 1
-                if ef[e, LO] <= q and q <= ef[e, HI]:
-                    spos[i, t] = j
-                    t += 1
-                    spage[i, t] = ec[e]
-                    spos[i, t] = 0
-                    found[i, t] = False
-                    counters[NODES] += 1
-                    down = True
-                    break
-            if down:
-                continue
-        if not found[i, t]:
-            counters[HOLES] += 1
-        t -= 1
-    top[i] = -1
-    return -1
-
-
-@numba.njit(cache=True, inline="always")
-def _sift_down(he, hp, hn, ef, ei):
-    """Restore the max-heap (total order of the pool rows he[:hn]) from the top."""
-    a = 0
-    while True:
-        c = 2 * a + 1
-        if c >= hn:
-            break
-        if c + 1 < hn and before(ef[he[c + 1], SC], ei[he[c + 1]], ef[he[c], SC], ei[he[c]]):
-            c += 1
-        if before(ef[he[c], SC], ei[he[c]], ef[he[a], SC], ei[he[a]]):
-            x = he[a]
-            he[a] = he[c]
-            he[c] = x
-            x = hp[a]
-            hp[a] = hp[c]
-            hp[c] = x
-            a = c
-        else:
-            break
-
-
 @numba.njit(cache=True)
-def _cursor_open(q, root, nd_f, nd_i, pg, ef, ei, ec):
-    """Walk path(q); in each path node whose extent holds q start the R-tree DFS and heap its
-    first stabbed interval. Returns the cursor state: heights int64[P], top int64[P], spage,
-    spos int64[P, H], found bool[P, H], heap rows he int64[P], heap slots hp int64[P], heap size
-    hn int64[1], counters int64[3] (arrays sized for path(q); :func:`_cursor_start` fills them)."""
+def _path_shape(q, root, nd_f, nd_i):
+    """What a cursor at q needs room for: (path nodes whose extent holds q, the most R-tree
+    levels among them)."""
     npath = 0
     hmax = 1
     v = root
@@ -1239,113 +1179,174 @@ def _cursor_open(q, root, nd_f, nd_i, pg, ef, ei, ec):
             v = nd_i[v, RIGHT]
         else:
             break
-    heights = np.empty(npath, np.int64)
-    top = np.zeros(npath, np.int64)
-    spage = np.empty((npath, hmax), np.int64)
-    spos = np.zeros((npath, hmax), np.int64)
-    found = np.zeros((npath, hmax), np.bool_)
-    he = np.empty(npath, np.int64)
-    hp = np.empty(npath, np.int64)
-    hn = np.zeros(1, np.int64)
-    counters = np.zeros(3, np.int64)
-    _cursor_start(q, root, nd_f, nd_i, pg, ef, ei, ec, heights, top, spage, spos, found, he, hp, hn, counters)
-    return heights, top, spage, spos, found, he, hp, hn, counters
-
-
-@numba.njit(cache=True, inline="always")
-def _cursor_start(q, root, nd_f, nd_i, pg, ef, ei, ec, heights, top, spage, spos, found, he, hp, hn, counters):
-    """The walk of :func:`_cursor_open` into given cursor arrays (rows for every path node whose
-    extent holds q, columns for its R-tree's height), reused from query to query."""
-    hn[0] = 0
-    i = 0
-    v = root
-    while v >= 0:
-        counters[NODES] += 1
-        if nd_i[v, COUNT] > 0 and nd_f[v, MINLO] <= q and q <= nd_f[v, MAXHI]:
-            heights[i] = nd_i[v, HEIGHT]
-            top[i] = 0
-            spage[i, 0] = nd_i[v, ROOT]
-            spos[i, 0] = 0
-            found[i, 0] = False
-            counters[NODES] += 1
-            e = _dfs_next(np.int64(i), q, heights[i], top, spage, spos, found, pg, ef, ec, counters)
-            if e >= 0:
-                a = hn[0]
-                hn[0] = a + 1
-                he[a] = e
-                hp[a] = i
-                while a > 0:
-                    pa = (a - 1) >> 1
-                    if not before(ef[he[a], SC], ei[he[a]], ef[he[pa], SC], ei[he[pa]]):
-                        break
-                    x = he[a]
-                    he[a] = he[pa]
-                    he[pa] = x
-                    x = hp[a]
-                    hp[a] = hp[pa]
-                    hp[pa] = x
-                    a = pa
-            i += 1
-        m = nd_f[v, MED]
-        if q < m:
-            v = nd_i[v, LEFT]
-        elif q > m:
-            v = nd_i[v, RIGHT]
-        else:
-            break
+    return npath, hmax
 
 
 @numba.njit(cache=True)
-def _cursor_next(k, q, heights, top, spage, spos, found, he, hp, hn, counters, pg, ef, ei, ec,
-                 out_item, out_score):
-    """Up to k next stabbed intervals into out_item/out_score: pop the heap top, refill from the
-    same path node's DFS. Returns how many were written."""
-    c = 0
-    n = hn[0]
-    while c < k and n > 0:
-        e = he[0]
-        out_item[c] = ei[e]
-        out_score[c] = ef[e, SC]
-        c += 1
-        i = hp[0]
-        e2 = _dfs_next(i, q, heights[i], top, spage, spos, found, pg, ef, ec, counters)
-        if e2 >= 0:
-            he[0] = e2
-        else:
-            n -= 1
-            he[0] = he[n]
-            hp[0] = hp[n]
-        _sift_down(he, hp, n, ef, ei)
-    hn[0] = n
-    return c
+def _cursors(queries, g, fresh, root, nd_f, nd_i, pg, ef, ei, ec, heights, top, spage, spos, found,
+             hs, hk, hp, hn, counters, out_item, out_score, out_off):
+    """Every cursor step in one kernel, written out flat (a call that passes the arrays costs
+    more than most steps). For each query ``q = queries[x]``: when ``fresh``, start a cursor in
+    the state arrays (below); then write its next ``g[x]`` stabbed intervals (fewer when none is
+    left) to out_item/out_score from ``out_off[x]`` on, ``out_off[x + 1]`` set to where they end.
+    Returns the rows written.
 
-
-@numba.njit(cache=True)
-def _read_many(queries, g, root, depth, hmax, nd_f, nd_i, pg, ef, ei, ec, out_item, out_score, out_off):
-    """``read_many`` (:mod:`.base`): for every query a fresh cursor (its arrays allocated once,
-    for ``depth`` path nodes and R-trees of at most ``hmax`` levels), its first ``g[i]``
-    stabbed intervals written from ``out_off[i]`` on."""
-    hmax = max(hmax, 1)
-    npath = max(depth, 1)
-    heights = np.empty(npath, np.int64)
-    top = np.zeros(npath, np.int64)
-    spage = np.empty((npath, hmax), np.int64)
-    spos = np.zeros((npath, hmax), np.int64)
-    found = np.zeros((npath, hmax), np.bool_)
-    he = np.empty(npath, np.int64)
-    hp = np.empty(npath, np.int64)
-    hn = np.zeros(1, np.int64)
-    counters = np.zeros(3, np.int64)
+    State: one *slot* per path node whose extent holds q: the node's R-tree height heights[s],
+    a left-first DFS stack spage/spos[s, :] (page, next position per level) with its current
+    level top[s] (-1: exhausted) and found[s, level] (a stabbed interval reported below that
+    page); the queue of live slots hp[:hn[0]] with their keys hs/hk, sorted so that the key
+    first in the total order is last (a handful of slots: a sorted array beats a heap). A fresh
+    slot's DFS has not entered its root page; its key is the page's first key. A step resumes
+    the last slot of the queue while the key before it (the best of the others) does not come
+    before the entry it looks at: internal entries by their first key (a child page whose
+    extent holds q is entered), leaf entries stabbed by q by their own (reported). The DFS
+    runs in the total order, so the entry where the slot pauses keys it (nothing after it in
+    the node comes first), and the slot moves down the queue to its place."""
     p = 0
     out_off[0] = 0
-    for i in range(queries.shape[0]):
-        q = queries[i]
-        _cursor_start(q, root, nd_f, nd_i, pg, ef, ei, ec, heights, top, spage, spos, found, he, hp, hn, counters)
-        if g[i] > 0 and hn[0] > 0:
-            p += _cursor_next(g[i], q, heights, top, spage, spos, found, he, hp, hn, counters, pg, ef, ei, ec,
-                              out_item[p:], out_score[p:])
-        out_off[i + 1] = p
+    for x in range(queries.shape[0]):
+        q = queries[x]
+        if fresh:
+            n = 0
+            v = root
+            while v >= 0:
+                counters[NODES] += 1
+                if nd_i[v, COUNT] > 0 and nd_f[v, MINLO] <= q and q <= nd_f[v, MAXHI]:
+                    r = nd_i[v, ROOT]
+                    heights[n] = nd_i[v, HEIGHT]
+                    top[n] = 0
+                    spage[n, 0] = r
+                    spos[n, 0] = 0
+                    found[n, 0] = False
+                    counters[NODES] += 1
+                    e = pg[r, START]
+                    s = ef[e, SC]
+                    it = ei[e]
+                    a = n
+                    while a > 0 and before(hs[a - 1], hk[a - 1], s, it):
+                        hs[a] = hs[a - 1]
+                        hk[a] = hk[a - 1]
+                        hp[a] = hp[a - 1]
+                        a -= 1
+                    hs[a] = s
+                    hk[a] = it
+                    hp[a] = n
+                    n += 1
+                m = nd_f[v, MED]
+                if q < m:
+                    v = nd_i[v, LEFT]
+                elif q > m:
+                    v = nd_i[v, RIGHT]
+                else:
+                    break
+            hn[0] = n
+        k = g[x]
+        c = p
+        end = p + k
+        n = hn[0]
+        while c < end and n > 0:
+            if n == 1:
+                ts = -1.0                # scores are >= 0: no key comes first
+                tk = np.int64(0)
+            else:
+                ts = hs[n - 2]
+                tk = hk[n - 2]
+            i = hp[n - 1]
+            h = heights[i]
+            t = top[i]
+            paused = False
+            s = 0.0
+            it = np.int64(0)
+            while t >= 0:
+                pa = spage[i, t]
+                st = pg[pa, START]
+                m = pg[pa, NENT]
+                j = spos[i, t]
+                if t == h - 1:
+                    while j < m:
+                        e = st + j
+                        if c == end:
+                            s = ef[e, SC]
+                            it = ei[e]
+                            paused = True
+                            break
+                        if ef[e, LO] <= q and q <= ef[e, HI]:
+                            s = ef[e, SC]
+                            it = ei[e]
+                            if ts > s or (ts == s and tk < it):
+                                paused = True
+                                break
+                            out_item[c] = it
+                            out_score[c] = s
+                            c += 1
+                            if not found[i, t]:
+                                for u in range(t + 1):
+                                    found[i, u] = True
+                        j += 1
+                        counters[ENTRIES] += 1
+                    if paused:
+                        spos[i, t] = j
+                        break
+                else:
+                    down = False
+                    while j < m:
+                        e = st + j
+                        s = ef[e, SC]
+                        it = ei[e]
+                        if c == end or ts > s or (ts == s and tk < it):
+                            paused = True
+                            break
+                        j += 1
+                        if ef[e, LO] <= q and q <= ef[e, HI]:
+                            spos[i, t] = j
+                            t += 1
+                            spage[i, t] = ec[e]
+                            spos[i, t] = 0
+                            found[i, t] = False
+                            counters[NODES] += 1
+                            down = True
+                            break
+                    if paused:
+                        spos[i, t] = j
+                        break
+                    if down:
+                        continue
+                if not found[i, t]:          # by Lemma 3.1 never: a page entered holds one
+                    counters[HOLES] += 1
+                t -= 1
+            top[i] = t
+            if paused:
+                a = n - 1
+                while a > 0 and before(hs[a - 1], hk[a - 1], s, it):
+                    hs[a] = hs[a - 1]
+                    hk[a] = hk[a - 1]
+                    hp[a] = hp[a - 1]
+                    a -= 1
+                hs[a] = s
+                hk[a] = it
+                hp[a] = i
+            else:
+                n -= 1
+        hn[0] = n
+        p = c
+        out_off[x + 1] = p
     return p
+
+
+def _state(npath: int, hmax: int) -> tuple:
+    """Empty cursor state for ``npath`` slots of R-trees of at most ``hmax`` levels (see
+    :func:`_cursors`): heights, top, spage, spos, found, hs, hk, hp, hn, counters."""
+    npath = max(npath, 1)
+    hmax = max(hmax, 1)
+    return (np.empty(npath, np.int64), np.zeros(npath, np.int64), np.empty((npath, hmax), np.int64),
+            np.zeros((npath, hmax), np.int64), np.zeros((npath, hmax), np.bool_), np.empty(npath, np.float64),
+            np.empty(npath, np.int64), np.empty(npath, np.int64), np.zeros(1, np.int64),
+            np.zeros(3, np.int64))
+
+
+_NO_ROWS_I = np.empty(0, np.int64)
+_NO_ROWS_F = np.empty(0, np.float64)
+_ZERO = np.zeros(1, np.int64)
 
 
 # ----------------------------------------------------------------------------- Python layer
@@ -1357,11 +1358,12 @@ class IRTreeCursor(Cursor):
     def __init__(self, index: "IRTreeIndex", q: float):
         self._index = index
         self._version = index._version
-        self._q = q
-        (self._heights, self._top, self._spage, self._spos, self._found, self._he, self._hp,
-         self._hn, self.counters) = _cursor_open(q, index._meta[M_ROOT], index._nd_f, index._nd_i,
-                                                 index._pg, index._ef, index._ei, index._ec)
-        self._arrays = (index._pg, index._ef, index._ei, index._ec)
+        self._q = np.array([q], np.float64)
+        root = index._meta[M_ROOT]
+        self._state = _state(*_path_shape(q, root, index._nd_f, index._nd_i))
+        self.counters = self._state[-1]
+        self._tree = (root, index._nd_f, index._nd_i, index._pg, index._ef, index._ei, index._ec)
+        _cursors(self._q, _ZERO, True, *self._tree, *self._state, _NO_ROWS_I, _NO_ROWS_F, np.zeros(2, np.int64))
         self._most = len(index)       # no call returns more: bounds the output buffers
 
     def next(self, n: int) -> tuple[np.ndarray, np.ndarray]:
@@ -1370,12 +1372,10 @@ class IRTreeCursor(Cursor):
         n = max(0, min(int(n), self._most))
         items = np.empty(n, np.int64)
         scores = np.empty(n, np.float64)
-        if n == 0 or self._hn[0] == 0:
+        if n == 0 or self._state[8][0] == 0:
             return items[:0], scores[:0]
-        pg, ef, ei, ec = self._arrays
-        c = _cursor_next(n, self._q, self._heights, self._top, self._spage, self._spos,
-                         self._found, self._he, self._hp, self._hn, self.counters, pg, ef, ei, ec,
-                         items, scores)
+        c = _cursors(self._q, np.array([n], np.int64), False, *self._tree, *self._state, items, scores,
+                     np.zeros(2, np.int64))
         return items[:c], scores[:c]
 
 
@@ -1535,8 +1535,9 @@ class IRTreeIndex(IntervalIndex):
         out_score = np.empty(off[-1], np.float64)
         out_off = np.zeros(len(queries) + 1, np.int64)
         meta = self._meta
-        _read_many(queries, g, meta[M_ROOT], _depth(meta[M_ROOT], self._nd_i), meta[M_HMAX], self._nd_f, self._nd_i,
-                   self._pg, self._ef, self._ei, self._ec, out_item, out_score, out_off)
+        state = _state(_depth(meta[M_ROOT], self._nd_i), meta[M_HMAX])
+        _cursors(queries, g, True, meta[M_ROOT], self._nd_f, self._nd_i, self._pg, self._ef, self._ei, self._ec,
+                 *state, out_item, out_score, out_off)
         return out_off, out_item[: out_off[-1]], out_score[: out_off[-1]]
 
     def stats(self) -> dict:

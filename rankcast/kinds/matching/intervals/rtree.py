@@ -95,95 +95,84 @@ def _pack_extents(lo, hi, b, node_cnt):
 
 
 @numba.njit(cache=True)
-def _rtree_open(q, b, node_cnt, ext_lo, ext_hi, stack, top, counters, level_nodes):
-    """Start a DFS for q: push the root when its extent contains q, else mark the cursor done.
+def _rtree_cursors(queries, g, fresh, b, node_cnt, node_off, ext_lo, ext_hi, lo, hi, score, item,
+                   stack, top, counters, level_nodes, out_item, out_score, out_off):
+    """Every cursor step in one kernel (a compiled call counts references to every array it is
+    passed, which costs more than most steps). For each query ``q = queries[x]``: when ``fresh``,
+    start a DFS for q (push the root when its extent contains q, else mark the cursor done);
+    then resume the left-first DFS until ``g[x]`` more stabbed rows are reported or none is
+    left, writing their items and scores to out_item/out_score from ``out_off[x]`` on
+    (``out_off[x + 1]`` set to where they end). Returns the rows written.
 
-    stack: (3, H) int64 (next entry, end of entries, found flag per depth); top: (1,) int64;
-    counters: (3,) int64 (nodes, holes, entries); level_nodes: (H,) int64 nodes entered per depth.
-    """
-    H = node_cnt.shape[0] - 1
-    if H == 0 or not (ext_lo[0] <= q and q <= ext_hi[0]):
-        top[0] = -1
-        return
-    top[0] = 0
-    stack[0, 0] = 0
-    stack[1, 0] = min(b, node_cnt[1])
-    stack[2, 0] = 0
-    counters[0] += 1
-    level_nodes[0] += 1
-
-
-@numba.njit(cache=True)
-def _rtree_next(q, k, b, node_cnt, node_off, ext_lo, ext_hi, lo, hi, score, item,
-                stack, top, counters, level_nodes, out_item, out_score):
-    """Resume the left-first DFS for q until k more stabbed rows are reported or none is left.
-
-    Tree arrays as built by :func:`_pack_extents` (lo, hi, score, item: (n,) in packed order);
-    cursor state as from :func:`_rtree_open`, updated in place. Writes the rows' item and score
-    to out_item[:got], out_score[:got] ((k,) int64 / float64); returns got.
+    Tree arrays as built by :func:`_pack_extents` (lo, hi, score, item: (n,) in packed order).
+    Cursor state, updated in place: stack (3, H) int64 (next entry, end of entries, found flag
+    per depth); top (1,) int64; counters (3,) int64 (nodes, holes, entries); level_nodes (H,)
+    int64 nodes entered per depth.
     """
     H = node_cnt.shape[0] - 1
     leaf = H - 1
-    t = top[0]
-    got = 0
-    while t >= 0 and got < k:
-        e = stack[0, t]
-        stop = stack[1, t]
-        if t == leaf:
-            while e < stop and got < k:
-                counters[2] += 1
-                if lo[e] <= q and q <= hi[e]:
-                    out_item[got] = item[e]
-                    out_score[got] = score[e]
-                    got += 1
-                    stack[2, t] = 1
-                e += 1
-            stack[0, t] = e
-            if e < stop:
-                break
-        else:
-            base = node_off[t + 1]
-            while e < stop and not (ext_lo[base + e] <= q and q <= ext_hi[base + e]):
-                e += 1
-            if e < stop:
-                stack[0, t] = e + 1
-                t += 1
-                stack[0, t] = e * b
-                stack[1, t] = min(e * b + b, node_cnt[t + 1])
-                stack[2, t] = 0
-                counters[0] += 1
-                level_nodes[t] += 1
-                continue
-            stack[0, t] = e
-        # every entry of the node at depth t is done: leave it
-        if stack[2, t] == 0:
-            counters[1] += 1
-        elif t > 0:
-            stack[2, t - 1] = 1
-        t -= 1
-    top[0] = t
-    return got
-
-
-@numba.njit(cache=True)
-def _rtree_read_many(queries, g, b, node_cnt, node_off, ext_lo, ext_hi, lo, hi, score, item, out_item, out_score,
-                     out_off, counters):
-    """``read_many`` (:mod:`.base`): for every query a fresh DFS, its first ``g[i]`` stabbed rows
-    written from ``out_off[i]`` on (out_off[i + 1] set to where they end)."""
-    H = node_cnt.shape[0] - 1
-    stack = np.zeros((3, max(H, 1)), np.int64)
-    top = np.full(1, -1, np.int64)
-    level_nodes = np.zeros(max(H, 1), np.int64)
     p = 0
     out_off[0] = 0
-    for i in range(queries.shape[0]):
-        q = queries[i]
-        _rtree_open(q, b, node_cnt, ext_lo, ext_hi, stack, top, counters, level_nodes)
-        if g[i] > 0 and top[0] >= 0:
-            p += _rtree_next(q, g[i], b, node_cnt, node_off, ext_lo, ext_hi, lo, hi, score, item, stack, top,
-                             counters, level_nodes, out_item[p:], out_score[p:])
-        out_off[i + 1] = p
+    for x in range(queries.shape[0]):
+        q = queries[x]
+        if fresh:
+            if H == 0 or not (ext_lo[0] <= q and q <= ext_hi[0]):
+                top[0] = -1
+            else:
+                top[0] = 0
+                stack[0, 0] = 0
+                stack[1, 0] = min(b, node_cnt[1])
+                stack[2, 0] = 0
+                counters[0] += 1
+                level_nodes[0] += 1
+        k = g[x]
+        t = top[0]
+        got = p
+        end = p + k
+        while t >= 0 and got < end:
+            e = stack[0, t]
+            stop = stack[1, t]
+            if t == leaf:
+                while e < stop and got < end:
+                    counters[2] += 1
+                    if lo[e] <= q and q <= hi[e]:
+                        out_item[got] = item[e]
+                        out_score[got] = score[e]
+                        got += 1
+                        stack[2, t] = 1
+                    e += 1
+                stack[0, t] = e
+                if e < stop:
+                    break
+            else:
+                base = node_off[t + 1]
+                while e < stop and not (ext_lo[base + e] <= q and q <= ext_hi[base + e]):
+                    e += 1
+                if e < stop:
+                    stack[0, t] = e + 1
+                    t += 1
+                    stack[0, t] = e * b
+                    stack[1, t] = min(e * b + b, node_cnt[t + 1])
+                    stack[2, t] = 0
+                    counters[0] += 1
+                    level_nodes[t] += 1
+                    continue
+                stack[0, t] = e
+            # every entry of the node at depth t is done: leave it
+            if stack[2, t] == 0:
+                counters[1] += 1
+            elif t > 0:
+                stack[2, t - 1] = 1
+            t -= 1
+        top[0] = t
+        p = got
+        out_off[x + 1] = p
     return p
+
+
+_NO_ROWS = np.zeros(1, np.int64)           # a fresh cursor reads nothing yet
+_NO_OUT_I = np.empty(0, np.int64)
+_NO_OUT_F = np.empty(0, np.float64)
 
 
 class PackedRTree:
@@ -215,6 +204,11 @@ class PackedRTree:
         return sum(a.nbytes for a in (self.lo, self.hi, self.score, self.item, self.node_cnt,
                                       self.ext_lo, self.ext_hi, self.node_off))
 
+    def _arrays(self) -> tuple:
+        """The tree's arguments of :func:`_rtree_cursors`, in order."""
+        return (self.b, self.node_cnt, self.node_off, self.ext_lo, self.ext_hi, self.lo, self.hi, self.score,
+                self.item)
+
     def entries(self) -> int:
         """Rows plus node entries (one per node below the root: its extent in its parent)."""
         return len(self.lo) + max(0, len(self.ext_lo) - 1)
@@ -224,10 +218,10 @@ class PackedRTree:
         out_item = np.empty(off[-1], np.int64)
         out_score = np.empty(off[-1], np.float64)
         out_off = np.zeros(len(queries) + 1, np.int64)
-        counters = np.zeros(len(COUNTERS), np.int64)
         if self.height:
-            _rtree_read_many(queries, g, self.b, self.node_cnt, self.node_off, self.ext_lo, self.ext_hi, self.lo,
-                             self.hi, self.score, self.item, out_item, out_score, out_off, counters)
+            H = self.height
+            _rtree_cursors(queries, g, True, *self._arrays(), np.zeros((3, H), np.int64), np.full(1, -1, np.int64),
+                           np.zeros(len(COUNTERS), np.int64), np.zeros(H, np.int64), out_item, out_score, out_off)
         return out_off, out_item[: out_off[-1]], out_score[: out_off[-1]]
 
     def __len__(self) -> int:
@@ -252,19 +246,19 @@ class RTreeCursor(Cursor):
         self.counters = np.zeros(len(COUNTERS), np.int64)
         self.level_nodes = np.zeros(H, np.int64)
         self.left = len(tree)          # rows not yet reported: bounds any batch
-        _rtree_open(q, tree.b, tree.node_cnt, tree.ext_lo, tree.ext_hi,
-                    self.stack, self.top, self.counters, self.level_nodes)
+        self._q = np.array([q], np.float64)
+        self._state = (self.stack, self.top, self.counters, self.level_nodes)
+        _rtree_cursors(self._q, _NO_ROWS, True, *tree._arrays(), *self._state, _NO_OUT_I, _NO_OUT_F,
+                       np.zeros(2, np.int64))
 
     def next(self, n: int) -> tuple[np.ndarray, np.ndarray]:
         n = min(int(n), self.left)
         if n <= 0 or self.top[0] < 0:
             return np.empty(0, np.int64), np.empty(0, np.float64)
-        t = self.tree
         out_item = np.empty(n, np.int64)
         out_score = np.empty(n, np.float64)
-        got = _rtree_next(self.q, n, t.b, t.node_cnt, t.node_off, t.ext_lo, t.ext_hi,
-                          t.lo, t.hi, t.score, t.item, self.stack, self.top, self.counters,
-                          self.level_nodes, out_item, out_score)
+        got = _rtree_cursors(self._q, np.array([n], np.int64), False, *self.tree._arrays(), *self._state, out_item,
+                             out_score, np.zeros(2, np.int64))
         self.left -= got
         return out_item[:got], out_score[:got]
 
