@@ -33,6 +33,7 @@ import traceback
 import numpy as np
 
 import rankcast as rc
+from rankcast.config import NODE_HEALTH_CHECKS
 from rankcast.runtime.placement import CONTROL_ROLES, DATA_ROLES
 from tests.sockets import is_loopback, listening, ray_pids
 
@@ -49,7 +50,8 @@ class Nodes:
         from ray.cluster_utils import Cluster
 
         self.c = Cluster(initialize_head=True, connect=False, head_node_args={
-            "num_cpus": head_cpus, "include_dashboard": False, "object_store_memory": store})
+            "num_cpus": head_cpus, "include_dashboard": False, "object_store_memory": store,
+            "_system_config": dict(NODE_HEALTH_CHECKS)})
         ray.init(address=self.c.address, log_to_driver=False)
         self.store = store
         self.workers = [self.add(c) for c in worker_cpus]
