@@ -1,6 +1,7 @@
 """Scenarios on a Ray cluster of several nodes, every one of them on loopback only
-(``ray.cluster_utils.Cluster``, each node with its own resources), for the tests of placement
-and node loss (tests/test_nodes.py) and the node-loss benchmark.
+(``ray.cluster_utils.Cluster``, each node with its own resources, Ray's health checks of
+``rankcast.config.NODE_HEALTH_CHECKS``: a crashed node is counted dead in about a second),
+for the tests of placement and node loss (tests/test_nodes.py) and the node-loss benchmark.
 
 Each scenario runs in a process of its own, which starts its Ray nodes and its rankcast
 cluster and checks everything itself: ``python -m tests.multinode SCENARIO [KIND]`` exits

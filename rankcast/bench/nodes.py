@@ -4,7 +4,8 @@ subscriptions.
 Protocol: start a Ray cluster of ``1 + workers`` nodes on loopback in this process (a head
 and workers with ``cpus`` logical CPUs each, ``ray.cluster_utils``), and a spatial-keyword
 cluster on it with partitions and window shards spread over the nodes (``placement:
-spread``) and durable state; subscribe ``subs`` subscriptions of the dataset, fill the
+spread``) and durable state (Ray's health checks of ``rankcast.config.NODE_HEALTH_CHECKS``:
+a crashed node is counted dead in about a second); subscribe ``subs`` subscriptions of the dataset, fill the
 window, take a checkpoint, publish ``after`` more calls (they are in the log only). Then,
 ``repeats`` times: the worker node holding the most data roles is killed (every process of
 it at once: a crash), the next call (``publish``, waiting for its updates) meets the lost
