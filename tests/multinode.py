@@ -1,6 +1,7 @@
 """Scenarios on a Ray cluster of several nodes, every one of them on loopback only
-(``ray.cluster_utils.Cluster``, each node with its own resources), for the tests of placement
-and node loss (tests/test_nodes.py) and the node-loss benchmark.
+(``ray.cluster_utils.Cluster``, each node with its own resources, Ray's health checks of
+``rankcast.config.NODE_HEALTH_CHECKS``: a crashed node is counted dead in about a second),
+for the tests of placement and node loss (tests/test_nodes.py) and the node-loss benchmark.
 
 Each scenario runs in a process of its own, which starts its Ray nodes and its rankcast
 cluster and checks everything itself: ``python -m tests.multinode SCENARIO [KIND]`` exits
@@ -33,6 +34,7 @@ import traceback
 import numpy as np
 
 import rankcast as rc
+from rankcast.config import NODE_HEALTH_CHECKS
 from rankcast.runtime.placement import CONTROL_ROLES, DATA_ROLES
 from tests.sockets import is_loopback, listening, ray_pids
 
@@ -49,7 +51,8 @@ class Nodes:
         from ray.cluster_utils import Cluster
 
         self.c = Cluster(initialize_head=True, connect=False, head_node_args={
-            "num_cpus": head_cpus, "include_dashboard": False, "object_store_memory": store})
+            "num_cpus": head_cpus, "include_dashboard": False, "object_store_memory": store,
+            "_system_config": dict(NODE_HEALTH_CHECKS)})
         ray.init(address=self.c.address, log_to_driver=False)
         self.store = store
         self.workers = [self.add(c) for c in worker_cpus]

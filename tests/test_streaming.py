@@ -287,3 +287,94 @@ def test_a_malformed_row_rejects_its_micro_batch_and_the_stream_goes_on(spark, w
             assert cl.position() == 3 * per and cl.batch_state("strict") == {"last": 0, "rejected": {}}
     finally:
         cl.shutdown()
+
+
+def _driver(address, cl, sink, landing, ckpt, log, hang_at=None):
+    """The query's driver in a Spark of its own (tests/separate_spark.py), in a process
+    group of its own (its JVM included), printing each micro-batch's result; its log (Spark's
+    too) goes to the file ``log``."""
+    cmd = [sys.executable, "-m", "tests.separate_spark", address, cl.namespace, cl.name, sink, str(landing),
+           str(ckpt)] + ([str(hang_at)] if hang_at is not None else [])
+    root = Path(__file__).resolve().parent.parent
+    env = dict(os.environ, PYTHONPATH=f"{root}{os.pathsep}{os.environ.get('PYTHONPATH', '')}")
+    env.pop("RAY_ADDRESS", None)
+    with open(log, "w") as err:
+        proc = subprocess.Popen(cmd, cwd=root, env=env, stdout=subprocess.PIPE, stderr=err, text=True,
+                                start_new_session=True)
+    proc.log = log
+    return proc
+
+
+def _lines_until(proc, key, timeout=600):
+    """The JSON lines the driver prints until one with ``key``."""
+    import json
+    import queue
+    import threading
+
+    if not hasattr(proc, "lines"):
+        proc.lines = queue.Queue()
+        threading.Thread(target=lambda: [proc.lines.put(x) for x in proc.stdout] + [proc.lines.put(None)],
+                         daemon=True).start()
+    out, t0 = [], time.monotonic()
+    while True:
+        left = timeout - (time.monotonic() - t0)
+        try:
+            line = proc.lines.get(timeout=max(left, 0.01))
+        except queue.Empty:
+            raise AssertionError(f"the driver printed no {key!r} in {timeout} s: {out}") from None
+        if line is None:
+            raise AssertionError(f"the driver ended (status {proc.wait()}) before {key!r}: {out}\n"
+                                 f"{Path(proc.log).read_text()[-4000:]}")
+        if line.startswith("{"):
+            rec = json.loads(line)
+            out.append(rec)
+            if key in rec:
+                return out
+
+
+def test_a_separate_spark_driver_killed_mid_stream_and_restarted(ray_session, workload, tmp_path):
+    """A plain local Spark (not RayDP) in another process reaches the named cluster by its
+    Ray address; its driver is SIGKILLed (the JVM with it) after the cluster applied a
+    micro-batch that Spark had not committed, and restarted from its checkpoint: that
+    micro-batch changes nothing the second time, and the deliveries hold every update once,
+    equal to the engine's over the same input."""
+    cfg, msgs, subs = workload
+    n_files, per = 6, 40
+    msgs = msgs.slice(0, n_files * per)
+    landing, ckpt, out = tmp_path / "landing", tmp_path / "ckpt", tmp_path / "updates"
+    cl = _cluster("stream-separate", cfg, tmp_path / "state")
+    address = ray_session.get_runtime_context().gcs_address
+    driver = None
+    try:
+        cl.load_subscriptions(subs, progress=False)
+        landing.mkdir()
+        t0 = time.time() - 10_000
+        for i in range(n_files):
+            f = landing / f"msgs-{i:04d}.parquet"
+            pq.write_table(msgs.slice(i * per, per), f)
+            os.utime(f, (t0 + i, t0 + i))
+        # 1. the driver applies micro-batches 0..2 and is killed before Spark commits 2
+        driver = _driver(address, cl, "separate", landing, ckpt, tmp_path / "driver-1.log", hang_at=2)
+        first = _lines_until(driver, "hang")
+        os.killpg(driver.pid, signal.SIGKILL)
+        driver.wait(60)
+        assert [(r["batch_id"], r["applied"]) for r in first if "batch_id" in r] == [(0, True), (1, True), (2, True)]
+        assert cl.position() == 3 * per and cl.batch_state("separate")["last"] == 2
+        # 2. restarted from its checkpoint: micro-batch 2 again changes nothing, then the rest
+        driver = _driver(address, cl, "separate", landing, ckpt, tmp_path / "driver-2.log")
+        second = [r for r in _lines_until(driver, "done") if "batch_id" in r]
+        assert driver.wait(120) == 0
+        assert [(r["batch_id"], r["applied"]) for r in second] == \
+            [(2, False)] + [(b, True) for b in range(3, n_files)]
+        assert cl.position() == n_files * per and cl.batch_state("separate")["last"] == n_files - 1
+        cl.flush()
+        DeliveryWriter(cl, out, max_rows=2000, max_seconds=0.2).run(timeout=1.0)
+        _tiled(out)
+        eng = _check_against_engine(cfg, subs, msgs, fold_deliveries(read_deliveries(out)), n_files * per)
+        ids = subs.column("id").to_pylist()
+        assert cl.topk_many(ids) == {i: eng.topk(i) for i in ids}
+    finally:
+        if driver is not None and driver.poll() is None:
+            os.killpg(driver.pid, signal.SIGKILL)
+            driver.wait(60)
+        cl.shutdown()

@@ -4,7 +4,8 @@ subscriptions.
 Protocol: start a Ray cluster of ``1 + workers`` nodes on loopback in this process (a head
 and workers with ``cpus`` logical CPUs each, ``ray.cluster_utils``), and a spatial-keyword
 cluster on it with partitions and window shards spread over the nodes (``placement:
-spread``) and durable state; subscribe ``subs`` subscriptions of the dataset, fill the
+spread``) and durable state (Ray's health checks of ``rankcast.config.NODE_HEALTH_CHECKS``:
+a crashed node is counted dead in about a second); subscribe ``subs`` subscriptions of the dataset, fill the
 window, take a checkpoint, publish ``after`` more calls (they are in the log only). Then,
 ``repeats`` times: the worker node holding the most data roles is killed (every process of
 it at once: a crash), the next call (``publish``, waiting for its updates) meets the lost
@@ -52,7 +53,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
 
 def run_nodes(args) -> dict:
     import rankcast as rc
-    from rankcast.config import loopback_only
+    from rankcast.config import NODE_HEALTH_CHECKS, loopback_only
 
     loopback_only()
     # Ray's files of these nodes in a folder of their own: no other ray.init() here finds them
@@ -63,8 +64,10 @@ def run_nodes(args) -> dict:
     n_msgs = args.window + args.batch * (args.after + 2) * (args.repeats + 1) + 10_000
     w = build_workload(args.dataset, n_msgs, args.subs)
     store = 1 << 30
+    # the health checks that count a crashed node dead in about 1.5 s (Ray's default: 15 s)
     c = Cluster(initialize_head=True, connect=False, head_node_args={
-        "num_cpus": args.cpus, "include_dashboard": False, "object_store_memory": store})
+        "num_cpus": args.cpus, "include_dashboard": False, "object_store_memory": store,
+        "_system_config": dict(NODE_HEALTH_CHECKS)})
     workers = [c.add_node(num_cpus=args.cpus, object_store_memory=store) for _ in range(args.workers)]
     c.wait_for_nodes()
     ray.init(address=c.address, log_to_driver=False)

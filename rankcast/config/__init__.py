@@ -15,7 +15,7 @@ from rankcast.kinds.spatial.text import Vocabulary
 from rankcast.runtime import registry
 from rankcast.runtime.placement import PLACEMENTS
 
-__all__ = ["EngineConfig", "MatchConfig", "RangeConfig", "RANGE_METHODS", "ClusterConfig", "SCORINGS", "MATCH_INDEXES", "MATCH_DRIVERS", "MATCH_POLICIES", "RANGE_POLICIES", "Limits", "defaults", "limits", "POLICIES", "local_ray_options", "loopback_only",
+__all__ = ["EngineConfig", "MatchConfig", "RangeConfig", "RANGE_METHODS", "ClusterConfig", "SCORINGS", "MATCH_INDEXES", "MATCH_DRIVERS", "MATCH_POLICIES", "RANGE_POLICIES", "Limits", "defaults", "limits", "POLICIES", "local_ray_options", "loopback_only", "NODE_HEALTH_CHECKS",
            "PLACEMENTS", "CLUSTER_UPDATES"]
 
 _DEFAULTS_FILE = Path(__file__).with_name("defaults.yaml")
@@ -82,6 +82,16 @@ def limits() -> Limits:
 # (:func:`local_ray_options`) and for every process of its roles (``runtime.INLINE_ENV``)
 RAY_INLINE_BYTES = 256 * 1024
 RAY_INLINE_VAR = "RAY_max_direct_call_object_size"
+
+
+# Ray's control store counts a node dead after ``health_check_failure_threshold`` failed
+# health checks ``health_check_period_ms`` apart: by default 5 x 3 s, and until then a call to
+# a role on a crashed node fails only as "unavailable", after a wait of its own (about 2 s per
+# call). These settings (Ray's ``_system_config``, or ``ray start --head --system-config``)
+# make a crashed node dead in about 1.5 s, so the roles it held are recreated that much
+# sooner; a node that answers slowly still has ``health_check_timeout_ms`` per check
+NODE_HEALTH_CHECKS = {"health_check_initial_delay_ms": 1000, "health_check_period_ms": 500,
+                      "health_check_timeout_ms": 2000, "health_check_failure_threshold": 3}
 
 
 # Ray reads this variable when ``ray`` is imported: "0" makes a node it starts take loopback as

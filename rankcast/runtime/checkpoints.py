@@ -373,7 +373,7 @@ class Checkpoints:
         for attempt in range(MAX_RECOVERIES):
             try:
                 self._replaying = True
-                live = self._live_roles()
+                live = self._live_roles(self._deaths_seen(cause))
                 t1 = time.perf_counter()
                 records = self._load_checkpoint(live)
                 t2 = time.perf_counter()

@@ -48,7 +48,7 @@ import threading
 import time
 
 __all__ = ["StateStore", "Recoverable", "Writer", "ForkWriter", "write_snapshot", "write_snapshots",
-           "fork_snapshots", "dumps", "PeerLost", "StaleCall", "is_role_death", "shared_config", "LOG_HEADER",
+           "fork_snapshots", "dumps", "PeerLost", "StaleCall", "is_role_death", "dead_actors", "shared_config", "LOG_HEADER",
            "STATE_FORMAT"]
 
 LOG_HEADER = struct.Struct("<Q")      # byte length of the pickled record that follows
@@ -475,6 +475,25 @@ def is_role_death(exc: BaseException) -> bool:
         exc = getattr(exc, "cause", None) or exc.__cause__
         seen += 1
     return False
+
+
+def dead_actors(exc: BaseException | None) -> set[str]:
+    """The ids (hex) of the actors that ``exc`` (or what it wraps) says are gone: a role
+    whose own call failed so needs no ping to be counted dead (a ping of a process lost
+    with its node fails only after Ray's wait for news of its death, seconds)."""
+    try:
+        from ray.exceptions import RayActorError
+    except ImportError:  # pragma: no cover - ray is a dependency
+        return set()
+    out, seen = set(), 0
+    while exc is not None and seen < 8:
+        if isinstance(exc, RayActorError) and not getattr(exc, "actor_init_failed", False):
+            actor = getattr(exc, "actor_id", None)
+            if actor:
+                out.add(actor if isinstance(actor, str) else actor.hex())
+        exc = getattr(exc, "cause", None) or exc.__cause__
+        seen += 1
+    return out
 
 
 def shared_config(cfg) -> dict:

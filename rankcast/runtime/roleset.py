@@ -11,6 +11,7 @@ from rankcast.errors import NoCapacity
 
 from .placement import live_nodes, node_id
 from .guard import guarded
+from .recovery import dead_actors
 
 
 STANDBY_WARM_SECONDS = 120.0  # how long warm() waits for the standby processes
@@ -28,6 +29,7 @@ STORE_WARM_CHUNK = 8 << 20
 # loaded host), they are not short of room: waited for up to this many times the timeout
 SLOW_START_LIMIT = 10
 ADOPT_SECONDS = 30.0    # how long a restarted coordinator waits for a live role to answer
+PING_SECONDS = 5.0      # how long a recovery waits for a role to answer before it counts it dead
 ROLE_SEP = "::role::"   # a detached role's actor name: <cluster name>::role::<unique id>
 
 
@@ -311,17 +313,21 @@ class RoleSet:
             except Exception:  # already gone
                 pass
 
-    def _live_roles(self) -> list[tuple[str, object]]:
+    def _live_roles(self, known_dead: set[str] = frozenset()) -> list[tuple[str, object]]:
         """(role, handle) of the roles whose process still answers; the others are killed
-        for good (a role that hangs is as good as dead)."""
+        for good (a role that hangs is as good as dead). ``known_dead``: the actor ids that
+        death errors named (:func:`~rankcast.runtime.recovery.dead_actors`): those roles are
+        dead without a ping, which for a process lost with its node fails only after Ray's
+        wait for news of the death (seconds); the others are pinged together."""
         roles = [(r, h) for r, hs in self.role_groups() for h in hs]
         if self.rt.inproc:
             return roles
-        refs = [h.pid.remote() for _, h in roles]
-        ready, _ = self.rt.wait(refs, num_returns=len(refs), timeout=5.0)
+        asked = [(r, h) for r, h in roles if _key(h) not in known_dead]
+        refs = [h.pid.remote() for _, h in asked]
+        ready, _ = self.rt.wait(refs, num_returns=len(refs), timeout=PING_SECONDS) if refs else ([], [])
         ready = set(ready)
-        out, dead = [], []
-        for (r, h), ref in zip(roles, refs):
+        out, dead = [], [(r, h) for r, h in roles if _key(h) in known_dead]
+        for (r, h), ref in zip(asked, refs):
             ok = ref in ready
             if ok:
                 try:
@@ -333,6 +339,17 @@ class RoleSet:
             self.placer.avoid = {self.placer.where.get(_key(h)) for _, h in dead} - {None}
         self._kill([h for _, h in dead])
         self._drop_dead_standbys()
+        return out
+
+    def _deaths_seen(self, cause: BaseException | None, settled=()) -> set[str]:
+        """The actor ids of the roles that ``cause`` and the failed calls among ``settled``
+        (finished references) name dead (:func:`~rankcast.runtime.recovery.dead_actors`)."""
+        out = dead_actors(cause)
+        for ref in settled:
+            try:
+                self.rt.get(ref)
+            except Exception as e:
+                out |= dead_actors(e)
         return out
 
     def _drop_dead_standbys(self) -> None:

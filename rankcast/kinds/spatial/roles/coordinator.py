@@ -168,10 +168,11 @@ class Coordinator(CoordinatorBase):
         t0 = time.perf_counter()
         waiting = [r for _, refs, app, *_ in self.inflight for r in list(refs) + list(app)]
         waiting += [r for _, (_, counts, _), _ in self._cuts for r in counts]
+        settled = []
         if waiting:
-            self.rt.wait(waiting, num_returns=len(waiting), timeout=HEAL_SETTLE_SECONDS)
+            settled, _ = self.rt.wait(waiting, num_returns=len(waiting), timeout=HEAL_SETTLE_SECONDS)
         t_settled = time.perf_counter()
-        live = {id(h) for _, h in self._live_roles()}
+        live = {id(h) for _, h in self._live_roles(self._deaths_seen(cause, settled))}
         dead = [(role, i) for role, hs in self.role_groups() for i, h in enumerate(hs) if id(h) not in live]
         if any(role not in ("partition", "shard") for role, _ in dead):
             return False
