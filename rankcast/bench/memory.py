@@ -52,14 +52,31 @@ RAY_PROCESSES = (("gcs_server", "gcs server"), ("raylet", "raylet"), ("dashboard
 
 
 def process_memory(p) -> dict[str, float] | None:
-    """MiB of one process (a ``psutil.Process``): ``rss``, ``pss``, ``uss`` (None: it ended, or
-    its memory map is not readable)."""
+    """MiB of one process (a ``psutil.Process``): ``rss``, ``pss``, ``uss``, and ``store_pss``:
+    the part of its PSS in Ray's object store (its shared-memory file; 0 where the memory map
+    is not readable). None: it ended, or its memory is not readable."""
     import psutil
     try:
         m = p.memory_full_info()
     except (psutil.Error, OSError):
         return None
-    return {"rss": m.rss / MIB, "pss": getattr(m, "pss", m.rss) / MIB, "uss": m.uss / MIB}
+    return {"rss": m.rss / MIB, "pss": getattr(m, "pss", m.rss) / MIB, "uss": m.uss / MIB,
+            "store_pss": _store_pss(p.pid) / MIB}
+
+
+def _store_pss(pid: int) -> int:
+    """Bytes of PSS in the mappings of Ray's object store (a file named ``plasma...``)."""
+    total, inside = 0, False
+    try:
+        with open(f"/proc/{pid}/smaps") as f:
+            for line in f:
+                if line[0] in "0123456789abcdef" and "-" in line.split(" ", 1)[0]:
+                    inside = "plasma" in line
+                elif inside and line.startswith("Pss:"):
+                    total += int(line.split()[1]) * 1024
+    except OSError:
+        return 0
+    return total
 
 
 def _ray_label(cmd: str, name: str) -> str:
@@ -105,7 +122,7 @@ def _measure(labelled: list[tuple[int, str, str]]) -> dict:
     """Per process and summed by label and by group (MiB)."""
     import psutil
     procs, by_label, by_group = [], {}, {}
-    total = {"rss": 0.0, "pss": 0.0, "uss": 0.0}
+    total = {"rss": 0.0, "pss": 0.0, "uss": 0.0, "store_pss": 0.0}
     for pid, label, group in labelled:
         try:
             m = process_memory(psutil.Process(pid))
@@ -115,7 +132,7 @@ def _measure(labelled: list[tuple[int, str, str]]) -> dict:
             continue
         procs.append({"pid": pid, "label": label, "group": group, **{k: round(v, 1) for k, v in m.items()}})
         for d, key in ((by_label, label), (by_group, group)):
-            s = d.setdefault(key, {"rss": 0.0, "pss": 0.0, "uss": 0.0, "processes": 0})
+            s = d.setdefault(key, {"rss": 0.0, "pss": 0.0, "uss": 0.0, "store_pss": 0.0, "processes": 0})
             s["processes"] += 1
             for k in total:
                 s[k] += m[k]
