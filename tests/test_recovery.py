@@ -348,6 +348,28 @@ def test_snapshots_refer_to_the_shared_objects_by_name(tmp_path):
     assert store.read("p", {"x": "mine"}) == {"a": "mine", "b": 4}
 
 
+def test_committed_deliveries_are_kept_in_their_chunks_alone(tmp_path):
+    """Once a checkpoint commits, the coordinator keeps the deliveries it wrote only in their
+    chunk (memory holds one checkpoint interval of them); a listener from the first position
+    reads them back: the same stream as the engine's, before and after later calls."""
+    from rankcast.runtime.delivery import Spilled
+
+    cfg = _ccfg("test-spill", tmp_path, checkpoint_every=3600, options={"runtime": "inproc", "durable": True})
+    calls = random_calls(9, 40, invalid=False)
+    rec, brute = Recorder(cfg.engine), BruteForceEngine(cfg.engine)
+    live: set[int] = set()
+    cl = rc.Cluster.start(cfg, fresh=True)
+    co = cl._coord.local
+    play({"engine": rec, "cluster": cl, "brute": brute}, calls[:25], live=live)
+    cl.checkpoint()
+    assert co.deliveries and all(isinstance(a, Spilled) for _, a in co.deliveries)
+    assert [(d.position, d.updates) for d in cl.listen(from_position=1, timeout=0)] == rec.stream
+    play({"engine": rec, "cluster": cl, "brute": brute}, calls[25:], live=live)
+    assert not isinstance(co.deliveries[-1][1], Spilled), "made since the commit: in memory"
+    assert [(d.position, d.updates) for d in cl.listen(from_position=1, timeout=0)] == rec.stream
+    cl.shutdown()
+
+
 def test_raw_files_hold_their_arrays_beside_compressed_ones(tmp_path):
     """``StateStore.write_raw`` (a pickle and its arrays' buffers, not compressed) reads back
     equal, with writable arrays, next to files that ``write`` compressed."""

@@ -43,6 +43,10 @@ Three parts, JSON + PNG:
    (roles, client, Ray's raylet and GCS: ``cpu_us_per_message``), which other load on the
    same cores leaves nearly unchanged where it scatters the wall-clock ratios.
 
+4. **memory** (``--memory``): the resident memory of the default cluster (hash, 2 partitions,
+   durable state) against one engine on the same workload, every process measured, Ray's
+   own included (:mod:`rankcast.bench.memory`).
+
 Protocol of every run (paper 8.1.1): fill the window, subscribe, then stream ``messages``
 in calls of ``batch`` messages, each returning its updates as the engine's do; figures are
 taken on the stream.
@@ -304,7 +308,7 @@ def run_cluster_bench(dataset: str = "geonames", subs: int = 20_000, window: int
                       fit_sample: int = 5_000, ray_clusters=DEFAULT_RAY_CLUSTERS,
                       engine_repeats: int = ENGINE_REPEATS, ray_repeats: int = 1,
                       ray_wait_quiet: float = 0.0, scale_repeats: int = SCALE_REPEATS, kinds=(),
-                      kind_size: int = 20_000) -> dict:
+                      kind_size: int = 20_000, memory: bool = False) -> dict:
     """Run the three parts (see the module docstring); returns the JSON-able result and
     writes ``cluster.json`` / ``cluster.png`` under ``out``. ``scale_subs``: subscriptions of
     the scaling part (None: ``subs``); ``fit_sample``: rows of the policies' fitting sample;
@@ -316,17 +320,25 @@ def run_cluster_bench(dataset: str = "geonames", subs: int = 20_000, window: int
     (the median ratio reported, every run kept); ``ray_wait_quiet``: seconds each Ray run
     waits at most for the rest of the machine to go quiet. ``kinds``: also the ranked-matching
     and range top-k clusters against their engines (:mod:`rankcast.bench.kinds_cluster`, at
-    ``kind_size``), under ``"kinds"``."""
+    ``kind_size``), under ``"kinds"``. ``memory``: also the resident memory of the default
+    cluster against one engine (:mod:`rankcast.bench.memory`), under ``"memory"``, drawn in
+    ``cluster_memory.png``."""
     import rankcast as rc
     from ._common import build_workload
 
+    res: dict = {"machine": {"cpus": os.cpu_count(), "loadavg_start": os.getloadavg()}, "paper": PAPER}
+    if memory:
+        # first, each side in a fresh process of its own (this one loads nothing for it)
+        from .memory import plot_memory, run_memory_bench
+        res["memory"] = run_memory_bench(dataset, subs, window, messages, batch, seed, progress)
+        if out:
+            plot_memory(res["memory"], Path(out) / "cluster_memory.png")
+        if not (policies or (scale and scale_policies) or ray or kinds):
+            return _write_result(res, out)
     progress(f"workload {dataset}: {subs} subscriptions, window {window}, stream {messages}")
     work = build_workload(dataset, window + messages, subs, seed)
     cfg = rc.EngineConfig(bounds=work.bounds, window=window, vocabulary=work.vocab)
-    import os
-    res: dict = {"workload": {**work.describe(), "window": window, "stream": messages, "batch": batch},
-                 "machine": {"cpus": os.cpu_count(), "loadavg_start": os.getloadavg()},
-                 "paper": PAPER}
+    res["workload"] = {**work.describe(), "window": window, "stream": messages, "batch": batch}
 
     # load every kernel once (numba caches) so that no run pays for it
     small = build_workload(dataset, 600, 200, seed)
@@ -457,13 +469,19 @@ def run_cluster_bench(dataset: str = "geonames", subs: int = 20_000, window: int
         res["kinds"] = run_kind_clusters(kinds, updates="objects" if forms[0] == "objects" else "arrow",
                                          size=kind_size, seed=seed, address=address, progress=progress)
 
+    return _write_result(res, out, plot=True)
+
+
+def _write_result(res: dict, out: str | None, plot: bool = False) -> dict:
+    """``cluster.json`` (and ``cluster.png``, ``plot``) under ``out``; returns ``res``."""
     res["machine"]["loadavg_end"] = os.getloadavg()
     if out:
         outdir = Path(out)
         outdir.mkdir(parents=True, exist_ok=True)
         res.setdefault("hardware", hardware())
         (outdir / "cluster.json").write_text(json.dumps(res, indent=2, default=float))
-        _plot(res, outdir / "cluster.png")
+        if plot:
+            _plot(res, outdir / "cluster.png")
     return res
 
 
@@ -854,6 +872,10 @@ def add_arguments(p) -> None:
                         "rc.Matcher and rc.RangeEngine, per call and streamed (rankcast.bench.kinds_cluster)")
     p.add_argument("--kind-size", type=int, default=20_000,
                    help="expressions (matching) or objects (range) of the --kinds workloads")
+    p.add_argument("--memory", action="store_true",
+                   help="also the resident memory of the default cluster (hash, 2 partitions, durable state) "
+                        "against one engine on --subs and --window, every process measured "
+                        "(rankcast.bench.memory; with --policies --scale --no-ray: that alone)")
     p.add_argument("--address", default=None)
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--out", default="out/bench")
@@ -870,7 +892,7 @@ def main(args) -> int:
                             ray_clusters=tuple(args.ray_clusters), engine_repeats=args.engine_repeats,
                             ray_repeats=args.ray_repeats, ray_wait_quiet=args.ray_wait_quiet,
                             scale_repeats=args.scale_repeats, kinds=tuple(args.kinds),
-                            kind_size=args.kind_size)
+                            kind_size=args.kind_size, memory=args.memory)
     print(json.dumps(res, indent=2, default=float))
     return 0
 

@@ -128,8 +128,11 @@ def local_ray_options(**extra) -> dict[str, Any]:
     loopback_only()
     cpus = max(int(os.environ.get("RANKCAST_LOCAL_CPUS", "8")), os.cpu_count() or 1)
     dashboard = os.environ.get("RANKCAST_DASHBOARD", "0") not in ("", "0", "false", "False")
+    # no idle worker processes started ahead for the first driver (40 MiB each, which no role
+    # takes: every role is an actor with a process of its own, started when it is made)
+    system = {"prestart_worker_first_driver": False, **extra.pop("_system_config", {})}
     return {"address": "local", "num_cpus": cpus, "include_dashboard": dashboard, "dashboard_host": "127.0.0.1",
-            "_node_ip_address": "127.0.0.1", **extra}
+            "_node_ip_address": "127.0.0.1", "_system_config": system, **extra}
 
 
 def loopback_only() -> None:

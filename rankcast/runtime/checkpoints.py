@@ -12,6 +12,7 @@ from rankcast.errors import InvalidInput
 
 from .recovery import STATE_FORMAT, StateStore, Writer, is_role_death, shared_config, write_snapshots
 from .guard import MAX_RECOVERIES
+from .delivery import Spilled
 from .results import update_arrays
 
 
@@ -215,6 +216,7 @@ class Checkpoints:
             chunk.update((p, update_arrays(a)) for p, a in self.deliveries if saved < p <= pos)
             pend["chunk"] = Writer(self.store, [(rel, sorted(chunk.items(), key=lambda x: x[0]))], pickled=False,
                                    raw=True)
+            pend["chunk_arrays"] = chunk
         if not block and pend["chunk"].is_alive():
             return False
         pend["chunk"].done()
@@ -235,6 +237,8 @@ class Checkpoints:
             if old.startswith("deliv-") and old.split(".")[0] not in keep:
                 self.store.remove(old)
         self.epoch, self._pending = e, None
+        # the deliveries it wrote are kept in the chunk alone from now on
+        self._spill(rel, pend.pop("chunk_arrays"))
         self._committed_mark = pend["mark"]
         # the steps the new checkpoint holds leave the journal
         del self._journal[:pend["journal"]]
@@ -320,8 +324,9 @@ class Checkpoints:
                                     if self.evicted_upto < p <= self._deliv_saved_upto)
         else:                                 # a restart: the retained deliveries from the chunks
             t1 = time.perf_counter()
-            self.deliveries = deque((p, a) for rel, last in self._deliv_chunks if last > self.evicted_upto
-                                    for p, a in self.store.read(rel) if p > self.evicted_upto)
+            self.deliveries = deque((p, Spilled(rel)) for rel, last in self._deliv_chunks if last > self.evicted_upto
+                                    for p, _ in self.store.read(rel) if p > self.evicted_upto)
+            self._spill_read = None
             phases["read_deliveries"] = time.perf_counter() - t1
         self.inflight.clear()
         self._cuts.clear()                    # their records are in the log: the replay cuts again

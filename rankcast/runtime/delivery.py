@@ -15,8 +15,25 @@ from .guard import _NOT_DONE, guarded
 from .results import for_client, n_updates, update_arrays
 
 
+class Spilled:
+    """A retained delivery that only its chunk of the state directory holds (``deliv-<e>``,
+    written by a committed checkpoint): read back from there when asked for."""
+
+    __slots__ = ("rel",)
+
+    def __init__(self, rel: str):
+        self.rel = rel
+
+
 class Deliveries:
-    """Deliveries of a coordinator (mixed into :class:`~rankcast.runtime.coordinator.CoordinatorBase`)."""
+    """Deliveries of a coordinator (mixed into :class:`~rankcast.runtime.coordinator.CoordinatorBase`).
+
+    A durable cluster keeps in memory only the deliveries made since its last committed
+    checkpoint: each commit writes those before it to a chunk of the state directory and
+    keeps them there alone (:meth:`_spill`); a listener or a ``flush`` that asks for one of
+    them reads its chunk back (:meth:`_arrays_at`). The retention (``retention`` positions)
+    is the same; what memory holds is a checkpoint interval of the stream, not the whole
+    retention (at 100k subscriptions, tens of kilobytes of updates per message)."""
 
     # ------------------------------------------------------------------ delivery
     @guarded
@@ -35,7 +52,7 @@ class Deliveries:
         with self.metrics.busy():
             self._cut_group()
             want = set(self._flush_pos.pop(client, ()))
-            outs = [arr for pos, arr in self.deliveries if pos in want]
+            outs = [self._arrays_at(pos, arr) for pos, arr in self.deliveries if pos in want]
         if not outs:
             return NO_UPDATES
         return outs[0] if len(outs) == 1 else self._merge_deliveries(outs)
@@ -124,11 +141,33 @@ class Deliveries:
 
     def _deliver(self, pos: int, arrays) -> None:
         if self.deliveries and self.deliveries[-1][0] == pos:      # same position: one delivery
-            arrays = self._merge_deliveries([self.deliveries.pop()[1], arrays])
+            arrays = self._merge_deliveries([self._arrays_at(*self.deliveries.pop()), arrays])
         self.deliveries.append((pos, arrays))
         self.metrics.inc("updates", n_updates(arrays))
         while self.deliveries and self.deliveries[0][0] <= pos - self.ccfg.retention:
             self.evicted_upto = self.deliveries.popleft()[0]
+
+    def _arrays_at(self, pos: int, out):
+        """A retained delivery's updates (``out`` as kept: arrays, update parts, or
+        :class:`Spilled`, then read from its chunk, the last chunk read kept for the next)."""
+        if not isinstance(out, Spilled):
+            return out
+        cached = getattr(self, "_spill_read", None)
+        if cached is None or cached[0] != out.rel:
+            cached = self._spill_read = (out.rel, dict(self.store.read(out.rel)))
+        return cached[1][pos]
+
+    def _spill(self, chunk: str, written: dict) -> None:
+        """Keep the deliveries that chunk ``chunk`` holds (``written``: position -> the arrays
+        written there) only there. A delivery made again at the same position since (merged
+        with a later one, :meth:`_deliver`) is not the one written: it stays."""
+        self._spill_read = None
+        for i, (pos, out) in enumerate(self.deliveries):
+            if pos > self._deliv_saved_upto:
+                break
+            got = written.get(pos)
+            if got is not None and not isinstance(out, Spilled) and update_arrays(out) is got:
+                self.deliveries[i] = (pos, Spilled(chunk))
 
     def position(self) -> int:
         """The current stream position: messages published so far (deliveries carry the
@@ -162,7 +201,7 @@ class Deliveries:
                 break
             picked.append((pos, arr))
         picked.reverse()
-        picked = [(p, update_arrays(a)) for p, a in picked[:limit]]
+        picked = [(p, update_arrays(self._arrays_at(p, a))) for p, a in picked[:limit]]
         nxt = picked[-1][0] + 1 if picked else from_position
         if ids is not None:
             ids = np.asarray(ids, np.int64)

@@ -1021,6 +1021,15 @@ def _pow2(n: int) -> int:
     return 1 << max(4, int(n - 1).bit_length())
 
 
+def _extended(arr: np.ndarray, rows: int) -> np.ndarray:
+    """``arr`` copied into the first rows of a zeroed array of ``rows`` rows. The zeros are
+    the allocator's (pages mapped zeroed at their first touch): rows never written take no
+    memory, where a concatenation with zeros would write every one."""
+    new = np.zeros((rows,) + arr.shape[1:], arr.dtype)
+    new[: len(arr)] = arr
+    return new
+
+
 class MessageWindow:
     """The messages of the window (or of one window shard) and their index.
 
@@ -1130,10 +1139,12 @@ class MessageWindow:
         self.tr_bk[tidx & self.tmask] = old_b[tidx & old_tmask]
 
     def _add_chunks(self, grow: int) -> None:
-        """``grow`` more (free) chunks in the pool."""
+        """``grow`` more (free) chunks in the pool. The new rows are left to the allocator's
+        zeroed pages (:func:`_extended`): the free stack hands them out in order, so a row
+        takes memory only once a posting needs it, and the pool's doubling costs none."""
         nch = len(self.ch_i)
-        self.ch_f = np.concatenate([self.ch_f, np.zeros((grow, CF_WIDTH))])
-        self.ch_i = np.concatenate([self.ch_i, np.zeros((grow, CI_WIDTH), np.int64)])
+        self.ch_f = _extended(self.ch_f, nch + grow)
+        self.ch_i = _extended(self.ch_i, nch + grow)
         # the free stack must be able to hold every chunk: all may be freed at once
         free = np.empty(nch + grow, np.int64)
         free[: self.n_free] = self.free_chunks[: self.n_free]
@@ -1142,9 +1153,10 @@ class MessageWindow:
         self.n_free += grow
 
     def _resize_nodes(self, n: int) -> None:
-        self.nd_f = np.concatenate([self.nd_f, np.zeros((n - len(self.nd_f), 5))])
-        self.nd_i = np.concatenate([self.nd_i, np.zeros((n - len(self.nd_i), NI_WIDTH), np.int64)])
-        self.nd_free = np.concatenate([self.nd_free, np.zeros(n - len(self.nd_free), np.int64)])
+        # rows past the n_nd ever used are untouched until a node needs one (_extended)
+        self.nd_f = _extended(self.nd_f, n)
+        self.nd_i = _extended(self.nd_i, n)
+        self.nd_free = _extended(self.nd_free, n)
 
     # ------------------------------------------------------------------ updates
     def append(self, msgs: MessageBatch, seqs: np.ndarray, expire_upto: np.ndarray | None = None) -> None:

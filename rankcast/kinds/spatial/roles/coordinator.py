@@ -322,7 +322,8 @@ class Coordinator(CoordinatorBase):
         """Create every role (resumed from the snapshots under ``ckpt`` when given). After a
         death, ``reuse`` lists the live role processes: each becomes a role again in place
         (:meth:`Recoverable.reinit`), and only the dead ones get a new process."""
-        ccfg, cfg, opts = self.ccfg, self.rt.share(self.cfg), self.ccfg.options
+        role_cfg = self._role_cfg()
+        ccfg, cfg, opts = self.ccfg, self.rt.share(role_cfg), self.ccfg.options
         name, export = ccfg.name, self._export
         delay, seed = float(opts.get("delay", 0.0)), int(opts.get("seed", 0))
         P, S, A, D = self.policy.n_partitions, ccfg.window_shards, ccfg.aggregators, ccfg.distributors
@@ -354,7 +355,7 @@ class Coordinator(CoordinatorBase):
                                bool(opts.get("merge_via_aggregator", True)), name, export, delay, seed,
                                self.direct, diff)
             part_cfg = self._partition_cfg()
-            pcfg = cfg if part_cfg is self.cfg else self.rt.share(part_cfg)
+            pcfg = cfg if part_cfg is role_cfg else self.rt.share(part_cfg)
             self.parts = [make("partition", SubscriptionPartition, p, pcfg, p, *self._part_args) for p in range(P)]
             self.dists = [make("distributor", Distributor, d, self.policy, S, d, name, export, delay, seed,
                                snapshot=False) for d in range(D)]
@@ -368,16 +369,27 @@ class Coordinator(CoordinatorBase):
         """The most messages of one step: a call's (``batch_size``) or gathered ones'."""
         return max(self.ccfg.batch_size, getattr(self.ccfg, "coalesce", 0))
 
+    def _role_cfg(self) -> EngineConfig:
+        """The engine configuration the roles get: the engine's without its vocabulary. Only
+        the coordinator encodes text (the roles get term ids and weights), and a vocabulary
+        fitted on a corpus is tens of megabytes of Python strings and floats in every
+        process that holds one."""
+        if self.cfg.vocabulary is None:
+            return self.cfg
+        if getattr(self, "_bare_cfg", None) is None:
+            self._bare_cfg = self.cfg.replace(vocabulary=None)
+        return self._bare_cfg
+
     def _partition_cfg(self) -> EngineConfig:
-        """The subscription partitions' engine configuration: the engine's, with the policy's
+        """The subscription partitions' engine configuration: the roles' (:meth:`_role_cfg`), with the policy's
         finer Quadtree leaves (``Policy.leaf_capacity``) when there are several partitions:
         a partition of a replicating policy holds a few thousand replicas, which the
         engine's leaf capacity leaves in a few loose leaves. One partition holds every
         subscription, as the engine does."""
-        a = self.policy.leaf_capacity
-        if a is None or self.ccfg.partitions == 1 or a >= self.cfg.leaf_capacity:
-            return self.cfg
-        return self.cfg.replace(leaf_capacity=a)
+        a, cfg = self.policy.leaf_capacity, self._role_cfg()
+        if a is None or self.ccfg.partitions == 1 or a >= cfg.leaf_capacity:
+            return cfg
+        return cfg.replace(leaf_capacity=a)
 
     def _solo_layout(self, ckpt: str | None) -> bool:
         """Whether every partition is a :class:`SoloPartition` holding the whole window in its
