@@ -318,7 +318,6 @@ def test_deliveries_are_written_once_in_chunks_and_evicted_with_retention(tmp_pa
     cl2.shutdown()
 
 
-
 def test_snapshots_refer_to_the_shared_objects_by_name(tmp_path):
     """A state's references to the config and the vocabulary are written as their names and
     come back as the reader's own objects (compressed and uncompressed files), also where they
