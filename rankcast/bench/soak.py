@@ -2,8 +2,8 @@
 
 Protocol: subscribe ``subs`` subscriptions, fill the window, measure the sustainable rate
 (the stream as fast as the pipelined cluster takes it, over ``calibrate`` seconds: by
-default four checkpoint intervals, so that their cost is in it), then publish at ``rate`` messages/s
-(default: ``load`` x the sustainable rate) in calls of ``batch`` messages
+default four checkpoint intervals, so that their cost is in it), then publish at ``rate``
+messages/s (default: ``load`` x the sustainable rate) in calls of ``batch`` messages
 (``publish(wait=False)``: backpressure blocks the publisher when the cluster falls behind):
 
 1. the soak: ``seconds`` of stream, no faults: memory and update latency at that rate;
@@ -20,11 +20,11 @@ cluster does not run is an error before the stream starts, naming the roles it h
 
 Meanwhile a listener (``Cluster.listen``, its own thread; Arrow tables by default,
 ``--listen-updates objects`` for ``rc.Update`` objects, built in this process beside the
-publisher) receives every delivery: the
-latency of a call is the time from its submission to the arrival of the delivery holding
-its position; the resident memory of every process of the cluster (coordinator, roles and
-standby processes, new ones after a recovery included; not the short-lived children that
-write snapshots) and of this driver is sampled every second.
+publisher) receives every delivery: the latency of a call is the time from its submission
+to the arrival of the delivery holding its position; the resident memory of every process
+of the cluster (coordinator, roles and standby processes, new ones after a recovery
+included; not the short-lived children that write snapshots) and of this driver is sampled
+every second.
 
 Writes ``soak.json`` (throughput, latency p50/p99 of each phase, memory at start and end of
 the soak and its drift, recoveries) and ``soak.png`` (memory and latency over time, kills
