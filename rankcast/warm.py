@@ -100,44 +100,14 @@ def spatial() -> None:
             cl.shutdown()
 
 
-_CITIES = ["paris", "rome", "oslo", "lima", "kyiv", "quito", "accra", "hanoi"]
-
-
 def _expressions(rng, start: int, n: int):
-    """Expressions over numbers (ranges, bounds, equality) and strings (sets, exclusions)."""
-    import rankcast as rc
-
-    out = []
-    for i in range(start, start + n):
-        lo = float(rng.uniform(0, 80))
-        preds = [rc.Predicate("age", "between", (lo, lo + float(rng.uniform(1, 30))), weight=float(rng.uniform(0.5, 3)))]
-        r = rng.random()
-        if r < 0.3:
-            preds.append(rc.Predicate("city", "in", list(rng.choice(_CITIES, 2, replace=False)), weight=1.5))
-        elif r < 0.45:
-            preds.append(rc.Predicate("city", "!=", str(rng.choice(_CITIES))))
-        elif r < 0.6:
-            preds.append(rc.Predicate("pop", "<=", float(rng.uniform(0, 1e6)), weight=0.7))
-        elif r < 0.7:
-            preds.append(rc.Predicate("zone", "==", float(rng.integers(0, 20))))
-        if rng.random() < 0.4:
-            a = f"a{int(rng.integers(0, 6))}"
-            v = float(rng.uniform(0, 100))
-            preds.append(rc.Predicate(a, ">=" if rng.random() < 0.5 else "<", v, weight=float(rng.uniform(0.1, 2))))
-        out.append(rc.Expression(i, preds, score=float(rng.random())))
-    return out
+    from rankcast.kinds.matching.warmup import random_expressions
+    return random_expressions(rng, start, n)
 
 
 def _events(rng, start: int, n: int):
-    import rankcast as rc
-
-    out = []
-    for j in range(start, start + n):
-        values = {"age": float(rng.uniform(0, 100)), "city": str(rng.choice(_CITIES)), "pop": float(rng.uniform(0, 1e6)),
-                  "zone": float(rng.integers(0, 20))}
-        values.update((f"a{a}", float(rng.uniform(0, 100))) for a in range(6) if rng.random() < 0.7)
-        out.append(rc.Event(j, values, weights={"age": 0.5} if j % 2 else None))
-    return out
+    from rankcast.kinds.matching.warmup import random_events
+    return random_events(rng, start, n)
 
 
 def _match_calls(x, rng, n: int = 300) -> None:

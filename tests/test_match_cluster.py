@@ -303,3 +303,20 @@ def test_rankcast_run_leaves_a_ranked_matching_cluster_for_rankcast_load(ray_ses
         assert cl.stats()["subscriptions"] == len(exprs)
     finally:
         cl.shutdown()
+
+
+def test_a_partitions_warm_loads_both_sides_of_the_race_and_leaves_it_empty():
+    """``warm`` (Cluster.warm, before a stream): a partition loads the kernels of its core,
+    under index="auto" both the box tree's and the BE*-tree's (the race between them runs in
+    a stream's first events), and holds no expression afterwards."""
+    from rankcast.kinds.matching import boxtree
+    from rankcast.kinds.matching.roles import MatchPartition
+    from rankcast.kinds.matching.warmup import WARM_EXPRESSIONS
+    from rankcast.kinds.matching.auto import AutoCore
+
+    assert WARM_EXPRESSIONS > AutoCore.RACE_MIN
+    p = MatchPartition(rc.MatchConfig(scoring="weighted", index="auto", k=5), 0, export_metrics=False)
+    p.warm()
+    assert len(p.core) == 0 and p.step == 0 and p.core.stats()["expressions"] == 0
+    loaded = [f for f in vars(boxtree).values() if hasattr(f, "signatures") and f.signatures]
+    assert loaded, "the box tree's kernels were not loaded"

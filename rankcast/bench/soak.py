@@ -43,7 +43,7 @@ from pathlib import Path
 
 import numpy as np
 
-from rankcast.errors import CommandError
+from rankcast.errors import CommandError, InvalidInput
 from ._common import build_workload, progress, pyplot, save_figure, write_json
 
 __all__ = ["add_arguments", "main", "run_soak"]
@@ -72,6 +72,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--shards", type=int, default=2)
     p.add_argument("--checkpoint-every", type=float, default=None, help="ClusterConfig.checkpoint_every")
     p.add_argument("--delivery-interval", type=float, default=None, help="ClusterConfig.delivery_interval")
+    p.add_argument("--coalesce", type=int, default=None, help="ClusterConfig.coalesce")
     p.add_argument("--listen-updates", default="arrow", choices=("arrow", "objects"),
                    help="the form the listener takes deliveries in (Cluster.listen's updates)")
     p.add_argument("--out", default="out/bench")
@@ -113,19 +114,34 @@ def _rss_mb(pid: int) -> float:
 
 
 class _Listener(threading.Thread):
-    def __init__(self, cl, start_pos, form):
+    def __init__(self, cl, start_pos, form, retention: int):
         super().__init__(daemon=True)
-        self.cl, self.pos, self.form = cl, start_pos, form
+        self.cl, self.pos, self.form, self.retention = cl, start_pos, form, int(retention)
         self.arrivals: list[tuple[int, float, int]] = []    # (position, time, updates)
+        self.gaps: list[tuple[int, int, float]] = []         # (from, resumed at, time): positions missed
+        self.error: BaseException | None = None
         self.stop = threading.Event()
 
     def run(self):
-        while not self.stop.is_set():
-            for d in self.cl.listen(from_position=self.pos, timeout=0.5, updates=self.form):
-                self.arrivals.append((d.position, time.time(), len(d.updates)))
-                self.pos = d.position + 1
-                if self.stop.is_set():
-                    break
+        try:
+            while not self.stop.is_set():
+                try:
+                    for d in self.cl.listen(from_position=self.pos, timeout=0.5, updates=self.form):
+                        self.arrivals.append((d.position, time.time(), len(d.updates)))
+                        self.pos = d.position + 1
+                        if self.stop.is_set():
+                            break
+                except InvalidInput as e:
+                    # fell behind the retention (a publisher at full speed holds this process's
+                    # GIL): resume at the oldest kept position; the calls in between are
+                    # timed by the next delivery (a later arrival: never an earlier one)
+                    if "no longer kept" not in str(e):
+                        raise
+                    resume = max(self.pos, self.cl.position() - self.retention // 2)
+                    self.gaps.append((self.pos, resume, time.time()))
+                    self.pos = resume
+        except BaseException as e:      # noqa: BLE001 - reported by the soak, which stops
+            self.error = e
 
 
 KILL_ROLES = ("partition", "window", "aggregator", "distributor", "coordinator")
@@ -163,7 +179,7 @@ def run_soak(args, write=None) -> dict:
                        args.subs)
     state = tempfile.mkdtemp(prefix="rankcast-soak-")
     cfg = rc.EngineConfig(bounds=w.bounds, window=args.window, vocabulary=w.vocab)
-    extra = {k: getattr(args, k) for k in ("checkpoint_every", "delivery_interval") if getattr(args, k) is not None}
+    extra = {k: getattr(args, k) for k in ("checkpoint_every", "delivery_interval", "coalesce") if getattr(args, k) is not None}
     ccfg = rc.ClusterConfig(engine=cfg, policy=args.policy, partitions=args.partitions,
                             window_shards=args.shards, name="rankcast-soak", state_dir=state,
                             monitor_every=0.0, **extra)
@@ -206,7 +222,7 @@ def run_soak(args, write=None) -> dict:
             cl.flush()
         cl.checkpoint()
         listener = _Listener(rc.Cluster.attach(ccfg.name, namespace=ccfg.namespace), cl.position() + 1,
-                             args.listen_updates)
+                             args.listen_updates, ccfg.retention)
         listener.start()
         # sustainable rate: pipelined, as fast as the cluster takes it, with the listener on,
         # over several checkpoint intervals (a rate that leaves out the checkpoints' cost
@@ -228,6 +244,7 @@ def run_soak(args, write=None) -> dict:
             every ``kill_every`` seconds from the first one on, the report so far written
             before each kill after the first; sample memory every second."""
             listener.arrivals.clear()
+            listener.gaps.clear()
             submits: list[tuple[int, float]] = []      # (position at the call's end, submit time)
             mem: list[tuple[float, ...]] = []  # (seconds, cluster MiB, driver MiB, cluster private MiB)
             mem_roles: list[dict[str, float]] = []     # private MiB by role, at the same times
@@ -243,7 +260,8 @@ def run_soak(args, write=None) -> dict:
                         recs_seen[(r["time"], r["cause"])] = r
                 recs = sorted(recs_seen.values(), key=lambda r: r["time"])
                 return {"sent": sent, "elapsed": elapsed, "submits": list(submits),
-                        "arrivals": list(listener.arrivals), "mem": list(mem), "mem_roles": list(mem_roles),
+                        "arrivals": list(listener.arrivals), "listener_gaps": list(listener.gaps),
+                        "mem": list(mem), "mem_roles": list(mem_roles),
                         "kills": [dict(k) for k in kill_log], "recoveries": recs,
                         "checkpoints": {"taken": rec["checkpoints"], "last_seconds": rec["last_checkpoint_seconds"],
                                         "last_stall": rec["last_checkpoint_parts"]}}
@@ -258,6 +276,8 @@ def run_soak(args, write=None) -> dict:
                     now = time.time()
                     if now - start >= seconds:
                         break
+                    if listener.error is not None:
+                        raise RuntimeError(f"soak: the listener stopped: {listener.error!r}") from listener.error
                     if now >= next_mem:
                         rss, own, by_role = _cluster_rss_mb()
                         mem.append((now - start, rss, _rss_mb(os.getpid()), own))
@@ -329,6 +349,14 @@ def _quantiles(lat: np.ndarray) -> dict:
             "max": float(lat.max()), "calls": int(len(lat))}
 
 
+def _by_10_seconds(sub_t: np.ndarray, lat: np.ndarray) -> list[dict]:
+    """Latency quantiles of the calls submitted in each 10 seconds of a phase."""
+    if not len(sub_t):
+        return []
+    at = ((sub_t - sub_t[0]) // 10).astype(np.int64)
+    return [dict(_quantiles(lat[at == i]), at=10 * int(i)) for i in range(int(at.max()) + 1)]
+
+
 def _report(args, w, sustainable, rate, soak: dict, faults: dict | None) -> dict:
     sub_t, lat = _latencies(soak["submits"], soak["arrivals"])
     m = np.array(soak["mem"]) if soak["mem"] else np.zeros((1, 4))
@@ -381,7 +409,8 @@ def _report(args, w, sustainable, rate, soak: dict, faults: dict | None) -> dict
         "checkpoint_every": args.checkpoint_every, "delivery_interval": args.delivery_interval,
         "listen_updates": args.listen_updates,
         "sustainable_rate": sustainable, "target_rate": rate, "achieved_rate": soak["sent"] / soak["elapsed"],
-        "latency_seconds": lq,
+        "latency_seconds": lq, "latency_by_10_seconds": _by_10_seconds(sub_t, lat),
+        "listener_gaps": len(soak.get("listener_gaps", ())),
         "memory_mib": {"cluster_first_quarter": first, "cluster_last_quarter": last,
                        "drift": drift,
                        "private_first_quarter": own_first, "private_last_quarter": own_last,

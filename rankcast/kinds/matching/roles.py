@@ -204,6 +204,10 @@ class MatchPartition(Recoverable):
         from .matcher import new_core
         return new_core(self.cfg)
 
+    def _warm(self) -> None:
+        from .warmup import warm_matching
+        warm_matching(self.cfg)
+
     def _state(self) -> dict:
         return {"exprs": self.core.table.batch(), "n_attrs": self.n_attrs, "step": self.step}
 
