@@ -52,7 +52,7 @@ def _drive(cl, m, mcfg, seed, steps=14):
 
 
 @pytest.mark.parametrize("partitions", [1, 2, 4])
-@pytest.mark.parametrize("policy", ["hash", "attribute"])
+@pytest.mark.parametrize("policy", ["hash", "attribute", "replicate"])
 @pytest.mark.parametrize("scoring", ["static", "relaxed", "weighted"])
 def test_cluster_equals_matcher_after_every_call(scoring, policy, partitions):
     mcfg = rc.MatchConfig(scoring=scoring, index="sopt-r-tree", k=5, rebuild_min=4, rebuild_fraction=0.3)
@@ -80,7 +80,7 @@ def test_cluster_partitions_serve_the_box_and_pivot_drivers(scoring, index, driv
         cl.shutdown()
 
 
-@pytest.mark.parametrize("policy", ["hash", "attribute"])
+@pytest.mark.parametrize("policy", ["hash", "attribute", "replicate"])
 @pytest.mark.parametrize("scoring", ["static", "weighted"])
 def test_cluster_serves_the_be_tree_like_the_matcher(scoring, policy):
     mcfg = rc.MatchConfig(scoring=scoring, index="be-tree", k=5, leaf_capacity=2)
@@ -135,15 +135,18 @@ def test_config_refuses_skype_policies_for_matching():
     assert rc.ClusterConfig(engine=rc.EngineConfig(bounds=(0, 0, 1, 1))).policy == "prefix"
 
 
-@pytest.mark.parametrize("role,index", [("partition", "sopt-r-tree"), ("aggregator", "sopt-r-tree"),
-                                        ("distributor", "sopt-r-tree"), ("partition", "be-tree")])
+@pytest.mark.parametrize("role,index,policy", [("partition", "sopt-r-tree", "attribute"),
+                                               ("aggregator", "sopt-r-tree", "attribute"),
+                                               ("distributor", "sopt-r-tree", "attribute"),
+                                               ("partition", "be-tree", "attribute"),
+                                               ("partition", "be-tree", "replicate")])
 @pytest.mark.slow     # kills and restarts of Ray processes
-def test_recovers_from_a_killed_role_on_ray(ray_session, tmp_path, role, index):
+def test_recovers_from_a_killed_role_on_ray(ray_session, tmp_path, role, index, policy):
     """SIGKILL one role's process mid-stream: the next calls recover (checkpoint + log) and
     every answer, and the listener's stream, equal the Matcher's."""
     mcfg = rc.MatchConfig(scoring="relaxed" if index != "be-tree" else "weighted", index=index, k=4, rebuild_min=4,
                           leaf_capacity=2)
-    cl = _cluster(mcfg, "attribute", 2, runtime="ray", name=f"match-kill-{role}-{index}", state_dir=str(tmp_path),
+    cl = _cluster(mcfg, policy, 2, runtime="ray", name=f"match-kill-{role}-{index}-{policy}", state_dir=str(tmp_path),
                   checkpoint_every=0.0)
     try:
         m = rc.Matcher(mcfg)
@@ -320,3 +323,32 @@ def test_a_partitions_warm_loads_both_sides_of_the_race_and_leaves_it_empty():
     assert len(p.core) == 0 and p.step == 0 and p.core.stats()["expressions"] == 0
     loaded = [f for f in vars(boxtree).values() if hasattr(f, "signatures") and f.signatures]
     assert loaded, "the box tree's kernels were not loaded"
+
+
+def test_replicate_places_every_expression_everywhere_and_splits_the_events():
+    """``replicate``: each partition holds every expression and answers a run of each step's
+    events; covering routing has nothing to route there (asking for it is an error)."""
+    mcfg = rc.MatchConfig(scoring="weighted", index="auto", k=3)
+    cl = _cluster(mcfg, "replicate", 3)
+    try:
+        rng = np.random.default_rng(8)
+        m = rc.Matcher(mcfg)
+        exprs = _expressions(rng, 0, 60)
+        cl.subscribe(exprs)
+        m.subscribe(exprs)
+        evs = _events(rng, 0, 40)
+        assert cl.publish(evs) == m.publish(evs)
+        st = cl.stats()
+        parts = st["roles"]["partition"]
+        assert [p["subscriptions"] for p in parts] == [60, 60, 60]
+        assert sum(p["messages"] for p in parts) == 40 and all(p["messages"] > 0 for p in parts)
+        cl.unsubscribe([e.id for e in exprs[::3]])
+        m.unsubscribe([e.id for e in exprs[::3]])
+        assert [p["subscriptions"] for p in cl.stats()["roles"]["partition"]] == [40, 40, 40]
+        evs = _events(rng, 100, 7)
+        assert cl.publish(evs) == m.publish(evs)
+    finally:
+        cl.shutdown()
+    with pytest.raises(rc.InvalidInput, match="options.covering"):
+        rc.Cluster.start(rc.ClusterConfig(engine=mcfg, policy="replicate", partitions=2,
+                                          options={"runtime": "inproc", "covering": True}), fresh=True)

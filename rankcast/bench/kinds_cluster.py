@@ -30,7 +30,7 @@ def _workload(kind: str, seed: int, size: int):
     if kind == "matching":
         from rankcast.ingest.match_tables import events_table, expressions_table
         from rankcast.ingest.match_workloads import geonames_events, geonames_expressions
-        n_events = size // 2
+        n_events = min(5 * size, 200_000)
         events = geonames_events(limit=n_events + 20_000, seed=seed + 7)
         exprs = geonames_expressions(events[n_events:], size, seed=seed + 8)
         events = events[:n_events]
@@ -70,7 +70,7 @@ def _role_cpu(stats: dict) -> dict:
 def run_kind_clusters(kinds=KINDS, partitions: int = 2, updates: str = "objects", size: int = 20_000,
                       seed: int = 0, address: str | None = None, progress=print) -> dict:
     """Each kind's engine and its cluster of ``partitions``, per call and streamed (see the
-    module docstring). ``size``: subscriptions (matching: expressions; events, half as many;
+    module docstring). ``size``: subscriptions (matching: expressions; events, five times as many, at most 200,000;
     range: objects and updates, with a quarter as many ranges)."""
     import ray
 

@@ -296,7 +296,7 @@ register(KindEntry(
 register(KindEntry(
     "matching", "rankcast.config:MatchConfig", "rankcast.kinds.matching.roles:MatchCoordinator",
     engine="rankcast.kinds.matching.matcher:Matcher", label="ranked matching",
-    policies=("hash", "attribute"), policy_setting="match_policy",
+    policies=("hash", "attribute", "replicate"), policy_setting="match_policy",
     result="rankcast.model:Match", key="event_id", item="expression_id", by_key=False, publish_options=("k",),
     subscription_table=TableSpec("expression", jsonl=f"{_INGEST}.match_tables:read_match_jsonl"),
     publish_table=TableSpec("event", jsonl=f"{_INGEST}.match_tables:read_match_jsonl",

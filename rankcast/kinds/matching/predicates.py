@@ -410,10 +410,153 @@ def encode_expressions(items, table: AttributeTable, lim: Limits | None = None):
     return batch, pend
 
 
+def _json_objects(col, lim: Limits):
+    """A table column of JSON objects, one per row (``values`` or ``weights`` of an event
+    table), parsed by Arrow's JSON reader into one column per key: {key: (type, values,
+    present)}; None where the column is not plainly such objects (a null, an empty text, a
+    key given twice, a value that is no finite number or string, a text too long, a row
+    with too many keys...), which the row by row reading then reports."""
+    import io
+
+    import pyarrow as pa
+    import pyarrow.compute as pc
+    import pyarrow.json as pj
+
+    if not (pa.types.is_string(col.type) or pa.types.is_large_string(col.type)) or col.null_count:
+        return None
+    n = len(col)
+    if pc.any(pc.match_substring(col, "null")).as_py() \
+            or pc.any(pc.equal(pc.utf8_length(pc.utf8_trim_whitespace(col)), 0)).as_py():
+        return None         # a JSON null, which the reader takes for a missing key; an empty text
+    data = "\n".join(col.to_pylist()).encode()
+    try:
+        parsed = pj.read_json(io.BytesIO(data), read_options=pj.ReadOptions(use_threads=False,
+                                                                             block_size=max(len(data) + 1, 1 << 20)))
+    except (pa.ArrowInvalid, pa.ArrowNotImplementedError):
+        return None         # not JSON objects, a key twice, a type changing between rows...
+    if parsed.num_rows != n:        # every text holds one object (none is empty): one row each
+        return None
+    out = {}
+    count = np.zeros(n, np.int64)
+    for name, c in zip(parsed.column_names, parsed.columns):
+        if not name:
+            return None
+        present = ~c.is_null().to_numpy(zero_copy_only=False)
+        if pa.types.is_integer(c.type) or pa.types.is_floating(c.type):
+            v = c.to_numpy(zero_copy_only=False).astype(np.float64)
+            if not np.isfinite(v[present]).all():
+                return None
+            out[name] = (NUM, v, present)
+        elif pa.types.is_string(c.type):
+            longest = pc.max(pc.utf8_length(c)).as_py()
+            if longest is not None and longest > lim.max_text_chars:
+                return None
+            out[name] = (STR, c.combine_chunks(), present)
+        else:
+            return None     # booleans, lists, objects: the row reading names the item
+        count += present
+    if n and count.max(initial=0) > lim.max_predicates:
+        return None
+    return out
+
+
+def _encode_event_table(tab, table: AttributeTable, lim: Limits):
+    """:func:`encode_events` of an Arrow event table, column by column (Arrow parses the
+    JSON texts): the same batch and pending additions as the row by row reading, or None
+    where that reading must decide (any doubt about the input: it then names the item)."""
+    import json
+
+    import pyarrow as pa
+    import pyarrow.compute as pc
+
+    if isinstance(tab, pa.RecordBatch):
+        tab = pa.Table.from_batches([tab])
+    n = tab.num_rows
+    names = tab.column_names
+    if not n or "id" not in names or "values" not in names or n > lim.max_items:
+        return None
+    idc = tab.column("id")
+    if idc.type not in (pa.int64(), pa.int32(), pa.int16(), pa.int8()) or idc.null_count:
+        return None
+    ids = idc.to_numpy().astype(np.int64)
+    if len(np.unique(ids)) != n:
+        return None
+    vals = _json_objects(tab.column("values").combine_chunks(), lim)
+    if vals is None:
+        return None
+    wts: dict = {}
+    wrows = np.zeros(n, bool)
+    if "weights" in names:
+        wc = tab.column("weights").combine_chunks()
+        wrows = ~wc.is_null().to_numpy(zero_copy_only=False)
+        if wrows.any():
+            got = _json_objects(wc.filter(pa.array(wrows)), lim)
+            if got is None:
+                return None
+            at = np.flatnonzero(wrows)
+            for name, (kind, v, present) in got.items():
+                if kind != NUM or name not in vals:
+                    return None
+                full = np.zeros(n, bool)
+                full[at[present]] = True
+                if (full & ~vals[name][2]).any() or (v[present] < 0).any():
+                    return None     # a weight without a value, a negative weight
+                w = np.ones(n)
+                w[at[present]] = v[present]
+                wts[name] = w
+    pend = _Pending(table)
+    # new attributes in the order the row by row reading meets them: by the first row that
+    # names one, then by its place among that row's keys
+    new = [name for name in vals if name not in table.ids]
+    first = {name: int(np.argmax(vals[name][2])) for name in new}
+    texts = tab.column("values")
+    order = {}
+    for r in sorted(set(first.values())):
+        keys = list(json.loads(texts[r].as_py()))
+        order.update((k, (r, keys.index(k))) for k in new if first[k] == r)
+    aid = {}
+    try:
+        for name in sorted(vals, key=lambda x: order.get(x, (-1, 0))):
+            kind, v, present = vals[name]
+            r = first.get(name, int(np.argmax(present)))
+            aid[name] = pend.attr(name, kind, ("event", r, int(ids[r]), f"values[{name!r}]"))
+    except InvalidInput:
+        return None         # a type clash: the row by row reading names the first item with it
+    ev, attr, val, weight = [], [], [], []
+    for name, (kind, v, present) in vals.items():
+        rows = np.flatnonzero(present)
+        a = aid[name]
+        if kind == NUM:
+            x = v[rows]
+        else:
+            strings = v.filter(pa.array(present))
+            uniq = strings.unique()
+            codes = np.array([pend.code(a, s, False) for s in uniq.to_pylist()], np.float64)
+            x = codes[pc.index_in(strings, value_set=uniq).to_numpy()]
+        ev.append(rows)
+        attr.append(np.full(len(rows), a, np.int32))
+        val.append(x)
+        weight.append(wts[name][rows] if name in wts else np.ones(len(rows)))
+    if ev:
+        ev_a, attr_a, val_a, w_a = (np.concatenate(x) for x in (ev, attr, val, weight))
+    else:
+        ev_a, attr_a, val_a, w_a = np.zeros(0, np.int64), np.zeros(0, np.int32), np.zeros(0), np.zeros(0)
+    o = np.lexsort((attr_a, ev_a))
+    off = np.zeros(n + 1, np.int64)
+    np.cumsum(np.bincount(ev_a, minlength=n), out=off[1:])
+    return EventBatch(ids=ids, off=off, attr=attr_a[o], val=val_a[o], weight=w_a[o]), pend
+
+
 def encode_events(items, table: AttributeTable, lim: Limits | None = None):
     """Validate ``items`` (``rc.Event`` or mappings with ``id``, ``values``, ``weights``) and
-    encode them: returns (EventBatch, pending additions to ``table``: new attributes' types)."""
+    encode them: returns (EventBatch, pending additions to ``table``: new attributes' types).
+    An Arrow event table is read column by column where it plainly holds valid events
+    (:func:`_encode_event_table`), otherwise row by row, as objects are."""
     lim = lim or limits()
+    if type(items).__module__.startswith("pyarrow"):
+        got = _encode_event_table(items, table, lim)
+        if got is not None:
+            return got
     items = _items(items, "event", Event, lim)
     pend = _Pending(table)
     ids, off, attr, val, weight = [], [0], [], [], []

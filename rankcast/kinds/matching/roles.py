@@ -3,7 +3,9 @@
 - distribution (:class:`~rankcast.runtime.distributor.Distributor` with a :class:`MatchPolicy`):
   places expressions on subscription partitions (``hash``, or ``attribute``: ranges of the
   attribute the expressions use most, split at quantiles like the location policy's KD
-  leaves) and, for ``static`` and ``weighted`` scoring, sends each event only to the
+  leaves; or ``replicate``: every expression in every partition, each event to one of them,
+  the step's events cut into one run per partition, no merge needed) and, for ``static``
+  and ``weighted`` scoring, sends each event only to the
   partitions holding an expression it matches (covering routing,
   :mod:`~rankcast.kinds.matching.covering.routing`; ``options["covering"]``, on by default); ``relaxed``
   scoring, or covering off, sends every event to every partition;
@@ -87,6 +89,29 @@ def merge_routed(parts: list, rows: list[np.ndarray], ev: np.ndarray, k: int) ->
     return (ev,) + _best_per_event(rows_ev, ids, sc, n, k)
 
 
+def concat_runs(parts: list, n: int) -> tuple:
+    """``replicate``: the partitions' answers to consecutive runs of a step's ``n`` events,
+    each event's list whole (every partition holds every expression), laid end to end in the
+    form :func:`merge_topk` returns. ``parts[p]``: partition ``p``'s answer, None for an
+    empty run."""
+    got = [p for p in parts if p is not None]
+    ev = np.concatenate([p[0] for p in got])
+    off = np.zeros(n + 1, np.int64)
+    np.cumsum(np.concatenate([np.diff(p[1]) for p in got]), out=off[1:])
+    return ev, off, np.concatenate([p[2] for p in got]), np.concatenate([p[3] for p in got])
+
+
+def answer_form(lists: tuple, diff: bool) -> tuple:
+    """The merged lists (events, offsets, expression ids, scores) as the cluster delivers
+    them: as they are, or (``diff``) as diff arrays, every entry entering (an event's list
+    starts empty)."""
+    if not diff:
+        return lists
+    ev, off, ids, sc = lists
+    key, rank = key_rank(np.asarray(ev, np.int64), np.asarray(off, np.int64))
+    return diffs_of_new_lists(key, rank, ids, sc)
+
+
 def covering_stats(per_dist: list[dict], n_live: int, n_parts: int) -> dict:
     """The cluster's figures of covering routing from its distributors' counters.
 
@@ -126,7 +151,8 @@ def results_arrays(event_ids: np.ndarray, results: list[tuple[np.ndarray, np.nda
 
 class MatchPolicy(PlacementPolicy):
     """Placement of expressions and routing of events (module docstring): every event goes
-    to every partition."""
+    to every partition, or under ``replicate`` every expression lives in every partition and
+    each event goes to one (:meth:`event_runs`)."""
 
     def __init__(self, name: str, n_partitions: int, options: dict | None = None):
         if name not in MATCH_POLICIES:
@@ -151,8 +177,22 @@ class MatchPolicy(PlacementPolicy):
         self.cuts = np.quantile(mids, np.arange(1, self.n_partitions) / self.n_partitions)
         return self
 
+    @property
+    def replicated(self) -> bool:
+        """Every expression lives in every partition (``replicate``)."""
+        return self.name == "replicate"
+
+    def event_runs(self, n: int) -> list[np.ndarray]:
+        """``replicate``: the positions of a step's ``n`` events each partition answers, one
+        contiguous run per partition (the runs as even as they can be)."""
+        bounds = np.linspace(0, n, self.n_partitions + 1).round().astype(np.int64)
+        return [np.arange(bounds[p], bounds[p + 1], dtype=np.int64) for p in range(self.n_partitions)]
+
     def place(self, exprs: ExpressionBatch) -> np.ndarray:
-        """The partition of every expression (each lives in exactly one)."""
+        """The partition of every expression (each lives in exactly one; ``replicate``: -1,
+        all of them)."""
+        if self.replicated:
+            return np.full(len(exprs), -1, np.int64)
         part = np.mod(exprs.ids, self.n_partitions)
         if self.attr < 0 or not len(exprs):
             return part
@@ -164,7 +204,7 @@ class MatchPolicy(PlacementPolicy):
 
     def describe(self) -> dict[str, Any]:
         return {"policy": self.name, "partitions": self.n_partitions, "attribute": self.attr,
-                "cuts": self.cuts.tolist(), "events": "broadcast"}
+                "cuts": self.cuts.tolist(), "events": "split" if self.replicated else "broadcast"}
 
 
 class MatchOps:
@@ -273,11 +313,7 @@ class MatchAggregator(Recoverable):
 
     def _form(self, lists: tuple) -> tuple:
         """The merged lists (events, offsets, expression ids, scores) as this role answers them."""
-        if not self.diff:
-            return lists
-        ev, off, ids, sc = lists
-        key, rank = key_rank(np.asarray(ev, np.int64), np.asarray(off, np.int64))
-        return diffs_of_new_lists(key, rank, ids, sc)
+        return answer_form(lists, self.diff)
 
     def stats(self) -> dict:
         out = self.metrics.snapshot()
@@ -301,6 +337,12 @@ class MatchCoordinator(CoordinatorBase):
         self.attrs = AttributeTable()
         self.policy = MatchPolicy(ccfg.policy, ccfg.partitions, ccfg.options)
         self.covering = covering_enabled(self.cfg.scoring, ccfg.options)
+        if self.policy.replicated:
+            if ccfg.options.get("covering") is True:
+                raise InvalidInput("ClusterConfig: field 'options.covering': the replicate policy sends each "
+                                   "event to one partition, which holds every expression: nothing to route; "
+                                   "use 'auto' or False")
+            self.covering = False
         self.owner: dict[int, int] = {}         # expression id -> its distributor (covering routing)
         self._client_now = None
         self._routing: list = []                # routing updates spread, not waited for yet
@@ -346,6 +388,14 @@ class MatchCoordinator(CoordinatorBase):
                                snapshot=False) for d in range(D)]
         finish()
 
+    def warm(self) -> dict:
+        """:meth:`CoordinatorBase.warm`, and this process reads an event table once (on a
+        throw-away attribute table): the column reading's modules (Arrow's JSON reader, its
+        compute functions) load now, not in a stream's first call."""
+        from .warmup import random_event_table
+        encode_events(random_event_table(np.random.default_rng(0), 20), AttributeTable())
+        return super().warm()
+
     # validation and encoding (the attribute table is the dictionary)
     def encode_subscriptions(self, exprs):
         return encode_expressions(exprs, self.attrs)
@@ -363,6 +413,10 @@ class MatchCoordinator(CoordinatorBase):
     def place(self, batch: ExpressionBatch) -> None:
         parts = self.policy.place(batch)
         self.live.update(zip(batch.ids.tolist(), parts.tolist()))
+        if self.policy.replicated:
+            for p in range(len(self.parts)):
+                self._add_ops(p, MatchOps(add=batch))
+            return
         for p in np.unique(parts).tolist():
             self._add_ops(p, MatchOps(add=batch.take(parts == p)))
         if self.covering:
@@ -396,7 +450,10 @@ class MatchCoordinator(CoordinatorBase):
     def apply_unsubscribe(self, arr: np.ndarray) -> None:
         self._cut_group()
         parts = np.fromiter((self.live.pop(i) for i in arr.tolist()), np.int64, len(arr))
-        for p in np.unique(parts).tolist():
+        if self.policy.replicated:
+            for p in range(len(self.parts)):
+                self._add_ops(p, MatchOps(remove=arr))
+        for p in np.unique(parts[parts >= 0]).tolist():
             self._add_ops(p, MatchOps(remove=arr[parts == p]))
         if self.covering:
             owners = np.fromiter((self.owner.pop(i) for i in arr.tolist()), np.int64, len(arr))
@@ -451,7 +508,16 @@ class MatchCoordinator(CoordinatorBase):
         P = len(self.parts)
         n_attrs = len(self.attrs)
         merged = None
-        if events is not None and len(events):
+        if events is not None and len(events) and self.policy.replicated:
+            # each partition answers a run of the events from the whole table: sent from here
+            # (no routing to do); each event's list is whole, the answers are laid end to end
+            # at the harvest (concat_runs: no aggregator)
+            rows = self.policy.event_runs(len(events))
+            refs = [pt.process.remote(j, n_attrs, k, ops.get(p), (events.take(r), seqs[r], seqs[r]) if len(r) else None)
+                    for p, (pt, r) in enumerate(zip(self.parts, rows))]
+            merged = len(events)
+            self.dispatched_pos = int(seqs[-1])
+        elif events is not None and len(events):
             d = self.dists[j % len(self.dists)]
             if self.covering:
                 outs = d.route_rows.options(num_returns=P + 1).remote(j, events, seqs)
@@ -476,8 +542,10 @@ class MatchCoordinator(CoordinatorBase):
     def harvest(self, entry) -> None:
         _, refs, merged, pos = entry
         with self.metrics.waiting():
-            self.rt.get(refs)
-            if merged is not None:
+            got = self.rt.get(refs)
+            if isinstance(merged, int):     # replicate: the runs' answers (dispatch)
+                self._results.append(answer_form(concat_runs(got, merged), self.diffs))
+            elif merged is not None:
                 self._results.append(self.rt.get(merged))
         self.applied_pos = max(self.applied_pos, pos)
 

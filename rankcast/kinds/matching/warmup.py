@@ -10,7 +10,7 @@ import numpy as np
 from rankcast.config import MatchConfig
 from rankcast.model import Event, Expression, Predicate
 
-__all__ = ["warm_matching", "random_expressions", "random_events", "WARM_EXPRESSIONS"]
+__all__ = ["warm_matching", "random_expressions", "random_events", "random_event_table", "WARM_EXPRESSIONS"]
 
 CITIES = ["paris", "rome", "oslo", "lima", "kyiv", "quito", "accra", "hanoi"]
 # expressions of the warm-up's table: more than AutoCore.RACE_MIN, so that the race runs
@@ -52,6 +52,19 @@ def random_events(rng, start: int, n: int) -> list[Event]:
     return out
 
 
+def random_event_table(rng, n: int):
+    """:func:`random_events` as an event table (docs/contract.md, "Tables": ``values`` and
+    ``weights`` as JSON objects)."""
+    import json
+
+    import pyarrow as pa
+
+    rows = [{"id": e.id, "values": json.dumps(dict(e.values)),
+             "weights": None if e.weights is None else json.dumps(dict(e.weights))} for e in random_events(rng, 0, n)]
+    return pa.Table.from_pylist(rows, schema=pa.schema([("id", pa.int64()), ("values", pa.string()),
+                                                         ("weights", pa.string())]))
+
+
 def warm_matching(cfg: MatchConfig) -> None:
     """A throw-away Matcher of ``cfg`` with :data:`WARM_EXPRESSIONS` random expressions: its
     index built, the race of ``index="auto"`` run to its end (both sides' kernels), events
@@ -67,3 +80,4 @@ def warm_matching(cfg: MatchConfig) -> None:
     m.unsubscribe([e.id for e in exprs[::50]])
     m.subscribe(random_expressions(rng, WARM_EXPRESSIONS, 20))
     m.publish(random_events(rng, 1000, 40), k=3)
+    m.publish(random_event_table(rng, 20))      # an event table: read by columns
