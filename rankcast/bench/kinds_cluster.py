@@ -3,8 +3,10 @@
 the same update form on both sides, side by side in one run.
 
 - ``matching``: GeoNames places as events against expressions drawn around other places
-  (:mod:`rankcast.ingest.match_workloads`), ``weighted`` scoring, k = 5, the ``attribute``
-  policy; ``rc.Matcher`` against a cluster of ``partitions``;
+  (:mod:`rankcast.ingest.match_workloads`), ``weighted`` scoring, k = 5; ``rc.Matcher``
+  against a cluster of ``partitions`` under the ``replicate`` policy (every expression in
+  every partition, each event answered by one) and under ``attribute`` (each expression in
+  one partition, every event to each holding a match), the second as ``matching attribute``;
 - ``range``: GeoNames places as objects and ranges of longitude
   (:mod:`rankcast.ingest.range_workloads`), k = 10, ``paint-sparse``, the ``kd`` policy;
   the update stream in its calls of distinct ids; ``rc.RangeEngine`` against the cluster.
@@ -35,13 +37,13 @@ def _workload(kind: str, seed: int, size: int):
         exprs = geonames_expressions(events[n_events:], size, seed=seed + 8)
         events = events[:n_events]
         calls = [events_table(events[a:a + 1000]) for a in range(0, len(events), 1000)]
-        return rc.MatchConfig(scoring="weighted", index="auto", k=5), "attribute", expressions_table(exprs), \
-            calls, exprs[:2000]
+        return rc.MatchConfig(scoring="weighted", index="auto", k=5), ("replicate", "attribute"), \
+            expressions_table(exprs), calls, exprs[:2000]
     from rankcast.ingest.range_tables import distinct_runs
     from rankcast.ingest.range_workloads import geonames_range_workload
     subs, ups = geonames_range_workload(size, size // 4, size, seed=seed + 11)
     calls = [ups.slice(x, y - x) for x, y in distinct_runs(ups.column("id").to_numpy())]
-    return rc.RangeConfig(k=10, method="paint-sparse"), "kd", subs, calls, subs.slice(0, 1000)
+    return rc.RangeConfig(k=10, method="paint-sparse"), ("kd",), subs, calls, subs.slice(0, 1000)
 
 
 def _stream(target, subs, calls, wait: bool, updates: str, at_start=None) -> float:
@@ -82,7 +84,7 @@ def run_kind_clusters(kinds=KINDS, partitions: int = 2, updates: str = "objects"
                     else local_ray_options(log_to_driver=False)))
     out: dict = {}
     for kind in kinds:
-        cfg, policy, subs, calls, sample = _workload(kind, seed, size)
+        cfg, policies, subs, calls, sample = _workload(kind, seed, size)
         engine_cls = rc.Matcher if kind == "matching" else rc.RangeEngine
         items = sum(c.num_rows for c in calls)
         # the engine's kernels loaded before it is timed: on every subscription, so that it
@@ -93,9 +95,10 @@ def run_kind_clusters(kinds=KINDS, partitions: int = 2, updates: str = "objects"
         for c in calls[:3]:
             warm.publish(c, updates=updates)
         del warm
-        row = out[kind] = {"policy": policy, "partitions": partitions, "updates_form": updates,
-                           "subscriptions": subs.num_rows, "items": items, "calls": len(calls)}
-        for mode, wait in (("per_call", True), ("streamed", False)):
+        for policy, mode, wait in ((p, m, w) for p in policies for m, w in (("per_call", True), ("streamed", False))):
+            key = kind if policy == policies[0] else f"{kind} {policy}"
+            row = out.setdefault(key, {"policy": policy, "partitions": partitions, "updates_form": updates,
+                                       "subscriptions": subs.num_rows, "items": items, "calls": len(calls)})
             # the faster of two engine runs: the strongest reference
             e = max(items / _stream(engine_cls(cfg), subs, calls, True, updates) for _ in range(2))
             ccfg = rc.ClusterConfig(engine=cfg, policy=policy, partitions=partitions, actor_cpus=0.01,
@@ -116,7 +119,7 @@ def run_kind_clusters(kinds=KINDS, partitions: int = 2, updates: str = "objects"
                 return round((a - b) / items * 1e6, 1)
             row[mode] = {"throughput": c, "engine_throughput": e, "vs_engine": c / e,
                          "cpu_us_per_item": {r: per_item(after[r], before[r]) for r in after}}
-            progress(f"{kind} cluster of {partitions}, {mode}: {c:.0f} items/s against the engine's {e:.0f} "
+            progress(f"{kind} cluster of {partitions} ({policy}), {mode}: {c:.0f} items/s against the engine's {e:.0f} "
                      f"(just before): {c / e:.2f}x; CPU us per item in each role's methods "
                      f"{row[mode]['cpu_us_per_item']}")
     return out

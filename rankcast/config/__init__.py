@@ -352,7 +352,7 @@ class RangeConfig:
 class ClusterConfig:
     """Topology of a deployment on Ray: DSkype's roles (paper Section 7) for the spatial-keyword
     kind (``engine`` an EngineConfig), the same roles for ranked matching (``engine`` a
-    MatchConfig: policies ``hash`` or ``attribute``, no window shards) and range top-k
+    MatchConfig: policies ``hash``, ``attribute`` or ``replicate``, no window shards) and range top-k
     (``engine`` a RangeConfig: policies ``kd`` or ``hash``, one Paint server), and for any
     other kind registered in :mod:`rankcast.runtime.registry` (``engine`` its config).
     ``policy`` None: the kind's default (``defaults.yaml``: prefix, hash, kd)."""
