@@ -898,43 +898,55 @@ def main(args) -> int:
 
 
 def _plot(res: dict, path: Path) -> None:
+    """One panel per part that ran: the policies, the projected scale-out, the clusters on
+    Ray against their engines."""
     plt = pyplot("rankcast bench cluster")
 
-    fig, ax = plt.subplots(1, 3, figsize=(16, 4.5))
-    pols = list(res["policies"])
-    rep = [res["policies"][p]["replication_ratio"] for p in pols]
-    com = [res["policies"][p]["communication_cost"] for p in pols]
-    x = np.arange(len(pols))
-    ax[0].bar(x - 0.2, rep, 0.4, label="replication ratio")
-    ax[0].bar(x + 0.2, com, 0.4, label="tuples / message")
-    ax[0].set_xticks(x, pols, rotation=20)
-    ax[0].set_yscale("log")
-    ax[0].set_title(f"policies at {res['partitions']} partitions (Table 5, Fig. 21)")
-    ax[0].legend()
-    for pol, pts in res["scaling"].items():
-        ax[1].plot([p["partitions"] for p in pts], [p["speedup_vs_engine"] for p in pts], "o-",
-                   label=f"{pol}, pipelined")
-        ax[1].plot([p["partitions"] for p in pts], [p["per_call"]["speedup_vs_engine"] for p in pts], "s--",
-                   label=f"{pol}, per call")
-    ax[1].axhspan(26, 49, color="tab:green", alpha=0.15, label="paper: 26-49x")
-    ax[1].set_xscale("log", base=2)
-    ax[1].set_xlabel("subscription partitions (one core each)")
-    ax[1].set_ylabel("speed-up over the engine")
-    ax[1].legend()
-    ax[1].set_title("scale-out from measured busy time")
     rows = {**res.get("ray", {}), **{f"{k} x{v['partitions']}": v for k, v in res.get("kinds", {}).items()}}
-    labels = list(rows)
-    x = np.arange(len(labels))
-    for dx, mode in ((-0.2, "per_call"), (0.2, "streamed")):
-        ax[2].bar(x + dx, [v[mode]["vs_engine"] for v in rows.values()], 0.4,
-                  label=mode.replace("_", " "))
-    ax[2].set_xticks(x, labels)
-    ax[2].legend()
-    ax[2].axhline(1.0, color="k", lw=0.8)
-    ax[2].set_ylabel("throughput / engine's (measured just before)")
-    ax[2].set_title(f"Ray, real wall clock\n{hardware_label()}", fontsize=9)
-    for lab in ax[2].get_xticklabels():
-        lab.set_rotation(15)
+    panels = [name for name, has in (("policies", res.get("policies")), ("scaling", any(res.get("scaling", {}).values())),
+                                     ("ray", rows)) if has]
+    if not panels:
+        return
+    fig, axes = plt.subplots(1, len(panels), figsize=(16 * len(panels) / 3 + 1, 4.5), squeeze=False)
+    ax = dict(zip(panels, axes[0]))
+    if "policies" in ax:
+        pols = list(res["policies"])
+        rep = [res["policies"][p]["replication_ratio"] for p in pols]
+        com = [res["policies"][p]["communication_cost"] for p in pols]
+        x = np.arange(len(pols))
+        a0 = ax["policies"]
+        a0.bar(x - 0.2, rep, 0.4, label="replication ratio")
+        a0.bar(x + 0.2, com, 0.4, label="tuples / message")
+        a0.set_xticks(x, pols, rotation=20)
+        a0.set_yscale("log")
+        a0.set_title(f"policies at {res['partitions']} partitions (Table 5, Fig. 21)")
+        a0.legend()
+    if "scaling" in ax:
+        a1 = ax["scaling"]
+        for pol, pts in res["scaling"].items():
+            a1.plot([p["partitions"] for p in pts], [p["speedup_vs_engine"] for p in pts], "o-",
+                    label=f"{pol}, pipelined")
+            a1.plot([p["partitions"] for p in pts], [p["per_call"]["speedup_vs_engine"] for p in pts], "s--",
+                    label=f"{pol}, per call")
+        a1.axhspan(26, 49, color="tab:green", alpha=0.15, label="paper: 26-49x")
+        a1.set_xscale("log", base=2)
+        a1.set_xlabel("subscription partitions (one core each)")
+        a1.set_ylabel("speed-up over the engine")
+        a1.legend()
+        a1.set_title("scale-out from measured busy time")
+    if "ray" in ax:
+        a2 = ax["ray"]
+        labels = list(rows)
+        x = np.arange(len(labels))
+        for dx, mode in ((-0.2, "per_call"), (0.2, "streamed")):
+            a2.bar(x + dx, [v[mode]["vs_engine"] for v in rows.values()], 0.4, label=mode.replace("_", " "))
+        a2.set_xticks(x, labels)
+        a2.legend()
+        a2.axhline(1.0, color="k", lw=0.8)
+        a2.set_ylabel("throughput / engine's (measured just before)")
+        a2.set_title(f"Ray, real wall clock\n{hardware_label()}", fontsize=9)
+        for lab in a2.get_xticklabels():
+            lab.set_rotation(15)
     fig.tight_layout()
     save_figure(fig, path, dpi=110)
     plt.close(fig)
