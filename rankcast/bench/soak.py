@@ -259,12 +259,15 @@ def run_soak(args, write=None) -> dict:
                     if r["time"] >= start:
                         recs_seen[(r["time"], r["cause"])] = r
                 recs = sorted(recs_seen.values(), key=lambda r: r["time"])
+                counters = cl._call("peek_counters")
                 return {"sent": sent, "elapsed": elapsed, "submits": list(submits),
                         "arrivals": list(listener.arrivals), "listener_gaps": list(listener.gaps),
                         "mem": list(mem), "mem_roles": list(mem_roles),
                         "kills": [dict(k) for k in kill_log], "recoveries": recs,
                         "checkpoints": {"taken": rec["checkpoints"], "last_seconds": rec["last_checkpoint_seconds"],
-                                        "last_stall": rec["last_checkpoint_parts"]}}
+                                        "last_stall": rec["last_checkpoint_parts"],
+                                        "delivery_chunks_read": counters.get("chunk_reads", 0),
+                                        "delivery_chunk_read_seconds": counters.get("chunk_read_seconds", 0.0)}}
 
             pos = cl.position()
             start = time.time()

@@ -154,7 +154,11 @@ class Deliveries:
             return out
         cached = getattr(self, "_spill_read", None)
         if cached is None or cached[0] != out.rel:
+            t0 = time.perf_counter()
             cached = self._spill_read = (out.rel, dict(self.store.read(out.rel)))
+            self.counters["chunk_reads"] = self.counters.get("chunk_reads", 0) + 1
+            self.counters["chunk_read_seconds"] = self.counters.get("chunk_read_seconds", 0.0) \
+                + time.perf_counter() - t0
         return cached[1][pos]
 
     def _spill(self, chunk: str, written: dict) -> None:

@@ -82,8 +82,12 @@ from rankcast.config import EngineConfig, limits
 # policy: every partition appends every message, where one window shard would once
 SOLO_PARTITIONS = 2
 # unfinished steps from which pipelined publishes wait in the coordinator to go out together
-# (Coordinator._gather): one running in every partition and one queued behind it
-GATHER_DEPTH = 2
+# (Coordinator._gather): a step running, and what arrives meanwhile goes out as the next step
+# when it ends. (With a second step queued in every partition, a publisher below the
+# partitions' speed got steps of one call each, whose walks cost several times more per
+# message: the stream fell behind until steps grew again, seconds of latency at 80% of the
+# sustainable rate.)
+GATHER_DEPTH = 1
 # a broadcast step's messages go inside the partitions' calls where Ray sends them so
 # (RayRuntime.inline_bytes) and at most this many partitions get a copy (Coordinator._broadcast)
 INLINE_COPIES = 2
@@ -507,10 +511,10 @@ class Coordinator(CoordinatorBase):
 
     def _gather(self, pieces: list[tuple]) -> None:
         """A pipelined publish's steps, ``pieces``: dispatched at once while fewer than
-        :data:`GATHER_DEPTH` steps are unfinished (one running, one queued in every
-        partition: none idles); otherwise they wait here, with the calls after them, and go
-        out together as steps of up to ``ClusterConfig.coalesce`` messages: when one is
-        full, or when the oldest unfinished step ends, at the next call or at this actor's
+        :data:`GATHER_DEPTH` steps are unfinished (while a step runs); otherwise they wait
+        here, with the calls after them, and go out together as steps of up to
+        ``ClusterConfig.coalesce`` messages: when one is full, or when the oldest
+        unfinished step ends, at the next call or at this actor's
         own :meth:`tick`, which Ray runs then. Every other call, cut and checkpoint sends
         them first (:meth:`_release_held`).
 
