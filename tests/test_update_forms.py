@@ -352,22 +352,23 @@ def test_bench_kind_clusters_stream_what_their_engines_do(kind):
     engine's results (here in process, both update forms)."""
     from rankcast.bench.kinds_cluster import _stream, _workload
 
-    cfg, policy, subs, calls, sample = _workload(kind, 0, 600)
+    cfg, policies, subs, calls, sample = _workload(kind, 0, 600)
     calls = calls[:4]
     engine_cls = rc.Matcher if kind == "matching" else rc.RangeEngine
-    for form in ("objects", "arrow"):
-        got = {}
-        for name in ("engine", "cluster"):
-            target = engine_cls(cfg) if name == "engine" else rc.Cluster.start(rc.ClusterConfig(
-                engine=cfg, policy=policy, partitions=2, options={"runtime": "inproc"}), sample=sample)
-            outs = []
-            real = target.publish
-            target.publish = lambda c, updates=form, wait=True: outs.append(real(c, updates=updates))
-            _stream(target, subs, calls, True, form)
-            got[name] = outs
-            if name == "cluster":
-                target.shutdown()
-        assert got["engine"] == got["cluster"] and any(len(o) for o in got["engine"]), kind
+    for policy in policies:         # every policy the bench runs the kind's cluster under
+        for form in ("objects", "arrow"):
+            got = {}
+            for name in ("engine", "cluster"):
+                target = engine_cls(cfg) if name == "engine" else rc.Cluster.start(rc.ClusterConfig(
+                    engine=cfg, policy=policy, partitions=2, options={"runtime": "inproc"}), sample=sample)
+                outs = []
+                real = target.publish
+                target.publish = lambda c, updates=form, wait=True: outs.append(real(c, updates=updates))
+                _stream(target, subs, calls, True, form)
+                got[name] = outs
+                if name == "cluster":
+                    target.shutdown()
+            assert got["engine"] == got["cluster"] and any(len(o) for o in got["engine"]), (kind, policy)
 
 
 def test_bench_times_the_object_builds_of_engine_and_cluster():
