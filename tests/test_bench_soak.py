@@ -7,9 +7,41 @@ import json
 
 import pytest
 
-pytestmark = pytest.mark.slow     # a stream of seconds with kills, on Ray
+def test_the_listener_resumes_inside_the_retention_and_counts_the_gap():
+    """A listener left behind the retention (``listen`` raises "no longer kept") resumes half
+    a retention behind the stream's position and goes on; another error stops it, kept."""
+    import time
+
+    import rankcast as rc
+    from rankcast.bench.soak import _Listener
+
+    class Behind:       # a cluster handle whose stream moved on past the retention once
+        def __init__(self):
+            self.calls = []
+
+        def position(self):
+            return 10_000
+
+        def listen(self, from_position, timeout, updates):
+            self.calls.append(from_position)
+            if len(self.calls) == 1:
+                raise rc.InvalidInput("listen: field 'from_position': position 5 is no longer kept")
+            if len(self.calls) == 2:
+                yield rc.Delivery(from_position + 3, [])
+                return
+            raise rc.InvalidInput("listen: field 'updates': something else")
+
+    cl = Behind()
+    ls = _Listener(cl, 5, "arrow", retention=2_000)
+    ls.start()
+    ls.join(5)
+    assert cl.calls[:2] == [5, 9_000] and [g[0] for g in ls.gaps] == [5]
+    assert ls.gaps[0][1] == 9_000 and [a[0] for a in ls.arrivals] == [9_003]
+    assert isinstance(ls.error, rc.InvalidInput) and "something else" in str(ls.error)
+    assert ls.arrivals[0][1] <= time.time()
 
 
+@pytest.mark.slow     # a stream of seconds with kills, on Ray
 def test_soak_runs_its_two_phases_and_reports(ray_session, tmp_path):
     from rankcast.bench import soak
 
@@ -28,6 +60,7 @@ def test_soak_runs_its_two_phases_and_reports(ray_session, tmp_path):
     assert kill["role"] == "partition" and kill["recovery_seconds"] > 0 and kill["replayed_calls"] >= 0
     assert out["recovery_seconds"] == [kill["recovery_seconds"]]
     assert set(out["met"]) == {"recovery", "memory", "latency"}
+    assert out["listener_gaps"] == 0 and out["latency_by_10_seconds"][0]["calls"] > 0
     mem = out["memory_mib"]
     assert 0 < mem["private_last_quarter"] <= mem["cluster_last_quarter"]
 
@@ -42,6 +75,7 @@ def _args(tmp_path, *extra):
                          *extra])
 
 
+@pytest.mark.slow     # a stream of seconds with kills, on Ray
 def test_soak_default_command_line_kills_every_default_role(ray_session, tmp_path):
     """The documented command line with its defaults (policy, partitions, shards and the
     roles killed), shortened: every kill finds its victim in the cluster's topology, each
@@ -61,6 +95,7 @@ def test_soak_default_command_line_kills_every_default_role(ray_session, tmp_pat
     assert set(out["memory_mib"]["private_by_role"]) >= {"Coordinator", "SoloPartition"}
 
 
+@pytest.mark.slow     # a stream of seconds with kills, on Ray
 def test_soak_refuses_a_role_the_cluster_does_not_run(ray_session, tmp_path):
     """A 2-partition hash cluster holds the window in its partitions and runs no aggregator:
     asking to kill one is an error naming the roles it has, before anything streams."""

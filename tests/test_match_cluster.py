@@ -342,6 +342,7 @@ def test_replicate_places_every_expression_everywhere_and_splits_the_events():
         parts = st["roles"]["partition"]
         assert [p["subscriptions"] for p in parts] == [60, 60, 60]
         assert sum(p["messages"] for p in parts) == 40 and all(p["messages"] > 0 for p in parts)
+        assert st["partitions_reached_per_event"] == 1.0 and st["routing"]["events"] == "split"
         cl.unsubscribe([e.id for e in exprs[::3]])
         m.unsubscribe([e.id for e in exprs[::3]])
         assert [p["subscriptions"] for p in cl.stats()["roles"]["partition"]] == [40, 40, 40]

@@ -26,8 +26,13 @@ of the cluster (coordinator, roles and standby processes, new ones after a recov
 included; not the short-lived children that write snapshots) and of this driver is sampled
 every second.
 
-Writes ``soak.json`` (throughput, latency p50/p99 of each phase, memory at start and end of
-the soak and its drift, recoveries) and ``soak.png`` (memory and latency over time, kills
+A listener that falls behind the cluster's retention (at full speed, during the sustainable
+rate's measurement) resumes inside it and counts the gap (``listener_gaps``); one that stops
+on any other error stops the soak with that error.
+
+Writes ``soak.json`` (throughput, latency p50/p99 of each phase and of each 10 seconds of the
+soak, memory at start and end of the soak and its drift, recoveries, checkpoints and the
+delivery chunks read back) and ``soak.png`` (memory and latency over time, kills
 marked). Both are written after the soak and again after each kill, so a run that ends early
 keeps what it measured.
 """
@@ -133,8 +138,9 @@ class _Listener(threading.Thread):
                             break
                 except InvalidInput as e:
                     # fell behind the retention (a publisher at full speed holds this process's
-                    # GIL): resume at the oldest kept position; the calls in between are
-                    # timed by the next delivery (a later arrival: never an earlier one)
+                    # GIL): resume half a retention behind the stream's position, inside what
+                    # is kept; the calls skipped are timed by the next delivery (a later
+                    # arrival: never an earlier one) and the gap is counted
                     if "no longer kept" not in str(e):
                         raise
                     resume = max(self.pos, self.cl.position() - self.retention // 2)

@@ -587,7 +587,9 @@ class MatchCoordinator(CoordinatorBase):
         coord.update(self.counters)
         secs = self.counters["publish_seconds"]
         core_keys = ("sorted_accesses", "random_accesses", "nodes", "holes")
-        routing, reached, cov = self.policy.describe(), float(len(self.parts)), None
+        # replicate: each event is answered by one partition
+        routing, cov = self.policy.describe(), None
+        reached = 1.0 if self.policy.replicated else float(len(self.parts))
         if self.covering:
             cov = covering_stats([d["covering"] for d in dists], len(self.live), len(self.parts))
             routing["events"] = "covering"
