@@ -1182,6 +1182,21 @@ def _path_shape(q, root, nd_f, nd_i):
     return npath, hmax
 
 
+@numba.njit(cache=True, inline="always")
+def _queue_in(hs, hk, hp, a, s, it, slot):
+    """Slot ``slot`` keyed (s, it) into the queue of :func:`_cursors` at position ``a`` or
+    before: its ``a`` entries are sorted with the key first in the total order last, and those
+    that come after the new key move up one."""
+    while a > 0 and before(hs[a - 1], hk[a - 1], s, it):
+        hs[a] = hs[a - 1]
+        hk[a] = hk[a - 1]
+        hp[a] = hp[a - 1]
+        a -= 1
+    hs[a] = s
+    hk[a] = it
+    hp[a] = slot
+
+
 @numba.njit(cache=True)
 def _cursors(queries, g, fresh, root, nd_f, nd_i, pg, ef, ei, ec, heights, top, spage, spos, found,
              hs, hk, hp, hn, counters, out_item, out_score, out_off):
@@ -1222,15 +1237,7 @@ def _cursors(queries, g, fresh, root, nd_f, nd_i, pg, ef, ei, ec, heights, top, 
                     e = pg[r, START]
                     s = ef[e, SC]
                     it = ei[e]
-                    a = n
-                    while a > 0 and before(hs[a - 1], hk[a - 1], s, it):
-                        hs[a] = hs[a - 1]
-                        hk[a] = hk[a - 1]
-                        hp[a] = hp[a - 1]
-                        a -= 1
-                    hs[a] = s
-                    hk[a] = it
-                    hp[a] = n
+                    _queue_in(hs, hk, hp, n, s, it, n)
                     n += 1
                 m = nd_f[v, MED]
                 if q < m:
@@ -1316,15 +1323,7 @@ def _cursors(queries, g, fresh, root, nd_f, nd_i, pg, ef, ei, ec, heights, top, 
                 t -= 1
             top[i] = t
             if paused:
-                a = n - 1
-                while a > 0 and before(hs[a - 1], hk[a - 1], s, it):
-                    hs[a] = hs[a - 1]
-                    hk[a] = hk[a - 1]
-                    hp[a] = hp[a - 1]
-                    a -= 1
-                hs[a] = s
-                hk[a] = it
-                hp[a] = i
+                _queue_in(hs, hk, hp, n - 1, s, it, i)
             else:
                 n -= 1
         hn[0] = n
