@@ -63,6 +63,12 @@ def test_soak_runs_its_two_phases_and_reports(ray_session, tmp_path):
     assert out["listener_gaps"] == 0 and out["latency_by_10_seconds"][0]["calls"] > 0
     mem = out["memory_mib"]
     assert 0 < mem["private_last_quarter"] <= mem["cluster_last_quarter"]
+    pauses = out["pauses_at_soak_end"]          # each process's collector and snapshot copies
+    assert {"driver", "coordinator-0", "partition-0"} <= set(pauses)
+    assert pauses["partition-0"]["snapshots"] >= 1 and pauses["partition-0"]["snapshot_seconds"] > 0
+    assert all(p["gc_collections"] >= 0 and p["gc_seconds"] >= 0 for p in pauses.values())
+    assert all(0 <= at <= out["seconds"] + 60 and secs >= 0.01
+               for p in pauses.values() for at, secs, _ in p["gc_long_pauses"])
 
 
 def _args(tmp_path, *extra):

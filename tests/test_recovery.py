@@ -320,7 +320,7 @@ def test_deliveries_are_written_once_in_chunks_and_evicted_with_retention(tmp_pa
 
 def test_snapshots_refer_to_the_shared_objects_by_name(tmp_path):
     """A state's references to the config and the vocabulary are written as their names and
-    come back as the reader's own objects (compressed and uncompressed files), also where they
+    come back as the reader's own objects (compressed, uncompressed and raw files), also where they
     sit deep inside plain containers; a shared object of a plain type (not seen by the fast
     pickler) is named too; a reader without them gets an error, not a copy."""
     import numpy as np
@@ -334,8 +334,9 @@ def test_snapshots_refer_to_the_shared_objects_by_name(tmp_path):
     shared = {"cfg": cfg, "vocabulary": vocab}
     store.write("c", state, shared)
     store.write_bytes("u", dumps(state, shared), compress=False)
+    store.write_raw("r", state, shared)
     cfg2 = rc.EngineConfig(bounds=BOUNDS, window=9, vocabulary=rc.Vocabulary())
-    for rel in ("c", "u"):
+    for rel in ("c", "u", "r"):
         got = store.read(rel, {"cfg": cfg2, "vocabulary": cfg2.vocabulary})
         assert got["cfg"] is cfg2 and got["deep"][0][1]["c"] is cfg2
         assert got["deep"][1] is cfg2.vocabulary and cfg2.vocabulary is not None
@@ -657,32 +658,36 @@ def test_a_death_while_a_checkpoint_is_taken_after_a_call(tmp_path):
     cl.shutdown()
 
 
-@pytest.mark.parametrize("fork", ["1", "0"])
+@pytest.mark.parametrize("fork", ["1", "0", "raw"])
 def test_a_snapshot_holds_the_state_at_its_start_and_reports_write_errors(tmp_path, monkeypatch, fork):
-    """A snapshot (by a forked child, or from an in-memory copy by a thread) holds the
-    state as it was when it started, though the role changes it at once; a write that
-    fails is raised by ``done`` with its cause, not lost with the child."""
+    """A snapshot (by a forked child, from an in-memory copy by a thread, or raw: a copy
+    that the role made and the thread pickles) holds the state as it was when it started,
+    though the role changes it at once; a write that fails is raised by ``done`` with its
+    cause, not lost with the child or the thread."""
     import numpy as np
 
     from rankcast.runtime.recovery import ForkWriter, StateStore, Writer, write_snapshot
 
-    monkeypatch.setenv("RANKCAST_SNAPSHOT_FORK", fork)
+    raw = fork == "raw"
+    monkeypatch.setenv("RANKCAST_SNAPSHOT_FORK", "0" if raw else fork)
     store = StateStore(str(tmp_path), "snap")
-    state = {"a": np.arange(200_000), "n": 1}
-    w = write_snapshot(store, "ckpt-1/role-0", lambda: state)
+    cfg = rc.EngineConfig(bounds=BOUNDS, window=7)
+    state = {"a": np.arange(200_000), "n": 1, "cfg": cfg}
+    copy = (lambda: {**state, "a": state["a"].copy()}) if raw else (lambda: state)
+    w = write_snapshot(store, "ckpt-1/role-0", copy, {"cfg": cfg}, raw=raw)
     assert isinstance(w, ForkWriter if fork == "1" else Writer)
     state["a"][:] = -1                                  # the role goes on at once
     state["n"] = 2
     assert w.done() == "ckpt-1/role-0" and not w.is_alive()
-    got = store.read("ckpt-1/role-0")
-    assert got["n"] == 1 and np.array_equal(got["a"], np.arange(200_000))
+    got = store.read("ckpt-1/role-0", {"cfg": "mine"})
+    assert got["n"] == 1 and np.array_equal(got["a"], np.arange(200_000)) and got["cfg"] == "mine"
 
     class Unpicklable:
         def __reduce__(self):
             raise TypeError("cannot pickle this role's socket")
 
-    if fork == "1":                                     # the child fails: done() says why
-        bad = write_snapshot(store, "ckpt-1/role-1", lambda: {"s": Unpicklable()})
+    if fork != "0":                                     # the child or thread fails: done() says why
+        bad = write_snapshot(store, "ckpt-1/role-1", lambda: {"s": Unpicklable()}, raw=raw)
         with pytest.raises(RuntimeError, match="ckpt-1/role-1.*cannot pickle this role's socket"):
             bad.done()
     else:                                               # the copy fails in the role itself

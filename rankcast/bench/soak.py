@@ -39,6 +39,7 @@ keeps what it measured.
 from __future__ import annotations
 
 import argparse
+import gc
 import os
 import signal
 import tempfile
@@ -49,6 +50,7 @@ from pathlib import Path
 import numpy as np
 
 from rankcast.errors import CommandError, InvalidInput
+from rankcast.runtime.metrics import gc_pauses
 from ._common import build_workload, progress, pyplot, save_figure, write_json
 
 __all__ = ["add_arguments", "main", "run_soak"]
@@ -183,6 +185,7 @@ def run_soak(args, write=None) -> dict:
     # the stream wraps around with fresh ids when it runs out (see stream())
     w = build_workload(args.dataset, args.window + int((args.seconds + args.kills * args.kill_every) * 500) + 20_000,
                        args.subs)
+    gc_pauses()                     # the driver's collector, watched from here
     state = tempfile.mkdtemp(prefix="rankcast-soak-")
     cfg = rc.EngineConfig(bounds=w.bounds, window=args.window, vocabulary=w.vocab)
     extra = {k: getattr(args, k) for k in ("checkpoint_every", "delivery_interval", "coalesce") if getattr(args, k) is not None}
@@ -227,6 +230,11 @@ def run_soak(args, write=None) -> dict:
                 bar.update(5000)
             cl.flush()
         cl.checkpoint()
+        # the driver's own data (the workload and its vocabulary: 600k terms) out of its
+        # collector's sight, as the roles do theirs (rankcast.runtime.metrics.settle_heap):
+        # otherwise each full collection pauses the publisher and the listener
+        gc.collect()
+        gc.freeze()
         listener = _Listener(rc.Cluster.attach(ccfg.name, namespace=ccfg.namespace), cl.position() + 1,
                              args.listen_updates, ccfg.retention)
         listener.start()
@@ -260,7 +268,8 @@ def run_soak(args, write=None) -> dict:
             def result(elapsed: float) -> dict:
                 # a coordinator's restart (cause "restart") forgets the recoveries before it:
                 # they are kept here, read before each kill
-                rec = cl.stats()["recovery"]
+                st = cl.stats()
+                rec = st["recovery"]
                 for r in rec["recoveries"]:
                     if r["time"] >= start:
                         recs_seen[(r["time"], r["cause"])] = r
@@ -270,11 +279,13 @@ def run_soak(args, write=None) -> dict:
                         "arrivals": list(listener.arrivals), "listener_gaps": list(listener.gaps),
                         "mem": list(mem), "mem_roles": list(mem_roles),
                         "kills": [dict(k) for k in kill_log], "recoveries": recs,
+                        "pauses": _since(pauses0, _pauses(st["roles"]), start),
                         "checkpoints": {"taken": rec["checkpoints"], "last_seconds": rec["last_checkpoint_seconds"],
                                         "last_stall": rec["last_checkpoint_parts"],
                                         "delivery_chunks_read": counters.get("chunk_reads", 0),
                                         "delivery_chunk_read_seconds": counters.get("chunk_read_seconds", 0.0)}}
 
+            pauses0 = _pauses(cl.stats()["roles"])
             pos = cl.position()
             start = time.time()
             next_kill = start + (args.kill_every / 2 if kills else float("inf"))
@@ -333,6 +344,34 @@ def run_soak(args, write=None) -> dict:
     finally:
         cl.shutdown()
     return report
+
+
+PAUSE_KEYS = ("gc_collections", "gc_seconds", "gc_max_pause_seconds", "gc_full_collections",
+              "gc_full_seconds", "gc_long_pauses", "snapshots", "snapshot_seconds")
+
+
+def _pauses(roles: dict) -> dict:
+    """What stopped each role's process besides its work, since it started: the garbage
+    collector's pauses and the snapshots' copies (keyed ``role-i``), and this driver's
+    collector (the publisher and the listener)."""
+    out = {"driver": gc_pauses()}
+    for role, got in roles.items():
+        for i, r in enumerate(got if isinstance(got, list) else [got]):
+            out[f"{role}-{i}"] = {k: r[k] for k in PAUSE_KEYS if k in r}
+    return out
+
+
+def _since(before: dict, now: dict, start: float) -> dict:
+    """The pauses of each process during a phase that began at ``start`` (wall time): counts
+    and seconds since (a process new since: all of its own), and its collector's pauses of
+    at least 10 ms as ``[seconds into the phase, seconds, generation]``."""
+    out = {}
+    for proc, got in now.items():
+        was = before.get(proc, {})
+        out[proc] = {k: v - was.get(k, 0) for k, v in got.items()
+                     if k not in ("gc_max_pause_seconds", "gc_long_pauses")}
+        out[proc]["gc_long_pauses"] = [[t - start, p, g] for t, p, g in got.get("gc_long_pauses", ()) if t >= start]
+    return out
 
 
 def _latencies(submits, arrivals) -> tuple[np.ndarray, np.ndarray]:
@@ -426,6 +465,7 @@ def _report(args, w, sustainable, rate, soak: dict, faults: dict | None) -> dict
                        "private_drift": own_drift, "private_by_role": role_quarters,
                        "cluster_max": float(m[:, 1].max()), "driver_max": float(m[:, 2].max())},
         "checkpoints_at_soak_end": soak["checkpoints"],   # last_stall: what the stream waited for
+        "pauses_at_soak_end": soak.get("pauses"),
         "kills": kill_log, "recovery_seconds": rec_s, "latency_during_kills_seconds": fault_lat,
         "targets": TARGETS,
         "met": {"recovery": bool(rec_s) and len(rec_s) == len(kill_log)

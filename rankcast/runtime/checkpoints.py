@@ -10,6 +10,7 @@ from collections import deque
 from rankcast.config import ClusterConfig
 from rankcast.errors import InvalidInput
 
+from .metrics import settle_heap
 from .recovery import STATE_FORMAT, StateStore, Writer, is_role_death, shared_config, write_snapshots
 from .guard import MAX_RECOVERIES
 from .delivery import Spilled
@@ -170,6 +171,7 @@ class Checkpoints:
         self._ckpt_parts = {"quiesce_and_copies": t_roles - t0, "coordinator_copy": time.perf_counter() - t_roles,
                             "behind": behind}
         self._last_ckpt = time.perf_counter()
+        settle_heap()                  # the first time: see rankcast.runtime.metrics
         if wait and not self._commit_checkpoint(block=True):
             self._checkpoint(wait=True)
 

@@ -47,6 +47,8 @@ import struct
 import threading
 import time
 
+from .metrics import settle_heap
+
 __all__ = ["StateStore", "Recoverable", "Writer", "ForkWriter", "write_snapshot", "write_snapshots",
            "fork_snapshots", "dumps", "PeerLost", "StaleCall", "is_role_death", "dead_actors", "shared_config", "LOG_HEADER",
            "STATE_FORMAT"]
@@ -73,8 +75,8 @@ class _SharedPickler(pickle.Pickler):
     at C speed; a ``persistent_id`` was a Python call per object (85 ms for one such map
     against a few ms), which stalled a coordinator at every checkpoint."""
 
-    def __init__(self, buf, by_id: dict):
-        super().__init__(buf, protocol=pickle.HIGHEST_PROTOCOL)
+    def __init__(self, buf, by_id: dict, buffer_callback=None):
+        super().__init__(buf, protocol=pickle.HIGHEST_PROTOCOL, buffer_callback=buffer_callback)
         self._by_id = by_id
 
     def reducer_override(self, obj):
@@ -82,17 +84,19 @@ class _SharedPickler(pickle.Pickler):
         return NotImplemented if name is None else (_shared_object, (name,))
 
 
-def dumps(obj, shared: dict | None = None):
+def dumps(obj, shared: dict | None = None, buffer_callback=None):
     """``obj`` pickled in memory (``shared`` objects by name, see :meth:`StateStore.write`):
-    the copy of a state at one position, which a thread then writes."""
+    the copy of a state at one position, which a thread then writes. ``buffer_callback``:
+    the arrays' buffers are handed to it instead of being copied in (pickle protocol 5's
+    out-of-band buffers, :meth:`StateStore.write_raw`)."""
     shared = {k: v for k, v in (shared or {}).items() if v is not None}
     by_id = {id(v): k for k, v in shared.items()}
     buf = io.BytesIO()
     if any(type(v) in _PLAIN for v in shared.values()):     # not seen by reducer_override
-        p = pickle.Pickler(buf, protocol=pickle.HIGHEST_PROTOCOL)
+        p = pickle.Pickler(buf, protocol=pickle.HIGHEST_PROTOCOL, buffer_callback=buffer_callback)
         p.persistent_id = lambda o: by_id.get(id(o))
     else:
-        p = _SharedPickler(buf, by_id)
+        p = _SharedPickler(buf, by_id, buffer_callback)
     p.dump(obj)
     return buf.getbuffer()
 
@@ -124,12 +128,13 @@ class Writer(threading.Thread):
     """Writes one snapshot's bytes in the background (lz4 and the file system release the
     GIL): the role goes on with the stream while its snapshot reaches the disk. ``pickled``
     False: the files are objects that no one changes any more, pickled by the thread too;
-    ``raw`` (with ``pickled`` False): written by :meth:`StateStore.write_raw`; ``compress``
-    False: pickled bytes written as they are (:meth:`StateStore.write_bytes`)."""
+    ``raw`` (with ``pickled`` False): written by :meth:`StateStore.write_raw`, each file
+    ``(rel, obj)`` or ``(rel, obj, shared)``; ``compress`` False: pickled bytes written as
+    they are (:meth:`StateStore.write_bytes`)."""
 
-    def __init__(self, store: "StateStore", files: list[tuple[str, object]], pickled: bool = True,
+    def __init__(self, store: "StateStore", files: list[tuple], pickled: bool = True,
                  raw: bool = False, compress: bool = True):
-        self.rel = ", ".join(rel for rel, _ in files)
+        self.rel = ", ".join(f[0] for f in files)
         super().__init__(daemon=True, name=f"rankcast-snapshot {self.rel}")
         self.store, self.files, self.pickled, self.error = store, files, pickled, None
         self.raw, self.compress = raw, compress
@@ -138,9 +143,9 @@ class Writer(threading.Thread):
     def run(self):
         try:
             _yield_cpu()
-            for rel, data in self.files:
+            for rel, data, *shared in self.files:
                 if self.raw:
-                    self.store.write_raw(rel, data)
+                    self.store.write_raw(rel, data, *shared)
                 else:
                     self.store.write_bytes(rel, data if self.pickled else dumps(data), self.compress)
         except BaseException as e:   # reported by done()
@@ -239,7 +244,7 @@ class ForkWriter:
 
 
 def write_snapshot(store: "StateStore", rel: str, make_obj, shared: dict | None = None, fork: bool = True,
-                   compress: bool = True):
+                   compress: bool = True, raw: bool = False):
     """Start writing ``make_obj()`` (the state at this moment) to ``rel``: with ``fork`` (and
     :func:`fork_snapshots`), by a forked child, else from an in-memory copy by a thread;
     lz4 compressed unless ``compress`` is False (:meth:`StateStore.write_bytes`).
@@ -250,14 +255,22 @@ def write_snapshot(store: "StateStore", rel: str, make_obj, shared: dict | None 
     role processes, a checkpoint every 5 s), each checkpoint cost the stream about half a
     second of capacity and showed as a latency spike, where in-memory copies of the same
     states (megabytes) did not. So a fork pays only for a state that is most of the process
-    (a replicating partition's whole core)."""
-    return write_snapshots(store, [(rel, make_obj, shared)], fork, compress)
+    (a replicating partition's whole core).
+
+    ``raw`` (not forked): ``make_obj()`` returns objects that nobody changes afterwards
+    (fresh arrays), so the thread pickles them too, their arrays' bytes written from where
+    they are (:meth:`StateStore.write_raw`): the role pays for the copy only, not for
+    the pickling."""
+    return write_snapshots(store, [(rel, make_obj, shared)], fork, compress, raw)
 
 
-def write_snapshots(store: "StateStore", files: list[tuple], fork: bool = True, compress: bool = True):
+def write_snapshots(store: "StateStore", files: list[tuple], fork: bool = True, compress: bool = True,
+                    raw: bool = False):
     """:func:`write_snapshot` of several files ``(rel, make_obj, shared)`` by one writer."""
     if fork and fork_snapshots():
         return ForkWriter(store, files, compress)
+    if raw:
+        return Writer(store, [(rel, make_obj(), shared) for rel, make_obj, shared in files], pickled=False, raw=True)
     return Writer(store, [(rel, dumps(make_obj(), shared)) for rel, make_obj, shared in files], compress=compress)
 
 
@@ -298,12 +311,13 @@ class StateStore:
         copied into every snapshot."""
         self.write_bytes(rel, dumps(obj, shared))
 
-    def write_raw(self, rel: str, obj) -> None:
+    def write_raw(self, rel: str, obj, shared: dict | None = None) -> None:
         """``obj`` to ``rel``, atomically and not compressed, its arrays' bytes written from
         where they are (pickle protocol 5 out-of-band buffers) instead of being copied
-        into a pickle first: the file is the header, the pickle, then each buffer."""
+        into a pickle first: the file is the header, the pickle, then each buffer.
+        ``shared``: as in :meth:`write`."""
         bufs: list = []
-        data = pickle.dumps(obj, protocol=5, buffer_callback=bufs.append)
+        data = dumps(obj, shared, bufs.append)
         raws = [b.raw() for b in bufs]
         sizes = struct.pack(f"<{len(raws)}Q", *(r.nbytes for r in raws))
         self._write_atomic(rel, [RAW_MAGIC + RAW_HEADER.pack(len(data), len(raws)) + sizes, data, *raws])
@@ -540,6 +554,7 @@ class Recoverable:
         lineage with its progress (a restarted coordinator adopts a live role that descends
         from its checkpoint, :meth:`adopt`); ``keep``: the committed checkpoint's id, the
         oldest a restart may resume from (older lineage is dropped)."""
+        t0 = time.perf_counter()
         prev = getattr(self, "_writer", None)
         if prev is not None:
             prev.join()            # an older snapshot's write (abandoned or not) finishes first
@@ -547,13 +562,24 @@ class Recoverable:
             self._record_mark(mark, keep)
         self._writer = write_snapshot(
             store, rel, lambda: {"state": self._state(), "metrics": dict(self.metrics.values), "mark": mark},
-            self._shared(), self._snapshot_by_fork(), self._snapshot_compressed())
+            self._shared(), self._snapshot_by_fork(), self._snapshot_compressed(), self._snapshot_raw())
+        metrics = getattr(self, "metrics", None)
+        if metrics is not None:
+            metrics.inc("snapshots", 1)
+            metrics.inc("snapshot_seconds", time.perf_counter() - t0)
+        settle_heap()                  # the first time: the kernels are loaded by now
         return rel
 
     def _snapshot_compressed(self) -> bool:
         """Whether this role's snapshot is lz4 compressed (a state with preallocated room:
         about a fifth of the bytes); a state of dense arrays is written as it is."""
         return True
+
+    def _snapshot_raw(self) -> bool:
+        """Whether :meth:`_state` returns only objects that later calls do not change (fresh
+        copies), so the writer thread may pickle them too (see :func:`write_snapshot`); such a
+        snapshot is written uncompressed."""
+        return False
 
     # ------------------------------------------------------------------ lineage and adoption
     def _record_mark(self, mark: str, keep: str | None = None) -> None:
@@ -640,6 +666,7 @@ class Recoverable:
         self.metrics.values.update(snap["metrics"])
         if snap.get("mark") is not None:
             self._record_mark(snap["mark"])
+        settle_heap()
 
     @contextlib.contextmanager
     def _phase(self, name: str):
@@ -682,6 +709,7 @@ class Recoverable:
         its state: a standby process does it once started, so that the recovery that makes
         it a role does not wait for it. Returns the pid."""
         self._warm()
+        settle_heap()
         return os.getpid()
 
     def _warm(self) -> None:

@@ -11,6 +11,7 @@ from rankcast.errors import NoCapacity
 
 from .placement import live_nodes, node_id
 from .guard import guarded
+from .metrics import settle_heap
 from .recovery import dead_actors
 
 
@@ -377,6 +378,7 @@ class RoleSet:
         pending = [ref for role, ref in self._standby_warm.items() if role in self._standby]
         if pending:         # a standby that failed is reported by stats (_standby_state)
             self.rt.wait(pending, num_returns=len(pending), timeout=STANDBY_WARM_SECONDS)
+        settle_heap()
         return out
 
     def pids(self) -> dict[str, list[int]]:

@@ -261,6 +261,9 @@ class SubscriptionPartition(Recoverable):
     def _snapshot_compressed(self) -> bool:
         return not self.rebuild           # subscriptions, cut buffers (and a window): dense
 
+    def _snapshot_raw(self) -> bool:
+        return self.rebuild               # copies of the subscriptions and cut buffers
+
     def _restore(self, state: dict) -> None:
         if not state.pop("rebuild", False):
             super()._restore(state)

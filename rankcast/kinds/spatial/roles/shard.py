@@ -84,6 +84,9 @@ class WindowShard(Recoverable):
     def _snapshot_compressed(self) -> bool:
         return False                      # its messages: dense arrays
 
+    def _snapshot_raw(self) -> bool:
+        return True                       # copies of its messages
+
     def _state(self) -> dict:
         # the message index does not pickle: it is rebuilt from the messages held
         return {**super()._state(), "messages": self.window.snapshot(), "seqs": self.window.seqs()}
