@@ -157,9 +157,10 @@ class Checkpoints:
                 for c in clients:
                     flush_pos.setdefault(c, []).append(p)
             state["_flush_pos"] = flush_pos
-        # its own state is megabytes: copied in memory
+        # its own state is megabytes: copied in memory (pickled here), and written as it is:
+        # lz4 would cost the thread more CPU than the bytes it saves
         writers = [write_snapshots(self.store, [(f"{d}/coordinator", lambda: state, shared_config(self.cfg))],
-                                   fork=False)]
+                                   fork=False, compress=False)]
         self.store.open_log(f"log-{e}")
         self._log_epoch, self._n_open = e, 0
         if cut:
