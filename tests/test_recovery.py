@@ -89,10 +89,10 @@ class Listener(threading.Thread):
 
 
 @pytest.mark.parametrize("roles,policy", [(("partition", "shard"), "prefix"),
-                                          (("aggregator", "distributor"), "location"),
+                                          (("aggregator", "distributor"), "keyword"),
                                           (("coordinator", "shard"), "hash"),
                                           (("partition", "shard"), "hash")],
-                         ids=["partition+shard-prefix", "aggregator+distributor-location", "coordinator+shard-hash",
+                         ids=["partition+shard-prefix", "aggregator+distributor-keyword", "coordinator+shard-hash",
                               "partition+shard-hash-partial"])
 @pytest.mark.slow     # kills and restarts of Ray processes
 def test_kill_roles_mid_stream(ray_session, tmp_path, roles, policy):

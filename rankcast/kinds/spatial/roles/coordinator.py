@@ -331,6 +331,8 @@ class Coordinator(CoordinatorBase):
         name, export = ccfg.name, self._export
         delay, seed = float(opts.get("delay", 0.0)), int(opts.get("seed", 0))
         P, S, A, D = self.policy.n_partitions, ccfg.window_shards, ccfg.aggregators, ccfg.distributors
+        if self.policy.broadcasts:
+            D = 0       # the coordinator sends each step to every partition itself (_broadcast)
         make, finish = self._role_maker(ckpt, reuse)
         self.solo = self._solo_layout(ckpt)
         diff = self.diffs           # the roles report diffs (ClusterConfig.updates)
