@@ -45,3 +45,17 @@ def test_settle_heap_freezes_a_role_process_once(ray_session):
     first, again, _ = ray.get(r.settle.remote())
     assert first > 10_000 and again == first
     ray.kill(r)
+
+
+def test_long_pauses_are_a_ring_of_the_latest_oldest_first(monkeypatch):
+    """More long pauses than are kept: the latest ones, oldest first; a reader copying them
+    while a collection runs sees a list that never changed its size (stats() under load)."""
+    from rankcast.runtime import metrics
+
+    monkeypatch.setattr(metrics, "GC_LONG", 0.0)            # every collection counts as long
+    for _ in range(metrics.GC_LONG_KEPT + 40):
+        gc.collect(0)
+    got = metrics.gc_pauses()["gc_long_pauses"]
+    assert len(got) == metrics.GC_LONG_KEPT
+    times = [t for t, _, _ in got]
+    assert times == sorted(times)

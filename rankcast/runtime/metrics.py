@@ -10,7 +10,6 @@ from __future__ import annotations
 import gc
 import threading
 import time
-from collections import deque
 from contextlib import contextmanager
 
 __all__ = ["RoleMetrics", "add_nested", "gc_pauses", "settle_heap"]
@@ -38,10 +37,14 @@ def add_nested(seconds: float, cpu_seconds: float) -> None:
 # The garbage collector's pauses in this process (all its threads stop while it runs): a
 # role that holds millions of Python objects pauses for its full collections, which shows
 # as latency of the whole stream. Summed from a ``gc.callbacks`` hook, installed once.
-_GC = {"collections": 0, "seconds": 0.0, "max_pause": 0.0, "full": 0, "full_seconds": 0.0}
+_GC = {"collections": 0, "seconds": 0.0, "max_pause": 0.0, "full": 0, "full_seconds": 0.0, "long": 0}
 _gc_started: list[float] = []
 GC_LONG = 0.01                 # a pause at least this long is kept with its time
-_gc_long: deque = deque(maxlen=256)     # (wall time, seconds, generation) of the latest ones
+GC_LONG_KEPT = 256
+# (wall time, seconds, generation) of the latest long pauses, a ring written by the callback:
+# a collection can run while a reader copies it (any allocation may start one), so the
+# callback only assigns a slot of a list that never changes its size
+_gc_long: list = [None] * GC_LONG_KEPT
 
 
 def _gc_callback(phase: str, info: dict) -> None:
@@ -56,7 +59,8 @@ def _gc_callback(phase: str, info: dict) -> None:
             _GC["full"] += 1
             _GC["full_seconds"] += pause
         if pause >= GC_LONG:
-            _gc_long.append((time.time(), pause, info.get("generation")))
+            _gc_long[_GC["long"] % GC_LONG_KEPT] = (time.time(), pause, info.get("generation"))
+            _GC["long"] += 1
 
 
 def _watch_gc() -> None:
@@ -72,7 +76,15 @@ def gc_pauses() -> dict:
     _watch_gc()
     return {"gc_collections": _GC["collections"], "gc_seconds": _GC["seconds"],
             "gc_max_pause_seconds": _GC["max_pause"], "gc_full_collections": _GC["full"],
-            "gc_full_seconds": _GC["full_seconds"], "gc_long_pauses": [list(p) for p in _gc_long]}
+            "gc_full_seconds": _GC["full_seconds"], "gc_long_pauses": _long_pauses()}
+
+
+def _long_pauses() -> list[list]:
+    """The kept long pauses, oldest first."""
+    ring = _gc_long[:]             # one copy of a fixed-size list: safe under a collection
+    n = _GC["long"]
+    order = ring[n % GC_LONG_KEPT:] + ring[:n % GC_LONG_KEPT] if n >= GC_LONG_KEPT else ring[:n]
+    return [list(p) for p in order if p is not None]
 
 
 _settled: list[bool] = []
