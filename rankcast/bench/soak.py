@@ -32,7 +32,8 @@ on any other error stops the soak with that error.
 
 Writes ``soak.json`` (throughput, latency p50/p99 of each phase and of each 10 seconds of the
 soak, memory at start and end of the soak and its drift, recoveries, checkpoints and the
-delivery chunks read back) and ``soak.png`` (memory and latency over time, kills
+delivery chunks read back, each process's collector pauses and snapshot copies during the
+soak) and ``soak.png`` (memory and latency over time, kills
 marked). Both are written after the soak and again after each kill, so a run that ends early
 keeps what it measured.
 """
