@@ -563,10 +563,8 @@ class Recoverable:
         self._writer = write_snapshot(
             store, rel, lambda: {"state": self._state(), "metrics": dict(self.metrics.values), "mark": mark},
             self._shared(), self._snapshot_by_fork(), self._snapshot_compressed(), self._snapshot_raw())
-        metrics = getattr(self, "metrics", None)
-        if metrics is not None:
-            metrics.inc("snapshots", 1)
-            metrics.inc("snapshot_seconds", time.perf_counter() - t0)
+        self.metrics.inc("snapshots", 1)
+        self.metrics.inc("snapshot_seconds", time.perf_counter() - t0)
         settle_heap()                  # the first time: the kernels are loaded by now
         return rel
 
