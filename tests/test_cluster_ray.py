@@ -5,6 +5,7 @@ and with every actor delayed at random."""
 from __future__ import annotations
 
 import os
+import time
 
 import pytest
 
@@ -256,6 +257,54 @@ def test_pipelined_publishes_behind_busy_partitions_go_out_together(ray_session,
             assert_one_recovery(cl, kill)
         finally:
             cl.shutdown()
+
+
+def test_a_due_cut_behind_a_busy_step_waits_for_it_and_takes_with_the_held_calls(ray_session, tmp_path):
+    """Pipelined calls held behind a slow step (at least 0.2 s) while listeners poll past the
+    delivery interval: the cut waits for that step to end (a cut then would send the held
+    calls as a step of their own, queued behind it), and at the coordinator's tick the held
+    calls go out as one step that takes the updates (no step of their own). The delivery at
+    the last call's position holds every list those calls changed, equal to the engine and
+    brute force."""
+    cfg = rc.EngineConfig(bounds=BOUNDS, window=300)
+    calls = random_calls(67, 60, max_publish=60, invalid=False)
+    subs = [c.arg for c in calls if c.op == "subscribe"]
+    batches = [c.arg for c in calls if c.op == "publish" and c.arg][:6]
+    ccfg = rc.ClusterConfig(engine=cfg, policy="hash", partitions=2, batch_size=64, coalesce=600,
+                            actor_cpus=0.05, name="test-deferred-cut", state_dir=str(tmp_path),
+                            checkpoint_every=3600.0, delivery_interval=0.02,
+                            options={"delay": 0.4, "seed": SLOW_SEED})
+    cl = rc.Cluster.start(ccfg, fresh=True)
+    eng, brute = rc.Engine(cfg), BruteForceEngine(cfg)
+    try:
+        for s in subs[:3]:
+            for t in (cl, eng, brute):
+                t.subscribe(s)
+        start = cl.position() + 1
+        co0 = cl.stats()["roles"]["coordinator"]
+        for b in batches:
+            assert cl.publish(b, wait=False) is None
+        # polls past the interval while the first step runs (at least 0.2 s): none of them
+        # cuts
+        for _ in range(6):
+            time.sleep(0.01)
+            cl._call("deliveries_from", start, None)
+            assert cl._call("peek_counters")["held"] == len(batches) - 1
+        wait_until(lambda: cl._call("peek_counters")["held"] == 0, "the held calls went out")
+        for b in batches:
+            eng.publish(b)
+            brute.publish(b)
+        # the flush finds the cut made: it sends nothing more
+        lists = {u.subscription_id: list(u.topk) for u in cl.flush()}
+        co = cl.stats()["roles"]["coordinator"]
+        done = {k: co[k] - co0[k] for k in ("held_calls", "gathered_steps", "ticks", "steps")}
+        assert done == {"held_calls": len(batches), "gathered_steps": 1, "ticks": 1, "steps": 2}, done
+        ids = sorted(s.id for b in subs[:3] for s in b)
+        assert cl.topk_many(ids) == {i: eng.topk(i) for i in ids} == {i: brute.topk(i) for i in ids}
+        assert lists and all(lists[i] == eng.topk(i) for i in lists)
+        assert {i for i in ids if eng.topk(i)} <= lists.keys()
+    finally:
+        cl.shutdown()
 
 
 def test_bulk_load_on_ray_encodes_in_two_processes(ray_session, monkeypatch):

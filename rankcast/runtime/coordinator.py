@@ -539,11 +539,13 @@ class CoordinatorBase(RoleSet, Checkpoints, Deliveries, KindCoordinator):
     def _after_publish(self) -> None:
         """What the kind does at the end of every publish call (load monitoring)."""
 
-    def _release_held(self) -> None:
+    def _release_held(self, take: bool = False) -> None:
         """Dispatch the pipelined publishes that wait in the coordinator for busy roles (a
         kind that gathers them into larger steps: :meth:`Coordinator._gather`); every call
         other than a pipelined publish, every cut and every checkpoint calls it first, so
-        that they come after those messages in the stream, as they were called."""
+        that they come after those messages in the stream, as they were called. ``take``:
+        a cut's :meth:`_emit_start` follows at once, and the last step sent may take the
+        roles' updates with it (the kind's :meth:`_emit_start` then uses them)."""
 
     def _log_release(self) -> None:
         """Record that the held publishes go out now, at a moment that the log does not

@@ -86,27 +86,44 @@ class Deliveries:
         behind the steps in flight, and is delivered once done (:meth:`_drain_cuts`, at the
         next call or listener poll), so the stream does not stall at every cut. A log replay
         cuts at once, at the same positions. ``wait``: also every started cut is delivered."""
-        self._release_held()
         if not self._group:
+            self._release_held()
             if wait:
                 self._drain_cuts(block=True)
             return None
         clients, self._group = self._group, set()
         pos = self.last_seq + 1
         if not wait and not self._replaying:
+            # the last step of what is held takes the updates (the roles end their epoch in
+            # that call), and the cut starts at once, behind it
+            self._release_held(take=True)
             handle = self._emit_start()
             if handle is not None:
                 self._cuts.append((pos, handle, clients))
                 return None
+        self._release_held()
         self._delivered(pos, self._cut(), clients)
         return None
 
     def _cut_if_due(self) -> None:
-        """The pipelined calls' cut, once the oldest of them waited ``delivery_interval``."""
-        if self._group and time.perf_counter() - self._group_t0 >= self.ccfg.delivery_interval:
-            if self.store is not None:
-                self._append_log(("cut", None, None))
-            self._apply(("cut", None, None))
+        """The pipelined calls' cut, once the oldest of them waited ``delivery_interval``
+        (unless the kind defers it: :meth:`_cut_deferred`)."""
+        if self._cut_due() and not self._cut_deferred():
+            self._cut_now()
+
+    def _cut_now(self) -> None:
+        """The pipelined calls' cut (logged as a ``cut`` record): :meth:`_cut_group`."""
+        if self.store is not None:
+            self._append_log(("cut", None, None))
+        self._apply(("cut", None, None))
+
+    def _cut_due(self) -> bool:
+        """Whether the oldest pipelined call not yet delivered waited ``delivery_interval``."""
+        return bool(self._group) and time.perf_counter() - self._group_t0 >= self.ccfg.delivery_interval
+
+    def _cut_deferred(self) -> bool:
+        """Whether a due cut waits for a moment the kind chooses (it then cuts itself)."""
+        return False
 
     def _drain_cuts(self, block: bool) -> None:
         """Deliver the started cuts that are done, in order (``block``: every one)."""

@@ -518,7 +518,8 @@ class Coordinator(CoordinatorBase):
         ``ClusterConfig.coalesce`` messages: when one is full, or when the oldest
         unfinished step ends, at the next call or at this actor's
         own :meth:`tick`, which Ray runs then. Every other call, cut and checkpoint sends
-        them first (:meth:`_release_held`).
+        them first (:meth:`_release_held`); a cut that falls due while they wait behind a
+        step waits for the tick (:meth:`_cut_deferred`).
 
         A step's cost is largely fixed (each partition's walk of its index, its
         re-evaluations, the calls and their arguments): a publisher faster than the
@@ -567,34 +568,52 @@ class Coordinator(CoordinatorBase):
             return
         self.counters["ticks"] += 1
         self._reap()
-        if len(self.inflight) < GATHER_DEPTH:
-            self._release_held()
+        # a cut deferred behind the busy step (_cut_deferred) happens now, even behind a full
+        # step sent meanwhile (``coalesce``): what is held goes out and its last step takes
+        # the updates, so the partitions end the epoch in that call
+        due = self._cut_due()
+        if len(self.inflight) < GATHER_DEPTH or due:
+            if due:
+                self._cut_now()
+            else:
+                self._release_held()
         else:
             self._post_tick()
 
-    def _dispatch_held(self) -> None:
+    def _cut_deferred(self) -> bool:
+        """A due cut waits while pipelined calls are held behind a step in flight: it would
+        send them out as a step of their own, queued behind the busy one, and a step's cost
+        is largely fixed (:meth:`_gather`). The :meth:`tick` that runs when that step ends
+        cuts: what is held goes out then, with what arrived meanwhile, in one step."""
+        return bool(self._held) and bool(self.inflight) and self._gathering()
+
+    def _dispatch_held(self, take: bool = False) -> None:
         """One step of the held pieces, from the oldest: as many whole pieces as fit in
-        ``ClusterConfig.coalesce`` messages (at least one)."""
+        ``ClusterConfig.coalesce`` messages (at least one). ``take``: the last of them takes
+        the updates (:meth:`dispatch`)."""
         cap, n, j = self.ccfg.coalesce, 0, 0
         while j < len(self._held) and (j == 0 or n + len(self._held[j][0]) <= cap):
             n += len(self._held[j][0])
             j += 1
-        take, self._held = self._held[:j], self._held[j:]
+        out, self._held = self._held[:j], self._held[j:]
         self._held_n -= n
+        take = take and not self._held
         if j == 1:
-            self.dispatch(*take[0])
+            self.dispatch(*out[0], take=take)
             return
         self.counters["gathered_steps"] += 1
-        self.dispatch(MessageBatch.concat([p[0] for p in take]), np.concatenate([p[1] for p in take]),
-                       np.concatenate([p[2] for p in take]))
+        self.dispatch(MessageBatch.concat([p[0] for p in out]), np.concatenate([p[1] for p in out]),
+                      np.concatenate([p[2] for p in out]), take=take)
 
-    def _release_held(self) -> None:
-        """Every held piece out, in order, as steps of up to ``coalesce`` messages. Outside
-        a logged call (a tick, a checkpoint, a query that quiesces) the log records it."""
+    def _release_held(self, take: bool = False) -> None:
+        """Every held piece out, in order, as steps of up to ``coalesce`` messages; ``take``:
+        the last one takes the updates, for the cut that follows at once (``_cut_group``).
+        Outside a logged call (a tick, a checkpoint, a query that quiesces) the log records
+        it."""
         if self._held and not self._applying:
             self._log_release()
         while self._held:
-            self._dispatch_held()
+            self._dispatch_held(take)
 
 
     @guarded
