@@ -571,12 +571,10 @@ class Coordinator(CoordinatorBase):
         # a cut deferred behind the busy step (_cut_deferred) happens now, even behind a full
         # step sent meanwhile (``coalesce``): what is held goes out and its last step takes
         # the updates, so the partitions end the epoch in that call
-        due = self._cut_due()
-        if len(self.inflight) < GATHER_DEPTH or due:
-            if due:
-                self._cut_now()
-            else:
-                self._release_held()
+        if self._cut_due():
+            self._cut_now()
+        elif len(self.inflight) < GATHER_DEPTH:
+            self._release_held()
         else:
             self._post_tick()
 
