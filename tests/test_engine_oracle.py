@@ -88,7 +88,8 @@ def assert_buffers_are_skybands(eng):
 
 
 def _run(seed, window, window_seconds, clustered, steps=60, leaf_capacity=4, index=None, batch_size=7,
-         max_msgs=15, cand_cap=None, flat_upto=None, records=True, search_flat=None, tfidf=False):
+         max_msgs=15, cand_cap=None, flat_upto=None, records=True, search_flat=None, tfidf=False,
+         skyband_every=1, on_step=None):
     """Every call played on the engine, the brute-force engine (exact bits) and the
     plain-Python reference (rankings exact, scores within 1e-9), compared after each.
     ``tfidf``: texts of :data:`WORDS_TFIDF` weighted by a vocabulary fitted on a corpus of
@@ -103,7 +104,10 @@ def _run(seed, window, window_seconds, clustered, steps=60, leaf_capacity=4, ind
     early termination everywhere); ``records``: False leaves the group records untested (so
     that Theorems 5.3 and 5.4 see every group).
     Odd seeds fetch the default candidates (k + 16 at least); even seeds 2k, which small
-    windows often cannot fill, so cuts between equal scores and refetches happen."""
+    windows often cannot fill, so cuts between equal scores and refetches happen.
+    ``skyband_every``: the buffers' invariant is checked after every that many steps and
+    after the last (the check merges the deferred candidates); ``on_step(eng)`` runs after
+    each step's other checks."""
     rng = np.random.default_rng(seed)
     words = corpus = vocab = None
     if tfidf:
@@ -155,7 +159,10 @@ def _run(seed, window, window_seconds, clustered, steps=60, leaf_capacity=4, ind
             assert why is None, (step, why)
         assert_engine_exact(eng)
         assert_reference_exact(eng, plain)
-        assert_buffers_are_skybands(eng)
+        if on_step is not None:
+            on_step(eng)
+        if step % skyband_every == skyband_every - 1 or step == steps - 1:
+            assert_buffers_are_skybands(eng)
     return eng
 
 
@@ -578,6 +585,23 @@ def test_large_batches_merge_many_candidates_per_buffer(seed, window):
          batch_size=500, max_msgs=120)
     _run(510 + seed, window=None, window_seconds=window / 10, clustered=False, steps=30,
          batch_size=500, max_msgs=120)
+
+
+@pytest.mark.parametrize("seed", range(4))
+def test_deferred_candidates_wait_below_the_kth_row_across_calls(seed):
+    """Candidates of a full buffer that all score below its k-th row and find no expiring
+    row wait in its pending rows (``skyband`` module docstring), across publish calls, until
+    a batch merges them (a candidate that reaches the top-k, an expiring row, no room left)
+    or a check of the whole buffer does: every call's results exact, the buffers checked
+    only every 25 steps (so that pending rows live long); pending rows are used, and filled
+    to their room."""
+    from rankcast.kinds.spatial.skyband import PENDING
+
+    most = []
+    window, window_seconds = ((400, None), (None, 40.0))[seed % 2]
+    _run(800 + seed, window=window, window_seconds=window_seconds, clustered=seed >= 2, steps=90,
+         batch_size=4, max_msgs=24, skyband_every=25, on_step=lambda e: most.append(int(e.core.buf.pn.max())))
+    assert max(most) == PENDING, most
 
 
 @pytest.mark.parametrize("seed", range(3))

@@ -97,6 +97,7 @@ class SkypeCore:
         bf.arrival_share[slots] = 1.0
         bf.epoch_of[slots] = bf.epoch     # new: nothing to report for this epoch
         bf.snap_len[slots] = 0            # (a reused slot's, of an older epoch, no longer counts)
+        bf.pn[slots] = 0
         self.index.add(slots)
         return slots
 
@@ -127,6 +128,7 @@ class SkypeCore:
         for s in slots.tolist():
             sk._unlink(s, bf.oldest, bf.lnext, bf.lprev, bf.head)
         bf.blen[slots] = 0
+        bf.pn[slots] = 0
         bf.reeval[slots] = False
         self.index.remove(slots)
         self.subs.remove(slots)
@@ -158,7 +160,7 @@ class SkypeCore:
                 s.k, s.theta, s.alive, b.expired_upto,
                 b.bstart, b.blen, b.bcap, b.bi, b.bf, b.used, b.oldest, b.lnext, b.lprev, b.head,
                 b.reeval, b.epoch, b.epoch_of, b.snap_off, b.snap_len, b.snap, b.snap_used,
-                sk.DIFF_CHANGED if diff else sk.MARK_CHANGED if last else 0)
+                sk.DIFF_CHANGED if diff else sk.MARK_CHANGED if last else 0, b.pn, b.pend)
         else:                           # kmax raises theta as it goes: message by message
             out = sk.process(
                 seqs, msgs.ids, msgs.t, expire_upto, cand_off, slots, scores,
@@ -194,12 +196,24 @@ class SkypeCore:
         b, s = self.buf, self.subs
         if upto_seq <= b.expired_upto:
             return
+        self.merge_pending()            # an expiry may reach a top-k: the rows below it complete
         b.snap, b.snap_used, touched = sk.expire_only(
             b.expired_upto, upto_seq, s.k, s.theta, b.bstart, b.blen, b.bi, b.bf, b.oldest,
             b.lnext, b.lprev, b.head, b.reeval, b.epoch, b.epoch_of, b.snap_off, b.snap_len,
             b.snap, b.snap_used)
         b.expired_upto = upto_seq
         b.touched.append(touched)
+
+    def merge_pending(self, slots=None) -> None:
+        """Merge the deferred candidates of ``slots`` (None: every slot) into their buffers
+        (``skyband`` module docstring); the top-k lists stay as they are."""
+        b = self.buf
+        n = self.subs.n
+        slots = np.flatnonzero(b.pn[:n]) if slots is None else np.asarray(slots, np.int64)
+        if len(slots):
+            b.bi, b.bf, b.used = sk.merge_pending(
+                slots, self.subs.k, b.expired_upto, b.bstart, b.blen, b.bcap, b.bi, b.bf, b.used,
+                b.oldest, b.lnext, b.lprev, b.head, b.pn, b.pend)
 
     def observe_window(self, size: int, arrivals: int = 0, expiries: int = 0) -> None:
         """The window's current size and recent flow (time windows, paper 6.3)."""
@@ -254,6 +268,7 @@ class SkypeCore:
             b.epoch, b.epoch_of, b.snap_off, b.snap_len, b.snap, b.snap_used)
         b.touched.append(touched)
         done = np.setdiff1d(slots, more)
+        b.pn[done] = 0          # their pending rows are window messages: the answers hold them
         for sl in done.tolist():
             self._extra_k.pop(sl, None)
         if len(more):
@@ -364,6 +379,7 @@ class SkypeCore:
     def buffer(self, sub_id: int):
         """(seq, id, dominance counter, score) rows of the whole buffer, for tests and tools."""
         slot = self.subs.slot(sub_id)
+        self.merge_pending([slot])
         b = self.buf
         a, n = b.bstart[slot], b.blen[slot]
         return b.bi[a:a + n].copy(), b.bf[a:a + n].copy(), float(self.subs.theta[slot])

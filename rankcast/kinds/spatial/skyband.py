@@ -14,6 +14,17 @@ the buffers that hold it (the paper's "for each subscription whose buffer contai
 Modes: SKYBAND evicts a row once k newer rows score at least as high (Definition 10/11);
 KMAX keeps every row >= theta and raises theta when the buffer outgrows kmax (baseline).
 
+Deferred candidates (SKYBAND): a batch's candidates of a full buffer (theta > 0, k rows at
+least) that all score below its k-th row, where no row expires, change nothing of its top-k:
+they wait in the slot's few pending rows (``pn`` of them in ``pend``: seq, id, and the
+time's and score's float64 bits, in seq order, each newer than every buffered row), merged
+with the next batch that visits the buffer for another reason (a candidate that reaches the
+top-k, an expiring row, no room left) or by :func:`merge_pending`. So the invariant above
+holds for the buffer plus its pending rows; the top-k, the first k rows, is exact as it is.
+On a dense stream most candidates land below the k-th row, and a merge rewrites the buffer
+from its first candidate's row down: the pending rows make several batches' candidates one
+merge.
+
 The helpers a buffer visit calls are inlined (``inline="always"``): a call that hands arrays
 back costs reference-count updates on every visit, and on a dense stream, where a batch
 visits most buffers, that was a tenth of ``process_batch``.
@@ -34,6 +45,8 @@ T, SC = 0, 1
 SNAP_SC = 2          # a snapshot row: SEQ, ID, and the score's float64 bits
 MARK_CHANGED, DIFF_CHANGED = 1, 2     # process_batch's ``last``: how a first touch is recorded
 SKYBAND, KMAX = 0, 1
+PENDING = 8          # deferred candidates a slot holds at most (module docstring)
+P_SEQ, P_ID, P_T, P_SC = 0, 1, 2, 3   # a pending row (time and score as float64 bits)
 
 
 class BufferState:
@@ -56,6 +69,7 @@ class BufferState:
         self.arrival_share = np.ones(slots)
         self.bi = np.zeros((pool, 3), np.int64)
         self.bf = np.zeros((pool, 2))
+        self._pending_arrays(slots)
         self.head = np.full(buckets, -1, np.int64)
         self.snap = np.zeros((1 << 12, 3), np.int64)     # top-k rows at an epoch's first touch
         self.used = 0              # pool rows handed out (live and garbage)
@@ -71,8 +85,16 @@ class BufferState:
         st["bi"], st["bf"], st["snap"] = self.bi[: self.used], self.bf[: self.used], self.snap[: self.snap_used]
         return st
 
+    def _pending_arrays(self, slots: int) -> None:
+        """Deferred candidates (module docstring): up to PENDING rows per slot, a row's four
+        fields side by side (a slot's few rows share a cache line or two)."""
+        self.pn = np.zeros(slots, np.int64)
+        self.pend = np.zeros((slots, PENDING, 4), np.int64)
+
     def __setstate__(self, st: dict) -> None:
         self.__dict__.update(st)
+        if "pn" not in st:                       # a snapshot from before the pending rows
+            self._pending_arrays(len(self.bstart))
         if "arrival_share" not in st:             # a snapshot from before the field
             self.arrival_share = np.ones(len(self.bstart))
         if self.snap.ndim == 1:                  # ids alone, from before the rows had scores
@@ -98,6 +120,10 @@ class BufferState:
         a = np.ones(m)
         a[: len(self.arrival_share)] = self.arrival_share
         self.arrival_share = a
+        old = len(self.pn)
+        pn, pend = self.pn, self.pend
+        self._pending_arrays(m)
+        self.pn[:old], self.pend[:old] = pn, pend
 
 
 # ----------------------------------------------------------------------------- helpers
@@ -608,7 +634,7 @@ def _install(s, w, p0, bstart, blen, bcap, bi, bf, used, tbi, tbf):
 def process_batch(seqs, ids, ts, expire_upto, cand_off, cand_slot, cand_score,
                   k, theta, alive, expired_upto,
                   bstart, blen, bcap, bi, bf, used, oldest, lnext, lprev, head, reeval,
-                  epoch, epoch_of, snap_off, snap_len, snap, snap_used, last):
+                  epoch, epoch_of, snap_off, snap_len, snap, snap_used, last, pn, pend):
     """``process`` for the k-skyband mode, by micro-batch. Only the state at the batch's end
     is observable (updates compare it with the epoch's snapshot), and it is the
     message-by-message result: the k-skyband of the buffer plus the batch's candidates, less
@@ -616,7 +642,10 @@ def process_batch(seqs, ids, ts, expire_upto, cand_off, cand_slot, cand_score,
     stays, so it dominates none of them). Each subscription that gets candidates or holds an
     expiring row is visited once, in slot order (on a dense stream most of them are: in slot
     order the per-slot arrays and, after a compaction, the pools are read in sequence), its
-    candidates merged in one pass (``_merge_one``). A buffer below k rows afterwards (theta > 0)
+    pending rows and candidates merged in one pass (``_merge_one``); or its candidates are
+    deferred to its pending rows ``pn`` / ``pend`` (module docstring:
+    a full buffer without an expiring row, every candidate below its k-th row, room left).
+    A buffer below k rows afterwards (theta > 0)
     waits for re-evaluation; one that dipped below k and was refilled by the batch is exact.
 
     ``last`` (0, ``MARK_CHANGED`` or ``DIFF_CHANGED``): with ``MARK_CHANGED``, nothing but
@@ -703,8 +732,8 @@ def process_batch(seqs, ids, ts, expire_upto, cand_off, cand_slot, cand_score,
         c = cnt[s]
         gstart[s] = pos
         pos += c
-        gmax = max(gmax, c)
-        rows = max(rows, blen[s] + c)
+        gmax = max(gmax, c + pn[s])         # a merge takes the pending rows too
+        rows = max(rows, blen[s] + c + pn[s])
         kmax = max(kmax, k[s])
     g_seq = np.empty(n_cand, np.int64)
     g_id = np.empty(n_cand, np.int64)
@@ -722,6 +751,12 @@ def process_batch(seqs, ids, ts, expire_upto, cand_off, cand_slot, cand_score,
             g_sc[p] = cand_score[c]
             gstart[s] = p + 1
     # 5. one visit per subscription
+    n_pend = pend.shape[1]
+    pendf = pend.view(np.float64)
+    h_seq = np.empty(gmax, np.int64)        # a group behind its buffer's pending rows
+    h_id = np.empty(gmax, np.int64)
+    h_t = np.empty(gmax)
+    h_sc = np.empty(gmax)
     order = np.empty(gmax, np.int64)
     fen = np.empty(gmax + 1, np.int64)
     dcn = np.empty(gmax, np.int64)
@@ -744,6 +779,25 @@ def process_batch(seqs, ids, ts, expire_upto, cand_off, cand_slot, cand_score,
         s = visit[v]
         g1 = gstart[s]                      # the end of s's group after the scatter
         n = blen[s]
+        old = oldest[s]
+        if (g1 > g0 and old > e and theta[s] > 0.0 and k[s] > 0 and n >= k[s]
+                and pn[s] + g1 - g0 <= n_pend):
+            # no row expires: candidates all below the k-th row wait (module docstring)
+            top = g_sc[g0]
+            for r in range(g0 + 1, g1):
+                top = max(top, g_sc[r])
+            if top < bf[bstart[s] + k[s] - 1, SC]:
+                q = pn[s]
+                for r in range(g0, g1):
+                    pend[s, q, P_SEQ] = g_seq[r]
+                    pend[s, q, P_ID] = g_id[r]
+                    pendf[s, q, P_T] = g_t[r]
+                    pendf[s, q, P_SC] = g_sc[r]
+                    q += 1
+                pn[s] = q
+                ops += g1 - g0
+                g0 = g1
+                continue
         # compare instead of snapshot: first touch in a last part, an opened buffer aside
         compare = last > 0 and epoch_of[s] != epoch and theta[s] > 0.0
         if not compare:
@@ -752,11 +806,26 @@ def process_batch(seqs, ids, ts, expire_upto, cand_off, cand_slot, cand_score,
                 touched, n_touched)
             if snapf.shape[0] != snap.shape[0]:       # the pool grew
                 snapf = snap.view(np.float64)
-        old = oldest[s]
-        ops += n + g1 - g0                  # rows visited (the cost model's unit)
-        if g1 > g0:
-            w, lo, p0, q0 = _merge_one(s, g0, g1, g_seq, g_id, g_t, g_sc, k[s], e, bstart, blen, bi, bf,
-                                       order, fen, dcn, tbi, tbf)
+        m = pn[s]
+        ops += n + g1 - g0 + m              # rows visited (the cost model's unit)
+        if g1 > g0 or m > 0:
+            if m > 0:                       # the pending rows, then the batch's (newer)
+                for r in range(m):
+                    h_seq[r] = pend[s, r, P_SEQ]
+                    h_id[r] = pend[s, r, P_ID]
+                    h_t[r] = pendf[s, r, P_T]
+                    h_sc[r] = pendf[s, r, P_SC]
+                for r in range(g0, g1):
+                    h_seq[m + r - g0] = g_seq[r]
+                    h_id[m + r - g0] = g_id[r]
+                    h_t[m + r - g0] = g_t[r]
+                    h_sc[m + r - g0] = g_sc[r]
+                pn[s] = 0
+                w, lo, p0, q0 = _merge_one(s, 0, m + g1 - g0, h_seq, h_id, h_t, h_sc, k[s], e, bstart, blen,
+                                           bi, bf, order, fen, dcn, tbi, tbf)
+            else:
+                w, lo, p0, q0 = _merge_one(s, g0, g1, g_seq, g_id, g_t, g_sc, k[s], e, bstart, blen, bi, bf,
+                                           order, fen, dcn, tbi, tbf)
             # the top-k's messages are the same iff they all come before q0 (or none changed)
             if compare and q0 < k[s] and not (q0 == n and w == n):
                 if last == DIFF_CHANGED:
@@ -796,6 +865,47 @@ def process_batch(seqs, ids, ts, expire_upto, cand_off, cand_slot, cand_score,
             reeval[s] = True
         g0 = g1
     return (bi, bf, used, snap, snap_used, e, touched[:n_touched], touched[:0], n_cand, ops)
+
+@numba.njit(cache=True, nogil=True)
+def merge_pending(slots, k, upto, bstart, blen, bcap, bi, bf, used, oldest, lnext, lprev, head,
+                  pn, pend):
+    """Merge the pending rows of ``slots`` into their buffers (module docstring), before a
+    change that does not come through ``process_batch`` (an expiry without messages) or a
+    read of the whole buffer. Every pending row scores below its buffer's k-th row, so the
+    top-k stays as it is and nothing is recorded. ``upto``: the expiry watermark."""
+    m_max = pend.shape[1]
+    pendf = pend.view(np.float64)
+    rows = 0
+    for s in slots:
+        if pn[s] > 0:
+            rows = max(rows, blen[s] + pn[s])
+    g_seq = np.empty(m_max, np.int64)
+    g_id = np.empty(m_max, np.int64)
+    g_t = np.empty(m_max)
+    g_sc = np.empty(m_max)
+    order = np.empty(m_max, np.int64)
+    fen = np.empty(m_max + 1, np.int64)
+    dcn = np.empty(m_max, np.int64)
+    tbi = np.empty((rows, 3), np.int64)
+    tbf = np.empty((rows, 2))
+    for s in slots:
+        m = pn[s]
+        if m == 0:
+            continue
+        for r in range(m):
+            g_seq[r] = pend[s, r, P_SEQ]
+            g_id[r] = pend[s, r, P_ID]
+            g_t[r] = pendf[s, r, P_T]
+            g_sc[r] = pendf[s, r, P_SC]
+        old = oldest[s]
+        w, lo, p0, q0 = _merge_one(s, 0, m, g_seq, g_id, g_t, g_sc, k[s], upto, bstart, blen, bi, bf,
+                                   order, fen, dcn, tbi, tbf)
+        bi, bf, used = _install(s, w, p0, bstart, blen, bcap, bi, bf, used, tbi, tbf)
+        if lo != old:
+            _relink(s, bstart, blen, bi, oldest, lnext, lprev, head)
+        pn[s] = 0
+    return bi, bf, used
+
 
 @numba.njit(cache=True, nogil=True)
 def expire_only(lo, upto, k, theta, bstart, blen, bi, bf, oldest, lnext, lprev, head, reeval,

@@ -25,6 +25,7 @@ def warm_spatial(cfg: EngineConfig) -> None:
             eng.publish(call.arg, updates="diff" if i % 2 else "objects")
         else:
             getattr(eng, call.op)(call.arg)
+    eng.core.merge_pending(eng.core.subs.live_slots())      # (an expiry without messages)
     warm_walk(cfg)
     warm_compact()
     warm_cut(eng)
