@@ -630,6 +630,29 @@ def _install(s, w, p0, bstart, blen, bcap, bi, bf, used, tbi, tbf):
     return bi, bf, used
 
 
+@numba.njit(cache=True, inline="always")
+def _merge_room(gmax, rows):
+    """Scratch of the merges of one call: a group behind its buffer's pending rows (h_*),
+    the candidates' order, Fenwick tree and counters, and the rows a merge writes (``rows``
+    at most)."""
+    return (np.empty(gmax, np.int64), np.empty(gmax, np.int64), np.empty(gmax), np.empty(gmax),
+            np.empty(gmax, np.int64), np.empty(gmax + 1, np.int64), np.empty(gmax, np.int64),
+            np.empty((rows, 3), np.int64), np.empty((rows, 2)))
+
+
+@numba.njit(cache=True, inline="always")
+def _take_pending(s, pn, pend, pendf, h_seq, h_id, h_t, h_sc):
+    """s's pending rows to h_* (from row 0), in seq order; s keeps none. Returns their count."""
+    m = pn[s]
+    for r in range(m):
+        h_seq[r] = pend[s, r, P_SEQ]
+        h_id[r] = pend[s, r, P_ID]
+        h_t[r] = pendf[s, r, P_T]
+        h_sc[r] = pendf[s, r, P_SC]
+    pn[s] = 0
+    return m
+
+
 @numba.njit(cache=True, nogil=True)
 def process_batch(seqs, ids, ts, expire_upto, cand_off, cand_slot, cand_score,
                   k, theta, alive, expired_upto,
@@ -753,15 +776,7 @@ def process_batch(seqs, ids, ts, expire_upto, cand_off, cand_slot, cand_score,
     # 5. one visit per subscription
     n_pend = pend.shape[1]
     pendf = pend.view(np.float64)
-    h_seq = np.empty(gmax, np.int64)        # a group behind its buffer's pending rows
-    h_id = np.empty(gmax, np.int64)
-    h_t = np.empty(gmax)
-    h_sc = np.empty(gmax)
-    order = np.empty(gmax, np.int64)
-    fen = np.empty(gmax + 1, np.int64)
-    dcn = np.empty(gmax, np.int64)
-    tbi = np.empty((rows, 3), np.int64)
-    tbf = np.empty((rows, 2))
+    h_seq, h_id, h_t, h_sc, order, fen, dcn, tbi, tbf = _merge_room(gmax, rows)
     # DIFF_CHANGED: a list's rows before an expiry, and its diff rows (_leave_diff)
     n_d = kmax if last == DIFF_CHANGED else 0
     oi = np.empty((n_d, 3), np.int64)
@@ -810,17 +825,12 @@ def process_batch(seqs, ids, ts, expire_upto, cand_off, cand_slot, cand_score,
         ops += n + g1 - g0 + m              # rows visited (the cost model's unit)
         if g1 > g0 or m > 0:
             if m > 0:                       # the pending rows, then the batch's (newer)
-                for r in range(m):
-                    h_seq[r] = pend[s, r, P_SEQ]
-                    h_id[r] = pend[s, r, P_ID]
-                    h_t[r] = pendf[s, r, P_T]
-                    h_sc[r] = pendf[s, r, P_SC]
+                _take_pending(s, pn, pend, pendf, h_seq, h_id, h_t, h_sc)
                 for r in range(g0, g1):
                     h_seq[m + r - g0] = g_seq[r]
                     h_id[m + r - g0] = g_id[r]
                     h_t[m + r - g0] = g_t[r]
                     h_sc[m + r - g0] = g_sc[r]
-                pn[s] = 0
                 w, lo, p0, q0 = _merge_one(s, 0, m + g1 - g0, h_seq, h_id, h_t, h_sc, k[s], e, bstart, blen,
                                            bi, bf, order, fen, dcn, tbi, tbf)
             else:
@@ -873,37 +883,22 @@ def merge_pending(slots, k, upto, bstart, blen, bcap, bi, bf, used, oldest, lnex
     change that does not come through ``process_batch`` (an expiry without messages) or a
     read of the whole buffer. Every pending row scores below its buffer's k-th row, so the
     top-k stays as it is and nothing is recorded. ``upto``: the expiry watermark."""
-    m_max = pend.shape[1]
     pendf = pend.view(np.float64)
     rows = 0
     for s in slots:
         if pn[s] > 0:
             rows = max(rows, blen[s] + pn[s])
-    g_seq = np.empty(m_max, np.int64)
-    g_id = np.empty(m_max, np.int64)
-    g_t = np.empty(m_max)
-    g_sc = np.empty(m_max)
-    order = np.empty(m_max, np.int64)
-    fen = np.empty(m_max + 1, np.int64)
-    dcn = np.empty(m_max, np.int64)
-    tbi = np.empty((rows, 3), np.int64)
-    tbf = np.empty((rows, 2))
+    g_seq, g_id, g_t, g_sc, order, fen, dcn, tbi, tbf = _merge_room(pend.shape[1], rows)
     for s in slots:
-        m = pn[s]
-        if m == 0:
+        if pn[s] == 0:
             continue
-        for r in range(m):
-            g_seq[r] = pend[s, r, P_SEQ]
-            g_id[r] = pend[s, r, P_ID]
-            g_t[r] = pendf[s, r, P_T]
-            g_sc[r] = pendf[s, r, P_SC]
+        m = _take_pending(s, pn, pend, pendf, g_seq, g_id, g_t, g_sc)
         old = oldest[s]
         w, lo, p0, q0 = _merge_one(s, 0, m, g_seq, g_id, g_t, g_sc, k[s], upto, bstart, blen, bi, bf,
                                    order, fen, dcn, tbi, tbf)
         bi, bf, used = _install(s, w, p0, bstart, blen, bcap, bi, bf, used, tbi, tbf)
         if lo != old:
             _relink(s, bstart, blen, bi, oldest, lnext, lprev, head)
-        pn[s] = 0
     return bi, bf, used
 
 
