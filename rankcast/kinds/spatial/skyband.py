@@ -824,6 +824,7 @@ def process_batch(seqs, ids, ts, expire_upto, cand_off, cand_slot, cand_score,
         m = pn[s]
         ops += n + g1 - g0 + m              # rows visited (the cost model's unit)
         if g1 > g0 or m > 0:
+            x_seq, x_id, x_t, x_sc, x0, x1 = g_seq, g_id, g_t, g_sc, g0, g1
             if m > 0:                       # the pending rows, then the batch's (newer)
                 _take_pending(s, pn, pend, pendf, h_seq, h_id, h_t, h_sc)
                 for r in range(g0, g1):
@@ -831,11 +832,9 @@ def process_batch(seqs, ids, ts, expire_upto, cand_off, cand_slot, cand_score,
                     h_id[m + r - g0] = g_id[r]
                     h_t[m + r - g0] = g_t[r]
                     h_sc[m + r - g0] = g_sc[r]
-                w, lo, p0, q0 = _merge_one(s, 0, m + g1 - g0, h_seq, h_id, h_t, h_sc, k[s], e, bstart, blen,
-                                           bi, bf, order, fen, dcn, tbi, tbf)
-            else:
-                w, lo, p0, q0 = _merge_one(s, g0, g1, g_seq, g_id, g_t, g_sc, k[s], e, bstart, blen, bi, bf,
-                                           order, fen, dcn, tbi, tbf)
+                x_seq, x_id, x_t, x_sc, x0, x1 = h_seq, h_id, h_t, h_sc, 0, m + g1 - g0
+            w, lo, p0, q0 = _merge_one(s, x0, x1, x_seq, x_id, x_t, x_sc, k[s], e, bstart, blen, bi, bf,
+                                       order, fen, dcn, tbi, tbf)
             # the top-k's messages are the same iff they all come before q0 (or none changed)
             if compare and q0 < k[s] and not (q0 == n and w == n):
                 if last == DIFF_CHANGED:
@@ -875,6 +874,7 @@ def process_batch(seqs, ids, ts, expire_upto, cand_off, cand_slot, cand_score,
             reeval[s] = True
         g0 = g1
     return (bi, bf, used, snap, snap_used, e, touched[:n_touched], touched[:0], n_cand, ops)
+
 
 @numba.njit(cache=True, nogil=True)
 def merge_pending(slots, k, upto, bstart, blen, bcap, bi, bf, used, oldest, lnext, lprev, head,
