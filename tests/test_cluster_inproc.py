@@ -1011,3 +1011,33 @@ def test_warm_loads_the_buffers_compaction(monkeypatch):
     eng.core._maybe_compact()
     assert seen, "no compaction"
     assert set(seen) <= warmed
+
+
+@pytest.mark.parametrize("seed", [0, 1, 2])
+def test_window_ids_follow_the_window_through_a_checkpoint(seed):
+    """The coordinator's window ids (message id -> sequence number, dropped as they expire)
+    equal a plain model after every call of random sizes and expiries, and a pickled copy
+    (as a checkpoint keeps it: two arrays) goes on exactly as the original."""
+    import pickle
+
+    from rankcast.kinds.spatial.roles.coordinator import WindowIds
+
+    rng = np.random.default_rng(seed)
+    win, model = WindowIds(), {}
+    seq, next_id = 0, 0
+    for step in range(200):
+        n = int(rng.integers(1, 40))
+        ids = rng.permutation(np.arange(next_id, next_id + 2 * n))[:n].astype(np.int64)
+        next_id += 2 * n
+        seqs = np.arange(seq, seq + n, dtype=np.int64)
+        seq += n
+        upto = seq - 1 - int(rng.integers(0, 150))
+        win.add(ids, seqs, upto)
+        model.update(zip(ids.tolist(), seqs.tolist()))
+        model = {i: s for i, s in model.items() if s > upto}
+        assert win.ids == model
+        probe = np.concatenate([ids, np.array(list(model)[:5] + [-1], np.int64)])
+        assert win.contains(probe).tolist() == [int(i) in model for i in probe]
+        if step % 37 == 5:
+            win = pickle.loads(pickle.dumps(win))
+            assert win.ids == model and len(win) == len(model)

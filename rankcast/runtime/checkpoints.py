@@ -14,7 +14,7 @@ from .metrics import settle_heap
 from .recovery import STATE_FORMAT, StateStore, Writer, is_role_death, shared_config, write_snapshots
 from .guard import MAX_RECOVERIES
 from .delivery import Spilled
-from .results import update_arrays
+from .results import stored_updates
 
 
 class AdoptionMismatch(RuntimeError):
@@ -145,8 +145,8 @@ class Checkpoints:
         # still running included: no delivery made before the commit is later), are written
         # at the commit; a client gets a running cut's from its flush
         pos = self.last_seq + 1
-        deliv = (f"deliv-{e}", pos, [(p, update_arrays(a)) for p, a in self.deliveries
-                                     if p > self._deliv_saved_upto], self._deliv_saved_upto)
+        deliv = (f"deliv-{e}", pos, [(p, a) for p, a in self.deliveries if p > self._deliv_saved_upto],
+                 self._deliv_saved_upto)
         self._deliv_chunks.append((f"deliv-{e}", pos))
         self._deliv_saved_upto = pos
         state = {k: getattr(self, k) for k in _COORD_STATE + self.KIND_STATE}
@@ -215,8 +215,8 @@ class Checkpoints:
             # to write them as they are (a loaded 2-core machine): under per-call publishes
             # (5 MB per 1,000 messages) that CPU came from the core a solo partition's side
             # thread uses
-            chunk = dict(early)
-            chunk.update((p, update_arrays(a)) for p, a in self.deliveries if saved < p <= pos)
+            chunk = {p: stored_updates(a) for p, a in early}
+            chunk.update((p, stored_updates(a)) for p, a in self.deliveries if saved < p <= pos)
             pend["chunk"] = Writer(self.store, [(rel, sorted(chunk.items(), key=lambda x: x[0]))], pickled=False,
                                    raw=True)
             pend["chunk_arrays"] = chunk

@@ -12,7 +12,7 @@ from rankcast.errors import InvalidInput
 
 from .kind import NO_UPDATES
 from .guard import _NOT_DONE, guarded
-from .results import for_client, n_updates, update_arrays
+from .results import for_client, n_updates, stored_arrays, stored_updates, update_arrays
 
 
 class Spilled:
@@ -176,7 +176,7 @@ class Deliveries:
             self.counters["chunk_reads"] = self.counters.get("chunk_reads", 0) + 1
             self.counters["chunk_read_seconds"] = self.counters.get("chunk_read_seconds", 0.0) \
                 + time.perf_counter() - t0
-        return cached[1][pos]
+        return stored_arrays(cached[1][pos])
 
     def _spill(self, chunk: str, written: dict) -> None:
         """Keep the deliveries that chunk ``chunk`` holds (``written``: position -> the arrays
@@ -187,7 +187,7 @@ class Deliveries:
             if pos > self._deliv_saved_upto:
                 break
             got = written.get(pos)
-            if got is not None and not isinstance(out, Spilled) and update_arrays(out) is got:
+            if got is not None and not isinstance(out, Spilled) and stored_updates(out) is got:
                 self.deliveries[i] = (pos, Spilled(chunk))
 
     def position(self) -> int:

@@ -524,8 +524,10 @@ def shared_config(cfg) -> dict:
 # without it was written before it existed (format 0). 2: the message index's node rows
 # (MessageWindow: closed nodes, sibling links both ways). 3: the log records when pipelined
 # publishes gathered in the coordinator went out (``release``), checkpoints carry an id
-# (``mark``) and partitions count their takes.
-STATE_FORMAT = 3
+# (``mark``) and partitions count their takes. 4: the spatial coordinator's window ids as
+# one object (``window_ids``: two arrays in a checkpoint), delivery chunks hold a delivery's
+# parts as a list.
+STATE_FORMAT = 4
 
 
 class Recoverable:

@@ -36,14 +36,21 @@ class UpdateParts:
     they hold. The coordinator fetches them only where it reads them (a listener, a
     ``flush`` of several deliveries, a checkpoint); a pickle holds the arrays."""
 
-    __slots__ = ("refs", "n", "_rt", "_arrays")
+    __slots__ = ("refs", "n", "_rt", "_arrays", "_parts")
 
     def __init__(self, rt: Runtime, refs: list, n: int):
-        self.refs, self.n, self._rt, self._arrays = list(refs), int(n), rt, None
+        self.refs, self.n, self._rt, self._arrays, self._parts = list(refs), int(n), rt, None, None
+
+    def parts(self) -> list:
+        """The parts' update arrays as fetched (those with rows), not laid end to end: from
+        the object store where they are, without a copy."""
+        if self._parts is None:
+            self._parts = [o for o in self._rt.get(self.refs) if len(o[0])]
+        return self._parts
 
     def arrays(self) -> tuple:
         if self._arrays is None:
-            self._arrays = concat_updates([o for o in self._rt.get(self.refs) if len(o[0])])
+            self._arrays = concat_updates(self.parts())
         return self._arrays
 
     def __reduce__(self):
@@ -53,6 +60,19 @@ class UpdateParts:
 def update_arrays(out) -> tuple:
     """The update arrays of ``out`` (arrays, or :class:`UpdateParts`)."""
     return out.arrays() if isinstance(out, UpdateParts) else out
+
+
+def stored_updates(out):
+    """What a delivery chunk keeps of ``out``: update arrays as they are, the parts of
+    :class:`UpdateParts` as a list (the same object each time it is asked for), not laid
+    end to end: a checkpoint writes hundreds of megabytes of them, which a concatenation
+    would copy on the coordinator's thread. :func:`stored_arrays` reads it back."""
+    return out.parts() if isinstance(out, UpdateParts) else out
+
+
+def stored_arrays(kept) -> tuple:
+    """The update arrays of what :func:`stored_updates` kept."""
+    return concat_updates(kept) if isinstance(kept, list) else kept
 
 
 def n_updates(out) -> int:

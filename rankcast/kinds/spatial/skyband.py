@@ -1104,9 +1104,12 @@ def cut_rows(slots, k, theta, bstart, blen, bi, bf):
     for i in range(n):
         a = bstart[slots[i]]
         o = off[i]
-        for r in range(off[i + 1] - o):
-            ri[o + r] = bi[a + r]
-            rf[o + r] = bf[a + r]
+        for r in range(off[i + 1] - o):       # field by field: a row slice is a view each
+            ri[o + r, 0] = bi[a + r, 0]
+            ri[o + r, 1] = bi[a + r, 1]
+            ri[o + r, 2] = bi[a + r, 2]
+            rf[o + r, 0] = bf[a + r, 0]
+            rf[o + r, 1] = bf[a + r, 1]
     return th, off, ri, rf
 
 

@@ -95,11 +95,62 @@ INLINE_SLACK = 4096           # bytes of pickling around the arrays
 HEAL_SETTLE_SECONDS = 120.0   # a partial recovery waits this long for the steps in flight
 
 
+class WindowIds:
+    """The ids of the messages in the window (a message id may not be published again while
+    its message is there): id -> sequence number, and the calls' (ids, seqs) in order, to
+    drop them as they expire. A checkpoint keeps the ids and seqs as two arrays, not the
+    dictionary and one pair of arrays per call (thousands of small objects under calls of 50
+    messages, which took the coordinator tens of milliseconds to pickle at each
+    checkpoint); the dictionary is rebuilt from them."""
+
+    __slots__ = ("ids", "fifo")
+
+    def __init__(self):
+        self.ids: dict[int, int] = {}
+        self.fifo: deque[tuple[np.ndarray, np.ndarray]] = deque()
+
+    def __len__(self) -> int:
+        return len(self.ids)
+
+    def contains(self, ids: np.ndarray) -> np.ndarray:
+        """Whether each of ``ids`` is in the window (a mask)."""
+        d = self.ids
+        return np.fromiter((i in d for i in ids.tolist()), bool, len(ids))
+
+    def add(self, ids: np.ndarray, seqs: np.ndarray, expire_upto: int) -> None:
+        """Messages ``ids`` entered at ``seqs`` (ascending); those up to ``expire_upto`` left."""
+        self.ids.update(zip(ids.tolist(), seqs.tolist()))
+        self.fifo.append((ids, seqs))
+        pop = self.ids.pop
+        while self.fifo:
+            fids, fseqs = self.fifo[0]
+            if fseqs[0] > expire_upto:
+                break
+            cut = int(np.searchsorted(fseqs, expire_upto, side="right"))
+            for i in fids[:cut].tolist():
+                pop(i, None)
+            if cut == len(fseqs):
+                self.fifo.popleft()
+            else:
+                self.fifo[0] = (fids[cut:], fseqs[cut:])
+                break
+
+    def __getstate__(self):
+        if not self.fifo:
+            return np.empty(0, np.int64), np.empty(0, np.int64)
+        return (np.concatenate([a for a, _ in self.fifo]).astype(np.int64, copy=False),
+                np.concatenate([b for _, b in self.fifo]).astype(np.int64, copy=False))
+
+    def __setstate__(self, state) -> None:
+        ids, seqs = state
+        self.ids = dict(zip(ids.tolist(), seqs.tolist()))
+        self.fifo = deque([(ids, seqs)] if len(ids) else [])
+
+
 class Coordinator(CoordinatorBase):
     """The spatial-keyword kind (Skype / DSkype): see the module docstring."""
 
-    KIND_STATE = ("encoder", "clock", "exp_dispatched", "win_ids", "win_fifo", "_stash", "_last_busy",
-                  "monitor_log")
+    KIND_STATE = ("encoder", "clock", "exp_dispatched", "window_ids", "_stash", "_last_busy", "monitor_log")
 
     def init_kind(self, sample) -> None:
         ccfg, cfg, opts = self.ccfg, self.cfg, self.ccfg.options
@@ -110,8 +161,7 @@ class Coordinator(CoordinatorBase):
                                           options=opts)
         self.policy.fit(*self._encode_sample(sample))
         self.exp_dispatched = -1
-        self.win_ids: dict[int, int] = {}
-        self.win_fifo: deque[tuple[np.ndarray, np.ndarray]] = deque()
+        self.window_ids = WindowIds()
         self.realloc_queue: list[dict] = []
         self._stash: list[tuple] = []              # direct-mode updates taken before a move
         self._taken = None                         # (counts, refs): the takes of the last step
@@ -649,26 +699,10 @@ class Coordinator(CoordinatorBase):
 
     # ------------------------------------------------------------------ validation state
     def _check_messages(self, batch: MessageBatch) -> None:
-        d = self.win_ids
-        inw = np.fromiter((i in d for i in batch.ids.tolist()), bool, len(batch))
-        check_message_state(batch, inw, self.cfg.time_window, self.clock.t_max)
+        check_message_state(batch, self.window_ids.contains(batch.ids), self.cfg.time_window, self.clock.t_max)
 
     def _window_add(self, ids: np.ndarray, seqs: np.ndarray, expire_upto: int) -> None:
-        self.win_ids.update(zip(ids.tolist(), seqs.tolist()))
-        self.win_fifo.append((ids, seqs))
-        pop = self.win_ids.pop
-        while self.win_fifo:
-            fids, fseqs = self.win_fifo[0]
-            if fseqs[0] > expire_upto:
-                break
-            cut = int(np.searchsorted(fseqs, expire_upto, side="right"))
-            for i in fids[:cut].tolist():
-                pop(i, None)
-            if cut == len(fseqs):
-                self.win_fifo.popleft()
-            else:
-                self.win_fifo[0] = (fids[cut:], fseqs[cut:])
-                break
+        self.window_ids.add(ids, seqs, expire_upto)
 
     # ------------------------------------------------------------------ steps
     def dispatch(self, msgs: MessageBatch | None = None, seqs=None, exp=None, take: bool = False) -> None:
@@ -1103,7 +1137,7 @@ class Coordinator(CoordinatorBase):
         tuples = sum(d["tuples_out"] for d in dists) + coord["tuples_out"]     # see _broadcast
         out = {
             "subscriptions": n_live,
-            "window": len(self.win_ids),
+            "window": len(self.window_ids),
             "published": self.published,
             "policy": self.policy.name,
             "partitions": self.policy.n_partitions,
