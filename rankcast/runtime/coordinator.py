@@ -577,6 +577,7 @@ class CoordinatorBase(RoleSet, Checkpoints, Deliveries, KindCoordinator):
                     self._commit_checkpoint(block=True)
                 except Exception:         # a role already gone: the older epoch stays the state
                     self._pending = None
+            self._removed()
             if keep_state:
                 self.store.close_log()
             else:
