@@ -1123,9 +1123,13 @@ def install_rows(slots, th, off, ri, rf, theta, bstart, blen, bcap, bi, bf, used
         m = off[i + 1] - off[i]
         bi, bf, used = _reserve(s, m, bstart, blen, bcap, bi, bf, used)
         a = bstart[s]
-        for r in range(m):
-            bi[a + r] = ri[off[i] + r]
-            bf[a + r] = rf[off[i] + r]
+        o = off[i]
+        for r in range(m):                    # field by field, as cut_rows
+            bi[a + r, 0] = ri[o + r, 0]
+            bi[a + r, 1] = ri[o + r, 1]
+            bi[a + r, 2] = ri[o + r, 2]
+            bf[a + r, 0] = rf[o + r, 0]
+            bf[a + r, 1] = rf[o + r, 1]
         blen[s] = m
         theta[s] = th[i]
         reeval[s] = False
