@@ -79,7 +79,7 @@ SCALE_SUBS = 100_000    # subscriptions of the scaling part (see run_cluster_ben
 ENGINE_REPEATS = 3      # runs of the engine reference stream, the fastest CPU time taken
 SCALE_REPEATS = 3       # runs of each scaling cluster's stream, each role instance's least CPU taken
 # The scaling part's pipelined stream is delivered at its flush: a deployment at the projected
-# rates (10^4-10^5 messages/s) cuts every delivery_interval (0.25 s), so not within a stream of
+# rates (10^4-10^5 messages/s) cuts every delivery_interval (0.1 s), so not within a stream of
 # a few thousand messages, which the in-process run, one core for every role, would cut at
 # its own wall-clock pace (dozens of times), each cut shipping every changed replica list
 SCALE_DELIVERY = 3600.0
