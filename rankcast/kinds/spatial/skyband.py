@@ -1102,15 +1102,20 @@ def cut_rows(slots, k, theta, bstart, blen, bi, bf):
     ri = np.empty((off[n], 3), np.int64)
     rf = np.empty((off[n], 2))
     for i in range(n):
-        a = bstart[slots[i]]
-        o = off[i]
-        for r in range(off[i + 1] - o):       # field by field: a row slice is a view each
-            ri[o + r, 0] = bi[a + r, 0]
-            ri[o + r, 1] = bi[a + r, 1]
-            ri[o + r, 2] = bi[a + r, 2]
-            rf[o + r, 0] = bf[a + r, 0]
-            rf[o + r, 1] = bf[a + r, 1]
+        _copy_rows(ri, rf, off[i], bi, bf, bstart[slots[i]], off[i + 1] - off[i])
     return th, off, ri, rf
+
+
+@numba.njit(cache=True, inline="always")
+def _copy_rows(di, df, d, si, sf, s, m):
+    """Rows ``s .. s + m`` of (``si``, ``sf``) to rows ``d .. d + m`` of (``di``, ``df``),
+    field by field (a row slice would be a view per row)."""
+    for r in range(m):
+        di[d + r, 0] = si[s + r, 0]
+        di[d + r, 1] = si[s + r, 1]
+        di[d + r, 2] = si[s + r, 2]
+        df[d + r, 0] = sf[s + r, 0]
+        df[d + r, 1] = sf[s + r, 1]
 
 
 @numba.njit(cache=True)
@@ -1122,14 +1127,7 @@ def install_rows(slots, th, off, ri, rf, theta, bstart, blen, bcap, bi, bf, used
         s = slots[i]
         m = off[i + 1] - off[i]
         bi, bf, used = _reserve(s, m, bstart, blen, bcap, bi, bf, used)
-        a = bstart[s]
-        o = off[i]
-        for r in range(m):                    # field by field, as cut_rows
-            bi[a + r, 0] = ri[o + r, 0]
-            bi[a + r, 1] = ri[o + r, 1]
-            bi[a + r, 2] = ri[o + r, 2]
-            bf[a + r, 0] = rf[o + r, 0]
-            bf[a + r, 1] = rf[o + r, 1]
+        _copy_rows(bi, bf, bstart[s], ri, rf, off[i], m)
         blen[s] = m
         theta[s] = th[i]
         reeval[s] = False
