@@ -283,6 +283,50 @@ def test_auto_races_the_box_tree_and_the_be_tree_exactly(scoring, monkeypatch):
     assert s["raced_events"] >= 12 and m.core.rival is None and s["driver"] in ("box", "be-tree")
 
 
+def test_auto_race_is_decided_by_parts_with_the_collector_off(monkeypatch):
+    """The race times each raced call in parts, the collector off: one part slowed by
+    something else (here the rival's first timed part, by 0.1 s: a full collection of a
+    large heap takes that long) does not decide against a rival that is faster in every
+    other part, and the answers stay exact."""
+    import gc
+    import time
+
+    from rankcast.kinds.matching.auto import AutoCore
+    from rankcast.kinds.matching.betree import BETreeCore
+    from rankcast.kinds.matching.boxtree import BoxCore
+    monkeypatch.setattr(AutoCore, "RACE_MIN", 64)
+    box_match, be_match = BoxCore.match, BETreeCore.match
+    seen = {"rival": 0, "collecting": []}
+
+    def box(self, events, k):
+        time.sleep(0.003)                # the box tree 3 ms slower in every part
+        return box_match(self, events, k)
+
+    def rival(self, events, k):
+        seen["rival"] += 1
+        seen["collecting"].append(gc.isenabled())
+        if seen["rival"] == 2:           # the first timed part (the first call answers one event, untimed)
+            time.sleep(0.1)
+        return be_match(self, events, k)
+
+    monkeypatch.setattr(BoxCore, "match", box)
+    monkeypatch.setattr(BETreeCore, "match", rival)
+    rng = np.random.default_rng(10)
+    exprs = _boxes(rng, 0, 300, 4, w_hi=1.0)
+    m = rc.Matcher(rc.MatchConfig(scoring="weighted", index="auto", k=5))
+    m.subscribe(exprs)
+    evs = _events(rng, 0, 41, 4)
+    assert_matches_exact(m.publish(evs, k=5), exprs, evs, "weighted", 5)
+    s = m.stats()
+    assert s["raced_events"] == 40 and s["driver"] == "be-tree" and m.core.rival is None
+    # the untimed first event, then AutoCore.RACE_PARTS timed parts, none with the collector on
+    assert seen["collecting"][0] and not any(seen["collecting"][1:])
+    assert len(seen["collecting"]) == 1 + AutoCore.RACE_PARTS and len(m.core._calls) == AutoCore.RACE_PARTS
+    assert gc.isenabled()
+    evs = _events(rng, 100, 10, 4)
+    assert_matches_exact(m.publish(evs, k=5), exprs, evs, "weighted", 5)
+
+
 @pytest.mark.parametrize("scoring", ["static", "weighted"])
 def test_auto_keeps_dense_tables_on_the_box_tree_without_a_race(scoring, monkeypatch):
     """Every expression names every attribute in use: index="auto" builds no BE*-tree (the

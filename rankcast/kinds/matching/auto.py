@@ -19,10 +19,10 @@ expression at least ``RACE_DENSITY`` of them) the box tree keeps the table: its 
 every attribute, and the BE*-tree, which partitions by attribute first, has nothing to gain
 there. Otherwise, once the table holds ``RACE_MIN`` expressions, the first match call builds
 a BE*-tree beside the box tree and answers its next ``RACE_EVENTS`` events with both, timing
-each (the first event of the race is answered by both untimed: the box tree is built on its
-first event, and a build is not time per event); the faster one keeps the table (the median
-of the calls' time ratios, or the total times over fewer than five calls), the other is
-dropped.
+each side on parts of each call with the collector off (the first event of the race is
+answered by both untimed: the box tree is built on its first event, and a build is not time
+per event); the faster one keeps the table (the median of the parts' time ratios, or the
+total times over fewer than five parts), the other is dropped.
 
 The expressions move from one core to the other when the statistics cross (a rebuild from the
 table); a batch that makes the table wide moves it before the box tree's columns are filled for
@@ -30,6 +30,7 @@ it. Answers are the same either way, exact.
 """
 from __future__ import annotations
 
+import gc
 import time
 
 import numpy as np
@@ -47,6 +48,7 @@ class AutoCore:
 
     MIN_SWITCH = 256
     RACE_MIN, RACE_EVENTS, RACE_DENSITY = 4096, 24, 0.9
+    RACE_PARTS = 8                  # samples of the verdict per raced call (_race_parts)
 
     def __init__(self, scoring: str, index: str = "auto", **kw):
         self.scoring = scoring
@@ -157,20 +159,41 @@ class AutoCore:
             self._warm = True
             events = events.take(np.arange(1, len(events)))
         if len(events):
-            t0 = time.perf_counter()
-            out += self.inner.match(events, k)
-            t1 = time.perf_counter()
-            self.rival.match(events, k)
-            t2 = time.perf_counter()
-            self._race[0] += t1 - t0
-            self._race[1] += t2 - t1
-            self._race[2] += len(events)
-            self._calls.append((t1 - t0, t2 - t1))
+            out += self._race_parts(events, k)
         if self._race[2] >= self.RACE_EVENTS:
             if self._rival_faster():
                 self.inner = self.rival
                 self.switches += 1
             self.rival = None
+        return out
+
+    def _race_parts(self, events, k: int) -> list:
+        """The timed part of the race: ``events`` in up to :data:`RACE_PARTS` parts, each
+        answered by the box tree, then by the rival, the collector off meanwhile. Each part is
+        one sample of the verdict's median (:meth:`_rival_faster`): a collection, a page fault
+        or a neighbour's burst slows one part of one side, not the whole race (a call raced as
+        one sample lost it to a single collection inside the rival's time). Returns the box
+        tree's answers, in order."""
+        n = len(events)
+        size = -(-n // self.RACE_PARTS)
+        out: list = []
+        collecting = gc.isenabled()
+        gc.disable()
+        try:
+            for a in range(0, n, size):
+                part = events if size >= n else events.take(np.arange(a, min(n, a + size)))
+                t0 = time.perf_counter()
+                out += self.inner.match(part, k)
+                t1 = time.perf_counter()
+                self.rival.match(part, k)
+                t2 = time.perf_counter()
+                self._race[0] += t1 - t0
+                self._race[1] += t2 - t1
+                self._race[2] += len(part)
+                self._calls.append((t1 - t0, t2 - t1))
+        finally:
+            if collecting:
+                gc.enable()
         return out
 
     def _sparse(self) -> bool:
@@ -188,9 +211,9 @@ class AutoCore:
         return len(rows) < self.RACE_DENSITY * in_use * len(live)
 
     def _rival_faster(self) -> bool:
-        """The race's verdict: over many calls the median of the calls' time ratios (a call
-        slowed by something else, a page fault or a collection, does not decide), over a few
-        calls the ratio of the total times."""
+        """The race's verdict: over at least five parts (:meth:`_race_parts`) the median of
+        their time ratios (a part slowed by something else does not decide), over fewer the
+        ratio of the total times."""
         if len(self._calls) >= 5:
             return float(np.median([a / max(b, 1e-12) for a, b in self._calls])) > 1.0
         return self._race[1] < self._race[0]
