@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 import json
 
+import numpy as np
 import pytest
 
 def test_the_listener_resumes_inside_the_retention_and_counts_the_gap():
@@ -41,6 +42,34 @@ def test_the_listener_resumes_inside_the_retention_and_counts_the_gap():
     assert ls.arrivals[0][1] <= time.time()
 
 
+def _probe(latency, seconds=30.0, rate=100.0, sent_share=1.0):
+    """A probe's stream as ``stream`` reports it: a call of one message every 1/rate s (the
+    share ``sent_share`` of them sent), each delivered ``latency(t)`` after its submission."""
+    n = int(seconds * rate * sent_share)
+    t = np.arange(n) / (rate * sent_share)
+    submits = [(i + 1, float(x)) for i, x in enumerate(t)]
+    arrivals = [(i + 1, float(x + latency(x)), None) for i, x in enumerate(t)]
+    return {"submits": submits, "arrivals": arrivals, "sent": n, "elapsed": seconds}
+
+
+def test_a_probe_keeps_up_only_at_its_rate_with_a_latency_that_does_not_grow():
+    """The sustainable rate's probe: a steady latency with its checkpoints' sawtooth keeps up;
+    a latency that grows (a cluster behind its rate: its queue grows), a publisher held back
+    by backpressure, or calls never delivered do not."""
+    from rankcast.bench.soak import _keeps_up
+
+    sawtooth = lambda t: 0.3 + 0.4 * ((t % 5.0) / 5.0)      # noqa: E731
+    kept, got = _keeps_up(_probe(sawtooth), 100.0)
+    assert kept and abs(got["latency_first_third"] - got["latency_last_third"]) < 0.1
+    assert _keeps_up(_probe(lambda t: 0.3 + 0.03 * t), 100.0)[0] is False      # 3% behind: +0.6 s
+    assert _keeps_up(_probe(lambda t: 0.3 + 0.005 * t), 100.0)[0] is True      # within noise
+    assert _keeps_up(_probe(sawtooth, sent_share=0.9), 100.0)[0] is False      # held back
+    lost = _probe(sawtooth)
+    lost["arrivals"] = lost["arrivals"][: len(lost["arrivals"]) // 2]
+    assert _keeps_up(lost, 100.0)[0] is False
+    assert _keeps_up(_probe(sawtooth, seconds=0.01), 100.0)[0] is False        # nothing to judge
+
+
 @pytest.mark.slow     # a stream of seconds with kills, on Ray
 def test_soak_runs_its_two_phases_and_reports(ray_session, tmp_path):
     from rankcast.bench import soak
@@ -49,11 +78,18 @@ def test_soak_runs_its_two_phases_and_reports(ray_session, tmp_path):
     soak.add_arguments(p)
     args = p.parse_args(["--subs", "400", "--window", "600", "--seconds", "6", "--load", "0.5",
                          "--batch", "20", "--kill", "partition", "--kills", "1", "--kill-every", "8",
-                         "--checkpoint-every", "2", "--calibrate", "3", "--out", str(tmp_path)])
+                         "--checkpoint-every", "2", "--calibrate", "3", "--probe", "3", "--out", str(tmp_path)])
     assert soak.main(args) == 0
     out = json.loads((tmp_path / "soak.json").read_text())
     assert (tmp_path / "soak.png").stat().st_size > 10_000
     assert out["sustainable_rate"] > 0 and 0 < out["achieved_rate"] <= 1.2 * out["target_rate"]
+    # the sustainable rate: the first probe that kept up (or the lowest probed), from the peak down
+    probes = out["probes"]
+    assert probes and [p["fraction"] for p in probes] == list(soak.PROBE_FRACTIONS[:len(probes)])
+    assert all(abs(p["rate"] - p["fraction"] * out["peak_rate"]) < 1e-6 * out["peak_rate"] for p in probes)
+    assert not any(p["kept_up"] for p in probes[:-1])
+    assert probes[-1]["kept_up"] or len(probes) == len(soak.PROBE_FRACTIONS)
+    assert out["sustainable_rate"] == probes[-1]["rate"] and out["target_rate"] == 0.5 * out["sustainable_rate"]
     assert out["latency_seconds"]["calls"] > 0 and out["latency_seconds"]["p99"] >= out["latency_seconds"]["p50"]
     assert out["checkpoints_at_soak_end"]["taken"] >= 2 and out["checkpoint_every"] == 2
     (kill,) = out["kills"]
@@ -77,8 +113,8 @@ def _args(tmp_path, *extra):
     p = argparse.ArgumentParser()
     soak.add_arguments(p)
     return p.parse_args(["--subs", "400", "--window", "600", "--seconds", "4", "--load", "0.5", "--batch", "20",
-                         "--kill-every", "8", "--checkpoint-every", "2", "--calibrate", "3", "--out", str(tmp_path),
-                         *extra])
+                         "--kill-every", "8", "--checkpoint-every", "2", "--calibrate", "3", "--probe", "0",
+                         "--out", str(tmp_path), *extra])
 
 
 @pytest.mark.slow     # a stream of seconds with kills, on Ray

@@ -1,10 +1,16 @@
 """``rankcast bench soak``: a cluster streaming for a given time at a given rate, then kills.
 
-Protocol: subscribe ``subs`` subscriptions, fill the window, measure the sustainable rate
-(the stream as fast as the pipelined cluster takes it, over ``calibrate`` seconds: by
-default four checkpoint intervals, so that their cost is in it), then publish at ``rate``
-messages/s (default: ``load`` x the sustainable rate) in calls of ``batch`` messages
-(``publish(wait=False)``: backpressure blocks the publisher when the cluster falls behind):
+Protocol: subscribe ``subs`` subscriptions, fill the window, measure the peak rate (the
+stream as fast as the pipelined cluster takes it, over ``calibrate`` seconds: by default four
+checkpoint intervals, so that their cost is in it), then the sustainable rate: the highest of
+:data:`PROBE_FRACTIONS` of the peak rate that the cluster keeps up with for ``probe`` seconds
+(:func:`_keeps_up`: the publisher held its rate, and the latency did not grow from the
+probe's first third to its last). At full speed the calls gather into steps of up to
+``ClusterConfig.coalesce`` messages, which cost less per message than the smaller steps of
+a slower stream, so the peak rate is more than the cluster sustains at that rate's pace.
+Then publish at ``rate`` messages/s (default: ``load`` x the sustainable rate) in calls of
+``batch`` messages (``publish(wait=False)``: backpressure blocks the publisher when the
+cluster falls behind):
 
 1. the soak: ``seconds`` of stream, no faults: memory and update latency at that rate;
 2. the kill phase: ``kills`` x ``kill_every`` seconds more of the same stream, one process of
@@ -58,6 +64,13 @@ __all__ = ["add_arguments", "main", "run_soak"]
 
 TARGETS = {"recovery_seconds": 10.0, "memory_drift": 0.10, "p99_latency_seconds": 1.0}
 
+# the rates probed for the sustainable one, as fractions of the peak rate, highest first
+PROBE_FRACTIONS = (0.95, 0.9, 0.85, 0.8, 0.75, 0.7, 0.6, 0.5)
+# a probe kept up: the publisher sent at least this share of its rate...
+PROBE_MIN_SENT = 0.97
+# ... and the median latency of its last third's calls exceeds its first third's by at most this
+PROBE_GROWTH_SECONDS = 0.25
+
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--dataset", default="geonames", help="geonames | tweets | yelp (rankcast.ingest.datasets)")
@@ -67,8 +80,10 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--rate", type=float, default=None, help="messages/s (default: --load x sustainable)")
     p.add_argument("--load", type=float, default=0.8, help="fraction of the sustainable rate")
     p.add_argument("--calibrate", type=float, default=None,
-                   help="seconds of stream that measure the sustainable rate (default: 4 checkpoint "
+                   help="seconds of stream that measure the peak rate (default: 4 checkpoint "
                         "intervals, at least 20)")
+    p.add_argument("--probe", type=float, default=40.0,
+                   help="seconds of each probe of the sustainable rate (0: the peak rate is taken as sustainable)")
     p.add_argument("--batch", type=int, default=50, help="messages per publish call")
     p.add_argument("--kill", default="partition,window,coordinator",
                    help="roles killed in turn: partition, window (its holders; alias shard), aggregator, "
@@ -214,7 +229,7 @@ def run_soak(args, write=None) -> dict:
 
     def publish_report(soak: dict, faults: dict | None) -> None:
         nonlocal report
-        report = _report(args, w, sustainable, rate, soak, faults)
+        report = _report(args, w, sustainable, rate, soak, faults, peak, probes)
         if write is not None:
             write(report)
 
@@ -239,25 +254,28 @@ def run_soak(args, write=None) -> dict:
         listener = _Listener(rc.Cluster.attach(ccfg.name, namespace=ccfg.namespace), cl.position() + 1,
                              args.listen_updates, ccfg.retention)
         listener.start()
-        # sustainable rate: pipelined, as fast as the cluster takes it, with the listener on,
+        # the peak rate: pipelined, as fast as the cluster takes it, with the listener on,
         # over several checkpoint intervals (a rate that leaves out the checkpoints' cost
         # is not sustained)
         cal_s = args.calibrate if args.calibrate is not None else max(20.0, 4 * args.checkpoint_every)
         n_cal = 0
         t0 = time.perf_counter()
-        with progress(int(cal_s), "soak: sustainable rate", unit="s") as bar:
+        with progress(int(cal_s), "soak: peak rate", unit="s") as bar:
             while n_cal < 10_000 or time.perf_counter() - t0 < cal_s:
                 cl.publish(take(args.batch), wait=False)
                 n_cal += args.batch
                 bar.update(min(int(cal_s), int(time.perf_counter() - t0)) - bar.n)
             cl.flush()
-        sustainable = n_cal / (time.perf_counter() - t0)
-        rate = args.rate or args.load * sustainable
+        peak = sustainable = n_cal / (time.perf_counter() - t0)
+        probes: list[dict] = []
+        rate = args.rate
 
-        def stream(seconds: float, kills: list[str], label: str, soak: dict | None = None) -> dict:
-            """Publish at ``rate`` for ``seconds``; kill one process of ``kills`` (in turn)
-            every ``kill_every`` seconds from the first one on, the report so far written
-            before each kill after the first; sample memory every second."""
+        def stream(seconds: float, kills: list[str], label: str, soak: dict | None = None,
+                   at_rate: float | None = None) -> dict:
+            """Publish at ``rate`` (or ``at_rate``) for ``seconds``; kill one process of
+            ``kills`` (in turn) every ``kill_every`` seconds from the first one on, the report
+            so far written before each kill after the first; sample memory every second."""
+            r = rate if at_rate is None else at_rate
             listener.arrivals.clear()
             listener.gaps.clear()
             submits: list[tuple[int, float]] = []      # (position at the call's end, submit time)
@@ -321,7 +339,7 @@ def run_soak(args, write=None) -> dict:
                             entry["missed"] = "no process of this role"
                         kill_log.append(entry)
                         next_kill += args.kill_every
-                    due = start + sent / rate
+                    due = start + sent / r
                     if now < due:
                         time.sleep(min(due - now, 0.05))
                         continue
@@ -342,6 +360,17 @@ def run_soak(args, write=None) -> dict:
             time.sleep(2.0)             # the listener polls every 0.5 s: the last deliveries arrive
             return result(elapsed)
 
+        if args.rate is None and args.probe > 0:
+            # the sustainable rate: the highest probed rate the cluster keeps up with; each
+            # probe starts on a drained cluster (a stream's end waits for its deliveries)
+            for f in PROBE_FRACTIONS:
+                got = stream(args.probe, [], f"soak: probe {f:.0%} of peak", at_rate=f * peak)
+                kept, detail = _keeps_up(got, f * peak)
+                probes.append({"fraction": f, "rate": f * peak, "kept_up": kept, **detail})
+                sustainable = f * peak
+                if kept:
+                    break
+        rate = args.rate or args.load * sustainable
         soak = stream(args.seconds, [], "soak")
         publish_report(soak, None)
         if kills:
@@ -412,7 +441,30 @@ def _by_10_seconds(sub_t: np.ndarray, lat: np.ndarray) -> list[dict]:
     return [dict(_quantiles(lat[at == i]), at=10 * int(i)) for i in range(int(at.max()) + 1)]
 
 
-def _report(args, w, sustainable, rate, soak: dict, faults: dict | None) -> dict:
+def _keeps_up(res: dict, rate: float) -> tuple[bool, dict]:
+    """Whether a probe's stream (``stream``'s result) at ``rate`` kept up: the publisher sent
+    at least :data:`PROBE_MIN_SENT` of the rate (backpressure did not hold it back), and the
+    median latency of the calls of its last third (by submission) exceeds that of its first
+    third by at most :data:`PROBE_GROWTH_SECONDS` (a cluster behind its rate queues more with
+    every second: 5% behind, 0.05 s more latency per second). Also returns what decided."""
+    sub_t, lat = _latencies(res["submits"], res["arrivals"])
+    sent = res["sent"] / res["elapsed"] if res["elapsed"] > 0 else 0.0
+    out = {"achieved": sent, "latency_first_third": float("nan"), "latency_last_third": float("nan")}
+    if len(sub_t) < 3:
+        return False, out
+    third = (sub_t - sub_t[0]) * 3 // max(sub_t[-1] - sub_t[0], 1e-9)
+    first, last = lat[third == 0], lat[third >= 2]
+    if not np.isfinite(first).any() or not np.isfinite(last).all():
+        return False, out                    # a call of the last third never delivered
+    out["latency_first_third"] = float(np.nanmedian(first))
+    out["latency_last_third"] = float(np.median(last))
+    kept = (sent >= PROBE_MIN_SENT * rate
+            and out["latency_last_third"] <= out["latency_first_third"] + PROBE_GROWTH_SECONDS)
+    return bool(kept), out
+
+
+def _report(args, w, sustainable, rate, soak: dict, faults: dict | None, peak: float | None = None,
+            probes: list | None = None) -> dict:
     sub_t, lat = _latencies(soak["submits"], soak["arrivals"])
     m = np.array(soak["mem"]) if soak["mem"] else np.zeros((1, 4))
     roles = [r for r in ROLES if any(x.get(r) for x in soak["mem_roles"])]
@@ -463,6 +515,8 @@ def _report(args, w, sustainable, rate, soak: dict, faults: dict | None) -> dict
         "shards": args.shards, "policy": args.policy, "batch": args.batch, "seconds": soak["elapsed"],
         "checkpoint_every": args.checkpoint_every, "delivery_interval": args.delivery_interval,
         "listen_updates": args.listen_updates,
+        "peak_rate": peak if peak is not None else sustainable, "probe_seconds": args.probe,
+        "probes": list(probes or ()),
         "sustainable_rate": sustainable, "target_rate": rate, "achieved_rate": soak["sent"] / soak["elapsed"],
         "latency_seconds": lq, "latency_by_10_seconds": _by_10_seconds(sub_t, lat),
         "listener_gaps": len(soak.get("listener_gaps", ())),
@@ -534,6 +588,6 @@ def main(args) -> int:
     import json
 
     out = run_soak(args, write=lambda report: write_json(report, Path(args.out) / "soak.json"))
-    print(json.dumps({k: out[k] for k in ("achieved_rate", "sustainable_rate", "latency_seconds", "memory_mib",
+    print(json.dumps({k: out[k] for k in ("achieved_rate", "peak_rate", "sustainable_rate", "latency_seconds", "memory_mib",
                                           "recovery_seconds", "latency_during_kills_seconds", "met")}, indent=2))
     return 0
