@@ -54,8 +54,9 @@ def _probe(latency, seconds=30.0, rate=100.0, sent_share=1.0):
 
 def test_a_probe_keeps_up_only_at_its_rate_with_a_latency_that_does_not_grow():
     """The sustainable rate's probe: a steady latency with its checkpoints' sawtooth keeps up;
-    a latency that grows (a cluster behind its rate: its queue grows), a publisher held back
-    by backpressure, or calls never delivered do not."""
+    a latency that grows (a cluster behind its rate: its queue grows), one that stays over a
+    second (a standing queue: the cluster at its capacity), a publisher held back by
+    backpressure, or calls never delivered do not."""
     from rankcast.bench.soak import _keeps_up
 
     sawtooth = lambda t: 0.3 + 0.4 * ((t % 5.0) / 5.0)      # noqa: E731
@@ -64,6 +65,7 @@ def test_a_probe_keeps_up_only_at_its_rate_with_a_latency_that_does_not_grow():
     assert _keeps_up(_probe(lambda t: 0.3 + 0.03 * t), 100.0)[0] is False      # 3% behind: +0.6 s
     assert _keeps_up(_probe(lambda t: 0.3 + 0.005 * t), 100.0)[0] is True      # within noise
     assert _keeps_up(_probe(sawtooth, sent_share=0.9), 100.0)[0] is False      # held back
+    assert _keeps_up(_probe(lambda t: 1.5 + 0.4 * ((t % 5.0) / 5.0)), 100.0)[0] is False   # a standing queue
     lost = _probe(sawtooth)
     lost["arrivals"] = lost["arrivals"][: len(lost["arrivals"]) // 2]
     assert _keeps_up(lost, 100.0)[0] is False

@@ -5,7 +5,7 @@ stream as fast as the pipelined cluster takes it, over ``calibrate`` seconds: by
 checkpoint intervals, so that their cost is in it), then the sustainable rate: the highest of
 :data:`PROBE_FRACTIONS` of the peak rate that the cluster keeps up with for ``probe`` seconds
 (:func:`_keeps_up`: the publisher held its rate, and the latency did not grow from the
-probe's first third to its last). At full speed the calls gather into steps of up to
+probe's first third to its last, nor exceed a second). At full speed the calls gather into steps of up to
 ``ClusterConfig.coalesce`` messages, which cost less per message than the smaller steps of
 a slower stream, so the peak rate is more than the cluster sustains at that rate's pace.
 Then publish at ``rate`` messages/s (default: ``load`` x the sustainable rate) in calls of
@@ -68,8 +68,12 @@ TARGETS = {"recovery_seconds": 10.0, "memory_drift": 0.10, "p99_latency_seconds"
 PROBE_FRACTIONS = (0.95, 0.9, 0.85, 0.8, 0.75, 0.7, 0.6, 0.5)
 # a probe kept up: the publisher sent at least this share of its rate...
 PROBE_MIN_SENT = 0.97
-# ... and the median latency of its last third's calls exceeds its first third's by at most this
+# ... the median latency of its last third's calls exceeds its first third's by at most this...
 PROBE_GROWTH_SECONDS = 0.25
+# ... and is at most this (the latency target): a stream whose calls wait a second in its queue
+# is at the edge of the cluster's capacity, where steps grow until they cost little enough per
+# message to keep pace, not below it
+PROBE_MAX_MEDIAN_SECONDS = TARGETS["p99_latency_seconds"]
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
@@ -446,7 +450,10 @@ def _keeps_up(res: dict, rate: float) -> tuple[bool, dict]:
     at least :data:`PROBE_MIN_SENT` of the rate (backpressure did not hold it back), and the
     median latency of the calls of its last third (by submission) exceeds that of its first
     third by at most :data:`PROBE_GROWTH_SECONDS` (a cluster behind its rate queues more with
-    every second: 5% behind, 0.05 s more latency per second). Also returns what decided."""
+    every second: 5% behind, 0.05 s more latency per second) and is at most
+    :data:`PROBE_MAX_MEDIAN_SECONDS` (a cluster at its capacity holds a standing queue: its
+    steps grow until they are cheap enough per message, and the latency with them). Also
+    returns what decided."""
     sub_t, lat = _latencies(res["submits"], res["arrivals"])
     sent = res["sent"] / res["elapsed"] if res["elapsed"] > 0 else 0.0
     out = {"achieved": sent, "latency_first_third": float("nan"), "latency_last_third": float("nan")}
@@ -459,7 +466,8 @@ def _keeps_up(res: dict, rate: float) -> tuple[bool, dict]:
     out["latency_first_third"] = float(np.nanmedian(first))
     out["latency_last_third"] = float(np.median(last))
     kept = (sent >= PROBE_MIN_SENT * rate
-            and out["latency_last_third"] <= out["latency_first_third"] + PROBE_GROWTH_SECONDS)
+            and out["latency_last_third"] <= out["latency_first_third"] + PROBE_GROWTH_SECONDS
+            and out["latency_last_third"] <= PROBE_MAX_MEDIAN_SECONDS)
     return bool(kept), out
 
 
