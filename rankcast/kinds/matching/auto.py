@@ -171,8 +171,8 @@ class AutoCore:
         """The timed part of the race: ``events`` in up to :data:`RACE_PARTS` parts, each
         answered by the box tree, then by the rival, the collector off meanwhile. Each part is
         one sample of the verdict's median (:meth:`_rival_faster`): a collection, a page fault
-        or a neighbour's burst slows one part of one side, not the whole race (a call raced as
-        one sample lost it to a single collection inside the rival's time). Returns the box
+        or a neighbour's burst slows one part of one side, not the whole race (timed as one
+        sample, a single collection inside one side's time can decide it). Returns the box
         tree's answers, in order."""
         n = len(events)
         size = -(-n // self.RACE_PARTS)
