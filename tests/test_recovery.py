@@ -396,6 +396,29 @@ def test_raw_files_hold_their_arrays_beside_compressed_ones(tmp_path):
     assert obj[0][1][2].tobytes() in head, "the arrays' bytes are in the file as they are"
 
 
+def test_raw_files_read_as_views_of_their_mapping(tmp_path):
+    """``StateStore.read_view`` maps a file of ``write_raw`` (a delivery chunk) instead of
+    reading it: the same objects, the arrays read-only views that outlive the file's removal
+    (a later commit removes evicted chunks); a compressed file reads as ``read`` does."""
+    import numpy as np
+
+    from rankcast.runtime.recovery import StateStore
+    store = StateStore(str(tmp_path), "view")
+    rng = np.random.default_rng(4)
+    obj = [(p, (rng.integers(0, 1 << 40, 50 + p), rng.random(50 + p), np.zeros(0, np.int64))) for p in range(30)]
+    store.write_raw("chunk", obj)
+    store.write("packed", obj)
+    mapped, packed = store.read_view("chunk"), store.read_view("packed")
+    store.remove("chunk")
+    for got, writable in ((mapped, False), (packed, True)):
+        assert [p for p, _ in got] == [p for p, _ in obj]
+        for (_, arrays), (_, want) in zip(got, obj):
+            for x, y in zip(arrays, want):
+                assert x.dtype == y.dtype and np.array_equal(x, y) and x.flags.writeable is writable
+    with pytest.raises(ValueError):
+        mapped[3][1][0][0] = 1
+
+
 class CutRecorder:
     """rc.Engine that predicts the deliveries of pipelined calls: at each cut, the
     subscriptions whose top-k differs from their list at the previous cut (or their initial

@@ -355,7 +355,7 @@ class Checkpoints:
         else:                                 # a restart: the retained deliveries from the chunks
             t1 = time.perf_counter()
             self.deliveries = deque((p, Spilled(rel)) for rel, last in self._deliv_chunks if last > self.evicted_upto
-                                    for p, _ in self.store.read(rel) if p > self.evicted_upto)
+                                    for p, _ in self.store.read_view(rel) if p > self.evicted_upto)
             self._spill_read = None
             phases["read_deliveries"] = time.perf_counter() - t1
         self.inflight.clear()

@@ -166,13 +166,14 @@ class Deliveries:
 
     def _arrays_at(self, pos: int, out):
         """A retained delivery's updates (``out`` as kept: arrays, update parts, or
-        :class:`Spilled`, then read from its chunk, the last chunk read kept for the next)."""
+        :class:`Spilled`, then read from its chunk, the last chunk read kept for the next; a
+        local chunk is mapped, and only the pages of the deliveries asked for are read)."""
         if not isinstance(out, Spilled):
             return out
         cached = getattr(self, "_spill_read", None)
         if cached is None or cached[0] != out.rel:
             t0 = time.perf_counter()
-            cached = self._spill_read = (out.rel, dict(self.store.read(out.rel)))
+            cached = self._spill_read = (out.rel, dict(self.store.read_view(out.rel)))
             self.counters["chunk_reads"] = self.counters.get("chunk_reads", 0) + 1
             self.counters["chunk_read_seconds"] = self.counters.get("chunk_read_seconds", 0.0) \
                 + time.perf_counter() - t0
