@@ -5,9 +5,10 @@ stream as fast as the pipelined cluster takes it, over ``calibrate`` seconds: by
 checkpoint intervals, so that their cost is in it), then the sustainable rate: the highest of
 :data:`PROBE_FRACTIONS` of the peak rate that the cluster keeps up with for ``probe`` seconds
 (:func:`_keeps_up`: the publisher held its rate, and the latency did not grow from the
-probe's first third to its last, nor exceed a second). At full speed the calls gather into steps of up to
-``ClusterConfig.coalesce`` messages, which cost less per message than the smaller steps of
-a slower stream, so the peak rate is more than the cluster sustains at that rate's pace.
+probe's first third to its last, nor exceed a second). At full speed the calls gather into
+steps of up to ``ClusterConfig.coalesce`` messages, which cost less per message than the
+smaller steps of a slower stream, so the peak rate is more than the cluster sustains at that
+rate's pace.
 Then publish at ``rate`` messages/s (default: ``load`` x the sustainable rate) in calls of
 ``batch`` messages (``publish(wait=False)``: backpressure blocks the publisher when the
 cluster falls behind):
@@ -471,8 +472,8 @@ def _keeps_up(res: dict, rate: float) -> tuple[bool, dict]:
     return bool(kept), out
 
 
-def _report(args, w, sustainable, rate, soak: dict, faults: dict | None, peak: float | None = None,
-            probes: list | None = None) -> dict:
+def _report(args, w, sustainable, rate, soak: dict, faults: dict | None, peak: float,
+            probes: list[dict]) -> dict:
     sub_t, lat = _latencies(soak["submits"], soak["arrivals"])
     m = np.array(soak["mem"]) if soak["mem"] else np.zeros((1, 4))
     roles = [r for r in ROLES if any(x.get(r) for x in soak["mem_roles"])]
@@ -523,8 +524,7 @@ def _report(args, w, sustainable, rate, soak: dict, faults: dict | None, peak: f
         "shards": args.shards, "policy": args.policy, "batch": args.batch, "seconds": soak["elapsed"],
         "checkpoint_every": args.checkpoint_every, "delivery_interval": args.delivery_interval,
         "listen_updates": args.listen_updates,
-        "peak_rate": peak if peak is not None else sustainable, "probe_seconds": args.probe,
-        "probes": list(probes or ()),
+        "peak_rate": peak, "probe_seconds": args.probe, "probes": list(probes),
         "sustainable_rate": sustainable, "target_rate": rate, "achieved_rate": soak["sent"] / soak["elapsed"],
         "latency_seconds": lq, "latency_by_10_seconds": _by_10_seconds(sub_t, lat),
         "listener_gaps": len(soak.get("listener_gaps", ())),
