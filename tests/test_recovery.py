@@ -383,7 +383,8 @@ def test_raw_files_hold_their_arrays_beside_compressed_ones(tmp_path):
            (9, (rng.integers(0, 99, 4)[::2], "text"))]
     store.write_raw("a", obj)
     store.write("b", obj)
-    for got in (store.read("a"), store.read("b")):
+    store.write_raw("c", obj, compress=True)
+    for got in (store.read("a"), store.read("b"), store.read("c")):
         for (p, arrays), (q, want) in zip(got, obj):
             assert p == q
             for x, y in zip(arrays, want):
@@ -394,6 +395,8 @@ def test_raw_files_hold_their_arrays_beside_compressed_ones(tmp_path):
     with open(store.path("a"), "rb") as f:
         head = f.read()
     assert obj[0][1][2].tobytes() in head, "the arrays' bytes are in the file as they are"
+    with open(store.path("c"), "rb") as f:
+        assert f.read(4) == b"\x04\x22\x4d\x18", "compressed: an lz4 frame"
 
 
 def test_raw_files_read_as_views_of_their_mapping(tmp_path):
@@ -710,6 +713,12 @@ def test_a_snapshot_holds_the_state_at_its_start_and_reports_write_errors(tmp_pa
     assert w.done() == "ckpt-1/role-0" and not w.is_alive()
     got = store.read("ckpt-1/role-0", {"cfg": "mine"})
     assert got["n"] == 1 and np.array_equal(got["a"], np.arange(200_000)) and got["cfg"] == "mine"
+    if fork == "1":         # the child wrote the arrays from the shared pages, not a pickle's copy
+        import pyarrow as pa
+
+        from rankcast.runtime.recovery import RAW_MAGIC
+        with pa.input_stream(store.path("ckpt-1/role-0"), compression="lz4") as f:
+            assert f.read(len(RAW_MAGIC)) == RAW_MAGIC
 
     class Unpicklable:
         def __reduce__(self):

@@ -170,9 +170,12 @@ def fork_snapshots() -> bool:
 
 class ForkWriter:
     """Writes one snapshot from a forked child process, as Redis' BGSAVE does: the child
-    sees the role's memory as it was at the fork (copy-on-write), pickles the state and
-    writes it, while the role goes on with the stream. The role stalls for the fork (page
-    tables: milliseconds) instead of an in-memory copy of its whole state.
+    sees the role's memory as it was at the fork (copy-on-write) and writes the state, while
+    the role goes on with the stream. The role stalls for the fork (page tables:
+    milliseconds) instead of an in-memory copy of its whole state. The child writes the
+    state's arrays from the pages it shares with the role (:meth:`StateStore.write_raw`,
+    compressed as they are written): its own memory is the pickle of the other objects and
+    the pages the role writes meanwhile, not a second copy of a state of gigabytes.
 
     The child runs only pickling and the store's file writes, and leaves with ``os._exit``
     (no finalizer, no Ray or log stream of the parent is touched); it reports through a
@@ -187,8 +190,8 @@ class ForkWriter:
             try:
                 os.close(r)
                 _yield_cpu()
-                for rel, make_obj, shared in files:
-                    store.write_bytes(rel, dumps(make_obj(), shared), compress)
+                for rel, make_obj, shared in files:     # no copy of the state: see write_raw
+                    store.write_raw(rel, make_obj(), shared, compress)
             except BaseException as e:                      # reported to the parent
                 code, msg = 1, f"{type(e).__name__}: {e}".encode()[:4000]
             try:
@@ -311,16 +314,19 @@ class StateStore:
         copied into every snapshot."""
         self.write_bytes(rel, dumps(obj, shared))
 
-    def write_raw(self, rel: str, obj, shared: dict | None = None) -> None:
-        """``obj`` to ``rel``, atomically and not compressed, its arrays' bytes written from
-        where they are (pickle protocol 5 out-of-band buffers) instead of being copied
-        into a pickle first: the file is the header, the pickle, then each buffer.
-        ``shared``: as in :meth:`write`."""
+    def write_raw(self, rel: str, obj, shared: dict | None = None, compress: bool = False) -> None:
+        """``obj`` to ``rel``, atomically, its arrays' bytes written from where they are
+        (pickle protocol 5 out-of-band buffers) instead of being copied into a pickle
+        first: the file is the header, the pickle, then each buffer. ``compress``: the same
+        bytes through lz4 as they are written (:meth:`read` reads either), so that a state
+        of gigabytes is never copied whole in memory to be compressed (a forked writer's:
+        its copy would be private pages of the child). ``shared``: as in :meth:`write`."""
         bufs: list = []
         data = dumps(obj, shared, bufs.append)
         raws = [b.raw() for b in bufs]
         sizes = struct.pack(f"<{len(raws)}Q", *(r.nbytes for r in raws))
-        self._write_atomic(rel, [RAW_MAGIC + RAW_HEADER.pack(len(data), len(raws)) + sizes, data, *raws])
+        self._write_atomic(rel, [RAW_MAGIC + RAW_HEADER.pack(len(data), len(raws)) + sizes, data, *raws],
+                           compression="lz4" if compress else None)
 
     def write_bytes(self, rel: str, data, compress: bool = True) -> None:
         """``data`` (from :func:`dumps`) to ``rel``, atomically; lz4 compressed, or as they
@@ -348,8 +354,10 @@ class StateStore:
             return self._parse_raw(data, shared)
         import pyarrow as pa
         with pa.input_stream(pa.py_buffer(data), compression="lz4") as f:
-            u = pickle.Unpickler(io.BytesIO(f.read()))
-        return _load(u, shared)
+            data = f.read()
+        if data[:len(RAW_MAGIC)] == RAW_MAGIC:              # write_raw, compressed
+            return self._parse_raw(data, shared)
+        return _load(pickle.Unpickler(io.BytesIO(data)), shared)
 
     def read_view(self, rel: str, shared: dict | None = None):
         """:meth:`read` of a file that nobody changes once written and whose reader only
