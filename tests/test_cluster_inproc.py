@@ -12,6 +12,7 @@ import rankcast as rc
 from rankcast.kinds.spatial.testing import play, random_calls
 from rankcast.baselines import BruteForceEngine
 from rankcast.config import POLICIES
+from rankcast.kinds.spatial.roles.coordinator import Coordinator
 from rankcast.testing import ReferenceEngine
 
 BOUNDS = (0.0, 0.0, 10.0, 10.0)
@@ -84,6 +85,8 @@ def test_shard_floor_keeps_results_exact(policy, time_window, monkeypatch):
     from rankcast.kinds.spatial.roles.aggregator import merge_candidates
 
     monkeypatch.setattr(partition, "FLOOR_FROM", 1)
+    # new subscriptions' initial re-evaluations asked by the partitions too (the rows of K)
+    monkeypatch.setattr(Coordinator, "INITIAL_LISTS", False)
     seen = {"rows": 0, "floored": 0, "differ": 0}
 
     def compare(K, asked, answers, whole):
@@ -217,10 +220,13 @@ def test_pipelined_publish_then_flush(policy):
 
 @pytest.mark.parametrize("policy", ["prefix", "spatial-first", "keyword-first"])
 @pytest.mark.parametrize("time_window", [False, True], ids=["count", "time"])
-def test_prefix_reallocation_keeps_results_exact(policy, time_window):
-    """Text-heavy subscriptions with long term lists: loose prefixes start at one term and
-    grow lazily as kScores fall (expiries, churn). Many seeds; a check that only looked at
+@pytest.mark.parametrize("searched", [True, False], ids=["searched", "one-term"])
+def test_prefix_reallocation_keeps_results_exact(policy, time_window, searched, monkeypatch):
+    """Text-heavy subscriptions with long term lists: loose prefixes grow lazily as kScores
+    fall (expiries, churn), from the prefix a new subscription's initial top-k needs
+    (``searched``, the default) or from one term. Many seeds; a check that only looked at
     re-evaluated replicas, or no reallocation at all, fails here."""
+    monkeypatch.setattr(Coordinator, "INITIAL_LISTS", searched)
     cfg = (rc.EngineConfig(bounds=BOUNDS, window_seconds=10.0, batch_size=16) if time_window
            else rc.EngineConfig(bounds=BOUNDS, window=60, batch_size=16))
     reallocs = 0
@@ -232,7 +238,7 @@ def test_prefix_reallocation_keeps_results_exact(policy, time_window):
                                                options={"runtime": "inproc", "l1": 2}))
         play({"engine": rc.Engine(cfg), "cluster": cl, "brute": BruteForceEngine(cfg)}, calls)
         reallocs += cl.stats()["reallocations"]
-    assert reallocs > 50, "the workload must exercise reallocation"
+    assert reallocs > (20 if searched else 50), "the workload must exercise reallocation"
 
 
 @pytest.mark.parametrize("policy,topo", [("location", (3, 2, 1, 1, 6, 3)), ("keyword", (4, 2, 2, 2, 6, 3)),
@@ -1041,3 +1047,37 @@ def test_window_ids_follow_the_window_through_a_checkpoint(seed):
         if step % 37 == 5:
             win = pickle.loads(pickle.dumps(win))
             assert win.ids == model and len(win) == len(model)
+
+
+@pytest.mark.parametrize("load", [True, False], ids=["bulk-load", "subscribe"])
+def test_prefix_subscriptions_start_at_the_prefix_their_initial_top_k_needs(load, monkeypatch):
+    """Under a prefix policy a new subscription is placed at the prefix its initial top-k
+    needs: the coordinator searches the window shards once per subscription and every
+    replica installs that answer, where placing at one term searched again for every
+    replica reallocation then added. Both place the same replicas, and both equal the
+    engine's and brute force's top-k."""
+    got = {}
+    for searched in (True, False):
+        monkeypatch.setattr(Coordinator, "INITIAL_LISTS", searched)
+        cl, eng, subs = _streamed_pair(lambda i: f"w{i % 4} w{i % 3} w{i % 6}",
+                                       lambda i: f"w{i % 4} w{i % 5} w{i % 6} zz{i % 3}",
+                                       policy="prefix", partitions=3, window_shards=2)
+        brute = BruteForceEngine(eng.cfg)
+        brute.publish([rc.Message(i, (i % 7) / 7, (i % 5) / 5, text=f"w{i % 4} w{i % 3} w{i % 6}")
+                       for i in range(30)])
+        searches = lambda: sum(s["searches"] for s in cl.stats()["roles"]["shard"])
+        before = searches()
+        if load:
+            assert cl.load_subscriptions(subs, batch_rows=10) == subs.num_rows
+        else:
+            cl.subscribe(subs)
+        eng.subscribe(subs)
+        brute.subscribe(subs)
+        n = subs.num_rows
+        assert [cl.topk(i) for i in range(n)] == [eng.topk(i) for i in range(n)] == [brute.topk(i) for i in range(n)]
+        st = cl.stats()
+        got[searched] = (searches() - before, st["reallocations"], st["replication_ratio"])
+        cl.shutdown()
+    assert got[True][0] == 2 * n, "each shard searched once per subscription"
+    assert got[False][0] > got[True][0] and got[False][1] > 0 == got[True][1]
+    assert got[True][2] == got[False][2] > 1

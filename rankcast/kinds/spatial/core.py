@@ -19,7 +19,7 @@ from typing import Callable
 
 import numpy as np
 
-from rankcast.common.arrays import expand_runs, runs
+from rankcast.common.arrays import expand_runs
 from rankcast.kinds.spatial.columns import MessageBatch, SubscriptionBatch
 from rankcast.config import EngineConfig
 from rankcast.errors import UnknownSubscription
@@ -27,13 +27,24 @@ from . import skyband as sk
 from .subtable import SubTable
 from .window import CandidateLists
 
-__all__ = ["SkypeCore", "POLICIES"]
+__all__ = ["SkypeCore", "POLICIES", "candidates_asked"]
 
 POLICIES = {"cskyband": 0, "skyband": 1, "kmax": 2}
 KMAX = 60          # k' of the kmax baseline (paper 8.1.2)
 # a cluster replica's re-evaluation fetches this many times the candidates (room for a deeper
 # buffer: keyword at 64 partitions over 15,000 messages, 76,552 -> 14,903 re-evaluations)
 REPLICA_CANDIDATES = 2
+
+
+def candidates_asked(cfg: EngineConfig, k: np.ndarray, partial: np.ndarray) -> np.ndarray:
+    """How many candidates a re-evaluation asks for, per subscription of top-``k``:
+    ``max(candidate_factor * k, k + candidate_extra)``, and :data:`REPLICA_CANDIDATES` times
+    that where ``partial`` (a replica, or one routed by a loose prefix: its buffer is cut
+    for no arrivals, ``skyband.BufferState.arrival_share``; the deeper the cut the longer it
+    lasts, and the cut can only be as deep as the candidates)."""
+    k = np.asarray(k, np.int64)
+    K = np.maximum(np.ceil(cfg.candidate_factor * k).astype(np.int64), k + cfg.candidate_extra)
+    return np.where(partial, REPLICA_CANDIDATES * K, K)
 
 
 def _default_disseminator():
@@ -231,11 +242,7 @@ class SkypeCore:
         """Subscriptions whose buffer fell below k with theta > 0, and new ones."""
         b, s = self.buf, self.subs
         slots = np.flatnonzero(b.reeval[: s.n] & s.alive[: s.n])
-        k = s.k[slots]
-        K = np.maximum(np.ceil(self.cfg.candidate_factor * k).astype(np.int64), k + self.cfg.candidate_extra)
-        # a replica's buffer is cut for no arrivals (skyband.BufferState.arrival_share): the
-        # deeper the cut the longer it lasts, and the cut can only be as deep as the candidates
-        K = np.where(b.arrival_share[slots] < 1.0, REPLICA_CANDIDATES * K, K)
+        K = candidates_asked(self.cfg, s.k[slots], b.arrival_share[slots] < 1.0)
         if self.policy == POLICIES["kmax"]:
             K = np.maximum(K, KMAX)
         if self._extra_k:
@@ -259,7 +266,7 @@ class SkypeCore:
         if not alive.all():   # unsubscribed while the question was out (cluster)
             keep = np.flatnonzero(alive)
             slots = slots[keep]
-            cands = _take_rows(cands, keep)
+            cands = cands.take(keep)
         (b.bi, b.bf, b.used, b.snap, b.snap_used, more, touched) = sk.apply_reevals(
             slots, cands.offsets, cands.seq, cands.ids, cands.t, cands.score, cands.complete,
             s.k, s.theta, self.policy, self.mode, KMAX, self.window_size, self.c_topk,
@@ -440,9 +447,3 @@ class SkypeCore:
             self.counters["compactions"] += 1
             if len(b.bi) > 4 * b.used:        # the subscriptions shrank: so does the pool
                 b.bi, b.bf = b.bi[: 2 * b.used].copy(), b.bf[: 2 * b.used].copy()
-
-
-def _take_rows(c: CandidateLists, rows: np.ndarray) -> CandidateLists:
-    off, idx = runs(c.offsets[rows], np.diff(c.offsets)[rows])
-    return CandidateLists(off, c.seq[idx], c.ids[idx], c.t[idx], c.score[idx], c.complete[rows],
-                          None if c.work is None else c.work[rows])

@@ -25,7 +25,7 @@ from rankcast.common.arrays import runs
 from rankcast.kinds.spatial.columns import SubscriptionBatch
 from rankcast.config import EngineConfig
 from rankcast.errors import UnknownSubscription
-from .core import SkypeCore, _take_rows
+from .core import SkypeCore
 from .window import CandidateLists
 
 __all__ = ["HalvesCore", "merge_updates", "merge_updates_beside", "merge_diffs"]
@@ -308,7 +308,7 @@ class HalvesCore:
         for h, (core, (pos, loc)) in enumerate(zip(self.cores, _split(slots))):
             if len(pos):
                 share = None if seconds is None else seconds * len(pos) / len(slots)
-                more.append(core.apply_reevals(loc, _take_rows(cands, pos), window_size, share) * HALVES + h)
+                more.append(core.apply_reevals(loc, cands.take(pos), window_size, share) * HALVES + h)
         return np.concatenate(more) if more else np.zeros(0, np.int64)
 
     def pending(self) -> bool:

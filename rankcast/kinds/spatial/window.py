@@ -42,6 +42,7 @@ import numpy as np
 from numba import types
 from numba.typed import Dict
 
+from rankcast.common.arrays import concat_offsets, runs
 from rankcast.kinds.spatial.columns import MessageBatch, SubscriptionBatch
 from rankcast.config import EngineConfig
 from .scoring import below, combine, ssim
@@ -124,6 +125,30 @@ class CandidateLists:
         full = n >= np.asarray(K, np.int64)
         out[full] = self.score[self.offsets[:-1][full] + np.asarray(K, np.int64)[full] - 1]
         return out
+
+    def take(self, rows: np.ndarray, K: np.ndarray | None = None) -> "CandidateLists":
+        """The lists of ``rows``, each cut to its best ``K[i]`` (None: whole): what a search
+        for ``K[i]`` would have listed (a cut list is complete only if nothing was cut)."""
+        rows = np.asarray(rows, np.int64)
+        n = np.diff(self.offsets)[rows]
+        comp = self.complete[rows]
+        if K is not None:
+            K = np.asarray(K, np.int64)
+            comp = comp & (n <= K)
+            n = np.minimum(n, K)
+        off, idx = runs(self.offsets[rows], n)
+        return CandidateLists(off, self.seq[idx], self.ids[idx], self.t[idx], self.score[idx], comp,
+                              None if self.work is None else self.work[rows])
+
+    @staticmethod
+    def concat(parts: list["CandidateLists"]) -> "CandidateLists":
+        """The rows of ``parts`` one after the other."""
+        if len(parts) == 1:
+            return parts[0]
+        cat = lambda name: np.concatenate([getattr(p, name) for p in parts])
+        work = None if any(p.work is None for p in parts) else cat("work")
+        return CandidateLists(concat_offsets([p.offsets for p in parts]), cat("seq"), cat("ids"), cat("t"),
+                              cat("score"), cat("complete"), work)
 
     @staticmethod
     def merge(parts: list["CandidateLists"], K: np.ndarray, asked: np.ndarray | None = None) -> "CandidateLists":

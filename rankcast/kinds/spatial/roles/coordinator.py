@@ -68,13 +68,17 @@ from rankcast.common.validation import too_many
 from rankcast.common.arrays import runs
 from rankcast.errors import UnknownSubscription
 from rankcast.kinds.spatial.engine import check_message_state
-from rankcast.kinds.spatial.roles.aggregator import Aggregator
+from rankcast.kinds.spatial.core import candidates_asked
+from rankcast.kinds.spatial.prefix import needed_prefix
+from rankcast.kinds.spatial.roles.aggregator import Aggregator, merge_candidates, shard_candidates
 from rankcast.runtime.distributor import Distributor, shard_payloads
 from rankcast.kinds.spatial.roles.partition import PartitionOps, SoloPartition, SubscriptionPartition
 from rankcast.kinds.spatial.roles.policies import Policy, Routing, make_policy
 from rankcast.kinds.spatial.roles.shard import WindowShard
+from rankcast.kinds.spatial.subtable import SubTable
 from rankcast.kinds.spatial.window import WindowClock
 from rankcast.runtime.coordinator import AdoptionMismatch, CoordinatorBase, STANDBY_WARM_SECONDS, STORE_WARM_BYTES, STORE_WARM_CHUNK, UpdateParts, NO_UPDATES, guarded, latest_lists, concat_updates
+from rankcast.runtime.backends import writable
 from rankcast.runtime.recovery import is_role_death
 from rankcast.config import EngineConfig, limits
 
@@ -151,6 +155,9 @@ class Coordinator(CoordinatorBase):
     """The spatial-keyword kind (Skype / DSkype): see the module docstring."""
 
     KIND_STATE = ("encoder", "clock", "exp_dispatched", "window_ids", "_stash", "_last_busy", "monitor_log")
+    # prefix policies: new subscriptions are placed at the prefix their initial top-k needs,
+    # their replicas given that answer (place); False: at one term, grown by reallocation
+    INITIAL_LISTS = True
 
     def init_kind(self, sample) -> None:
         ccfg, cfg, opts = self.ccfg, self.cfg, self.ccfg.options
@@ -487,16 +494,49 @@ class Coordinator(CoordinatorBase):
 
     # ------------------------------------------------------------------ calls
     def place(self, batch: SubscriptionBatch) -> None:
-        """Initial placement of new subscriptions (prefix policies: one term, grown later)."""
+        """Initial placement of new subscriptions, for the step without messages that its
+        callers (``subscribe``, the bulk load) dispatch next. Prefix policies route by the
+        prefix each one's initial top-k needs (:meth:`_initial_lists`), and its replicas get
+        that answer with their additions; without window shards, by one term, grown later
+        by reallocation."""
         plen = self.policy.initial_prefix(batch)
-        routing = self.policy.route_subscriptions(batch, plen)
+        if self.INITIAL_LISTS and self.policy.prefix and self.shards and not self.solo and len(batch):
+            plen, routing, given = self._initial_lists(batch, plen)
+        else:
+            routing, given = self.policy.route_subscriptions(batch, plen), None
         self.live.update(zip(batch.ids.tolist(), plen.tolist()))
-        self._add_replicas(batch, plen, routing, np.arange(len(batch)))
+        self._add_replicas(batch, plen, routing, np.arange(len(batch)), given)
 
-    def _add_replicas(self, batch: SubscriptionBatch, plen: np.ndarray, routing, rows: np.ndarray) -> None:
+    def _initial_lists(self, batch: SubscriptionBatch, plen: np.ndarray) -> tuple:
+        """(prefix lengths, routing, candidate lists) of new subscriptions: the window shards' answer
+        to their initial re-evaluation as of the last dispatched step (the next one, without
+        messages, has its positions), each list as deep as its replicas will ask for
+        (``candidates_asked``), and the prefix that answer's kScore needs
+        (:func:`~rankcast.kinds.spatial.prefix.needed_prefix`, the reallocation test). A
+        replica then starts at the prefix it would have asked for after its first step,
+        without a second search per replica; one whose own kScore disagrees still asks for
+        reallocation, as any replica does."""
+        tab = SubTable(len(batch))
+        slots = tab.add(batch)
+        k = batch.k.astype(np.int64)
+        deep = candidates_asked(self.cfg, k, np.ones(len(batch), np.bool_))
+        asked = shard_candidates(deep, len(self.shards))
+        refs = [sh.search.remote(self.step, batch, asked, self.exp_dispatched, self.dispatched_pos)
+                for sh in self.shards]
+        with self.metrics.waiting():
+            answers = writable(self.rt.get(refs))
+        cands = merge_candidates(answers, deep, asked)
+        plen = needed_prefix(slots, tab.toff, tab.tlen, tab.wtsum, tab.alpha, cands.kth_scores(k), plen)
+        routing = self.policy.route_subscriptions(batch, plen)
+        partial = (routing.counts() > 1) | (plen < tab.tlen[slots])      # as SubscriptionPartition._set_share
+        return plen, routing, cands.take(np.arange(len(batch)), candidates_asked(self.cfg, k, partial))
+
+    def _add_replicas(self, batch: SubscriptionBatch, plen: np.ndarray, routing, rows: np.ndarray,
+                      given=None) -> None:
         """Additions of the ``rows`` of ``batch`` to every partition ``routing`` places them
         in, with their replica counts and, where the policy ``index_placed``, the terms each
-        replica indexes (those placing it there)."""
+        replica indexes (those placing it there); ``given``: their initial candidate lists
+        (CandidateLists, a row per row of ``batch``), sent with them."""
         reps = routing.counts()
         where = self.policy.placement(batch, plen) if self.policy.index_placed else None
         lens = np.diff(batch.offsets)
@@ -505,7 +545,8 @@ class Coordinator(CoordinatorBase):
             if len(r):
                 indexed = None if where is None else where[runs(batch.offsets[r], lens[r])[1]] == p
                 self._add_ops(p, PartitionOps(add=batch.take(r), add_plen=plen[r], add_replicas=reps[r],
-                                              add_indexed=indexed))
+                                              add_indexed=indexed,
+                                              add_given=None if given is None else (np.arange(len(r)), given.take(r))))
 
     def apply_unsubscribe(self, arr: np.ndarray) -> None:
         self._cut_group()
@@ -766,7 +807,8 @@ class Coordinator(CoordinatorBase):
                                               owner=self._owner))
         self.inflight.append((j, refs, appended, pos_end, exp_end))
         if journal:       # the same lists: a partial recovery replaces the dead roles' references
-            self._journal.append(("step", j, pos_end, exp_end, ops, payloads, appended, refs))
+            self._journal.append(("step", j, pos_end, exp_end, {p: o.without_given() for p, o in ops.items()},
+                                  payloads, appended, refs))
         if take:          # the step's takes, journaled as a cut's (a replayed step takes nothing)
             self._taken = (counts, updates)
             if journal:

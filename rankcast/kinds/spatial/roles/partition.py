@@ -35,6 +35,7 @@ from rankcast.kinds.spatial.columns import MessageBatch, SubscriptionBatch
 from rankcast.config import EngineConfig
 from ..core import SkypeCore
 from ..halves import HalvesCore, merge_plan, merge_updates, scatter_lists
+from ..window import CandidateLists
 from ..igpt import SideThread
 from .aggregator import merge_candidates, shard_candidates
 from rankcast.runtime.metrics import RoleMetrics
@@ -56,10 +57,10 @@ RETAIN_MAX_BYTES = 256 << 20
 class PartitionOps:
     """Control operations of one step for one partition (all optional)."""
 
-    __slots__ = ("remove", "add", "add_plen", "add_replicas", "add_indexed", "plen_ids", "plen")
+    __slots__ = ("remove", "add", "add_plen", "add_replicas", "add_indexed", "plen_ids", "plen", "add_given")
 
     def __init__(self, remove=None, add: SubscriptionBatch | None = None, add_plen=None,
-                 plen_ids=None, plen=None, add_replicas=None, add_indexed=None):
+                 plen_ids=None, plen=None, add_replicas=None, add_indexed=None, add_given=None):
         self.remove = remove
         self.add = add
         self.add_plen = add_plen
@@ -67,6 +68,18 @@ class PartitionOps:
         self.add_indexed = add_indexed        # bool per term of ``add``: the terms indexed here
         self.plen_ids = plen_ids
         self.plen = plen
+        # (rows of ``add``, their CandidateLists): their initial re-evaluation's answer, found
+        # by the coordinator as of the step's position (a step without messages), which the
+        # partition installs instead of asking the shards (SubscriptionPartition._install_given)
+        self.add_given = add_given
+
+    def without_given(self) -> "PartitionOps":
+        """The same operations without ``add_given`` (a replay of the step asks the shards:
+        a journal does not keep the candidates)."""
+        if self.add_given is None:
+            return self
+        return PartitionOps(self.remove, self.add, self.add_plen, self.plen_ids, self.plen, self.add_replicas,
+                            self.add_indexed)
 
     @staticmethod
     def combine(ops: list["PartitionOps"]) -> "PartitionOps":
@@ -84,8 +97,15 @@ class PartitionOps:
         indexed = (np.concatenate([o.add_indexed if o.add_indexed is not None
                                    else np.ones(len(o.add.term_ids), np.bool_) for o in adds])
                    if any(o.add_indexed is not None for o in adds) else None)
+        given, at = [], 0
+        for o in adds:
+            if o.add_given is not None:
+                given.append((o.add_given[0] + at, o.add_given[1]))
+            at += len(o.add)
+        given = ((np.concatenate([g[0] for g in given]), CandidateLists.concat([g[1] for g in given]))
+                 if given else None)
         return PartitionOps(cat("remove"), SubscriptionBatch.concat([o.add for o in adds]) if adds else None,
-                            cat("add_plen"), cat("plen_ids"), cat("plen"), reps, indexed)
+                            cat("add_plen"), cat("plen_ids"), cat("plen"), reps, indexed, given)
 
 
 class SubscriptionPartition(Recoverable):
@@ -144,6 +164,7 @@ class SubscriptionPartition(Recoverable):
         self._rng = np.random.default_rng(seed + 104729 * index + 1)
         self._held = None                           # a step a peer's death interrupted (resume)
         self._shards_ready = None                   # this step's shard appends, not yet waited for
+        self._given: list[tuple] = []               # this step's initial answers (PartitionOps.add_given)
         self._n_takes = 0                           # takes of updates so far (take_updates)
         # (take number, updates) since the oldest checkpoint of the lineage, kept when the
         # coordinator may be restarted and adopt this role: the deliveries made of them
@@ -328,6 +349,8 @@ class SubscriptionPartition(Recoverable):
         if ops.add is not None and len(ops.add):
             slots = self._add(ops.add, ops.add_plen, ops.add_indexed)
             self._set_share(slots, ops.add_replicas)
+            if ops.add_given is not None:
+                self._given.append((slots[ops.add_given[0]], ops.add_given[1]))
             self._new_ids.append(ops.add.ids)
             self._new_slots.append(slots)
             slots_added = slots
@@ -371,6 +394,8 @@ class SubscriptionPartition(Recoverable):
         """Re-evaluations as of ``pos_end`` until the core asks for nothing more (``floor``:
         see :meth:`_ask_shards`)."""
         core = self.core
+        if self._given:
+            self._install_given(window_size)
         while True:
             slots, req, K = core.reeval_requests()
             if len(slots) == 0:
@@ -390,6 +415,23 @@ class SubscriptionPartition(Recoverable):
                     cands = merge_candidates(writable(self.rt.get(refs)), K, asked)
             more = core.apply_reevals(slots, cands, window_size)
             self.metrics.inc("reevaluations", len(slots) - len(more))
+
+    def _install_given(self, window_size: int) -> None:
+        """The initial re-evaluations the coordinator answered with the step's additions
+        (``PartitionOps.add_given``), each list cut to what this core asks for (a search for
+        fewer lists the best of a search for more); a list too short for it, and not complete,
+        is left to the shards."""
+        given, self._given = self._given, []
+        slots = np.concatenate([g[0] for g in given])
+        cands = CandidateLists.concat([g[1] for g in given])
+        asked, _, K = self.core.reeval_requests()
+        at = np.minimum(np.searchsorted(asked, slots), max(len(asked) - 1, 0))
+        found = (asked[at] == slots) if len(asked) else np.zeros(len(slots), np.bool_)
+        K = K[at] if len(asked) else np.zeros(len(slots), np.int64)
+        use = np.flatnonzero(found & (cands.complete | (np.diff(cands.offsets) >= K)))
+        if len(use):
+            more = self.core.apply_reevals(slots[use], cands.take(use, K[use]), window_size)
+            self.metrics.inc("reevaluations", len(use) - len(more))
 
     def _ask_shards(self, step: int, req: SubscriptionBatch, K: np.ndarray, after: int, upto: int,
                     floor: bool = True) -> tuple[list, np.ndarray]:
