@@ -78,7 +78,6 @@ from rankcast.kinds.spatial.roles.shard import WindowShard
 from rankcast.kinds.spatial.subtable import SubTable
 from rankcast.kinds.spatial.window import WindowClock
 from rankcast.runtime.coordinator import AdoptionMismatch, CoordinatorBase, STANDBY_WARM_SECONDS, STORE_WARM_BYTES, STORE_WARM_CHUNK, UpdateParts, NO_UPDATES, guarded, latest_lists, concat_updates
-from rankcast.runtime.backends import writable
 from rankcast.runtime.recovery import is_role_death
 from rankcast.config import EngineConfig, limits
 
@@ -501,17 +500,18 @@ class Coordinator(CoordinatorBase):
         by reallocation."""
         plen = self.policy.initial_prefix(batch)
         if self.INITIAL_LISTS and self.policy.prefix and self.shards and not self.solo and len(batch):
-            plen, routing, given = self._initial_lists(batch, plen)
+            plen, routing, cands, K = self._initial_lists(batch, plen)
+            given = (self.rt.put(cands), K)         # once, for every partition
         else:
             routing, given = self.policy.route_subscriptions(batch, plen), None
         self.live.update(zip(batch.ids.tolist(), plen.tolist()))
         self._add_replicas(batch, plen, routing, np.arange(len(batch)), given)
 
     def _initial_lists(self, batch: SubscriptionBatch, plen: np.ndarray) -> tuple:
-        """(prefix lengths, routing, candidate lists) of new subscriptions: the window shards' answer
-        to their initial re-evaluation as of the last dispatched step (the next one, without
-        messages, has its positions), each list as deep as its replicas will ask for
-        (``candidates_asked``), and the prefix that answer's kScore needs
+        """(prefix lengths, routing, candidate lists, depths) of new subscriptions: the window
+        shards' answer to their initial re-evaluation as of the last dispatched step (the next
+        one, without messages, has its positions), how much of each list its replicas will ask
+        for (``candidates_asked``), and the prefix that answer's kScore needs
         (:func:`~rankcast.kinds.spatial.prefix.needed_prefix`, the reallocation test). A
         replica then starts at the prefix it would have asked for after its first step,
         without a second search per replica; one whose own kScore disagrees still asks for
@@ -524,19 +524,19 @@ class Coordinator(CoordinatorBase):
         refs = [sh.search.remote(self.step, batch, asked, self.exp_dispatched, self.dispatched_pos)
                 for sh in self.shards]
         with self.metrics.waiting():
-            answers = writable(self.rt.get(refs))
+            answers = self.rt.get(refs)
         cands = merge_candidates(answers, deep, asked)
         plen = needed_prefix(slots, tab.toff, tab.tlen, tab.wtsum, tab.alpha, cands.kth_scores(k), plen)
         routing = self.policy.route_subscriptions(batch, plen)
         partial = (routing.counts() > 1) | (plen < tab.tlen[slots])      # as SubscriptionPartition._set_share
-        return plen, routing, cands.take(np.arange(len(batch)), candidates_asked(self.cfg, k, partial))
+        return plen, routing, cands, candidates_asked(self.cfg, k, partial)
 
     def _add_replicas(self, batch: SubscriptionBatch, plen: np.ndarray, routing, rows: np.ndarray,
                       given=None) -> None:
         """Additions of the ``rows`` of ``batch`` to every partition ``routing`` places them
         in, with their replica counts and, where the policy ``index_placed``, the terms each
-        replica indexes (those placing it there); ``given``: their initial candidate lists
-        (CandidateLists, a row per row of ``batch``), sent with them."""
+        replica indexes (those placing it there); ``given``: (a reference to their initial
+        candidate lists, a row per row of ``batch``; how many of each to take), sent with them."""
         reps = routing.counts()
         where = self.policy.placement(batch, plen) if self.policy.index_placed else None
         lens = np.diff(batch.offsets)
@@ -546,7 +546,8 @@ class Coordinator(CoordinatorBase):
                 indexed = None if where is None else where[runs(batch.offsets[r], lens[r])[1]] == p
                 self._add_ops(p, PartitionOps(add=batch.take(r), add_plen=plen[r], add_replicas=reps[r],
                                               add_indexed=indexed,
-                                              add_given=None if given is None else (np.arange(len(r)), given.take(r))))
+                                              add_given=None if given is None else
+                                              [(np.arange(len(r)), given[0], r, given[1][r])]))
 
     def apply_unsubscribe(self, arr: np.ndarray) -> None:
         self._cut_group()

@@ -68,9 +68,11 @@ class PartitionOps:
         self.add_indexed = add_indexed        # bool per term of ``add``: the terms indexed here
         self.plen_ids = plen_ids
         self.plen = plen
-        # (rows of ``add``, their CandidateLists): their initial re-evaluation's answer, found
-        # by the coordinator as of the step's position (a step without messages), which the
-        # partition installs instead of asking the shards (SubscriptionPartition._install_given)
+        # [(rows of ``add``, a reference to CandidateLists, their rows there, how many of each
+        # list to take)]: the initial re-evaluation's answer of those additions, found by the
+        # coordinator as of the step's position (a step without messages) and put once for
+        # every partition, which the partition installs instead of asking the shards
+        # (SubscriptionPartition._install_given)
         self.add_given = add_given
 
     def without_given(self) -> "PartitionOps":
@@ -99,13 +101,10 @@ class PartitionOps:
                    if any(o.add_indexed is not None for o in adds) else None)
         given, at = [], 0
         for o in adds:
-            if o.add_given is not None:
-                given.append((o.add_given[0] + at, o.add_given[1]))
+            given += [(rows + at, *rest) for rows, *rest in o.add_given or ()]
             at += len(o.add)
-        given = ((np.concatenate([g[0] for g in given]), CandidateLists.concat([g[1] for g in given]))
-                 if given else None)
         return PartitionOps(cat("remove"), SubscriptionBatch.concat([o.add for o in adds]) if adds else None,
-                            cat("add_plen"), cat("plen_ids"), cat("plen"), reps, indexed, given)
+                            cat("add_plen"), cat("plen_ids"), cat("plen"), reps, indexed, given or None)
 
 
 class SubscriptionPartition(Recoverable):
@@ -349,8 +348,7 @@ class SubscriptionPartition(Recoverable):
         if ops.add is not None and len(ops.add):
             slots = self._add(ops.add, ops.add_plen, ops.add_indexed)
             self._set_share(slots, ops.add_replicas)
-            if ops.add_given is not None:
-                self._given.append((slots[ops.add_given[0]], ops.add_given[1]))
+            self._given += [(slots[rows], *rest) for rows, *rest in ops.add_given or ()]
             self._new_ids.append(ops.add.ids)
             self._new_slots.append(slots)
             slots_added = slots
@@ -423,7 +421,9 @@ class SubscriptionPartition(Recoverable):
         is left to the shards."""
         given, self._given = self._given, []
         slots = np.concatenate([g[0] for g in given])
-        cands = CandidateLists.concat([g[1] for g in given])
+        with self.metrics.waiting():
+            lists = self.rt.get([g[1] for g in given])
+        cands = CandidateLists.concat([c.take(rows, K) for c, (_, _, rows, K) in zip(lists, given)])
         asked, _, K = self.core.reeval_requests()
         at = np.minimum(np.searchsorted(asked, slots), max(len(asked) - 1, 0))
         found = (asked[at] == slots) if len(asked) else np.zeros(len(slots), np.bool_)
