@@ -488,6 +488,11 @@ class CoordinatorBase(RoleSet, Checkpoints, Deliveries, KindCoordinator):
         self._maybe_checkpoint()
         yield total, total
 
+    def prepare_place(self, batch) -> None:
+        """A bulk load's next part, before the part ahead of it is placed: a kind may start
+        work that its ``place`` of it will use (nothing here); None: the load is over, what
+        was started for it is dropped."""
+
     def _apply_load(self, staged: list, terms: list):
         for pending in terms:
             self.commit_encoding(pending)
@@ -499,14 +504,18 @@ class CoordinatorBase(RoleSet, Checkpoints, Deliveries, KindCoordinator):
             return placed - sum(rows_of_step.get(e[0], 0) for e in self.inflight)
 
         self._cut_group()
-        for batch in staged:
-            if not len(batch):
-                continue
-            self.place(batch)
-            self.dispatch()
-            rows_of_step[self.step] = len(batch)
-            placed += len(batch)
-            yield done(), total         # dispatch waits for old steps beyond max_in_flight
+        parts = [b for b in staged if len(b)]
+        try:
+            for i, batch in enumerate(parts):
+                for ahead in parts[i:i + 2] if i == 0 else parts[i + 1:i + 2]:
+                    self.prepare_place(ahead)
+                self.place(batch)
+                self.dispatch()
+                rows_of_step[self.step] = len(batch)
+                placed += len(batch)
+                yield done(), total         # dispatch waits for old steps beyond max_in_flight
+        finally:
+            self.prepare_place(None)
         while self.inflight:
             self.harvest(self.inflight.popleft())
             yield done(), total
