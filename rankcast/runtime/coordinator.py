@@ -488,11 +488,6 @@ class CoordinatorBase(RoleSet, Checkpoints, Deliveries, KindCoordinator):
         self._maybe_checkpoint()
         yield total, total
 
-    def prepare_place(self, batch) -> None:
-        """A bulk load's next part, before the part ahead of it is placed: a kind may start
-        work that its ``place`` of it will use (nothing here); None: the load is over, what
-        was started for it is dropped."""
-
     def _apply_load(self, staged: list, terms: list):
         for pending in terms:
             self.commit_encoding(pending)
