@@ -499,18 +499,14 @@ class CoordinatorBase(RoleSet, Checkpoints, Deliveries, KindCoordinator):
             return placed - sum(rows_of_step.get(e[0], 0) for e in self.inflight)
 
         self._cut_group()
-        parts = [b for b in staged if len(b)]
-        try:
-            for i, batch in enumerate(parts):
-                for ahead in parts[i:i + 2] if i == 0 else parts[i + 1:i + 2]:
-                    self.prepare_place(ahead)
-                self.place(batch)
-                self.dispatch()
-                rows_of_step[self.step] = len(batch)
-                placed += len(batch)
-                yield done(), total         # dispatch waits for old steps beyond max_in_flight
-        finally:
-            self.prepare_place(None)
+        for batch in staged:
+            if not len(batch):
+                continue
+            self.place(batch)
+            self.dispatch()
+            rows_of_step[self.step] = len(batch)
+            placed += len(batch)
+            yield done(), total         # dispatch waits for old steps beyond max_in_flight
         while self.inflight:
             self.harvest(self.inflight.popleft())
             yield done(), total

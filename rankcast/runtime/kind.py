@@ -235,11 +235,6 @@ class KindCoordinator(abc.ABC):
         (``self._add_ops(p, ops)``). The runtime then dispatches, quiesces and calls
         :meth:`baseline`."""
 
-    def prepare_place(self, batch: Any) -> None:
-        """Optional: a bulk load's next part (an :meth:`encode_subscriptions` batch), before
-        the part ahead of it is placed, so that work its :meth:`place` will use can start
-        early; None once the load is over (drop what was started). By default nothing."""
-
     @abc.abstractmethod
     def apply_unsubscribe(self, ids: np.ndarray) -> None:
         """Remove the live subscriptions ``ids`` (int64, validated): deliver the pipelined
@@ -312,5 +307,5 @@ class KindCoordinator(abc.ABC):
 LOCAL_METHODS = frozenset({
     "init_kind", "build_roles", "role_groups", "snapshot_groups", "reset_transient",
     "encode_subscriptions", "encode_publish", "commit_encoding", "mark_encoding", "rollback_encoding",
-    "place", "prepare_place", "apply_unsubscribe", "apply_publish", "dispatch", "harvest", "quiesce", "emit", "baseline"})
+    "place", "apply_unsubscribe", "apply_publish", "dispatch", "harvest", "quiesce", "emit", "baseline"})
 KindCoordinator.LOCAL_METHODS = LOCAL_METHODS

@@ -184,12 +184,11 @@ class Coordinator(CoordinatorBase):
         # progress and the updates it kept; the takes since the checkpoint, counted
         self._ahead: dict[int, dict] = {}
         self._take_no = 0
-        self._searched: dict = {}        # a bulk load's initial searches started ahead (prepare_place)
 
     def reset_transient(self) -> None:
         self.realloc_queue = []
         self._taken = None
-        self._ahead, self._take_no, self._searched = {}, 0, {}
+        self._ahead, self._take_no = {}, 0
         # held messages are in the log, which a recovery replays
         self._held, self._held_n, self._tick_step = [], 0, None
 
@@ -520,9 +519,10 @@ class Coordinator(CoordinatorBase):
         tab = SubTable(len(batch))
         slots = tab.add(batch)
         k = batch.k.astype(np.int64)
-        for_, at, refs, deep, asked = self._searched.pop(id(batch), (None,) * 5)
-        if for_ is not batch or at != (self.dispatched_pos, self.exp_dispatched):
-            refs, deep, asked = self._search_initial(batch)
+        deep = candidates_asked(self.cfg, k, np.ones(len(batch), np.bool_))
+        asked = shard_candidates(deep, len(self.shards))
+        refs = [sh.search.remote(self.step, batch, asked, self.exp_dispatched, self.dispatched_pos)
+                for sh in self.shards]
         with self.metrics.waiting():
             answers = self.rt.get(refs)
         cands = merge_candidates(answers, deep, asked)
@@ -530,25 +530,6 @@ class Coordinator(CoordinatorBase):
         routing = self.policy.route_subscriptions(batch, plen)
         partial = (routing.counts() > 1) | (plen < tab.tlen[slots])      # as SubscriptionPartition._set_share
         return plen, routing, cands, candidates_asked(self.cfg, k, partial)
-
-    def _search_initial(self, batch: SubscriptionBatch) -> tuple:
-        """The window shards asked for the initial lists of ``batch`` (see
-        :meth:`_initial_lists`): (references, depth per row, depth asked of each shard)."""
-        deep = candidates_asked(self.cfg, batch.k.astype(np.int64), np.ones(len(batch), np.bool_))
-        asked = shard_candidates(deep, len(self.shards))
-        refs = [sh.search.remote(self.step, batch, asked, self.exp_dispatched, self.dispatched_pos)
-                for sh in self.shards]
-        return refs, deep, asked
-
-    def prepare_place(self, batch: SubscriptionBatch) -> None:
-        """A bulk load's next part: its initial searches start now, answered while the part
-        ahead is placed (as of the same positions: the load's steps carry no messages; a
-        search made for other positions is not used). None: the load is over."""
-        if batch is None:
-            self._searched = {}
-        elif self.INITIAL_LISTS and self.policy.prefix and self.shards and not self.solo:
-            self._searched[id(batch)] = (batch, (self.dispatched_pos, self.exp_dispatched),
-                                         *self._search_initial(batch))
 
     def _add_replicas(self, batch: SubscriptionBatch, plen: np.ndarray, routing, rows: np.ndarray,
                       given=None) -> None:
