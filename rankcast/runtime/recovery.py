@@ -354,10 +354,22 @@ class StateStore:
             return self._parse_raw(data, shared)
         import pyarrow as pa
         with pa.input_stream(pa.py_buffer(data), compression="lz4") as f:
-            data = f.read()
-        if data[:len(RAW_MAGIC)] == RAW_MAGIC:              # write_raw, compressed
-            return self._parse_raw(data, shared)
-        return _load(pickle.Unpickler(io.BytesIO(data)), shared)
+            head = f.read(len(RAW_MAGIC) + RAW_HEADER.size)
+            if head[:len(RAW_MAGIC)] != RAW_MAGIC:          # a pickle (write)
+                return _load(pickle.Unpickler(io.BytesIO(head + f.read())), shared)
+            # write_raw, compressed: decompressed once, into the buffer its arrays view
+            n_pickle, n_bufs = RAW_HEADER.unpack(head[len(RAW_MAGIC):])
+            sizes = f.read(8 * n_bufs)
+            buf = bytearray(len(head) + len(sizes) + n_pickle + sum(struct.unpack(f"<{n_bufs}Q", sizes)))
+            at = len(head) + len(sizes)
+            buf[:at] = head + sizes
+            view = memoryview(buf)
+            while at < len(buf):
+                got = f.readinto(view[at:])
+                if not got:
+                    raise EOFError(f"state file {rel}: {len(buf) - at} bytes missing")
+                at += got
+        return self._parse_raw(view, shared)
 
     def read_view(self, rel: str, shared: dict | None = None):
         """:meth:`read` of a file that nobody changes once written and whose reader only
@@ -377,8 +389,8 @@ class StateStore:
     @staticmethod
     def _parse_raw(raw, shared: dict | None = None):
         """What :meth:`write_raw` wrote; its arrays are views of one buffer: writable ones of
-        a copy of ``raw`` (bytes), or of ``raw`` itself (a memoryview, as it is: read-only
-        for a read-only mapping). ``shared``: as in :meth:`read`."""
+        a copy of ``raw`` (bytes), or of ``raw`` itself (a memoryview, as it is: writable over
+        a bytearray, read-only over a read-only mapping). ``shared``: as in :meth:`read`."""
         data = raw if isinstance(raw, memoryview) else memoryview(bytearray(raw))
         at = len(RAW_MAGIC) + RAW_HEADER.size
         n_pickle, n_bufs = RAW_HEADER.unpack(data[len(RAW_MAGIC):at])

@@ -242,13 +242,20 @@ class SkypeCore:
         """Subscriptions whose buffer fell below k with theta > 0, and new ones."""
         b, s = self.buf, self.subs
         slots = np.flatnonzero(b.reeval[: s.n] & s.alive[: s.n])
+        return slots, s.batch(slots), self.reeval_depth(slots)
+
+    def reeval_depth(self, slots: np.ndarray) -> np.ndarray:
+        """How many candidates the re-evaluation of each of ``slots`` asks for (the K of
+        :meth:`reeval_requests`); 0 where the slot asks for none (not marked, or removed)."""
+        b, s = self.buf, self.subs
+        slots = np.asarray(slots, np.int64)
         K = candidates_asked(self.cfg, s.k[slots], b.arrival_share[slots] < 1.0)
         if self.policy == POLICIES["kmax"]:
             K = np.maximum(K, KMAX)
         if self._extra_k:
             K = np.array([max(Ki, self._extra_k.get(sl, 0)) for sl, Ki in zip(slots.tolist(), K.tolist())],
                          np.int64)
-        return slots, s.batch(slots), K
+        return np.where(b.reeval[slots] & s.alive[slots], K, 0)
 
     def apply_reevals(self, slots: np.ndarray, cands: CandidateLists, window_size: int | None = None,
                       seconds: float | None = None) -> np.ndarray:

@@ -72,7 +72,7 @@ from rankcast.kinds.spatial.core import candidates_asked
 from rankcast.kinds.spatial.prefix import needed_prefix
 from rankcast.kinds.spatial.roles.aggregator import Aggregator, merge_candidates, shard_candidates
 from rankcast.runtime.distributor import Distributor, shard_payloads
-from rankcast.kinds.spatial.roles.partition import PartitionOps, SoloPartition, SubscriptionPartition
+from rankcast.kinds.spatial.roles.partition import PartitionOps, SoloPartition, SubscriptionPartition, partial_arrival
 from rankcast.kinds.spatial.roles.policies import Policy, Routing, make_policy
 from rankcast.kinds.spatial.roles.shard import WindowShard
 from rankcast.kinds.spatial.subtable import SubTable
@@ -528,7 +528,7 @@ class Coordinator(CoordinatorBase):
         cands = merge_candidates(answers, deep, asked)
         plen = needed_prefix(slots, tab.toff, tab.tlen, tab.wtsum, tab.alpha, cands.kth_scores(k), plen)
         routing = self.policy.route_subscriptions(batch, plen)
-        partial = (routing.counts() > 1) | (plen < tab.tlen[slots])      # as SubscriptionPartition._set_share
+        partial = partial_arrival(routing.counts(), plen, tab.tlen[slots])
         return plen, routing, cands, candidates_asked(self.cfg, k, partial)
 
     def _add_replicas(self, batch: SubscriptionBatch, plen: np.ndarray, routing, rows: np.ndarray,

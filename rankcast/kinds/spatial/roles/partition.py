@@ -45,13 +45,20 @@ from rankcast.runtime.backends import STEP_ROLE_ENV, InprocRuntime, LocalHandle,
 from .shard import QUESTIONS, WindowShard
 from ..warmup import warm_spatial
 
-__all__ = ["SubscriptionPartition", "SoloPartition", "PartitionOps"]
+__all__ = ["SubscriptionPartition", "SoloPartition", "PartitionOps", "partial_arrival"]
 
 FLOOR_FROM = 64     # re-evaluation rows from which the shards are asked one, then the rest
 # the most bytes of takes a partition keeps for an adoption (see SubscriptionPartition._takes):
 # beyond them (a checkpoint that takes long to commit) it drops them and its lineage, and a
 # restart rebuilds it from the checkpoint instead
 RETAIN_MAX_BYTES = 256 << 20
+
+
+def partial_arrival(replicas, plen, tlen, prefix: bool = True) -> np.ndarray:
+    """Whether each added subscription gets only some of the messages that can enter its
+    buffer: a replica (in more than one partition), or, under a prefix policy, one routed
+    by a loose prefix (shorter than its terms). See :meth:`SubscriptionPartition._set_share`."""
+    return (np.asarray(replicas) > 1) | (prefix & (np.asarray(plen) < np.asarray(tlen)))
 
 
 class PartitionOps:
@@ -380,8 +387,7 @@ class SubscriptionPartition(Recoverable):
         if replicas is None or self.rebuild:
             return
         s = self.core.subs
-        partial = (np.asarray(replicas) > 1) | (self.prefix & (self.plen[slots] < s.tlen[slots]))
-        self.core.set_arrival_share(slots[partial], 0.0)
+        self.core.set_arrival_share(slots[partial_arrival(replicas, self.plen[slots], s.tlen[slots], self.prefix)], 0.0)
 
     def _set_plen(self, slots: np.ndarray, plen: np.ndarray) -> None:
         s = self.core.subs
@@ -424,11 +430,8 @@ class SubscriptionPartition(Recoverable):
         with self.metrics.waiting():
             lists = self.rt.get([g[1] for g in given])
         cands = CandidateLists.concat([c.take(rows, K) for c, (_, _, rows, K) in zip(lists, given)])
-        asked, _, K = self.core.reeval_requests()
-        at = np.minimum(np.searchsorted(asked, slots), max(len(asked) - 1, 0))
-        found = (asked[at] == slots) if len(asked) else np.zeros(len(slots), np.bool_)
-        K = K[at] if len(asked) else np.zeros(len(slots), np.int64)
-        use = np.flatnonzero(found & (cands.complete | (np.diff(cands.offsets) >= K)))
+        K = self.core.reeval_depth(slots)
+        use = np.flatnonzero((K > 0) & (cands.complete | (np.diff(cands.offsets) >= K)))
         if len(use):
             more = self.core.apply_reevals(slots[use], cands.take(use, K[use]), window_size)
             self.metrics.inc("reevaluations", len(use) - len(more))
