@@ -357,7 +357,7 @@ def _die_once(monkeypatch, cls, at: int) -> list:
 
     def process(self, step, *args, **kw):
         payload = args[0] if cls.__name__ == "RangePartition" else args[3]     # (spatial: pos_end, exp_end, ops, payload)
-        if payload is not None and not (isinstance(payload[0], str) and payload[0] != "msgs"):
+        if payload is not None and not (isinstance(payload[0], str) and payload[0] != "pub"):
             calls[0] += 1
             if calls[0] == at:
                 raise PeerLost(f"{cls.__name__} {self.index}: died (test)")

@@ -106,3 +106,35 @@ def test_missing_columns_and_in_memory_errors():
     t = read_range_subscriptions(pa.table({"id": [1], "lo": [2.0], "hi": [1.0]}), validate=False)
     assert t.num_rows == 1                      # schema checks only
     assert read_object_updates(pa.table({"id": np.arange(3), "y": [1.0, None, 2.0]})).column("x").null_count == 3
+
+
+def test_packed_calls_keep_each_objects_order_and_the_final_objects():
+    """A GeoNames update stream packed into calls of 100: each call at most 100 distinct ids,
+    every row once, each object's rows in order; the calls applied in turn to an engine leave
+    the objects the stream leaves (and equal brute force)."""
+    from rankcast.baselines.rangetopk import brute_topk
+    from rankcast.ingest.range_tables import final_objects, packed_calls
+    from rankcast.ingest.range_workloads import geonames_range_workload
+
+    subs, ups = geonames_range_workload(600, 40, 3000, seed=3)
+    ids = ups.column("id").to_numpy()
+    calls = packed_calls(ids, 100)
+    assert sorted(np.concatenate(calls).tolist()) == list(range(len(ids)))
+    assert all(len(c) <= 100 and len(np.unique(ids[c])) == len(c) for c in calls)
+    assert sum(len(c) == 100 for c in calls) >= len(calls) - 3
+    where = np.empty(len(ids), np.int64)
+    for n, c in enumerate(calls):
+        where[c] = n
+    for i in np.unique(ids):
+        assert np.all(np.diff(where[ids == i]) > 0)          # an object's updates, in order, a call each
+    with pytest.raises(ValueError, match="size"):
+        packed_calls(ids, 0)
+    eng = rc.RangeEngine(rc.RangeConfig(k=3))
+    eng.subscribe(subs)
+    for c in calls:
+        eng.publish(ups.take(pa.array(c)))
+    final = final_objects(ups)
+    objs = dict(zip(final.column("id").to_pylist(), zip(final.column("x").to_pylist(), final.column("y").to_pylist())))
+    assert eng.stats()["objects"] == len(objs)
+    for i, lo, hi in zip(*(subs.column(c).to_pylist() for c in ("id", "lo", "hi"))):
+        assert eng.topk(i) == brute_topk(objs, lo, hi, 3)

@@ -9,7 +9,10 @@ the same update form on both sides, side by side in one run.
   one partition, every event to each holding a match), the second as ``matching attribute``;
 - ``range``: GeoNames places as objects and ranges of longitude
   (:mod:`rankcast.ingest.range_workloads`), k = 10, ``paint-sparse``, the ``kd`` policy;
-  the update stream in its calls of distinct ids; ``rc.RangeEngine`` against the cluster.
+  the update stream (the objects' inserts, then their changes) in calls of 1,000 updates,
+  each object at most once a call and its updates in order
+  (:func:`~rankcast.ingest.range_tables.packed_calls`); ``rc.RangeEngine`` against the
+  cluster.
 
 Each cluster runs twice, per call (``publish(wait=True)`` per call, its updates returned)
 and streamed (``publish(wait=False)``, one ``flush``), each against the faster of two engine
@@ -39,10 +42,12 @@ def _workload(kind: str, seed: int, size: int):
         calls = [events_table(events[a:a + 1000]) for a in range(0, len(events), 1000)]
         return rc.MatchConfig(scoring="weighted", index="auto", k=5), ("replicate", "attribute"), \
             expressions_table(exprs), calls, exprs[:2000]
-    from rankcast.ingest.range_tables import distinct_runs
+    import pyarrow as pa
+
+    from rankcast.ingest.range_tables import packed_calls
     from rankcast.ingest.range_workloads import geonames_range_workload
     subs, ups = geonames_range_workload(size, size // 4, size, seed=seed + 11)
-    calls = [ups.slice(x, y - x) for x, y in distinct_runs(ups.column("id").to_numpy())]
+    calls = [ups.take(pa.array(rows)) for rows in packed_calls(ups.column("id").to_numpy(), 1000)]
     return rc.RangeConfig(k=10, method="paint-sparse"), ("kd",), subs, calls, subs.slice(0, 1000)
 
 

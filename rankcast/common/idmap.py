@@ -130,6 +130,13 @@ class IdMap:
             raise KeyError(int(ids[np.flatnonzero(out < 0)[0]]))
         return out
 
+    def find(self, ids: np.ndarray) -> np.ndarray:
+        """The values of ``ids``, -1 where absent."""
+        ids = np.ascontiguousarray(ids, np.int64)
+        out = np.empty(len(ids), np.int64)
+        _get(self.state, self.keys, self.vals, ids, out)
+        return out
+
     def delete(self, ids: np.ndarray) -> None:
         gone = _delete(self.state, self.keys, np.ascontiguousarray(ids, np.int64))
         self.n -= gone

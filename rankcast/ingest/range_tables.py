@@ -25,7 +25,7 @@ from .sources import locate
 from .tables import _INT64_MAX, _Checker, read_table
 
 __all__ = ["read_range_subscriptions", "read_object_updates", "RANGE_SUBSCRIPTION_SCHEMA",
-           "OBJECT_UPDATE_SCHEMA", "RANGE_KINDS", "distinct_runs", "final_objects", "conform_range",
+           "OBJECT_UPDATE_SCHEMA", "RANGE_KINDS", "distinct_runs", "packed_calls", "final_objects", "conform_range",
            "is_object_update_table"]
 
 SUB, UPD = "range subscription", "object update"
@@ -130,6 +130,29 @@ def distinct_runs(ids: np.ndarray) -> list[tuple[int, int]]:
         seen.add(i)
     out.append((start, n))
     return out
+
+
+def packed_calls(ids: np.ndarray, size: int) -> list[np.ndarray]:
+    """Cut a sequence of object updates (their ids) into calls of at most ``size`` updates, an
+    id at most once a call, each object's updates in their order: an update goes to the first
+    call after its object's previous one that has room. Returns each call's row numbers
+    (ascending); the calls applied in turn leave every object as the sequence does."""
+    if size < 1:
+        raise ValueError(f"packed_calls: size must be at least 1, got {size}")
+    last: dict[int, int] = {}
+    calls: list[list[int]] = []
+    first_open = 0
+    for j, i in enumerate(np.asarray(ids, np.int64).tolist()):
+        c = max(last.get(i, -1) + 1, first_open)
+        while c < len(calls) and len(calls[c]) >= size:
+            c += 1
+        if c == len(calls):
+            calls.append([])
+        calls[c].append(j)
+        last[i] = c
+        while first_open < len(calls) and len(calls[first_open]) >= size:
+            first_open += 1
+    return [np.array(c, np.int64) for c in calls]
 
 
 def final_objects(updates: pa.Table) -> pa.Table:

@@ -307,7 +307,7 @@ register(KindEntry(
     engine="rankcast.kinds.range.engine:RangeEngine", label="range top-k",
     policies=("kd", "hash"), policy_setting="range_policy",
     single_roles=("distributors", "aggregators"),
-    single_reason="range top-k runs one Paint server and no aggregator (the objects are one sequence)",
+    single_reason="range top-k runs its Paint servers in the partitions, and no aggregator",
     item="object_id", diffs_by_key=False,
     subscription_table=TableSpec("range subscription", f"{_INGEST}.tables:RANGE_SUBSCRIPTION_COLUMNS",
                                  f"{_INGEST}.range_tables:conform_range"),

@@ -1,37 +1,39 @@
 """The range top-k kind on the roles (docs/architecture.md, "Roles per kind").
 
-- distribution and window role (:class:`RangeServerRole`, reported as the ``distributor``):
-  the objects and the Paint server (:class:`~rankcast.kinds.range.server.RangeServer`). A
-  publish step turns the call's object updates into its message batch (each message a box
-  of (lo, hi) subscription space, or a unicast message naming one subscription) and sends
-  each message to the partitions it can reach: a box to every partition whose
-  subscriptions' bounding box it meets (the paper's content-based network), a unicast
-  message to its subscription's partition. A subscribe step computes the new
-  subscriptions' initial top-k from the objects. It knows the subscription points (ids,
-  lo, hi and partition): Paint-Sparse snaps on them and Unicast enumerates them, as in
-  :class:`~rankcast.RangeEngine`; Paint-Dense's messages do not depend on them.
-- subscription partition (:class:`RangePartition`): a
-  :class:`~rankcast.kinds.range.subscribers.SubscriberStore` over the subscriptions of its
-  region of the (lo, hi) plane; it delivers its messages in batch order with the paper's
-  protocol and answers the rows whose top-k changed in the step (their new lists), or under
-  diffs (``ClusterConfig(updates="diff")``) the entries that left and entered them, written
-  by the subscriber kernels as they change the lists.
+- subscription partition (:class:`RangePartition`): the subscriptions of its region of the
+  (lo, hi) plane in a :class:`~rankcast.kinds.range.subscribers.SubscriberStore`, and a Paint
+  server (:class:`~rankcast.kinds.range.server.RangeServer`) over the objects of its *span*,
+  the x interval from the lowest ``lo`` to the highest ``hi`` of the subscriptions it was
+  given. A subscription's top-k only holds objects of its range, so the partition is a
+  :class:`~rankcast.RangeEngine` of its own subscriptions and the objects of its span: it
+  turns its updates into messages, delivers them with the paper's protocol and answers the
+  rows whose top-k changed in the step (their new lists), or under diffs
+  (``ClusterConfig(updates="diff")``) the entries that left and entered them. Paint-Sparse
+  snaps on, and Unicast enumerates, the partition's own subscriptions.
 - placement (:class:`RangePolicy`): ``kd`` splits the (lo, hi) plane into one region per
   partition by a k-d split at the quantiles of the subscriptions (the fitting sample, else
   the first subscribe call), alternating lo and hi, like the location policy splits space;
-  ``hash`` places by id (every region is then the whole plane: a comparison).
+  ``hash`` places by id (every span is then about the whole line: a comparison).
+- routing (:func:`route_updates`, on the coordinator): an update goes to the partitions
+  whose span holds the object's position before or after it: as it is where both do, as an
+  insert where it enters the span, as a delete where it leaves it. The coordinator keeps
+  every live object's position and value (:class:`ObjectPositions`, also its validation
+  state); a partition whose span grows with new subscriptions is first sent the objects of
+  the part it gains.
 
 Every subscription lives in one partition, whose answers are the subscription's updates:
-there is no aggregation role. A publish call is one step whatever ``batch_size``
-(Paint-Batch is per call, and a subscription is reported when its list after the call
-differs from its list before it), so the updates of each call are the engine's; a
+there is no distribution or aggregation role, and the partitions' Paint servers work in
+parallel, each on the updates of its span. A publish call is one step whatever
+``batch_size`` (Paint-Batch is per call, and a subscription is reported when its list after
+the call differs from its list before it), so the updates of each call are the engine's; a
 delivery of several pipelined calls keeps, per subscription, its latest list (diffs: the
 calls' diffs composed into one per subscription, ``rankcast.common.diffs.compose_diffs``).
+The messages are each partition's own (``stats()``: their sums): an update near the border
+of two spans is painted in both.
 
-Recovery: the server snapshots its objects and subscription points, a partition its store
-(subscriptions and their lists); a death rebuilds every role from the checkpoint and the
-coordinator replays the log (its validation state, the live objects, is in its own
-checkpoint).
+Recovery: a partition snapshots its objects and its store (subscriptions and their lists);
+a death rebuilds every role from the checkpoint and the coordinator replays the log (its
+validation state, the live objects and the partitions' spans, is in its own checkpoint).
 """
 from __future__ import annotations
 
@@ -43,9 +45,8 @@ import numpy as np
 from rankcast.config import RANGE_POLICIES, RangeConfig
 from rankcast.common.validation import check_ids_arg, shift_position
 from rankcast.errors import InvalidInput, UnknownSubscription
-from rankcast.common.idmap import IdMap, _get
+from rankcast.common.idmap import IdMap
 from .inputs import check_update_state, encode_subscriptions, encode_updates
-from .points import PointIndex
 from .server import RangeServer
 from .subscribers import SubscriberStore
 from rankcast.runtime.coordinator import NO_UPDATES, CoordinatorBase, guarded, latest_lists, concat_updates
@@ -53,8 +54,8 @@ from rankcast.runtime.kind import PlacementPolicy
 from rankcast.runtime.metrics import RoleMetrics
 from rankcast.runtime.recovery import Recoverable
 
-__all__ = ["RANGE_POLICIES", "RangePolicy", "RangeRows", "RangeServerRole", "RangePartition", "RangeCoordinator",
-           "route_messages"]
+__all__ = ["RANGE_POLICIES", "RangePolicy", "RangeRows", "RangePartition", "RangeCoordinator", "ObjectPositions",
+           "route_updates"]
 
 
 class RangeRows:
@@ -81,9 +82,9 @@ class RangePolicy(PlacementPolicy):
     k-d split is (axis, cut, left, right): a point goes left when its coordinate on ``axis``
     (0: lo, 1: hi) is below ``cut``; a child < 0 is the leaf of partition ``-child - 1``.
 
-    Messages do not go everywhere: the server role sends each one to the partitions whose
-    subscriptions' bounding box its box meets (:func:`route_messages`), from the boxes it
-    keeps, so the policy itself does not broadcast."""
+    Updates do not go everywhere: the coordinator sends each to the partitions whose span
+    holds the object's position before or after it (:func:`route_updates`), so the policy
+    itself does not broadcast."""
 
     def __init__(self, name: str, n_partitions: int):
         if name not in RANGE_POLICIES:
@@ -141,31 +142,109 @@ class RangePolicy(PlacementPolicy):
         return -node - 1
 
     def route_messages(self, msgs):
-        raise NotImplementedError("range messages are routed by the server role from the "
-                                  "partitions' bounding boxes (route_messages of this module)")
+        raise NotImplementedError("range updates are routed by the coordinator to the partitions whose "
+                                  "span they touch (route_updates of this module)")
 
     def describe(self) -> dict:
         return {"policy": self.name, "partitions": self.n_partitions, "fitted": bool(self.fitted),
                 "splits": [{"axis": "lo" if a == 0 else "hi", "cut": c}
                            for a, c in zip(self.axis.tolist(), self.cut.tolist())],
-                "messages": "to the partitions whose subscriptions' bounding box the message box meets"}
+                "updates": "to the partitions whose span holds the object before or after the update"}
 
 
-def route_messages(f: np.ndarray, i: np.ndarray, bbox: np.ndarray, target_part: np.ndarray) -> np.ndarray:
-    """bool[n, P]: which partitions each message goes to. ``bbox[p]`` = (lo min, lo max, hi
-    min, hi max) of partition p's subscriptions (empty: +inf, -inf, +inf, -inf); a box
-    [l0, l1] x [r0, r1] reaches p when it meets that box; a unicast message (``i[:, 2] >= 0``)
-    reaches its subscription's partition ``target_part`` (given for those rows)."""
-    n, P = len(i), len(bbox)
-    if not n:
-        return np.zeros((0, P), bool)
-    uni = i[:, 2] >= 0
-    hit = ((f[:, 0:1] <= bbox[None, :, 1]) & (f[:, 1:2] >= bbox[None, :, 0])
-           & (f[:, 2:3] <= bbox[None, :, 3]) & (f[:, 3:4] >= bbox[None, :, 2]))
-    if uni.any():
-        hit[uni] = False
-        hit[np.flatnonzero(uni), target_part[uni]] = True
-    return hit
+def route_updates(x: np.ndarray, y: np.ndarray, old_x: np.ndarray, spans: np.ndarray) -> list:
+    """What each partition takes of a call's updates (``x``: NaN where not given, ``y``: +inf
+    to delete; ``old_x``: each object's position before the call, NaN where not live; the
+    ids of one call are distinct): for partition p of span ``spans[p]`` = (lo, hi), closed,
+    ``(rows, x, y)`` of the updates whose object lies in the span before or after it, or
+    None. Where the object stays in the span the update goes as it is; where it enters, as
+    an insert at its new position; where it leaves (or is deleted), as a delete."""
+    new_x = np.where(np.isnan(x), old_x, x)
+    stays = np.isfinite(y)
+    out = []
+    for a, b in spans.tolist():
+        was = (old_x >= a) & (old_x <= b)                   # NaN compares False
+        now = stays & (new_x >= a) & (new_x <= b)
+        rows = np.flatnonzero(was | now)
+        if not len(rows):
+            out.append(None)
+            continue
+        w, n = was[rows], now[rows]
+        px = np.where(n & ~w, new_x[rows], np.where(n, x[rows], np.nan))
+        py = np.where(n, y[rows], np.inf)
+        out.append((rows, px, py))
+    return out
+
+
+class ObjectPositions:
+    """The live objects' positions and values, by id (the coordinator's validation state, and
+    what a partition whose span grows is sent): an :class:`~rankcast.common.idmap.IdMap` from
+    id to a slot of flat arrays; freed slots are taken again first."""
+
+    def __init__(self):
+        self.map = IdMap()
+        self.ids = np.zeros(0, np.int64)
+        self.x = np.zeros(0)
+        self.y = np.zeros(0)
+        self.live = np.zeros(0, bool)
+        self.free = np.zeros(0, np.int64)
+
+    def __len__(self) -> int:
+        return len(self.map)
+
+    def slots(self, ids: np.ndarray) -> np.ndarray:
+        """The slot of each id, -1 where the object is not live."""
+        return self.map.find(ids)
+
+    def positions(self, slots: np.ndarray) -> np.ndarray:
+        """The position of each slot's object, NaN for slot -1."""
+        out = np.full(len(slots), np.nan)
+        have = slots >= 0
+        out[have] = self.x[slots[have]]
+        return out
+
+    def apply(self, ids: np.ndarray, x: np.ndarray, y: np.ndarray, slots: np.ndarray) -> None:
+        """Apply a call's updates (distinct ids; ``slots`` from :meth:`slots`)."""
+        gone = np.isinf(y)
+        old = slots >= 0
+        d = gone & old
+        if d.any():
+            s = slots[d]
+            self.live[s] = False
+            self.free = np.concatenate([self.free, s])
+            self.map.delete(ids[d])
+        u = ~gone & old
+        if u.any():
+            s = slots[u]
+            self.y[s] = y[u]
+            moved = ~np.isnan(x[u])
+            self.x[s[moved]] = x[u][moved]
+        new = np.flatnonzero(~gone & ~old)
+        if len(new):
+            take = min(len(new), len(self.free))
+            s = np.empty(len(new), np.int64)
+            s[:take] = self.free[len(self.free) - take:]
+            self.free = self.free[:len(self.free) - take]
+            if take < len(new):
+                first = len(self.ids)
+                grow = len(new) - take
+                cap = max(2 * first, first + grow, 1024)
+                for name in ("ids", "x", "y", "live"):
+                    arr = getattr(self, name)
+                    ext = np.zeros(cap, arr.dtype)
+                    ext[:first] = arr
+                    setattr(self, name, ext)
+                self.free = np.concatenate([np.arange(cap - 1, first + grow - 1, -1, dtype=np.int64), self.free])
+                s[take:] = np.arange(first, first + grow)
+            self.ids[s], self.x[s], self.y[s], self.live[s] = ids[new], x[new], y[new], True
+            self.map.put(ids[new], s)
+
+    def between(self, a: float, b: float, a0: float, b0: float) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """(ids, x, y) of the live objects in [a, b] and not in [a0, b0]: what a span that grew
+        from [a0, b0] to [a, b] gains."""
+        x = self.x
+        sel = self.live & (x >= a) & (x <= b) & ~((x >= a0) & (x <= b0))
+        return self.ids[sel], x[sel], self.y[sel]
 
 
 # ----------------------------------------------------------------------------- roles
@@ -185,154 +264,61 @@ def _warm_range(cfg: RangeConfig) -> None:
                 store.deliver(m.f, m.i)
 
 
-class RangeServerRole(Recoverable):
-    """The objects and the Paint server; routes each step's messages (module docstring)."""
-
-    def __init__(self, cfg: RangeConfig, n_partitions: int, index: int = 0, cluster: str = "rankcast",
-                 export_metrics: bool = True, delay: float = 0.0, seed: int = 0, resume=None):
-        self.cfg = cfg
-        self.index = index
-        self.n_partitions = int(n_partitions)
-        self.server = RangeServer(cfg.k, cfg.method, cfg.epsilon, "batch" if cfg.batch else "online")
-        # the subscription points, by subscription id
-        self.sid = np.zeros(0, np.int64)
-        self.lo = np.zeros(0)
-        self.hi = np.zeros(0)
-        self.part = np.zeros(0, np.int64)
-        self.step = 0
-        self.totals = {"updates": 0, "messages_generated": 0, "messages_sent": 0, "bytes_generated": 0}
-        self.metrics = RoleMetrics("distributor", index, cluster, export_metrics)
-        self._delay = float(delay)
-        self._rng = np.random.default_rng(seed + 31 * index + 2)
-        self._derive()
-        self._resume(resume)
-
-    # ------------------------------------------------------------------ state
-    def _state(self) -> dict:
-        return {"server": self.server.state(), "sid": self.sid, "lo": self.lo, "hi": self.hi, "part": self.part,
-                "step": self.step, "totals": dict(self.totals)}
-
-    def _restore(self, st: dict) -> None:
-        self.server.restore(st["server"])
-        self.sid, self.lo, self.hi, self.part = st["sid"], st["lo"], st["hi"], st["part"]
-        self.step, self.totals = st["step"], dict(st["totals"])
-        self._derive()
-
-    def _derive(self) -> None:
-        """The routing boxes of the partitions and the server's view of the subscriptions."""
-        P = self.n_partitions
-        bbox = np.empty((P, 4))
-        bbox[:, 0::2] = np.inf
-        bbox[:, 1::2] = -np.inf
-        if len(self.sid):
-            np.minimum.at(bbox[:, 0], self.part, self.lo)
-            np.maximum.at(bbox[:, 1], self.part, self.lo)
-            np.minimum.at(bbox[:, 2], self.part, self.hi)
-            np.maximum.at(bbox[:, 3], self.part, self.hi)
-        self.bbox = bbox
-        if self.cfg.method != "paint-dense":
-            self.server.set_subscriptions(PointIndex(self.lo, self.hi, self.sid, self.cfg.leaf_size))
-
-    def _warm(self) -> None:
-        _warm_range(self.cfg)
-
-    # ------------------------------------------------------------------ the step
-    def _out(self, payloads: list):
-        return payloads if len(payloads) > 1 else payloads[0]   # num_returns=1: the value itself
-
-    def step_call(self, step: int, op: tuple):
-        """Step ``step``: ``op`` is ("sub", ids, lo, hi, parts), ("unsub", ids) or ("pub", ids,
-        x, y); returns one payload per partition (None: nothing for it)."""
-        if self._delay:
-            time.sleep(self._rng.random() * self._delay)
-        with self.metrics.busy(step_histogram=True):
-            if step != self.step + 1:
-                raise RuntimeError(f"range server: step {step} after {self.step}")
-            self.step = step
-            P = self.n_partitions
-            out: list = [None] * P
-            kind = op[0]
-            if kind == "sub":
-                _, ids, lo, hi, parts = op
-                top_id, top_y, cnt = self.server.topk(lo, hi)
-                for p in np.unique(parts).tolist():
-                    s = parts == p
-                    out[p] = ("add", ids[s], lo[s], hi[s], top_id[s], top_y[s], cnt[s])
-                self._set_points(np.concatenate([self.sid, ids]), np.concatenate([self.lo, lo]),
-                                 np.concatenate([self.hi, hi]), np.concatenate([self.part, parts]))
-            elif kind == "unsub":
-                ids = op[1]
-                rows = np.searchsorted(self.sid, ids)
-                parts = self.part[rows]
-                for p in np.unique(parts).tolist():
-                    out[p] = ("remove", ids[parts == p])
-                keep = np.ones(len(self.sid), bool)
-                keep[rows] = False
-                self._set_points(self.sid[keep], self.lo[keep], self.hi[keep], self.part[keep])
-            else:
-                _, ids, x, y = op
-                msgs = self.server.process(ids, x, y)
-                f, i = msgs.f, msgs.i
-                target = np.zeros(len(i), np.int64)
-                uni = i[:, 2] >= 0 if len(i) else np.zeros(0, bool)
-                if uni.any():
-                    target[uni] = self.part[np.searchsorted(self.sid, i[uni, 2])]
-                hit = route_messages(f, i, self.bbox, target)
-                for p in range(P):
-                    rows = np.flatnonzero(hit[:, p])
-                    if len(rows):
-                        out[p] = ("msgs", f[rows], i[rows])
-                t = self.totals
-                t["updates"] += len(ids)
-                t["messages_generated"] += len(i)
-                t["messages_sent"] += int(hit.sum())
-                t["bytes_generated"] += msgs.nbytes_on_wire
-                self.metrics.inc("messages", len(ids))
-                self.metrics.inc("tuples_out", int(hit.sum()))
-        return self._out(out)
-
-    def _set_points(self, sid, lo, hi, part) -> None:
-        order = np.argsort(sid, kind="stable")
-        self.sid, self.lo, self.hi, self.part = sid[order], lo[order], hi[order], part[order]
-        self._derive()
-
-    def stats(self) -> dict:
-        out = self.metrics.snapshot()
-        out.update(index=self.index, subscriptions=len(self.sid), **self.totals, **self.server.stats(),
-                   partition_boxes=self.bbox.tolist())
-        return out
-
-
 class RangePartition(Recoverable):
-    """The subscriptions of one region and their top-k lists (module docstring)."""
+    """The subscriptions of one region, their top-k lists, and the Paint server over the
+    objects of the region's span (module docstring)."""
 
     def __init__(self, cfg: RangeConfig, index: int, cluster: str = "rankcast", export_metrics: bool = True,
                  delay: float = 0.0, seed: int = 0, diff: bool = False, resume=None):
         self.cfg = cfg
         self.index = index
         self.diff = bool(diff)          # answer diffs, not lists (ClusterConfig.updates)
+        self.server = RangeServer(cfg.k, cfg.method, cfg.epsilon, "batch" if cfg.batch else "online")
         self.store = SubscriberStore(cfg.k, cfg.leaf_size)
         self.step = 0
-        self.totals = {"messages": 0, "messages_delivered": 0, "messages_received": 0}
+        self.totals = {"updates": 0, "objects_gained": 0, "messages_generated": 0, "bytes_generated": 0, "messages_delivered": 0,
+                       "messages_received": 0}
         self.metrics = RoleMetrics("partition", index, cluster, export_metrics)
         self._delay = float(delay)
         self._rng = np.random.default_rng(seed + 104729 * index + 1)
         self._resume(resume)
 
     def _state(self) -> dict:
-        return {"store": self.store.state(), "step": self.step, "totals": dict(self.totals)}
+        return {"server": self.server.state(), "store": self.store.state(), "step": self.step,
+                "totals": dict(self.totals)}
 
     def _restore(self, st: dict) -> None:
+        self.server.restore(st["server"])
         self.store = SubscriberStore.from_state(st["store"], self.cfg.k, self.cfg.leaf_size)
         self.step, self.totals = st["step"], dict(st["totals"])
+        self._share()
 
     def _warm(self) -> None:
         _warm_range(self.cfg)
 
+    def _share(self) -> None:
+        """Paint-Sparse and Unicast know the partition's subscriptions; Paint-Dense does not."""
+        self.server.set_subscriptions(self.store.points if self.cfg.method != "paint-dense" else None)
+
+    def _paint(self, ids, x, y, counted: str = "updates"):
+        """The server's messages for the updates, delivered: the changed rows (or diff columns)."""
+        msgs = self.server.process(ids, x, y)
+        rows, recv, _ = self.store.deliver(msgs.f, msgs.i, diff=self.diff)
+        t = self.totals
+        t[counted] += len(ids)
+        t["messages_generated"] += len(msgs)
+        t["bytes_generated"] += msgs.nbytes_on_wire
+        t["messages_delivered"] += int(np.count_nonzero(recv))
+        t["messages_received"] += int(recv.sum())
+        self.metrics.inc("messages", len(ids))
+        return rows
+
     def process(self, step: int, payload):
-        """Step ``step``: add or remove subscriptions, or deliver messages; returns the update
-        arrays (sub_ids, offsets, object_ids, y) of the rows whose list changed, or under
-        diffs their diff arrays (sub ids, rank, object ids, y, sign), or None."""
+        """Step ``step``: ``payload`` is None (nothing for this partition), ("add", ids, lo, hi,
+        objects) (new subscriptions, after the objects ``(ids, x, y)`` their span gains),
+        ("remove", ids) or ("pub", ids, x, y); returns, for a publish, the update arrays
+        (sub_ids, offsets, object_ids, y) of the rows whose list changed, or under diffs
+        their diff arrays (sub ids, rank, object ids, y, sign), else None."""
         if self._delay:
             time.sleep(self._rng.random() * self._delay)
         with self.metrics.busy(step_histogram=True):
@@ -344,19 +330,18 @@ class RangePartition(Recoverable):
             s = self.store
             kind = payload[0]
             if kind == "add":
-                _, ids, lo, hi, top_id, top_y, cnt = payload
-                s.add(ids, lo, hi, top_id, top_y, cnt)
+                _, ids, lo, hi, objs = payload
+                if objs is not None and len(objs[0]):
+                    # outside every range the partition holds: no list changes
+                    self._paint(*objs, counted="objects_gained")
+                s.add(ids, lo, hi, *self.server.topk(lo, hi))
+                self._share()
                 return None
             if kind == "remove":
                 s.remove(payload[1])
+                self._share()
                 return None
-            _, f, i = payload
-            rows, recv, _ = s.deliver(f, i, diff=self.diff)
-            t = self.totals
-            t["messages"] += len(i)
-            t["messages_delivered"] += int(np.count_nonzero(recv))
-            t["messages_received"] += int(recv.sum())
-            self.metrics.inc("messages", len(i))
+            rows = self._paint(*payload[1:])
             if self.diff:               # the diff columns, made as the lists were changed
                 return rows if len(rows[0]) else None
             if not len(rows):
@@ -375,7 +360,7 @@ class RangePartition(Recoverable):
 
     def stats(self) -> dict:
         out = self.metrics.snapshot()
-        out.update(index=self.index, subscriptions=len(self.store), **self.totals)
+        out.update(index=self.index, subscriptions=len(self.store), **self.totals, **self.server.stats())
         return out
 
 
@@ -383,15 +368,17 @@ class RangePartition(Recoverable):
 
 class RangeCoordinator(CoordinatorBase):
     """The range top-k kind on the shared coordinator: it validates every call (the live
-    subscriptions and objects are its state), places new subscriptions by the policy and
-    cuts every call into one step: the server's, then every partition's. The stream
-    position counts object updates published."""
+    subscriptions and objects are its state), places new subscriptions by the policy, and
+    cuts every call into one step of the partitions, each sent the updates of its span
+    (:func:`route_updates`). The stream position counts object updates published."""
 
-    KIND_STATE = ("objs",)
+    KIND_STATE = ("objs", "spans")
     ITEM = "range subscription"
 
     def init_kind(self, sample) -> None:
-        self.objs = IdMap()                 # live object ids
+        self.objs = ObjectPositions()       # the live objects
+        # each partition's span: the x interval of the subscriptions placed in it (empty: +inf, -inf)
+        self.spans = np.tile([np.inf, -np.inf], (self.ccfg.partitions, 1))
         self.policy = RangePolicy(self.ccfg.policy, self.ccfg.partitions)
         if sample is not None:
             subs = sample[0] if isinstance(sample, tuple) else sample
@@ -401,13 +388,13 @@ class RangeCoordinator(CoordinatorBase):
 
     def reset_transient(self) -> None:
         self._results: list[tuple] = []     # update arrays of each publish step harvested
-        self._subs_pending: list[tuple] = []
+        self._subs_pending: list[list] = []  # each placed call's payload per partition
 
     def role_groups(self):
-        return [("distributor", self.servers), ("partition", self.parts)]
+        return [("partition", self.parts)]
 
     def snapshot_groups(self):
-        return [("distributor", self.servers), ("partition", self.parts)]
+        return [("partition", self.parts)]
 
     def build_roles(self, ckpt, reuse=None) -> None:
         ccfg, cfg, opts = self.ccfg, self.rt.share(self.cfg), self.ccfg.options
@@ -417,7 +404,6 @@ class RangeCoordinator(CoordinatorBase):
         P = self.policy.n_partitions
         self.parts = [make("partition", RangePartition, p, cfg, p, name, export, delay, seed, self.diffs)
                       for p in range(P)]
-        self.servers = [make("distributor", RangeServerRole, 0, cfg, P, 0, name, export, delay, seed)]
         finish()
 
     # validation and encoding: nothing is encoded against a dictionary (the defaults of
@@ -431,25 +417,34 @@ class RangeCoordinator(CoordinatorBase):
             self.policy.fit(batch.lo, batch.hi)        # the first subscriptions fit the regions
         parts = self.policy.place(batch.ids, batch.lo, batch.hi)
         self.live.update(zip(batch.ids.tolist(), parts.tolist()))
-        self._subs_pending.append(("sub", batch.ids, batch.lo, batch.hi, parts))
+        out: list = [None] * len(self.spans)
+        for p in np.unique(parts).tolist():
+            s = parts == p
+            a0, b0 = self.spans[p]
+            a, b = min(a0, float(batch.lo[s].min())), max(b0, float(batch.hi[s].max()))
+            gained = self.objs.between(a, b, a0, b0) if (a, b) != (a0, b0) else None
+            self.spans[p] = a, b
+            out[p] = ("add", batch.ids[s], batch.lo[s], batch.hi[s], gained)
+        self._subs_pending.append(out)
 
     def baseline(self, ids) -> None:
         """Initial lists are not updates (as in RangeEngine.subscribe)."""
 
     def apply_unsubscribe(self, arr: np.ndarray) -> None:
         self._cut_group()
+        parts = np.fromiter((self.live[i] for i in arr.tolist()), np.int64, len(arr))
         for i in arr.tolist():
             del self.live[i]
-        self.dispatch(("unsub", np.sort(arr)))
+        out: list = [None] * len(self.spans)
+        for p in np.unique(parts).tolist():
+            out[p] = ("remove", arr[parts == p])
+        self.dispatch(out)
         self.quiesce()
         self.counters["calls"] += 1
 
     def encode_publish(self, objs):
         ids, x, y = encode_updates(objs)
-        out = np.empty(len(ids), np.int64)
-        m = self.objs
-        _get(m.state, m.keys, m.vals, ids, out)
-        check_update_state(ids, x, y, out >= 0)
+        check_update_state(ids, x, y, self.objs.slots(ids) >= 0)
         return (ids, x, y), None
 
     def encode_publish_parts(self, parts: list) -> list:
@@ -457,13 +452,10 @@ class RangeCoordinator(CoordinatorBase):
         before it left it live (a new object, then an update of it, is valid)."""
         out, offset = [], 0
         after: dict[int, bool] = {}       # id -> live after the calls so far
-        m = self.objs
         for items in parts:
             try:
                 ids, x, y = encode_updates(items)
-                got = np.empty(len(ids), np.int64)
-                _get(m.state, m.keys, m.vals, ids, got)
-                live = got >= 0
+                live = self.objs.slots(ids) >= 0
                 if after:
                     live = np.fromiter((after.get(i, v) for i, v in zip(ids.tolist(), live.tolist())),
                                        np.bool_, len(ids))
@@ -478,18 +470,18 @@ class RangeCoordinator(CoordinatorBase):
     def apply_publish(self, batch: tuple, _extra, wait: bool, client):
         ids, x, y = batch
         with self.metrics.busy():
-            gone = np.isinf(y)
-            if gone.any():
-                self.objs.delete(ids[gone])
-            if not gone.all():
-                self.objs.put(ids[~gone], np.ones(int((~gone).sum()), np.int64))
+            slots = self.objs.slots(ids)
+            routed = route_updates(x, y, self.objs.positions(slots), self.spans)
+            self.objs.apply(ids, x, y, slots)
             n = len(ids)
             if wait:
                 self._cut_group()
             if n:
                 self.last_seq += n
                 self.published += n
-                self.dispatch(("pub", ids, x, y), pos=self.last_seq)
+                self.dispatch([None if r is None else ("pub", ids[r[0]], r[1], r[2]) for r in routed],
+                              pos=self.last_seq)
+                self.metrics.inc("tuples_out", sum(len(r[0]) for r in routed if r is not None))
             return self._publish_result(n, wait, client)
 
     @guarded
@@ -515,24 +507,22 @@ class RangeCoordinator(CoordinatorBase):
         return {i: out[i] for i in ids}
 
     # ------------------------------------------------------------------ steps
-    def dispatch(self, op: tuple | None = None, pos: int | None = None) -> None:
-        """Submit one step: the server's call, then every partition's with its payload."""
-        if op is None:
-            if not self._subs_pending:
-                return
-            subs, self._subs_pending = self._subs_pending, []
-            op = subs[0] if len(subs) == 1 else ("sub", *(np.concatenate([s[c] for s in subs]) for c in range(1, 5)))
+    def dispatch(self, payloads: list | None = None, pos: int | None = None) -> None:
+        """Submit one step: every partition's call with its payload (None: the placed
+        subscriptions waiting, a step for each placed call)."""
+        if payloads is None:
+            pending, self._subs_pending = self._subs_pending, []
+            for out in pending:
+                self.dispatch(out)
+            return
         while len(self.inflight) >= self.ccfg.max_in_flight:
             self.harvest(self.inflight.popleft())
         j = self.step = self.step + 1
-        P = len(self.parts)
-        payloads = self.servers[0].step_call.options(num_returns=P).remote(j, op)
-        if P == 1:
-            payloads = [payloads]
         refs = [pt.process.remote(j, payloads[p]) for p, pt in enumerate(self.parts)]
         if pos is not None:
             self.dispatched_pos = pos
-        self.inflight.append((j, refs, op[0] == "pub", self.dispatched_pos))
+        publish = any(x is not None and x[0] == "pub" for x in payloads)
+        self.inflight.append((j, refs, publish, self.dispatched_pos))
         self.counters["steps"] += 1
         self.metrics.set("queue_depth", len(self.inflight))
 
@@ -556,29 +546,26 @@ class RangeCoordinator(CoordinatorBase):
     def stats(self) -> dict:
         self.quiesce()
         parts = self.rt.get([p.stats.remote() for p in self.parts])
-        srv = self.rt.get(self.servers[0].stats.remote())
         coord = self.metrics.snapshot()
         coord.update(self.counters)
         secs = self.counters["publish_seconds"]
-        per = max(srv["updates"], 1)
-        recv = sum(p["messages_received"] for p in parts)
-        got = sum(p["messages"] for p in parts)
+        per = max(self.published, 1)
+        total = {key: sum(p[key] for p in parts) for key in
+                 ("updates", "messages_generated", "bytes_generated", "messages_delivered", "messages_received")}
         return {
             "kind": "range-topk", "method": self.cfg.method, "epsilon": self.cfg.epsilon, "batch": self.cfg.batch,
-            "k": self.cfg.k, "subscriptions": len(self.live), "objects": srv["objects"],
+            "k": self.cfg.k, "subscriptions": len(self.live), "objects": len(self.objs),
             "published": self.published, "policy": self.policy.name, "partitions": len(self.parts),
-            "distributors": 1, "aggregators": 0, "routing": self.policy.describe(),
-            "messages_generated": srv["messages_generated"], "messages_sent": srv["messages_sent"],
-            "messages_received": recv, "bytes_generated": srv["bytes_generated"],
-            "generated_per_update": srv["messages_generated"] / per,
-            "partitions_reached_per_message": srv["messages_sent"] / max(srv["messages_generated"], 1),
-            "partitions_reached_per_update": srv["messages_sent"] / per,
-            "partition_messages_per_update": got / per,
-            "received_per_update": recv / per,
+            "distributors": 0, "aggregators": 0, "routing": self.policy.describe(),
+            "spans": self.spans.tolist(),
+            "updates_routed": total["updates"], "messages_generated": total["messages_generated"],
+            "messages_received": total["messages_received"], "bytes_generated": total["bytes_generated"],
+            "partitions_reached_per_update": total["updates"] / per,
+            "generated_per_update": total["messages_generated"] / per,
+            "received_per_update": total["messages_received"] / per,
             "throughput": self.published / secs if secs > 0 else 0.0,
-            "busy_seconds": {"coordinator": coord["busy_seconds"], "distributor": [srv["busy_seconds"]],
-                             "partition": [p["busy_seconds"] for p in parts]},
-            "roles": {"coordinator": coord, "distributor": [srv], "partition": parts},
+            "busy_seconds": {"coordinator": coord["busy_seconds"], "partition": [p["busy_seconds"] for p in parts]},
+            "roles": {"coordinator": coord, "partition": parts},
             "delivery": {"position": self.last_seq + 1, "retained": len(self.deliveries),
                          "oldest_kept": self.evicted_upto + 1, "retention": self.ccfg.retention},
             "recovery": self._recovery_stats(),
