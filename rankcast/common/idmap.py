@@ -131,8 +131,9 @@ class IdMap:
         return out
 
     def find(self, ids: np.ndarray) -> np.ndarray:
-        """The values of ``ids``, -1 where absent."""
-        ids = np.ascontiguousarray(ids, np.int64)
+        """The values of ``ids``, -1 where absent (a writable copy of ``ids`` is looked up, so
+        that one compiled version serves every caller's arrays)."""
+        ids = np.array(ids, np.int64)
         out = np.empty(len(ids), np.int64)
         _get(self.state, self.keys, self.vals, ids, out)
         return out

@@ -406,6 +406,16 @@ class RangeCoordinator(CoordinatorBase):
                       for p in range(P)]
         finish()
 
+    @guarded
+    def warm(self) -> dict[str, list[int]]:
+        """The roles' kernels, and the coordinator's object lookups, loaded now (not in the
+        first publish call)."""
+        probe = ObjectPositions()
+        one = np.zeros(1, np.int64)
+        probe.apply(one, np.zeros(1), np.zeros(1), probe.slots(one))
+        probe.apply(one, np.full(1, np.nan), np.full(1, np.inf), probe.slots(one))
+        return super().warm()
+
     # validation and encoding: nothing is encoded against a dictionary (the defaults of
     # commit_encoding, mark_encoding and rollback_encoding)
     def encode_subscriptions(self, subs):
