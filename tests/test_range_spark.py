@@ -54,7 +54,7 @@ def test_load_replay_and_offline_evaluation(spark, ray_session, workload):
         assert report["subscriptions"] == subs.num_rows and report["agreement"] == 100.0, report["examples"][:3]
         assert sum(len(v) for v in exact.values()) > subs.num_rows      # real lists, not empty ones
         st = cl.stats()
-        assert st["published"] == ups.num_rows and st["messages_generated"] == eng.stats()["messages_generated"]
+        assert st["published"] == ups.num_rows and st["objects"] == eng.stats()["objects"]
     finally:
         cl.shutdown()
 
