@@ -314,3 +314,66 @@ def test_pipelined_calls_reach_a_listener_without_flush():
         assert got == latest
     finally:
         cl.shutdown()
+
+
+def test_object_positions_and_routing_against_a_dict():
+    """The coordinator's object table through inserts, moves, value changes and deletes of
+    3,000 objects (past its first capacity, reusing freed slots): slots, positions and the
+    objects a grown span gains equal a dict's; route_updates sends each update to exactly
+    the spans holding its object before or after it, in the form each needs."""
+    from rankcast.kinds.range.roles import ObjectPositions, route_updates
+
+    rng = np.random.default_rng(8)
+    tab, ref = ObjectPositions(), {}
+    spans = np.array([[0.0, 4.0], [3.0, 9.0], [20.0, 30.0]])
+    for _ in range(40):
+        ids = rng.choice(4000, 150, replace=False).astype(np.int64)
+        x = np.full(len(ids), np.nan)
+        y = rng.integers(0, 50, len(ids)).astype(float)
+        for j, i in enumerate(ids.tolist()):
+            r = rng.random()
+            if i not in ref or r < 0.3:
+                x[j] = rng.integers(0, 12)
+            elif r < 0.5:
+                y[j] = np.inf
+        ok = np.array([i in ref or not np.isnan(xx) for i, xx in zip(ids.tolist(), x.tolist())])
+        ids, x, y = ids[ok], x[ok], y[ok]
+        slots = tab.slots(ids)
+        assert ((slots >= 0) == np.array([i in ref for i in ids.tolist()])).all()
+        old = tab.positions(slots)
+        routed = route_updates(x, y, old, spans)
+        for (a, b), got in zip(spans.tolist(), routed):
+            want = {}
+            for i, xx, yy in zip(ids.tolist(), x.tolist(), y.tolist()):
+                before = ref[i][0] if i in ref else None
+                after = None if np.isinf(yy) else (before if np.isnan(xx) else xx)
+                was = before is not None and a <= before <= b
+                now = after is not None and a <= after <= b
+                if was and now:
+                    want[i] = (xx, yy)
+                elif now:
+                    want[i] = (after, yy)
+                elif was:
+                    want[i] = (np.nan, np.inf)
+            if got is None:
+                assert not want
+                continue
+            rows, px, py = got
+            have = {int(ids[r]): (px[n], py[n]) for n, r in enumerate(rows.tolist())}
+            assert have.keys() == want.keys()
+            for i, (xx, yy) in want.items():
+                assert (np.isnan(xx) and np.isnan(have[i][0]) or have[i][0] == xx) and have[i][1] == yy
+        tab.apply(ids, x, y, slots)
+        for i, xx, yy in zip(ids.tolist(), x.tolist(), y.tolist()):
+            if np.isinf(yy):
+                del ref[i]
+            else:
+                ref[i] = (ref[i][0] if np.isnan(xx) else xx, yy)
+        assert len(tab) == len(ref)
+    live = np.array(sorted(ref), np.int64)
+    assert (tab.positions(tab.slots(live)) == np.array([ref[i][0] for i in live.tolist()])).all()
+    gi, gx, gy = tab.between(2.0, 8.0, 4.0, 6.0)
+    want = sorted(i for i, (xx, _) in ref.items() if 2 <= xx <= 8 and not 4 <= xx <= 6)
+    assert sorted(gi.tolist()) == want and want
+    assert len(tab.ids) > 1024 and len(tab.free) > 0        # grown past its first capacity, slots freed
+    assert all(ref[i] == (xx, yy) for i, xx, yy in zip(gi.tolist(), gx.tolist(), gy.tolist()))

@@ -234,7 +234,7 @@ class ObjectPositions:
                     ext = np.zeros(cap, arr.dtype)
                     ext[:first] = arr
                     setattr(self, name, ext)
-                self.free = np.concatenate([np.arange(cap - 1, first + grow - 1, -1, dtype=np.int64), self.free])
+                self.free = np.arange(cap - 1, first + grow - 1, -1, dtype=np.int64)    # (all others taken)
                 s[take:] = np.arange(first, first + grow)
             self.ids[s], self.x[s], self.y[s], self.live[s] = ids[new], x[new], y[new], True
             self.map.put(ids[new], s)
@@ -276,8 +276,8 @@ class RangePartition(Recoverable):
         self.server = RangeServer(cfg.k, cfg.method, cfg.epsilon, "batch" if cfg.batch else "online")
         self.store = SubscriberStore(cfg.k, cfg.leaf_size)
         self.step = 0
-        self.totals = {"updates": 0, "objects_gained": 0, "messages_generated": 0, "bytes_generated": 0, "messages_delivered": 0,
-                       "messages_received": 0}
+        self.totals = {"updates": 0, "objects_gained": 0, "messages_generated": 0, "bytes_generated": 0,
+                       "messages_delivered": 0, "messages_received": 0}
         self.metrics = RoleMetrics("partition", index, cluster, export_metrics)
         self._delay = float(delay)
         self._rng = np.random.default_rng(seed + 104729 * index + 1)
@@ -310,7 +310,6 @@ class RangePartition(Recoverable):
         t["bytes_generated"] += msgs.nbytes_on_wire
         t["messages_delivered"] += int(np.count_nonzero(recv))
         t["messages_received"] += int(recv.sum())
-        self.metrics.inc("messages", len(ids))
         return rows
 
     def process(self, step: int, payload):
@@ -342,6 +341,7 @@ class RangePartition(Recoverable):
                 self._share()
                 return None
             rows = self._paint(*payload[1:])
+            self.metrics.inc("messages", len(payload[1]))
             if self.diff:               # the diff columns, made as the lists were changed
                 return rows if len(rows[0]) else None
             if not len(rows):
