@@ -85,7 +85,7 @@ def queries(lo, hi):
 @pytest.mark.parametrize("b", [2, 3, 50])
 def test_equals_oracle(cls, b):
     rng = np.random.default_rng(7 + b)
-    batches = [(1,), (2, 3), (7, 1, 50), (1000,)]
+    batches = [(1,), (2, 3), (7, 1, 50), (1000,), (9, 8, 13)]     # the last stop inside leaves read whole
     for kind in ("grid", "float", "mixed", "chain") * 2:
         for n in (0, 1, 2, 5, 17, 64, 150, 400):
             lo, hi, score, item = workload(rng, n, kind)
@@ -183,11 +183,11 @@ def reference_counters(idx, q, k):
 @pytest.mark.parametrize("cls", INDEXES)
 def test_counters_follow_the_dfs(cls):
     rng = np.random.default_rng(3)
-    for b in (2, 3):
-        lo, hi, score, item = workload(rng, 80, "float")
+    for b in (2, 3, 50):
+        lo, hi, score, item = workload(rng, 80 if b < 50 else 400, "float")
         idx = cls(lo, hi, score, item, b=b)
         for q in queries(lo, hi)[::5]:
-            for k in (1, 4, 1000):
+            for k in (1, 4, 9, 20, 1000):
                 cur = idx.open(q)
                 cur.next(k)
                 assert cur.counters.tolist() == reference_counters(idx, q, k), (b, q, k)

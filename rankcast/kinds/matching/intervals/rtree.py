@@ -43,6 +43,7 @@ __all__ = [
 
 _ONE = np.uint64(1)
 _ALL = np.uint64(0xFFFFFFFFFFFFFFFF)
+_SCAN_FROM = 8                  # rows still wanted from which a leaf is scanned branch-free
 _NONE = -1                       # owner of a block painted by no interval yet: the sentinel
 
 
@@ -104,6 +105,11 @@ def _rtree_cursors(queries, g, fresh, b, node_cnt, node_off, ext_lo, ext_hi, lo,
     left, writing their items and scores to out_item/out_score from ``out_off[x]`` on
     (``out_off[x + 1]`` set to where they end). Returns the rows written.
 
+    A leaf is read row by row while fewer than ``_SCAN_FROM`` rows are still wanted; otherwise
+    the rest of it is tested without branches (the stabbed positions collected first, then as
+    many reported as are wanted): on a deep read a test costs about a nanosecond there against
+    a mispredicted branch for most stabbed rows. Both stop at the same row and count the same.
+
     Tree arrays as built by :func:`_pack_extents` (lo, hi, score, item: (n,) in packed order).
     Cursor state, updated in place: stack (3, H) int64 (next entry, end of entries, found flag
     per depth); top (1,) int64; counters (3,) int64 (nodes, holes, entries); level_nodes (H,)
@@ -111,6 +117,7 @@ def _rtree_cursors(queries, g, fresh, b, node_cnt, node_off, ext_lo, ext_hi, lo,
     """
     H = node_cnt.shape[0] - 1
     leaf = H - 1
+    hit = np.empty(b, np.int64)
     p = 0
     out_off[0] = 0
     for x in range(queries.shape[0]):
@@ -132,7 +139,7 @@ def _rtree_cursors(queries, g, fresh, b, node_cnt, node_off, ext_lo, ext_hi, lo,
         while t >= 0 and got < end:
             e = stack[0, t]
             stop = stack[1, t]
-            if t == leaf:
+            if t == leaf and end - got < _SCAN_FROM:
                 while e < stop and got < end:
                     counters[2] += 1
                     if lo[e] <= q and q <= hi[e]:
@@ -141,6 +148,26 @@ def _rtree_cursors(queries, g, fresh, b, node_cnt, node_off, ext_lo, ext_hi, lo,
                         got += 1
                         stack[2, t] = 1
                     e += 1
+                stack[0, t] = e
+                if e < stop:
+                    break
+            elif t == leaf:
+                # the stabbed rows of the rest of the leaf, then the first of them
+                cnt = 0
+                for r in range(e, stop):
+                    hit[cnt] = r
+                    cnt += (lo[r] <= q) & (q <= hi[r])
+                take = min(cnt, end - got)
+                for i in range(take):
+                    r = hit[i]
+                    out_item[got + i] = item[r]
+                    out_score[got + i] = score[r]
+                got += take
+                if take > 0:
+                    stack[2, t] = 1
+                nxt = hit[take - 1] + 1 if got == end and take > 0 else stop
+                counters[2] += nxt - e
+                e = nxt
                 stack[0, t] = e
                 if e < stop:
                     break
