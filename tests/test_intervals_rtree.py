@@ -4,6 +4,7 @@ every intersecting pair in the total order, extents are the hulls of their subtr
 top-k DFS in a SOPT-R-tree enters at most 2k nodes per level (Theorem 3.2)."""
 from __future__ import annotations
 
+import numba
 import numpy as np
 import pytest
 
@@ -82,7 +83,7 @@ def queries(lo, hi):
 # ----------------------------------------------------------------------------- results
 
 @pytest.mark.parametrize("cls", INDEXES)
-@pytest.mark.parametrize("b", [2, 3, 50])
+@pytest.mark.parametrize("b", [2, 3, 50, 130])         # 130: a leaf read as several 64-row masks
 def test_equals_oracle(cls, b):
     rng = np.random.default_rng(7 + b)
     batches = [(1,), (2, 3), (7, 1, 50), (1000,), (9, 8, 13)]     # the last stop inside leaves read whole
@@ -145,6 +146,18 @@ def test_bad_input():
         SoptRTreeIndex([2.0], [1.0], [1.0], [3])
     with pytest.raises(ValueError):
         RTreeIndex([0.0], [1.0], [1.0], [1]).open(float("nan"))
+
+
+def test_stab8_is_the_stabbing_test():
+    rng = np.random.default_rng(4)
+    lo = rng.integers(0, 6, 200).astype(np.float64)
+    hi = lo + rng.integers(0, 3, 200)
+    lo[::7], hi[::11] = -INF, INF
+    kernel = numba.njit(lambda lo, hi, r, q: R._stab8(lo, hi, r, q))
+    for q in (-1.0, 0.0, 2.0, 2.5, 5.0, 9.0):
+        for r in (0, 3, 100, 192):
+            want = sum(1 << i for i in range(8) if lo[r + i] <= q <= hi[r + i])
+            assert kernel(lo, hi, r, q) == want, (q, r)
 
 
 # ----------------------------------------------------------------------------- counters
