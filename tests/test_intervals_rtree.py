@@ -160,6 +160,26 @@ def test_stab8_is_the_stabbing_test():
             assert kernel(lo, hi, r, q) == want, (q, r)
 
 
+@pytest.mark.parametrize("cls", INDEXES)
+def test_both_kernels_agree(cls):
+    """The kernel that loads ahead (deep reads) and the other return the same rows and counters."""
+    rng = np.random.default_rng(8)
+    lo, hi, score, item = workload(rng, 3000, "float")
+    t = cls(lo, hi, score, item, b=50).tree
+    qs = np.concatenate((queries(lo, hi)[::40], rng.random(20)))
+    out = []
+    for kernel in (R._rtree_cursors, R._rtree_cursors_deep):
+        for g in (1, 9, 300, 3000):
+            gs = np.full(len(qs), g, np.int64)
+            o = (np.empty(g * len(qs), np.int64), np.empty(g * len(qs)), np.zeros(len(qs) + 1, np.int64))
+            state = (np.zeros((3, t.height), np.int64), np.full(1, -1, np.int64), np.zeros(3, np.int64),
+                     np.zeros(t.height, np.int64))
+            n = kernel(qs, gs, True, *t._arrays(), *state, *o)
+            out.append((o[0][:n].tolist(), o[1][:n].tolist(), o[2].tolist(), state[2].tolist(), state[3].tolist()))
+    assert out[:4] == out[4:]
+    assert R._kernel(R.DEEP) is R._rtree_cursors and R._kernel(R.DEEP + 1) is R._rtree_cursors_deep
+
+
 # ----------------------------------------------------------------------------- counters
 
 def reference_counters(idx, q, k):

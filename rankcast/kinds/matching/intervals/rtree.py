@@ -38,6 +38,8 @@ from numba.core import cgutils
 from numba.cpython.unsafe.numbers import leading_zeros, trailing_zeros
 from numba.extending import intrinsic
 
+from rankcast.common.arrays import prefetch
+
 from .base import COUNTERS, Cursor, IntervalIndex, check_intervals, read_args
 
 __all__ = [
@@ -45,6 +47,7 @@ __all__ = [
     "total_order", "constraint_graph", "sopt_arrangement",
 ]
 
+DEEP = 128                     # rows a query from which the cursor loads ahead
 _U0 = np.uint64(0)
 _U1 = np.uint64(1)
 _ONE = np.uint64(1)
@@ -128,9 +131,9 @@ def _stab8(typingctx, lo, hi, r, q):
     return types.uint64(lo, hi, r, q), codegen
 
 
-@numba.njit(cache=True)
-def _rtree_cursors(queries, g, fresh, b, node_cnt, node_off, ext_lo, ext_hi, lo, hi, score, item,
-                   stack, top, counters, level_nodes, out_item, out_score, out_off):
+@numba.njit(cache=True, inline="always")
+def _dfs(deep, queries, g, fresh, b, node_cnt, node_off, ext_lo, ext_hi, lo, hi, score, item,
+         stack, top, counters, level_nodes, out_item, out_score, out_off):
     """Every cursor step in one kernel (a compiled call counts references to every array it is
     passed, which costs more than most steps). For each query ``q = queries[x]``: when ``fresh``,
     start a DFS for q (push the root when its extent contains q, else mark the cursor done);
@@ -141,7 +144,11 @@ def _rtree_cursors(queries, g, fresh, b, node_cnt, node_off, ext_lo, ext_hi, lo,
     A leaf is read as bit masks of its stabbed rows (:func:`_stab8`: 8 rows a vector compare,
     no branch per row), whose set bits are reported in order until enough are; the rows are
     reported as positions first and given their items and scores at the end of the query, in
-    one pass whose loads do not wait on each other.
+    one pass whose loads do not wait on each other. When ``deep`` (a constant of the two
+    kernels below), entering a leaf also finds the next leaf holding q and hints its rows into
+    the cache, and every reported row's item and score are hinted when it is found: on a long
+    read the leaves that hold q lie apart and the rows' lines would otherwise be loaded one
+    miss after another.
 
     Tree arrays as built by :func:`_pack_extents` (lo, hi, score, item: (n,) in packed order).
     Cursor state, updated in place: stack (3, H) int64 (next entry, end of entries, found flag
@@ -192,6 +199,9 @@ def _rtree_cursors(queries, g, fresh, b, node_cnt, node_off, ext_lo, ext_hi, lo,
                     while m != _U0 and got < end:
                         y = r + np.int64(trailing_zeros(m))
                         out_item[got] = y
+                        if deep:
+                            prefetch(item, y)
+                            prefetch(score, y)
                         got += 1
                         stack[2, t] = 1
                         m &= m - _U1
@@ -210,7 +220,16 @@ def _rtree_cursors(queries, g, fresh, b, node_cnt, node_off, ext_lo, ext_hi, lo,
                 while e < stop and not (ext_lo[base + e] <= q and q <= ext_hi[base + e]):
                     e += 1
                 if e < stop:
-                    stack[0, t] = e + 1
+                    nx = e + 1
+                    if t + 1 == leaf and deep:
+                        # entering a leaf on a deep read: the next leaf holding q starts loading
+                        while nx < stop and not (ext_lo[base + nx] <= q and q <= ext_hi[base + nx]):
+                            nx += 1
+                        if nx < stop:
+                            for y in range(nx * b, min(nx * b + b, n_rows), 8):
+                                prefetch(lo, y)
+                                prefetch(hi, y)
+                    stack[0, t] = nx
                     t += 1
                     stack[0, t] = e * b
                     stack[1, t] = min(e * b + b, node_cnt[t + 1])
@@ -233,6 +252,28 @@ def _rtree_cursors(queries, g, fresh, b, node_cnt, node_off, ext_lo, ext_hi, lo,
         p = got
         out_off[x + 1] = p
     return p
+
+
+@numba.njit(cache=True)
+def _rtree_cursors(queries, g, fresh, b, node_cnt, node_off, ext_lo, ext_hi, lo, hi, score, item,
+                   stack, top, counters, level_nodes, out_item, out_score, out_off):
+    """:func:`_dfs` for reads of up to ``DEEP`` rows a query."""
+    return _dfs(False, queries, g, fresh, b, node_cnt, node_off, ext_lo, ext_hi, lo, hi, score, item,
+                stack, top, counters, level_nodes, out_item, out_score, out_off)
+
+
+@numba.njit(cache=True)
+def _rtree_cursors_deep(queries, g, fresh, b, node_cnt, node_off, ext_lo, ext_hi, lo, hi, score, item,
+                        stack, top, counters, level_nodes, out_item, out_score, out_off):
+    """:func:`_dfs` for deeper reads: the next leaf and the rows' items and scores are loaded
+    ahead (cache prefetch hints)."""
+    return _dfs(True, queries, g, fresh, b, node_cnt, node_off, ext_lo, ext_hi, lo, hi, score, item,
+                stack, top, counters, level_nodes, out_item, out_score, out_off)
+
+
+def _kernel(most: int):
+    """The cursor kernel for reads of at most ``most`` rows a query."""
+    return _rtree_cursors_deep if most > DEEP else _rtree_cursors
 
 
 _NO_ROWS = np.zeros(1, np.int64)           # a fresh cursor reads nothing yet
@@ -286,7 +327,7 @@ class PackedRTree:
         out_off = np.zeros(len(queries) + 1, np.int64)
         if self.height:
             H = self.height
-            _rtree_cursors(queries, g, True, *self._arrays(), np.zeros((3, H), np.int64), np.full(1, -1, np.int64),
+            _kernel(int(g.max(initial=0)))(queries, g, True, *self._arrays(), np.zeros((3, H), np.int64), np.full(1, -1, np.int64),
                            np.zeros(len(COUNTERS), np.int64), np.zeros(H, np.int64), out_item, out_score, out_off)
         return out_off, out_item[: out_off[-1]], out_score[: out_off[-1]]
 
@@ -323,7 +364,7 @@ class RTreeCursor(Cursor):
             return np.empty(0, np.int64), np.empty(0, np.float64)
         out_item = np.empty(n, np.int64)
         out_score = np.empty(n, np.float64)
-        got = _rtree_cursors(self._q, np.array([n], np.int64), False, *self.tree._arrays(), *self._state, out_item,
+        got = _kernel(n)(self._q, np.array([n], np.int64), False, *self.tree._arrays(), *self._state, out_item,
                              out_score, np.zeros(2, np.int64))
         self.left -= got
         return out_item[:got], out_score[:got]
