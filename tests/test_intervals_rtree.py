@@ -4,6 +4,7 @@ every intersecting pair in the total order, extents are the hulls of their subtr
 top-k DFS in a SOPT-R-tree enters at most 2k nodes per level (Theorem 3.2)."""
 from __future__ import annotations
 
+import numba
 import numpy as np
 import pytest
 
@@ -82,10 +83,10 @@ def queries(lo, hi):
 # ----------------------------------------------------------------------------- results
 
 @pytest.mark.parametrize("cls", INDEXES)
-@pytest.mark.parametrize("b", [2, 3, 50])
+@pytest.mark.parametrize("b", [2, 3, 50, 130])         # 130: a leaf read as several 64-row masks
 def test_equals_oracle(cls, b):
     rng = np.random.default_rng(7 + b)
-    batches = [(1,), (2, 3), (7, 1, 50), (1000,)]
+    batches = [(1,), (2, 3), (7, 1, 50), (1000,), (9, 8, 13)]     # the last stop inside leaves read whole
     for kind in ("grid", "float", "mixed", "chain") * 2:
         for n in (0, 1, 2, 5, 17, 64, 150, 400):
             lo, hi, score, item = workload(rng, n, kind)
@@ -147,6 +148,38 @@ def test_bad_input():
         RTreeIndex([0.0], [1.0], [1.0], [1]).open(float("nan"))
 
 
+def test_stab8_is_the_stabbing_test():
+    rng = np.random.default_rng(4)
+    lo = rng.integers(0, 6, 200).astype(np.float64)
+    hi = lo + rng.integers(0, 3, 200)
+    lo[::7], hi[::11] = -INF, INF
+    kernel = numba.njit(lambda lo, hi, r, q: R._stab8(lo, hi, r, q))
+    for q in (-1.0, 0.0, 2.0, 2.5, 5.0, 9.0):
+        for r in (0, 3, 100, 192):
+            want = sum(1 << i for i in range(8) if lo[r + i] <= q <= hi[r + i])
+            assert kernel(lo, hi, r, q) == want, (q, r)
+
+
+@pytest.mark.parametrize("cls", INDEXES)
+def test_both_kernels_agree(cls):
+    """The kernel that loads ahead (deep reads) and the other return the same rows and counters."""
+    rng = np.random.default_rng(8)
+    lo, hi, score, item = workload(rng, 3000, "float")
+    t = cls(lo, hi, score, item, b=50).tree
+    qs = np.concatenate((queries(lo, hi)[::40], rng.random(20)))
+    out = []
+    for kernel in (R._rtree_cursors, R._rtree_cursors_deep):
+        for g in (1, 9, 300, 3000):
+            gs = np.full(len(qs), g, np.int64)
+            o = (np.empty(g * len(qs), np.int64), np.empty(g * len(qs)), np.zeros(len(qs) + 1, np.int64))
+            state = (np.zeros((3, t.height), np.int64), np.full(1, -1, np.int64), np.zeros(3, np.int64),
+                     np.zeros(t.height, np.int64))
+            n = kernel(qs, gs, True, *t._arrays(), *state, *o)
+            out.append((o[0][:n].tolist(), o[1][:n].tolist(), o[2].tolist(), state[2].tolist(), state[3].tolist()))
+    assert out[:4] == out[4:]
+    assert R._kernel(R.DEEP) is R._rtree_cursors and R._kernel(R.DEEP + 1) is R._rtree_cursors_deep
+
+
 # ----------------------------------------------------------------------------- counters
 
 def reference_counters(idx, q, k):
@@ -183,11 +216,11 @@ def reference_counters(idx, q, k):
 @pytest.mark.parametrize("cls", INDEXES)
 def test_counters_follow_the_dfs(cls):
     rng = np.random.default_rng(3)
-    for b in (2, 3):
-        lo, hi, score, item = workload(rng, 80, "float")
+    for b in (2, 3, 50):
+        lo, hi, score, item = workload(rng, 80 if b < 50 else 400, "float")
         idx = cls(lo, hi, score, item, b=b)
         for q in queries(lo, hi)[::5]:
-            for k in (1, 4, 1000):
+            for k in (1, 4, 9, 20, 1000):
                 cur = idx.open(q)
                 cur.next(k)
                 assert cur.counters.tolist() == reference_counters(idx, q, k), (b, q, k)

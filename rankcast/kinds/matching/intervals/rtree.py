@@ -32,7 +32,13 @@ from __future__ import annotations
 
 import numba
 import numpy as np
+from llvmlite import ir
+from numba import types
+from numba.core import cgutils
 from numba.cpython.unsafe.numbers import leading_zeros, trailing_zeros
+from numba.extending import intrinsic
+
+from rankcast.common.arrays import prefetch
 
 from .base import COUNTERS, Cursor, IntervalIndex, check_intervals, read_args
 
@@ -41,6 +47,9 @@ __all__ = [
     "total_order", "constraint_graph", "sopt_arrangement",
 ]
 
+DEEP = 128                     # rows a query from which the cursor loads ahead
+_U0 = np.uint64(0)
+_U1 = np.uint64(1)
 _ONE = np.uint64(1)
 _ALL = np.uint64(0xFFFFFFFFFFFFFFFF)
 _NONE = -1                       # owner of a block painted by no interval yet: the sentinel
@@ -94,15 +103,52 @@ def _pack_extents(lo, hi, b, node_cnt):
     return ext_lo, ext_hi, node_off
 
 
-@numba.njit(cache=True)
-def _rtree_cursors(queries, g, fresh, b, node_cnt, node_off, ext_lo, ext_hi, lo, hi, score, item,
-                   stack, top, counters, level_nodes, out_item, out_score, out_off):
+@intrinsic
+def _stab8(typingctx, lo, hi, r, q):
+    """``_stab8(lo, hi, r, q)`` in a numba kernel: a uint64 whose bit ``i`` (``i < 8``) is set when
+    ``lo[r + i] <= q <= hi[r + i]`` (1-d float64 arrays, ``r + 8 <= len``): one vector compare
+    of 8 rows where the CPU has one (LLVM vector IR, lowered for the host)."""
+    ok = (isinstance(lo, types.Array) and lo.ndim == 1 and lo.layout == "C" and lo.dtype == types.float64 and lo == hi
+          and isinstance(r, types.Integer) and q == types.float64)
+    if not ok:
+        return None
+
+    def codegen(context, builder, sig, args):
+        aty = sig.args[0]
+        i = context.cast(builder, args[2], sig.args[2], types.intp)
+        vt = ir.VectorType(ir.DoubleType(), 8)
+        vecs = []
+        for a in args[:2]:
+            ptr = cgutils.get_item_pointer(context, builder, aty, context.make_array(aty)(context, builder, a), [i],
+                                           wraparound=False, boundscheck=False)
+            vecs.append(builder.load(builder.bitcast(ptr, vt.as_pointer()), align=8))
+        qv = builder.insert_element(ir.Constant(vt, ir.Undefined), args[3], ir.Constant(ir.IntType(32), 0))
+        qv = builder.shuffle_vector(qv, ir.Constant(vt, ir.Undefined),
+                                    ir.Constant(ir.VectorType(ir.IntType(32), 8), [0] * 8))
+        hit = builder.and_(builder.fcmp_ordered("<=", vecs[0], qv), builder.fcmp_ordered(">=", vecs[1], qv))
+        return builder.zext(builder.bitcast(hit, ir.IntType(8)), ir.IntType(64))
+
+    return types.uint64(lo, hi, r, q), codegen
+
+
+@numba.njit(cache=True, inline="always")
+def _dfs(deep, queries, g, fresh, b, node_cnt, node_off, ext_lo, ext_hi, lo, hi, score, item,
+         stack, top, counters, level_nodes, out_item, out_score, out_off):
     """Every cursor step in one kernel (a compiled call counts references to every array it is
     passed, which costs more than most steps). For each query ``q = queries[x]``: when ``fresh``,
     start a DFS for q (push the root when its extent contains q, else mark the cursor done);
     then resume the left-first DFS until ``g[x]`` more stabbed rows are reported or none is
     left, writing their items and scores to out_item/out_score from ``out_off[x]`` on
     (``out_off[x + 1]`` set to where they end). Returns the rows written.
+
+    A leaf is read as bit masks of its stabbed rows (:func:`_stab8`: 8 rows a vector compare,
+    no branch per row), whose set bits are reported in order until enough are; the rows are
+    reported as positions first and given their items and scores at the end of the query, in
+    one pass whose loads do not wait on each other. When ``deep`` (a constant of the two
+    kernels below), entering a leaf also finds the next leaf holding q and hints its rows into
+    the cache, and every reported row's item and score are hinted when it is found: on a long
+    read the leaves that hold q lie apart and the rows' lines would otherwise be loaded one
+    miss after another.
 
     Tree arrays as built by :func:`_pack_extents` (lo, hi, score, item: (n,) in packed order).
     Cursor state, updated in place: stack (3, H) int64 (next entry, end of entries, found flag
@@ -111,6 +157,7 @@ def _rtree_cursors(queries, g, fresh, b, node_cnt, node_off, ext_lo, ext_hi, lo,
     """
     H = node_cnt.shape[0] - 1
     leaf = H - 1
+    n_rows = node_cnt[H]
     p = 0
     out_off[0] = 0
     for x in range(queries.shape[0]):
@@ -133,14 +180,38 @@ def _rtree_cursors(queries, g, fresh, b, node_cnt, node_off, ext_lo, ext_hi, lo,
             e = stack[0, t]
             stop = stack[1, t]
             if t == leaf:
-                while e < stop and got < end:
-                    counters[2] += 1
-                    if lo[e] <= q and q <= hi[e]:
-                        out_item[got] = item[e]
-                        out_score[got] = score[e]
+                # the stabbed rows of the rest of the leaf as bit masks of up to 64 rows,
+                # 8 rows a vector compare, then their positions in order until enough
+                nxt = stop
+                r = e
+                while r < stop:
+                    w = min(64, stop - r)
+                    m = _U0
+                    for c in range(0, w, 8):
+                        if r + c + 8 <= n_rows:
+                            m |= _stab8(lo, hi, r + c, q) << np.uint64(c)
+                        else:
+                            for y in range(r + c, n_rows):
+                                if lo[y] <= q and q <= hi[y]:
+                                    m |= _U1 << np.uint64(y - r)
+                    if w < 64:
+                        m &= (_U1 << np.uint64(w)) - _U1
+                    while m != _U0 and got < end:
+                        y = r + np.int64(trailing_zeros(m))
+                        out_item[got] = y
+                        if deep:
+                            prefetch(item, y)
+                            prefetch(score, y)
                         got += 1
                         stack[2, t] = 1
-                    e += 1
+                        m &= m - _U1
+                        nxt = y + 1
+                    if got == end:
+                        break
+                    nxt = stop
+                    r += w
+                counters[2] += nxt - e
+                e = nxt
                 stack[0, t] = e
                 if e < stop:
                     break
@@ -149,7 +220,16 @@ def _rtree_cursors(queries, g, fresh, b, node_cnt, node_off, ext_lo, ext_hi, lo,
                 while e < stop and not (ext_lo[base + e] <= q and q <= ext_hi[base + e]):
                     e += 1
                 if e < stop:
-                    stack[0, t] = e + 1
+                    nx = e + 1
+                    if t + 1 == leaf and deep:
+                        # entering a leaf on a deep read: the next leaf holding q starts loading
+                        while nx < stop and not (ext_lo[base + nx] <= q and q <= ext_hi[base + nx]):
+                            nx += 1
+                        if nx < stop:
+                            for y in range(nx * b, min(nx * b + b, n_rows), 8):
+                                prefetch(lo, y)
+                                prefetch(hi, y)
+                    stack[0, t] = nx
                     t += 1
                     stack[0, t] = e * b
                     stack[1, t] = min(e * b + b, node_cnt[t + 1])
@@ -165,9 +245,35 @@ def _rtree_cursors(queries, g, fresh, b, node_cnt, node_off, ext_lo, ext_hi, lo,
                 stack[2, t - 1] = 1
             t -= 1
         top[0] = t
+        for i in range(p, got):          # the positions found, then their items and scores
+            r = out_item[i]
+            out_item[i] = item[r]
+            out_score[i] = score[r]
         p = got
         out_off[x + 1] = p
     return p
+
+
+@numba.njit(cache=True)
+def _rtree_cursors(queries, g, fresh, b, node_cnt, node_off, ext_lo, ext_hi, lo, hi, score, item,
+                   stack, top, counters, level_nodes, out_item, out_score, out_off):
+    """:func:`_dfs` for reads of up to ``DEEP`` rows a query."""
+    return _dfs(False, queries, g, fresh, b, node_cnt, node_off, ext_lo, ext_hi, lo, hi, score, item,
+                stack, top, counters, level_nodes, out_item, out_score, out_off)
+
+
+@numba.njit(cache=True)
+def _rtree_cursors_deep(queries, g, fresh, b, node_cnt, node_off, ext_lo, ext_hi, lo, hi, score, item,
+                        stack, top, counters, level_nodes, out_item, out_score, out_off):
+    """:func:`_dfs` for deeper reads: the next leaf and the rows' items and scores are loaded
+    ahead (cache prefetch hints)."""
+    return _dfs(True, queries, g, fresh, b, node_cnt, node_off, ext_lo, ext_hi, lo, hi, score, item,
+                stack, top, counters, level_nodes, out_item, out_score, out_off)
+
+
+def _kernel(most: int):
+    """The cursor kernel for reads of at most ``most`` rows a query."""
+    return _rtree_cursors_deep if most > DEEP else _rtree_cursors
 
 
 _NO_ROWS = np.zeros(1, np.int64)           # a fresh cursor reads nothing yet
@@ -183,9 +289,10 @@ class PackedRTree:
         if int(b) < 2:
             raise ValueError("an R-tree needs b >= 2")
         self.b = int(b)
-        self.lo, self.hi, self.score, self.item = lo, hi, score, item
+        self.lo, self.hi, self.score, self.item = (np.ascontiguousarray(lo, np.float64), np.ascontiguousarray(hi, np.float64),
+                                                   np.ascontiguousarray(score, np.float64), np.ascontiguousarray(item, np.int64))
         self.node_cnt = _level_counts(len(lo), self.b)
-        self.ext_lo, self.ext_hi, self.node_off = _pack_extents(lo, hi, self.b, self.node_cnt)
+        self.ext_lo, self.ext_hi, self.node_off = _pack_extents(self.lo, self.hi, self.b, self.node_cnt)
 
     @property
     def height(self) -> int:
@@ -220,7 +327,7 @@ class PackedRTree:
         out_off = np.zeros(len(queries) + 1, np.int64)
         if self.height:
             H = self.height
-            _rtree_cursors(queries, g, True, *self._arrays(), np.zeros((3, H), np.int64), np.full(1, -1, np.int64),
+            _kernel(int(g.max(initial=0)))(queries, g, True, *self._arrays(), np.zeros((3, H), np.int64), np.full(1, -1, np.int64),
                            np.zeros(len(COUNTERS), np.int64), np.zeros(H, np.int64), out_item, out_score, out_off)
         return out_off, out_item[: out_off[-1]], out_score[: out_off[-1]]
 
@@ -257,7 +364,7 @@ class RTreeCursor(Cursor):
             return np.empty(0, np.int64), np.empty(0, np.float64)
         out_item = np.empty(n, np.int64)
         out_score = np.empty(n, np.float64)
-        got = _rtree_cursors(self._q, np.array([n], np.int64), False, *self.tree._arrays(), *self._state, out_item,
+        got = _kernel(n)(self._q, np.array([n], np.int64), False, *self.tree._arrays(), *self._state, out_item,
                              out_score, np.zeros(2, np.int64))
         self.left -= got
         return out_item[:got], out_score[:got]
