@@ -3,8 +3,9 @@ runs after installing), so that the first engine, cluster role or demo step load
 milliseconds instead of compiling them for seconds.
 
 Each job runs a tiny workload of one kind through its engine and its roles in this process
-(the in-process cluster runs the code a cluster's roles run on Ray), in every input and
-output form, so that numba compiles each kernel for the argument types real calls give it;
+(the in-process cluster runs the code a cluster's roles run on Ray, and each role's own
+warm-up, which ``Cluster.warm`` runs on Ray), in every input and output form, so that numba
+compiles each kernel for the argument types real calls give it;
 ``cache=True`` writes them under the cache directory of this source version
 (:mod:`rankcast.common.jitcache`), which processes started later (Ray workers included)
 read. The jobs run in parallel processes, one per core."""
@@ -92,6 +93,7 @@ def spatial() -> None:
                                 options={"runtime": "inproc"})
         cl = rc.Cluster.start(ccfg, sample=(csubs, cmsgs))
         try:
+            cl.warm()                   # the roles' own warm-ups (kernels a stream may reach late)
             _engine_calls(cl, csubs, cmsgs, 300)
             more = subs.slice(1000, 100)
             cl.load_subscriptions(more, progress=False)
@@ -147,6 +149,7 @@ def matching() -> None:
                                     options={"runtime": "inproc"})
             cl = rc.Cluster.start(ccfg, sample=_expressions(rng, 0, 50))
             try:
+                cl.warm()
                 _match_calls(cl, rng)
             finally:
                 cl.shutdown()
@@ -206,6 +209,7 @@ def range_topk() -> None:
                                 state_dir=None, updates=updates, options={"runtime": "inproc"})
         cl = rc.Cluster.start(ccfg, sample=subs.slice(0, 100))
         try:
+            cl.warm()
             calls(cl)
             cl.replay(inserts, batch_rows=200, progress=False)
             for _ in range(2):          # pipelined calls, delivered together: diffs composed
