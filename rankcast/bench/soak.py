@@ -279,7 +279,9 @@ def run_soak(args, write=None) -> dict:
                    at_rate: float | None = None) -> dict:
             """Publish at ``rate`` (or ``at_rate``) for ``seconds``; kill one process of
             ``kills`` (in turn) every ``kill_every`` seconds from the first one on, the report
-            so far written before each kill after the first; sample memory every second."""
+            so far written before each kill after the first; sample memory every second. With
+            ``kills``, the stream goes on past ``seconds`` until all ``args.kills`` are made
+            (a call held up by a slow recovery does not end the phase before its last kill)."""
             r = rate if at_rate is None else at_rate
             listener.arrivals.clear()
             listener.gaps.clear()
@@ -318,7 +320,7 @@ def run_soak(args, write=None) -> dict:
             with progress(int(seconds), label, unit="s") as bar:
                 while True:
                     now = time.time()
-                    if now - start >= seconds:
+                    if now - start >= seconds and len(kill_log) >= (args.kills if kills else 0):
                         break
                     if listener.error is not None:
                         raise RuntimeError(f"soak: the listener stopped: {listener.error!r}") from listener.error
