@@ -8,6 +8,7 @@ import numba
 import numpy as np
 import pytest
 
+from rankcast.kinds.matching.intervals import base as B
 from rankcast.kinds.matching.intervals import rtree as R
 from rankcast.kinds.matching.intervals.rtree import (RTreeIndex, SoptRTreeIndex, constraint_graph,
                                                sopt_arrangement, total_order)
@@ -148,16 +149,27 @@ def test_bad_input():
         RTreeIndex([0.0], [1.0], [1.0], [1]).open(float("nan"))
 
 
-def test_stab8_is_the_stabbing_test():
+@pytest.mark.parametrize("pext", [True, False])
+def test_stab8_is_the_stabbing_test(pext, monkeypatch):
+    """stab8 over two columns and stab8_rows over the rows of a (n, 3) table (the IR-tree's
+    entry pool: lo, hi, score) set bit i exactly when row r + i holds q (stab8_rows with pext
+    where the CPU has it, and with lane shuffles)."""
+    if pext and not B._PEXT:
+        pytest.skip("no BMI2 pext on this CPU")
+    monkeypatch.setattr(B, "_PEXT", pext)
     rng = np.random.default_rng(4)
     lo = rng.integers(0, 6, 200).astype(np.float64)
     hi = lo + rng.integers(0, 3, 200)
     lo[::7], hi[::11] = -INF, INF
-    kernel = numba.njit(lambda lo, hi, r, q: R._stab8(lo, hi, r, q))
-    for q in (-1.0, 0.0, 2.0, 2.5, 5.0, 9.0):
+    rows = np.stack((lo, hi, rng.random(200)), axis=1)
+    rows[::5, 2] = np.nan
+    kernel = numba.njit(lambda lo, hi, r, q: B.stab8(lo, hi, r, q))
+    kernel_rows = numba.njit(lambda a, r, q: B.stab8_rows(a, r, q))
+    for q in (-1.0, 0.0, 2.0, 2.5, 5.0, 9.0, -0.0):
         for r in (0, 3, 100, 192):
             want = sum(1 << i for i in range(8) if lo[r + i] <= q <= hi[r + i])
             assert kernel(lo, hi, r, q) == want, (q, r)
+            assert kernel_rows(rows, r, q) == want, (q, r)
 
 
 @pytest.mark.parametrize("cls", INDEXES)

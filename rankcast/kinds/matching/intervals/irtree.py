@@ -30,7 +30,9 @@ nothing after it in the node comes first). A node's R-tree is descended only as 
 bounds reach the answer: a path node that holds no early result costs its first key, or a scan
 of a page or two. Cost ``O((k + log n) b log_b n)`` for the top-k (Theorem 3.1). Every step
 runs in one compiled kernel (:func:`_cursors`), for one cursor or for many queries
-(``read_many``). Counters: ``nodes`` = I-tree nodes on the path plus R-tree pages entered (a
+(``read_many``); reads of more than ``DEEP`` rows a query use a second one
+(:func:`_cursors_deep`) that merges the leaves of the two first slots while both stand in one
+(the answer of a long read alternates between the few nodes that hold the best intervals). Counters: ``nodes`` = I-tree nodes on the path plus R-tree pages entered (a
 root page when its first key is read), ``holes`` = pages entered and left without a stabbed
 interval found below, ``entries`` = leaf entries looked at. A cursor is valid until the next
 insert/delete of its index (``next`` then raises RuntimeError).
@@ -82,8 +84,10 @@ import math
 import numba
 import numpy as np
 
+from numba.cpython.unsafe.numbers import trailing_zeros
+
 from rankcast.common.arrays import stays_in_probe_run
-from .base import Cursor, IntervalIndex, before, check_intervals, read_args
+from .base import Cursor, IntervalIndex, before, check_intervals, read_args, stab8_rows
 
 __all__ = ["IRTreeIndex", "IRTreeCursor", "ALPHA"]
 
@@ -104,6 +108,9 @@ DONE, NEED_ROOM, NEED_REBUILD = 0, 1, 2      # batch kernel status
 INSERT, DELETE = 0, 1                        # batch kernel operation
 _DIR_LOAD = 0.8                              # item directory: max load factor (linear probing)
 _NO_F = np.empty(0, np.float64)
+_U0 = np.uint64(0)
+_U1 = np.uint64(1)
+DEEP = 64                                    # rows a query from which the cursor merges two leaves
 
 
 # ----------------------------------------------------------------------------- allocation
@@ -1197,9 +1204,151 @@ def _queue_in(hs, hk, hp, a, s, it, slot):
     hp[a] = slot
 
 
-@numba.njit(cache=True)
-def _cursors(queries, g, fresh, root, nd_f, nd_i, pg, ef, ei, ec, heights, top, spage, spos, found,
-             hs, hk, hp, hn, counters, out_item, out_score, out_off):
+@numba.njit(cache=True, inline="always")
+def _chunk(ef, st, j, m, q):
+    """Bit ``u`` set when entry ``j + u`` (``u < 8``, ``j + u < m``) of the page at pool row
+    ``st`` holds q: one vector compare (:func:`.base.stab8_rows`), rows past the pool tested one
+    by one."""
+    r = st + j
+    if r + 8 <= ef.shape[0]:
+        bits = stab8_rows(ef, r, q)
+    else:
+        bits = _U0
+        for y in range(r, ef.shape[0]):
+            if ef[y, LO] <= q and q <= ef[y, HI]:
+                bits |= _U1 << np.uint64(y - r)
+    if m - j < 8:
+        bits &= (_U1 << np.uint64(m - j)) - _U1
+    return bits
+
+
+@numba.njit(cache=True, inline="always")
+def _merge(q, end, pg, ef, ei, heights, top, spage, spos, found, hs, hk, hp, n, c, i, counters, out_item,
+           out_score):
+    """The step of :func:`_steps` (deep reads) when the two first slots of the queue
+    (``i = hp[n - 1]`` and ``hp[n - 2]``) both stand in a leaf page: their leaves' stabbed
+    entries, found 8 at a time as bit masks (:func:`_chunk`), set bits taken in order, are
+    merged in the total order (a switch from one slot to the other is one compare, not a pause
+    and a resume through the queue), until one leaf has no stabbed entry left, ``end`` rows
+    are written or the next row comes after the third slot's key. Both slots then stand at their next stabbed entry (or
+    at the end of the leaf) and go back into the queue keyed by that entry (a slot whose leaf
+    is done keeps the key of its last row: nothing left in its node comes first).
+    Returns -1 (nothing done) when a leaf has no stabbed entry left; else the rows now written,
+    the leaf entries passed added to ``counters``."""
+    i2 = hp[n - 2]
+    t = top[i]
+    t2 = top[i2]
+    if t2 != heights[i2] - 1:
+        return -1
+    pa = spage[i, t]
+    pb = spage[i2, t2]
+    ja = spos[i, t]
+    jb = spos[i2, t2]
+    ma_n = pg[pa, NENT]
+    mb_n = pg[pb, NENT]
+    if ja >= ma_n or jb >= mb_n:
+        return -1
+    sta = pg[pa, START]
+    stb = pg[pb, START]
+    ba = ja                          # each leaf: the first entry of its mask, the mask
+    ma = _chunk(ef, sta, ba, ma_n, q)
+    while ma == _U0 and ba + 8 < ma_n:
+        ba += 8
+        ma = _chunk(ef, sta, ba, ma_n, q)
+    if ma == _U0:
+        return -1
+    bb = jb
+    mb = _chunk(ef, stb, bb, mb_n, q)
+    while mb == _U0 and bb + 8 < mb_n:
+        bb += 8
+        mb = _chunk(ef, stb, bb, mb_n, q)
+    if mb == _U0:
+        return -1
+    if n >= 3:
+        ts = hs[n - 3]
+        tk = hk[n - 3]
+    else:
+        ts = -1.0                    # scores are >= 0: no key comes first
+        tk = np.int64(0)
+    c0 = c
+    ra = 0
+    ya = sta + ba + np.int64(trailing_zeros(ma))     # each slot's next stabbed entry and its key
+    sa = ef[ya, SC]
+    ia = ei[ya]
+    yb = stb + bb + np.int64(trailing_zeros(mb))
+    sb = ef[yb, SC]
+    ib = ei[yb]
+    la = ya                          # pool rows of the last entry each slot reported
+    lb = yb
+    while c < end:
+        if sa > sb or (sa == sb and ia < ib):
+            if ts > sa or (ts == sa and tk < ia):
+                break
+            out_item[c] = ia
+            out_score[c] = sa
+            c += 1
+            ra += 1
+            la = ya
+            ma &= ma - _U1
+            while ma == _U0 and ba + 8 < ma_n:
+                ba += 8
+                ma = _chunk(ef, sta, ba, ma_n, q)
+            if ma == _U0:
+                break
+            ya = sta + ba + np.int64(trailing_zeros(ma))
+            sa = ef[ya, SC]
+            ia = ei[ya]
+        else:
+            if ts > sb or (ts == sb and tk < ib):
+                break
+            out_item[c] = ib
+            out_score[c] = sb
+            c += 1
+            lb = yb
+            mb &= mb - _U1
+            while mb == _U0 and bb + 8 < mb_n:
+                bb += 8
+                mb = _chunk(ef, stb, bb, mb_n, q)
+            if mb == _U0:
+                break
+            yb = stb + bb + np.int64(trailing_zeros(mb))
+            sb = ef[yb, SC]
+            ib = ei[yb]
+    rb = c - c0 - ra
+    # where each slot stands now, and its key
+    if ma != _U0:
+        na = ba + np.int64(trailing_zeros(ma))
+        ka = ef[sta + na, SC]
+        ki = ei[sta + na]
+    else:
+        na = ma_n
+        ka = ef[la, SC]              # the leaf is done: it reported a row
+        ki = ei[la]
+    if mb != _U0:
+        nb = bb + np.int64(trailing_zeros(mb))
+        kb = ef[stb + nb, SC]
+        kbi = ei[stb + nb]
+    else:
+        nb = mb_n
+        kb = ef[lb, SC]
+        kbi = ei[lb]
+    spos[i, t] = na
+    spos[i2, t2] = nb
+    if ra > 0 and not found[i, t]:
+        for u in range(t + 1):
+            found[i, u] = True
+    if rb > 0 and not found[i2, t2]:
+        for u in range(t2 + 1):
+            found[i2, u] = True
+    counters[ENTRIES] += na - ja + nb - jb
+    _queue_in(hs, hk, hp, n - 2, ka, ki, i)
+    _queue_in(hs, hk, hp, n - 1, kb, kbi, i2)
+    return c
+
+
+@numba.njit(cache=True, inline="always")
+def _steps(deep, queries, g, fresh, root, nd_f, nd_i, pg, ef, ei, ec, heights, top, spage, spos, found,
+           hs, hk, hp, hn, counters, out_item, out_score, out_off):
     """Every cursor step in one kernel, written out flat (a call that passes the arrays costs
     more than most steps). For each query ``q = queries[x]``: when ``fresh``, start a cursor in
     the state arrays (below); then write its next ``g[x]`` stabbed intervals (fewer when none is
@@ -1216,16 +1365,24 @@ def _cursors(queries, g, fresh, root, nd_f, nd_i, pg, ef, ei, ec, heights, top, 
     before the entry it looks at: internal entries by their first key (a child page whose
     extent holds q is entered), leaf entries stabbed by q by their own (reported). The DFS
     runs in the total order, so the entry where the slot pauses keys it (nothing after it in
-    the node comes first), and the slot moves down the queue to its place."""
+    the node comes first), and the slot moves down the queue to its place.
+
+    When ``deep`` (a constant of the two kernels below), a step where the two first slots both
+    stand in a leaf merges their leaves (:func:`_merge`): on a long read the answer alternates
+    between the few nodes that hold the best stabbed intervals, and a switch of slots through
+    the queue costs more than the rows between two switches."""
     p = 0
     out_off[0] = 0
+    n_nodes = 0                      # the counters, kept in registers while the kernel runs
+    n_holes = 0
+    n_entries = 0
     for x in range(queries.shape[0]):
         q = queries[x]
         if fresh:
             n = 0
             v = root
             while v >= 0:
-                counters[NODES] += 1
+                n_nodes += 1
                 if nd_i[v, COUNT] > 0 and nd_f[v, MINLO] <= q and q <= nd_f[v, MAXHI]:
                     r = nd_i[v, ROOT]
                     heights[n] = nd_i[v, HEIGHT]
@@ -1233,7 +1390,7 @@ def _cursors(queries, g, fresh, root, nd_f, nd_i, pg, ef, ei, ec, heights, top, 
                     spage[n, 0] = r
                     spos[n, 0] = 0
                     found[n, 0] = False
-                    counters[NODES] += 1
+                    n_nodes += 1
                     e = pg[r, START]
                     s = ef[e, SC]
                     it = ei[e]
@@ -1261,6 +1418,13 @@ def _cursors(queries, g, fresh, root, nd_f, nd_i, pg, ef, ei, ec, heights, top, 
             i = hp[n - 1]
             h = heights[i]
             t = top[i]
+            if deep:
+                if n >= 2 and t == h - 1:
+                    c2 = _merge(q, end, pg, ef, ei, heights, top, spage, spos, found, hs, hk, hp, n, c, i,
+                                counters, out_item, out_score)
+                    if c2 >= 0:
+                        c = c2
+                        continue
             paused = False
             s = 0.0
             it = np.int64(0)
@@ -1290,7 +1454,7 @@ def _cursors(queries, g, fresh, root, nd_f, nd_i, pg, ef, ei, ec, heights, top, 
                                 for u in range(t + 1):
                                     found[i, u] = True
                         j += 1
-                        counters[ENTRIES] += 1
+                        n_entries += 1
                     if paused:
                         spos[i, t] = j
                         break
@@ -1310,7 +1474,7 @@ def _cursors(queries, g, fresh, root, nd_f, nd_i, pg, ef, ei, ec, heights, top, 
                             spage[i, t] = ec[e]
                             spos[i, t] = 0
                             found[i, t] = False
-                            counters[NODES] += 1
+                            n_nodes += 1
                             down = True
                             break
                     if paused:
@@ -1319,7 +1483,7 @@ def _cursors(queries, g, fresh, root, nd_f, nd_i, pg, ef, ei, ec, heights, top, 
                     if down:
                         continue
                 if not found[i, t]:          # by Lemma 3.1 never: a page entered holds one
-                    counters[HOLES] += 1
+                    n_holes += 1
                 t -= 1
             top[i] = t
             if paused:
@@ -1329,7 +1493,33 @@ def _cursors(queries, g, fresh, root, nd_f, nd_i, pg, ef, ei, ec, heights, top, 
         hn[0] = n
         p = c
         out_off[x + 1] = p
+    counters[NODES] += n_nodes
+    counters[HOLES] += n_holes
+    counters[ENTRIES] += n_entries
     return p
+
+
+@numba.njit(cache=True, _nrt=False)
+def _cursors(queries, g, fresh, root, nd_f, nd_i, pg, ef, ei, ec, heights, top, spage, spos, found,
+             hs, hk, hp, hn, counters, out_item, out_score, out_off):
+    """:func:`_steps` for reads of up to ``DEEP`` rows a query (compiled without reference
+    counting: it allocates nothing, and an inlined call would otherwise count references to
+    every array it is passed)."""
+    return _steps(False, queries, g, fresh, root, nd_f, nd_i, pg, ef, ei, ec, heights, top, spage, spos, found,
+                  hs, hk, hp, hn, counters, out_item, out_score, out_off)
+
+
+@numba.njit(cache=True, _nrt=False)
+def _cursors_deep(queries, g, fresh, root, nd_f, nd_i, pg, ef, ei, ec, heights, top, spage, spos, found,
+                  hs, hk, hp, hn, counters, out_item, out_score, out_off):
+    """:func:`_steps` for deeper reads: two slots that both stand in a leaf are merged."""
+    return _steps(True, queries, g, fresh, root, nd_f, nd_i, pg, ef, ei, ec, heights, top, spage, spos, found,
+                  hs, hk, hp, hn, counters, out_item, out_score, out_off)
+
+
+def _kernel(most: int):
+    """The cursor kernel for reads of at most ``most`` rows a query."""
+    return _cursors_deep if most > DEEP else _cursors
 
 
 def _state(npath: int, hmax: int) -> tuple:
@@ -1373,7 +1563,7 @@ class IRTreeCursor(Cursor):
         scores = np.empty(n, np.float64)
         if n == 0 or self._state[8][0] == 0:
             return items[:0], scores[:0]
-        c = _cursors(self._q, np.array([n], np.int64), False, *self._tree, *self._state, items, scores,
+        c = _kernel(n)(self._q, np.array([n], np.int64), False, *self._tree, *self._state, items, scores,
                      np.zeros(2, np.int64))
         return items[:c], scores[:c]
 
@@ -1535,8 +1725,8 @@ class IRTreeIndex(IntervalIndex):
         out_off = np.zeros(len(queries) + 1, np.int64)
         meta = self._meta
         state = _state(_depth(meta[M_ROOT], self._nd_i), meta[M_HMAX])
-        _cursors(queries, g, True, meta[M_ROOT], self._nd_f, self._nd_i, self._pg, self._ef, self._ei, self._ec,
-                 *state, out_item, out_score, out_off)
+        _kernel(int(g.max(initial=0)))(queries, g, True, meta[M_ROOT], self._nd_f, self._nd_i, self._pg, self._ef,
+                                       self._ei, self._ec, *state, out_item, out_score, out_off)
         return out_off, out_item[: out_off[-1]], out_score[: out_off[-1]]
 
     def stats(self) -> dict:

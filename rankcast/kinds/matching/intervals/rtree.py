@@ -32,15 +32,11 @@ from __future__ import annotations
 
 import numba
 import numpy as np
-from llvmlite import ir
-from numba import types
-from numba.core import cgutils
 from numba.cpython.unsafe.numbers import leading_zeros, trailing_zeros
-from numba.extending import intrinsic
 
 from rankcast.common.arrays import prefetch
 
-from .base import COUNTERS, Cursor, IntervalIndex, check_intervals, read_args
+from .base import COUNTERS, Cursor, IntervalIndex, check_intervals, read_args, stab8
 
 __all__ = [
     "PackedRTree", "RTreeCursor", "RTreeIndex", "SoptRTreeIndex",
@@ -103,34 +99,6 @@ def _pack_extents(lo, hi, b, node_cnt):
     return ext_lo, ext_hi, node_off
 
 
-@intrinsic
-def _stab8(typingctx, lo, hi, r, q):
-    """``_stab8(lo, hi, r, q)`` in a numba kernel: a uint64 whose bit ``i`` (``i < 8``) is set when
-    ``lo[r + i] <= q <= hi[r + i]`` (1-d float64 arrays, ``r + 8 <= len``): one vector compare
-    of 8 rows where the CPU has one (LLVM vector IR, lowered for the host)."""
-    ok = (isinstance(lo, types.Array) and lo.ndim == 1 and lo.layout == "C" and lo.dtype == types.float64 and lo == hi
-          and isinstance(r, types.Integer) and q == types.float64)
-    if not ok:
-        return None
-
-    def codegen(context, builder, sig, args):
-        aty = sig.args[0]
-        i = context.cast(builder, args[2], sig.args[2], types.intp)
-        vt = ir.VectorType(ir.DoubleType(), 8)
-        vecs = []
-        for a in args[:2]:
-            ptr = cgutils.get_item_pointer(context, builder, aty, context.make_array(aty)(context, builder, a), [i],
-                                           wraparound=False, boundscheck=False)
-            vecs.append(builder.load(builder.bitcast(ptr, vt.as_pointer()), align=8))
-        qv = builder.insert_element(ir.Constant(vt, ir.Undefined), args[3], ir.Constant(ir.IntType(32), 0))
-        qv = builder.shuffle_vector(qv, ir.Constant(vt, ir.Undefined),
-                                    ir.Constant(ir.VectorType(ir.IntType(32), 8), [0] * 8))
-        hit = builder.and_(builder.fcmp_ordered("<=", vecs[0], qv), builder.fcmp_ordered(">=", vecs[1], qv))
-        return builder.zext(builder.bitcast(hit, ir.IntType(8)), ir.IntType(64))
-
-    return types.uint64(lo, hi, r, q), codegen
-
-
 @numba.njit(cache=True, inline="always")
 def _dfs(deep, queries, g, fresh, b, node_cnt, node_off, ext_lo, ext_hi, lo, hi, score, item,
          stack, top, counters, level_nodes, out_item, out_score, out_off):
@@ -141,8 +109,8 @@ def _dfs(deep, queries, g, fresh, b, node_cnt, node_off, ext_lo, ext_hi, lo, hi,
     left, writing their items and scores to out_item/out_score from ``out_off[x]`` on
     (``out_off[x + 1]`` set to where they end). Returns the rows written.
 
-    A leaf is read as bit masks of its stabbed rows (:func:`_stab8`: 8 rows a vector compare,
-    no branch per row), whose set bits are reported in order until enough are; the rows are
+    A leaf is read as bit masks of its stabbed rows (:func:`.base.stab8`: 8 rows a vector
+    compare, no branch per row), whose set bits are reported in order until enough are; the rows are
     reported as positions first and given their items and scores at the end of the query, in
     one pass whose loads do not wait on each other. When ``deep`` (a constant of the two
     kernels below), entering a leaf also finds the next leaf holding q and hints its rows into
@@ -189,7 +157,7 @@ def _dfs(deep, queries, g, fresh, b, node_cnt, node_off, ext_lo, ext_hi, lo, hi,
                     m = _U0
                     for c in range(0, w, 8):
                         if r + c + 8 <= n_rows:
-                            m |= _stab8(lo, hi, r + c, q) << np.uint64(c)
+                            m |= stab8(lo, hi, r + c, q) << np.uint64(c)
                         else:
                             for y in range(r + c, n_rows):
                                 if lo[y] <= q and q <= hi[y]:
