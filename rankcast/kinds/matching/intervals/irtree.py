@@ -32,7 +32,8 @@ of a page or two. Cost ``O((k + log n) b log_b n)`` for the top-k (Theorem 3.1).
 runs in one compiled kernel (:func:`_cursors`), for one cursor or for many queries
 (``read_many``); reads of more than ``DEEP`` rows a query use a second one
 (:func:`_cursors_deep`) that merges the leaves of the two first slots while both stand in one
-(the answer of a long read alternates between the few nodes that hold the best intervals). Counters: ``nodes`` = I-tree nodes on the path plus R-tree pages entered (a
+(the answer of a long read alternates between the few nodes that hold the best intervals).
+Counters: ``nodes`` = I-tree nodes on the path plus R-tree pages entered (a
 root page when its first key is read), ``holes`` = pages entered and left without a stabbed
 interval found below, ``entries`` = leaf entries looked at. A cursor is valid until the next
 insert/delete of its index (``next`` then raises RuntimeError).
@@ -1230,9 +1231,10 @@ def _merge(q, end, pg, ef, ei, heights, top, spage, spos, found, hs, hk, hp, n, 
     entries, found 8 at a time as bit masks (:func:`_chunk`), set bits taken in order, are
     merged in the total order (a switch from one slot to the other is one compare, not a pause
     and a resume through the queue), until one leaf has no stabbed entry left, ``end`` rows
-    are written or the next row comes after the third slot's key. Both slots then stand at their next stabbed entry (or
-    at the end of the leaf) and go back into the queue keyed by that entry (a slot whose leaf
-    is done keeps the key of its last row: nothing left in its node comes first).
+    are written or the next row comes after the third slot's key. Both slots then stand at
+    their next stabbed entry (or at the end of the leaf) and go back into the queue keyed by
+    that entry (a slot whose leaf is done keeps the key of its last row: nothing left in its
+    node comes first).
     Returns -1 (nothing done) when a leaf has no stabbed entry left; else the rows now written,
     the leaf entries passed added to ``counters``."""
     i2 = hp[n - 2]

@@ -257,8 +257,8 @@ class PackedRTree:
         if int(b) < 2:
             raise ValueError("an R-tree needs b >= 2")
         self.b = int(b)
-        self.lo, self.hi, self.score, self.item = (np.ascontiguousarray(lo, np.float64), np.ascontiguousarray(hi, np.float64),
-                                                   np.ascontiguousarray(score, np.float64), np.ascontiguousarray(item, np.int64))
+        self.lo, self.hi = np.ascontiguousarray(lo, np.float64), np.ascontiguousarray(hi, np.float64)
+        self.score, self.item = np.ascontiguousarray(score, np.float64), np.ascontiguousarray(item, np.int64)
         self.node_cnt = _level_counts(len(lo), self.b)
         self.ext_lo, self.ext_hi, self.node_off = _pack_extents(self.lo, self.hi, self.b, self.node_cnt)
 
@@ -295,8 +295,9 @@ class PackedRTree:
         out_off = np.zeros(len(queries) + 1, np.int64)
         if self.height:
             H = self.height
-            _kernel(int(g.max(initial=0)))(queries, g, True, *self._arrays(), np.zeros((3, H), np.int64), np.full(1, -1, np.int64),
-                           np.zeros(len(COUNTERS), np.int64), np.zeros(H, np.int64), out_item, out_score, out_off)
+            _kernel(int(g.max(initial=0)))(queries, g, True, *self._arrays(), np.zeros((3, H), np.int64),
+                                           np.full(1, -1, np.int64), np.zeros(len(COUNTERS), np.int64),
+                                           np.zeros(H, np.int64), out_item, out_score, out_off)
         return out_off, out_item[: out_off[-1]], out_score[: out_off[-1]]
 
     def __len__(self) -> int:
