@@ -562,8 +562,9 @@ def shared_config(cfg) -> dict:
 # publishes gathered in the coordinator went out (``release``), checkpoints carry an id
 # (``mark``) and partitions count their takes. 4: the spatial coordinator's window ids as
 # one object (``window_ids``: two arrays in a checkpoint), delivery chunks hold a delivery's
-# parts as a list.
-STATE_FORMAT = 4
+# parts as a list. 5: range top-k: each partition holds its span's objects and Paint server
+# (no distributor role), the coordinator the objects' positions and the partitions' spans.
+STATE_FORMAT = 5
 
 
 class Recoverable:
