@@ -54,12 +54,22 @@ def _has_pext() -> bool:
 _PEXT = _has_pext()
 
 
+def _f64_array(a, ndim: int) -> bool:
+    """Whether the numba type ``a`` is a C-contiguous float64 array of ``ndim`` dimensions."""
+    return isinstance(a, types.Array) and a.ndim == ndim and a.layout == "C" and a.dtype == types.float64
+
+
+def _splat(builder, q):
+    """The vector of 8 lanes, each the double ``q``."""
+    vt = ir.VectorType(ir.DoubleType(), 8)
+    qv = builder.insert_element(ir.Constant(vt, ir.Undefined), q, ir.Constant(ir.IntType(32), 0))
+    return builder.shuffle_vector(qv, ir.Constant(vt, ir.Undefined),
+                                  ir.Constant(ir.VectorType(ir.IntType(32), 8), [0] * 8))
+
+
 def _stab8_mask(builder, lo_vec, hi_vec, q):
     """The uint64 of the 8 lanes ``lo_vec <= q <= hi_vec`` (bit i: lane i)."""
-    vt = lo_vec.type
-    qv = builder.insert_element(ir.Constant(vt, ir.Undefined), q, ir.Constant(ir.IntType(32), 0))
-    qv = builder.shuffle_vector(qv, ir.Constant(vt, ir.Undefined),
-                                ir.Constant(ir.VectorType(ir.IntType(32), 8), [0] * 8))
+    qv = _splat(builder, q)
     hit = builder.and_(builder.fcmp_ordered("<=", lo_vec, qv), builder.fcmp_ordered(">=", hi_vec, qv))
     return builder.zext(builder.bitcast(hit, ir.IntType(8)), ir.IntType(64))
 
@@ -75,9 +85,7 @@ def stab8(typingctx, lo, hi, r, q):
     """``stab8(lo, hi, r, q)`` in a numba kernel: a uint64 whose bit ``i`` (``i < 8``) is set when
     ``lo[r + i] <= q <= hi[r + i]`` (1-d C float64 arrays, ``r + 8 <= len``): one vector compare
     of 8 rows where the CPU has one (LLVM vector IR, lowered for the host)."""
-    ok = (isinstance(lo, types.Array) and lo.ndim == 1 and lo.layout == "C" and lo.dtype == types.float64 and lo == hi
-          and isinstance(r, types.Integer) and q == types.float64)
-    if not ok:
+    if not (_f64_array(lo, 1) and lo == hi and isinstance(r, types.Integer) and q == types.float64):
         return None
 
     def codegen(context, builder, sig, args):
@@ -98,9 +106,7 @@ def stab8_rows(typingctx, a, r, q):
     the 24 values loaded as three vectors, each compared once (``lo <= q`` and ``-hi <= -q``:
     the hi lanes' signs flipped), the bits of the rows' two tests gathered by BMI2 ``pext``;
     where the CPU lacks it, the two columns are taken out by lane shuffles instead."""
-    ok = (isinstance(a, types.Array) and a.ndim == 2 and a.layout == "C" and a.dtype == types.float64
-          and isinstance(r, types.Integer) and q == types.float64)
-    if not ok:
+    if not (_f64_array(a, 2) and isinstance(r, types.Integer) and q == types.float64):
         return None
 
     def codegen(context, builder, sig, args):
@@ -120,9 +126,7 @@ def stab8_rows(typingctx, a, r, q):
         i64 = ir.IntType(64)
         vt = ir.VectorType(ir.DoubleType(), 8)
         vi = ir.VectorType(i64, 8)
-        qv = builder.insert_element(ir.Constant(vt, ir.Undefined), args[2], ir.Constant(ir.IntType(32), 0))
-        qv = builder.bitcast(builder.shuffle_vector(qv, ir.Constant(vt, ir.Undefined),
-                                                    ir.Constant(ir.VectorType(ir.IntType(32), 8), [0] * 8)), vi)
+        qv = builder.bitcast(_splat(builder, args[2]), vi)
         base = builder.bitcast(ptr, vt.as_pointer())
         word = None
         for c in range(3):

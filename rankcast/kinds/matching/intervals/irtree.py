@@ -1224,6 +1224,17 @@ def _chunk(ef, st, j, m, q):
 
 
 @numba.njit(cache=True, inline="always")
+def _stabbed_from(ef, st, j, m, n, q):
+    """``(j, m)``: from the chunk of entries ``j ..`` of a leaf page of ``n`` entries at pool
+    row ``st`` whose bits are ``m`` (:func:`_chunk`), the first chunk holding a stabbed entry
+    and its bits (``m == 0``: none is left)."""
+    while m == _U0 and j + 8 < n:
+        j += 8
+        m = _chunk(ef, st, j, n, q)
+    return j, m
+
+
+@numba.njit(cache=True, inline="always")
 def _merge(q, end, pg, ef, ei, heights, top, spage, spos, found, hs, hk, hp, n, c, i, counters, out_item,
            out_score):
     """The step of :func:`_steps` (deep reads) when the two first slots of the queue
@@ -1252,18 +1263,11 @@ def _merge(q, end, pg, ef, ei, heights, top, spage, spos, found, hs, hk, hp, n, 
         return -1
     sta = pg[pa, START]
     stb = pg[pb, START]
-    ba = ja                          # each leaf: the first entry of its mask, the mask
-    ma = _chunk(ef, sta, ba, ma_n, q)
-    while ma == _U0 and ba + 8 < ma_n:
-        ba += 8
-        ma = _chunk(ef, sta, ba, ma_n, q)
+    # each leaf: the first entry of its mask, the mask
+    ba, ma = _stabbed_from(ef, sta, ja, _chunk(ef, sta, ja, ma_n, q), ma_n, q)
     if ma == _U0:
         return -1
-    bb = jb
-    mb = _chunk(ef, stb, bb, mb_n, q)
-    while mb == _U0 and bb + 8 < mb_n:
-        bb += 8
-        mb = _chunk(ef, stb, bb, mb_n, q)
+    bb, mb = _stabbed_from(ef, stb, jb, _chunk(ef, stb, jb, mb_n, q), mb_n, q)
     if mb == _U0:
         return -1
     if n >= 3:
@@ -1291,10 +1295,7 @@ def _merge(q, end, pg, ef, ei, heights, top, spage, spos, found, hs, hk, hp, n, 
             c += 1
             ra += 1
             la = ya
-            ma &= ma - _U1
-            while ma == _U0 and ba + 8 < ma_n:
-                ba += 8
-                ma = _chunk(ef, sta, ba, ma_n, q)
+            ba, ma = _stabbed_from(ef, sta, ba, ma & (ma - _U1), ma_n, q)
             if ma == _U0:
                 break
             ya = sta + ba + np.int64(trailing_zeros(ma))
@@ -1307,10 +1308,7 @@ def _merge(q, end, pg, ef, ei, heights, top, spage, spos, found, hs, hk, hp, n, 
             out_score[c] = sb
             c += 1
             lb = yb
-            mb &= mb - _U1
-            while mb == _U0 and bb + 8 < mb_n:
-                bb += 8
-                mb = _chunk(ef, stb, bb, mb_n, q)
+            bb, mb = _stabbed_from(ef, stb, bb, mb & (mb - _U1), mb_n, q)
             if mb == _U0:
                 break
             yb = stb + bb + np.int64(trailing_zeros(mb))
