@@ -346,15 +346,15 @@ def test_bench_scaling_takes_each_instances_least_cpu_over_its_runs(monkeypatch,
     assert pt["topk_equal_engine"] and all(x["topk_equal_engine"] for x in pt["runs"])
 
 
-@pytest.mark.parametrize("kind", ["matching", "range"])
+@pytest.mark.parametrize("kind", ["matching", "matching-paper", "range"])
 def test_bench_kind_clusters_stream_what_their_engines_do(kind):
     """`rankcast bench cluster --kinds`: the calls it times give a cluster of the kind the
     engine's results (here in process, both update forms)."""
     from rankcast.bench.kinds_cluster import _stream, _workload
 
-    cfg, policies, subs, calls, sample = _workload(kind, 0, 600)
+    cfg, policies, subs, calls, sample, first = _workload(kind, 0, 600)
     calls = calls[:4]
-    engine_cls = rc.Matcher if kind == "matching" else rc.RangeEngine
+    engine_cls = rc.RangeEngine if kind == "range" else rc.Matcher
     for policy in policies:         # every policy the bench runs the kind's cluster under
         for form in ("objects", "arrow"):
             got = {}
@@ -364,7 +364,7 @@ def test_bench_kind_clusters_stream_what_their_engines_do(kind):
                 outs = []
                 real = target.publish
                 target.publish = lambda c, updates=form, wait=True: outs.append(real(c, updates=updates))
-                _stream(target, subs, calls, True, form)
+                _stream(target, subs, calls, True, form, first=first)
                 got[name] = outs
                 if name == "cluster":
                     target.shutdown()

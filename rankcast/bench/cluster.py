@@ -867,9 +867,10 @@ def add_arguments(p) -> None:
     p.add_argument("--ray-wait-quiet", type=float, default=0.0,
                    help="seconds each Ray run waits at most for the rest of the machine to take at most "
                         f"{QUIET_OTHER_CORES} cores (other sessions' load halves what a cluster gets)")
-    p.add_argument("--kinds", nargs="*", default=[], choices=["matching", "range"],
+    p.add_argument("--kinds", nargs="*", default=[], choices=["matching", "matching-paper", "range"],
                    help="also the ranked-matching and range top-k clusters of 2 partitions on Ray against "
-                        "rc.Matcher and rc.RangeEngine, per call and streamed (rankcast.bench.kinds_cluster)")
+                        "rc.Matcher and rc.RangeEngine, per call and streamed (rankcast.bench.kinds_cluster; "
+                        "matching-paper: the ranked-matching paper's workload, ten times --kind-size expressions)")
     p.add_argument("--kind-size", type=int, default=20_000,
                    help="expressions (matching) or objects (range) of the --kinds workloads")
     p.add_argument("--memory", action="store_true",

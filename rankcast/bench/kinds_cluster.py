@@ -7,6 +7,12 @@ the same update form on both sides, side by side in one run.
   against a cluster of ``partitions`` under the ``replicate`` policy (every expression in
   every partition, each event answered by one) and under ``attribute`` (each expression in
   one partition, every event to each holding a match), the second as ``matching attribute``;
+- ``matching-paper``: the ranked-matching paper's workload (:func:`~rankcast.ingest.match_workloads.zipf_workload`:
+  ten times ``size`` expressions of four ``between`` predicates, events drawn from the
+  expressions' own distribution), ``relaxed`` scoring, k = 20, ``index="auto"`` (the drivers
+  of docs/matching.md), the ``replicate`` policy; 8,000 events in calls of 1,000, after a
+  first untimed call on each side (it builds the indexes: the engine's tree, and each
+  partition's own);
 - ``range``: GeoNames places as objects and ranges of longitude
   (:mod:`rankcast.ingest.range_workloads`), k = 10, ``paint-sparse``, the ``kd`` policy;
   the update stream (the objects' inserts, then their changes) in calls of 1,000 updates,
@@ -26,12 +32,22 @@ import time
 
 __all__ = ["run_kind_clusters", "KINDS"]
 
-KINDS = ("matching", "range")
+KINDS = ("matching", "matching-paper", "range")
+PAPER_DIMS, PAPER_EVENTS = 4, 8_000
 
 
 def _workload(kind: str, seed: int, size: int):
-    """(engine config, policy, subscriptions table, the calls' tables, the fitting sample)."""
+    """(engine config, policies, subscriptions table, the calls' tables, the fitting sample,
+    the first untimed call or None)."""
     import rankcast as rc
+    if kind == "matching-paper":
+        from rankcast.ingest.match_tables import events_table, expressions_table
+        from rankcast.ingest.match_workloads import zipf_workload
+        w = zipf_workload(10 * size, PAPER_DIMS, PAPER_EVENTS + 1000, seed=seed + 9)
+        events = w.events()
+        calls = [events_table(events[a:a + 1000]) for a in range(0, len(events), 1000)]
+        return rc.MatchConfig(scoring="relaxed", index="auto", k=20), ("replicate",), \
+            expressions_table(w.expressions()), calls[1:], None, calls[0]
     if kind == "matching":
         from rankcast.ingest.match_tables import events_table, expressions_table
         from rankcast.ingest.match_workloads import geonames_events, geonames_expressions
@@ -41,20 +57,22 @@ def _workload(kind: str, seed: int, size: int):
         events = events[:n_events]
         calls = [events_table(events[a:a + 1000]) for a in range(0, len(events), 1000)]
         return rc.MatchConfig(scoring="weighted", index="auto", k=5), ("replicate", "attribute"), \
-            expressions_table(exprs), calls, exprs[:2000]
+            expressions_table(exprs), calls, exprs[:2000], None
     import pyarrow as pa
 
     from rankcast.ingest.range_tables import packed_calls
     from rankcast.ingest.range_workloads import geonames_range_workload
     subs, ups = geonames_range_workload(size, size // 4, size, seed=seed + 11)
     calls = [ups.take(pa.array(rows)) for rows in packed_calls(ups.column("id").to_numpy(), 1000)]
-    return rc.RangeConfig(k=10, method="paint-sparse"), ("kd",), subs, calls, subs.slice(0, 1000)
+    return rc.RangeConfig(k=10, method="paint-sparse"), ("kd",), subs, calls, subs.slice(0, 1000), None
 
 
-def _stream(target, subs, calls, wait: bool, updates: str, at_start=None) -> float:
+def _stream(target, subs, calls, wait: bool, updates: str, at_start=None, first=None) -> float:
     """Subscribe, then the calls; seconds of the calls (and the flush). ``at_start``: called
-    right before the calls."""
+    right before the calls; ``first``: an untimed call before them."""
     target.subscribe(subs)
+    if first is not None:
+        target.publish(first, updates=updates)
     if at_start is not None:
         at_start()
     t0 = time.perf_counter()
@@ -89,8 +107,8 @@ def run_kind_clusters(kinds=KINDS, partitions: int = 2, updates: str = "objects"
                     else local_ray_options(log_to_driver=False)))
     out: dict = {}
     for kind in kinds:
-        cfg, policies, subs, calls, sample = _workload(kind, seed, size)
-        engine_cls = rc.Matcher if kind == "matching" else rc.RangeEngine
+        cfg, policies, subs, calls, sample, first = _workload(kind, seed, size)
+        engine_cls = rc.RangeEngine if kind == "range" else rc.Matcher
         items = sum(c.num_rows for c in calls)
         # the engine's kernels loaded before it is timed: on every subscription, so that it
         # picks (index="auto") and compiles the drivers the timed runs use (on a few hundred
@@ -105,7 +123,7 @@ def run_kind_clusters(kinds=KINDS, partitions: int = 2, updates: str = "objects"
             row = out.setdefault(key, {"policy": policy, "partitions": partitions, "updates_form": updates,
                                        "subscriptions": subs.num_rows, "items": items, "calls": len(calls)})
             # the faster of two engine runs: the strongest reference
-            e = max(items / _stream(engine_cls(cfg), subs, calls, True, updates) for _ in range(2))
+            e = max(items / _stream(engine_cls(cfg), subs, calls, True, updates, first=first) for _ in range(2))
             ccfg = rc.ClusterConfig(engine=cfg, policy=policy, partitions=partitions, actor_cpus=0.01,
                                     name=f"rankcast-bench-{kind}-{partitions}-{os.getpid()}")
             cl = rc.Cluster.start(ccfg, address=address, sample=sample, fresh=True)
@@ -113,7 +131,7 @@ def run_kind_clusters(kinds=KINDS, partitions: int = 2, updates: str = "objects"
                 cl.warm()
                 before = {}
                 c = items / _stream(cl, subs, calls, wait, updates,
-                                    at_start=lambda: before.update(_role_cpu(cl.stats())))
+                                    at_start=lambda: before.update(_role_cpu(cl.stats())), first=first)
                 after = _role_cpu(cl.stats())
             finally:
                 cl.shutdown()
