@@ -65,14 +65,20 @@ index emptied by deletes drops its arrays.
     nd_f[N, 3] float64   MED, MINLO, MAXHI (extent of the node's own intervals)
     nd_i[N, 6] int64     LEFT, RIGHT, SIZE (subtree), ROOT (page), HEIGHT (R-tree levels, 0 =
                          empty), COUNT (own intervals)
-    pg[P, 3]   int64     START, CAP, NENT: the page is pool rows START .. START + NENT
+    pg[P, 3]   int64     START, CAP, NENT: the page's entries are pool rows START .. START + NENT,
+                         its block rows START - 1 .. START + CAP (a header row, then CAP rows)
     ef[E, 3]   float64   LO, HI, SC of a leaf interval, or extent and first-key score of a child
-    ei[E]      int64     item (leaf) or first-key item (internal entry)
-    ec[E]      int32     child page (internal entry), -1 in leaves
+    ei[E]      int64     item (leaf) or first-key item (internal entry); NENT in a header row
+    ec[E]      int32     the child's START (internal entry), -1 in leaves; the page id in a
+                         header row
     dk, ds, dn [H]       item directory (open addressing, linear probing): item -> score, node
     meta[N_META] int64   root, counts, allocation marks
 
-Free node and page rows are chained in free lists. The entry pool is a bump allocator: a root
+A cursor descends from an entry straight to its child's rows and entry count (the entry holds
+the child's block start, the header row just before it the count), without a page-table load
+between: every update that changes a page's count writes its header too, and a compaction, which
+moves blocks, rewrites the internal entries' starts (the only other move is of a root page, which
+no entry points to). Free node and page rows are chained in free lists. The entry pool is a bump allocator: a root
 leaf grows by doubling its block up to ``b`` rows, freed blocks are garbage until a compaction
 (when at least a quarter of the pool is garbage) slides the live pages down; otherwise the pool
 grows. Kernels never grow an array: they check for room before each update and return to the
@@ -152,8 +158,9 @@ def _node_free(meta, nd_i, v):
 
 
 @numba.njit(cache=True)
-def _page_alloc(meta, pg, cap):
-    """A fresh empty page with a pool block of ``cap`` rows (the caller made room); its id."""
+def _page_alloc(meta, pg, ei, ec, cap):
+    """A fresh empty page with a pool block of a header row and ``cap`` entry rows (the caller
+    made room); its id."""
     p = meta[M_PG_FREE]
     if p >= 0:
         meta[M_PG_FREE] = pg[p, START]
@@ -161,19 +168,36 @@ def _page_alloc(meta, pg, cap):
     else:
         p = meta[M_PG_HW]
         meta[M_PG_HW] = p + 1
-    pg[p, START] = meta[M_E_HW]
+    st = meta[M_E_HW] + 1
+    pg[p, START] = st
     pg[p, CAP] = cap
     pg[p, NENT] = 0
-    meta[M_E_HW] += cap
-    meta[M_E_LIVE] += cap
+    ei[st - 1] = 0
+    ec[st - 1] = p
+    meta[M_E_HW] += cap + 1
+    meta[M_E_LIVE] += cap + 1
     return p
+
+
+@numba.njit(cache=True, inline="always")
+def _set_n(pg, ei, p, n):
+    """Page p holds n entries (its page-table row and its header row's copy)."""
+    pg[p, NENT] = n
+    ei[pg[p, START] - 1] = n
+
+
+@numba.njit(cache=True, inline="always")
+def _child(ec, e):
+    """The page id of internal entry e's child (its header row, just before the block start
+    that the entry holds)."""
+    return np.int64(ec[np.int64(ec[e]) - 1])
 
 
 @numba.njit(cache=True)
 def _page_free(meta, pg, p):
     """Put page p on the free list (chained through START; CAP = -1 marks it free); its block
     becomes garbage."""
-    meta[M_E_LIVE] -= pg[p, CAP]
+    meta[M_E_LIVE] -= pg[p, CAP] + 1
     pg[p, START] = meta[M_PG_FREE]
     pg[p, CAP] = -1
     pg[p, NENT] = 0
@@ -193,10 +217,11 @@ def _copy_row(ef, ei, ec, src, dst):
 
 @numba.njit(cache=True)
 def _page_move(meta, pg, ef, ei, ec, p, cap):
-    """Move page p to a fresh pool block of ``cap`` rows (the old block becomes garbage)."""
+    """Move page p, a root page (no parent entry holds its block start), to a fresh pool block
+    of ``cap`` entry rows (the old block becomes garbage)."""
     st = pg[p, START]
-    ns = meta[M_E_HW]
-    for t in range(pg[p, NENT]):
+    ns = meta[M_E_HW] + 1
+    for t in range(-1, pg[p, NENT]):
         _copy_row(ef, ei, ec, st + t, ns + t)
     meta[M_E_HW] = ns + cap
     meta[M_E_LIVE] += cap - pg[p, CAP]
@@ -205,9 +230,42 @@ def _page_move(meta, pg, ef, ei, ec, p, cap):
 
 
 @numba.njit(cache=True)
-def _compact(meta, pg, ef, ei, ec):
-    """Slide every live page's block down to the start of the pool, in block order: afterwards
-    the pool holds no garbage (``meta[M_E_HW] == meta[M_E_LIVE]``)."""
+def _relink(meta, nd_i, pg, ec, to_start):
+    """Rewrite every internal entry's child link: to the child's page id (to_start False: read
+    from the child's header row), or back to its block start (to_start True)."""
+    stk = np.empty(max(1, meta[M_PG_HW]), np.int64)
+    lvl = np.empty(max(1, meta[M_PG_HW]), np.int64)
+    for v in range(meta[M_ND_HW]):
+        h = nd_i[v, HEIGHT]
+        if nd_i[v, SIZE] < 0 or h < 2:
+            continue
+        stk[0] = nd_i[v, ROOT]
+        lvl[0] = 0
+        k = 1
+        while k > 0:
+            k -= 1
+            p = stk[k]
+            lv = lvl[k]
+            st = pg[p, START]
+            for e in range(st, st + pg[p, NENT]):
+                if to_start:
+                    c = np.int64(ec[e])
+                    ec[e] = pg[c, START]
+                else:
+                    c = _child(ec, e)
+                    ec[e] = c
+                if lv + 2 < h:
+                    stk[k] = c
+                    lvl[k] = lv + 1
+                    k += 1
+
+
+@numba.njit(cache=True)
+def _compact(meta, nd_i, pg, ef, ei, ec):
+    """Slide every live page's block down to the start of the pool, in block order (internal
+    entries then get their children's new block starts): afterwards the pool holds no garbage
+    (``meta[M_E_HW] == meta[M_E_LIVE]``)."""
+    _relink(meta, nd_i, pg, ec, False)
     hw = meta[M_PG_HW]
     live = np.empty(hw, np.int64)
     k = 0
@@ -222,12 +280,13 @@ def _compact(meta, pg, ef, ei, ec):
     for t in _sort_total(key, live[:k]):
         p = live[t]
         st = pg[p, START]
-        if st != pos:
-            for r in range(pg[p, NENT]):
-                _copy_row(ef, ei, ec, st + r, pos + r)
-            pg[p, START] = pos
-        pos += pg[p, CAP]
+        if st != pos + 1:
+            for r in range(-1, pg[p, NENT]):
+                _copy_row(ef, ei, ec, st + r, pos + 1 + r)
+            pg[p, START] = pos + 1
+        pos += pg[p, CAP] + 1
     meta[M_E_HW] = pos
+    _relink(meta, nd_i, pg, ec, True)
     meta[M_COMPACTIONS] += 1
 
 
@@ -246,7 +305,7 @@ def _room(meta, nd_i, pg, ef, ei, ec, nodes, pages, entries):
     cap = ef.shape[0]
     if cap - meta[M_E_HW] < entries:
         if cap - meta[M_E_LIVE] >= entries and 4 * (meta[M_E_HW] - meta[M_E_LIVE]) >= cap:
-            _compact(meta, pg, ef, ei, ec)
+            _compact(meta, nd_i, pg, ef, ei, ec)
         else:
             meta[M_NEED_E] = entries
             ok = False
@@ -370,7 +429,7 @@ def _set_entry(pg, ef, ei, ec, e, c):
     ef[e, HI] = mx
     ef[e, SC] = ef[st, SC]
     ei[e] = ei[st]
-    ec[e] = c
+    ec[e] = st
 
 
 @numba.njit(cache=True)
@@ -394,7 +453,7 @@ def _page_insert(meta, pg, ef, ei, ec, p, pos, lo, hi, sc, it, ch, b, tf, ti, tc
         ef[e, SC] = sc
         ei[e] = it
         ec[e] = ch
-        pg[p, NENT] = n + 1
+        _set_n(pg, ei, p, n + 1)
         return -1
     for t in range(n + 1):
         if t == pos:
@@ -411,7 +470,7 @@ def _page_insert(meta, pg, ef, ei, ec, p, pos, lo, hi, sc, it, ch, b, tf, ti, tc
             ti[t] = ei[s]
             tc[t] = ec[s]
     nl = (n + 2) // 2
-    q = _page_alloc(meta, pg, b)
+    q = _page_alloc(meta, pg, ei, ec, b)
     qs = pg[q, START]
     for t in range(n + 1):
         e = st + t if t < nl else qs + t - nl
@@ -420,8 +479,8 @@ def _page_insert(meta, pg, ef, ei, ec, p, pos, lo, hi, sc, it, ch, b, tf, ti, tc
         ef[e, SC] = tf[t, SC]
         ei[e] = ti[t]
         ec[e] = tc[t]
-    pg[p, NENT] = nl
-    pg[q, NENT] = n + 1 - nl
+    _set_n(pg, ei, p, nl)
+    _set_n(pg, ei, q, n + 1 - nl)
     return q
 
 
@@ -432,7 +491,7 @@ def _remove_entry(pg, ef, ei, ec, p, pos):
     n = pg[p, NENT]
     for t in range(st + pos, st + n - 1):
         _copy_row(ef, ei, ec, t + 1, t)
-    pg[p, NENT] = n - 1
+    _set_n(pg, ei, p, n - 1)
 
 
 @numba.njit(cache=True)
@@ -467,14 +526,14 @@ def _bt_insert(meta, nd_f, nd_i, pg, ef, ei, ec, v, lo, hi, sc, it, b, tf, ti, t
     bi = _fanout(b)
     h = nd_i[v, HEIGHT]
     if h == 0:
-        p = _page_alloc(meta, pg, np.int64(1))
+        p = _page_alloc(meta, pg, ei, ec, np.int64(1))
         e = pg[p, START]
         ef[e, LO] = lo
         ef[e, HI] = hi
         ef[e, SC] = sc
         ei[e] = it
         ec[e] = -1
-        pg[p, NENT] = 1
+        _set_n(pg, ei, p, 1)
         nd_i[v, ROOT] = p
         nd_i[v, HEIGHT] = 1
         if meta[M_HMAX] < 1:
@@ -498,18 +557,18 @@ def _bt_insert(meta, nd_f, nd_i, pg, ef, ei, ec, v, lo, hi, sc, it, b, tf, ti, t
                 ei[e] = it
             ppg[lvl] = p
             pj[lvl] = j
-            p = ec[e]
+            p = _child(ec, e)
         pos = _count_before(ef, ei, pg[p, START], pg[p, NENT], sc, it)
         q = _page_insert(meta, pg, ef, ei, ec, p, pos, lo, hi, sc, it, np.int64(-1), b, tf, ti,
                          tc)
         lvl = h - 1
         while q >= 0:
             if lvl == 0:
-                r = _page_alloc(meta, pg, bi)
+                r = _page_alloc(meta, pg, ei, ec, bi)
                 rs = pg[r, START]
                 _set_entry(pg, ef, ei, ec, rs, p)
                 _set_entry(pg, ef, ei, ec, rs + 1, q)
-                pg[r, NENT] = 2
+                _set_n(pg, ei, r, 2)
                 nd_i[v, ROOT] = r
                 nd_i[v, HEIGHT] = h + 1
                 if meta[M_HMAX] < h + 1:
@@ -524,7 +583,7 @@ def _bt_insert(meta, nd_f, nd_i, pg, ef, ei, ec, v, lo, hi, sc, it, b, tf, ti, t
             for t in range(qs, qs + pg[q, NENT]):
                 mn = min(mn, ef[t, LO])
                 mx = max(mx, ef[t, HI])
-            q = _page_insert(meta, pg, ef, ei, ec, par, j + 1, mn, mx, ef[qs, SC], ei[qs], q,
+            q = _page_insert(meta, pg, ef, ei, ec, par, j + 1, mn, mx, ef[qs, SC], ei[qs], qs,
                              bi, tf, ti, tc)
             p = par
             lvl -= 1
@@ -554,7 +613,7 @@ def _bt_delete(meta, nd_f, nd_i, pg, ef, ei, ec, v, sc, it, b, tf, ti, tc):
             j -= 1
         ppg[lvl] = p
         pj[lvl] = j
-        p = ec[st + j]
+        p = _child(ec, st + j)
     ppg[h - 1] = p
     st = pg[p, START]
     pos = _count_before(ef, ei, st, pg[p, NENT], sc, it)
@@ -572,8 +631,8 @@ def _bt_delete(meta, nd_f, nd_i, pg, ef, ei, ec, v, sc, it, b, tf, ti, tc):
             _set_entry(pg, ef, ei, ec, ps + j, p)
         else:                                         # par has >= 2 entries: p has a sibling
             jl = j - 1 if j > 0 else j
-            lp = np.int64(ec[ps + jl])
-            rp = np.int64(ec[ps + jl + 1])
+            lp = _child(ec, ps + jl)
+            rp = _child(ec, ps + jl + 1)
             nl = pg[lp, NENT]
             nr = pg[rp, NENT]
             ls = pg[lp, START]
@@ -582,7 +641,7 @@ def _bt_delete(meta, nd_f, nd_i, pg, ef, ei, ec, v, sc, it, b, tf, ti, tc):
             if tot <= most:                           # merge rp into lp
                 for t in range(nr):
                     _copy_row(ef, ei, ec, rs + t, ls + nl + t)
-                pg[lp, NENT] = tot
+                _set_n(pg, ei, lp, tot)
                 _page_free(meta, pg, rp)
                 _set_entry(pg, ef, ei, ec, ps + jl, lp)
                 _remove_entry(pg, ef, ei, ec, par, jl + 1)
@@ -602,13 +661,13 @@ def _bt_delete(meta, nd_f, nd_i, pg, ef, ei, ec, v, sc, it, b, tf, ti, tc):
                     ef[e, SC] = tf[t, SC]
                     ei[e] = ti[t]
                     ec[e] = tc[t]
-                pg[lp, NENT] = kl
-                pg[rp, NENT] = tot - kl
+                _set_n(pg, ei, lp, kl)
+                _set_n(pg, ei, rp, tot - kl)
                 _set_entry(pg, ef, ei, ec, ps + jl, lp)
                 _set_entry(pg, ef, ei, ec, ps + jl + 1, rp)
     r = ppg[0]
     while nd_i[v, HEIGHT] > 1 and pg[r, NENT] == 1:
-        c = np.int64(ec[pg[r, START]])
+        c = _child(ec, pg[r, START])
         _page_free(meta, pg, r)
         r = c
         nd_i[v, ROOT] = r
@@ -647,7 +706,7 @@ def _bt_bulk(meta, nd_f, nd_i, pg, ef, ei, ec, v, lo, hi, sc, it, run, b):
     t = 0
     for i in range(m):
         c = base + (1 if i < extra else 0)
-        p = _page_alloc(meta, pg, c if m == 1 else b)
+        p = _page_alloc(meta, pg, ei, ec, c if m == 1 else b)
         st = pg[p, START]
         for r in range(c):
             x = run[t + r]
@@ -656,7 +715,7 @@ def _bt_bulk(meta, nd_f, nd_i, pg, ef, ei, ec, v, lo, hi, sc, it, run, b):
             ef[st + r, SC] = sc[x]
             ei[st + r] = it[x]
             ec[st + r] = -1
-        pg[p, NENT] = c
+        _set_n(pg, ei, p, c)
         t += c
         level[i] = p
     h = 1
@@ -669,11 +728,11 @@ def _bt_bulk(meta, nd_f, nd_i, pg, ef, ei, ec, v, lo, hi, sc, it, run, b):
         t = 0
         for i in range(mm):
             c = base + (1 if i < extra else 0)
-            p = _page_alloc(meta, pg, bi)
+            p = _page_alloc(meta, pg, ei, ec, bi)
             st = pg[p, START]
             for r in range(c):
                 _set_entry(pg, ef, ei, ec, st + r, level[t + r])
-            pg[p, NENT] = c
+            _set_n(pg, ei, p, c)
             t += c
             up[i] = p
         level = up
@@ -700,7 +759,7 @@ def _walk_pages(meta, nd_i, pg, ef, ei, ec, v, lo, hi, sc, it, k, free):
     spage[0] = nd_i[v, ROOT]
     spos[0] = 0
     npg += 1
-    rows += pg[spage[0], CAP]
+    rows += pg[spage[0], CAP] + 1
     t = 0
     while t >= 0:
         p = spage[t]
@@ -720,12 +779,12 @@ def _walk_pages(meta, nd_i, pg, ef, ei, ec, v, lo, hi, sc, it, k, free):
         j = spos[t]
         if j < pg[p, NENT]:
             spos[t] = j + 1
-            c = ec[st + j]
+            c = _child(ec, st + j)
             t += 1
             spage[t] = c
             spos[t] = 0
             npg += 1
-            rows += pg[c, CAP]
+            rows += pg[c, CAP] + 1
         else:
             if free:
                 _page_free(meta, pg, p)
@@ -902,16 +961,16 @@ def _plan_cost(t_cnt, b):
         k = t_cnt[v]
         if k <= b:
             pages += 1
-            rows += k
+            rows += k + 1
             continue
         m = (k + b - 1) // b
         pages += m
-        rows += m * b
+        rows += m * (b + 1)
         bi = _fanout(b)
         while m > 1:
             m = (m + bi - 1) // bi
             pages += m
-            rows += m * bi
+            rows += m * (bi + 1)
     return pages, rows
 
 
@@ -1030,7 +1089,7 @@ def _rebuild(meta, nd_f, nd_i, pg, ef, ei, ec, dk, ds, dn, u, b):
                     np.bool_(True))
         _node_free(meta, nd_i, v)
     if compact:
-        _compact(meta, pg, ef, ei, ec)
+        _compact(meta, nd_i, pg, ef, ei, ec)
     r = _materialize(meta, nd_f, nd_i, pg, ef, ei, ec, dk, ds, dn, lo, hi, sc, it,
                      perm, t_med, t_left, t_right, t_start, t_cnt, t_size, b)
     if par < 0:
@@ -1154,12 +1213,12 @@ def _update_batch(op, meta, nd_f, nd_i, pg, ef, ei, ec, dk, ds, dn, lo, hi, sc, 
     for i in range(start, it.shape[0]):
         if op == INSERT:
             h = meta[M_HMAX]
-            if not _room(meta, nd_i, pg, ef, ei, ec, np.int64(1), h + 2, (h + 2) * bi):
+            if not _room(meta, nd_i, pg, ef, ei, ec, np.int64(1), h + 2, (h + 2) * (bi + 1)):
                 return NEED_ROOM, i, -1
             u = _insert_one(meta, nd_f, nd_i, pg, ef, ei, ec, dk, ds, dn,
                             lo[i], hi[i], sc[i], it[i], b, tf, ti, tc)
         else:
-            if not _room(meta, nd_i, pg, ef, ei, ec, np.int64(0), np.int64(0), b):
+            if not _room(meta, nd_i, pg, ef, ei, ec, np.int64(0), np.int64(0), b + 1):
                 return NEED_ROOM, i, -1
             u = _delete_one(meta, nd_f, nd_i, pg, ef, ei, ec, dk, ds, dn, it[i], b, tf, ti, tc)
         if u >= 0 and not _rebuild(meta, nd_f, nd_i, pg, ef, ei, ec, dk, ds, dn, u, b):
@@ -1253,16 +1312,14 @@ def _merge(q, end, pg, ef, ei, heights, top, spage, spos, found, hs, hk, hp, n, 
     t2 = top[i2]
     if t2 != heights[i2] - 1:
         return -1
-    pa = spage[i, t]
-    pb = spage[i2, t2]
+    sta = spage[i, t]
+    stb = spage[i2, t2]
     ja = spos[i, t]
     jb = spos[i2, t2]
-    ma_n = pg[pa, NENT]
-    mb_n = pg[pb, NENT]
+    ma_n = ei[sta - 1]
+    mb_n = ei[stb - 1]
     if ja >= ma_n or jb >= mb_n:
         return -1
-    sta = pg[pa, START]
-    stb = pg[pb, START]
     # each leaf: the first entry of its mask, the mask
     ba, ma = _stabbed_from(ef, sta, ja, _chunk(ef, sta, ja, ma_n, q), ma_n, q)
     if ma == _U0:
@@ -1387,11 +1444,11 @@ def _steps(deep, queries, g, fresh, root, nd_f, nd_i, pg, ef, ei, ec, heights, t
                     r = nd_i[v, ROOT]
                     heights[n] = nd_i[v, HEIGHT]
                     top[n] = 0
-                    spage[n, 0] = r
+                    e = pg[r, START]
+                    spage[n, 0] = e
                     spos[n, 0] = 0
                     found[n, 0] = False
                     n_nodes += 1
-                    e = pg[r, START]
                     s = ef[e, SC]
                     it = ei[e]
                     _queue_in(hs, hk, hp, n, s, it, n)
@@ -1429,9 +1486,8 @@ def _steps(deep, queries, g, fresh, root, nd_f, nd_i, pg, ef, ei, ec, heights, t
             s = 0.0
             it = np.int64(0)
             while t >= 0:
-                pa = spage[i, t]
-                st = pg[pa, START]
-                m = pg[pa, NENT]
+                st = spage[i, t]
+                m = ei[st - 1]
                 j = spos[i, t]
                 if t == h - 1:
                     while j < m:
