@@ -1427,7 +1427,10 @@ def _steps(deep, queries, g, fresh, root, nd_f, nd_i, pg, ef, ei, ec, heights, t
     When ``deep`` (a constant of the two kernels below), a step where the two first slots both
     stand in a leaf merges their leaves (:func:`_merge`): on a long read the answer alternates
     between the few nodes that hold the best stabbed intervals, and a switch of slots through
-    the queue costs more than the rows between two switches."""
+    the queue costs more than the rows between two switches; and a leaf is read without a
+    branch on whether an entry is stabbed (every entry's row is written at the next output
+    position, which only a stabbed one advances), which costs more than the branch on short
+    reads but less than its mispredictions on long ones."""
     p = 0
     out_off[0] = 0
     n_nodes = 0                      # the counters, kept in registers while the kernel runs
@@ -1489,7 +1492,31 @@ def _steps(deep, queries, g, fresh, root, nd_f, nd_i, pg, ef, ei, ec, heights, t
                 st = spage[i, t]
                 m = ei[st - 1]
                 j = spos[i, t]
-                if t == h - 1:
+                if t == h - 1 and deep:
+                    c0 = c
+                    while j < m:
+                        e = st + j
+                        s = ef[e, SC]
+                        it = ei[e]
+                        if c == end:
+                            paused = True
+                            break
+                        stab = (ef[e, LO] <= q) & (q <= ef[e, HI])
+                        if stab & ((ts > s) | ((ts == s) & (tk < it))):
+                            paused = True
+                            break
+                        out_item[c] = it         # c < end: a row not stabbed is overwritten
+                        out_score[c] = s
+                        c += np.int64(stab)
+                        j += 1
+                    n_entries += j - spos[i, t]
+                    if c > c0 and not found[i, t]:
+                        for u in range(t + 1):
+                            found[i, u] = True
+                    if paused:
+                        spos[i, t] = j
+                        break
+                elif t == h - 1:
                     while j < m:
                         e = st + j
                         if c == end:
