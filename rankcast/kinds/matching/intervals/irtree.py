@@ -1430,7 +1430,12 @@ def _steps(deep, queries, g, fresh, root, nd_f, nd_i, pg, ef, ei, ec, heights, t
     the queue costs more than the rows between two switches; and a leaf is read without a
     branch on whether an entry is stabbed (every entry's row is written at the next output
     position, which only a stabbed one advances), which costs more than the branch on short
-    reads but less than its mispredictions on long ones."""
+    reads but less than its mispredictions on long ones. On deep reads an internal page is
+    read the same way as far as its next entry whose extent holds q, and the slot pauses there
+    (keyed by that entry) when it does not come first: the entries passed hold nothing stabbed,
+    the pages entered are the same, and a slot pauses and resumes less often (a short read,
+    which most often never comes back, pauses at the first entry that does not come first).
+    """
     p = 0
     out_off[0] = 0
     n_nodes = 0                      # the counters, kept in registers while the kernel runs
@@ -1545,13 +1550,21 @@ def _steps(deep, queries, g, fresh, root, nd_f, nd_i, pg, ef, ei, ec, heights, t
                     down = False
                     while j < m:
                         e = st + j
-                        s = ef[e, SC]
-                        it = ei[e]
-                        if c == end or ts > s or (ts == s and tk < it):
-                            paused = True
-                            break
+                        if c == end or not deep:
+                            s = ef[e, SC]
+                            it = ei[e]
+                            if c == end or ts > s or (ts == s and tk < it):
+                                paused = True
+                                break
                         j += 1
                         if ef[e, LO] <= q and q <= ef[e, HI]:
+                            if deep:
+                                s = ef[e, SC]
+                                it = ei[e]
+                                if ts > s or (ts == s and tk < it):
+                                    j -= 1
+                                    paused = True
+                                    break
                             spos[i, t] = j
                             t += 1
                             spage[i, t] = ec[e]
