@@ -141,6 +141,10 @@ def check_structure(idx, model):
         h = nd_i[v, ir.HEIGHT]
         own = page(int(nd_i[v, ir.ROOT]), 0, h, True) if h else []
         assert (nd_i[v, ir.ROOT] < 0) == (h == 0) == (len(own) == 0)
+        if h:                                     # the node's copies of its root page
+            st = pg[int(nd_i[v, ir.ROOT]), ir.START]
+            assert nd_i[v, ir.RST] == st, "root block start"
+            assert (nd_f[v, ir.FKS], nd_i[v, ir.FKI]) == (ef[st, ir.SC], ei[st]), "root first key"
         assert nd_i[v, ir.COUNT] == len(own)
         if h >= 2:                                # >= 2 children per internal page
             half = (max(b, 3) + 1) // 2

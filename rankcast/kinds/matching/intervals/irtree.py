@@ -62,9 +62,11 @@ index emptied by deletes drops its arrays.
 
 **Layout** (flat arrays, passed explicitly to every kernel)::
 
-    nd_f[N, 3] float64   MED, MINLO, MAXHI (extent of the node's own intervals)
-    nd_i[N, 6] int64     LEFT, RIGHT, SIZE (subtree), ROOT (page), HEIGHT (R-tree levels, 0 =
-                         empty), COUNT (own intervals)
+    nd_f[N, 4] float64   MED, MINLO, MAXHI (extent of the node's own intervals), FKS (score of
+                         the root page's first key)
+    nd_i[N, 8] int64     LEFT, RIGHT, SIZE (subtree), ROOT (page), HEIGHT (R-tree levels, 0 =
+                         empty), COUNT (own intervals), FKI (item of the root page's first
+                         key), RST (the root page's block start, -1 without one)
     pg[P, 3]   int64     START, CAP, NENT: the page's entries are pool rows START .. START + NENT,
                          its block rows START - 1 .. START + CAP (a header row, then CAP rows)
     ef[E, 3]   float64   LO, HI, SC of a leaf interval, or extent and first-key score of a child
@@ -78,7 +80,8 @@ A cursor descends from an entry straight to its child's rows and entry count (th
 the child's block start, the header row just before it the count), without a page-table load
 between: every update that changes a page's count writes its header too, and a compaction, which
 moves blocks, rewrites the internal entries' starts (the only other move is of a root page, which
-no entry points to). Free node and page rows are chained in free lists. The entry pool is a bump allocator: a root
+no entry points to). A cursor's open reads a path node's first key and root block from the node
+table alone: each update of a node's R-tree and each compaction refresh those copies. Free node and page rows are chained in free lists. The entry pool is a bump allocator: a root
 leaf grows by doubling its block up to ``b`` rows, freed blocks are garbage until a compaction
 (when at least a quarter of the pool is garbage) slides the live pages down; otherwise the pool
 grows. Kernels never grow an array: they check for room before each update and return to the
@@ -101,8 +104,8 @@ __all__ = ["IRTreeIndex", "IRTreeCursor", "ALPHA"]
 ALPHA_NUM, ALPHA_DEN = 7, 10                 # weight-balance bound: size(child) <= 0.7 size(node)
 ALPHA = ALPHA_NUM / ALPHA_DEN
 
-MED, MINLO, MAXHI = 0, 1, 2                  # nd_f columns
-LEFT, RIGHT, SIZE, ROOT, HEIGHT, COUNT = 0, 1, 2, 3, 4, 5   # nd_i columns
+MED, MINLO, MAXHI, FKS = 0, 1, 2, 3          # nd_f columns
+LEFT, RIGHT, SIZE, ROOT, HEIGHT, COUNT, FKI, RST = 0, 1, 2, 3, 4, 5, 6, 7   # nd_i columns
 START, CAP, NENT = 0, 1, 2                   # pg columns
 LO, HI, SC = 0, 1, 2                         # ef columns
 NODES, HOLES, ENTRIES = 0, 1, 2              # counters (base.COUNTERS order)
@@ -141,6 +144,7 @@ def _node_alloc(meta, nd_f, nd_i, med):
     nd_i[v, ROOT] = -1
     nd_i[v, HEIGHT] = 0
     nd_i[v, COUNT] = 0
+    nd_i[v, RST] = -1
     return v
 
 
@@ -153,6 +157,7 @@ def _node_free(meta, nd_i, v):
     nd_i[v, ROOT] = -1
     nd_i[v, HEIGHT] = 0
     nd_i[v, COUNT] = 0
+    nd_i[v, RST] = -1
     meta[M_ND_FREE] = v
     meta[M_ND_NFREE] += 1
 
@@ -287,6 +292,9 @@ def _compact(meta, nd_i, pg, ef, ei, ec):
         pos += pg[p, CAP] + 1
     meta[M_E_HW] = pos
     _relink(meta, nd_i, pg, ec, True)
+    for v in range(meta[M_ND_HW]):
+        if nd_i[v, SIZE] >= 0 and nd_i[v, ROOT] >= 0:
+            nd_i[v, RST] = pg[nd_i[v, ROOT], START]
     meta[M_COMPACTIONS] += 1
 
 
@@ -511,6 +519,20 @@ def _node_extent(nd_f, nd_i, pg, ef, v):
     nd_f[v, MAXHI] = mx
 
 
+@numba.njit(cache=True)
+def _root_copy(nd_f, nd_i, pg, ef, ei, v):
+    """Node v's copies of its root page: the block start and the first key (RST = -1: no
+    page)."""
+    r = nd_i[v, ROOT]
+    if r < 0:
+        nd_i[v, RST] = -1
+        return
+    st = pg[r, START]
+    nd_i[v, RST] = st
+    nd_f[v, FKS] = ef[st, SC]
+    nd_i[v, FKI] = ei[st]
+
+
 @numba.njit(cache=True, inline="always")
 def _fanout(b):
     """Most entries of an internal page: b, but 3 for b = 2 (pages of at most 2 children, at
@@ -592,6 +614,7 @@ def _bt_insert(meta, nd_f, nd_i, pg, ef, ei, ec, v, lo, hi, sc, it, b, tf, ti, t
         nd_f[v, MINLO] = lo
     if hi > nd_f[v, MAXHI]:
         nd_f[v, MAXHI] = hi
+    _root_copy(nd_f, nd_i, pg, ef, ei, v)
 
 
 @numba.njit(cache=True)
@@ -681,6 +704,7 @@ def _bt_delete(meta, nd_f, nd_i, pg, ef, ei, ec, v, sc, it, b, tf, ti, tc):
         _page_move(meta, pg, ef, ei, ec, r, 2 * n)
     nd_i[v, COUNT] -= 1
     _node_extent(nd_f, nd_i, pg, ef, v)
+    _root_copy(nd_f, nd_i, pg, ef, ei, v)
 
 
 @numba.njit(cache=True)
@@ -742,6 +766,7 @@ def _bt_bulk(meta, nd_f, nd_i, pg, ef, ei, ec, v, lo, hi, sc, it, run, b):
     nd_i[v, HEIGHT] = h
     if meta[M_HMAX] < h:
         meta[M_HMAX] = h
+    _root_copy(nd_f, nd_i, pg, ef, ei, v)
 
 
 @numba.njit(cache=True)
@@ -1449,16 +1474,14 @@ def _steps(deep, queries, g, fresh, root, nd_f, nd_i, pg, ef, ei, ec, heights, t
             while v >= 0:
                 n_nodes += 1
                 if nd_i[v, COUNT] > 0 and nd_f[v, MINLO] <= q and q <= nd_f[v, MAXHI]:
-                    r = nd_i[v, ROOT]
                     heights[n] = nd_i[v, HEIGHT]
                     top[n] = 0
-                    e = pg[r, START]
-                    spage[n, 0] = e
+                    spage[n, 0] = nd_i[v, RST]
                     spos[n, 0] = 0
                     found[n, 0] = False
                     n_nodes += 1
-                    s = ef[e, SC]
-                    it = ei[e]
+                    s = nd_f[v, FKS]
+                    it = nd_i[v, FKI]
                     _queue_in(hs, hk, hp, n, s, it, n)
                     n += 1
                 m = nd_f[v, MED]
@@ -1689,8 +1712,8 @@ class IRTreeIndex(IntervalIndex):
         perm, t_med, t_left, t_right, t_start, t_cnt, t_size = _plan(lo, hi, _sort_total(sc, it))
         pages, rows = _plan_cost(t_cnt, self.b)
         nodes = len(t_med)
-        self._nd_f = np.empty((nodes, 3), np.float64)
-        self._nd_i = np.empty((nodes, 6), np.int64)
+        self._nd_f = np.empty((nodes, 4), np.float64)
+        self._nd_i = np.empty((nodes, 8), np.int64)
         self._pg = np.empty((pages, 3), np.int64)
         self._ef = np.empty((rows, 3), np.float64)
         self._ei = np.empty(rows, np.int64)
