@@ -1574,9 +1574,9 @@ def _steps(deep, queries, g, fresh, root, nd_f, nd_i, pg, ef, ei, ec, heights, t
                     while j < m:
                         e = st + j
                         if c == end or not deep:
-                            s = ef[e, SC]
-                            it = ei[e]
-                            if c == end or ts > s or (ts == s and tk < it):
+                            s = ef[e, SC]        # the item only when it decides or keys a pause
+                            if c == end or ts > s or (ts == s and tk < ei[e]):
+                                it = ei[e]
                                 paused = True
                                 break
                         j += 1
