@@ -120,6 +120,7 @@ _DIR_LOAD = 0.8                              # item directory: max load factor (
 _NO_F = np.empty(0, np.float64)
 _U0 = np.uint64(0)
 _U1 = np.uint64(1)
+MAX_ROWS = 2 ** 31 - 1                       # pool rows: internal entries hold block starts as int32
 DEEP = 64                                    # rows a query from which the cursor merges two leaves
 
 
@@ -1711,6 +1712,8 @@ class IRTreeIndex(IntervalIndex):
         n = len(lo)
         perm, t_med, t_left, t_right, t_start, t_cnt, t_size = _plan(lo, hi, _sort_total(sc, it))
         pages, rows = _plan_cost(t_cnt, self.b)
+        if rows > MAX_ROWS:
+            raise OverflowError(f"ir-tree: {rows} pool rows, more than its int32 child links reach")
         nodes = len(t_med)
         self._nd_f = np.empty((nodes, 4), np.float64)
         self._nd_i = np.empty((nodes, 8), np.int64)
@@ -1753,8 +1756,10 @@ class IRTreeIndex(IntervalIndex):
         need = meta[M_NEED_E]
         n = len(self._ei)
         if need and n - meta[M_E_HW] < need:
-            m = max(2 * n, meta[M_E_HW] + need, 64)
+            m = min(max(2 * n, meta[M_E_HW] + need, 64), MAX_ROWS)
             hw = meta[M_E_HW]
+            if m - hw < need:
+                raise OverflowError("ir-tree: the pool would pass the rows its int32 child links reach")
             self._ef = _grown(self._ef, m, hw)
             self._ei = _grown(self._ei, m, hw)
             self._ec = _grown(self._ec, m, hw)
