@@ -109,9 +109,10 @@ def check_structure(idx, model):
         st, cap, cnt = pg[p]
         most = b if level == h - 1 else max(b, 3)
         assert cap >= 0 and 1 <= cnt <= cap <= most
-        assert 0 <= st and st + cap <= meta[ir.M_E_HW]
-        assert not pool[st: st + cap].any(), "pool blocks overlap"
-        pool[st: st + cap] = 1
+        assert 1 <= st and st + cap <= meta[ir.M_E_HW]
+        assert not pool[st - 1: st + cap].any(), "pool blocks overlap"
+        pool[st - 1: st + cap] = 1
+        assert ei[st - 1] == cnt and ec[st - 1] == p, "header row: entries and page id"
         pages[0] += 1
         if not is_root:
             assert cnt >= (most + 1) // 2
@@ -123,7 +124,9 @@ def check_structure(idx, model):
             assert cnt >= 2
         out = []
         for e in rows:
-            sub = page(int(ec[e]), level + 1, h, False)
+            c = int(ec[int(ec[e]) - 1])
+            assert pg[c, ir.START] == ec[e], "the entry holds its child's block start"
+            sub = page(c, level + 1, h, False)
             assert ef[e, 0] == min(x[0] for x in sub) and ef[e, 1] == max(x[1] for x in sub)
             assert (ef[e, 2], ei[e]) == (sub[0][2], sub[0][3]), "first key of the child"
             out += sub
@@ -138,6 +141,10 @@ def check_structure(idx, model):
         h = nd_i[v, ir.HEIGHT]
         own = page(int(nd_i[v, ir.ROOT]), 0, h, True) if h else []
         assert (nd_i[v, ir.ROOT] < 0) == (h == 0) == (len(own) == 0)
+        if h:                                     # the node's copies of its root page
+            st = pg[int(nd_i[v, ir.ROOT]), ir.START]
+            assert nd_i[v, ir.RST] == st, "root block start"
+            assert (nd_f[v, ir.FKS], nd_i[v, ir.FKI]) == (ef[st, ir.SC], ei[st]), "root first key"
         assert nd_i[v, ir.COUNT] == len(own)
         if h >= 2:                                # >= 2 children per internal page
             half = (max(b, 3) + 1) // 2
@@ -325,6 +332,37 @@ def test_one_node_front_and_back_inserts(b):
             check(idx, model, rng, limit=20)
 
 
+@pytest.mark.parametrize("b", [2, 4, 8])
+def test_child_links_survive_every_compaction(b):
+    """Internal entries hold their child's block start and every page's header row its entry
+    count and id (copies of the page table): checked right after each single insert or delete
+    that compacted the pool, and every few updates (splits, merges, even-outs)."""
+    rng = np.random.default_rng(11)
+    lo, hi, sc, it = make(rng, 400, "mixed")
+    idx = IRTreeIndex(lo[:1], hi[:1], sc[:1], it[:1], b=b)
+    model = Model()
+    model.insert(lo[:1], hi[:1], sc[:1], it[:1])
+    seen = 0
+    order = rng.permutation(it[1:])[:250]
+    steps = [(INS, t) for t in range(1, 400)] + [(DEL, x) for x in order]
+    for t, (op, x) in enumerate(steps):
+        if op is INS:
+            idx.insert(lo[x: x + 1], hi[x: x + 1], sc[x: x + 1], it[x: x + 1])
+            model.insert(lo[x: x + 1], hi[x: x + 1], sc[x: x + 1], it[x: x + 1])
+        else:
+            idx.delete(np.array([x]))
+            model.delete(np.array([x]))
+        c = idx.stats()["compactions"]
+        if c > seen or t % 23 == 0:
+            seen = max(seen, c)
+            check_structure(idx, model)
+    assert seen > 0
+    check(idx, model, rng, limit=20)
+
+
+INS, DEL = "insert", "delete"
+
+
 def test_one_at_a_time_then_shrink():
     """Single-interval calls (root leaves grow by doubling, the pool compacts), then deletes
     down to under a quarter (full rebuild into exact arrays) and to empty (arrays dropped)."""
@@ -364,7 +402,7 @@ def trim(idx, spare):
     (spare=True: a rebuild after it finds no spare row)."""
     meta, b = idx._meta, idx.b
     h = meta[ir.M_HMAX]
-    nodes, pages, rows = (1, h + 2, (h + 2) * max(b, 3)) if spare else (0, 0, 0)
+    nodes, pages, rows = (1, h + 2, (h + 2) * (max(b, 3) + 1)) if spare else (0, 0, 0)
     nodes += meta[ir.M_ND_HW]
     pages += meta[ir.M_PG_HW]
     rows += meta[ir.M_E_HW]
@@ -499,7 +537,7 @@ def best_first_work(idx, model, q, k):
                 work[1] += 1
             elif ef[e, ir.LO] <= q <= ef[e, ir.HI]:
                 work[0] += 1
-                if not visit(int(ec[e]), level + 1, h):
+                if not visit(int(ec[int(ec[e]) - 1]), level + 1, h):
                     return False
         return True
 

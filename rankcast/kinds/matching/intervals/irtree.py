@@ -62,17 +62,26 @@ index emptied by deletes drops its arrays.
 
 **Layout** (flat arrays, passed explicitly to every kernel)::
 
-    nd_f[N, 3] float64   MED, MINLO, MAXHI (extent of the node's own intervals)
-    nd_i[N, 6] int64     LEFT, RIGHT, SIZE (subtree), ROOT (page), HEIGHT (R-tree levels, 0 =
-                         empty), COUNT (own intervals)
-    pg[P, 3]   int64     START, CAP, NENT: the page is pool rows START .. START + NENT
+    nd_f[N, 4] float64   MED, MINLO, MAXHI (extent of the node's own intervals), FKS (score of
+                         the root page's first key)
+    nd_i[N, 8] int64     LEFT, RIGHT, SIZE (subtree), ROOT (page), HEIGHT (R-tree levels, 0 =
+                         empty), COUNT (own intervals), FKI (item of the root page's first
+                         key), RST (the root page's block start, -1 without one)
+    pg[P, 3]   int64     START, CAP, NENT: the page's entries are pool rows START .. START + NENT,
+                         its block rows START - 1 .. START + CAP (a header row, then CAP rows)
     ef[E, 3]   float64   LO, HI, SC of a leaf interval, or extent and first-key score of a child
-    ei[E]      int64     item (leaf) or first-key item (internal entry)
-    ec[E]      int32     child page (internal entry), -1 in leaves
+    ei[E]      int64     item (leaf) or first-key item (internal entry); NENT in a header row
+    ec[E]      int32     the child's START (internal entry), -1 in leaves; the page id in a
+                         header row
     dk, ds, dn [H]       item directory (open addressing, linear probing): item -> score, node
     meta[N_META] int64   root, counts, allocation marks
 
-Free node and page rows are chained in free lists. The entry pool is a bump allocator: a root
+A cursor descends from an entry straight to its child's rows and entry count (the entry holds
+the child's block start, the header row just before it the count), without a page-table load
+between: every update that changes a page's count writes its header too, and a compaction, which
+moves blocks, rewrites the internal entries' starts (the only other move is of a root page, which
+no entry points to). A cursor's open reads a path node's first key and root block from the node
+table alone: each update of a node's R-tree and each compaction refresh those copies. Free node and page rows are chained in free lists. The entry pool is a bump allocator: a root
 leaf grows by doubling its block up to ``b`` rows, freed blocks are garbage until a compaction
 (when at least a quarter of the pool is garbage) slides the live pages down; otherwise the pool
 grows. Kernels never grow an array: they check for room before each update and return to the
@@ -95,8 +104,8 @@ __all__ = ["IRTreeIndex", "IRTreeCursor", "ALPHA"]
 ALPHA_NUM, ALPHA_DEN = 7, 10                 # weight-balance bound: size(child) <= 0.7 size(node)
 ALPHA = ALPHA_NUM / ALPHA_DEN
 
-MED, MINLO, MAXHI = 0, 1, 2                  # nd_f columns
-LEFT, RIGHT, SIZE, ROOT, HEIGHT, COUNT = 0, 1, 2, 3, 4, 5   # nd_i columns
+MED, MINLO, MAXHI, FKS = 0, 1, 2, 3          # nd_f columns
+LEFT, RIGHT, SIZE, ROOT, HEIGHT, COUNT, FKI, RST = 0, 1, 2, 3, 4, 5, 6, 7   # nd_i columns
 START, CAP, NENT = 0, 1, 2                   # pg columns
 LO, HI, SC = 0, 1, 2                         # ef columns
 NODES, HOLES, ENTRIES = 0, 1, 2              # counters (base.COUNTERS order)
@@ -111,6 +120,7 @@ _DIR_LOAD = 0.8                              # item directory: max load factor (
 _NO_F = np.empty(0, np.float64)
 _U0 = np.uint64(0)
 _U1 = np.uint64(1)
+MAX_ROWS = 2 ** 31 - 1                       # pool rows: internal entries hold block starts as int32
 DEEP = 64                                    # rows a query from which the cursor merges two leaves
 
 
@@ -135,6 +145,7 @@ def _node_alloc(meta, nd_f, nd_i, med):
     nd_i[v, ROOT] = -1
     nd_i[v, HEIGHT] = 0
     nd_i[v, COUNT] = 0
+    nd_i[v, RST] = -1
     return v
 
 
@@ -147,13 +158,15 @@ def _node_free(meta, nd_i, v):
     nd_i[v, ROOT] = -1
     nd_i[v, HEIGHT] = 0
     nd_i[v, COUNT] = 0
+    nd_i[v, RST] = -1
     meta[M_ND_FREE] = v
     meta[M_ND_NFREE] += 1
 
 
 @numba.njit(cache=True)
-def _page_alloc(meta, pg, cap):
-    """A fresh empty page with a pool block of ``cap`` rows (the caller made room); its id."""
+def _page_alloc(meta, pg, ei, ec, cap):
+    """A fresh empty page with a pool block of a header row and ``cap`` entry rows (the caller
+    made room); its id."""
     p = meta[M_PG_FREE]
     if p >= 0:
         meta[M_PG_FREE] = pg[p, START]
@@ -161,19 +174,36 @@ def _page_alloc(meta, pg, cap):
     else:
         p = meta[M_PG_HW]
         meta[M_PG_HW] = p + 1
-    pg[p, START] = meta[M_E_HW]
+    st = meta[M_E_HW] + 1
+    pg[p, START] = st
     pg[p, CAP] = cap
     pg[p, NENT] = 0
-    meta[M_E_HW] += cap
-    meta[M_E_LIVE] += cap
+    ei[st - 1] = 0
+    ec[st - 1] = p
+    meta[M_E_HW] += cap + 1
+    meta[M_E_LIVE] += cap + 1
     return p
+
+
+@numba.njit(cache=True, inline="always")
+def _set_n(pg, ei, p, n):
+    """Page p holds n entries (its page-table row and its header row's copy)."""
+    pg[p, NENT] = n
+    ei[pg[p, START] - 1] = n
+
+
+@numba.njit(cache=True, inline="always")
+def _child(ec, e):
+    """The page id of internal entry e's child (its header row, just before the block start
+    that the entry holds)."""
+    return np.int64(ec[np.int64(ec[e]) - 1])
 
 
 @numba.njit(cache=True)
 def _page_free(meta, pg, p):
     """Put page p on the free list (chained through START; CAP = -1 marks it free); its block
     becomes garbage."""
-    meta[M_E_LIVE] -= pg[p, CAP]
+    meta[M_E_LIVE] -= pg[p, CAP] + 1
     pg[p, START] = meta[M_PG_FREE]
     pg[p, CAP] = -1
     pg[p, NENT] = 0
@@ -193,10 +223,11 @@ def _copy_row(ef, ei, ec, src, dst):
 
 @numba.njit(cache=True)
 def _page_move(meta, pg, ef, ei, ec, p, cap):
-    """Move page p to a fresh pool block of ``cap`` rows (the old block becomes garbage)."""
+    """Move page p, a root page (no parent entry holds its block start), to a fresh pool block
+    of ``cap`` entry rows (the old block becomes garbage)."""
     st = pg[p, START]
-    ns = meta[M_E_HW]
-    for t in range(pg[p, NENT]):
+    ns = meta[M_E_HW] + 1
+    for t in range(-1, pg[p, NENT]):
         _copy_row(ef, ei, ec, st + t, ns + t)
     meta[M_E_HW] = ns + cap
     meta[M_E_LIVE] += cap - pg[p, CAP]
@@ -205,9 +236,42 @@ def _page_move(meta, pg, ef, ei, ec, p, cap):
 
 
 @numba.njit(cache=True)
-def _compact(meta, pg, ef, ei, ec):
-    """Slide every live page's block down to the start of the pool, in block order: afterwards
-    the pool holds no garbage (``meta[M_E_HW] == meta[M_E_LIVE]``)."""
+def _relink(meta, nd_i, pg, ec, to_start):
+    """Rewrite every internal entry's child link: to the child's page id (to_start False: read
+    from the child's header row), or back to its block start (to_start True)."""
+    stk = np.empty(max(1, meta[M_PG_HW]), np.int64)
+    lvl = np.empty(max(1, meta[M_PG_HW]), np.int64)
+    for v in range(meta[M_ND_HW]):
+        h = nd_i[v, HEIGHT]
+        if nd_i[v, SIZE] < 0 or h < 2:
+            continue
+        stk[0] = nd_i[v, ROOT]
+        lvl[0] = 0
+        k = 1
+        while k > 0:
+            k -= 1
+            p = stk[k]
+            lv = lvl[k]
+            st = pg[p, START]
+            for e in range(st, st + pg[p, NENT]):
+                if to_start:
+                    c = np.int64(ec[e])
+                    ec[e] = pg[c, START]
+                else:
+                    c = _child(ec, e)
+                    ec[e] = c
+                if lv + 2 < h:
+                    stk[k] = c
+                    lvl[k] = lv + 1
+                    k += 1
+
+
+@numba.njit(cache=True)
+def _compact(meta, nd_i, pg, ef, ei, ec):
+    """Slide every live page's block down to the start of the pool, in block order (internal
+    entries then get their children's new block starts): afterwards the pool holds no garbage
+    (``meta[M_E_HW] == meta[M_E_LIVE]``)."""
+    _relink(meta, nd_i, pg, ec, False)
     hw = meta[M_PG_HW]
     live = np.empty(hw, np.int64)
     k = 0
@@ -222,12 +286,16 @@ def _compact(meta, pg, ef, ei, ec):
     for t in _sort_total(key, live[:k]):
         p = live[t]
         st = pg[p, START]
-        if st != pos:
-            for r in range(pg[p, NENT]):
-                _copy_row(ef, ei, ec, st + r, pos + r)
-            pg[p, START] = pos
-        pos += pg[p, CAP]
+        if st != pos + 1:
+            for r in range(-1, pg[p, NENT]):
+                _copy_row(ef, ei, ec, st + r, pos + 1 + r)
+            pg[p, START] = pos + 1
+        pos += pg[p, CAP] + 1
     meta[M_E_HW] = pos
+    _relink(meta, nd_i, pg, ec, True)
+    for v in range(meta[M_ND_HW]):
+        if nd_i[v, SIZE] >= 0 and nd_i[v, ROOT] >= 0:
+            nd_i[v, RST] = pg[nd_i[v, ROOT], START]
     meta[M_COMPACTIONS] += 1
 
 
@@ -246,7 +314,7 @@ def _room(meta, nd_i, pg, ef, ei, ec, nodes, pages, entries):
     cap = ef.shape[0]
     if cap - meta[M_E_HW] < entries:
         if cap - meta[M_E_LIVE] >= entries and 4 * (meta[M_E_HW] - meta[M_E_LIVE]) >= cap:
-            _compact(meta, pg, ef, ei, ec)
+            _compact(meta, nd_i, pg, ef, ei, ec)
         else:
             meta[M_NEED_E] = entries
             ok = False
@@ -370,7 +438,7 @@ def _set_entry(pg, ef, ei, ec, e, c):
     ef[e, HI] = mx
     ef[e, SC] = ef[st, SC]
     ei[e] = ei[st]
-    ec[e] = c
+    ec[e] = st
 
 
 @numba.njit(cache=True)
@@ -394,7 +462,7 @@ def _page_insert(meta, pg, ef, ei, ec, p, pos, lo, hi, sc, it, ch, b, tf, ti, tc
         ef[e, SC] = sc
         ei[e] = it
         ec[e] = ch
-        pg[p, NENT] = n + 1
+        _set_n(pg, ei, p, n + 1)
         return -1
     for t in range(n + 1):
         if t == pos:
@@ -411,7 +479,7 @@ def _page_insert(meta, pg, ef, ei, ec, p, pos, lo, hi, sc, it, ch, b, tf, ti, tc
             ti[t] = ei[s]
             tc[t] = ec[s]
     nl = (n + 2) // 2
-    q = _page_alloc(meta, pg, b)
+    q = _page_alloc(meta, pg, ei, ec, b)
     qs = pg[q, START]
     for t in range(n + 1):
         e = st + t if t < nl else qs + t - nl
@@ -420,8 +488,8 @@ def _page_insert(meta, pg, ef, ei, ec, p, pos, lo, hi, sc, it, ch, b, tf, ti, tc
         ef[e, SC] = tf[t, SC]
         ei[e] = ti[t]
         ec[e] = tc[t]
-    pg[p, NENT] = nl
-    pg[q, NENT] = n + 1 - nl
+    _set_n(pg, ei, p, nl)
+    _set_n(pg, ei, q, n + 1 - nl)
     return q
 
 
@@ -432,7 +500,7 @@ def _remove_entry(pg, ef, ei, ec, p, pos):
     n = pg[p, NENT]
     for t in range(st + pos, st + n - 1):
         _copy_row(ef, ei, ec, t + 1, t)
-    pg[p, NENT] = n - 1
+    _set_n(pg, ei, p, n - 1)
 
 
 @numba.njit(cache=True)
@@ -452,6 +520,20 @@ def _node_extent(nd_f, nd_i, pg, ef, v):
     nd_f[v, MAXHI] = mx
 
 
+@numba.njit(cache=True)
+def _root_copy(nd_f, nd_i, pg, ef, ei, v):
+    """Node v's copies of its root page: the block start and the first key (RST = -1: no
+    page)."""
+    r = nd_i[v, ROOT]
+    if r < 0:
+        nd_i[v, RST] = -1
+        return
+    st = pg[r, START]
+    nd_i[v, RST] = st
+    nd_f[v, FKS] = ef[st, SC]
+    nd_i[v, FKI] = ei[st]
+
+
 @numba.njit(cache=True, inline="always")
 def _fanout(b):
     """Most entries of an internal page: b, but 3 for b = 2 (pages of at most 2 children, at
@@ -467,14 +549,14 @@ def _bt_insert(meta, nd_f, nd_i, pg, ef, ei, ec, v, lo, hi, sc, it, b, tf, ti, t
     bi = _fanout(b)
     h = nd_i[v, HEIGHT]
     if h == 0:
-        p = _page_alloc(meta, pg, np.int64(1))
+        p = _page_alloc(meta, pg, ei, ec, np.int64(1))
         e = pg[p, START]
         ef[e, LO] = lo
         ef[e, HI] = hi
         ef[e, SC] = sc
         ei[e] = it
         ec[e] = -1
-        pg[p, NENT] = 1
+        _set_n(pg, ei, p, 1)
         nd_i[v, ROOT] = p
         nd_i[v, HEIGHT] = 1
         if meta[M_HMAX] < 1:
@@ -498,18 +580,18 @@ def _bt_insert(meta, nd_f, nd_i, pg, ef, ei, ec, v, lo, hi, sc, it, b, tf, ti, t
                 ei[e] = it
             ppg[lvl] = p
             pj[lvl] = j
-            p = ec[e]
+            p = _child(ec, e)
         pos = _count_before(ef, ei, pg[p, START], pg[p, NENT], sc, it)
         q = _page_insert(meta, pg, ef, ei, ec, p, pos, lo, hi, sc, it, np.int64(-1), b, tf, ti,
                          tc)
         lvl = h - 1
         while q >= 0:
             if lvl == 0:
-                r = _page_alloc(meta, pg, bi)
+                r = _page_alloc(meta, pg, ei, ec, bi)
                 rs = pg[r, START]
                 _set_entry(pg, ef, ei, ec, rs, p)
                 _set_entry(pg, ef, ei, ec, rs + 1, q)
-                pg[r, NENT] = 2
+                _set_n(pg, ei, r, 2)
                 nd_i[v, ROOT] = r
                 nd_i[v, HEIGHT] = h + 1
                 if meta[M_HMAX] < h + 1:
@@ -524,7 +606,7 @@ def _bt_insert(meta, nd_f, nd_i, pg, ef, ei, ec, v, lo, hi, sc, it, b, tf, ti, t
             for t in range(qs, qs + pg[q, NENT]):
                 mn = min(mn, ef[t, LO])
                 mx = max(mx, ef[t, HI])
-            q = _page_insert(meta, pg, ef, ei, ec, par, j + 1, mn, mx, ef[qs, SC], ei[qs], q,
+            q = _page_insert(meta, pg, ef, ei, ec, par, j + 1, mn, mx, ef[qs, SC], ei[qs], qs,
                              bi, tf, ti, tc)
             p = par
             lvl -= 1
@@ -533,6 +615,7 @@ def _bt_insert(meta, nd_f, nd_i, pg, ef, ei, ec, v, lo, hi, sc, it, b, tf, ti, t
         nd_f[v, MINLO] = lo
     if hi > nd_f[v, MAXHI]:
         nd_f[v, MAXHI] = hi
+    _root_copy(nd_f, nd_i, pg, ef, ei, v)
 
 
 @numba.njit(cache=True)
@@ -554,7 +637,7 @@ def _bt_delete(meta, nd_f, nd_i, pg, ef, ei, ec, v, sc, it, b, tf, ti, tc):
             j -= 1
         ppg[lvl] = p
         pj[lvl] = j
-        p = ec[st + j]
+        p = _child(ec, st + j)
     ppg[h - 1] = p
     st = pg[p, START]
     pos = _count_before(ef, ei, st, pg[p, NENT], sc, it)
@@ -572,8 +655,8 @@ def _bt_delete(meta, nd_f, nd_i, pg, ef, ei, ec, v, sc, it, b, tf, ti, tc):
             _set_entry(pg, ef, ei, ec, ps + j, p)
         else:                                         # par has >= 2 entries: p has a sibling
             jl = j - 1 if j > 0 else j
-            lp = np.int64(ec[ps + jl])
-            rp = np.int64(ec[ps + jl + 1])
+            lp = _child(ec, ps + jl)
+            rp = _child(ec, ps + jl + 1)
             nl = pg[lp, NENT]
             nr = pg[rp, NENT]
             ls = pg[lp, START]
@@ -582,7 +665,7 @@ def _bt_delete(meta, nd_f, nd_i, pg, ef, ei, ec, v, sc, it, b, tf, ti, tc):
             if tot <= most:                           # merge rp into lp
                 for t in range(nr):
                     _copy_row(ef, ei, ec, rs + t, ls + nl + t)
-                pg[lp, NENT] = tot
+                _set_n(pg, ei, lp, tot)
                 _page_free(meta, pg, rp)
                 _set_entry(pg, ef, ei, ec, ps + jl, lp)
                 _remove_entry(pg, ef, ei, ec, par, jl + 1)
@@ -602,13 +685,13 @@ def _bt_delete(meta, nd_f, nd_i, pg, ef, ei, ec, v, sc, it, b, tf, ti, tc):
                     ef[e, SC] = tf[t, SC]
                     ei[e] = ti[t]
                     ec[e] = tc[t]
-                pg[lp, NENT] = kl
-                pg[rp, NENT] = tot - kl
+                _set_n(pg, ei, lp, kl)
+                _set_n(pg, ei, rp, tot - kl)
                 _set_entry(pg, ef, ei, ec, ps + jl, lp)
                 _set_entry(pg, ef, ei, ec, ps + jl + 1, rp)
     r = ppg[0]
     while nd_i[v, HEIGHT] > 1 and pg[r, NENT] == 1:
-        c = np.int64(ec[pg[r, START]])
+        c = _child(ec, pg[r, START])
         _page_free(meta, pg, r)
         r = c
         nd_i[v, ROOT] = r
@@ -622,6 +705,7 @@ def _bt_delete(meta, nd_f, nd_i, pg, ef, ei, ec, v, sc, it, b, tf, ti, tc):
         _page_move(meta, pg, ef, ei, ec, r, 2 * n)
     nd_i[v, COUNT] -= 1
     _node_extent(nd_f, nd_i, pg, ef, v)
+    _root_copy(nd_f, nd_i, pg, ef, ei, v)
 
 
 @numba.njit(cache=True)
@@ -647,7 +731,7 @@ def _bt_bulk(meta, nd_f, nd_i, pg, ef, ei, ec, v, lo, hi, sc, it, run, b):
     t = 0
     for i in range(m):
         c = base + (1 if i < extra else 0)
-        p = _page_alloc(meta, pg, c if m == 1 else b)
+        p = _page_alloc(meta, pg, ei, ec, c if m == 1 else b)
         st = pg[p, START]
         for r in range(c):
             x = run[t + r]
@@ -656,7 +740,7 @@ def _bt_bulk(meta, nd_f, nd_i, pg, ef, ei, ec, v, lo, hi, sc, it, run, b):
             ef[st + r, SC] = sc[x]
             ei[st + r] = it[x]
             ec[st + r] = -1
-        pg[p, NENT] = c
+        _set_n(pg, ei, p, c)
         t += c
         level[i] = p
     h = 1
@@ -669,11 +753,11 @@ def _bt_bulk(meta, nd_f, nd_i, pg, ef, ei, ec, v, lo, hi, sc, it, run, b):
         t = 0
         for i in range(mm):
             c = base + (1 if i < extra else 0)
-            p = _page_alloc(meta, pg, bi)
+            p = _page_alloc(meta, pg, ei, ec, bi)
             st = pg[p, START]
             for r in range(c):
                 _set_entry(pg, ef, ei, ec, st + r, level[t + r])
-            pg[p, NENT] = c
+            _set_n(pg, ei, p, c)
             t += c
             up[i] = p
         level = up
@@ -683,6 +767,7 @@ def _bt_bulk(meta, nd_f, nd_i, pg, ef, ei, ec, v, lo, hi, sc, it, run, b):
     nd_i[v, HEIGHT] = h
     if meta[M_HMAX] < h:
         meta[M_HMAX] = h
+    _root_copy(nd_f, nd_i, pg, ef, ei, v)
 
 
 @numba.njit(cache=True)
@@ -700,7 +785,7 @@ def _walk_pages(meta, nd_i, pg, ef, ei, ec, v, lo, hi, sc, it, k, free):
     spage[0] = nd_i[v, ROOT]
     spos[0] = 0
     npg += 1
-    rows += pg[spage[0], CAP]
+    rows += pg[spage[0], CAP] + 1
     t = 0
     while t >= 0:
         p = spage[t]
@@ -720,12 +805,12 @@ def _walk_pages(meta, nd_i, pg, ef, ei, ec, v, lo, hi, sc, it, k, free):
         j = spos[t]
         if j < pg[p, NENT]:
             spos[t] = j + 1
-            c = ec[st + j]
+            c = _child(ec, st + j)
             t += 1
             spage[t] = c
             spos[t] = 0
             npg += 1
-            rows += pg[c, CAP]
+            rows += pg[c, CAP] + 1
         else:
             if free:
                 _page_free(meta, pg, p)
@@ -902,16 +987,16 @@ def _plan_cost(t_cnt, b):
         k = t_cnt[v]
         if k <= b:
             pages += 1
-            rows += k
+            rows += k + 1
             continue
         m = (k + b - 1) // b
         pages += m
-        rows += m * b
+        rows += m * (b + 1)
         bi = _fanout(b)
         while m > 1:
             m = (m + bi - 1) // bi
             pages += m
-            rows += m * bi
+            rows += m * (bi + 1)
     return pages, rows
 
 
@@ -1030,7 +1115,7 @@ def _rebuild(meta, nd_f, nd_i, pg, ef, ei, ec, dk, ds, dn, u, b):
                     np.bool_(True))
         _node_free(meta, nd_i, v)
     if compact:
-        _compact(meta, pg, ef, ei, ec)
+        _compact(meta, nd_i, pg, ef, ei, ec)
     r = _materialize(meta, nd_f, nd_i, pg, ef, ei, ec, dk, ds, dn, lo, hi, sc, it,
                      perm, t_med, t_left, t_right, t_start, t_cnt, t_size, b)
     if par < 0:
@@ -1154,12 +1239,12 @@ def _update_batch(op, meta, nd_f, nd_i, pg, ef, ei, ec, dk, ds, dn, lo, hi, sc, 
     for i in range(start, it.shape[0]):
         if op == INSERT:
             h = meta[M_HMAX]
-            if not _room(meta, nd_i, pg, ef, ei, ec, np.int64(1), h + 2, (h + 2) * bi):
+            if not _room(meta, nd_i, pg, ef, ei, ec, np.int64(1), h + 2, (h + 2) * (bi + 1)):
                 return NEED_ROOM, i, -1
             u = _insert_one(meta, nd_f, nd_i, pg, ef, ei, ec, dk, ds, dn,
                             lo[i], hi[i], sc[i], it[i], b, tf, ti, tc)
         else:
-            if not _room(meta, nd_i, pg, ef, ei, ec, np.int64(0), np.int64(0), b):
+            if not _room(meta, nd_i, pg, ef, ei, ec, np.int64(0), np.int64(0), b + 1):
                 return NEED_ROOM, i, -1
             u = _delete_one(meta, nd_f, nd_i, pg, ef, ei, ec, dk, ds, dn, it[i], b, tf, ti, tc)
         if u >= 0 and not _rebuild(meta, nd_f, nd_i, pg, ef, ei, ec, dk, ds, dn, u, b):
@@ -1253,16 +1338,14 @@ def _merge(q, end, pg, ef, ei, heights, top, spage, spos, found, hs, hk, hp, n, 
     t2 = top[i2]
     if t2 != heights[i2] - 1:
         return -1
-    pa = spage[i, t]
-    pb = spage[i2, t2]
+    sta = spage[i, t]
+    stb = spage[i2, t2]
     ja = spos[i, t]
     jb = spos[i2, t2]
-    ma_n = pg[pa, NENT]
-    mb_n = pg[pb, NENT]
+    ma_n = ei[sta - 1]
+    mb_n = ei[stb - 1]
     if ja >= ma_n or jb >= mb_n:
         return -1
-    sta = pg[pa, START]
-    stb = pg[pb, START]
     # each leaf: the first entry of its mask, the mask
     ba, ma = _stabbed_from(ef, sta, ja, _chunk(ef, sta, ja, ma_n, q), ma_n, q)
     if ma == _U0:
@@ -1370,7 +1453,15 @@ def _steps(deep, queries, g, fresh, root, nd_f, nd_i, pg, ef, ei, ec, heights, t
     When ``deep`` (a constant of the two kernels below), a step where the two first slots both
     stand in a leaf merges their leaves (:func:`_merge`): on a long read the answer alternates
     between the few nodes that hold the best stabbed intervals, and a switch of slots through
-    the queue costs more than the rows between two switches."""
+    the queue costs more than the rows between two switches; and a leaf is read without a
+    branch on whether an entry is stabbed (every entry's row is written at the next output
+    position, which only a stabbed one advances), which costs more than the branch on short
+    reads but less than its mispredictions on long ones. On deep reads an internal page is
+    read the same way as far as its next entry whose extent holds q, and the slot pauses there
+    (keyed by that entry) when it does not come first: the entries passed hold nothing stabbed,
+    the pages entered are the same, and a slot pauses and resumes less often (a short read,
+    which most often never comes back, pauses at the first entry that does not come first).
+    """
     p = 0
     out_off[0] = 0
     n_nodes = 0                      # the counters, kept in registers while the kernel runs
@@ -1384,16 +1475,14 @@ def _steps(deep, queries, g, fresh, root, nd_f, nd_i, pg, ef, ei, ec, heights, t
             while v >= 0:
                 n_nodes += 1
                 if nd_i[v, COUNT] > 0 and nd_f[v, MINLO] <= q and q <= nd_f[v, MAXHI]:
-                    r = nd_i[v, ROOT]
                     heights[n] = nd_i[v, HEIGHT]
                     top[n] = 0
-                    spage[n, 0] = r
+                    spage[n, 0] = nd_i[v, RST]
                     spos[n, 0] = 0
                     found[n, 0] = False
                     n_nodes += 1
-                    e = pg[r, START]
-                    s = ef[e, SC]
-                    it = ei[e]
+                    s = nd_f[v, FKS]
+                    it = nd_i[v, FKI]
                     _queue_in(hs, hk, hp, n, s, it, n)
                     n += 1
                 m = nd_f[v, MED]
@@ -1429,11 +1518,34 @@ def _steps(deep, queries, g, fresh, root, nd_f, nd_i, pg, ef, ei, ec, heights, t
             s = 0.0
             it = np.int64(0)
             while t >= 0:
-                pa = spage[i, t]
-                st = pg[pa, START]
-                m = pg[pa, NENT]
+                st = spage[i, t]
+                m = ei[st - 1]
                 j = spos[i, t]
-                if t == h - 1:
+                if t == h - 1 and deep:
+                    c0 = c
+                    while j < m:
+                        e = st + j
+                        s = ef[e, SC]
+                        it = ei[e]
+                        if c == end:
+                            paused = True
+                            break
+                        stab = (ef[e, LO] <= q) & (q <= ef[e, HI])
+                        if stab & ((ts > s) | ((ts == s) & (tk < it))):
+                            paused = True
+                            break
+                        out_item[c] = it         # c < end: a row not stabbed is overwritten
+                        out_score[c] = s
+                        c += np.int64(stab)
+                        j += 1
+                    n_entries += j - spos[i, t]
+                    if c > c0 and not found[i, t]:
+                        for u in range(t + 1):
+                            found[i, u] = True
+                    if paused:
+                        spos[i, t] = j
+                        break
+                elif t == h - 1:
                     while j < m:
                         e = st + j
                         if c == end:
@@ -1462,13 +1574,21 @@ def _steps(deep, queries, g, fresh, root, nd_f, nd_i, pg, ef, ei, ec, heights, t
                     down = False
                     while j < m:
                         e = st + j
-                        s = ef[e, SC]
-                        it = ei[e]
-                        if c == end or ts > s or (ts == s and tk < it):
-                            paused = True
-                            break
+                        if c == end or not deep:
+                            s = ef[e, SC]        # the item only when it decides or keys a pause
+                            if c == end or ts > s or (ts == s and tk < ei[e]):
+                                it = ei[e]
+                                paused = True
+                                break
                         j += 1
                         if ef[e, LO] <= q and q <= ef[e, HI]:
+                            if deep:
+                                s = ef[e, SC]
+                                it = ei[e]
+                                if ts > s or (ts == s and tk < it):
+                                    j -= 1
+                                    paused = True
+                                    break
                             spos[i, t] = j
                             t += 1
                             spage[i, t] = ec[e]
@@ -1592,9 +1712,11 @@ class IRTreeIndex(IntervalIndex):
         n = len(lo)
         perm, t_med, t_left, t_right, t_start, t_cnt, t_size = _plan(lo, hi, _sort_total(sc, it))
         pages, rows = _plan_cost(t_cnt, self.b)
+        if rows > MAX_ROWS:
+            raise OverflowError(f"ir-tree: {rows} pool rows, more than its int32 child links reach")
         nodes = len(t_med)
-        self._nd_f = np.empty((nodes, 3), np.float64)
-        self._nd_i = np.empty((nodes, 6), np.int64)
+        self._nd_f = np.empty((nodes, 4), np.float64)
+        self._nd_i = np.empty((nodes, 8), np.int64)
         self._pg = np.empty((pages, 3), np.int64)
         self._ef = np.empty((rows, 3), np.float64)
         self._ei = np.empty(rows, np.int64)
@@ -1634,8 +1756,10 @@ class IRTreeIndex(IntervalIndex):
         need = meta[M_NEED_E]
         n = len(self._ei)
         if need and n - meta[M_E_HW] < need:
-            m = max(2 * n, meta[M_E_HW] + need, 64)
+            m = min(max(2 * n, meta[M_E_HW] + need, 64), MAX_ROWS)
             hw = meta[M_E_HW]
+            if m - hw < need:
+                raise OverflowError("ir-tree: the pool would pass the rows its int32 child links reach")
             self._ef = _grown(self._ef, m, hw)
             self._ei = _grown(self._ei, m, hw)
             self._ec = _grown(self._ec, m, hw)
