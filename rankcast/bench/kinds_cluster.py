@@ -96,7 +96,8 @@ def run_kind_clusters(kinds=KINDS, partitions: int = 2, updates: str = "objects"
                       seed: int = 0, address: str | None = None, progress=print) -> dict:
     """Each kind's engine and its cluster of ``partitions``, per call and streamed (see the
     module docstring). ``size``: subscriptions (matching: expressions; events, five times as many, at most 200,000;
-    range: objects and updates, with a quarter as many ranges)."""
+    matching-paper: ten times as many expressions, 8,000 events; range: objects and updates, with a quarter as
+    many ranges)."""
     import ray
 
     import rankcast as rc
