@@ -81,7 +81,9 @@ the child's block start, the header row just before it the count), without a pag
 between: every update that changes a page's count writes its header too, and a compaction, which
 moves blocks, rewrites the internal entries' starts (the only other move is of a root page, which
 no entry points to). A cursor's open reads a path node's first key and root block from the node
-table alone: each update of a node's R-tree and each compaction refresh those copies. Free node and page rows are chained in free lists. The entry pool is a bump allocator: a root
+table alone: each update of a node's R-tree and each compaction refresh those copies.
+
+Free node and page rows are chained in free lists. The entry pool is a bump allocator: a root
 leaf grows by doubling its block up to ``b`` rows, freed blocks are garbage until a compaction
 (when at least a quarter of the pool is garbage) slides the live pages down; otherwise the pool
 grows. Kernels never grow an array: they check for room before each update and return to the
