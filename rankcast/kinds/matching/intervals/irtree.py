@@ -238,34 +238,18 @@ def _page_move(meta, pg, ef, ei, ec, p, cap):
 
 
 @numba.njit(cache=True)
-def _relink(meta, nd_i, pg, ec, to_start):
+def _relink(meta, pg, ec, to_start):
     """Rewrite every internal entry's child link: to the child's page id (to_start False: read
-    from the child's header row), or back to its block start (to_start True)."""
-    stk = np.empty(max(1, meta[M_PG_HW]), np.int64)
-    lvl = np.empty(max(1, meta[M_PG_HW]), np.int64)
-    for v in range(meta[M_ND_HW]):
-        h = nd_i[v, HEIGHT]
-        if nd_i[v, SIZE] < 0 or h < 2:
+    from the child's header row), or back to its block start (to_start True). Internal entries
+    are the live pages' entries with a link (a leaf entry's is -1)."""
+    for p in range(meta[M_PG_HW]):
+        if pg[p, CAP] < 0:
             continue
-        stk[0] = nd_i[v, ROOT]
-        lvl[0] = 0
-        k = 1
-        while k > 0:
-            k -= 1
-            p = stk[k]
-            lv = lvl[k]
-            st = pg[p, START]
-            for e in range(st, st + pg[p, NENT]):
-                if to_start:
-                    c = np.int64(ec[e])
-                    ec[e] = pg[c, START]
-                else:
-                    c = _child(ec, e)
-                    ec[e] = c
-                if lv + 2 < h:
-                    stk[k] = c
-                    lvl[k] = lv + 1
-                    k += 1
+        st = pg[p, START]
+        for e in range(st, st + pg[p, NENT]):
+            if ec[e] < 0:
+                continue
+            ec[e] = pg[np.int64(ec[e]), START] if to_start else _child(ec, e)
 
 
 @numba.njit(cache=True)
@@ -273,7 +257,7 @@ def _compact(meta, nd_i, pg, ef, ei, ec):
     """Slide every live page's block down to the start of the pool, in block order (internal
     entries then get their children's new block starts): afterwards the pool holds no garbage
     (``meta[M_E_HW] == meta[M_E_LIVE]``)."""
-    _relink(meta, nd_i, pg, ec, False)
+    _relink(meta, pg, ec, False)
     hw = meta[M_PG_HW]
     live = np.empty(hw, np.int64)
     k = 0
@@ -294,7 +278,7 @@ def _compact(meta, nd_i, pg, ef, ei, ec):
             pg[p, START] = pos + 1
         pos += pg[p, CAP] + 1
     meta[M_E_HW] = pos
-    _relink(meta, nd_i, pg, ec, True)
+    _relink(meta, pg, ec, True)
     for v in range(meta[M_ND_HW]):
         if nd_i[v, SIZE] >= 0 and nd_i[v, ROOT] >= 0:
             nd_i[v, RST] = pg[nd_i[v, ROOT], START]
