@@ -90,6 +90,26 @@ def check_answers(idx, model, rng, limit=None):
 
 
 # ----------------------------------------------------------------------------- structure
+def stair_key(idx, r, q, med):
+    """((score, item) of staircase row r at q, as the cursor reads it; whether it is past the
+    floor, where a staircase fresh from its node's intervals is exact)."""
+    sf, sx, k = idx._sf, idx._sx, ir.K_ST
+    sd = int(q > med)
+    qq = q if sd == 0 else -q
+    a = sum(int(sf[r, sd, j] <= qq) for j in range(1, k + 1))
+    return (sf[r, sd, k + 1 + a], int(sx[r, sd, a])), a > 0 and STAIRS_EXACT[0]
+
+
+STAIRS_EXACT = [False]        # set by the test of a fresh build: no update has touched a staircase
+
+
+def stabbed_best(own, q):
+    """(score, item) first in the total order among the intervals ``own`` holding q."""
+    held = [(-x[2], x[3]) for x in own if x[0] <= q <= x[1]]
+    s, it = min(held)
+    return (-s, it)
+
+
 def check_structure(idx, model):
     """Every invariant of the layout (module docstring of irtree): interval tree, per-node
     B+-tree (scored R-tree), weight balance, allocation bookkeeping, item directory."""
@@ -104,6 +124,7 @@ def check_structure(idx, model):
     pages = [0]
     nodes = [0]
     depth = [0]
+    stairs = [0]
 
     def page(p, level, h, is_root):
         st, cap, cnt = pg[p]
@@ -161,6 +182,15 @@ def check_structure(idx, model):
         if own:
             assert nd_f[v, ir.MINLO] == min(x[0] for x in own)
             assert nd_f[v, ir.MAXHI] == max(x[1] for x in own)
+        r = int(nd_i[v, ir.STR])
+        if r >= 0:                                # the staircase bounds the best key at every q
+            stairs[0] += 1
+            assert own and 0 <= r < meta[ir.M_ST_HW]
+            for q in {med, *(x[0] for x in own), *(x[1] for x in own)}:
+                got, exact = stair_key(idx, r, q, med)
+                want = stabbed_best(own, q)
+                assert got == want or ir.before(got[0], got[1], want[0], want[1]), "staircase bound"
+                assert not exact or got == want, "staircase exact past its floor"
         size = len(own)
         for side, lb, rb in ((ir.LEFT, left, med), (ir.RIGHT, med, right)):
             c = nd_i[v, side]
@@ -192,6 +222,11 @@ def check_structure(idx, model):
         assert pg[p, ir.CAP] == -1
         free, p = free + 1, pg[p, ir.START]
     assert free == meta[ir.M_PG_NFREE]
+    assert meta[ir.M_ST_HW] - meta[ir.M_ST_NFREE] == stairs[0] and meta[ir.M_ST_HW] <= len(idx._sx)
+    free, r = 0, meta[ir.M_ST_FREE]
+    while r >= 0:
+        free, r = free + 1, idx._sx[r, 0, 0]
+    assert free == meta[ir.M_ST_NFREE]
     # item directory: item -> (score, node)
     occ = np.flatnonzero(idx._dn >= 0)
     assert len(occ) == n and n <= ir._DIR_LOAD * len(idx._dk) + 1e-9 and len(idx._dk) >= 8
@@ -412,6 +447,9 @@ def trim(idx, spare):
     idx._ef = idx._ef[:rows].copy()
     idx._ei = idx._ei[:rows].copy()
     idx._ec = idx._ec[:rows].copy()
+    stairs = meta[ir.M_ST_HW] + (1 if spare else 0)
+    idx._sf = idx._sf[:stairs].copy()
+    idx._sx = idx._sx[:stairs].copy()
 
 
 @pytest.mark.parametrize("b", [2, 5])
@@ -597,7 +635,7 @@ def test_both_kernels_equal_the_oracle_in_any_batches(b, kernel):
         idx.delete(gone)
         model.delete(gone)
     run = getattr(ir, kernel)
-    tree = (idx._meta[ir.M_ROOT], idx._nd_f, idx._nd_i, idx._pg, idx._ef, idx._ei, idx._ec)
+    tree = (idx._meta[ir.M_ROOT], idx._nd_f, idx._nd_i, idx._pg, idx._ef, idx._ei, idx._ec, idx._sf, idx._sx)
     pts = query_points(idx, model, rng)
     for q in rng.choice(pts, min(60, len(pts)), replace=False):
         want_i, want_s = model.stabbed(q)
@@ -623,3 +661,34 @@ def test_both_kernels_equal_the_oracle_in_any_batches(b, kernel):
         assert np.array_equal(deep_i[deep_off[x]:deep_off[x + 1]], want_i[: ir.DEEP + 1])
         assert np.array_equal(deep_s[deep_off[x]:deep_off[x + 1]], want_s[: ir.DEEP + 1])
     assert ir._kernel(ir.DEEP) is ir._cursors and ir._kernel(ir.DEEP + 1) is ir._cursors_deep
+
+
+@pytest.mark.parametrize("b", [2, 5])
+def test_staircases_exact_when_built_and_bounds_after_updates(b):
+    """Nodes of at least ST_MIN * b intervals keep a staircase: exact past its floor after a
+    build; after inserts (records that enter, entries they replace) and deletes of its records
+    (which rescan the node) still a bound of the node's best key at every query point, and the
+    answers equal the oracle's."""
+    rng = np.random.default_rng(90 + b)
+    lo, hi, sc, it = make(rng, 3000, "mixed")
+    sc = np.round(sc, 1)                                          # ties
+    idx = IRTreeIndex(lo, hi, sc, it, b=b)
+    model = Model()
+    model.insert(lo, hi, sc, it)
+    assert idx._meta[ir.M_ST_HW] - idx._meta[ir.M_ST_NFREE] >= 3
+    STAIRS_EXACT[0] = True
+    try:
+        check_structure(idx, model)
+    finally:
+        STAIRS_EXACT[0] = False
+    for step in range(6):
+        held = {int(x) for x in idx._sx[: idx._meta[ir.M_ST_HW]].reshape(-1)} & set(model.it.tolist())
+        gone = np.array(sorted(held)[: 40], np.int64)             # staircase records
+        idx.delete(gone)
+        model.delete(gone)
+        check(idx, model, rng, limit=40)
+        lo, hi, sc, it = make(rng, 400, "mixed", first_item=100_000 * (step + 1))
+        sc = np.round(sc * 1.2, 1)                                # some above every kept score
+        idx.insert(lo, hi, sc, it)
+        model.insert(lo, hi, sc, it)
+        check(idx, model, rng, limit=40)

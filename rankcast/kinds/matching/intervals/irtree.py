@@ -20,7 +20,8 @@ without backtracking, and the ``holes`` counter of a cursor stays 0.
 
 **Query.** ``open(q)`` walks path(q) and queues one *slot* per path node whose extent holds
 ``q``: a resumable left-first DFS of the node's R-tree (explicit stack of (page, position) per
-level), not yet started, keyed by the node's best interval (its root page's first key).
+level), not yet started, keyed by the node's best interval holding q as its *staircase* gives it
+(below; a node without one: its best interval, the root page's first key).
 ``next(n)`` is a best-first search over the pages of the whole path, in the total order: the
 slot with the first key resumes its DFS, entering child pages whose extent holds ``q`` and
 reporting stabbed leaf entries, as long as the best key of the other slots does not come
@@ -37,6 +38,24 @@ Counters: ``nodes`` = I-tree nodes on the path plus R-tree pages entered (a
 root page when its first key is read), ``holes`` = pages entered and left without a stabbed
 interval found below, ``entries`` = leaf entries looked at. A cursor is valid until the next
 insert/delete of its index (``next`` then raises RuntimeError).
+
+**Staircases.** The paper's heap holds each path node's best interval holding q, found by a
+descent of its R-tree at open; a first key in its place is a bound that a node whose best
+interval does not hold q fails after a descent that yields nothing. Since every interval of a
+node holds its median, one left of it holds q exactly when its ``lo <= q``, one right of it when
+its ``hi >= q``: the node's best interval holding q is a step function of q, its records (the
+intervals first in the total order among those with a ``lo`` at most theirs; on the right, a
+``hi`` at least theirs). A node of at least ``ST_MIN * b`` intervals keeps, per side, its
+``K_ST`` best records with their thresholds and a *floor* (the next record's key, a bound below
+the kept thresholds), so that ``open`` reads the node's key at q from ``K_ST`` compares with no
+descent: exact past the floor, a bound within it. An insert enters a record where it comes
+before the one that answers at its threshold (those it now answers for leave, a list grown past
+its entries drops its first); a delete of a kept record recomputes the node's staircase from
+its leaves in the total order, read until both sides have their records (other deletes leave
+every record in place). Builds and rebuilds give a staircase to every node of the size (a node
+that grows to it by inserts gets one when its subtree is next rebuilt). Every answer is a bound
+on the node's best key at q, which is all the queue needs to stay exact; on the paper's workload
+a read of 20 rows starts fewer than half as many R-tree descents.
 
 **Updates.** Insert descends to the first node whose median the interval contains (a new leaf
 node with median ``lo`` (``hi`` when ``lo = -inf``, 0 for ``(-inf, inf)``) when it falls off
@@ -64,9 +83,10 @@ index emptied by deletes drops its arrays.
 
     nd_f[N, 4] float64   MED, MINLO, MAXHI (extent of the node's own intervals), FKS (score of
                          the root page's first key)
-    nd_i[N, 8] int64     LEFT, RIGHT, SIZE (subtree), ROOT (page), HEIGHT (R-tree levels, 0 =
+    nd_i[N, 9] int64     LEFT, RIGHT, SIZE (subtree), ROOT (page), HEIGHT (R-tree levels, 0 =
                          empty), COUNT (own intervals), FKI (item of the root page's first
-                         key), RST (the root page's block start, -1 without one)
+                         key), RST (the root page's block start, -1 without one), STR (the
+                         node's staircase row, -1 without one)
     pg[P, 3]   int64     START, CAP, NENT: the page's entries are pool rows START .. START + NENT,
                          its block rows START - 1 .. START + CAP (a header row, then CAP rows)
     ef[E, 3]   float64   LO, HI, SC of a leaf interval, or extent and first-key score of a child
@@ -74,6 +94,9 @@ index emptied by deletes drops its arrays.
     ec[E]      int32     the child's START (internal entry), -1 in leaves; the page id in a
                          header row
     dk, ds, dn [H]       item directory (open addressing, linear probing): item -> score, node
+    sf[S, 2, 2K+2] float64  staircases (K = K_ST), per side (0: lo, 1: -hi): K + 1 thresholds
+                         rising (entry 0 the floor's), then the K + 1 records' scores
+    sx[S, 2, K+1] int64  the records' items (a free row chains through its first)
     meta[N_META] int64   root, counts, allocation marks
 
 A cursor descends from an entry straight to its child's rows and entry count (the entry holds
@@ -83,7 +106,7 @@ moves blocks, rewrites the internal entries' starts (the only other move is of a
 no entry points to). A cursor's open reads a path node's first key and root block from the node
 table alone: each update of a node's R-tree and each compaction refresh those copies.
 
-Free node and page rows are chained in free lists. The entry pool is a bump allocator: a root
+Free node, page and staircase rows are chained in free lists. The entry pool is a bump allocator: a root
 leaf grows by doubling its block up to ``b`` rows, freed blocks are garbage until a compaction
 (when at least a quarter of the pool is garbage) slides the live pages down; otherwise the pool
 grows. Kernels never grow an array: they check for room before each update and return to the
@@ -107,14 +130,16 @@ ALPHA_NUM, ALPHA_DEN = 7, 10                 # weight-balance bound: size(child)
 ALPHA = ALPHA_NUM / ALPHA_DEN
 
 MED, MINLO, MAXHI, FKS = 0, 1, 2, 3          # nd_f columns
-LEFT, RIGHT, SIZE, ROOT, HEIGHT, COUNT, FKI, RST = 0, 1, 2, 3, 4, 5, 6, 7   # nd_i columns
+LEFT, RIGHT, SIZE, ROOT, HEIGHT, COUNT, FKI, RST, STR = 0, 1, 2, 3, 4, 5, 6, 7, 8   # nd_i columns
+N_I = 9
 START, CAP, NENT = 0, 1, 2                   # pg columns
 LO, HI, SC = 0, 1, 2                         # ef columns
 NODES, HOLES, ENTRIES = 0, 1, 2              # counters (base.COUNTERS order)
 
 (M_ROOT, M_N, M_ND_HW, M_ND_FREE, M_ND_NFREE, M_PG_HW, M_PG_FREE, M_PG_NFREE, M_E_HW, M_E_LIVE,
- M_HMAX, M_NEED_ND, M_NEED_PG, M_NEED_E, M_REBUILDS, M_REBUILT, M_COMPACTIONS) = range(17)
-N_META = 17
+ M_HMAX, M_NEED_ND, M_NEED_PG, M_NEED_E, M_REBUILDS, M_REBUILT, M_COMPACTIONS,
+ M_ST_HW, M_ST_FREE, M_ST_NFREE, M_NEED_ST) = range(21)
+N_META = 21
 
 DONE, NEED_ROOM, NEED_REBUILD = 0, 1, 2      # batch kernel status
 INSERT, DELETE = 0, 1                        # batch kernel operation
@@ -124,6 +149,8 @@ _U0 = np.uint64(0)
 _U1 = np.uint64(1)
 MAX_ROWS = 2 ** 31 - 1                       # pool rows: internal entries hold block starts as int32
 DEEP = 64                                    # rows a query from which the cursor merges two leaves
+K_ST = 8                                     # staircase records kept per side, besides the floor
+ST_MIN = 8                                   # nodes of at least ST_MIN * b intervals keep a staircase
 
 
 # ----------------------------------------------------------------------------- allocation
@@ -148,12 +175,17 @@ def _node_alloc(meta, nd_f, nd_i, med):
     nd_i[v, HEIGHT] = 0
     nd_i[v, COUNT] = 0
     nd_i[v, RST] = -1
+    nd_i[v, STR] = -1
     return v
 
 
 @numba.njit(cache=True)
-def _node_free(meta, nd_i, v):
-    """Put node row v on the free list (chained through LEFT; SIZE = -1 marks it free)."""
+def _node_free(meta, nd_i, sx, v):
+    """Put node row v on the free list (chained through LEFT; SIZE = -1 marks it free), and its
+    staircase row on its own."""
+    if nd_i[v, STR] >= 0:
+        _st_free(meta, sx, nd_i[v, STR])
+        nd_i[v, STR] = -1
     nd_i[v, LEFT] = meta[M_ND_FREE]
     nd_i[v, RIGHT] = -1
     nd_i[v, SIZE] = -1
@@ -305,6 +337,173 @@ def _room(meta, nd_i, pg, ef, ei, ec, nodes, pages, entries):
             meta[M_NEED_E] = entries
             ok = False
     return ok
+
+
+# ----------------------------------------------------------------------------- staircases
+
+@numba.njit(cache=True)
+def _st_alloc(meta, sx):
+    """A staircase row (the caller made room); its id."""
+    r = meta[M_ST_FREE]
+    if r >= 0:
+        meta[M_ST_FREE] = sx[r, 0, 0]
+        meta[M_ST_NFREE] -= 1
+    else:
+        r = meta[M_ST_HW]
+        meta[M_ST_HW] = r + 1
+    return r
+
+
+@numba.njit(cache=True)
+def _st_free(meta, sx, r):
+    """Put staircase row r on the free list (chained through its first item)."""
+    sx[r, 0, 0] = meta[M_ST_FREE]
+    meta[M_ST_FREE] = r
+    meta[M_ST_NFREE] += 1
+
+
+@numba.njit(cache=True, inline="always")
+def _st_push(acc_t, acc_s, acc_i, found, lo, hi, sc, it):
+    """Feed the next interval of a node in the total order to the record search of
+    :func:`_st_fill`: it is a record of side 0 when its lo is below every earlier one's, of
+    side 1 when its hi is above. Returns True once both sides hold K_ST + 1 records."""
+    for sd in range(2):
+        x = lo if sd == 0 else -hi
+        f = found[sd]
+        if f <= K_ST and (f == 0 or x < acc_t[sd, f - 1]):
+            acc_t[sd, f] = x
+            acc_s[sd, f] = sc
+            acc_i[sd, f] = it
+            found[sd] = f + 1
+    return found[0] > K_ST and found[1] > K_ST
+
+
+@numba.njit(cache=True)
+def _st_fill(sf, sx, r, acc_t, acc_s, acc_i, found):
+    """Write the records found by :func:`_st_push` (best first, thresholds falling) into
+    staircase row r, thresholds rising: the worst kept record is the floor (entry 0); with
+    fewer records than entries, the first real one is repeated in front with threshold -inf."""
+    for sd in range(2):
+        f = found[sd]
+        for j in range(K_ST + 1):
+            a = K_ST - j                 # entry j holds the record a places from the best
+            if a >= f:
+                a = f - 1
+                sf[r, sd, j] = -np.inf
+            else:
+                sf[r, sd, j] = acc_t[sd, a]
+            sf[r, sd, K_ST + 1 + j] = acc_s[sd, a]
+            sx[r, sd, j] = acc_i[sd, a]
+
+
+@numba.njit(cache=True)
+def _st_build(sf, sx, r, lo, hi, sc, it, run):
+    """Staircase row r of the node whose intervals are ``run`` (indices, in the total order)."""
+    acc_t = np.empty((2, K_ST + 1), np.float64)
+    acc_s = np.empty((2, K_ST + 1), np.float64)
+    acc_i = np.empty((2, K_ST + 1), np.int64)
+    found = np.zeros(2, np.int64)
+    for x in run:
+        if _st_push(acc_t, acc_s, acc_i, found, lo[x], hi[x], sc[x], it[x]):
+            break
+    _st_fill(sf, sx, r, acc_t, acc_s, acc_i, found)
+
+
+@numba.njit(cache=True)
+def _st_scan(nd_i, ef, ei, ec, sf, sx, v):
+    """Recompute node v's staircase from its leaves, read in the total order until both sides
+    have all their records."""
+    acc_t = np.empty((2, K_ST + 1), np.float64)
+    acc_s = np.empty((2, K_ST + 1), np.float64)
+    acc_i = np.empty((2, K_ST + 1), np.int64)
+    found = np.zeros(2, np.int64)
+    h = nd_i[v, HEIGHT]
+    sst = np.empty(max(h, 1), np.int64)
+    spo = np.zeros(max(h, 1), np.int64)
+    t = 0
+    sst[0] = nd_i[v, RST]
+    done = False
+    while t >= 0 and not done:
+        st = sst[t]
+        m = ei[st - 1]
+        j = spo[t]
+        if j >= m:
+            t -= 1
+            continue
+        spo[t] = j + 1
+        e = st + j
+        if t == h - 1:
+            done = _st_push(acc_t, acc_s, acc_i, found, ef[e, LO], ef[e, HI], ef[e, SC], ei[e])
+        else:
+            t += 1
+            sst[t] = ec[e]
+            spo[t] = 0
+    _st_fill(sf, sx, nd_i[v, STR], acc_t, acc_s, acc_i, found)
+
+
+@numba.njit(cache=True)
+def _st_insert(sf, sx, r, lo, hi, sc, it):
+    """Staircase row r after the node gains (lo, hi, sc, it): on each side, when the interval
+    comes before the record that answers at its threshold, it enters there and the records it
+    now answers for (threshold at least its own, coming after it) leave; a list grown past its
+    entries drops entry 0 (the next one, whose key comes first, becomes the floor), one shrunk
+    repeats its first entry in front. Every answer stays a bound on the node's best interval
+    holding the query, and exact where it was."""
+    n1 = K_ST + 1
+    tt = np.empty(n1 + 1, np.float64)
+    ts = np.empty(n1 + 1, np.float64)
+    ti = np.empty(n1 + 1, np.int64)
+    for sd in range(2):
+        x = lo if sd == 0 else -hi
+        p = 0
+        for j in range(n1):
+            if sf[r, sd, j] <= x:
+                p = j
+        if before(sf[r, sd, n1 + p], sx[r, sd, p], sc, it):
+            continue
+        m = 0
+        placed = False
+        for j in range(n1):
+            tj = sf[r, sd, j]
+            sj = sf[r, sd, n1 + j]
+            ij = sx[r, sd, j]
+            if tj >= x and not before(sj, ij, sc, it):
+                continue
+            if not placed and tj > x:
+                tt[m] = x
+                ts[m] = sc
+                ti[m] = it
+                m += 1
+                placed = True
+            tt[m] = tj
+            ts[m] = sj
+            ti[m] = ij
+            m += 1
+        if not placed:
+            tt[m] = x
+            ts[m] = sc
+            ti[m] = it
+            m += 1
+        off = m - n1                     # > 0: drop entries in front; < 0: repeat the first
+        for j in range(n1):
+            a = j + off
+            if a < 0:
+                sf[r, sd, j] = -np.inf
+                a = 0
+            else:
+                sf[r, sd, j] = tt[a]
+            sf[r, sd, n1 + j] = ts[a]
+            sx[r, sd, j] = ti[a]
+
+
+@numba.njit(cache=True, inline="always")
+def _st_holds(sx, r, it):
+    """Whether item ``it`` is one of staircase row r's records."""
+    for sd in range(2):
+        for j in range(K_ST + 1):
+            if sx[r, sd, j] == it:
+                return True
+    return False
 
 
 # ----------------------------------------------------------------------------- item directory
@@ -987,7 +1186,7 @@ def _plan_cost(t_cnt, b):
 
 
 @numba.njit(cache=True)
-def _materialize(meta, nd_f, nd_i, pg, ef, ei, ec, dk, ds, dn, lo, hi, sc, it,
+def _materialize(meta, nd_f, nd_i, pg, ef, ei, ec, dk, ds, dn, sf, sx, lo, hi, sc, it,
                  perm, t_med, t_left, t_right, t_start, t_cnt, t_size, b):
     """Allocate the planned nodes (see _plan), pack their R-trees and point the directory at
     them (the caller made room). Returns the id of the planned root (-1 for no node)."""
@@ -1004,6 +1203,10 @@ def _materialize(meta, nd_f, nd_i, pg, ef, ei, ec, dk, ds, dn, lo, hi, sc, it,
         nd_i[u, SIZE] = t_size[v]
         run = perm[t_start[v]: t_start[v] + t_cnt[v]]
         _bt_bulk(meta, nd_f, nd_i, pg, ef, ei, ec, u, lo, hi, sc, it, run, b)
+        if t_cnt[v] >= ST_MIN * b:
+            r = _st_alloc(meta, sx)
+            nd_i[u, STR] = r
+            _st_build(sf, sx, r, lo, hi, sc, it, run)
         for x in run:
             _dir_put(dk, ds, dn, it[x], sc[x], u)
     return ids[0] if nodes > 0 else -1
@@ -1063,7 +1266,7 @@ def _depth_cap(n):
 
 
 @numba.njit(cache=True)
-def _rebuild(meta, nd_f, nd_i, pg, ef, ei, ec, dk, ds, dn, u, b):
+def _rebuild(meta, nd_f, nd_i, pg, ef, ei, ec, dk, ds, dn, sf, sx, u, b):
     """Rebuild node u's subtree from its intervals with fresh medians (the balance policy).
     Returns False, changing nothing, when the tables lack room (meta[M_NEED_*] say how much)."""
     par = -1
@@ -1087,6 +1290,15 @@ def _rebuild(meta, nd_f, nd_i, pg, ef, ei, ec, dk, ds, dn, u, b):
     if pg.shape[0] - meta[M_PG_HW] + meta[M_PG_NFREE] + npg < need_pg:
         meta[M_NEED_PG] = need_pg
         ok = False
+    need_st = 0
+    for v in range(t_cnt.shape[0]):
+        need_st += np.int64(t_cnt[v] >= ST_MIN * b)
+    held = 0
+    for t in range(nn):
+        held += np.int64(nd_i[nodes[t], STR] >= 0)
+    if sx.shape[0] - meta[M_ST_HW] + meta[M_ST_NFREE] + held < need_st:
+        meta[M_NEED_ST] = need_st
+        ok = False
     cap = ef.shape[0]
     live = meta[M_E_LIVE] - rows
     compact = cap - meta[M_E_HW] < need_e
@@ -1099,10 +1311,10 @@ def _rebuild(meta, nd_f, nd_i, pg, ef, ei, ec, dk, ds, dn, u, b):
         v = nodes[t]
         _walk_pages(meta, nd_i, pg, ef, ei, ec, v, lo, hi, sc, it, np.int64(0),
                     np.bool_(True))
-        _node_free(meta, nd_i, v)
+        _node_free(meta, nd_i, sx, v)
     if compact:
         _compact(meta, nd_i, pg, ef, ei, ec)
-    r = _materialize(meta, nd_f, nd_i, pg, ef, ei, ec, dk, ds, dn, lo, hi, sc, it,
+    r = _materialize(meta, nd_f, nd_i, pg, ef, ei, ec, dk, ds, dn, sf, sx, lo, hi, sc, it,
                      perm, t_med, t_left, t_right, t_start, t_cnt, t_size, b)
     if par < 0:
         meta[M_ROOT] = r
@@ -1140,7 +1352,7 @@ def _new_median(lo, hi):
 
 
 @numba.njit(cache=True)
-def _insert_one(meta, nd_f, nd_i, pg, ef, ei, ec, dk, ds, dn, lo, hi, sc, it, b, tf, ti, tc):
+def _insert_one(meta, nd_f, nd_i, pg, ef, ei, ec, dk, ds, dn, sf, sx, lo, hi, sc, it, b, tf, ti, tc):
     """Insert one interval (absent item; the caller made room); returns the node to rebuild
     for the balance policy, or -1."""
     path = np.empty(_depth_cap(meta[M_N] + 1), np.int64)
@@ -1165,13 +1377,15 @@ def _insert_one(meta, nd_f, nd_i, pg, ef, ei, ec, dk, ds, dn, lo, hi, sc, it, b,
             nd_i[v, side] = c
         v = c
     _bt_insert(meta, nd_f, nd_i, pg, ef, ei, ec, v, lo, hi, sc, it, b, tf, ti, tc)
+    if nd_i[v, STR] >= 0:
+        _st_insert(sf, sx, nd_i[v, STR], lo, hi, sc, it)
     _dir_put(dk, ds, dn, it, sc, v)
     meta[M_N] += 1
     return _scapegoat(nd_i, path, d)
 
 
 @numba.njit(cache=True)
-def _delete_one(meta, nd_f, nd_i, pg, ef, ei, ec, dk, ds, dn, it, b, tf, ti, tc):
+def _delete_one(meta, nd_f, nd_i, pg, ef, ei, ec, dk, ds, dn, sf, sx, it, b, tf, ti, tc):
     """Delete one present item; removes nodes whose subtree became empty; returns the node to
     rebuild for the balance policy, or -1."""
     slot = _dir_find(dk, dn, it)
@@ -1191,6 +1405,9 @@ def _delete_one(meta, nd_f, nd_i, pg, ef, ei, ec, dk, ds, dn, it, b, tf, ti, tc)
             break
         w = nd_i[w, LEFT] if m < nd_f[w, MED] else nd_i[w, RIGHT]
     _bt_delete(meta, nd_f, nd_i, pg, ef, ei, ec, v, sc, it, b, tf, ti, tc)
+    r = nd_i[v, STR]
+    if r >= 0 and nd_i[v, COUNT] > 0 and _st_holds(sx, r, it):
+        _st_scan(nd_i, ef, ei, ec, sf, sx, v)
     _dir_remove(dk, ds, dn, slot)
     meta[M_N] -= 1
     while d > 0 and nd_i[path[d - 1], SIZE] == 0:
@@ -1203,20 +1420,20 @@ def _delete_one(meta, nd_f, nd_i, pg, ef, ei, ec, dk, ds, dn, it, b, tf, ti, tc)
                 nd_i[par, LEFT] = -1
             else:
                 nd_i[par, RIGHT] = -1
-        _node_free(meta, nd_i, u)
+        _node_free(meta, nd_i, sx, u)
         d -= 1
     return _scapegoat(nd_i, path, d)
 
 
 @numba.njit(cache=True)
-def _update_batch(op, meta, nd_f, nd_i, pg, ef, ei, ec, dk, ds, dn, lo, hi, sc, it, start,
+def _update_batch(op, meta, nd_f, nd_i, pg, ef, ei, ec, dk, ds, dn, sf, sx, lo, hi, sc, it, start,
                   pending, b):
     """One batch of updates from position start on: op INSERT inserts (lo, hi, sc, it) (absent,
     distinct items; the directory has room for all), op DELETE deletes the items ``it``
     (present, distinct; lo/hi/sc unused). First rebuilds node ``pending`` when >= 0. Returns
     (status, position, node): DONE; NEED_ROOM: grow the tables, call again from position;
     NEED_REBUILD: grow, call again from position with pending = node."""
-    if pending >= 0 and not _rebuild(meta, nd_f, nd_i, pg, ef, ei, ec, dk, ds, dn, pending, b):
+    if pending >= 0 and not _rebuild(meta, nd_f, nd_i, pg, ef, ei, ec, dk, ds, dn, sf, sx, pending, b):
         return NEED_REBUILD, start, pending
     bi = _fanout(b)
     tf = np.empty((2 * bi + 2, 3), np.float64)
@@ -1227,13 +1444,13 @@ def _update_batch(op, meta, nd_f, nd_i, pg, ef, ei, ec, dk, ds, dn, lo, hi, sc, 
             h = meta[M_HMAX]
             if not _room(meta, nd_i, pg, ef, ei, ec, np.int64(1), h + 2, (h + 2) * (bi + 1)):
                 return NEED_ROOM, i, -1
-            u = _insert_one(meta, nd_f, nd_i, pg, ef, ei, ec, dk, ds, dn,
+            u = _insert_one(meta, nd_f, nd_i, pg, ef, ei, ec, dk, ds, dn, sf, sx,
                             lo[i], hi[i], sc[i], it[i], b, tf, ti, tc)
         else:
             if not _room(meta, nd_i, pg, ef, ei, ec, np.int64(0), np.int64(0), b + 1):
                 return NEED_ROOM, i, -1
-            u = _delete_one(meta, nd_f, nd_i, pg, ef, ei, ec, dk, ds, dn, it[i], b, tf, ti, tc)
-        if u >= 0 and not _rebuild(meta, nd_f, nd_i, pg, ef, ei, ec, dk, ds, dn, u, b):
+            u = _delete_one(meta, nd_f, nd_i, pg, ef, ei, ec, dk, ds, dn, sf, sx, it[i], b, tf, ti, tc)
+        if u >= 0 and not _rebuild(meta, nd_f, nd_i, pg, ef, ei, ec, dk, ds, dn, sf, sx, u, b):
             return NEED_REBUILD, i + 1, u
     return DONE, it.shape[0], -1
 
@@ -1416,7 +1633,7 @@ def _merge(q, end, pg, ef, ei, heights, top, spage, spos, found, hs, hk, hp, n, 
 
 
 @numba.njit(cache=True, inline="always")
-def _steps(deep, queries, g, fresh, root, nd_f, nd_i, pg, ef, ei, ec, heights, top, spage, spos, found,
+def _steps(deep, queries, g, fresh, root, nd_f, nd_i, pg, ef, ei, ec, sf, sx, heights, top, spage, spos, found,
            hs, hk, hp, hn, counters, out_item, out_score, out_off):
     """Every cursor step in one kernel, written out flat (a call that passes the arrays costs
     more than most steps). For each query ``q = queries[x]``: when ``fresh``, start a cursor in
@@ -1467,8 +1684,18 @@ def _steps(deep, queries, g, fresh, root, nd_f, nd_i, pg, ef, ei, ec, heights, t
                     spos[n, 0] = 0
                     found[n, 0] = False
                     n_nodes += 1
-                    s = nd_f[v, FKS]
-                    it = nd_i[v, FKI]
+                    r = nd_i[v, STR]
+                    if r >= 0:           # the staircase's record at q: the node's best key at q
+                        sd = np.int64(q > nd_f[v, MED])
+                        qq = q if sd == 0 else -q
+                        a = 0
+                        for j in range(1, K_ST + 1):
+                            a += np.int64(sf[r, sd, j] <= qq)
+                        s = sf[r, sd, K_ST + 1 + a]
+                        it = sx[r, sd, a]
+                    else:
+                        s = nd_f[v, FKS]
+                        it = nd_i[v, FKI]
                     _queue_in(hs, hk, hp, n, s, it, n)
                     n += 1
                 m = nd_f[v, MED]
@@ -1606,20 +1833,20 @@ def _steps(deep, queries, g, fresh, root, nd_f, nd_i, pg, ef, ei, ec, heights, t
 
 
 @numba.njit(cache=True, _nrt=False)
-def _cursors(queries, g, fresh, root, nd_f, nd_i, pg, ef, ei, ec, heights, top, spage, spos, found,
+def _cursors(queries, g, fresh, root, nd_f, nd_i, pg, ef, ei, ec, sf, sx, heights, top, spage, spos, found,
              hs, hk, hp, hn, counters, out_item, out_score, out_off):
     """:func:`_steps` for reads of up to ``DEEP`` rows a query (compiled without reference
     counting: it allocates nothing, and an inlined call would otherwise count references to
     every array it is passed)."""
-    return _steps(False, queries, g, fresh, root, nd_f, nd_i, pg, ef, ei, ec, heights, top, spage, spos, found,
+    return _steps(False, queries, g, fresh, root, nd_f, nd_i, pg, ef, ei, ec, sf, sx, heights, top, spage, spos, found,
                   hs, hk, hp, hn, counters, out_item, out_score, out_off)
 
 
 @numba.njit(cache=True, _nrt=False)
-def _cursors_deep(queries, g, fresh, root, nd_f, nd_i, pg, ef, ei, ec, heights, top, spage, spos, found,
+def _cursors_deep(queries, g, fresh, root, nd_f, nd_i, pg, ef, ei, ec, sf, sx, heights, top, spage, spos, found,
                   hs, hk, hp, hn, counters, out_item, out_score, out_off):
     """:func:`_steps` for deeper reads: two slots that both stand in a leaf are merged."""
-    return _steps(True, queries, g, fresh, root, nd_f, nd_i, pg, ef, ei, ec, heights, top, spage, spos, found,
+    return _steps(True, queries, g, fresh, root, nd_f, nd_i, pg, ef, ei, ec, sf, sx, heights, top, spage, spos, found,
                   hs, hk, hp, hn, counters, out_item, out_score, out_off)
 
 
@@ -1657,7 +1884,8 @@ class IRTreeCursor(Cursor):
         root = index._meta[M_ROOT]
         self._state = _state(*_path_shape(q, root, index._nd_f, index._nd_i))
         self.counters = self._state[-1]
-        self._tree = (root, index._nd_f, index._nd_i, index._pg, index._ef, index._ei, index._ec)
+        self._tree = (root, index._nd_f, index._nd_i, index._pg, index._ef, index._ei, index._ec, index._sf,
+                      index._sx)
         _cursors(self._q, _ZERO, True, *self._tree, *self._state, _NO_ROWS_I, _NO_ROWS_F, np.zeros(2, np.int64))
         self._most = len(index)       # no call returns more: bounds the output buffers
 
@@ -1702,7 +1930,10 @@ class IRTreeIndex(IntervalIndex):
             raise OverflowError(f"ir-tree: {rows} pool rows, more than its int32 child links reach")
         nodes = len(t_med)
         self._nd_f = np.empty((nodes, 4), np.float64)
-        self._nd_i = np.empty((nodes, 8), np.int64)
+        self._nd_i = np.empty((nodes, N_I), np.int64)
+        stairs = int((t_cnt >= ST_MIN * self.b).sum())
+        self._sf = np.empty((stairs, 2, 2 * K_ST + 2), np.float64)
+        self._sx = np.empty((stairs, 2, K_ST + 1), np.int64)
         self._pg = np.empty((pages, 3), np.int64)
         self._ef = np.empty((rows, 3), np.float64)
         self._ei = np.empty(rows, np.int64)
@@ -1712,7 +1943,7 @@ class IRTreeIndex(IntervalIndex):
         self._ds = np.empty(h, np.float64)
         self._dn = np.full(h, -1, np.int32)
         meta = np.zeros(N_META, np.int64)
-        meta[M_ROOT] = meta[M_ND_FREE] = meta[M_PG_FREE] = -1
+        meta[M_ROOT] = meta[M_ND_FREE] = meta[M_PG_FREE] = meta[M_ST_FREE] = -1
         self._meta = meta
         meta[M_ROOT] = _materialize(meta, *self._state(), lo, hi, sc, it,
                                     perm, t_med, t_left, t_right, t_start, t_cnt, t_size, self.b)
@@ -1722,7 +1953,7 @@ class IRTreeIndex(IntervalIndex):
     def _state(self):
         """The arrays every update kernel takes, in their order."""
         return (self._nd_f, self._nd_i, self._pg, self._ef, self._ei, self._ec,
-                self._dk, self._ds, self._dn)
+                self._dk, self._ds, self._dn, self._sf, self._sx)
 
     # -- growth (kernels never grow an array)
 
@@ -1749,7 +1980,13 @@ class IRTreeIndex(IntervalIndex):
             self._ef = _grown(self._ef, m, hw)
             self._ei = _grown(self._ei, m, hw)
             self._ec = _grown(self._ec, m, hw)
-        meta[M_NEED_ND] = meta[M_NEED_PG] = meta[M_NEED_E] = 0
+        need = meta[M_NEED_ST]
+        n = len(self._sx)
+        if need and n - meta[M_ST_HW] + meta[M_ST_NFREE] < need:
+            m = max(2 * n, n + need, 4)
+            self._sf = _grown(self._sf, m, meta[M_ST_HW])
+            self._sx = _grown(self._sx, m, meta[M_ST_HW])
+        meta[M_NEED_ND] = meta[M_NEED_PG] = meta[M_NEED_E] = meta[M_NEED_ST] = 0
 
     def _resize_directory(self, n: int) -> None:
         """Directory sized for n items (rehashed into new arrays)."""
@@ -1836,7 +2073,7 @@ class IRTreeIndex(IntervalIndex):
         meta = self._meta
         state = _state(_depth(meta[M_ROOT], self._nd_i), meta[M_HMAX])
         _kernel(int(g.max(initial=0)))(queries, g, True, meta[M_ROOT], self._nd_f, self._nd_i, self._pg, self._ef,
-                                       self._ei, self._ec, *state, out_item, out_score, out_off)
+                                       self._ei, self._ec, self._sf, self._sx, *state, out_item, out_score, out_off)
         return out_off, out_item[: out_off[-1]], out_score[: out_off[-1]]
 
     def stats(self) -> dict:
