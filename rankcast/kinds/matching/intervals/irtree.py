@@ -33,8 +33,8 @@ of a page or two. Cost ``O((k + log n) b log_b n)`` for the top-k (Theorem 3.1).
 runs in one compiled kernel (:func:`_cursors`), for one cursor or for many queries
 (``read_many``), which merges the leaves of the two first slots while both stand in one (the
 answer alternates between the few nodes that hold the best intervals); reads of more than
-``DEEP`` rows a query use a second one (:func:`_cursors_deep`) that finds the stabbed entries
-of the merged leaves as bit masks.
+``DEEP`` rows a query use a second one (:func:`_cursors_deep`) that also reads the other leaves
+without a branch per entry.
 Counters: ``nodes`` = I-tree nodes on the path plus R-tree pages entered (a
 root page when its first key is read), ``holes`` = pages entered and left without a stabbed
 interval found below, ``entries`` = leaf entries looked at. A cursor is valid until the next
@@ -1526,7 +1526,7 @@ def _stabbed_from(ef, st, j, m, n, q):
 @numba.njit(cache=True, inline="always")
 def _merge(q, end, pg, ef, ei, heights, top, spage, spos, found, hs, hk, hp, n, c, i, counters, out_item,
            out_score):
-    """The step of :func:`_steps` (deep reads) when the two first slots of the queue
+    """The step of :func:`_steps` when the two first slots of the queue
     (``i = hp[n - 1]`` and ``hp[n - 2]``) both stand in a leaf page: their leaves' stabbed
     entries, found 8 at a time as bit masks (:func:`_chunk`), set bits taken in order, are
     merged in the total order (a switch from one slot to the other is one compare, not a pause
@@ -1634,93 +1634,6 @@ def _merge(q, end, pg, ef, ei, heights, top, spage, spos, found, hs, hk, hp, n, 
 
 
 @numba.njit(cache=True, inline="always")
-def _merge_short(q, end, ef, ei, heights, top, spage, spos, found, hs, hk, hp, n, c, i, out_item, out_score):
-    """:func:`_merge` for short reads: the same step, each leaf's next stabbed entry found by
-    the plain test, one entry at a time (a short read takes a few rows from each side, where
-    masks of 8 entries cost more to set up than they save). Returns (-1, 0), nothing done, when
-    either leaf has no stabbed entry left; else (the rows now written, the leaf entries
-    passed)."""
-    i2 = hp[n - 2]
-    t = top[i]
-    t2 = top[i2]
-    if t2 != heights[i2] - 1:
-        return -1, 0
-    sta = spage[i, t]
-    stb = spage[i2, t2]
-    ja = spos[i, t]
-    jb = spos[i2, t2]
-    ma_n = ei[sta - 1]
-    mb_n = ei[stb - 1]
-    ja0 = ja
-    jb0 = jb
-    while ja < ma_n and not (ef[sta + ja, LO] <= q and q <= ef[sta + ja, HI]):
-        ja += 1
-    if ja == ma_n:
-        return -1, 0
-    while jb < mb_n and not (ef[stb + jb, LO] <= q and q <= ef[stb + jb, HI]):
-        jb += 1
-    if jb == mb_n:
-        return -1, 0
-    if n >= 3:
-        ts = hs[n - 3]
-        tk = hk[n - 3]
-    else:
-        ts = -1.0
-        tk = np.int64(0)
-    sa = ef[sta + ja, SC]
-    ia = ei[sta + ja]
-    sb = ef[stb + jb, SC]
-    ib = ei[stb + jb]
-    ra = 0
-    rb = 0
-    while c < end:
-        if sa > sb or (sa == sb and ia < ib):
-            if ts > sa or (ts == sa and tk < ia):
-                break
-            out_item[c] = ia
-            out_score[c] = sa
-            c += 1
-            ra += 1
-            j = ja + 1
-            while j < ma_n and not (ef[sta + j, LO] <= q and q <= ef[sta + j, HI]):
-                j += 1
-            if j == ma_n:
-                ja = j
-                break
-            ja = j
-            sa = ef[sta + ja, SC]
-            ia = ei[sta + ja]
-        else:
-            if ts > sb or (ts == sb and tk < ib):
-                break
-            out_item[c] = ib
-            out_score[c] = sb
-            c += 1
-            rb += 1
-            j = jb + 1
-            while j < mb_n and not (ef[stb + j, LO] <= q and q <= ef[stb + j, HI]):
-                j += 1
-            if j == mb_n:
-                jb = j
-                break
-            jb = j
-            sb = ef[stb + jb, SC]
-            ib = ei[stb + jb]
-    spos[i, t] = ja
-    spos[i2, t2] = jb
-    if ra > 0 and not found[i, t]:
-        for u in range(t + 1):
-            found[i, u] = True
-    if rb > 0 and not found[i2, t2]:
-        for u in range(t2 + 1):
-            found[i2, u] = True
-    # a leaf that is done keeps the key of the last row it reported (sa/ia unchanged since)
-    _queue_in(hs, hk, hp, n - 2, sa, ia, i)
-    _queue_in(hs, hk, hp, n - 1, sb, ib, i2)
-    return c, ja - ja0 + jb - jb0
-
-
-@numba.njit(cache=True, inline="always")
 def _steps(deep, queries, g, fresh, root, nd_f, nd_i, pg, ef, ei, ec, sf, sx, heights, top, spage, spos, found,
            hs, hk, hp, hn, counters, out_item, out_score, out_off):
     """Every cursor step in one kernel, written out flat (a call that passes the arrays costs
@@ -1741,14 +1654,14 @@ def _steps(deep, queries, g, fresh, root, nd_f, nd_i, pg, ef, ei, ec, sf, sx, he
     runs in the total order, so the entry where the slot pauses keys it (nothing after it in
     the node comes first), and the slot moves down the queue to its place.
 
-    A step where the two first slots both stand in a leaf merges their leaves (:func:`_merge`
-    when ``deep``, a constant of the two kernels below, :func:`_merge_short` otherwise): the
-    answer alternates between the few nodes that hold the best stabbed intervals, and a switch of
-    slots through the queue costs more than the rows between two switches. When ``deep`` a
-    leaf is also read without a branch on whether an entry is stabbed (every entry's row is
-    written at the next output position, which only a stabbed one advances), which costs more
-    than the branch on short reads but less than its mispredictions on long ones. On deep reads an internal page is
-    read the same way as far as its next entry whose extent holds q, and the slot pauses there
+    A step where the two first slots both stand in a leaf merges their leaves (:func:`_merge`):
+    the answer alternates between the few nodes that hold the best stabbed intervals, and a
+    switch of slots through the queue costs more than the rows between two switches. When
+    ``deep`` (a constant of the two kernels below) a leaf is also read without a branch on
+    whether an entry is stabbed (every entry's row is written at the next output position,
+    which only a stabbed one advances), which costs more than the branch on short reads but
+    less than its mispredictions on long ones, and an internal page is read the same way as
+    far as its next entry whose extent holds q, and the slot pauses there
     (keyed by that entry) when it does not come first: the entries passed hold nothing stabbed,
     the pages entered are the same, and a slot pauses and resumes less often (a short read,
     which most often never comes back, pauses at the first entry that does not come first).
@@ -1808,20 +1721,12 @@ def _steps(deep, queries, g, fresh, root, nd_f, nd_i, pg, ef, ei, ec, sf, sx, he
             i = hp[n - 1]
             h = heights[i]
             t = top[i]
-            if not deep and n >= 2 and t == h - 1:
-                c2, ne = _merge_short(q, end, ef, ei, heights, top, spage, spos, found, hs, hk, hp, n, c, i,
-                                      out_item, out_score)
+            if n >= 2 and t == h - 1:
+                c2 = _merge(q, end, pg, ef, ei, heights, top, spage, spos, found, hs, hk, hp, n, c, i,
+                            counters, out_item, out_score)
                 if c2 >= 0:
-                    n_entries += ne
                     c = c2
                     continue
-            if deep:
-                if n >= 2 and t == h - 1:
-                    c2 = _merge(q, end, pg, ef, ei, heights, top, spage, spos, found, hs, hk, hp, n, c, i,
-                                counters, out_item, out_score)
-                    if c2 >= 0:
-                        c = c2
-                        continue
             paused = False
             s = 0.0
             it = np.int64(0)
