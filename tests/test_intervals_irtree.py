@@ -593,9 +593,11 @@ def best_first_work(idx, model, q, k):
 @pytest.mark.parametrize("b", [2, 4, 50])
 def test_best_first_reads_only_what_the_answer_needs(b):
     """The cursor is a best-first search over the pages of path(q): after reporting k rows (in
-    one call or several) it has entered exactly the pages whose keys come at or before the k-th
-    row's, and looked at every leaf entry that does; past it, a node's scan only finishes the
-    leaf it is in (it stops at a stabbed entry), on a fresh build and after churn."""
+    one call or several) it has entered every page whose key comes at or before the k-th row's
+    and, past them, at most one leaf a slot (a slot merged with another goes on to its next leaf
+    while rows are still to be written, before that leaf's first key is compared), and looked
+    at every leaf entry that does; past it, a node's scan only finishes the leaf it is in (it
+    stops at a stabbed entry), on a fresh build and after churn."""
     rng = np.random.default_rng(50 + b)
     idx, model = IRTreeIndex([], [], [], [], b=b), Model()
     for step in range(3):
@@ -614,7 +616,7 @@ def test_best_first_reads_only_what_the_answer_needs(b):
                 read += len(cur.next(k - read)[0])
                 nodes, holes, entries = cur.counters
                 want_nodes, want_entries = best_first_work(idx, model, q, k)
-                assert nodes == want_nodes and holes == 0, (q, k)
+                assert want_nodes <= nodes <= want_nodes + slots and holes == 0, (q, k)
                 assert want_entries <= entries <= want_entries + slots * (b - 1), (q, k)
 
 

@@ -28,8 +28,9 @@ reporting stabbed leaf entries, as long as the best key of the other slots does 
 before the entry it looks at; it then pauses at that entry, keyed by the entry's key (an
 internal entry's first key, a stabbed leaf entry's own; the DFS runs in the total order, so
 nothing after it in the node comes first). A node's R-tree is descended only as far as its
-bounds reach the answer: a path node that holds no early result costs its first key, or a scan
-of a page or two. Cost ``O((k + log n) b log_b n)`` for the top-k (Theorem 3.1). Every step
+bounds reach the answer (and, for a slot merged with another, at most one leaf further: the
+merge goes on to a slot's next leaf before its first key is compared): a path node that holds
+no early result costs its staircase's key, or a scan of a page or two. Cost ``O((k + log n) b log_b n)`` for the top-k (Theorem 3.1). Every step
 runs in one compiled kernel (:func:`_cursors`), for one cursor or for many queries
 (``read_many``), which merges the leaves of the two first slots while both stand in one (the
 answer alternates between the few nodes that hold the best intervals); reads of more than
@@ -1524,14 +1525,43 @@ def _stabbed_from(ef, st, j, m, n, q):
 
 
 @numba.njit(cache=True, inline="always")
-def _merge(q, end, pg, ef, ei, heights, top, spage, spos, found, hs, hk, hp, n, c, i, counters, out_item,
+def _sibling(q, ef, ei, ec, spage, spos, found, i, t, reported):
+    """Slot i's leaf (level t) is done: the pool row start of the next leaf under the same
+    parent page whose extent holds q, the slot's stack moved onto it; -1 (nothing moved) when
+    the leaf is the root or the parent has none left. ``reported``: rows the done leaf gave."""
+    if t == 0:
+        return -1
+    pst = spage[i, t - 1]
+    pm = ei[pst - 1]
+    j = spos[i, t - 1]
+    while j < pm:
+        e = pst + j
+        j += 1
+        if ef[e, LO] <= q and q <= ef[e, HI]:
+            if reported > 0 and not found[i, t]:
+                for u in range(t + 1):
+                    found[i, u] = True
+            spos[i, t - 1] = j
+            spage[i, t] = ec[e]
+            spos[i, t] = 0
+            found[i, t] = False
+            return np.int64(ec[e])
+    return np.int64(-1)
+
+
+@numba.njit(cache=True, inline="always")
+def _merge(q, end, pg, ef, ei, ec, heights, top, spage, spos, found, hs, hk, hp, n, c, i, counters, out_item,
            out_score):
     """The step of :func:`_steps` when the two first slots of the queue
     (``i = hp[n - 1]`` and ``hp[n - 2]``) both stand in a leaf page: their leaves' stabbed
     entries, found 8 at a time as bit masks (:func:`_chunk`), set bits taken in order, are
     merged in the total order (a switch from one slot to the other is one compare, not a pause
-    and a resume through the queue), until one leaf has no stabbed entry left, ``end`` rows
-    are written or the next row comes after the third slot's key. Both slots then stand at
+    and a resume through the queue); a slot whose leaf is done goes on in the next leaf under
+    the same parent whose extent holds q (:func:`_sibling`: the next leaf of its DFS) while rows
+    are still to be written, its entries compared with the other side's as they come (entering
+    it on its first key, as a resume through the queue does, would stop the merge at most leaf
+    ends), until a slot has no such leaf, ``end`` rows are written or the next row comes after
+    the third slot's key. Both slots then stand at
     their next stabbed entry (or at the end of the leaf) and go back into the queue keyed by
     that entry (a slot whose leaf is done keeps the key of its last row: nothing left in its
     node comes first).
@@ -1563,8 +1593,6 @@ def _merge(q, end, pg, ef, ei, heights, top, spage, spos, found, hs, hk, hp, n, 
     else:
         ts = -1.0                    # scores are >= 0: no key comes first
         tk = np.int64(0)
-    c0 = c
-    ra = 0
     ya = sta + ba + np.int64(trailing_zeros(ma))     # each slot's next stabbed entry and its key
     sa = ef[ya, SC]
     ia = ei[ya]
@@ -1573,6 +1601,9 @@ def _merge(q, end, pg, ef, ei, heights, top, spage, spos, found, hs, hk, hp, n, 
     ib = ei[yb]
     la = ya                          # pool rows of the last entry each slot reported
     lb = yb
+    ra = 0                           # rows each slot reported from its current leaf
+    rb = 0
+    passed = 0
     while c < end:
         if sa > sb or (sa == sb and ia < ib):
             if ts > sa or (ts == sa and tk < ia):
@@ -1584,7 +1615,20 @@ def _merge(q, end, pg, ef, ei, heights, top, spage, spos, found, hs, hk, hp, n, 
             la = ya
             ba, ma = _stabbed_from(ef, sta, ba, ma & (ma - _U1), ma_n, q)
             if ma == _U0:
-                break
+                if c == end:
+                    break
+                nst = _sibling(q, ef, ei, ec, spage, spos, found, i, t, ra)
+                if nst < 0:
+                    break
+                passed += ma_n - ja
+                counters[NODES] += 1
+                sta = nst
+                ma_n = ei[sta - 1]
+                ja = 0
+                ra = 0
+                ba, ma = _stabbed_from(ef, sta, 0, _chunk(ef, sta, 0, ma_n, q), ma_n, q)
+                if ma == _U0:
+                    break
             ya = sta + ba + np.int64(trailing_zeros(ma))
             sa = ef[ya, SC]
             ia = ei[ya]
@@ -1594,14 +1638,27 @@ def _merge(q, end, pg, ef, ei, heights, top, spage, spos, found, hs, hk, hp, n, 
             out_item[c] = ib
             out_score[c] = sb
             c += 1
+            rb += 1
             lb = yb
             bb, mb = _stabbed_from(ef, stb, bb, mb & (mb - _U1), mb_n, q)
             if mb == _U0:
-                break
+                if c == end:
+                    break
+                nst = _sibling(q, ef, ei, ec, spage, spos, found, i2, t2, rb)
+                if nst < 0:
+                    break
+                passed += mb_n - jb
+                counters[NODES] += 1
+                stb = nst
+                mb_n = ei[stb - 1]
+                jb = 0
+                rb = 0
+                bb, mb = _stabbed_from(ef, stb, 0, _chunk(ef, stb, 0, mb_n, q), mb_n, q)
+                if mb == _U0:
+                    break
             yb = stb + bb + np.int64(trailing_zeros(mb))
             sb = ef[yb, SC]
             ib = ei[yb]
-    rb = c - c0 - ra
     # where each slot stands now, and its key
     if ma != _U0:
         na = ba + np.int64(trailing_zeros(ma))
@@ -1627,7 +1684,7 @@ def _merge(q, end, pg, ef, ei, heights, top, spage, spos, found, hs, hk, hp, n, 
     if rb > 0 and not found[i2, t2]:
         for u in range(t2 + 1):
             found[i2, u] = True
-    counters[ENTRIES] += na - ja + nb - jb
+    counters[ENTRIES] += passed + na - ja + nb - jb
     _queue_in(hs, hk, hp, n - 2, ka, ki, i)
     _queue_in(hs, hk, hp, n - 1, kb, kbi, i2)
     return c
@@ -1722,7 +1779,7 @@ def _steps(deep, queries, g, fresh, root, nd_f, nd_i, pg, ef, ei, ec, sf, sx, he
             h = heights[i]
             t = top[i]
             if n >= 2 and t == h - 1:
-                c2 = _merge(q, end, pg, ef, ei, heights, top, spage, spos, found, hs, hk, hp, n, c, i,
+                c2 = _merge(q, end, pg, ef, ei, ec, heights, top, spage, spos, found, hs, hk, hp, n, c, i,
                             counters, out_item, out_score)
                 if c2 >= 0:
                     c = c2
