@@ -1561,10 +1561,9 @@ def _merge(q, end, pg, ef, ei, ec, heights, top, spage, spos, found, hs, hk, hp,
     are still to be written, its entries compared with the other side's as they come (entering
     it on its first key, as a resume through the queue does, would stop the merge at most leaf
     ends), until a slot has no such leaf, ``end`` rows are written or the next row comes after
-    the third slot's key. Both slots then stand at
-    their next stabbed entry (or at the end of the leaf) and go back into the queue keyed by
-    that entry (a slot whose leaf is done keeps the key of its last row: nothing left in its
-    node comes first).
+    the third slot's key. Both slots then stand at their next stabbed entry (or at the end of
+    the leaf) and go back into the queue keyed by that entry (a slot whose leaf is done keeps
+    the key of its last row: nothing left in its node comes first).
     Returns -1 (nothing done) when a leaf has no stabbed entry left; else the rows now written,
     the leaf entries passed added to ``counters``."""
     i2 = hp[n - 2]
@@ -1902,7 +1901,8 @@ def _cursors(queries, g, fresh, root, nd_f, nd_i, pg, ef, ei, ec, sf, sx, height
 @numba.njit(cache=True, _nrt=False)
 def _cursors_deep(queries, g, fresh, root, nd_f, nd_i, pg, ef, ei, ec, sf, sx, heights, top, spage, spos, found,
                   hs, hk, hp, hn, counters, out_item, out_score, out_off):
-    """:func:`_steps` for deeper reads: two slots that both stand in a leaf are merged."""
+    """:func:`_steps` for deeper reads: leaves outside the merge, and internal pages as far as
+    their next entry holding q, read without a branch per entry."""
     return _steps(True, queries, g, fresh, root, nd_f, nd_i, pg, ef, ei, ec, sf, sx, heights, top, spage, spos, found,
                   hs, hk, hp, hn, counters, out_item, out_score, out_off)
 
