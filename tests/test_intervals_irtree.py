@@ -668,9 +668,9 @@ def test_both_kernels_equal_the_oracle_in_any_batches(b, kernel):
 @pytest.mark.parametrize("b", [2, 5])
 def test_staircases_exact_when_built_and_bounds_after_updates(b):
     """Nodes of at least ST_MIN * b intervals keep a staircase: exact past its floor after a
-    build and after deletes (those of its records rescan the node); after inserts (records that enter, entries they replace) and deletes of its records
-    (which rescan the node) still a bound of the node's best key at every query point, and the
-    answers equal the oracle's."""
+    build and after deletes (those of its records rescan the node); after inserts too (records
+    that enter, entries they replace) a bound of the node's best key at every query point; the
+    answers equal the oracle's after every call."""
     rng = np.random.default_rng(90 + b)
     lo, hi, sc, it = make(rng, 3000, "mixed")
     sc = np.round(sc, 1)                                          # ties
