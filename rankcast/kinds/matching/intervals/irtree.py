@@ -365,6 +365,14 @@ def _st_free(meta, sx, r):
 
 
 @numba.njit(cache=True, inline="always")
+def _st_records():
+    """Empty record search of :func:`_st_push`: per side, thresholds, scores, items (K_ST + 1
+    each) and the number found."""
+    return (np.empty((2, K_ST + 1), np.float64), np.empty((2, K_ST + 1), np.float64),
+            np.empty((2, K_ST + 1), np.int64), np.zeros(2, np.int64))
+
+
+@numba.njit(cache=True, inline="always")
 def _st_push(acc_t, acc_s, acc_i, found, lo, hi, sc, it):
     """Feed the next interval of a node in the total order to the record search of
     :func:`_st_fill`: it is a record of side 0 when its lo is below every earlier one's, of
@@ -401,10 +409,7 @@ def _st_fill(sf, sx, r, acc_t, acc_s, acc_i, found):
 @numba.njit(cache=True)
 def _st_build(sf, sx, r, lo, hi, sc, it, run):
     """Staircase row r of the node whose intervals are ``run`` (indices, in the total order)."""
-    acc_t = np.empty((2, K_ST + 1), np.float64)
-    acc_s = np.empty((2, K_ST + 1), np.float64)
-    acc_i = np.empty((2, K_ST + 1), np.int64)
-    found = np.zeros(2, np.int64)
+    acc_t, acc_s, acc_i, found = _st_records()
     for x in run:
         if _st_push(acc_t, acc_s, acc_i, found, lo[x], hi[x], sc[x], it[x]):
             break
@@ -415,10 +420,7 @@ def _st_build(sf, sx, r, lo, hi, sc, it, run):
 def _st_scan(nd_i, ef, ei, ec, sf, sx, v):
     """Recompute node v's staircase from its leaves, read in the total order until both sides
     have all their records."""
-    acc_t = np.empty((2, K_ST + 1), np.float64)
-    acc_s = np.empty((2, K_ST + 1), np.float64)
-    acc_i = np.empty((2, K_ST + 1), np.int64)
-    found = np.zeros(2, np.int64)
+    acc_t, acc_s, acc_i, found = _st_records()
     h = nd_i[v, HEIGHT]
     sst = np.empty(max(h, 1), np.int64)
     spo = np.zeros(max(h, 1), np.int64)
@@ -1525,28 +1527,33 @@ def _stabbed_from(ef, st, j, m, n, q):
 
 
 @numba.njit(cache=True, inline="always")
-def _sibling(q, ef, ei, ec, spage, spos, found, i, t, reported):
-    """Slot i's leaf (level t) is done: the pool row start of the next leaf under the same
-    parent page whose extent holds q, the slot's stack moved onto it; -1 (nothing moved) when
-    the leaf is the root or the parent has none left. ``reported``: rows the done leaf gave."""
-    if t == 0:
-        return -1
-    pst = spage[i, t - 1]
-    pm = ei[pst - 1]
-    j = spos[i, t - 1]
-    while j < pm:
-        e = pst + j
-        j += 1
-        if ef[e, LO] <= q and q <= ef[e, HI]:
-            if reported > 0 and not found[i, t]:
-                for u in range(t + 1):
-                    found[i, u] = True
-            spos[i, t - 1] = j
-            spage[i, t] = ec[e]
-            spos[i, t] = 0
-            found[i, t] = False
-            return np.int64(ec[e])
-    return np.int64(-1)
+def _sibling(q, ef, ei, ec, spage, spos, found, i, t, reported, counters):
+    """Slot i's leaf (level t) is done: move the slot's stack onto the next leaf under the same
+    parent page whose extent holds q (counted as a page entered). Returns that leaf's pool row
+    start (-1, nothing moved, when the leaf is the root or the parent has none left), its entry
+    count and its first chunk of stabbed entries as :func:`_stabbed_from` gives it.
+    ``reported``: rows the done leaf gave."""
+    if t > 0:
+        pst = spage[i, t - 1]
+        pm = ei[pst - 1]
+        j = spos[i, t - 1]
+        while j < pm:
+            e = pst + j
+            j += 1
+            if ef[e, LO] <= q and q <= ef[e, HI]:
+                if reported > 0 and not found[i, t]:
+                    for u in range(t + 1):
+                        found[i, u] = True
+                st = np.int64(ec[e])
+                spos[i, t - 1] = j
+                spage[i, t] = st
+                spos[i, t] = 0
+                found[i, t] = False
+                counters[NODES] += 1
+                m = ei[st - 1]
+                b, mask = _stabbed_from(ef, st, 0, _chunk(ef, st, 0, m, q), m, q)
+                return st, m, b, mask
+    return np.int64(-1), np.int64(0), np.int64(0), _U0
 
 
 @numba.njit(cache=True, inline="always")
@@ -1616,16 +1623,11 @@ def _merge(q, end, pg, ef, ei, ec, heights, top, spage, spos, found, hs, hk, hp,
             if ma == _U0:
                 if c == end:
                     break
-                nst = _sibling(q, ef, ei, ec, spage, spos, found, i, t, ra)
+                nst, nn, ba, ma = _sibling(q, ef, ei, ec, spage, spos, found, i, t, ra, counters)
                 if nst < 0:
                     break
                 passed += ma_n - ja
-                counters[NODES] += 1
-                sta = nst
-                ma_n = ei[sta - 1]
-                ja = 0
-                ra = 0
-                ba, ma = _stabbed_from(ef, sta, 0, _chunk(ef, sta, 0, ma_n, q), ma_n, q)
+                sta, ma_n, ja, ra = nst, nn, 0, 0
                 if ma == _U0:
                     break
             ya = sta + ba + np.int64(trailing_zeros(ma))
@@ -1643,16 +1645,11 @@ def _merge(q, end, pg, ef, ei, ec, heights, top, spage, spos, found, hs, hk, hp,
             if mb == _U0:
                 if c == end:
                     break
-                nst = _sibling(q, ef, ei, ec, spage, spos, found, i2, t2, rb)
+                nst, nn, bb, mb = _sibling(q, ef, ei, ec, spage, spos, found, i2, t2, rb, counters)
                 if nst < 0:
                     break
                 passed += mb_n - jb
-                counters[NODES] += 1
-                stb = nst
-                mb_n = ei[stb - 1]
-                jb = 0
-                rb = 0
-                bb, mb = _stabbed_from(ef, stb, 0, _chunk(ef, stb, 0, mb_n, q), mb_n, q)
+                stb, mb_n, jb, rb = nst, nn, 0, 0
                 if mb == _U0:
                     break
             yb = stb + bb + np.int64(trailing_zeros(mb))
